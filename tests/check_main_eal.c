@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_main_eal.c: the main of a unit test binary whose suite needs EAL.
+ * EAL initialises once per process, so these suites run without fork, in one
+ * process, on virtual devices only: --no-huge, --no-pci, a net_ring port and a
+ * file prefix of their own. Extra EAL arguments can be given in
+ * MOQDP_TEST_EAL (split on spaces).
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rte_eal.h>
+#include <rte_lcore.h>
+
+#ifndef MOQ_SUITE
+#error "MOQ_SUITE must name the suite function"
+#endif
+
+Suite *MOQ_SUITE(void);
+
+#define MAX_EAL_ARGS 32
+
+int main(int argc, char **argv)
+{
+	char prefix[64], *eal_argv[MAX_EAL_ARGS];
+	int eal_argc = 0, failed;
+	char *extra = getenv("MOQDP_TEST_EAL");
+	SRunner *sr;
+
+	(void)argc;
+	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-test-%d", (int)getpid());
+	eal_argv[eal_argc++] = argv[0];
+	eal_argv[eal_argc++] = "--no-huge";
+	eal_argv[eal_argc++] = "-m";
+	eal_argv[eal_argc++] = "256";
+	eal_argv[eal_argc++] = "--no-pci";
+	eal_argv[eal_argc++] = "--no-telemetry";
+	eal_argv[eal_argc++] = "--log-level=lib.eal:error";
+	eal_argv[eal_argc++] = "-l";
+	eal_argv[eal_argc++] = "0-1";
+	eal_argv[eal_argc++] = "--vdev=net_ring0";
+	eal_argv[eal_argc++] = prefix;
+	if (extra != NULL) {
+		for (char *t = strtok(extra, " "); t && eal_argc < MAX_EAL_ARGS; t = strtok(NULL, " "))
+			eal_argv[eal_argc++] = t;
+	}
+	if (rte_eal_init(eal_argc, eal_argv) < 0) {
+		/* TAP: a plan of zero and a reason, so meson reports it. */
+		printf("1..0 # SKIP EAL could not initialise\n");
+		fprintf(stderr, "rte_eal_init failed\n");
+		return EXIT_FAILURE;
+	}
+
+	sr = srunner_create(MOQ_SUITE());
+	srunner_set_fork_status(sr, CK_NOFORK);
+	srunner_set_tap(sr, "/dev/stdout");
+	srunner_run_all(sr, CK_SILENT);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	rte_eal_cleanup();
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
