@@ -10,8 +10,12 @@ import re
 import sys
 
 passed = failed = skipped = 0
-with open(sys.argv[1]) as f:
-    for line in f:
+try:
+    lines = open(sys.argv[1]).read().splitlines()
+except FileNotFoundError:
+    lines = []
+if True:
+    for line in lines:
         t = json.loads(line)
         out = t.get("stdout") or ""
         cases = 0
