@@ -1,0 +1,475 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * quic.h: the moqdp QUIC endpoint (ngtcp2 0.12 + wolfSSL 5.5.4).
+ *
+ * The endpoint does no I/O. The caller (a worker lcore, a kernel socket loop
+ * or a test) hands it:
+ *   - received UDP datagrams, moq_quic_endpoint_recv(): pointer, length,
+ *     local/remote address and a timestamp. Nothing is kept after the call:
+ *     stream data is handed to the application's callback during the call.
+ *   - empty packet buffers, moq_quic_endpoint_send(): up to a burst of them
+ *     are filled (ngtcp2 writes and encrypts in place) across the connections
+ *     that have something to send, honouring congestion control and pacing.
+ *   - the clock, moq_quic_endpoint_timers(): runs every connection expiry that
+ *     is due (loss detection, idle / handshake timeouts, pacing, closing).
+ *
+ * One endpoint per worker; an endpoint and its connections are only ever
+ * touched by the thread that owns it (DESIGN.md, rule 2: no locks). Server-
+ * chosen connection IDs carry the owning worker's id; moq_quic_pkt_worker()
+ * reads it so a datagram that arrived on another worker can be forwarded.
+ *
+ * Stream data is sent without copies: moq_quic_stream_write() queues
+ * references to caller memory (iovecs). ngtcp2 keeps pointers to sent data
+ * until the peer acknowledges it, so the caller must keep each byte alive
+ * until the stream_acked callback reports it (or stream_closed / conn_closed,
+ * after which nothing is referenced any more).
+ *
+ * Errors: 0 / a count, or a negative MOQ_ERR_* (common/moq_err.h). A protocol
+ * error closes the offending connection (with the QUIC error code ngtcp2
+ * infers) and leaves everything else untouched.
+ *
+ * Timestamps are nanoseconds on any monotonic clock the caller chooses (the
+ * same clock for every call on an endpoint).
+ */
+#ifndef MOQ_QUIC_QUIC_H
+#define MOQ_QUIC_QUIC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <netinet/in.h>
+
+#include "moq_err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct moq_quic_endpoint;
+struct moq_quic_conn;
+
+/* Burst size of one send call in the relay (DESIGN.md, rule 3). */
+#define MOQ_QUIC_BURST 32
+/* Length of server/client chosen connection IDs (RFC 9000 allows <= 20). */
+#define MOQ_QUIC_CID_LEN 16
+/* Largest UDP payload the endpoint writes; packet buffers must hold this. */
+#define MOQ_QUIC_MAX_UDP_PAYLOAD 1452
+/* Smallest packet buffer accepted by moq_quic_endpoint_send (RFC 9000,
+ * 14: a client Initial datagram is padded to 1200 bytes). */
+#define MOQ_QUIC_MIN_PKT_BUF 1200
+/* Length of the static secret (stateless reset and Retry tokens). */
+#define MOQ_QUIC_SECRET_LEN 32
+/* Longest ALPN protocol id (RFC 7301: 1..255 bytes). */
+#define MOQ_QUIC_ALPN_MAX 255
+
+/* An IPv4 or IPv6 UDP address. len is sizeof(in4) or sizeof(in6). */
+struct moq_quic_addr {
+	union {
+		struct sockaddr sa;
+		struct sockaddr_in in4;
+		struct sockaddr_in6 in6;
+	} u;
+	socklen_t len;
+};
+
+/*
+ * A packet buffer for moq_quic_endpoint_send. The caller sets data and cap
+ * (and may use user, e.g. for the mbuf that owns data); the endpoint sets
+ * len, local, remote and ecn for each buffer it fills.
+ */
+struct moq_quic_pkt {
+	uint8_t *data;               /* in: where to write the UDP payload */
+	size_t cap;                  /* in: its size (>= MOQ_QUIC_MIN_PKT_BUF) */
+	size_t len;                  /* out: UDP payload length */
+	struct moq_quic_addr local;  /* out: source address */
+	struct moq_quic_addr remote; /* out: destination address */
+	uint8_t ecn;                 /* out: ECN codepoint for the IP header */
+	void *user;                  /* caller's; untouched */
+};
+
+enum moq_quic_role {
+	MOQ_QUIC_SERVER = 0,
+	MOQ_QUIC_CLIENT = 1,
+};
+
+enum moq_quic_retry_mode {
+	MOQ_QUIC_RETRY_AUTO = 0, /* when half-open >= retry_threshold */
+	MOQ_QUIC_RETRY_ALWAYS = 1,
+	MOQ_QUIC_RETRY_NEVER = 2,
+};
+
+enum moq_quic_cc {
+	MOQ_QUIC_CC_CUBIC = 0,
+	MOQ_QUIC_CC_BBR = 1, /* ngtcp2 0.12's BBR (v1) */
+	MOQ_QUIC_CC_RENO = 2,
+};
+
+/* Why a connection closed (conn_closed callback). */
+enum moq_quic_close_kind {
+	MOQ_QUIC_CLOSE_TRANSPORT = 0,   /* QUIC transport error code (RFC 9000, 20.1) */
+	MOQ_QUIC_CLOSE_APPLICATION = 1, /* application error code */
+	MOQ_QUIC_CLOSE_IDLE = 2,        /* idle timeout, nothing sent */
+	MOQ_QUIC_CLOSE_HANDSHAKE_TIMEOUT = 3,
+	MOQ_QUIC_CLOSE_STATELESS_RESET = 4, /* the peer sent a stateless reset */
+	MOQ_QUIC_CLOSE_RETRY = 5,           /* client: a Retry could not be used */
+	MOQ_QUIC_CLOSE_VERSION = 6,         /* client: version negotiation failed */
+	MOQ_QUIC_CLOSE_ENDPOINT = 7,        /* the endpoint was destroyed */
+};
+
+struct moq_quic_close_info {
+	enum moq_quic_close_kind kind;
+	int local;             /* 1: this side closed; 0: the peer did */
+	uint64_t code;         /* QUIC transport or application error code */
+	int err;               /* a MOQ_ERR_* summary: 0 for a clean application close
+			   * with code 0, MOQ_ERR_CRYPTO for TLS failures (e.g. ALPN
+			   * mismatch), MOQ_ERR_PROTO, MOQ_ERR_CLOSED, ... */
+	const char *what;      /* a constant human-readable description, e.g.
+			   * "tls alert 120 no_application_protocol (ALPN mismatch)" */
+	const uint8_t *reason; /* peer/local reason phrase, valid during the call */
+	size_t reasonlen;
+};
+
+/*
+ * Application callbacks. All are optional (NULL = ignore). They run during
+ * moq_quic_endpoint_recv / _send / _timers / moq_quic_conn_close, on the
+ * endpoint's thread. @user is moq_quic_conn_user(c): the endpoint's
+ * config.user until the application sets its own with moq_quic_conn_set_user.
+ * A callback may call moq_quic_stream_* and moq_quic_conn_close on @c, but
+ * must not destroy the endpoint. A callback returning a negative value closes
+ * the connection with an INTERNAL_ERROR (RFC 9000, 20.1).
+ */
+struct moq_quic_callbacks {
+	/* A server accepted a new connection (before the handshake finishes);
+	 * the place to set a per-connection user pointer. */
+	void (*conn_new)(struct moq_quic_conn *c, void *user);
+	/* The handshake completed; @alpn (NUL-terminated, also readable later
+	 * with moq_quic_conn_alpn) is the negotiated protocol. */
+	int (*established)(struct moq_quic_conn *c, void *user, const char *alpn);
+	/* The peer opened stream @sid (first frame seen). */
+	int (*stream_open)(struct moq_quic_conn *c, void *user, int64_t sid);
+	/* Stream data at @offset: @data is valid only during the call; copy what
+	 * is needed. @fin: this chunk ends the stream (len may be 0). Chunks
+	 * arrive in order (ngtcp2 reassembles). */
+	int (*stream_data)(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t offset,
+	                   const uint8_t *data, size_t len, int fin);
+	/* The peer acknowledged the first @acked bytes of stream @sid in total
+	 * (@newly more than at the previous call): caller memory backing those
+	 * bytes may be released. */
+	void (*stream_acked)(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t acked,
+	                     uint64_t newly);
+	/* The peer reset stream @sid (RESET_STREAM) with @app_err. */
+	void (*stream_reset)(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t app_err,
+	                     uint64_t final_size);
+	/* The peer asked us to stop sending on @sid (STOP_SENDING). The endpoint
+	 * resets the sending side with the same code. */
+	void (*stream_stop_sending)(struct moq_quic_conn *c, void *user, int64_t sid,
+	                            uint64_t app_err);
+	/* Stream @sid is gone in both directions; nothing of the caller's memory
+	 * queued on it is referenced any more. @app_err is the code when it was
+	 * reset, 0 otherwise. */
+	void (*stream_closed)(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t app_err);
+	/* More data may be written: the peer raised a flow control limit on
+	 * @sid, or (sid == -1) allowed more streams. */
+	void (*writable)(struct moq_quic_conn *c, void *user, int64_t sid);
+	/* The connection closed (locally or by the peer, or timed out). After
+	 * this call the connection handle is invalid and no caller memory is
+	 * referenced. Called once per connection that was handed out. */
+	void (*conn_closed)(struct moq_quic_conn *c, void *user,
+	                    const struct moq_quic_close_info *info);
+};
+
+/* Endpoint configuration. Zero means the default written next to a field. */
+struct moq_quic_config {
+	enum moq_quic_role role;
+	uint8_t worker_id; /* encoded in every CID this endpoint chooses */
+
+	/* TLS. Server: cert_file + key_file (PEM chain / PEM key), or both NULL
+	 * to generate a self-signed ECDSA P-256 certificate (development). */
+	const char *cert_file;
+	const char *key_file;
+	/* Client: CA file to verify the server with; NULL = no verification
+	 * (development only). */
+	const char *ca_file;
+	/* Client: the SNI host name; NULL = "localhost". */
+	const char *server_name;
+	/* ALPN ids in preference order (server: the ones it accepts; client:
+	 * the ones it offers). Required, 1..16 entries. The strings are copied. */
+	const char *const *alpn;
+	size_t alpn_count;
+
+	/* Shared secret for stateless reset and Retry tokens; identical on
+	 * every worker of a host so any worker can validate. NULL = random. */
+	const uint8_t *secret; /* MOQ_QUIC_SECRET_LEN bytes */
+
+	/* Limits (each refusal is counted in struct moq_quic_stats). */
+	uint32_t max_conns;            /* 0 = 1024 */
+	uint32_t max_half_open;        /* 0 = 256: handshakes in progress */
+	uint32_t max_conns_per_addr;   /* 0 = 64: per remote IP address */
+	uint64_t max_streams_bidi;     /* 0 = 100: peer-opened, per connection */
+	uint64_t max_streams_uni;      /* 0 = 1000 */
+	uint64_t max_stream_data;      /* 0 = 1 MiB: receive window per stream */
+	uint64_t max_data;             /* 0 = 16 MiB: receive window per conn */
+	uint64_t handshake_timeout_ns; /* 0 = 10 s */
+	uint64_t idle_timeout_ns;      /* 0 = 30 s */
+	size_t max_udp_payload;        /* 0 = 1452 (<= MOQ_QUIC_MAX_UDP_PAYLOAD) */
+
+	enum moq_quic_retry_mode retry;
+	uint32_t retry_threshold;         /* 0 = max_half_open / 2 (AUTO mode) */
+	uint64_t retry_token_lifetime_ns; /* 0 = 10 s */
+	uint32_t stateless_reset_per_s;   /* 0 = 1000: token bucket, burst = rate/10+1 */
+	uint32_t stateless_queue;         /* 0 = 64: queued stateless replies */
+
+	enum moq_quic_cc cc;
+
+	const struct moq_quic_callbacks *cb;
+	void *user; /* default per-connection user pointer */
+
+	/* Print ngtcp2's debug log to stderr (tests only). */
+	int debug;
+};
+
+/* Endpoint counters; every refusal or drop has one. */
+struct moq_quic_stats {
+	uint64_t conns_active;
+	uint64_t half_open;
+	uint64_t conns_accepted;
+	uint64_t conns_established;
+	uint64_t conns_closed;
+	uint64_t refused_conns;     /* max_conns reached */
+	uint64_t refused_half_open; /* max_half_open reached */
+	uint64_t refused_per_addr;  /* max_conns_per_addr reached */
+	uint64_t refused_streams;   /* peer exceeded stream limit / local open blocked */
+	uint64_t handshake_timeouts;
+	uint64_t idle_timeouts;
+	uint64_t vn_sent; /* version negotiation packets */
+	uint64_t retry_sent;
+	uint64_t retry_token_bad; /* invalid / expired Retry tokens */
+	uint64_t sreset_sent;     /* stateless resets */
+	uint64_t sreset_rate_limited;
+	uint64_t sreset_too_small;    /* trigger too short to answer smaller */
+	uint64_t amplification_drops; /* stateless reply > 3x received (RFC 9000, 8.1) */
+	uint64_t stateless_queue_full;
+	uint64_t pkts_in;
+	uint64_t pkts_out;
+	uint64_t bytes_in;
+	uint64_t bytes_out;
+	uint64_t pkts_dropped;      /* undecodable / unknown / refused datagrams */
+	uint64_t pkts_wrong_worker; /* CID of another worker (caller should forward) */
+	uint64_t conn_errors;       /* connections closed by a protocol error */
+};
+
+/* Per-connection figures, from ngtcp2's conn_stat. */
+struct moq_quic_conn_info {
+	uint64_t smoothed_rtt_ns;
+	uint64_t min_rtt_ns;
+	uint64_t cwnd;
+	uint64_t bytes_in_flight;
+	uint64_t bytes_sent; /* UDP payload bytes written for this connection */
+	uint64_t bytes_recv;
+	uint64_t pkts_lost; /* packets declared lost */
+	int established;
+	int validated; /* the peer's address is validated */
+};
+
+/*
+ * moq_quic_check_tls: verify that the linked wolfSSL has QUIC support (and
+ * the OpenSSL compatibility layer the ALPN select callback needs).
+ * moq_quic_endpoint_new calls it too. Returns 0, or MOQ_ERR_CONFIG with a
+ * message in @why (may be NULL) when the library is unusable.
+ */
+int moq_quic_check_tls(const char **why);
+
+/*
+ * moq_quic_endpoint_new: create an endpoint (one per worker) from @cfg. The
+ * config and the strings it points to are copied. A server without cert/key
+ * generates a self-signed certificate (see moq_quic_endpoint_fingerprint).
+ * Returns NULL on failure (bad config, TLS setup, memory); when @err is not
+ * NULL it receives the MOQ_ERR_* code (MOQ_ERR_CONFIG, MOQ_ERR_CRYPTO,
+ * MOQ_ERR_NOMEM, MOQ_ERR_IO for unreadable PEM files).
+ */
+struct moq_quic_endpoint *moq_quic_endpoint_new(const struct moq_quic_config *cfg, int *err);
+
+/*
+ * moq_quic_endpoint_free: close every connection silently (conn_closed with
+ * MOQ_QUIC_CLOSE_ENDPOINT) and free the endpoint. NULL is ignored.
+ */
+void moq_quic_endpoint_free(struct moq_quic_endpoint *ep);
+
+/*
+ * moq_quic_endpoint_recv: process one received UDP datagram (it may hold
+ * several coalesced QUIC packets). @data is not referenced after the call;
+ * stream data is delivered through the callbacks during it. Replies
+ * (handshake, ACKs, stateless packets) are produced by the next _send.
+ * Returns 0 when the datagram was consumed (processed, or dropped and
+ * counted), MOQ_ERR_NOTFOUND when its DCID belongs to another worker
+ * (moq_quic_pkt_worker tells which; the caller should forward it; nothing
+ * was changed), MOQ_ERR_INVAL for bad arguments.
+ */
+int moq_quic_endpoint_recv(struct moq_quic_endpoint *ep, const uint8_t *data, size_t len,
+                           const struct moq_quic_addr *local, const struct moq_quic_addr *remote,
+                           uint64_t now);
+
+/*
+ * moq_quic_endpoint_send: fill up to @n packet buffers (each pkts[i].data of
+ * pkts[i].cap bytes, cap >= MOQ_QUIC_MIN_PKT_BUF) with packets to send: the
+ * queued stateless replies first, then connections round robin, within what
+ * their congestion controller and pacer allow at @now. Returns the number of
+ * buffers filled (0..n; pkts[0..ret) have len/local/remote set), or
+ * MOQ_ERR_INVAL.
+ */
+int moq_quic_endpoint_send(struct moq_quic_endpoint *ep, struct moq_quic_pkt *pkts, size_t n,
+                           uint64_t now);
+
+/*
+ * moq_quic_endpoint_timers: run every connection expiry due at @now (loss
+ * detection, ACK delay, pacing, idle / handshake timeout, end of the closing
+ * period). Connections that time out are closed (conn_closed). Returns the
+ * number of expiries handled.
+ */
+int moq_quic_endpoint_timers(struct moq_quic_endpoint *ep, uint64_t now);
+
+/*
+ * moq_quic_endpoint_next_expiry: the earliest timestamp at which _timers has
+ * work, or UINT64_MAX when there is none.
+ */
+uint64_t moq_quic_endpoint_next_expiry(const struct moq_quic_endpoint *ep);
+
+/*
+ * moq_quic_endpoint_pending: nonzero when _send has something to write now
+ * (stateless replies or connections marked ready).
+ */
+int moq_quic_endpoint_pending(const struct moq_quic_endpoint *ep);
+
+/* moq_quic_endpoint_stats: copy the counters into @out. */
+void moq_quic_endpoint_stats(const struct moq_quic_endpoint *ep, struct moq_quic_stats *out);
+
+/*
+ * moq_quic_endpoint_fingerprint: the SHA-256 of the endpoint's certificate
+ * (DER) into @out (32 bytes). Returns 0, or MOQ_ERR_STATE for a client
+ * without a certificate.
+ */
+int moq_quic_endpoint_fingerprint(const struct moq_quic_endpoint *ep, uint8_t out[32]);
+
+/*
+ * moq_quic_fingerprint_str: format a 32-byte fingerprint as "AB:CD:..." into
+ * @buf (at least 96 bytes). Returns @buf.
+ */
+char *moq_quic_fingerprint_str(const uint8_t fp[32], char *buf, size_t buflen);
+
+/* moq_quic_endpoint_worker: the worker id this endpoint encodes in its CIDs. */
+uint8_t moq_quic_endpoint_worker(const struct moq_quic_endpoint *ep);
+
+/*
+ * moq_quic_cid_worker: the worker id encoded in a CID this host chose.
+ * Returns 0..255, or MOQ_ERR_NOTFOUND when @cid is not of our format
+ * (wrong length).
+ */
+int moq_quic_cid_worker(const uint8_t *cid, size_t cidlen);
+
+/*
+ * moq_quic_pkt_worker: read the DCID of a received datagram and return the
+ * worker id encoded in it (0..255). Returns MOQ_ERR_NOTFOUND for a packet
+ * whose DCID the client chose (a first Initial / 0-RTT: any worker may take
+ * it; steer by the RSS hash) or that is not ours, MOQ_ERR_DECODE when the
+ * header cannot be parsed.
+ */
+int moq_quic_pkt_worker(const uint8_t *data, size_t len);
+
+/*
+ * moq_quic_connect: (client role) start a connection to @remote from
+ * @local. The Initial is written by the next _send. @user is the
+ * per-connection user pointer (NULL = config.user). Returns the connection
+ * or NULL (with *err set when @err is not NULL: MOQ_ERR_STATE on a server
+ * endpoint, MOQ_ERR_LIMIT at max_conns, MOQ_ERR_NOMEM, MOQ_ERR_CRYPTO).
+ */
+struct moq_quic_conn *moq_quic_connect(struct moq_quic_endpoint *ep,
+                                       const struct moq_quic_addr *local,
+                                       const struct moq_quic_addr *remote, void *user, uint64_t now,
+                                       int *err);
+
+/* moq_quic_conn_user / _set_user: the per-connection user pointer. */
+void *moq_quic_conn_user(const struct moq_quic_conn *c);
+void moq_quic_conn_set_user(struct moq_quic_conn *c, void *user);
+
+/* moq_quic_conn_endpoint: the endpoint that owns @c. */
+struct moq_quic_endpoint *moq_quic_conn_endpoint(const struct moq_quic_conn *c);
+
+/*
+ * moq_quic_conn_alpn: the negotiated ALPN (NUL-terminated), or NULL before
+ * the handshake completes. Valid as long as the connection.
+ */
+const char *moq_quic_conn_alpn(const struct moq_quic_conn *c);
+
+/* moq_quic_conn_is_server: 1 for a server-side connection. */
+int moq_quic_conn_is_server(const struct moq_quic_conn *c);
+
+/* moq_quic_conn_remote: the peer's current address. */
+const struct moq_quic_addr *moq_quic_conn_remote(const struct moq_quic_conn *c);
+
+/* moq_quic_conn_get_info: per-connection figures into @out. */
+void moq_quic_conn_get_info(const struct moq_quic_conn *c, struct moq_quic_conn_info *out);
+
+/*
+ * moq_quic_conn_close: close @c with application error @app_err and an
+ * optional reason (copied). A CONNECTION_CLOSE is written by the next _send;
+ * conn_closed is called during this call and @c is invalid afterwards.
+ * Returns 0, or MOQ_ERR_INVAL.
+ */
+int moq_quic_conn_close(struct moq_quic_conn *c, uint64_t app_err, const char *reason);
+
+/*
+ * moq_quic_conn_update_key: start a 1-RTT key update (RFC 9001, 6).
+ * Returns 0, MOQ_ERR_STATE before the handshake is confirmed or while a
+ * previous update is in progress.
+ */
+int moq_quic_conn_update_key(struct moq_quic_conn *c, uint64_t now);
+
+/*
+ * moq_quic_stream_open: open a local stream (bidi != 0: bidirectional) and
+ * return its id in *sid. Returns 0, MOQ_ERR_AGAIN when the peer's stream
+ * limit is reached (the writable callback with sid -1 tells when more are
+ * allowed; counted in refused_streams), MOQ_ERR_STATE before the handshake /
+ * after close, MOQ_ERR_NOMEM.
+ */
+int moq_quic_stream_open(struct moq_quic_conn *c, int bidi, int64_t *sid);
+
+/*
+ * moq_quic_stream_write: queue @iovcnt buffers (caller memory, NOT copied)
+ * at the end of stream @sid, and the end of the stream when @fin. Each byte
+ * must stay valid and unchanged until stream_acked covers it, or
+ * stream_closed / conn_closed is called. Zero-length iovecs are skipped; a
+ * write with iovcnt 0 and fin only ends the stream. Returns the number of
+ * bytes queued, MOQ_ERR_NOTFOUND for an unknown / receive-only stream,
+ * MOQ_ERR_CLOSED after fin or reset, MOQ_ERR_STATE when the connection is
+ * closing, MOQ_ERR_NOMEM.
+ */
+long moq_quic_stream_write(struct moq_quic_conn *c, int64_t sid, const struct iovec *iov,
+                           size_t iovcnt, int fin);
+
+/*
+ * moq_quic_stream_queued: bytes queued on @sid and not yet acknowledged
+ * (what the caller still holds), or MOQ_ERR_NOTFOUND.
+ */
+long moq_quic_stream_queued(const struct moq_quic_conn *c, int64_t sid);
+
+/*
+ * moq_quic_stream_reset: abort sending on @sid with RESET_STREAM(@app_err)
+ * (RFC 9000, 19.4). Queued data is dropped: stream_closed / the acked
+ * callback will not report it, and the caller may release it once
+ * stream_closed is called. Returns 0 or MOQ_ERR_NOTFOUND.
+ */
+int moq_quic_stream_reset(struct moq_quic_conn *c, int64_t sid, uint64_t app_err);
+
+/*
+ * moq_quic_stream_stop_sending: ask the peer to stop sending on @sid with
+ * STOP_SENDING(@app_err) (RFC 9000, 19.5); further data is discarded.
+ * Returns 0 or MOQ_ERR_NOTFOUND.
+ */
+int moq_quic_stream_stop_sending(struct moq_quic_conn *c, int64_t sid, uint64_t app_err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MOQ_QUIC_QUIC_H */
