@@ -1,0 +1,737 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pmd_config.c: one table of keys; the config file, the environment and the
+ * command line all go through moq_pmd_config_set().
+ */
+#include "pmd_config.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "moq_err.h"
+#include "pmd_profile.h"
+
+extern char **environ;
+
+enum key_type {
+	K_ADDRS, /* comma-separated moq_cfg_addr list (listen) */
+	K_ADDR,  /* one moq_cfg_addr */
+	K_U16,   /* integer in [min, max] */
+	K_U32,
+	K_SIZE,     /* size with unit, u64 bytes in [min, max] */
+	K_DUR,      /* duration with unit, u64 microseconds in [min, max] */
+	K_PATH,     /* string up to MOQ_CFG_PATH_MAX */
+	K_BACKEND,  /* dpdk | kernel */
+	K_QUEUES,   /* (port,queue,lcore),... */
+	K_MASK,     /* hex port mask */
+	K_PROFILE,  /* auto | a profile name */
+	K_HOSTPORT, /* host:port or "" */
+};
+
+struct key {
+	const char *name;
+	enum key_type type;
+	size_t off;
+	uint64_t min, max;
+	const char *help;
+};
+
+#define OFF(f) offsetof(struct moq_pmd_config, f)
+#define US     1000000ull
+
+/* The keys, with the bounds each value must respect. */
+static const struct key keys[] = {
+        {"listen", K_ADDRS, OFF(listen), 0, 0,
+         "address[/prefix] list the relay answers on (default 0.0.0.0)"},
+        {"port", K_U16, OFF(udp_port), 1, 65535, "UDP port (default 4443)"},
+        {"gateway", K_ADDR, OFF(gateway4), 0, 0, "IPv4 next hop for off-link peers"},
+        {"gateway6", K_ADDR, OFF(gateway6), 0, 0, "IPv6 next hop for off-link peers"},
+        /* 1280: the IPv6 minimum link MTU (RFC 8200, 5), also QUIC's floor for
+	 * datagrams (RFC 9000, 14); 9000: jumbo frames. */
+        {"mtu", K_U16, OFF(mtu), 1280, 9000, "IP MTU of the ports (default 1500)"},
+        {"cert", K_PATH, OFF(cert), 0, 0, "TLS certificate chain (PEM); empty = self-signed"},
+        {"key", K_PATH, OFF(key), 0, 0, "TLS private key (PEM)"},
+        {"cache-budget", K_SIZE, OFF(cache_budget), 1ull << 20, 1ull << 42,
+         "cache byte budget (default 1GiB)"},
+        {"max-latency", K_DUR, OFF(max_latency_us), 1000, 3600 * US,
+         "groups older than this expire (default 30s)"},
+        {"max-connections", K_U32, OFF(max_connections), 1, 10000000, "default 100000"},
+        {"max-subscribers", K_U32, OFF(max_subscribers), 1, 10000000, "default 100000"},
+        {"max-streams", K_U32, OFF(max_streams), 1, 1000000, "per connection (default 1000)"},
+        {"max-tracks", K_U32, OFF(max_tracks), 1, 10000000, "default 10000"},
+        {"idle-timeout", K_DUR, OFF(idle_timeout_us), 1000, 3600 * US,
+         "QUIC idle timeout (default 30s)"},
+        {"backend", K_BACKEND, OFF(backend), 0, 0, "dpdk or kernel (default dpdk)"},
+        {"queues", K_QUEUES, OFF(queues), 0, 0,
+         "\"(port,queue,lcore),...\" RX queue to lcore map (default: queue 0 of each port)"},
+        {"portmask", K_MASK, OFF(portmask), 0, 0, "hex mask of ports to use (default all)"},
+        /* 64..32768: the range DPDK PMDs accept; clamped to the device's limits later. */
+        {"rx-desc", K_U16, OFF(rx_desc), 64, 32768, "RX descriptors per queue (default: profile)"},
+        {"tx-desc", K_U16, OFF(tx_desc), 64, 32768, "TX descriptors per queue (default: profile)"},
+        {"redirect-ring", K_U32, OFF(redirect_ring), 64, 1u << 20,
+         "per-lcore ring for other lcores' packets (default 1024, power of 2)"},
+        {"profile", K_PROFILE, OFF(profile), 0, 0, "auto or a PMD profile name (default auto)"},
+        {"stats-interval", K_DUR, OFF(stats_interval_us), 0, 3600 * US,
+         "stats line period, 0 = off (default 5s)"},
+        {"mgmt", K_HOSTPORT, OFF(mgmt), 0, 0,
+         "HTTP management listener host:port, \"\" = off (default 127.0.0.1:9464)"},
+        {"drain-timeout", K_DUR, OFF(drain_timeout_us), 0, 600 * US,
+         "SIGQUIT grace period (default 10s)"},
+        {"config", K_PATH, OFF(config), 0, 0, "config file (command line / MOQDP_CONFIG only)"},
+};
+
+#define NB_KEYS (sizeof(keys) / sizeof(keys[0]))
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err != NULL && errlen > 0) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return MOQ_ERR_CONFIG;
+}
+
+void moq_pmd_config_defaults(struct moq_pmd_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->listen[0].family = AF_INET; /* 0.0.0.0: any address (kernel backend) */
+	cfg->listen[0].prefixlen = 0;
+	cfg->nb_listen = 1;
+	cfg->udp_port = 4443;
+	cfg->mtu = 1500;
+	cfg->cache_budget = 1ull << 30;
+	cfg->max_latency_us = 30 * US;
+	cfg->max_connections = 100000;
+	cfg->max_subscribers = 100000;
+	cfg->max_streams = 1000;
+	cfg->max_tracks = 10000;
+	cfg->idle_timeout_us = 30 * US;
+	cfg->backend = MOQ_CFG_BACKEND_DPDK;
+	cfg->redirect_ring = 1024;
+	snprintf(cfg->profile, sizeof(cfg->profile), "auto");
+	cfg->stats_interval_us = 5 * US;
+	snprintf(cfg->mgmt, sizeof(cfg->mgmt), "127.0.0.1:9464");
+	cfg->drain_timeout_us = 10 * US;
+}
+
+/* Splits "<number><unit>" and returns the number; *end is the unit. */
+static int parse_num(const char *s, uint64_t *v, const char **unit)
+{
+	char *end;
+
+	if (s == NULL || !isdigit((unsigned char)*s))
+		return MOQ_ERR_INVAL;
+	errno = 0;
+	*v = strtoull(s, &end, 10);
+	if (errno != 0)
+		return MOQ_ERR_TOO_LARGE;
+	*unit = end;
+	return 0;
+}
+
+static int mul_check(uint64_t v, uint64_t m, uint64_t *out)
+{
+	if (m != 0 && v > UINT64_MAX / m)
+		return MOQ_ERR_TOO_LARGE;
+	*out = v * m;
+	return 0;
+}
+
+int moq_pmd_parse_duration(const char *s, uint64_t *us)
+{
+	static const struct {
+		const char *u;
+		uint64_t mul, div;
+	} units[] = {
+	        {"ns", 1, 1000}, {"us", 1, 1},      {"ms", 1000, 1},
+	        {"s", US, 1},    {"m", 60 * US, 1}, {"h", 3600 * US, 1},
+	};
+	const char *unit;
+	uint64_t v;
+	int rc = parse_num(s, &v, &unit);
+
+	if (rc != 0)
+		return rc == MOQ_ERR_TOO_LARGE ? rc : MOQ_ERR_INVAL;
+	if (*unit == '\0')
+		return v == 0 ? (*us = 0, 0) : MOQ_ERR_INVAL;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(unit, units[i].u) == 0) {
+			rc = mul_check(v, units[i].mul, us);
+			if (rc == 0)
+				*us /= units[i].div;
+			return rc;
+		}
+	}
+	return MOQ_ERR_INVAL;
+}
+
+int moq_pmd_parse_size(const char *s, uint64_t *bytes)
+{
+	static const struct {
+		const char *u;
+		uint64_t mul;
+	} units[] = {
+	        {"", 1},
+	        {"B", 1},
+	        {"k", 1000},
+	        {"K", 1000},
+	        {"KB", 1000},
+	        {"kB", 1000},
+	        {"M", 1000000},
+	        {"MB", 1000000},
+	        {"G", 1000000000ull},
+	        {"GB", 1000000000ull},
+	        {"T", 1000000000000ull},
+	        {"TB", 1000000000000ull},
+	        {"KiB", 1ull << 10},
+	        {"MiB", 1ull << 20},
+	        {"GiB", 1ull << 30},
+	        {"TiB", 1ull << 40},
+	};
+	const char *unit;
+	uint64_t v;
+	int rc = parse_num(s, &v, &unit);
+
+	if (rc != 0)
+		return rc == MOQ_ERR_TOO_LARGE ? rc : MOQ_ERR_INVAL;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (strcmp(unit, units[i].u) == 0)
+			return mul_check(v, units[i].mul, bytes);
+	return MOQ_ERR_INVAL;
+}
+
+/* Reads an unsigned decimal of at most @max; advances *p. */
+static int read_uint(const char **p, uint64_t max, uint64_t *v)
+{
+	const char *s = *p;
+	uint64_t x = 0;
+
+	while (*s == ' ')
+		s++;
+	if (!isdigit((unsigned char)*s))
+		return MOQ_ERR_INVAL;
+	while (isdigit((unsigned char)*s)) {
+		x = x * 10 + (uint64_t)(*s - '0');
+		if (x > max)
+			return MOQ_ERR_INVAL;
+		s++;
+	}
+	while (*s == ' ')
+		s++;
+	*v = x;
+	*p = s;
+	return 0;
+}
+
+int moq_pmd_parse_queues(const char *s, struct moq_cfg_queue *out, unsigned int cap,
+                         unsigned int *n)
+{
+	const char *p = s;
+	unsigned int count = 0;
+
+	while (*p == ' ')
+		p++;
+	if (*p == '\0')
+		return MOQ_ERR_INVAL;
+	while (*p != '\0') {
+		uint64_t f[3];
+
+		if (*p++ != '(')
+			return MOQ_ERR_INVAL;
+		for (int i = 0; i < 3; i++) {
+			/* RTE_MAX_ETHPORTS / queues / RTE_MAX_LCORE all fit in 16 bits */
+			if (read_uint(&p, UINT16_MAX, &f[i]) != 0)
+				return MOQ_ERR_INVAL;
+			if (*p++ != (i < 2 ? ',' : ')'))
+				return MOQ_ERR_INVAL;
+		}
+		if (count >= cap)
+			return MOQ_ERR_LIMIT;
+		out[count].port = (uint16_t)f[0];
+		out[count].queue = (uint16_t)f[1];
+		out[count].lcore = (uint16_t)f[2];
+		count++;
+		while (*p == ' ')
+			p++;
+		if (*p == ',') {
+			p++;
+			while (*p == ' ')
+				p++;
+			if (*p == '\0')
+				return MOQ_ERR_INVAL;
+		} else if (*p != '\0') {
+			return MOQ_ERR_INVAL;
+		}
+	}
+	*n = count;
+	return 0;
+}
+
+int moq_pmd_parse_addr(const char *s, struct moq_cfg_addr *out)
+{
+	char buf[INET6_ADDRSTRLEN + 8];
+	struct moq_cfg_addr a = {0};
+	char *slash;
+	uint64_t plen;
+
+	if (s == NULL || strlen(s) >= sizeof(buf))
+		return MOQ_ERR_INVAL;
+	snprintf(buf, sizeof(buf), "%s", s);
+	slash = strchr(buf, '/');
+	if (slash != NULL)
+		*slash++ = '\0';
+	if (inet_pton(AF_INET, buf, a.addr) == 1) {
+		a.family = AF_INET;
+		a.prefixlen = 32;
+	} else if (inet_pton(AF_INET6, buf, a.addr) == 1) {
+		a.family = AF_INET6;
+		a.prefixlen = 128;
+	} else {
+		return MOQ_ERR_INVAL;
+	}
+	if (slash != NULL) {
+		const char *p = slash;
+
+		if (read_uint(&p, a.prefixlen, &plen) != 0 || *p != '\0')
+			return MOQ_ERR_INVAL;
+		a.prefixlen = (uint8_t)plen;
+	}
+	*out = a;
+	return 0;
+}
+
+static const struct key *find_key(const char *name)
+{
+	char norm[64];
+	size_t i;
+
+	for (i = 0; name[i] != '\0' && i + 1 < sizeof(norm); i++)
+		norm[i] = name[i] == '_' ? '-' : (char)tolower((unsigned char)name[i]);
+	if (name[i] != '\0')
+		return NULL;
+	norm[i] = '\0';
+	for (i = 0; i < NB_KEYS; i++)
+		if (strcmp(keys[i].name, norm) == 0)
+			return &keys[i];
+	return NULL;
+}
+
+/* "--name", "MOQDP_NAME" or "file:line: name": how the user wrote it. */
+static void opt_label(char *buf, size_t len, const char *source, const char *name)
+{
+	if (source == NULL || strcmp(source, "--") == 0) {
+		snprintf(buf, len, "--%s", name);
+	} else if (strcmp(source, "MOQDP_") == 0) {
+		size_t n = (size_t)snprintf(buf, len, "MOQDP_");
+		for (size_t i = 0; name[i] != '\0' && n + 1 < len; i++, n++)
+			buf[n] = name[i] == '-' ? '_' : (char)toupper((unsigned char)name[i]);
+		buf[n < len ? n : len - 1] = '\0';
+	} else {
+		snprintf(buf, len, "%s: %s", source, name);
+	}
+}
+
+static int set_value(struct moq_pmd_config *cfg, const struct key *k, const char *v,
+                     const char *lbl, char *err, size_t errlen)
+{
+	char *field = (char *)cfg + k->off;
+	uint64_t x;
+	int rc;
+
+	switch (k->type) {
+	case K_ADDRS: {
+		struct moq_cfg_addr list[MOQ_CFG_MAX_LISTEN];
+		unsigned int n = 0;
+		char buf[512], *save = NULL, *tok;
+
+		if (strlen(v) >= sizeof(buf))
+			return fail(err, errlen, "%s: value too long", lbl);
+		snprintf(buf, sizeof(buf), "%s", v);
+		for (tok = strtok_r(buf, ", ", &save); tok != NULL;
+		     tok = strtok_r(NULL, ", ", &save)) {
+			if (n == MOQ_CFG_MAX_LISTEN)
+				return fail(err, errlen, "%s: more than %d addresses", lbl,
+				            MOQ_CFG_MAX_LISTEN);
+			if (moq_pmd_parse_addr(tok, &list[n]) != 0)
+				return fail(err, errlen, "%s: '%s' is not an IP address[/prefix]",
+				            lbl, tok);
+			n++;
+		}
+		if (n == 0)
+			return fail(err, errlen, "%s: at least one address is needed", lbl);
+		memcpy(cfg->listen, list, n * sizeof(list[0]));
+		cfg->nb_listen = n;
+		return 0;
+	}
+	case K_ADDR: {
+		struct moq_cfg_addr a;
+		int want = k->off == OFF(gateway6) ? AF_INET6 : AF_INET;
+
+		if (moq_pmd_parse_addr(v, &a) != 0 || a.family != want)
+			return fail(err, errlen, "%s: '%s' is not an %s address", lbl, v,
+			            want == AF_INET ? "IPv4" : "IPv6");
+		memcpy(field, &a, sizeof(a));
+		return 0;
+	}
+	case K_U16:
+	case K_U32: {
+		const char *p = v;
+
+		if (read_uint(&p, k->max, &x) != 0 || *p != '\0' || x < k->min)
+			return fail(err, errlen,
+			            "%s: '%s' is not an integer in [%" PRIu64 ", %" PRIu64 "]", lbl,
+			            v, k->min, k->max);
+		if (k->type == K_U16)
+			*(uint16_t *)(void *)field = (uint16_t)x;
+		else
+			*(uint32_t *)(void *)field = (uint32_t)x;
+		if (k->off == OFF(redirect_ring) && (x & (x - 1)) != 0)
+			return fail(err, errlen, "%s: %s is not a power of 2", lbl, v);
+		return 0;
+	}
+	case K_SIZE:
+		rc = moq_pmd_parse_size(v, &x);
+		if (rc != 0)
+			return fail(err, errlen, "%s: '%s' is not a size (e.g. 512MiB, 8GiB)", lbl,
+			            v);
+		if (x < k->min || x > k->max)
+			return fail(err, errlen,
+			            "%s: %s is out of range [%" PRIu64 " B, %" PRIu64 " B]", lbl, v,
+			            k->min, k->max);
+		*(uint64_t *)(void *)field = x;
+		return 0;
+	case K_DUR:
+		rc = moq_pmd_parse_duration(v, &x);
+		if (rc != 0)
+			return fail(err, errlen, "%s: '%s' is not a duration (e.g. 500ms, 30s)",
+			            lbl, v);
+		if (x < k->min || x > k->max)
+			return fail(err, errlen,
+			            "%s: %s is out of range [%" PRIu64 "us, %" PRIu64 "us]", lbl, v,
+			            k->min, k->max);
+		*(uint64_t *)(void *)field = x;
+		return 0;
+	case K_PATH:
+		if (strlen(v) >= MOQ_CFG_PATH_MAX)
+			return fail(err, errlen, "%s: path longer than %d bytes", lbl,
+			            MOQ_CFG_PATH_MAX - 1);
+		snprintf(field, MOQ_CFG_PATH_MAX, "%s", v);
+		return 0;
+	case K_BACKEND:
+		if (strcmp(v, "dpdk") == 0)
+			cfg->backend = MOQ_CFG_BACKEND_DPDK;
+		else if (strcmp(v, "kernel") == 0)
+			cfg->backend = MOQ_CFG_BACKEND_KERNEL;
+		else
+			return fail(err, errlen, "%s: '%s' is not a backend (dpdk, kernel)", lbl,
+			            v);
+		return 0;
+	case K_QUEUES: {
+		static struct moq_cfg_queue q[MOQ_CFG_MAX_QUEUES];
+		unsigned int n = 0;
+
+		rc = moq_pmd_parse_queues(v, q, MOQ_CFG_MAX_QUEUES, &n);
+		if (rc == MOQ_ERR_LIMIT)
+			return fail(err, errlen, "%s: more than %d (port,queue,lcore) triples", lbl,
+			            MOQ_CFG_MAX_QUEUES);
+		if (rc != 0)
+			return fail(err, errlen,
+			            "%s: '%s' is not a list of (port,queue,lcore), e.g. "
+			            "(0,0,1),(0,1,2)",
+			            lbl, v);
+		memcpy(cfg->queues, q, n * sizeof(q[0]));
+		cfg->nb_queues = n;
+		return 0;
+	}
+	case K_MASK: {
+		char *end;
+
+		errno = 0;
+		x = strtoull(v, &end, 16);
+		if (*v == '\0' || *v == '-' || *end != '\0' || errno != 0 || x == 0)
+			return fail(err, errlen, "%s: '%s' is not a non-zero hex port mask", lbl,
+			            v);
+		cfg->portmask = x;
+		return 0;
+	}
+	case K_PROFILE:
+		if (strcmp(v, "auto") != 0 && moq_pmd_profile_by_name(v) == NULL)
+			return fail(err, errlen,
+			            "%s: unknown profile '%s' (auto, tap, af_packet, memif, ring, "
+			            "mlx5, "
+			            "ice, i40e, virtio, generic)",
+			            lbl, v);
+		snprintf(cfg->profile, sizeof(cfg->profile), "%s", v);
+		return 0;
+	case K_HOSTPORT: {
+		const char *colon = strrchr(v, ':'), *orig = v;
+		struct moq_cfg_addr a;
+		char host[INET6_ADDRSTRLEN + 2];
+		size_t hl;
+		const char *p;
+
+		if (*v == '\0') {
+			cfg->mgmt[0] = '\0';
+			return 0;
+		}
+		if (colon == NULL || strlen(v) >= sizeof(cfg->mgmt))
+			return fail(err, errlen, "%s: '%s' is not host:port", lbl, v);
+		hl = (size_t)(colon - v);
+		if (hl >= 2 && v[0] == '[' && v[hl - 1] == ']') {
+			v++;
+			hl -= 2;
+		}
+		if (hl >= sizeof(host))
+			return fail(err, errlen, "%s: '%s' is not host:port", lbl, v);
+		memcpy(host, v, hl);
+		host[hl] = '\0';
+		p = colon + 1;
+		if (moq_pmd_parse_addr(host, &a) != 0 || strchr(host, '/') != NULL ||
+		    read_uint(&p, 65535, &x) != 0 || *p != '\0' || x == 0)
+			return fail(err, errlen, "%s: '%s' is not host:port", lbl, v);
+		snprintf(cfg->mgmt, sizeof(cfg->mgmt), "%s", orig);
+		return 0;
+	}
+	}
+	return fail(err, errlen, "%s: internal error", lbl);
+}
+
+int moq_pmd_config_set(struct moq_pmd_config *cfg, const char *key, const char *value,
+                       const char *source, char *err, size_t errlen)
+{
+	const struct key *k = find_key(key);
+	struct moq_pmd_config tmp;
+	char lbl[96];
+	int rc;
+
+	opt_label(lbl, sizeof(lbl), source, key);
+	if (k == NULL)
+		return fail(err, errlen, "%s: unknown option", lbl);
+	if (value == NULL)
+		return fail(err, errlen, "%s: a value is required", lbl);
+	tmp = *cfg;
+	rc = set_value(&tmp, k, value, lbl, err, errlen);
+	if (rc == 0)
+		*cfg = tmp;
+	return rc;
+}
+
+static int read_file(struct moq_pmd_config *cfg, const char *path, char *err, size_t errlen)
+{
+	char line[1024], src[MOQ_CFG_PATH_MAX + 16];
+	FILE *f = fopen(path, "r");
+	unsigned int lineno = 0;
+	int rc = 0;
+
+	if (f == NULL)
+		return fail(err, errlen, "--config: cannot open '%s': %s", path, strerror(errno));
+	while (rc == 0 && fgets(line, sizeof(line), f) != NULL) {
+		char *p = line, *eq, *k, *v, *e;
+
+		lineno++;
+		snprintf(src, sizeof(src), "%s:%u", path, lineno);
+		if (strchr(line, '\n') == NULL && !feof(f)) {
+			rc = fail(err, errlen, "%s: line longer than %zu bytes", src,
+			          sizeof(line) - 2);
+			break;
+		}
+		/* '#' starts a comment unless it is inside double quotes */
+		for (int inq = 0; *p != '\0'; p++) {
+			if (*p == '"')
+				inq = !inq;
+			else if (*p == '#' && !inq) {
+				*p = '\0';
+				break;
+			}
+		}
+		p = line;
+		while (isspace((unsigned char)*p))
+			p++;
+		if (*p == '\0')
+			continue;
+		eq = strchr(p, '=');
+		if (eq == NULL) {
+			rc = fail(err, errlen, "%s: expected 'key = value'", src);
+			break;
+		}
+		k = p;
+		for (e = eq; e > k && isspace((unsigned char)e[-1]); e--)
+			;
+		*e = '\0';
+		v = eq + 1;
+		while (isspace((unsigned char)*v))
+			v++;
+		for (e = v + strlen(v); e > v && isspace((unsigned char)e[-1]); e--)
+			;
+		*e = '\0';
+		if (e - v >= 2 && v[0] == '"' && e[-1] == '"') {
+			e[-1] = '\0';
+			v++;
+		}
+		if (*k == '\0') {
+			rc = fail(err, errlen, "%s: expected 'key = value'", src);
+			break;
+		}
+		if (find_key(k) != NULL && find_key(k)->off == OFF(config)) {
+			rc = fail(err, errlen, "%s: config: not allowed inside a config file", src);
+			break;
+		}
+		rc = moq_pmd_config_set(cfg, k, v, src, err, errlen);
+	}
+	fclose(f);
+	return rc;
+}
+
+/* For "MOQDP_X=v": the key part after MOQDP_, or NULL if not ours. */
+static int env_key(const char *kv, char *key, size_t keylen, const char **val)
+{
+	const char *eq;
+	size_t n;
+
+	if (strncmp(kv, "MOQDP_", 6) != 0)
+		return 0;
+	eq = strchr(kv, '=');
+	if (eq == NULL)
+		return 0;
+	n = (size_t)(eq - kv - 6);
+	if (n >= keylen)
+		n = keylen - 1;
+	memcpy(key, kv + 6, n);
+	key[n] = '\0';
+	*val = eq + 1;
+	return 1;
+}
+
+/* Environment variables of the test harness, not configuration keys. */
+static int env_ignored(const char *key)
+{
+	return strncmp(key, "TEST", 4) == 0;
+}
+
+int moq_pmd_config_parse(struct moq_pmd_config *cfg, int argc, char *const *argv, char *const *envp,
+                         char *err, size_t errlen)
+{
+	const char *cfgfile = NULL;
+	char key[64];
+	const char *val;
+	int rc, i;
+
+	moq_pmd_config_defaults(cfg);
+	if (envp == NULL)
+		envp = environ;
+
+	/* the config file: from the command line, else from MOQDP_CONFIG */
+	for (i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+			cfgfile = argv[i + 1];
+		else if (strncmp(argv[i], "--config=", 9) == 0)
+			cfgfile = argv[i] + 9;
+	}
+	for (char *const *e = envp; cfgfile == NULL && e && *e; e++)
+		if (env_key(*e, key, sizeof(key), &val) && strcmp(key, "CONFIG") == 0)
+			cfgfile = val;
+	if (cfgfile != NULL && *cfgfile != '\0') {
+		rc = read_file(cfg, cfgfile, err, errlen);
+		if (rc != 0)
+			return rc;
+		snprintf(cfg->config, sizeof(cfg->config), "%s", cfgfile);
+	}
+
+	for (char *const *e = envp; e && *e; e++) {
+		if (!env_key(*e, key, sizeof(key), &val) || env_ignored(key))
+			continue;
+		rc = moq_pmd_config_set(cfg, key, val, "MOQDP_", err, errlen);
+		if (rc != 0)
+			return rc;
+	}
+
+	for (i = 0; i < argc; i++) {
+		const char *a = argv[i], *eq;
+		char name[64];
+
+		if (strncmp(a, "--", 2) != 0 || a[2] == '\0')
+			return fail(err, errlen, "'%s': expected --option value", a);
+		a += 2;
+		eq = strchr(a, '=');
+		if (eq != NULL) {
+			size_t n = (size_t)(eq - a);
+
+			if (n >= sizeof(name))
+				return fail(err, errlen, "--%.40s: unknown option", a);
+			memcpy(name, a, n);
+			name[n] = '\0';
+			val = eq + 1;
+		} else {
+			snprintf(name, sizeof(name), "%s", a);
+			if (find_key(name) == NULL)
+				return fail(err, errlen, "--%.60s: unknown option", a);
+			if (i + 1 >= argc)
+				return fail(err, errlen, "--%s: a value is required", name);
+			val = argv[++i];
+		}
+		rc = moq_pmd_config_set(cfg, name, val, "--", err, errlen);
+		if (rc != 0)
+			return rc;
+	}
+	return moq_pmd_config_check(cfg, err, errlen);
+}
+
+int moq_pmd_config_check(const struct moq_pmd_config *cfg, char *err, size_t errlen)
+{
+	if ((cfg->cert[0] != '\0') != (cfg->key[0] != '\0'))
+		return fail(err, errlen, "%s: required when %s is given",
+		            cfg->cert[0] ? "--key" : "--cert", cfg->cert[0] ? "--cert" : "--key");
+	for (unsigned int i = 0; i < cfg->nb_queues; i++)
+		for (unsigned int j = 0; j < i; j++)
+			if (cfg->queues[i].port == cfg->queues[j].port &&
+			    cfg->queues[i].queue == cfg->queues[j].queue)
+				return fail(err, errlen,
+				            "--queues: (port %u, queue %u) is given twice",
+				            cfg->queues[i].port, cfg->queues[i].queue);
+	for (unsigned int i = 0; i < cfg->nb_queues; i++) {
+		if (cfg->portmask != 0 &&
+		    (cfg->queues[i].port >= 64 || !(cfg->portmask & (1ull << cfg->queues[i].port))))
+			return fail(err, errlen, "--queues: port %u is not in --portmask",
+			            cfg->queues[i].port);
+	}
+	if (cfg->backend == MOQ_CFG_BACKEND_DPDK) {
+		for (unsigned int i = 0; i < cfg->nb_listen; i++) {
+			static const uint8_t zero[16];
+			size_t alen = cfg->listen[i].family == AF_INET ? 4 : 16;
+
+			if (memcmp(cfg->listen[i].addr, zero, alen) == 0 && cfg->nb_listen > 1)
+				return fail(
+				        err, errlen,
+				        "--listen: the any address cannot be combined with others");
+		}
+	}
+	return 0;
+}
+
+const char *moq_pmd_config_usage(void)
+{
+	static char buf[4096];
+	size_t n = 0;
+
+	if (buf[0] != '\0')
+		return buf;
+	n += (size_t)snprintf(buf + n, sizeof(buf) - n,
+	                      "relay options (also MOQDP_<KEY> and 'key = value' in --config):\n");
+	for (size_t i = 0; i < NB_KEYS && n < sizeof(buf); i++)
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "  --%-16s %s\n", keys[i].name,
+		                      keys[i].help);
+	return buf;
+}

@@ -1,0 +1,486 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_pmd_config.c: the configuration parser without EAL: units, queues,
+ * addresses, the three sources and their order, and one bad value per key.
+ */
+#include <check.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "moq_err.h"
+#include "pmd_config.h"
+#include "pmd_profile.h"
+
+static char *no_env[] = {NULL};
+
+/* Parse argv (NULL-terminated) with environment @env; returns rc, err in @err. */
+static int parse(struct moq_pmd_config *cfg, char **env, char *err, const char *a0, ...)
+{
+	char *argv[32];
+	int argc = 0;
+	va_list ap;
+	const char *a;
+
+	va_start(ap, a0);
+	for (a = a0; a != NULL && argc < 31; a = va_arg(ap, const char *))
+		argv[argc++] = (char *)a;
+	va_end(ap);
+	argv[argc] = NULL;
+	err[0] = '\0';
+	return moq_pmd_config_parse(cfg, argc, argv, env, err, MOQ_CFG_ERR_MAX);
+}
+
+static char *write_tmp(const char *text)
+{
+	static char path[64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/tmp/moqdp-cfg-%d.conf", (int)getpid());
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
+START_TEST(defaults)
+{
+	struct moq_pmd_config c;
+	char err[MOQ_CFG_ERR_MAX];
+
+	ck_assert_int_eq(parse(&c, no_env, err, NULL), 0);
+	ck_assert_uint_eq(c.udp_port, 4443);
+	ck_assert_uint_eq(c.cache_budget, 1ull << 30);
+	ck_assert_uint_eq(c.max_latency_us, 30000000);
+	ck_assert_int_eq(c.backend, MOQ_CFG_BACKEND_DPDK);
+	ck_assert_uint_eq(c.nb_listen, 1);
+	ck_assert_int_eq(c.listen[0].family, AF_INET);
+	ck_assert_str_eq(c.profile, "auto");
+	ck_assert_str_eq(c.mgmt, "127.0.0.1:9464");
+	ck_assert_uint_eq(c.nb_queues, 0);
+}
+END_TEST
+
+START_TEST(durations)
+{
+	uint64_t us;
+
+	ck_assert_int_eq(moq_pmd_parse_duration("30s", &us), 0);
+	ck_assert_uint_eq(us, 30000000);
+	ck_assert_int_eq(moq_pmd_parse_duration("500ms", &us), 0);
+	ck_assert_uint_eq(us, 500000);
+	ck_assert_int_eq(moq_pmd_parse_duration("250us", &us), 0);
+	ck_assert_uint_eq(us, 250);
+	ck_assert_int_eq(moq_pmd_parse_duration("2m", &us), 0);
+	ck_assert_uint_eq(us, 120000000);
+	ck_assert_int_eq(moq_pmd_parse_duration("1h", &us), 0);
+	ck_assert_uint_eq(us, 3600000000ull);
+	ck_assert_int_eq(moq_pmd_parse_duration("3000ns", &us), 0);
+	ck_assert_uint_eq(us, 3);
+	ck_assert_int_eq(moq_pmd_parse_duration("0", &us), 0);
+	ck_assert_uint_eq(us, 0);
+	ck_assert_int_eq(moq_pmd_parse_duration("30", &us), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_pmd_parse_duration("30 s", &us), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_pmd_parse_duration("s", &us), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_pmd_parse_duration("", &us), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_pmd_parse_duration("-1s", &us), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_pmd_parse_duration("5d", &us), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_pmd_parse_duration("99999999999999999h", &us), MOQ_ERR_TOO_LARGE);
+	ck_assert_int_eq(moq_pmd_parse_duration("99999999999999999999999s", &us),
+	                 MOQ_ERR_TOO_LARGE);
+}
+END_TEST
+
+START_TEST(sizes)
+{
+	uint64_t b;
+
+	ck_assert_int_eq(moq_pmd_parse_size("8GiB", &b), 0);
+	ck_assert_uint_eq(b, 8ull << 30);
+	ck_assert_int_eq(moq_pmd_parse_size("64MiB", &b), 0);
+	ck_assert_uint_eq(b, 64ull << 20);
+	ck_assert_int_eq(moq_pmd_parse_size("4KiB", &b), 0);
+	ck_assert_uint_eq(b, 4096);
+	ck_assert_int_eq(moq_pmd_parse_size("1500", &b), 0);
+	ck_assert_uint_eq(b, 1500);
+	ck_assert_int_eq(moq_pmd_parse_size("1500B", &b), 0);
+	ck_assert_uint_eq(b, 1500);
+	ck_assert_int_eq(moq_pmd_parse_size("2GB", &b), 0);
+	ck_assert_uint_eq(b, 2000000000ull);
+	ck_assert_int_eq(moq_pmd_parse_size("10k", &b), 0);
+	ck_assert_uint_eq(b, 10000);
+	ck_assert_int_eq(moq_pmd_parse_size("8XB", &b), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_pmd_parse_size("8 GiB", &b), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_pmd_parse_size("GiB", &b), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_pmd_parse_size("-1", &b), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_pmd_parse_size("1.5GiB", &b), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_pmd_parse_size("20000000000TiB", &b), MOQ_ERR_TOO_LARGE);
+}
+END_TEST
+
+START_TEST(queues)
+{
+	struct moq_cfg_queue q[4];
+	unsigned int n = 0;
+
+	ck_assert_int_eq(moq_pmd_parse_queues("(0,0,1),(0,1,2), (1,0,3)", q, 4, &n), 0);
+	ck_assert_uint_eq(n, 3);
+	ck_assert_uint_eq(q[1].port, 0);
+	ck_assert_uint_eq(q[1].queue, 1);
+	ck_assert_uint_eq(q[1].lcore, 2);
+	ck_assert_uint_eq(q[2].port, 1);
+	ck_assert_uint_eq(q[2].lcore, 3);
+	ck_assert_int_eq(moq_pmd_parse_queues("( 0 , 0 , 1 )", q, 4, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_int_eq(moq_pmd_parse_queues("", q, 4, &n), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_pmd_parse_queues("(0,0)", q, 4, &n), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_pmd_parse_queues("(0,0,1,2)", q, 4, &n), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_pmd_parse_queues("(0,0,1)(0,1,2)", q, 4, &n), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_pmd_parse_queues("(0,0,1),", q, 4, &n), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_pmd_parse_queues("(0,0,x)", q, 4, &n), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_pmd_parse_queues("(0,-1,1)", q, 4, &n), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_pmd_parse_queues("(0,70000,1)", q, 4, &n), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_pmd_parse_queues("0,0,1", q, 4, &n), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_pmd_parse_queues("(0,0,1),(0,1,1),(0,2,1),(0,3,1),(0,4,1)", q, 4, &n),
+	                 MOQ_ERR_LIMIT);
+}
+END_TEST
+
+START_TEST(addresses)
+{
+	struct moq_cfg_addr a;
+
+	ck_assert_int_eq(moq_pmd_parse_addr("10.0.0.2/24", &a), 0);
+	ck_assert_int_eq(a.family, AF_INET);
+	ck_assert_uint_eq(a.prefixlen, 24);
+	ck_assert_uint_eq(a.addr[0], 10);
+	ck_assert_uint_eq(a.addr[3], 2);
+	ck_assert_int_eq(moq_pmd_parse_addr("10.0.0.2", &a), 0);
+	ck_assert_uint_eq(a.prefixlen, 32);
+	ck_assert_int_eq(moq_pmd_parse_addr("2001:db8::1/64", &a), 0);
+	ck_assert_int_eq(a.family, AF_INET6);
+	ck_assert_uint_eq(a.prefixlen, 64);
+	ck_assert_uint_eq(a.addr[15], 1);
+	ck_assert_int_eq(moq_pmd_parse_addr("10.0.0.2/33", &a), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_pmd_parse_addr("2001:db8::1/129", &a), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_pmd_parse_addr("10.0.0.256", &a), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_pmd_parse_addr("10.0.0.2/", &a), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_pmd_parse_addr("host.example", &a), MOQ_ERR_INVAL);
+}
+END_TEST
+
+START_TEST(command_line)
+{
+	struct moq_pmd_config c;
+	char err[MOQ_CFG_ERR_MAX];
+
+	ck_assert_int_eq(parse(&c, no_env, err, "--port", "8443", "--cache-budget=8GiB",
+	                       "--max-latency", "500ms", "--queues", "(0,0,1),(0,1,2)", "--listen",
+	                       "10.0.0.2/24,2001:db8::2/64", "--backend", "kernel", "--cert",
+	                       "/etc/c.pem", "--key", "/etc/k.pem", "--mgmt", "[::1]:9000",
+	                       "--profile", "tap", "--portmask", "0x3", "--stats-interval", "0",
+	                       "--max-connections", "42", "--gateway", "10.0.0.1", NULL),
+	                 0);
+	ck_assert_uint_eq(c.udp_port, 8443);
+	ck_assert_uint_eq(c.cache_budget, 8ull << 30);
+	ck_assert_uint_eq(c.max_latency_us, 500000);
+	ck_assert_uint_eq(c.nb_queues, 2);
+	ck_assert_uint_eq(c.queues[1].lcore, 2);
+	ck_assert_uint_eq(c.nb_listen, 2);
+	ck_assert_int_eq(c.listen[1].family, AF_INET6);
+	ck_assert_int_eq(c.backend, MOQ_CFG_BACKEND_KERNEL);
+	ck_assert_str_eq(c.cert, "/etc/c.pem");
+	ck_assert_str_eq(c.mgmt, "[::1]:9000");
+	ck_assert_str_eq(c.profile, "tap");
+	ck_assert_uint_eq(c.portmask, 3);
+	ck_assert_uint_eq(c.stats_interval_us, 0);
+	ck_assert_uint_eq(c.max_connections, 42);
+	ck_assert_int_eq(c.gateway4.family, AF_INET);
+	/* underscores work as dashes, and "" turns the management listener off */
+	ck_assert_int_eq(parse(&c, no_env, err, "--cache_budget", "64MiB", "--mgmt", "", NULL), 0);
+	ck_assert_uint_eq(c.cache_budget, 64ull << 20);
+	ck_assert_str_eq(c.mgmt, "");
+}
+END_TEST
+
+/* One bad value per key: the error names the option, and only it. */
+static const struct {
+	const char *opt, *val, *want;
+} bad[] = {
+        {"--listen", "10.0.0.300", "--listen: '10.0.0.300' is not an IP address"},
+        {"--listen", "", "--listen: at least one address"},
+        {"--listen", "1.1.1.1,1.1.1.2,1.1.1.3,1.1.1.4,1.1.1.5", "--listen: more than 4"},
+        {"--port", "0", "--port: '0' is not an integer in [1, 65535]"},
+        {"--port", "65536", "--port:"},
+        {"--port", "44x", "--port:"},
+        {"--gateway", "2001:db8::1", "--gateway: '2001:db8::1' is not an IPv4 address"},
+        {"--gateway6", "10.0.0.1", "--gateway6: '10.0.0.1' is not an IPv6 address"},
+        {"--mtu", "1279", "--mtu:"},
+        {"--mtu", "9001", "--mtu:"},
+        {"--cert", "", "--cert: required when --key"},
+        {"--key", "", "--key: required when --cert"},
+        {"--cache-budget", "8XB", "--cache-budget: '8XB' is not a size"},
+        {"--cache-budget", "1KiB", "--cache-budget: 1KiB is out of range"},
+        {"--cache-budget", "8TiB", "--cache-budget: 8TiB is out of range"},
+        {"--max-latency", "30", "--max-latency: '30' is not a duration"},
+        {"--max-latency", "2h", "--max-latency: 2h is out of range"},
+        {"--max-latency", "10us", "--max-latency: 10us is out of range"},
+        {"--max-connections", "0", "--max-connections:"},
+        {"--max-subscribers", "-5", "--max-subscribers:"},
+        {"--max-streams", "ten", "--max-streams:"},
+        {"--max-tracks", "99999999999", "--max-tracks:"},
+        {"--idle-timeout", "forever", "--idle-timeout:"},
+        {"--backend", "xdp", "--backend: 'xdp' is not a backend"},
+        {"--queues", "(0,0)", "--queues: '(0,0)' is not a list of (port,queue,lcore)"},
+        {"--queues", "(0,0,1),(0,0,2)", "--queues: (port 0, queue 0) is given twice"},
+        {"--portmask", "0", "--portmask:"},
+        {"--portmask", "zz", "--portmask:"},
+        {"--rx-desc", "16", "--rx-desc:"},
+        {"--tx-desc", "40000", "--tx-desc:"},
+        {"--redirect-ring", "1000", "--redirect-ring: 1000 is not a power of 2"},
+        {"--profile", "e1000", "--profile: unknown profile 'e1000'"},
+        {"--stats-interval", "5", "--stats-interval:"},
+        {"--mgmt", "localhost:80", "--mgmt: 'localhost:80' is not host:port"},
+        {"--mgmt", "127.0.0.1", "--mgmt:"},
+        {"--mgmt", "127.0.0.1:0", "--mgmt:"},
+        {"--drain-timeout", "1h", "--drain-timeout:"},
+        {"--config", "/nonexistent/moqdp.conf", "--config: cannot open '/nonexistent/moqdp.conf'"},
+        {"--bogus", "1", "--bogus: unknown option"},
+};
+
+START_TEST(bad_option)
+{
+	struct moq_pmd_config c;
+	char err[MOQ_CFG_ERR_MAX];
+	const char *opt = bad[_i].opt, *val = bad[_i].val;
+
+	if (strcmp(opt, "--cert") == 0) /* key given, cert empty */
+		ck_assert_int_eq(parse(&c, no_env, err, "--key", "/k.pem", opt, val, NULL),
+		                 MOQ_ERR_CONFIG);
+	else if (strcmp(opt, "--key") == 0)
+		ck_assert_int_eq(parse(&c, no_env, err, "--cert", "/c.pem", opt, val, NULL),
+		                 MOQ_ERR_CONFIG);
+	else
+		ck_assert_int_eq(parse(&c, no_env, err, "--port", "5000", opt, val, NULL),
+		                 MOQ_ERR_CONFIG);
+	ck_assert_msg(strstr(err, bad[_i].want) != NULL, "%s %s: got '%s'", opt, val, err);
+	ck_assert_ptr_null(strchr(err, '\n'));
+}
+END_TEST
+
+START_TEST(every_key_has_a_bad_case)
+{
+	/* keep the table above complete: each key of the usage text is tested */
+	const char *u = moq_pmd_config_usage();
+	const char *p = u;
+	unsigned int keys = 0;
+
+	while ((p = strstr(p, "\n  --")) != NULL) {
+		char name[40];
+		int found = 0;
+
+		p += 3;
+		sscanf(p, "%39s", name);
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+			found |= strcmp(bad[i].opt, name) == 0;
+		ck_assert_msg(found, "no bad-value test for %s", name);
+		keys++;
+	}
+	ck_assert_uint_ge(keys, 25);
+}
+END_TEST
+
+START_TEST(argv_shape)
+{
+	struct moq_pmd_config c;
+	char err[MOQ_CFG_ERR_MAX];
+
+	ck_assert_int_eq(parse(&c, no_env, err, "--port", NULL), MOQ_ERR_CONFIG);
+	ck_assert_str_eq(err, "--port: a value is required");
+	ck_assert_int_eq(parse(&c, no_env, err, "4443", NULL), MOQ_ERR_CONFIG);
+	ck_assert_str_eq(err, "'4443': expected --option value");
+	ck_assert_int_eq(parse(&c, no_env, err, "--nope=3", NULL), MOQ_ERR_CONFIG);
+	ck_assert_str_eq(err, "--nope: unknown option");
+	ck_assert_int_eq(parse(&c, no_env, err, "--", NULL), MOQ_ERR_CONFIG);
+	ck_assert_int_eq(parse(&c, no_env, err, "--port=", NULL), MOQ_ERR_CONFIG);
+	ck_assert_str_eq(err, "--port: '' is not an integer in [1, 65535]");
+}
+END_TEST
+
+START_TEST(set_keeps_config_on_error)
+{
+	struct moq_pmd_config c, before;
+	char err[MOQ_CFG_ERR_MAX];
+
+	moq_pmd_config_defaults(&c);
+	ck_assert_int_eq(moq_pmd_config_set(&c, "listen", "10.0.0.2", "--", err, sizeof(err)), 0);
+	before = c;
+	ck_assert_int_eq(moq_pmd_config_set(&c, "listen", "10.0.0.3,bad", "--", err, sizeof(err)),
+	                 MOQ_ERR_CONFIG);
+	ck_assert_int_eq(memcmp(&c, &before, sizeof(c)), 0);
+	ck_assert_int_eq(moq_pmd_config_set(&c, "queues", "(0,0,1),(x", "--", err, sizeof(err)),
+	                 MOQ_ERR_CONFIG);
+	ck_assert_int_eq(memcmp(&c, &before, sizeof(c)), 0);
+	ck_assert_int_eq(moq_pmd_config_set(&c, "redirect-ring", "1000", "--", err, sizeof(err)),
+	                 MOQ_ERR_CONFIG);
+	ck_assert_int_eq(memcmp(&c, &before, sizeof(c)), 0);
+}
+END_TEST
+
+START_TEST(environment)
+{
+	struct moq_pmd_config c;
+	char err[MOQ_CFG_ERR_MAX];
+	char *env[] = {"PATH=/bin", "MOQDP_CACHE_BUDGET=2GiB", "MOQDP_PORT=7000",
+	               "MOQDP_TEST_EAL=--foo", NULL};
+	char *bad_env[] = {"MOQDP_CACHE_BUGDET=2GiB", NULL};
+	char *bad_val[] = {"MOQDP_MAX_LATENCY=30", NULL};
+
+	ck_assert_int_eq(parse(&c, env, err, NULL), 0);
+	ck_assert_uint_eq(c.cache_budget, 2ull << 30);
+	ck_assert_uint_eq(c.udp_port, 7000);
+	/* the command line wins over the environment */
+	ck_assert_int_eq(parse(&c, env, err, "--port", "7001", NULL), 0);
+	ck_assert_uint_eq(c.udp_port, 7001);
+	ck_assert_int_eq(parse(&c, bad_env, err, NULL), MOQ_ERR_CONFIG);
+	ck_assert_str_eq(err, "MOQDP_CACHE_BUGDET: unknown option");
+	ck_assert_int_eq(parse(&c, bad_val, err, NULL), MOQ_ERR_CONFIG);
+	ck_assert_str_eq(err, "MOQDP_MAX_LATENCY: '30' is not a duration (e.g. 500ms, 30s)");
+}
+END_TEST
+
+START_TEST(config_file)
+{
+	struct moq_pmd_config c;
+	char err[MOQ_CFG_ERR_MAX], arg[128], want[160];
+	char *path = write_tmp("# relay\n"
+	                       "cache-budget = 64MiB   # small\n"
+	                       "\n"
+	                       "max_latency=2s\n"
+	                       "  queues = \"(0,0,1),(0,1,1)\"\n"
+	                       "mgmt = \"127.0.0.1:9999\"\n"
+	                       "port = 6000\n");
+	char *env[] = {"MOQDP_PORT=6001", NULL};
+
+	ck_assert_int_eq(parse(&c, no_env, err, "--config", path, NULL), 0);
+	ck_assert_uint_eq(c.cache_budget, 64ull << 20);
+	ck_assert_uint_eq(c.max_latency_us, 2000000);
+	ck_assert_uint_eq(c.nb_queues, 2);
+	ck_assert_str_eq(c.mgmt, "127.0.0.1:9999");
+	ck_assert_uint_eq(c.udp_port, 6000);
+	ck_assert_str_eq(c.config, path);
+	/* order: file < environment < command line */
+	ck_assert_int_eq(parse(&c, env, err, "--config", path, NULL), 0);
+	ck_assert_uint_eq(c.udp_port, 6001);
+	ck_assert_int_eq(parse(&c, env, err, "--config", path, "--port", "6002", NULL), 0);
+	ck_assert_uint_eq(c.udp_port, 6002);
+	/* MOQDP_CONFIG names the file too */
+	snprintf(arg, sizeof(arg), "MOQDP_CONFIG=%s", path);
+	{
+		char *env2[] = {arg, NULL};
+
+		ck_assert_int_eq(parse(&c, env2, err, NULL), 0);
+		ck_assert_uint_eq(c.cache_budget, 64ull << 20);
+	}
+
+	path = write_tmp("port = 6000\ncache-bugdet = 1GiB\n");
+	ck_assert_int_eq(parse(&c, no_env, err, "--config", path, NULL), MOQ_ERR_CONFIG);
+	snprintf(want, sizeof(want), "%s:2: cache-bugdet: unknown option", path);
+	ck_assert_str_eq(err, want);
+
+	path = write_tmp("port 6000\n");
+	ck_assert_int_eq(parse(&c, no_env, err, "--config", path, NULL), MOQ_ERR_CONFIG);
+	snprintf(want, sizeof(want), "%s:1: expected 'key = value'", path);
+	ck_assert_str_eq(err, want);
+
+	path = write_tmp("= 3\n");
+	ck_assert_int_eq(parse(&c, no_env, err, "--config", path, NULL), MOQ_ERR_CONFIG);
+
+	path = write_tmp("max-latency = 30\n");
+	ck_assert_int_eq(parse(&c, no_env, err, "--config", path, NULL), MOQ_ERR_CONFIG);
+	snprintf(want, sizeof(want), "%s:1: max-latency: '30' is not a duration", path);
+	ck_assert_msg(strstr(err, want) == err, "%s", err);
+
+	path = write_tmp("config = /etc/other.conf\n");
+	ck_assert_int_eq(parse(&c, no_env, err, "--config", path, NULL), MOQ_ERR_CONFIG);
+	ck_assert_ptr_nonnull(strstr(err, "not allowed inside a config file"));
+	unlink(path);
+}
+END_TEST
+
+START_TEST(cross_checks)
+{
+	struct moq_pmd_config c;
+	char err[MOQ_CFG_ERR_MAX];
+
+	ck_assert_int_eq(parse(&c, no_env, err, "--cert", "/c.pem", NULL), MOQ_ERR_CONFIG);
+	ck_assert_str_eq(err, "--key: required when --cert is given");
+	ck_assert_int_eq(parse(&c, no_env, err, "--portmask", "0x1", "--queues", "(1,0,1)", NULL),
+	                 MOQ_ERR_CONFIG);
+	ck_assert_str_eq(err, "--queues: port 1 is not in --portmask");
+	ck_assert_int_eq(parse(&c, no_env, err, "--listen", "0.0.0.0,10.0.0.1", NULL),
+	                 MOQ_ERR_CONFIG);
+	ck_assert_ptr_nonnull(strstr(err, "--listen:"));
+}
+END_TEST
+
+/* docs/DEPLOY.md's PMD table lists every profile of pmd_profile.c. */
+START_TEST(profiles_documented)
+{
+	char path[512], *doc;
+	FILE *f;
+	long n;
+
+	snprintf(path, sizeof(path), "%s/docs/DEPLOY.md", MOQDP_SOURCE_ROOT);
+	f = fopen(path, "r");
+	ck_assert_msg(f != NULL, "cannot open %s", path);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	rewind(f);
+	doc = calloc(1, (size_t)n + 1);
+	ck_assert_uint_eq(fread(doc, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	for (unsigned int i = 0; moq_pmd_profile_at(i) != NULL; i++) {
+		const struct moq_pmd_profile *p = moq_pmd_profile_at(i);
+		char row[64];
+
+		snprintf(row, sizeof(row), "| `%s` |", p->name);
+		ck_assert_msg(strstr(doc, row) != NULL, "DEPLOY.md has no row %s", row);
+		ck_assert_ptr_eq(moq_pmd_profile_by_name(p->name), p);
+	}
+	ck_assert_str_eq(moq_pmd_profile_by_driver("net_tap")->name, "tap");
+	ck_assert_str_eq(moq_pmd_profile_by_driver("mlx5_pci")->name, "mlx5");
+	ck_assert_str_eq(moq_pmd_profile_by_driver("net_e1000_igb")->name, "generic");
+	ck_assert_uint_ne(moq_pmd_profile_by_name("af_packet")->flags & MOQ_PMD_F_L4_PARTIAL, 0);
+	free(doc);
+}
+END_TEST
+
+Suite *pmd_config_suite(void);
+
+Suite *pmd_config_suite(void)
+{
+	Suite *s = suite_create("pmd_config");
+	TCase *tc = tcase_create("parse");
+
+	tcase_add_test(tc, defaults);
+	tcase_add_test(tc, durations);
+	tcase_add_test(tc, sizes);
+	tcase_add_test(tc, queues);
+	tcase_add_test(tc, addresses);
+	tcase_add_test(tc, command_line);
+	tcase_add_loop_test(tc, bad_option, 0, (int)(sizeof(bad) / sizeof(bad[0])));
+	tcase_add_test(tc, every_key_has_a_bad_case);
+	tcase_add_test(tc, argv_shape);
+	tcase_add_test(tc, set_keeps_config_on_error);
+	tcase_add_test(tc, environment);
+	tcase_add_test(tc, config_file);
+	tcase_add_test(tc, cross_checks);
+	tcase_add_test(tc, profiles_documented);
+	suite_add_tcase(s, tc);
+	return s;
+}
