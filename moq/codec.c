@@ -97,10 +97,12 @@ int moq_path_norm(char *dst, size_t cap, const char *src, size_t len)
 
 size_t moq_path_segments(const char *p, size_t len)
 {
-	size_t n = len ? 1 : 0;
+	size_t n = 0;
 
+	/* Non-empty runs between '/': the segments once normalised. */
 	for (size_t i = 0; i < len; i++)
-		n += p[i] == '/';
+		if (p[i] != '/' && (i == 0 || p[i - 1] == '/'))
+			n++;
 	return n;
 }
 
@@ -257,13 +259,9 @@ static struct moq_str r_str(struct rd *r)
 static struct moq_str r_path(struct rd *r)
 {
 	struct moq_str s = r_str(r);
-	size_t segs = 0;
 
 	/* PROTOCOL.md, path: at most 32 segments once normalised. */
-	for (size_t i = 0; i < s.len; i++)
-		if (s.p[i] != '/' && (i == 0 || s.p[i - 1] == '/'))
-			segs++;
-	if (segs > MOQ_PATH_MAX_SEGMENTS && !r->err)
+	if (moq_path_segments(s.p, s.len) > MOQ_PATH_MAX_SEGMENTS && !r->err)
 		r->err = MOQ_ERR_DECODE;
 	return s;
 }
@@ -814,7 +812,9 @@ int moq_group_rx_next(struct moq_group_rx *rx, const uint8_t *buf, size_t len,
 	case GRX_TS:
 		n = collect_varint(rx, buf, len, &done, &v);
 		if (done) {
-			rx->timestamp += moq_unzigzag(v);
+			/* Wraps rather than overflows on hostile input. */
+			rx->timestamp =
+			        (int64_t)((uint64_t)rx->timestamp + (uint64_t)moq_unzigzag(v));
 			rx->state = GRX_SIZE;
 		}
 		return (int)n;

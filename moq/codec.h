@@ -117,7 +117,7 @@ int64_t moq_unzigzag(uint64_t u);
  */
 int moq_path_norm(char *dst, size_t cap, const char *src, size_t len);
 
-/* moq_path_segments: segment count of a normalised path ("" has none). */
+/* moq_path_segments: segments of @p once normalised (non-empty runs between "/"). */
 size_t moq_path_segments(const char *p, size_t len);
 
 /*
