@@ -96,13 +96,14 @@ struct moq_cache_alloc {
  * holds (requested bytes, not malloc's own overhead). Read the counters with
  * moq_cache_counting_stats(). fail_after, when nonzero, makes allocation
  * number fail_after (1-based, counted from init) and later ones fail, to test
- * MOQ_ERR_NOMEM paths.
+ * MOQ_ERR_NOMEM paths (set it directly).
  */
 struct moq_cache_counting {
-	int64_t live_bytes;   /* atomic */
-	int64_t live_blocks;  /* atomic */
-	uint64_t total_allocs; /* atomic */
-	uint64_t fail_after;
+	int64_t live_bytes;    /* atomic */
+	int64_t live_blocks;   /* atomic */
+	uint64_t total_allocs; /* atomic: successful allocations */
+	uint64_t attempts;     /* atomic: calls of alloc */
+	uint64_t fail_after;   /* 0, or the first attempt (1-based) to fail */
 };
 
 struct moq_cache_counting_stats {
@@ -189,9 +190,9 @@ unsigned moq_cache_reclaim(struct moq_cache *c);
  * *@out set, MOQ_ERR_EXISTS (that path + name exists), MOQ_ERR_INVAL,
  * MOQ_ERR_NOMEM.
  */
-int moq_cache_track_create(struct moq_cache *c, const char *path, size_t path_len,
-			   const char *name, size_t name_len, const struct moq_cache_track_cfg *cfg,
-			   struct moq_cache_track **out);
+int moq_cache_track_create(struct moq_cache *c, const char *path, size_t path_len, const char *name,
+                           size_t name_len, const struct moq_cache_track_cfg *cfg,
+                           struct moq_cache_track **out);
 
 /*
  * moq_cache_track_lookup: find track @path / @name and take a reference on it
@@ -200,7 +201,7 @@ int moq_cache_track_create(struct moq_cache *c, const char *path, size_t path_le
  * the track or NULL (not found).
  */
 struct moq_cache_track *moq_cache_track_lookup(struct moq_cache *c, const char *path,
-					       size_t path_len, const char *name, size_t name_len);
+                                               size_t path_len, const char *name, size_t name_len);
 
 /* moq_cache_track_ref / unref: take / drop a reference on @t. The last unref
  * of a dropped track frees it (any thread). */
@@ -253,7 +254,7 @@ int moq_cache_track_group(struct moq_cache_track *t, uint64_t seq, struct moq_ca
  * sequence), MOQ_ERR_CLOSED (track dropped), MOQ_ERR_NOMEM.
  */
 int moq_cache_group_open(struct moq_cache_track *t, uint64_t seq, uint64_t now,
-			 struct moq_cache_group **out);
+                         struct moq_cache_group **out);
 
 /*
  * moq_cache_write_frame: append one whole frame. Copied exact-fit when @len
@@ -264,7 +265,7 @@ int moq_cache_group_open(struct moq_cache_track *t, uint64_t seq, uint64_t now,
  * MOQ_ERR_LIMIT (MOQ_CACHE_GROUP_MAX_ENTRIES), MOQ_ERR_NOMEM.
  */
 int moq_cache_write_frame(struct moq_cache_group *g, int64_t timestamp, const void *data,
-			  size_t len);
+                          size_t len);
 
 /* One frame of a write_frames batch. */
 struct moq_cache_frame_in {
@@ -280,7 +281,7 @@ struct moq_cache_frame_in {
  * or fewer after MOQ_ERR_NOMEM), or a negative MOQ_ERR_* when none was.
  */
 int moq_cache_write_frames(struct moq_cache_group *g, const struct moq_cache_frame_in *in,
-			   unsigned n);
+                           unsigned n);
 
 /*
  * moq_cache_frame_begin: start a frame of @size bytes (the size from its
@@ -340,9 +341,9 @@ int moq_cache_group_status(const struct moq_cache_group *g, uint64_t *bytes, uin
  * at the first frame. Fields are private.
  */
 struct moq_cache_cursor {
-	uint32_t ent;  /* index entry of the next (or current partial) frame */
+	uint32_t ent;   /* index entry of the next (or current partial) frame */
 	uint32_t piece; /* entry of the piece holding byte @pos of a partial frame */
-	uint32_t pos;  /* bytes of that frame already returned */
+	uint32_t pos;   /* bytes of that frame already returned */
 	uint32_t frame; /* frame index */
 };
 
@@ -380,12 +381,12 @@ static inline int moq_cache_frame_complete(const struct moq_cache_frame *f)
  * MOQ_ERR_INVAL (@n == 0). Lock-free, any thread.
  */
 int moq_cache_read_frames(struct moq_cache_group *g, struct moq_cache_cursor *cur,
-			  struct moq_cache_frame *buf, unsigned n);
+                          struct moq_cache_frame *buf, unsigned n);
 
 /* moq_cache_read_frame: moq_cache_read_frames with one entry: returns 1, 0
  * or the same errors. */
 int moq_cache_read_frame(struct moq_cache_group *g, struct moq_cache_cursor *cur,
-			 struct moq_cache_frame *f);
+                         struct moq_cache_frame *f);
 
 /*
  * moq_cache_group_iov: (pointer, length) views of published group bytes
@@ -396,7 +397,7 @@ int moq_cache_read_frame(struct moq_cache_group *g, struct moq_cache_cursor *cur
  * reader's reference keeps the bytes).
  */
 int moq_cache_group_iov(const struct moq_cache_group *g, uint64_t offset, uint64_t len,
-			struct iovec *iov, unsigned n);
+                        struct iovec *iov, unsigned n);
 
 /*
  * moq_cache_expire: expire groups older than their track's max_latency at

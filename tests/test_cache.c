@@ -1,0 +1,1055 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_cache.c: unit tests of cache/ (single thread): storage, partial and
+ * batched reads, iovecs, billing, eviction, expiry, the window, QSBR
+ * reclamation, references, and every bad input.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache.h"
+
+#define NS_MS 1000000ull
+
+static struct moq_cache_counting cnt;
+static struct moq_cache *cache;
+
+static struct moq_cache *mk(uint64_t budget)
+{
+	struct moq_cache_cfg cfg = {0};
+
+	moq_cache_counting_init(&cnt);
+	cfg.alloc = moq_cache_counting_alloc(&cnt);
+	cfg.budget = budget;
+	cfg.max_readers = 4;
+	cfg.buckets = 16;
+	cache = moq_cache_create(&cfg);
+	ck_assert_ptr_nonnull(cache);
+	return cache;
+}
+
+static int64_t live(void)
+{
+	return moq_cache_counting_stats(&cnt).live_bytes;
+}
+
+static int64_t blocks(void)
+{
+	return moq_cache_counting_stats(&cnt).live_blocks;
+}
+
+static struct moq_cache_track *mktrack(const char *path, const char *name, uint64_t lat,
+                                       uint32_t window)
+{
+	struct moq_cache_track_cfg tc = {lat, window};
+	struct moq_cache_track *t = NULL;
+
+	ck_assert_int_eq(
+	        moq_cache_track_create(cache, path, strlen(path), name, strlen(name), &tc, &t), 0);
+	return t;
+}
+
+static struct moq_cache_group *mkgroup(struct moq_cache_track *t, uint64_t seq, uint64_t now)
+{
+	struct moq_cache_group *g = NULL;
+
+	ck_assert_int_eq(moq_cache_group_open(t, seq, now, &g), 0);
+	return g;
+}
+
+/* a deterministic pattern: byte i of frame f */
+static uint8_t pat(uint32_t f, uint32_t i)
+{
+	return (uint8_t)(f * 131u + i * 7u + (i >> 8));
+}
+
+static uint8_t *pattern(uint32_t f, size_t len)
+{
+	uint8_t *p = malloc(len ? len : 1);
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		p[i] = pat(f, (uint32_t)i);
+	return p;
+}
+
+/* Gather the bytes a view describes (direct or through iovecs). */
+static void gather(struct moq_cache_group *g, const struct moq_cache_frame *f, uint8_t *out)
+{
+	struct iovec iov[64];
+	int n, k;
+	size_t o = 0;
+
+	if (f->data != NULL) {
+		memcpy(out, f->data, f->len);
+		return;
+	}
+	n = moq_cache_group_iov(g, f->offset, f->len, iov, 64);
+	ck_assert_int_gt(n, 0);
+	for (k = 0; k < n; k++) {
+		memcpy(out + o, iov[k].iov_base, iov[k].iov_len);
+		o += iov[k].iov_len;
+	}
+	ck_assert_uint_eq(o, f->len);
+}
+
+static void teardown_all(void)
+{
+	moq_cache_destroy(cache);
+	cache = NULL;
+	ck_assert_int_eq(live(), 0);
+	ck_assert_int_eq(blocks(), 0);
+}
+
+START_TEST(small_frames_exact_fit)
+{
+	struct moq_cache_track *t;
+	struct moq_cache_group *g;
+	struct moq_cache_cursor cur = {0};
+	struct moq_cache_frame f;
+	int64_t before_bytes, before_blocks;
+	uint8_t *p = pattern(1, 2048);
+	uint64_t allocs;
+
+	mk(0);
+	t = mktrack("live/a", "audio", 0, 0);
+	g = mkgroup(t, 0, 0);
+	before_bytes = live();
+	before_blocks = blocks();
+	allocs = moq_cache_counting_stats(&cnt).total_allocs;
+	ck_assert_int_eq(moq_cache_write_frame(g, 10, p, 160), 0);
+	ck_assert_int_eq(moq_cache_write_frame(g, 30, p, 2048), 0);
+	/* exactly one allocation of exactly the frame's size each */
+	ck_assert_int_eq(live() - before_bytes, 160 + 2048);
+	ck_assert_int_eq(blocks() - before_blocks, 2);
+	ck_assert_uint_eq(moq_cache_counting_stats(&cnt).total_allocs - allocs, 2);
+	ck_assert_int_eq(moq_cache_read_frame(g, &cur, &f), 1);
+	ck_assert_int_eq(f.timestamp, 10);
+	ck_assert_uint_eq(f.size, 160);
+	ck_assert_uint_eq(f.len, 160);
+	ck_assert_uint_eq(f.offset, 0);
+	ck_assert_ptr_nonnull(f.data);
+	ck_assert_ptr_ne(f.data, p);
+	ck_assert_mem_eq(f.data, p, 160);
+	ck_assert(moq_cache_frame_complete(&f));
+	ck_assert_int_eq(moq_cache_read_frame(g, &cur, &f), 1);
+	ck_assert_uint_eq(f.offset, 160);
+	ck_assert_uint_eq(f.index, 1);
+	ck_assert_mem_eq(f.data, p, 2048);
+	ck_assert_int_eq(moq_cache_read_frame(g, &cur, &f), 0);
+	ck_assert_int_eq(moq_cache_group_finish(g), 0);
+	ck_assert_int_eq(moq_cache_read_frame(g, &cur, &f), MOQ_ERR_CLOSED);
+	free(p);
+	moq_cache_group_unref(g);
+	moq_cache_track_unref(t);
+	teardown_all();
+}
+END_TEST
+
+START_TEST(large_frame_in_group_blocks)
+{
+	struct moq_cache_track *t;
+	struct moq_cache_group *g;
+	struct moq_cache_cursor cur = {0};
+	struct moq_cache_frame f;
+	size_t len = 100000;
+	uint8_t *p = pattern(2, len), *out = malloc(len);
+	int64_t before;
+
+	mk(0);
+	t = mktrack("live/a", "video", 0, 0);
+	g = mkgroup(t, 0, 0);
+	before = live();
+	ck_assert_int_eq(moq_cache_write_frame(g, 1, p, len), 0);
+	/* group blocks of 64 B .. 64 KiB, sized so the frame wastes < 64 B */
+	ck_assert_int_ge(live() - before, (int64_t)len);
+	ck_assert_int_lt(live() - before, (int64_t)len + 64 + 64 * 32);
+	ck_assert_int_eq(moq_cache_read_frame(g, &cur, &f), 1);
+	ck_assert_uint_eq(f.size, len);
+	ck_assert_uint_eq(f.len, len);
+	ck_assert_ptr_null(f.data); /* spans blocks */
+	gather(g, &f, out);
+	ck_assert_mem_eq(out, p, len);
+	free(p);
+	free(out);
+	moq_cache_group_unref(g);
+	moq_cache_track_unref(t);
+	teardown_all();
+}
+END_TEST
+
+START_TEST(chunked_frame_read_chunk_by_chunk)
+{
+	struct moq_cache_track *t;
+	struct moq_cache_group *g;
+	struct moq_cache_cursor cur = {0};
+	struct moq_cache_frame f;
+	size_t len = 5000, off = 0, got = 0;
+	uint8_t *p = pattern(3, len), *out = calloc(1, len);
+	int64_t rem;
+
+	mk(0);
+	t = mktrack("b", "v", 0, 0);
+	g = mkgroup(t, 7, 0);
+	ck_assert_int_eq(moq_cache_frame_begin(g, 99, len), (int64_t)len);
+	/* visible at once, but nothing to read yet */
+	ck_assert_int_eq(moq_cache_read_frame(g, &cur, &f), 0);
+	/* a second frame cannot start while this one is open */
+	ck_assert_int_eq(moq_cache_write_frame(g, 1, p, 10), MOQ_ERR_STATE);
+	ck_assert_int_eq(moq_cache_frame_begin(g, 1, 10), MOQ_ERR_STATE);
+	ck_assert_int_eq(moq_cache_group_finish(g), MOQ_ERR_STATE);
+	while (off < len) {
+		size_t c = len - off < 1150 ? len - off : 1150;
+
+		rem = moq_cache_frame_append(g, p + off, c);
+		off += c;
+		ck_assert_int_eq(rem, (int64_t)(len - off));
+		/* each chunk is readable as soon as it is appended */
+		while (got < off) {
+			int n = moq_cache_read_frame(g, &cur, &f);
+
+			ck_assert_int_eq(n, 1);
+			ck_assert_int_eq(f.timestamp, 99);
+			ck_assert_uint_eq(f.size, len);
+			ck_assert_uint_eq(f.start, got);
+			ck_assert_ptr_nonnull(f.data);
+			memcpy(out + got, f.data, f.len);
+			got += f.len;
+		}
+		ck_assert_int_eq(moq_cache_read_frame(g, &cur, &f), 0);
+	}
+	ck_assert(moq_cache_frame_complete(&f));
+	ck_assert_mem_eq(out, p, len);
+	ck_assert_int_eq(moq_cache_frame_append(g, p, 1), MOQ_ERR_STATE);
+	/* the frame after it reads from its start */
+	ck_assert_int_eq(moq_cache_write_frame(g, 100, p, 10), 0);
+	ck_assert_int_eq(moq_cache_read_frame(g, &cur, &f), 1);
+	ck_assert_uint_eq(f.index, 1);
+	ck_assert_uint_eq(f.start, 0);
+	ck_assert_uint_eq(f.offset, len);
+	ck_assert_mem_eq(f.data, p, 10);
+	free(p);
+	free(out);
+	moq_cache_group_unref(g);
+	moq_cache_track_unref(t);
+	teardown_all();
+}
+END_TEST
+
+START_TEST(chunked_then_complete_reads_rest)
+{
+	struct moq_cache_track *t;
+	struct moq_cache_group *g;
+	struct moq_cache_cursor cur = {0};
+	struct moq_cache_frame f[8];
+	uint8_t *p = pattern(4, 3000), *out = calloc(1, 3000);
+
+	mk(0);
+	t = mktrack("b", "v", 0, 0);
+	g = mkgroup(t, 0, 0);
+	ck_assert_int_eq(moq_cache_frame_begin(g, 5, 3000), 3000);
+	ck_assert_int_eq(moq_cache_frame_append(g, p, 1000), 2000);
+	ck_assert_int_eq(moq_cache_read_frames(g, &cur, f, 8), 1);
+	ck_assert_uint_eq(f[0].len, 1000);
+	memcpy(out, f[0].data, 1000);
+	ck_assert_int_eq(moq_cache_frame_append(g, p + 1000, 2000), 0);
+	ck_assert_int_eq(moq_cache_write_frame(g, 6, p, 50), 0);
+	/* the rest of the first frame and the next, as one batch */
+	ck_assert_int_eq(moq_cache_read_frames(g, &cur, f, 8), 2);
+	ck_assert_uint_eq(f[0].start, 1000);
+	ck_assert_uint_eq(f[0].len, 2000);
+	ck_assert_uint_eq(f[0].offset, 1000);
+	gather(g, &f[0], out + 1000);
+	ck_assert_mem_eq(out, p, 3000);
+	ck_assert_uint_eq(f[1].offset, 3000);
+	ck_assert_mem_eq(f[1].data, p, 50);
+	free(p);
+	free(out);
+	moq_cache_group_unref(g);
+	moq_cache_track_unref(t);
+	teardown_all();
+}
+END_TEST
+
+START_TEST(small_frame_whole_in_one_chunk_is_exact)
+{
+	struct moq_cache_track *t;
+	struct moq_cache_group *g;
+	int64_t before;
+	uint8_t *p = pattern(5, 700);
+
+	mk(0);
+	t = mktrack("b", "v", 0, 0);
+	g = mkgroup(t, 0, 0);
+	before = live();
+	ck_assert_int_eq(moq_cache_frame_begin(g, 0, 700), 700);
+	ck_assert_int_eq(moq_cache_frame_append(g, p, 700), 0);
+	ck_assert_int_eq(live() - before, 700);
+	/* the same frame in two chunks goes to a group block */
+	before = live();
+	ck_assert_int_eq(moq_cache_frame_begin(g, 0, 700), 700);
+	ck_assert_int_eq(moq_cache_frame_append(g, p, 300), 400);
+	ck_assert_int_eq(moq_cache_frame_append(g, p + 300, 400), 0);
+	ck_assert_int_ge(live() - before, 700);
+	free(p);
+	moq_cache_group_unref(g);
+	moq_cache_track_unref(t);
+	teardown_all();
+}
+END_TEST
+
+START_TEST(batch_read_and_write)
+{
+	struct moq_cache_track *t;
+	struct moq_cache_group *g;
+	struct moq_cache_cursor cur = {0};
+	struct moq_cache_frame f[MOQ_CACHE_BATCH];
+	struct moq_cache_frame_in in[100];
+	uint8_t *p[100];
+	unsigned i, seen = 0;
+	int n;
+
+	mk(0);
+	t = mktrack("b", "v", 0, 0);
+	g = mkgroup(t, 0, 0);
+	for (i = 0; i < 100; i++) {
+		size_t len = (i * 37) % 3000; /* some exact, some in blocks, some empty */
+
+		p[i] = pattern(i, len);
+		in[i].timestamp = i;
+		in[i].data = p[i];
+		in[i].len = len;
+	}
+	ck_assert_int_eq(moq_cache_write_frames(g, in, 100), 100);
+	ck_assert_int_eq(moq_cache_group_finish(g), 0);
+	while ((n = moq_cache_read_frames(g, &cur, f, MOQ_CACHE_BATCH)) > 0) {
+		int k;
+
+		ck_assert_int_le(n, MOQ_CACHE_BATCH);
+		if (seen + MOQ_CACHE_BATCH <= 100)
+			ck_assert_int_eq(n, MOQ_CACHE_BATCH);
+		for (k = 0; k < n; k++) {
+			uint8_t *buf = malloc(in[seen].len + 1);
+
+			ck_assert_uint_eq(f[k].index, seen);
+			ck_assert_int_eq(f[k].timestamp, seen);
+			ck_assert_uint_eq(f[k].size, in[seen].len);
+			ck_assert(moq_cache_frame_complete(&f[k]));
+			if (f[k].len) {
+				gather(g, &f[k], buf);
+				ck_assert_mem_eq(buf, p[seen], f[k].len);
+			}
+			free(buf);
+			seen++;
+		}
+	}
+	ck_assert_int_eq(n, MOQ_ERR_CLOSED);
+	ck_assert_uint_eq(seen, 100);
+	ck_assert_int_eq(moq_cache_read_frames(g, &cur, f, 0), MOQ_ERR_INVAL);
+	for (i = 0; i < 100; i++)
+		free(p[i]);
+	moq_cache_group_unref(g);
+	moq_cache_track_unref(t);
+	teardown_all();
+}
+END_TEST
+
+START_TEST(iov_by_offset)
+{
+	struct moq_cache_track *t;
+	struct moq_cache_group *g;
+	uint8_t *ref = malloc(200000), *out = malloc(200000);
+	size_t total = 0, lens[] = {100, 5000, 0, 2048, 2049, 70000, 1, 64, 65, 90000};
+	unsigned i;
+	struct iovec iov[256];
+
+	mk(0);
+	t = mktrack("b", "v", 0, 0);
+	g = mkgroup(t, 0, 0);
+	for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		uint8_t *p = pattern(i, lens[i]);
+
+		if (i % 2 == 0) {
+			ck_assert_int_eq(moq_cache_write_frame(g, i, p, lens[i]), 0);
+		} else {
+			size_t o = 0;
+
+			ck_assert_int_eq(moq_cache_frame_begin(g, i, lens[i]), (int64_t)lens[i]);
+			while (o < lens[i]) {
+				size_t c = lens[i] - o < 1150 ? lens[i] - o : 1150;
+
+				ck_assert_int_ge(moq_cache_frame_append(g, p + o, c), 0);
+				o += c;
+			}
+		}
+		memcpy(ref + total, p, lens[i]);
+		total += lens[i];
+		free(p);
+	}
+	/* every (offset, length) over a grid reassembles the reference bytes */
+	for (size_t off = 0; off < total; off += 997) {
+		for (size_t len = 1; off + len <= total; len = len * 3 + 1) {
+			int n = moq_cache_group_iov(g, off, len, iov, 256), k;
+			size_t o = 0;
+
+			ck_assert_int_gt(n, 0);
+			for (k = 0; k < n; k++) {
+				memcpy(out + o, iov[k].iov_base, iov[k].iov_len);
+				o += iov[k].iov_len;
+			}
+			ck_assert_uint_eq(o, len);
+			ck_assert_mem_eq(out, ref + off, len);
+		}
+	}
+	ck_assert_int_eq(moq_cache_group_iov(g, total, 10, iov, 4), 0);
+	ck_assert_int_eq(moq_cache_group_iov(g, 0, 10, iov, 0), MOQ_ERR_INVAL);
+	/* a short iovec array stops early */
+	ck_assert_int_eq(moq_cache_group_iov(g, 0, total, iov, 2), 2);
+	free(ref);
+	free(out);
+	moq_cache_group_unref(g);
+	moq_cache_track_unref(t);
+	teardown_all();
+}
+END_TEST
+
+START_TEST(billing_formula)
+{
+	struct moq_cache_track *t;
+	struct moq_cache_group *g, *g2;
+	uint8_t *p = pattern(0, 10000);
+
+	mk(0);
+	t = mktrack("b", "v", 0, 0);
+	ck_assert_uint_eq(moq_cache_used(cache), 0);
+	g = mkgroup(t, 0, 0);
+	ck_assert_uint_eq(moq_cache_used(cache), MOQ_CACHE_GROUP_OVERHEAD);
+	ck_assert_int_eq(moq_cache_write_frame(g, 0, p, 100), 0);
+	ck_assert_int_eq(moq_cache_write_frame(g, 0, p, 10000), 0);
+	ck_assert_int_eq(moq_cache_frame_begin(g, 0, 3000), 3000);
+	ck_assert_int_eq(moq_cache_frame_append(g, p, 1000), 2000);
+	ck_assert_uint_eq(moq_cache_used(cache),
+	                  MOQ_CACHE_GROUP_OVERHEAD + 3 * MOQ_CACHE_FRAME_OVERHEAD + 11100);
+	ck_assert_int_eq(moq_cache_frame_append(g, p, 2000), 0);
+	g2 = mkgroup(t, 1, 0);
+	ck_assert_uint_eq(moq_cache_used(cache),
+	                  2 * MOQ_CACHE_GROUP_OVERHEAD + 3 * MOQ_CACHE_FRAME_OVERHEAD + 13100);
+	ck_assert_int_eq(moq_cache_group_evict(g), 0);
+	ck_assert_uint_eq(moq_cache_used(cache), MOQ_CACHE_GROUP_OVERHEAD);
+	ck_assert_int_eq(moq_cache_group_evict(g), MOQ_ERR_NOTFOUND);
+	free(p);
+	moq_cache_group_unref(g);
+	moq_cache_group_unref(g2);
+	moq_cache_track_unref(t);
+	teardown_all();
+}
+END_TEST
+
+START_TEST(evicting_a_group_frees_all_its_memory)
+{
+	struct moq_cache_track *a, *v;
+	struct moq_cache_group *ga, *gv, *gv2;
+	uint8_t *p = pattern(0, 50000);
+	int64_t base, with_audio;
+	int i;
+
+	mk(0);
+	a = mktrack("b", "audio", 0, 0);
+	v = mktrack("b", "video", 0, 0);
+	base = live();
+	ga = mkgroup(a, 0, 0);
+	for (i = 0; i < 50; i++)
+		ck_assert_int_eq(moq_cache_write_frame(ga, i, p, 160), 0);
+	moq_cache_group_unref(ga);
+	with_audio = live();
+	/* interleave video, chunked */
+	gv = mkgroup(v, 0, 0);
+	for (i = 0; i < 30; i++) {
+		ck_assert_int_eq(moq_cache_frame_begin(gv, i, 1500), 1500);
+		ck_assert_int_eq(moq_cache_frame_append(gv, p, 700), 800);
+		ck_assert_int_eq(moq_cache_frame_append(gv, p, 800), 0);
+	}
+	moq_cache_group_finish(gv);
+	moq_cache_group_unref(gv);
+	gv2 = mkgroup(v, 1, 0);
+	ck_assert_int_eq(moq_cache_track_group(v, 0, &gv), 0);
+	ck_assert_int_eq(moq_cache_group_evict(gv), 0);
+	moq_cache_group_unref(gv);
+	moq_cache_group_unref(gv2);
+	ck_assert_int_eq(moq_cache_track_group(v, 1, &gv2), 0);
+	ck_assert_int_eq(moq_cache_group_evict(gv2), 0);
+	moq_cache_group_unref(gv2);
+	/* only the audio group (and the tracks) remain */
+	ck_assert_int_eq(live(), with_audio);
+	ck_assert_int_gt(with_audio, base);
+	ck_assert_int_eq(moq_cache_track_drop(a), 0);
+	ck_assert_int_eq(moq_cache_track_drop(a), MOQ_ERR_CLOSED);
+	ck_assert_int_eq(live(), base);
+	free(p);
+	moq_cache_track_unref(a);
+	moq_cache_track_unref(v);
+	teardown_all();
+}
+END_TEST
+
+START_TEST(budget_evicts_oldest_never_newest)
+{
+	struct moq_cache_track *a, *b;
+	struct moq_cache_group *g;
+	uint8_t *p = pattern(0, 10000);
+	uint64_t per = MOQ_CACHE_GROUP_OVERHEAD + MOQ_CACHE_FRAME_OVERHEAD + 10000;
+	uint64_t s;
+
+	mk(3 * per);
+	a = mktrack("b", "a", 0, 0);
+	b = mktrack("b", "b", 0, 0);
+	/* a0 b0 a1: full budget */
+	g = mkgroup(a, 0, 0);
+	moq_cache_write_frame(g, 0, p, 10000);
+	moq_cache_group_unref(g);
+	g = mkgroup(b, 0, 0);
+	moq_cache_write_frame(g, 0, p, 10000);
+	moq_cache_group_unref(g);
+	g = mkgroup(a, 1, 0);
+	moq_cache_write_frame(g, 0, p, 10000);
+	moq_cache_group_unref(g);
+	ck_assert_uint_eq(moq_cache_used(cache), 3 * per);
+	/* a2 pushes a0 (the oldest) out, not b0 (older than a1 but newest of b) */
+	g = mkgroup(a, 2, 0);
+	moq_cache_write_frame(g, 0, p, 10000);
+	moq_cache_group_unref(g);
+	ck_assert_int_eq(moq_cache_track_group(a, 0, &g), MOQ_ERR_EVICTED);
+	ck_assert_int_eq(moq_cache_track_group(b, 0, &g), 0);
+	moq_cache_group_unref(g);
+	ck_assert_uint_le(moq_cache_used(cache), 3 * per);
+	/* a3: a1 goes; b0 stays although it is now the oldest group */
+	g = mkgroup(a, 3, 0);
+	moq_cache_write_frame(g, 0, p, 10000);
+	moq_cache_group_unref(g);
+	ck_assert_int_eq(moq_cache_track_group(a, 1, &g), MOQ_ERR_EVICTED);
+	ck_assert_int_eq(moq_cache_track_group(b, 0, &g), 0);
+	moq_cache_group_unref(g);
+	/* a newest group alone over budget is kept */
+	moq_cache_budget_set(cache, 100);
+	ck_assert_int_eq(moq_cache_track_latest(a, &s), 0);
+	ck_assert_uint_eq(s, 3);
+	ck_assert_int_eq(moq_cache_track_group(a, 3, &g), 0);
+	moq_cache_group_unref(g);
+	ck_assert_int_eq(moq_cache_track_group(a, 2, &g), MOQ_ERR_EVICTED);
+	ck_assert_int_eq(moq_cache_track_group(b, 0, &g), 0);
+	moq_cache_group_unref(g);
+	ck_assert_uint_eq(moq_cache_used(cache), 2 * per);
+	free(p);
+	moq_cache_track_unref(a);
+	moq_cache_track_unref(b);
+	teardown_all();
+}
+END_TEST
+
+START_TEST(eviction_never_frees_what_a_reader_holds)
+{
+	struct moq_cache_track *t;
+	struct moq_cache_group *g, *r;
+	struct moq_cache_cursor cur = {0};
+	struct moq_cache_frame f[4];
+	uint8_t *p = pattern(9, 100000);
+	int64_t held;
+	struct iovec iov[16];
+	int n, n0;
+
+	mk(0);
+	t = mktrack("b", "v", 0, 0);
+	g = mkgroup(t, 0, 0);
+	ck_assert_int_eq(moq_cache_write_frame(g, 0, p, 1000), 0);
+	ck_assert_int_eq(moq_cache_write_frame(g, 0, p, 100000), 0);
+	moq_cache_group_unref(g);
+	ck_assert_int_eq(moq_cache_track_group(t, 0, &r), 0); /* the reader's reference */
+	ck_assert_int_eq(moq_cache_read_frames(r, &cur, f, 4), 2);
+	n0 = moq_cache_group_iov(r, f[1].offset, f[1].len, iov, 16);
+	ck_assert_int_ge(n0, 2);
+	g = mkgroup(t, 1, 0);
+	held = live();
+	ck_assert_int_eq(moq_cache_group_evict(r), 0);
+	ck_assert_uint_eq(moq_cache_used(cache), MOQ_CACHE_GROUP_OVERHEAD);
+	/* removed: the reader is told, but its bytes stay put and readable */
+	ck_assert_int_eq(moq_cache_read_frames(r, &cur, f, 4), MOQ_ERR_EVICTED);
+	ck_assert_int_eq(moq_cache_group_status(r, NULL, NULL), MOQ_ERR_EVICTED);
+	ck_assert_int_ge(live(), held);
+	ck_assert_mem_eq(f[0].data, p, 1000);
+	n = moq_cache_group_iov(r, f[1].offset, f[1].len, iov, 16);
+	ck_assert_int_eq(n, n0);
+	{
+		size_t o = 0;
+		int k;
+
+		for (k = 0; k < n; k++) {
+			ck_assert_mem_eq(iov[k].iov_base, p + o, iov[k].iov_len);
+			o += iov[k].iov_len;
+		}
+		ck_assert_uint_eq(o, 100000);
+	}
+	ck_assert_int_eq(moq_cache_track_group(t, 0, &g), MOQ_ERR_EVICTED);
+	held = live();
+	moq_cache_group_unref(r); /* the last holder frees it */
+	ck_assert_int_le(live(), held - 101000);
+	moq_cache_group_unref(g);
+	free(p);
+	moq_cache_track_unref(t);
+	teardown_all();
+}
+END_TEST
+
+START_TEST(expiry_after_max_latency)
+{
+	struct moq_cache_track *t, *u;
+	struct moq_cache_group *g0, *g1, *g2, *g;
+	struct moq_cache_cursor cur = {0};
+	struct moq_cache_frame f;
+
+	mk(0);
+	t = mktrack("b", "v", 100 * NS_MS, 0);
+	u = mktrack("b", "default", 0, 0);
+	g0 = mkgroup(t, 0, 0);
+	g1 = mkgroup(t, 1, 60 * NS_MS);
+	moq_cache_write_frame(g0, 0, "x", 1);
+	/* not yet expired at 100 ms */
+	ck_assert_int_eq(moq_cache_expire(cache, 100 * NS_MS), 0);
+	/* 150 ms: group 0 (created at 0) is older than 100 ms */
+	ck_assert_int_eq(moq_cache_expire(cache, 150 * NS_MS), 1);
+	ck_assert_int_eq(moq_cache_track_group(t, 0, &g), MOQ_ERR_OLD);
+	ck_assert_int_eq(moq_cache_read_frame(g0, &cur, &f), MOQ_ERR_OLD);
+	ck_assert_int_eq(moq_cache_write_frame(g0, 0, "x", 1), MOQ_ERR_OLD);
+	/* the newest group never expires on its own */
+	ck_assert_int_eq(moq_cache_expire(cache, 1000 * NS_MS), 0);
+	ck_assert_int_eq(moq_cache_track_group(t, 1, &g), 0);
+	moq_cache_group_unref(g);
+	/* opening a newer group expires it */
+	g2 = mkgroup(t, 5, 1000 * NS_MS);
+	ck_assert_int_eq(moq_cache_track_group(t, 1, &g), MOQ_ERR_OLD);
+	ck_assert_int_eq(moq_cache_track_group(t, 3, &g), MOQ_ERR_NOTFOUND);
+	ck_assert_int_eq(moq_cache_track_group(t, 6, &g), MOQ_ERR_AGAIN);
+	moq_cache_group_unref(g0);
+	moq_cache_group_unref(g1);
+	moq_cache_group_unref(g2);
+	/* default 5 s */
+	g0 = mkgroup(u, 0, 0);
+	g1 = mkgroup(u, 1, 1);
+	ck_assert_int_eq(moq_cache_expire(cache, 5000 * NS_MS), 0);
+	ck_assert_int_eq(moq_cache_expire(cache, 5000 * NS_MS + 1), 1);
+	moq_cache_group_unref(g0);
+	moq_cache_group_unref(g1);
+	moq_cache_track_unref(t);
+	moq_cache_track_unref(u);
+	teardown_all();
+}
+END_TEST
+
+START_TEST(window_lagged)
+{
+	struct moq_cache_track *t;
+	struct moq_cache_group *g, *g0;
+	struct moq_cache_cursor cur = {0};
+	struct moq_cache_frame f;
+	uint64_t s;
+
+	mk(0);
+	t = mktrack("b", "v", 0, 4);
+	ck_assert_int_eq(moq_cache_track_latest(t, &s), MOQ_ERR_AGAIN);
+	ck_assert_int_eq(moq_cache_track_group(t, 0, &g), MOQ_ERR_AGAIN);
+	g0 = mkgroup(t, 0, 0);
+	for (s = 1; s < 4; s++) {
+		g = mkgroup(t, s, 0);
+		moq_cache_group_unref(g);
+	}
+	ck_assert_int_eq(moq_cache_track_group(t, 0, &g), 0);
+	moq_cache_group_unref(g);
+	g = mkgroup(t, 4, 0); /* window of 4: group 0 falls out */
+	moq_cache_group_unref(g);
+	ck_assert_int_eq(moq_cache_track_group(t, 0, &g), MOQ_ERR_LAGGED);
+	ck_assert_int_eq(moq_cache_read_frame(g0, &cur, &f), MOQ_ERR_LAGGED);
+	g = mkgroup(t, 100, 0);
+	moq_cache_group_unref(g);
+	ck_assert_int_eq(moq_cache_track_group(t, 3, &g), MOQ_ERR_LAGGED);
+	ck_assert_int_eq(moq_cache_track_group(t, 50, &g), MOQ_ERR_LAGGED);
+	ck_assert_int_eq(moq_cache_track_group(t, 98, &g), MOQ_ERR_NOTFOUND);
+	ck_assert_int_eq(moq_cache_track_latest(t, &s), 0);
+	ck_assert_uint_eq(s, 100);
+	moq_cache_group_unref(g0);
+	moq_cache_track_unref(t);
+	teardown_all();
+}
+END_TEST
+
+START_TEST(lookup_and_drop)
+{
+	struct moq_cache_track *t1, *t2, *t3, *x;
+	struct moq_cache_group *g;
+	struct moq_cache_cursor cur = {0};
+	struct moq_cache_frame f;
+	struct moq_cache_track_cfg tc = {0, 0};
+	uint64_t v;
+
+	mk(0);
+	t1 = mktrack("live/one", "video", 0, 0);
+	t2 = mktrack("live/one", "audio", 0, 0);
+	t3 = mktrack("live/two", "video", 0, 0);
+	ck_assert_int_eq(moq_cache_track_create(cache, "live/one", 8, "video", 5, &tc, &x),
+	                 MOQ_ERR_EXISTS);
+	x = moq_cache_track_lookup(cache, "live/one", 8, "audio", 5);
+	ck_assert_ptr_eq(x, t2);
+	moq_cache_track_unref(x);
+	ck_assert_ptr_null(moq_cache_track_lookup(cache, "live/one", 8, "audi", 4));
+	ck_assert_ptr_null(moq_cache_track_lookup(cache, "live/on", 7, "evideo", 6));
+	v = moq_cache_track_version(t1);
+	g = mkgroup(t1, 0, 0);
+	ck_assert_uint_ne(moq_cache_track_version(t1), v);
+	v = moq_cache_track_version(t1);
+	moq_cache_write_frame(g, 0, "abc", 3);
+	ck_assert_uint_ne(moq_cache_track_version(t1), v);
+	ck_assert_int_eq(moq_cache_broadcast_drop(cache, "live/one", 8), 2);
+	ck_assert_ptr_null(moq_cache_track_lookup(cache, "live/one", 8, "video", 5));
+	ck_assert_ptr_eq((x = moq_cache_track_lookup(cache, "live/two", 8, "video", 5)), t3);
+	moq_cache_track_unref(x);
+	/* the group's holders see the track is gone */
+	ck_assert_int_eq(moq_cache_read_frame(g, &cur, &f), MOQ_ERR_CLOSED);
+	ck_assert_int_eq(moq_cache_write_frame(g, 0, "abc", 3), MOQ_ERR_CLOSED);
+	ck_assert_int_eq(moq_cache_group_open(t1, 1, 0, &g), MOQ_ERR_CLOSED);
+	moq_cache_group_unref(g);
+	ck_assert_int_eq(moq_cache_track_latest(t1, &v), MOQ_ERR_CLOSED);
+	/* the name can be used again */
+	x = mktrack("live/one", "video", 0, 0);
+	moq_cache_track_unref(x);
+	moq_cache_track_unref(t1);
+	moq_cache_track_unref(t2);
+	moq_cache_track_unref(t3);
+	teardown_all();
+}
+END_TEST
+
+START_TEST(abort_gives_dropped)
+{
+	struct moq_cache_track *t;
+	struct moq_cache_group *g;
+	struct moq_cache_cursor cur = {0};
+	struct moq_cache_frame f;
+
+	mk(0);
+	t = mktrack("b", "v", 0, 0);
+	g = mkgroup(t, 0, 0);
+	moq_cache_write_frame(g, 0, "abc", 3);
+	ck_assert_int_eq(moq_cache_frame_begin(g, 0, 100), 100);
+	ck_assert_int_eq(moq_cache_group_abort(g), 0);
+	ck_assert_int_eq(moq_cache_group_abort(g), MOQ_ERR_CLOSED);
+	ck_assert_int_eq(moq_cache_read_frame(g, &cur, &f), MOQ_ERR_DROPPED);
+	ck_assert_int_eq(moq_cache_group_status(g, NULL, NULL), MOQ_ERR_DROPPED);
+	ck_assert_int_eq(moq_cache_group_finish(g), MOQ_ERR_CLOSED);
+	moq_cache_group_unref(g);
+	moq_cache_track_unref(t);
+	teardown_all();
+}
+END_TEST
+
+/* Snapshot of everything bad input must leave alone. */
+struct snap {
+	uint64_t used, version;
+	int64_t live;
+	uint64_t bytes;
+	uint32_t frames;
+	int status;
+};
+
+static struct snap snap(struct moq_cache_track *t, struct moq_cache_group *g)
+{
+	struct snap s;
+
+	s.used = moq_cache_used(cache);
+	s.version = moq_cache_track_version(t);
+	s.live = live();
+	s.status = moq_cache_group_status(g, &s.bytes, &s.frames);
+	return s;
+}
+
+/* the parts of a snapshot that belong to one track */
+static void same_track(struct snap a, struct snap b)
+{
+	ck_assert_uint_eq(a.version, b.version);
+	ck_assert_uint_eq(a.bytes, b.bytes);
+	ck_assert_uint_eq(a.frames, b.frames);
+	ck_assert_int_eq(a.status, b.status);
+}
+
+static void same(struct snap a, struct snap b)
+{
+	ck_assert_uint_eq(a.used, b.used);
+	ck_assert_uint_eq(a.version, b.version);
+	ck_assert_int_eq(a.live, b.live);
+	ck_assert_uint_eq(a.bytes, b.bytes);
+	ck_assert_uint_eq(a.frames, b.frames);
+	ck_assert_int_eq(a.status, b.status);
+}
+
+START_TEST(bad_input_changes_nothing)
+{
+	struct moq_cache_track *t, *o;
+	struct moq_cache_group *g, *og, *x;
+	struct moq_cache_frame_in in[3];
+	uint8_t *big = calloc(1, MOQ_CACHE_GROUP_CAP + 1);
+	struct snap s0, so;
+
+	mk(0);
+	t = mktrack("b", "v", 0, 0);
+	o = mktrack("b", "other", 0, 0);
+	og = mkgroup(o, 0, 0);
+	moq_cache_write_frame(og, 0, "other", 5);
+	so = snap(o, og);
+	g = mkgroup(t, 5, 0);
+	moq_cache_write_frame(g, 0, "abc", 3);
+	s0 = snap(t, g);
+
+	/* a frame over the cap */
+	ck_assert_int_eq(moq_cache_write_frame(g, 0, big, MOQ_CACHE_GROUP_CAP + 1),
+	                 MOQ_ERR_TOO_LARGE);
+	same(s0, snap(t, g));
+	ck_assert_int_eq(moq_cache_frame_begin(g, 0, MOQ_CACHE_GROUP_CAP + 1), MOQ_ERR_TOO_LARGE);
+	same(s0, snap(t, g));
+	/* a frame that would take the group over the cap */
+	ck_assert_int_eq(moq_cache_write_frame(g, 0, big, MOQ_CACHE_GROUP_CAP - 2),
+	                 MOQ_ERR_TOO_LARGE);
+	same(s0, snap(t, g));
+	in[0] = (struct moq_cache_frame_in){0, "a", 1};
+	in[1] = (struct moq_cache_frame_in){0, big, MOQ_CACHE_GROUP_CAP};
+	in[2] = (struct moq_cache_frame_in){0, "b", 1};
+	ck_assert_int_eq(moq_cache_write_frames(g, in, 3), MOQ_ERR_TOO_LARGE);
+	same(s0, snap(t, g));
+	/* sequence backwards, and a repeated sequence */
+	ck_assert_int_eq(moq_cache_group_open(t, 4, 0, &x), MOQ_ERR_ORDER);
+	same(s0, snap(t, g));
+	ck_assert_int_eq(moq_cache_group_open(t, 5, 0, &x), MOQ_ERR_ORDER);
+	same(s0, snap(t, g));
+	/* a write while a frame is open */
+	ck_assert_int_eq(moq_cache_frame_begin(g, 0, 10), 10);
+	s0 = snap(t, g);
+	ck_assert_int_eq(moq_cache_write_frame(g, 0, "abc", 3), MOQ_ERR_STATE);
+	same(s0, snap(t, g));
+	ck_assert_int_eq(moq_cache_write_frames(g, in, 1), MOQ_ERR_STATE);
+	same(s0, snap(t, g));
+	ck_assert_int_eq(moq_cache_frame_begin(g, 0, 3), MOQ_ERR_STATE);
+	same(s0, snap(t, g));
+	ck_assert_int_eq(moq_cache_group_finish(g), MOQ_ERR_STATE);
+	same(s0, snap(t, g));
+	/* more bytes than the frame has */
+	ck_assert_int_eq(moq_cache_frame_append(g, "0123456789a", 11), MOQ_ERR_INVAL);
+	same(s0, snap(t, g));
+	ck_assert_int_eq(moq_cache_frame_append(g, "0123456789", 10), 0);
+	/* append with no frame open */
+	s0 = snap(t, g);
+	ck_assert_int_eq(moq_cache_frame_append(g, "0", 1), MOQ_ERR_STATE);
+	same(s0, snap(t, g));
+	/* a write after finish */
+	ck_assert_int_eq(moq_cache_group_finish(g), 0);
+	s0 = snap(t, g);
+	ck_assert_int_eq(moq_cache_write_frame(g, 0, "abc", 3), MOQ_ERR_CLOSED);
+	same(s0, snap(t, g));
+	ck_assert_int_eq(moq_cache_write_frames(g, in, 1), MOQ_ERR_CLOSED);
+	same(s0, snap(t, g));
+	ck_assert_int_eq(moq_cache_frame_begin(g, 0, 1), MOQ_ERR_CLOSED);
+	same(s0, snap(t, g));
+	ck_assert_int_eq(moq_cache_group_finish(g), MOQ_ERR_CLOSED);
+	same(s0, snap(t, g));
+	/* the other track never moved */
+	same_track(so, snap(o, og));
+	{
+		struct moq_cache_cursor cur = {0};
+		struct moq_cache_frame f;
+
+		ck_assert_int_eq(moq_cache_read_frame(og, &cur, &f), 1);
+		ck_assert_mem_eq(f.data, "other", 5);
+	}
+	/* bad arguments */
+	{
+		struct moq_cache_track *bad;
+
+		ck_assert_int_eq(moq_cache_track_create(cache, "b", 1, "x", 1,
+		                                        &(struct moq_cache_track_cfg){0, 3}, &bad),
+		                 MOQ_ERR_INVAL);
+	}
+	ck_assert_int_eq(moq_cache_reader_register(cache, 4), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_cache_reader_register(cache, 1), 0);
+	ck_assert_int_eq(moq_cache_reader_register(cache, 1), MOQ_ERR_EXISTS);
+	moq_cache_reader_unregister(cache, 1);
+	free(big);
+	moq_cache_group_unref(g);
+	moq_cache_group_unref(og);
+	moq_cache_track_unref(t);
+	moq_cache_track_unref(o);
+	teardown_all();
+}
+END_TEST
+
+START_TEST(nomem_changes_nothing)
+{
+	struct moq_cache_track *t;
+	struct moq_cache_group *g;
+	uint8_t *p = pattern(1, 300000);
+	struct snap s0;
+	uint64_t at;
+	int rc, fails = 0;
+
+	mk(0);
+	t = mktrack("b", "v", 0, 0);
+	g = mkgroup(t, 0, 0);
+	for (int i = 0; i < 20; i++)
+		moq_cache_write_frame(g, 0, p, 100);
+	s0 = snap(t, g);
+	/* fail every allocation step of a large write in turn */
+	for (at = 1; at < 40; at++) {
+		cnt.fail_after = __atomic_load_n(&cnt.attempts, __ATOMIC_RELAXED) + at;
+		rc = moq_cache_write_frame(g, 0, p, 300000);
+		cnt.fail_after = 0;
+		if (rc == 0)
+			break;
+		ck_assert_int_eq(rc, MOQ_ERR_NOMEM);
+		same(s0, snap(t, g));
+		fails++;
+	}
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_gt(fails, 3);
+	/* and a chunk append */
+	ck_assert_int_eq(moq_cache_frame_begin(g, 0, 200000), 200000);
+	s0 = snap(t, g);
+	cnt.fail_after = __atomic_load_n(&cnt.attempts, __ATOMIC_RELAXED) + 2;
+	ck_assert_int_eq(moq_cache_frame_append(g, p, 150000), MOQ_ERR_NOMEM);
+	cnt.fail_after = 0;
+	same(s0, snap(t, g));
+	ck_assert_int_eq(moq_cache_frame_append(g, p, 150000), 50000);
+	ck_assert_int_eq(moq_cache_frame_append(g, p, 50000), 0);
+	/* a group open */
+	cnt.fail_after = __atomic_load_n(&cnt.attempts, __ATOMIC_RELAXED) + 1;
+	{
+		struct moq_cache_group *x;
+
+		ck_assert_int_eq(moq_cache_group_open(t, 1, 0, &x), MOQ_ERR_NOMEM);
+	}
+	cnt.fail_after = 0;
+	free(p);
+	moq_cache_group_unref(g);
+	moq_cache_track_unref(t);
+	teardown_all();
+}
+END_TEST
+
+START_TEST(qsbr_defers_index_reclaim)
+{
+	struct moq_cache_track *t;
+	struct moq_cache_group *g;
+	uint8_t *p = pattern(1, 4000);
+	int64_t before, after_evict;
+
+	mk(0);
+	t = mktrack("b", "v", 0, 0);
+	ck_assert_int_eq(moq_cache_reader_register(cache, 0), 0);
+	ck_assert_int_eq(moq_cache_reader_register(cache, 2), 0);
+	g = mkgroup(t, 0, 0);
+	moq_cache_write_frame(g, 0, p, 4000);
+	moq_cache_group_unref(g);
+	before = live();
+	g = mkgroup(t, 1, 0);
+	moq_cache_group_unref(g);
+	ck_assert_int_eq(moq_cache_track_group(t, 0, &g), 0);
+	moq_cache_group_unref(g);
+	ck_assert_int_eq(moq_cache_group_evict(g), 0);
+	/* readers 0 and 2 may still hold the pointer from the window */
+	after_evict = live();
+	ck_assert_int_gt(after_evict, before);
+	ck_assert_uint_eq(moq_cache_reclaim(cache), 0);
+	moq_cache_quiescent(cache, 0);
+	ck_assert_uint_eq(moq_cache_reclaim(cache), 0);
+	ck_assert_int_eq(live(), after_evict);
+	moq_cache_quiescent(cache, 2);
+	ck_assert_uint_eq(moq_cache_reclaim(cache), 1);
+	ck_assert_int_lt(live(), before);
+	/* an offline reader does not hold anything back */
+	moq_cache_reader_unregister(cache, 0);
+	moq_cache_reader_unregister(cache, 2);
+	ck_assert_int_eq(moq_cache_track_drop(t), 0);
+	moq_cache_track_unref(t);
+	free(p);
+	teardown_all();
+}
+END_TEST
+
+START_TEST(all_memory_returns_after_drop)
+{
+	struct moq_cache_track *t[8];
+	uint8_t *p = pattern(1, 70000);
+	int64_t base;
+	int i, s;
+
+	mk(1 << 20);
+	base = live();
+	for (i = 0; i < 8; i++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "t%d", i);
+		t[i] = mktrack("live", name, 0, 8);
+	}
+	for (s = 0; s < 12; s++) {
+		for (i = 0; i < 8; i++) {
+			struct moq_cache_group *g = mkgroup(t[i], (uint64_t)s, (uint64_t)s * NS_MS);
+			struct moq_cache_cursor cur = {0};
+			struct moq_cache_frame f[8];
+
+			moq_cache_write_frame(g, 0, p, 100 + i * 1000);
+			moq_cache_frame_begin(g, 0, 5000);
+			moq_cache_frame_append(g, p, 2500);
+			if (s % 3 == 0)
+				moq_cache_frame_append(g, p, 2500);
+			moq_cache_read_frames(g, &cur, f, 8);
+			if (s % 2)
+				moq_cache_group_finish(g);
+			moq_cache_group_unref(g);
+		}
+	}
+	ck_assert_uint_le(moq_cache_used(cache), 1 << 20);
+	ck_assert_int_gt(live(), base);
+	ck_assert_int_eq(moq_cache_broadcast_drop(cache, "live", 4), 8);
+	for (i = 0; i < 8; i++)
+		moq_cache_track_unref(t[i]);
+	ck_assert_uint_eq(moq_cache_used(cache), 0);
+	ck_assert_int_eq(live(), base);
+	free(p);
+	teardown_all(); /* and zero after destroy */
+}
+END_TEST
+
+Suite *cache_suite(void);
+
+Suite *cache_suite(void)
+{
+	Suite *s = suite_create("cache");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, small_frames_exact_fit);
+	tcase_add_test(tc, large_frame_in_group_blocks);
+	tcase_add_test(tc, chunked_frame_read_chunk_by_chunk);
+	tcase_add_test(tc, chunked_then_complete_reads_rest);
+	tcase_add_test(tc, small_frame_whole_in_one_chunk_is_exact);
+	tcase_add_test(tc, batch_read_and_write);
+	tcase_add_test(tc, iov_by_offset);
+	tcase_add_test(tc, billing_formula);
+	tcase_add_test(tc, evicting_a_group_frees_all_its_memory);
+	tcase_add_test(tc, budget_evicts_oldest_never_newest);
+	tcase_add_test(tc, eviction_never_frees_what_a_reader_holds);
+	tcase_add_test(tc, expiry_after_max_latency);
+	tcase_add_test(tc, window_lagged);
+	tcase_add_test(tc, lookup_and_drop);
+	tcase_add_test(tc, abort_gives_dropped);
+	tcase_add_test(tc, bad_input_changes_nothing);
+	tcase_add_test(tc, nomem_changes_nothing);
+	tcase_add_test(tc, qsbr_defers_index_reclaim);
+	tcase_add_test(tc, all_memory_returns_after_drop);
+	suite_add_tcase(s, tc);
+	return s;
+}
