@@ -103,6 +103,13 @@ int moq_quic_link_step(struct moq_quic_link *l);
  */
 int moq_quic_link_run(struct moq_quic_link *l, int (*done)(void *arg), void *arg, uint64_t max_ns);
 
+/*
+ * moq_quic_link_set_endpoint: replace endpoint @idx (0 = a, 1 = b), e.g. to
+ * simulate a restarted server that lost its connections. Datagrams in flight
+ * go to the new one. Returns 0 or MOQ_ERR_INVAL.
+ */
+int moq_quic_link_set_endpoint(struct moq_quic_link *l, int idx, struct moq_quic_endpoint *ep);
+
 /* moq_quic_link_get_stats: the counters of direction @dir (0 or 1). */
 void moq_quic_link_get_stats(const struct moq_quic_link *l, int dir,
                              struct moq_quic_link_stats *out);

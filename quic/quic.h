@@ -267,9 +267,11 @@ struct moq_quic_conn_info {
 	uint64_t bytes_in_flight;
 	uint64_t bytes_sent; /* UDP payload bytes written for this connection */
 	uint64_t bytes_recv;
-	uint64_t pkts_lost; /* packets declared lost */
+	uint64_t pkts_lost; /* always 0: ngtcp2 0.12 does not expose it */
 	int established;
-	int validated; /* the peer's address is validated */
+	int validated;        /* the peer's address is validated */
+	uint64_t key_updates; /* 1-RTT key generations derived (RFC 9001, 6):
+			       * ngtcp2 derives the next one ahead of use */
 };
 
 /*
@@ -420,8 +422,10 @@ int moq_quic_conn_close(struct moq_quic_conn *c, uint64_t app_err, const char *r
 
 /*
  * moq_quic_conn_update_key: start a 1-RTT key update (RFC 9001, 6).
- * Returns 0, MOQ_ERR_STATE before the handshake is confirmed or while a
- * previous update is in progress.
+ * Returns 0, MOQ_ERR_STATE before the handshake is confirmed, while a
+ * previous update is not yet confirmed, or before ngtcp2 derived the next
+ * keys (it does so during a _send at least a PTO after the last update):
+ * retry after the next _send.
  */
 int moq_quic_conn_update_key(struct moq_quic_conn *c, uint64_t now);
 

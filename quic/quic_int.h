@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * quic_int.h: private structures of the QUIC endpoint (quic.c, tls.c).
+ */
+#ifndef MOQ_QUIC_QUIC_INT_H
+#define MOQ_QUIC_QUIC_INT_H
+
+#include "quic.h"
+
+#include <wolfssl/options.h>
+#include <wolfssl/ssl.h>
+#include <wolfssl/wolfcrypt/random.h>
+#include <ngtcp2/ngtcp2.h>
+#include <ngtcp2/ngtcp2_crypto.h>
+
+/* At most this many ALPN ids in a config. */
+#define QUIC_ALPN_MAX_IDS 16
+/* CIDs one connection can have registered (ngtcp2 keeps <= 8 of its own +
+ * the client-chosen ones). */
+#define QUIC_CONN_MAX_CIDS 12
+/* Peer stateless reset tokens kept per connection. */
+#define QUIC_CONN_MAX_TOKENS 8
+/* Size of a queued stateless reply slot (VN, Retry, reset, CLOSE). */
+#define QUIC_SL_SLOT 512
+
+enum conn_state {
+	CS_HANDSHAKE = 0,
+	CS_ESTABLISHED,
+	CS_CLOSING,  /* we sent CONNECTION_CLOSE (RFC 9000, 10.2.1) */
+	CS_DRAINING, /* the peer closed (RFC 9000, 10.2.2) */
+	CS_DEAD,     /* to be freed */
+};
+
+struct sq_ent {
+	const uint8_t *base;
+	size_t len;
+};
+
+/* A stream's send queue of caller memory, and its bookkeeping. */
+struct quic_strm {
+	int64_t id;
+	struct sq_ent *ents; /* [head, n) live entries */
+	uint32_t cap, head, n;
+	uint32_t send_idx;  /* entry holding sent_off */
+	size_t send_pos;    /* offset in that entry */
+	uint64_t head_off;  /* stream offset of ents[head] */
+	uint64_t end_off;   /* end of queued data */
+	uint64_t sent_off;  /* handed to ngtcp2 */
+	uint64_t acked_off; /* acknowledged contiguously */
+	uint8_t fin_queued, fin_sent, wr_closed, blocked, in_pend;
+	struct quic_strm *pnext, *pprev;
+};
+
+struct cid_key {
+	uint8_t len;
+	uint8_t id[NGTCP2_MAX_CIDLEN];
+};
+
+/* A hash table from byte strings (CIDs, reset tokens) to connections. */
+struct ktab {
+	struct cid_key *keys;
+	struct moq_quic_conn **vals;
+	uint32_t cap, n;
+};
+
+struct moq_quic_conn {
+	struct moq_quic_endpoint *ep;
+	ngtcp2_conn *q;
+	WOLFSSL *ssl;
+	ngtcp2_crypto_conn_ref ref;
+	void *user;
+	int server;
+	enum conn_state state;
+	int notified;  /* conn_closed was called */
+	int half_open; /* counted in ep half_open */
+	int in_ng;     /* inside an ngtcp2 call (callbacks may run) */
+	int close_req; /* app closed during a callback: finish after */
+	uint64_t close_code;
+	char close_reason[64];
+	int got_sreset;
+	int cb_failed;
+	uint32_t addr_slot_valid;
+	struct moq_quic_addr local, remote;
+	char alpn[MOQ_QUIC_ALPN_MAX + 1];
+
+	/* CIDs registered in the endpoint table for this connection. */
+	struct cid_key cids[QUIC_CONN_MAX_CIDS];
+	uint32_t ncids;
+
+	/* the peer's stateless reset tokens, registered in ep->ttab */
+	uint8_t tokens[QUIC_CONN_MAX_TOKENS][NGTCP2_STATELESS_RESET_TOKENLEN];
+	uint32_t ntokens;
+
+	/* streams: map by id (open addressing) + list of streams to send */
+	struct quic_strm **smap;
+	uint32_t smap_cap, smap_n;
+	struct quic_strm *pend_head, *pend_tail;
+	uint32_t npend;
+
+	/* ready list (something may be sent) */
+	struct moq_quic_conn *rnext, *rprev;
+	int in_ready;
+
+	/* timer heap */
+	uint32_t hidx;
+	uint64_t hkey;
+	uint64_t deadline; /* closing / draining end */
+
+	/* CONNECTION_CLOSE kept for the closing period */
+	uint8_t *close_buf;
+	size_t close_len;
+	int close_pending;
+	uint32_t closing_rx;
+
+	/* all-connections list */
+	struct moq_quic_conn *anext, *aprev;
+
+	uint64_t bytes_sent, bytes_recv;
+	uint64_t key_updates;
+};
+
+struct sl_pkt {
+	uint8_t buf[QUIC_SL_SLOT];
+	size_t len;
+	struct moq_quic_addr local, remote;
+};
+
+struct addr_ent {
+	uint8_t used;
+	uint8_t fam;
+	uint8_t ip[16];
+	uint32_t count;
+};
+
+struct moq_quic_endpoint {
+	struct moq_quic_config cfg;
+	char *alpn[QUIC_ALPN_MAX_IDS];
+	size_t alpn_len[QUIC_ALPN_MAX_IDS];
+	size_t alpn_count;
+	uint8_t alpn_wire[QUIC_ALPN_MAX_IDS * 256];
+	size_t alpn_wire_len;
+	char alpn_csv[QUIC_ALPN_MAX_IDS * 256]; /* "a,b,c" for wolfSSL_UseALPN */
+	char *cert_file, *key_file, *ca_file, *server_name;
+
+	WOLFSSL_CTX *ctx;
+	WC_RNG rng;
+	uint8_t secret[MOQ_QUIC_SECRET_LEN];
+	uint8_t fp[32];
+	int have_fp;
+	uint64_t hash_key;
+
+	ngtcp2_callbacks cbs;
+
+	struct ktab ctab; /* CID -> connection */
+	struct ktab ttab; /* peer stateless reset token -> connection */
+
+	/* remote IP -> connection count */
+	struct addr_ent *atab;
+	uint32_t atab_cap;
+
+	/* timers */
+	struct moq_quic_conn **heap;
+	uint32_t heap_n, heap_cap;
+
+	/* ready list */
+	struct moq_quic_conn *rhead, *rtail;
+
+	/* every connection */
+	struct moq_quic_conn *ahead;
+
+	/* stateless replies */
+	struct sl_pkt *slq;
+	uint32_t slq_cap, slq_head, slq_n;
+
+	/* stateless reset token bucket (RFC 9000, 10.3: rate-limited) */
+	double sr_tokens;
+	uint64_t sr_ts;
+
+	struct moq_quic_stats st;
+	uint64_t now; /* latest timestamp the caller gave */
+};
+
+int quic_tls_ctx_new(struct moq_quic_endpoint *ep);
+void quic_tls_ctx_free(struct moq_quic_endpoint *ep);
+int quic_tls_conn_new(struct moq_quic_conn *c);
+void quic_tls_conn_free(struct moq_quic_conn *c);
+void quic_tls_conn_alpn(struct moq_quic_conn *c);
+int quic_rng_init(struct moq_quic_endpoint *ep);
+void quic_rng_free(struct moq_quic_endpoint *ep);
+void quic_rand(struct moq_quic_endpoint *ep, uint8_t *dst, size_t len);
+
+#endif /* MOQ_QUIC_QUIC_INT_H */

@@ -1,0 +1,324 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tls.c: wolfSSL contexts for the QUIC endpoint: the QUIC capability check,
+ * certificate loading or self-signed generation (ECDSA P-256), ALPN.
+ */
+#include "quic_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <wolfssl/options.h>
+#include <wolfssl/ssl.h>
+#include <wolfssl/quic.h>
+#include <wolfssl/wolfcrypt/asn_public.h>
+#include <wolfssl/wolfcrypt/ecc.h>
+#include <wolfssl/wolfcrypt/sha256.h>
+#include <wolfssl/wolfcrypt/random.h>
+#include <ngtcp2/ngtcp2_crypto_wolfssl.h>
+
+#if !defined(WOLFSSL_QUIC)
+#error "wolfSSL was built without --enable-quic"
+#endif
+#if !defined(OPENSSL_ALL)
+#error "wolfSSL was built without --enable-opensslall (the ALPN select callback is ignored)"
+#endif
+
+/* TLS 1.3 suites QUIC may use (RFC 9001, 5.3); AES-128-GCM first. */
+#define TLS13_CIPHERS                                                                              \
+	"TLS13-AES128-GCM-SHA256:TLS13-AES256-GCM-SHA384:TLS13-CHACHA20-POLY1305-SHA256"
+/* Validity of the generated development certificate (days). */
+#define SELF_SIGNED_DAYS 14
+
+static int tls_inited;
+
+static void tls_init_once(void)
+{
+	if (!__atomic_exchange_n(&tls_inited, 1, __ATOMIC_ACQ_REL))
+		wolfSSL_Init();
+}
+
+int moq_quic_check_tls(const char **why)
+{
+	WOLFSSL_CTX *ctx;
+	int rv;
+
+	tls_init_once();
+	ctx = wolfSSL_CTX_new(wolfTLSv1_3_server_method());
+	if (ctx == NULL) {
+		if (why)
+			*why = "wolfSSL_CTX_new(TLS 1.3) failed";
+		return MOQ_ERR_CONFIG;
+	}
+	/* Installs wolfSSL's QUIC method: fails on a wolfSSL without QUIC. */
+	rv = ngtcp2_crypto_wolfssl_configure_server_context(ctx);
+	wolfSSL_CTX_free(ctx);
+	if (rv != 0) {
+		if (why)
+			*why = "the linked wolfSSL has no QUIC support (--enable-quic)";
+		return MOQ_ERR_CONFIG;
+	}
+	if (why)
+		*why = NULL;
+	return 0;
+}
+
+/* RFC 7301, 3.2: the server picks from the client's list; we pick our most
+ * preferred protocol the client offers. No overlap: fatal
+ * no_application_protocol alert (120). */
+static int alpn_select(WOLFSSL *ssl, const unsigned char **out, unsigned char *outlen,
+                       const unsigned char *in, unsigned int inlen, void *arg)
+{
+	struct moq_quic_endpoint *ep = arg;
+	size_t i;
+
+	(void)ssl;
+	for (i = 0; i < ep->alpn_count; i++) {
+		const unsigned char *p = in, *end = in + inlen;
+		size_t l = ep->alpn_len[i];
+
+		while (p < end) {
+			size_t pl = *p;
+
+			if (p + 1 + pl > end)
+				break;
+			if (pl == l && memcmp(p + 1, ep->alpn[i], l) == 0) {
+				*out = p + 1;
+				*outlen = (unsigned char)pl;
+				return SSL_TLSEXT_ERR_OK;
+			}
+			p += 1 + pl;
+		}
+	}
+	return SSL_TLSEXT_ERR_ALERT_FATAL;
+}
+
+static int gen_self_signed(struct moq_quic_endpoint *ep)
+{
+	ecc_key key;
+	Cert cert;
+	uint8_t der[2048], kder[256];
+	int derlen, klen, rv = MOQ_ERR_CRYPTO;
+
+	if (wc_ecc_init(&key) != 0)
+		return MOQ_ERR_CRYPTO;
+	if (wc_ecc_make_key_ex(&ep->rng, 32, &key, ECC_SECP256R1) != 0)
+		goto fail_key;
+	if (wc_InitCert(&cert) != 0)
+		goto fail_key;
+	snprintf(cert.subject.commonName, CTC_NAME_SIZE, "moqdp-dev");
+	snprintf(cert.subject.org, CTC_NAME_SIZE, "moqdp");
+	cert.isCA = 0;
+	cert.sigType = CTC_SHA256wECDSA;
+	cert.daysValid = SELF_SIGNED_DAYS;
+	derlen = wc_MakeCert_ex(&cert, der, sizeof(der), ECC_TYPE, &key, &ep->rng);
+	if (derlen <= 0)
+		goto fail_key;
+	derlen = wc_SignCert_ex(cert.bodySz, cert.sigType, der, sizeof(der), ECC_TYPE, &key,
+	                        &ep->rng);
+	if (derlen <= 0)
+		goto fail_key;
+	klen = wc_EccKeyToDer(&key, kder, sizeof(kder));
+	if (klen <= 0)
+		goto fail_key;
+	if (wolfSSL_CTX_use_certificate_buffer(ep->ctx, der, derlen, WOLFSSL_FILETYPE_ASN1) !=
+	    WOLFSSL_SUCCESS)
+		goto fail_key;
+	if (wolfSSL_CTX_use_PrivateKey_buffer(ep->ctx, kder, klen, WOLFSSL_FILETYPE_ASN1) !=
+	    WOLFSSL_SUCCESS)
+		goto fail_key;
+	if (wc_Sha256Hash(der, (word32)derlen, ep->fp) != 0)
+		goto fail_key;
+	ep->have_fp = 1;
+	rv = 0;
+fail_key:
+	wc_ecc_free(&key);
+	return rv;
+}
+
+/* The SHA-256 of the first certificate of a PEM chain file. */
+static int pem_fingerprint(struct moq_quic_endpoint *ep, const char *file)
+{
+	FILE *f = fopen(file, "rb");
+	uint8_t *pem = NULL, *der = NULL;
+	long n;
+	int derlen, rv = MOQ_ERR_IO;
+
+	if (f == NULL)
+		return MOQ_ERR_IO;
+	if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) <= 0 || fseek(f, 0, SEEK_SET) != 0)
+		goto fail_read;
+	pem = malloc((size_t)n);
+	der = malloc((size_t)n);
+	if (pem == NULL || der == NULL) {
+		rv = MOQ_ERR_NOMEM;
+		goto fail_read;
+	}
+	if (fread(pem, 1, (size_t)n, f) != (size_t)n)
+		goto fail_read;
+	derlen = wc_CertPemToDer(pem, (int)n, der, (int)n, CERT_TYPE);
+	if (derlen <= 0) {
+		rv = MOQ_ERR_CRYPTO;
+		goto fail_read;
+	}
+	if (wc_Sha256Hash(der, (word32)derlen, ep->fp) != 0) {
+		rv = MOQ_ERR_CRYPTO;
+		goto fail_read;
+	}
+	ep->have_fp = 1;
+	rv = 0;
+fail_read:
+	free(der);
+	free(pem);
+	fclose(f);
+	return rv;
+}
+
+int quic_tls_ctx_new(struct moq_quic_endpoint *ep)
+{
+	const struct moq_quic_config *cfg = &ep->cfg;
+	int rv;
+
+	tls_init_once();
+	if (cfg->role == MOQ_QUIC_SERVER) {
+		ep->ctx = wolfSSL_CTX_new(wolfTLSv1_3_server_method());
+		if (ep->ctx == NULL)
+			return MOQ_ERR_CRYPTO;
+		if (ngtcp2_crypto_wolfssl_configure_server_context(ep->ctx) != 0)
+			goto fail_ctx;
+		wolfSSL_CTX_set_alpn_select_cb(ep->ctx, alpn_select, ep);
+	} else {
+		ep->ctx = wolfSSL_CTX_new(wolfTLSv1_3_client_method());
+		if (ep->ctx == NULL)
+			return MOQ_ERR_CRYPTO;
+		if (ngtcp2_crypto_wolfssl_configure_client_context(ep->ctx) != 0)
+			goto fail_ctx;
+	}
+	if (wolfSSL_CTX_set_cipher_list(ep->ctx, TLS13_CIPHERS) != WOLFSSL_SUCCESS)
+		goto fail_ctx;
+
+	if (cfg->role == MOQ_QUIC_SERVER) {
+		if (ep->cert_file != NULL) {
+			if (wolfSSL_CTX_use_certificate_chain_file(ep->ctx, ep->cert_file) !=
+			    WOLFSSL_SUCCESS) {
+				rv = MOQ_ERR_IO;
+				goto fail_rv;
+			}
+			if (wolfSSL_CTX_use_PrivateKey_file(ep->ctx, ep->key_file,
+			                                    WOLFSSL_FILETYPE_PEM) !=
+			    WOLFSSL_SUCCESS) {
+				rv = MOQ_ERR_IO;
+				goto fail_rv;
+			}
+			if (wolfSSL_CTX_check_private_key(ep->ctx) != WOLFSSL_SUCCESS) {
+				rv = MOQ_ERR_CRYPTO;
+				goto fail_rv;
+			}
+			rv = pem_fingerprint(ep, ep->cert_file);
+			if (rv != 0)
+				goto fail_rv;
+		} else {
+			rv = gen_self_signed(ep);
+			if (rv != 0)
+				goto fail_rv;
+		}
+	} else if (ep->ca_file != NULL) {
+		if (wolfSSL_CTX_load_verify_locations(ep->ctx, ep->ca_file, NULL) !=
+		    WOLFSSL_SUCCESS) {
+			rv = MOQ_ERR_IO;
+			goto fail_rv;
+		}
+		wolfSSL_CTX_set_verify(ep->ctx, WOLFSSL_VERIFY_PEER, NULL);
+	} else {
+		wolfSSL_CTX_set_verify(ep->ctx, WOLFSSL_VERIFY_NONE, NULL);
+	}
+	return 0;
+
+fail_ctx:
+	rv = MOQ_ERR_CRYPTO;
+fail_rv:
+	wolfSSL_CTX_free(ep->ctx);
+	ep->ctx = NULL;
+	return rv;
+}
+
+void quic_tls_ctx_free(struct moq_quic_endpoint *ep)
+{
+	if (ep->ctx != NULL)
+		wolfSSL_CTX_free(ep->ctx);
+	ep->ctx = NULL;
+}
+
+int quic_tls_conn_new(struct moq_quic_conn *c)
+{
+	struct moq_quic_endpoint *ep = c->ep;
+	WOLFSSL *ssl = wolfSSL_new(ep->ctx);
+
+	if (ssl == NULL)
+		return MOQ_ERR_NOMEM;
+	wolfSSL_set_app_data(ssl, &c->ref);
+	if (c->server) {
+		wolfSSL_set_accept_state(ssl);
+		/* Without a server ALPN list wolfSSL completes a handshake that
+		 * matched nothing; with it, a mismatch is the fatal alert
+		 * no_application_protocol (RFC 7301, 3.2). The select callback
+		 * still picks by our preference first. */
+		if (wolfSSL_UseALPN(ssl, ep->alpn_csv, (unsigned int)strlen(ep->alpn_csv),
+		                    WOLFSSL_ALPN_FAILED_ON_MISMATCH) != WOLFSSL_SUCCESS) {
+			wolfSSL_free(ssl);
+			return MOQ_ERR_CRYPTO;
+		}
+	} else {
+		wolfSSL_set_connect_state(ssl);
+		if (wolfSSL_set_alpn_protos(ssl, ep->alpn_wire, (unsigned int)ep->alpn_wire_len) !=
+		    0) {
+			wolfSSL_free(ssl);
+			return MOQ_ERR_CRYPTO;
+		}
+		wolfSSL_UseSNI(ssl, WOLFSSL_SNI_HOST_NAME, ep->server_name,
+		               (unsigned short)strlen(ep->server_name));
+		/* RFC 9001, 8.2: quic_transport_parameters (0x39), QUIC v1. */
+		wolfSSL_set_quic_transport_version(ssl, 0x39);
+	}
+	c->ssl = ssl;
+	return 0;
+}
+
+void quic_tls_conn_free(struct moq_quic_conn *c)
+{
+	if (c->ssl != NULL)
+		wolfSSL_free(c->ssl);
+	c->ssl = NULL;
+}
+
+void quic_tls_conn_alpn(struct moq_quic_conn *c)
+{
+	const unsigned char *p = NULL;
+	unsigned int len = 0;
+
+	wolfSSL_get0_alpn_selected(c->ssl, &p, &len);
+	if (p == NULL || len == 0 || len >= sizeof(c->alpn)) {
+		c->alpn[0] = '\0';
+		return;
+	}
+	memcpy(c->alpn, p, len);
+	c->alpn[len] = '\0';
+}
+
+int quic_rng_init(struct moq_quic_endpoint *ep)
+{
+	tls_init_once();
+	return wc_InitRng(&ep->rng) == 0 ? 0 : MOQ_ERR_CRYPTO;
+}
+
+void quic_rng_free(struct moq_quic_endpoint *ep)
+{
+	wc_FreeRng(&ep->rng);
+}
+
+void quic_rand(struct moq_quic_endpoint *ep, uint8_t *dst, size_t len)
+{
+	if (wc_RNG_GenerateBlock(&ep->rng, dst, (word32)len) != 0)
+		abort(); /* a broken CSPRNG must not produce guessable CIDs */
+}

@@ -1,0 +1,906 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_quic.c: the QUIC endpoint, in-process: a client and a server endpoint
+ * (real ngtcp2 + wolfSSL handshakes) joined by the virtual-time link.
+ */
+#include "quic.h"
+#include "link.h"
+
+#include <check.h>
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const moq_alpn[] = {"moq-lite-05", "moq-lite-04", "moq-lite-03"};
+
+struct tconn {
+	struct moq_quic_conn *c;
+	int established;
+	char alpn[32];
+	int closed;
+	struct moq_quic_close_info info;
+	char what[128];
+	/* receive accounting */
+	uint64_t rx_bytes;
+	uint64_t rx_fins;
+	uint64_t rx_streams_opened;
+	uint64_t rx_bad_order;
+	uint64_t acked;
+	uint64_t streams_closed;
+	uint64_t resets;
+	uint8_t *rx_check; /* expected pattern check */
+};
+
+struct side {
+	struct moq_quic_endpoint *ep;
+	struct tconn conns[4];
+	int nconns;
+	struct tconn *last;
+	uint64_t stream_next_off[2048];
+};
+
+static struct side srv, cli;
+
+static struct tconn *tc_of(struct moq_quic_conn *c, void *user)
+{
+	struct side *s = user;
+	int i;
+
+	for (i = 0; i < s->nconns; i++)
+		if (s->conns[i].c == c)
+			return &s->conns[i];
+	if (s->nconns < 4) {
+		s->conns[s->nconns].c = c;
+		return &s->conns[s->nconns++];
+	}
+	return &s->conns[3];
+}
+
+static void cb_conn_new(struct moq_quic_conn *c, void *user)
+{
+	tc_of(c, user);
+}
+
+static int cb_established(struct moq_quic_conn *c, void *user, const char *alpn)
+{
+	struct tconn *t = tc_of(c, user);
+
+	t->established = 1;
+	snprintf(t->alpn, sizeof(t->alpn), "%s", alpn);
+	return 0;
+}
+
+static int cb_stream_open(struct moq_quic_conn *c, void *user, int64_t sid)
+{
+	(void)sid;
+	tc_of(c, user)->rx_streams_opened++;
+	return 0;
+}
+
+/* Payload byte at stream offset @off: a function of both, so any misplaced
+ * or corrupted byte is caught. */
+static inline uint8_t pat(int64_t sid, uint64_t off)
+{
+	return (uint8_t)((off * 131 + (uint64_t)sid * 7) ^ (off >> 8));
+}
+
+static int cb_stream_data(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t off,
+                          const uint8_t *data, size_t len, int fin)
+{
+	struct side *s = user;
+	struct tconn *t = tc_of(c, user);
+	size_t i;
+	uint64_t idx = (uint64_t)sid / 4;
+
+	if (idx < 2048) {
+		if (s->stream_next_off[idx] != off)
+			t->rx_bad_order++;
+		s->stream_next_off[idx] = off + len;
+	}
+	for (i = 0; i < len; i++)
+		if (data[i] != pat(sid, off + i)) {
+			t->rx_bad_order++;
+			break;
+		}
+	t->rx_bytes += len;
+	if (fin)
+		t->rx_fins++;
+	return 0;
+}
+
+static void cb_acked(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t acked,
+                     uint64_t newly)
+{
+	(void)sid;
+	(void)acked;
+	tc_of(c, user)->acked += newly;
+}
+
+static void cb_stream_closed(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t err)
+{
+	(void)sid;
+	(void)err;
+	tc_of(c, user)->streams_closed++;
+}
+
+static void cb_stream_reset(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t err,
+                            uint64_t fs)
+{
+	(void)sid;
+	(void)err;
+	(void)fs;
+	tc_of(c, user)->resets++;
+}
+
+static void cb_closed(struct moq_quic_conn *c, void *user, const struct moq_quic_close_info *info)
+{
+	struct tconn *t = tc_of(c, user);
+
+	t->closed = 1;
+	t->info = *info;
+	snprintf(t->what, sizeof(t->what), "%s", info->what ? info->what : "");
+	t->info.what = t->what;
+	t->info.reason = NULL;
+	t->c = NULL;
+}
+
+static const struct moq_quic_callbacks cbs = {
+        .conn_new = cb_conn_new,
+        .established = cb_established,
+        .stream_open = cb_stream_open,
+        .stream_data = cb_stream_data,
+        .stream_acked = cb_acked,
+        .stream_reset = cb_stream_reset,
+        .stream_closed = cb_stream_closed,
+        .conn_closed = cb_closed,
+};
+
+static struct moq_quic_addr addr4(const char *ip, uint16_t port)
+{
+	struct moq_quic_addr a;
+
+	memset(&a, 0, sizeof(a));
+	a.u.in4.sin_family = AF_INET;
+	a.u.in4.sin_port = htons(port);
+	inet_pton(AF_INET, ip, &a.u.in4.sin_addr);
+	a.len = sizeof(a.u.in4);
+	return a;
+}
+
+static struct moq_quic_config base_cfg(enum moq_quic_role role, struct side *s)
+{
+	struct moq_quic_config cfg;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.role = role;
+	cfg.worker_id = role == MOQ_QUIC_SERVER ? 3 : 9;
+	cfg.alpn = moq_alpn;
+	cfg.alpn_count = 3;
+	cfg.retry = MOQ_QUIC_RETRY_NEVER;
+	cfg.cb = &cbs;
+	cfg.user = s;
+	cfg.debug = getenv("MOQ_QUIC_DEBUG") != NULL;
+	return cfg;
+}
+
+static struct moq_quic_link *lnk;
+static struct moq_quic_addr caddr, saddr;
+
+static void setup_pair(struct moq_quic_config *scfg, struct moq_quic_config *ccfg,
+                       const struct moq_quic_link_config *lcfg)
+{
+	struct moq_quic_config s, c;
+	int err = 0;
+
+	memset(&srv, 0, sizeof(srv));
+	memset(&cli, 0, sizeof(cli));
+	s = scfg ? *scfg : base_cfg(MOQ_QUIC_SERVER, &srv);
+	c = ccfg ? *ccfg : base_cfg(MOQ_QUIC_CLIENT, &cli);
+	srv.ep = moq_quic_endpoint_new(&s, &err);
+	ck_assert_msg(srv.ep != NULL, "server endpoint: %s", moq_err_str(err));
+	cli.ep = moq_quic_endpoint_new(&c, &err);
+	ck_assert_msg(cli.ep != NULL, "client endpoint: %s", moq_err_str(err));
+	lnk = moq_quic_link_new(lcfg, cli.ep, srv.ep);
+	ck_assert_ptr_nonnull(lnk);
+	caddr = addr4("10.0.0.1", 40000);
+	saddr = addr4("10.0.0.2", 4443);
+}
+
+static void teardown_pair(void)
+{
+	moq_quic_link_free(lnk);
+	moq_quic_endpoint_free(cli.ep);
+	moq_quic_endpoint_free(srv.ep);
+	lnk = NULL;
+}
+
+static struct moq_quic_conn *connect_client(void)
+{
+	int err = 0;
+	struct moq_quic_conn *c =
+	        moq_quic_connect(cli.ep, &caddr, &saddr, &cli, moq_quic_link_now(lnk), &err);
+
+	ck_assert_msg(c != NULL, "connect: %s", moq_err_str(err));
+	cli.conns[cli.nconns++].c = c;
+	return c;
+}
+
+static int both_established(void *arg)
+{
+	(void)arg;
+	return cli.conns[0].established && srv.nconns > 0 && srv.conns[0].established;
+}
+
+static int client_closed(void *arg)
+{
+	(void)arg;
+	return cli.conns[0].closed;
+}
+
+/* ------------------------------------------------------------- tests */
+
+START_TEST(test_handshake)
+{
+	struct moq_quic_stats st;
+	uint8_t fp[32];
+	char fps[100];
+
+	setup_pair(NULL, NULL, NULL);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, both_established, NULL, 5ull * 1000000000), 0);
+	ck_assert_str_eq(cli.conns[0].alpn, "moq-lite-05");
+	ck_assert_str_eq(srv.conns[0].alpn, "moq-lite-05");
+	ck_assert_str_eq(moq_quic_conn_alpn(srv.conns[0].c), "moq-lite-05");
+	ck_assert_int_eq(moq_quic_conn_is_server(srv.conns[0].c), 1);
+	ck_assert_int_eq(moq_quic_endpoint_fingerprint(srv.ep, fp), 0);
+	moq_quic_fingerprint_str(fp, fps, sizeof(fps));
+	ck_assert_uint_eq(strlen(fps), 95);
+	ck_assert_int_eq(moq_quic_endpoint_fingerprint(cli.ep, fp), MOQ_ERR_STATE);
+	moq_quic_endpoint_stats(srv.ep, &st);
+	ck_assert_uint_eq(st.conns_accepted, 1);
+	ck_assert_uint_eq(st.conns_established, 1);
+	ck_assert_uint_eq(st.half_open, 0);
+	ck_assert_uint_eq(st.conns_active, 1);
+	/* application close from the client reaches the server */
+	ck_assert_int_eq(moq_quic_conn_close(cli.conns[0].c, 7, "bye"), 0);
+	ck_assert_int_eq(cli.conns[0].closed, 1);
+	moq_quic_link_run(lnk, NULL, NULL, 5ull * 1000000000);
+	ck_assert_int_eq(srv.conns[0].closed, 1);
+	ck_assert_int_eq(srv.conns[0].info.kind, MOQ_QUIC_CLOSE_APPLICATION);
+	ck_assert_uint_eq(srv.conns[0].info.code, 7);
+	ck_assert_int_eq(srv.conns[0].info.local, 0);
+	moq_quic_endpoint_stats(srv.ep, &st);
+	ck_assert_uint_eq(st.conns_active, 0);
+	teardown_pair();
+}
+END_TEST
+
+/* Server sends @total bytes on one uni stream; the client checks every byte. */
+struct xfer {
+	uint8_t *buf;
+	size_t total;
+	int64_t sid;
+};
+
+static void start_xfer(struct xfer *x, size_t total)
+{
+	size_t i;
+	struct iovec iov[4];
+	size_t part = total / 4;
+
+	x->total = total;
+	ck_assert_int_eq(moq_quic_stream_open(srv.conns[0].c, 0, &x->sid), 0);
+	x->buf = malloc(total);
+	ck_assert_ptr_nonnull(x->buf);
+	for (i = 0; i < total; i++)
+		x->buf[i] = pat(x->sid, i);
+	/* several iovecs, written without copies */
+	for (i = 0; i < 4; i++) {
+		iov[i].iov_base = x->buf + i * part;
+		iov[i].iov_len = i == 3 ? total - 3 * part : part;
+	}
+	ck_assert_int_eq(moq_quic_stream_write(srv.conns[0].c, x->sid, iov, 4, 1), (long)total);
+}
+
+static size_t xfer_target;
+
+static int xfer_done(void *arg)
+{
+	(void)arg;
+	return cli.conns[0].rx_fins >= 1 && srv.conns[0].acked >= xfer_target &&
+	       srv.conns[0].streams_closed >= 1;
+}
+
+START_TEST(test_transfer_10mb_loss)
+{
+	struct moq_quic_link_config lc;
+	struct moq_quic_link_stats ls;
+	struct xfer x;
+
+	memset(&lc, 0, sizeof(lc));
+	lc.seed = 42;
+	lc.dir[0].loss_ppm = lc.dir[1].loss_ppm = 20000;    /* 2 % */
+	lc.dir[0].delay_ns = lc.dir[1].delay_ns = 10000000; /* 10 ms */
+	lc.dir[1].rate_bps = 1000000000ull;                 /* 1 Gbit/s */
+	setup_pair(NULL, NULL, &lc);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, both_established, NULL, 10ull * 1000000000), 0);
+	start_xfer(&x, 10u << 20);
+	xfer_target = x.total;
+	ck_assert_int_eq(moq_quic_link_run(lnk, xfer_done, NULL, 120ull * 1000000000), 0);
+	ck_assert_uint_eq(cli.conns[0].rx_bytes, x.total);
+	ck_assert_uint_eq(cli.conns[0].rx_bad_order, 0);
+	ck_assert_uint_eq(srv.conns[0].acked, x.total);
+	ck_assert_int_eq(moq_quic_stream_queued(srv.conns[0].c, x.sid), MOQ_ERR_NOTFOUND);
+	moq_quic_link_get_stats(lnk, 1, &ls);
+	ck_assert_uint_gt(ls.pkts_lost, 100); /* loss really happened */
+	ck_assert_int_eq(cli.conns[0].closed, 0);
+	teardown_pair();
+	free(x.buf);
+}
+END_TEST
+
+#define NSTREAMS     1000
+#define STREAM_BYTES 1000
+
+static int all_streams_done(void *arg)
+{
+	(void)arg;
+	return cli.conns[0].rx_fins >= NSTREAMS && srv.conns[0].streams_closed >= NSTREAMS;
+}
+
+START_TEST(test_1000_streams)
+{
+	uint8_t *buf = malloc((size_t)NSTREAMS * STREAM_BYTES);
+	int64_t sids[NSTREAMS], extra;
+	int i;
+
+	ck_assert_ptr_nonnull(buf);
+	setup_pair(NULL, NULL, NULL); /* client allows 1000 uni streams (default) */
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, both_established, NULL, 5ull * 1000000000), 0);
+	/* all open at once, before any data moves */
+	for (i = 0; i < NSTREAMS; i++)
+		ck_assert_int_eq(moq_quic_stream_open(srv.conns[0].c, 0, &sids[i]), 0);
+	ck_assert_int_eq(moq_quic_stream_open(srv.conns[0].c, 0, &extra), MOQ_ERR_AGAIN);
+	for (i = 0; i < NSTREAMS; i++) {
+		struct iovec iov;
+		int k;
+
+		for (k = 0; k < STREAM_BYTES; k++)
+			buf[i * STREAM_BYTES + k] = pat(sids[i], (uint64_t)k);
+		iov.iov_base = buf + i * STREAM_BYTES;
+		iov.iov_len = STREAM_BYTES;
+		ck_assert_int_eq(moq_quic_stream_write(srv.conns[0].c, sids[i], &iov, 1, 1),
+		                 STREAM_BYTES);
+	}
+	ck_assert_int_eq(moq_quic_link_run(lnk, all_streams_done, NULL, 30ull * 1000000000), 0);
+	ck_assert_uint_eq(cli.conns[0].rx_streams_opened, NSTREAMS);
+	ck_assert_uint_eq(cli.conns[0].rx_bytes, (uint64_t)NSTREAMS * STREAM_BYTES);
+	ck_assert_uint_eq(cli.conns[0].rx_bad_order, 0);
+	ck_assert_uint_eq(srv.conns[0].acked, (uint64_t)NSTREAMS * STREAM_BYTES);
+	teardown_pair();
+	free(buf);
+}
+END_TEST
+
+/* Retry a key update while ngtcp2 is not ready (a few rounds). */
+static int update_soon(struct moq_quic_conn *c)
+{
+	int i, rv = MOQ_ERR_STATE;
+
+	for (i = 0; i < 10 && rv != 0; i++) {
+		moq_quic_link_run(lnk, NULL, NULL, 200000000ull);
+		rv = moq_quic_conn_update_key(c, moq_quic_link_now(lnk));
+	}
+	return rv;
+}
+
+START_TEST(test_key_update)
+{
+	struct moq_quic_conn_info ci0, si0, ci1, si1;
+	struct xfer x;
+
+	setup_pair(NULL, NULL, NULL);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, both_established, NULL, 5ull * 1000000000), 0);
+	/* let HANDSHAKE_DONE arrive (RFC 9001, 6: confirmed before updating) */
+	moq_quic_link_run(lnk, NULL, NULL, 100000000ull);
+	moq_quic_conn_get_info(cli.conns[0].c, &ci0);
+	moq_quic_conn_get_info(srv.conns[0].c, &si0);
+	ck_assert_int_eq(moq_quic_conn_update_key(cli.conns[0].c, moq_quic_link_now(lnk)), 0);
+	/* RFC 9001, 6.1: no new update before the previous one is confirmed */
+	ck_assert_int_eq(moq_quic_conn_update_key(cli.conns[0].c, moq_quic_link_now(lnk)),
+	                 MOQ_ERR_STATE);
+	start_xfer(&x, 1u << 20);
+	xfer_target = x.total;
+	ck_assert_int_eq(moq_quic_link_run(lnk, xfer_done, NULL, 30ull * 1000000000), 0);
+	/* the first update was confirmed (the peer answered in the new phase),
+	 * so a second one is allowed; this time the server starts it */
+	ck_assert_int_eq(update_soon(srv.conns[0].c), 0);
+	ck_assert_int_eq(update_soon(cli.conns[0].c), 0);
+	moq_quic_link_run(lnk, NULL, NULL, 1000000000ull);
+	moq_quic_conn_get_info(cli.conns[0].c, &ci1);
+	moq_quic_conn_get_info(srv.conns[0].c, &si1);
+	ck_assert_uint_gt(ci1.key_updates, ci0.key_updates);
+	ck_assert_uint_gt(si1.key_updates, si0.key_updates);
+	ck_assert_uint_eq(cli.conns[0].rx_bytes, x.total);
+	ck_assert_uint_eq(cli.conns[0].rx_bad_order, 0);
+	ck_assert_int_eq(cli.conns[0].closed, 0);
+	ck_assert_int_eq(srv.conns[0].closed, 0);
+	teardown_pair();
+	free(x.buf);
+}
+END_TEST
+
+START_TEST(test_retry)
+{
+	struct moq_quic_config s = base_cfg(MOQ_QUIC_SERVER, &srv);
+	struct moq_quic_stats st;
+
+	s.retry = MOQ_QUIC_RETRY_ALWAYS;
+	setup_pair(&s, NULL, NULL);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, both_established, NULL, 5ull * 1000000000), 0);
+	moq_quic_endpoint_stats(srv.ep, &st);
+	ck_assert_uint_eq(st.retry_sent, 1);
+	ck_assert_uint_eq(st.conns_accepted, 1);
+	ck_assert_uint_eq(st.retry_token_bad, 0);
+	ck_assert_str_eq(cli.conns[0].alpn, "moq-lite-05");
+	teardown_pair();
+}
+END_TEST
+
+/* Tamper with the token of the client's second Initial: INVALID_TOKEN. */
+static int tamper_token(void *arg, int dir, uint8_t *data, size_t *len, uint64_t now)
+{
+	int *seen = arg;
+
+	(void)now;
+	(void)len;
+	if (dir == 0 && (data[0] & 0xf0) == 0xc0) {
+		/* Initial: 1 + 4 version + dcil + dcid + scil + scid + token len */
+		size_t o = 5;
+		size_t dl = data[o++];
+
+		o += dl;
+		o += 1 + data[o];
+		if (data[o] != 0) {
+			++*seen;
+			/* 1-byte varint token length (< 64) or 2-byte */
+			size_t tl_len = (size_t)1 << (data[o] >> 6);
+
+			data[o + tl_len + 5] ^= 0x55;
+		}
+	}
+	return 0;
+}
+
+START_TEST(test_retry_bad_token)
+{
+	struct moq_quic_config s = base_cfg(MOQ_QUIC_SERVER, &srv);
+	struct moq_quic_config c = base_cfg(MOQ_QUIC_CLIENT, &cli);
+	struct moq_quic_stats st;
+	int seen = 0;
+
+	s.retry = MOQ_QUIC_RETRY_ALWAYS;
+	c.handshake_timeout_ns = 3000000000ull;
+	setup_pair(&s, &c, NULL);
+	moq_quic_link_set_filter(lnk, tamper_token, &seen);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, client_closed, NULL, 20ull * 1000000000), 0);
+	moq_quic_endpoint_stats(srv.ep, &st);
+	ck_assert_int_ge(seen, 1);
+	ck_assert_uint_ge(st.retry_token_bad, 1);
+	ck_assert_uint_eq(st.conns_accepted, 0);
+	ck_assert_int_eq(cli.conns[0].established, 0);
+	teardown_pair();
+}
+END_TEST
+
+struct capture {
+	uint8_t data[1500];
+	size_t len;
+	int n;
+	size_t max_dir1;
+};
+
+static int capture_dir1(void *arg, int dir, uint8_t *data, size_t *len, uint64_t now)
+{
+	struct capture *c = arg;
+
+	(void)now;
+	if (dir == 1) {
+		memcpy(c->data, data, *len);
+		c->len = *len;
+		c->n++;
+	}
+	return 0;
+}
+
+static void make_long_hdr(uint8_t *p, size_t len, uint32_t version)
+{
+	size_t i;
+
+	memset(p, 0, len);
+	p[0] = 0xc0; /* long header, Initial type bits */
+	p[1] = (uint8_t)(version >> 24);
+	p[2] = (uint8_t)(version >> 16);
+	p[3] = (uint8_t)(version >> 8);
+	p[4] = (uint8_t)version;
+	p[5] = 8;
+	for (i = 0; i < 8; i++)
+		p[6 + i] = (uint8_t)(0xd0 + i); /* DCID */
+	p[14] = 8;
+	for (i = 0; i < 8; i++)
+		p[15 + i] = (uint8_t)(0x50 + i); /* SCID */
+}
+
+START_TEST(test_version_negotiation)
+{
+	uint8_t pkt[1200];
+	struct capture cap;
+	struct moq_quic_stats st;
+	size_t i, o;
+	int has_v1 = 0;
+
+	memset(&cap, 0, sizeof(cap));
+	setup_pair(NULL, NULL, NULL);
+	moq_quic_link_set_filter(lnk, capture_dir1, &cap);
+	/* RFC 9000, 6.1: a reserved version 0x?a?a?a?a forces negotiation */
+	make_long_hdr(pkt, sizeof(pkt), 0x1a2a3a4a);
+	ck_assert_int_eq(moq_quic_link_inject(lnk, 0, pkt, sizeof(pkt), &caddr, &saddr), 0);
+	moq_quic_link_run(lnk, NULL, NULL, 1000000000ull);
+	ck_assert_int_eq(cap.n, 1);
+	ck_assert(cap.data[0] & 0x80);
+	ck_assert_int_eq(cap.data[1] | cap.data[2] | cap.data[3] | cap.data[4], 0);
+	/* RFC 8999, 6: DCID = the client's SCID and SCID = its DCID */
+	ck_assert_int_eq(cap.data[5], 8);
+	ck_assert_int_eq(memcmp(cap.data + 6, pkt + 15, 8), 0);
+	ck_assert_int_eq(cap.data[14], 8);
+	ck_assert_int_eq(memcmp(cap.data + 15, pkt + 6, 8), 0);
+	for (o = 23; o + 4 <= cap.len; o += 4)
+		if (cap.data[o] == 0 && cap.data[o + 1] == 0 && cap.data[o + 2] == 0 &&
+		    cap.data[o + 3] == 1)
+			has_v1 = 1;
+	ck_assert(has_v1);
+	/* a datagram smaller than a client Initial gets no answer */
+	ck_assert_int_eq(moq_quic_link_inject(lnk, 0, pkt, 100, &caddr, &saddr), 0);
+	moq_quic_link_run(lnk, NULL, NULL, 1000000000ull);
+	ck_assert_int_eq(cap.n, 1);
+	moq_quic_endpoint_stats(srv.ep, &st);
+	ck_assert_uint_eq(st.vn_sent, 1);
+	ck_assert_uint_eq(st.conns_active, 0);
+	/* and a real v1 client still gets in */
+	for (i = 0; i < 1; i++)
+		connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, both_established, NULL, 5ull * 1000000000), 0);
+	teardown_pair();
+}
+END_TEST
+
+/* Deliver only the client's first datagram: the server's address is never
+ * validated, so it may send at most 3x what it received (RFC 9000, 8.1). */
+static int only_first_client_dgram(void *arg, int dir, uint8_t *data, size_t *len, uint64_t now)
+{
+	int *n = arg;
+
+	(void)data;
+	(void)len;
+	(void)now;
+	if (dir == 0)
+		return (*n)++ > 0;
+	return 0;
+}
+
+static int server_gone(void *arg)
+{
+	(void)arg;
+	return srv.nconns > 0 && srv.conns[0].closed;
+}
+
+START_TEST(test_amplification_limit)
+{
+	struct moq_quic_link_stats up, down;
+	struct moq_quic_stats st;
+	int n = 0;
+
+	setup_pair(NULL, NULL, NULL);
+	moq_quic_link_set_filter(lnk, only_first_client_dgram, &n);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, server_gone, NULL, 60ull * 1000000000), 0);
+	moq_quic_link_get_stats(lnk, 0, &up);
+	moq_quic_link_get_stats(lnk, 1, &down);
+	ck_assert_uint_eq(up.pkts_delivered, 1);
+	ck_assert_uint_ge(up.bytes_delivered, 1200);
+	ck_assert_uint_gt(down.bytes_sent, 0);
+	ck_assert_msg(down.bytes_sent <= 3 * up.bytes_delivered,
+	              "server sent %llu bytes for %llu received",
+	              (unsigned long long)down.bytes_sent, (unsigned long long)up.bytes_delivered);
+	ck_assert_int_eq(srv.conns[0].established, 0);
+	moq_quic_endpoint_stats(srv.ep, &st);
+	ck_assert_uint_eq(st.half_open, 0);
+	ck_assert_uint_eq(st.handshake_timeouts, 1);
+	teardown_pair();
+}
+END_TEST
+
+struct lens {
+	size_t last_up, last_down;
+	int n_down;
+};
+
+static int record_lens(void *arg, int dir, uint8_t *data, size_t *len, uint64_t now)
+{
+	struct lens *l = arg;
+
+	(void)data;
+	(void)now;
+	if (dir == 0)
+		l->last_up = *len;
+	else {
+		l->last_down = *len;
+		l->n_down++;
+	}
+	return 0;
+}
+
+START_TEST(test_stateless_reset)
+{
+	static const uint8_t secret[MOQ_QUIC_SECRET_LEN] = {1, 2, 3, 4, 5, 6, 7, 8};
+	struct moq_quic_config s = base_cfg(MOQ_QUIC_SERVER, &srv);
+	struct moq_quic_endpoint *fresh;
+	struct moq_quic_stats st;
+	struct lens l;
+	uint8_t junk[30];
+	int64_t sid;
+	struct iovec iov;
+	static uint8_t payload[100];
+
+	s.secret = secret;
+	setup_pair(&s, NULL, NULL);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, both_established, NULL, 5ull * 1000000000), 0);
+	moq_quic_link_run(lnk, NULL, NULL, 100000000ull);
+	/* the server restarts: same secret, no connections */
+	fresh = moq_quic_endpoint_new(&s, NULL);
+	ck_assert_ptr_nonnull(fresh);
+	moq_quic_link_set_endpoint(lnk, 1, fresh);
+	memset(&l, 0, sizeof(l));
+	moq_quic_link_set_filter(lnk, record_lens, &l);
+	ck_assert_int_eq(moq_quic_stream_open(cli.conns[0].c, 1, &sid), 0);
+	iov.iov_base = payload;
+	iov.iov_len = sizeof(payload);
+	ck_assert_int_eq(moq_quic_stream_write(cli.conns[0].c, sid, &iov, 1, 0), 100);
+	ck_assert_int_eq(moq_quic_link_run(lnk, client_closed, NULL, 5ull * 1000000000), 0);
+	ck_assert_int_eq(cli.conns[0].info.kind, MOQ_QUIC_CLOSE_STATELESS_RESET);
+	moq_quic_endpoint_stats(fresh, &st);
+	ck_assert_uint_ge(st.sreset_sent, 1);
+	/* RFC 9000, 10.3: always shorter than the trigger */
+	ck_assert_uint_gt(l.n_down, 0);
+	ck_assert_uint_lt(l.last_down, l.last_up);
+	/* a trigger too short to answer with a shorter reset gets nothing */
+	memset(junk, 0x41, sizeof(junk));
+	junk[0] = 0x40;
+	junk[1] = 3; /* this worker: not forwarded */
+	l.n_down = 0;
+	ck_assert_int_eq(moq_quic_link_inject(lnk, 0, junk, 21, &caddr, &saddr), 0);
+	moq_quic_link_run(lnk, NULL, NULL, 1000000000ull);
+	ck_assert_int_eq(l.n_down, 0);
+	moq_quic_endpoint_stats(fresh, &st);
+	ck_assert_uint_ge(st.sreset_too_small, 1);
+	/* srv.ep is still freed by teardown; the fresh one here */
+	moq_quic_link_set_endpoint(lnk, 1, srv.ep);
+	moq_quic_endpoint_free(fresh);
+	teardown_pair();
+}
+END_TEST
+
+START_TEST(test_stateless_reset_rate_limit)
+{
+	struct moq_quic_config s = base_cfg(MOQ_QUIC_SERVER, &srv);
+	struct moq_quic_stats st;
+	uint8_t pkt[100];
+	int i;
+
+	s.stateless_reset_per_s = 10; /* burst = 2 */
+	setup_pair(&s, NULL, NULL);
+	memset(pkt, 0x33, sizeof(pkt));
+	pkt[0] = 0x41;
+	pkt[1] = 3; /* our worker id: not "wrong worker" */
+	for (i = 0; i < 10; i++)
+		ck_assert_int_eq(moq_quic_endpoint_recv(srv.ep, pkt, sizeof(pkt), &saddr, &caddr,
+		                                        1000000000ull),
+		                 0);
+	moq_quic_endpoint_stats(srv.ep, &st);
+	ck_assert_uint_eq(st.sreset_sent, 2);
+	ck_assert_uint_eq(st.sreset_rate_limited, 8);
+	/* a short header CID of another worker is handed back for forwarding */
+	pkt[1] = 7;
+	ck_assert_int_eq(
+	        moq_quic_endpoint_recv(srv.ep, pkt, sizeof(pkt), &saddr, &caddr, 1000000000ull),
+	        MOQ_ERR_NOTFOUND);
+	ck_assert_int_eq(moq_quic_pkt_worker(pkt, sizeof(pkt)), 7);
+	teardown_pair();
+}
+END_TEST
+
+START_TEST(test_idle_timeout)
+{
+	struct moq_quic_config s = base_cfg(MOQ_QUIC_SERVER, &srv);
+	struct moq_quic_config c = base_cfg(MOQ_QUIC_CLIENT, &cli);
+	struct moq_quic_stats st;
+	uint64_t t0;
+
+	s.idle_timeout_ns = 2000000000ull;
+	c.idle_timeout_ns = 2000000000ull;
+	setup_pair(&s, &c, NULL);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, both_established, NULL, 5ull * 1000000000), 0);
+	t0 = moq_quic_link_now(lnk);
+	ck_assert_int_eq(moq_quic_link_run(lnk, server_gone, NULL, 60ull * 1000000000), 0);
+	moq_quic_link_run(lnk, client_closed, NULL, 60ull * 1000000000);
+	ck_assert_int_eq(cli.conns[0].closed, 1);
+	ck_assert_int_eq(srv.conns[0].info.kind, MOQ_QUIC_CLOSE_IDLE);
+	ck_assert_int_eq(cli.conns[0].info.kind, MOQ_QUIC_CLOSE_IDLE);
+	ck_assert_uint_ge(moq_quic_link_now(lnk) - t0, 2000000000ull);
+	moq_quic_endpoint_stats(srv.ep, &st);
+	ck_assert_uint_eq(st.idle_timeouts, 1);
+	ck_assert_uint_eq(st.conns_active, 0);
+	teardown_pair();
+}
+END_TEST
+
+/* Flip a byte in the middle of the 5th client->server datagram after the
+ * handshake (a 1-RTT packet): AEAD fails, it is dropped, nothing breaks. */
+static int corrupt_one(void *arg, int dir, uint8_t *data, size_t *len, uint64_t now)
+{
+	int *n = arg;
+
+	(void)now;
+	if (dir == 1 && !(data[0] & 0x80) && ++*n == 5)
+		data[*len / 2] ^= 0xff;
+	return 0;
+}
+
+START_TEST(test_corrupted_packet)
+{
+	struct xfer x;
+	int n = 0;
+	uint8_t junk[200];
+	struct moq_quic_stats st0, st1;
+
+	setup_pair(NULL, NULL, NULL);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, both_established, NULL, 5ull * 1000000000), 0);
+	moq_quic_link_set_filter(lnk, corrupt_one, &n);
+	start_xfer(&x, 200000);
+	xfer_target = x.total;
+	/* garbage with the connection's own DCID: also dropped */
+	moq_quic_endpoint_stats(srv.ep, &st0);
+	memset(junk, 0xa5, sizeof(junk));
+	junk[0] = 0x42;
+	ck_assert_int_eq(moq_quic_link_run(lnk, xfer_done, NULL, 30ull * 1000000000), 0);
+	ck_assert_int_ge(n, 5);
+	ck_assert_uint_eq(cli.conns[0].rx_bytes, x.total);
+	ck_assert_uint_eq(cli.conns[0].rx_bad_order, 0);
+	ck_assert_int_eq(cli.conns[0].closed, 0);
+	ck_assert_int_eq(srv.conns[0].closed, 0);
+	/* a datagram that is not QUIC at all */
+	ck_assert_int_eq(
+	        moq_quic_endpoint_recv(srv.ep, junk, 3, &saddr, &caddr, moq_quic_link_now(lnk)), 0);
+	moq_quic_endpoint_stats(srv.ep, &st1);
+	ck_assert_uint_gt(st1.pkts_dropped, st0.pkts_dropped);
+	ck_assert_uint_eq(st1.conns_active, 1);
+	teardown_pair();
+	free(x.buf);
+}
+END_TEST
+
+START_TEST(test_alpn_mismatch)
+{
+	static const char *const h3[] = {"h3"};
+	struct moq_quic_config c = base_cfg(MOQ_QUIC_CLIENT, &cli);
+
+	c.alpn = h3;
+	c.alpn_count = 1;
+	setup_pair(NULL, &c, NULL);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, client_closed, NULL, 20ull * 1000000000), 0);
+	ck_assert_int_eq(cli.conns[0].established, 0);
+	ck_assert_int_eq(cli.conns[0].info.kind, MOQ_QUIC_CLOSE_TRANSPORT);
+	ck_assert_msg(cli.conns[0].info.err == MOQ_ERR_CRYPTO, "err %d code 0x%llx what %s",
+	              cli.conns[0].info.err, (unsigned long long)cli.conns[0].info.code,
+	              cli.conns[0].what);
+	/* RFC 9001, 4.8: TLS alert 120 as CRYPTO_ERROR 0x100 + 120 */
+	ck_assert_uint_eq(cli.conns[0].info.code, 0x178);
+	ck_assert_msg(strstr(cli.conns[0].what, "ALPN") != NULL, "what: %s", cli.conns[0].what);
+	moq_quic_link_run(lnk, server_gone, NULL, 5ull * 1000000000);
+	ck_assert_int_eq(srv.conns[0].established, 0);
+	ck_assert_int_eq(srv.conns[0].closed, 1);
+	ck_assert_uint_eq(srv.conns[0].info.code, 0x178);
+	teardown_pair();
+}
+END_TEST
+
+START_TEST(test_limits_per_addr)
+{
+	struct moq_quic_config s = base_cfg(MOQ_QUIC_SERVER, &srv);
+	struct moq_quic_stats st;
+	struct moq_quic_addr c2 = addr4("10.0.0.1", 40001);
+	int err;
+
+	s.max_conns_per_addr = 1;
+	setup_pair(&s, NULL, NULL);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, both_established, NULL, 5ull * 1000000000), 0);
+	cli.conns[1].c = moq_quic_connect(cli.ep, &c2, &saddr, &cli, moq_quic_link_now(lnk), &err);
+	ck_assert_ptr_nonnull(cli.conns[1].c);
+	cli.nconns = 2;
+	moq_quic_link_run(lnk, NULL, NULL, 2ull * 1000000000);
+	moq_quic_endpoint_stats(srv.ep, &st);
+	ck_assert_uint_ge(st.refused_per_addr, 1);
+	ck_assert_uint_eq(st.conns_accepted, 1);
+	/* the refused client is told (CONNECTION_REFUSED) */
+	ck_assert_int_eq(cli.conns[1].closed, 1);
+	ck_assert_uint_eq(cli.conns[1].info.code, 0x2);
+	teardown_pair();
+}
+END_TEST
+
+START_TEST(test_bad_config)
+{
+	struct moq_quic_config c = base_cfg(MOQ_QUIC_SERVER, &srv);
+	int err = 0;
+
+	c.alpn_count = 0;
+	ck_assert_ptr_null(moq_quic_endpoint_new(&c, &err));
+	ck_assert_int_eq(err, MOQ_ERR_CONFIG);
+	c = base_cfg(MOQ_QUIC_SERVER, &srv);
+	c.cert_file = "/nonexistent/cert.pem";
+	c.key_file = "/nonexistent/key.pem";
+	ck_assert_ptr_null(moq_quic_endpoint_new(&c, &err));
+	ck_assert_int_eq(err, MOQ_ERR_IO);
+	ck_assert_int_eq(moq_quic_check_tls(NULL), 0);
+	ck_assert_int_eq(moq_quic_pkt_worker(NULL, 0), MOQ_ERR_DECODE);
+}
+END_TEST
+
+Suite *quic_suite(void);
+
+Suite *quic_suite(void)
+{
+	const struct {
+		const char *name;
+		const TTest *fn;
+	} tests[] = {
+	        {"test_handshake", test_handshake},
+	        {"test_transfer_10mb_loss", test_transfer_10mb_loss},
+	        {"test_1000_streams", test_1000_streams},
+	        {"test_key_update", test_key_update},
+	        {"test_retry", test_retry},
+	        {"test_retry_bad_token", test_retry_bad_token},
+	        {"test_version_negotiation", test_version_negotiation},
+	        {"test_amplification_limit", test_amplification_limit},
+	        {"test_stateless_reset", test_stateless_reset},
+	        {"test_stateless_reset_rate_limit", test_stateless_reset_rate_limit},
+	        {"test_idle_timeout", test_idle_timeout},
+	        {"test_corrupted_packet", test_corrupted_packet},
+	        {"test_alpn_mismatch", test_alpn_mismatch},
+	        {"test_limits_per_addr", test_limits_per_addr},
+	        {"test_bad_config", test_bad_config},
+	};
+	Suite *s = suite_create("quic");
+	TCase *tc = tcase_create("endpoint");
+	const char *only = getenv("MOQ_QUIC_ONLY");
+	size_t i;
+
+	tcase_set_timeout(tc, 60);
+	/* MOQ_QUIC_ONLY=<test name> runs one test (debugging) */
+	for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
+		if (only == NULL || strcmp(only, tests[i].name) == 0)
+			tcase_add_test(tc, tests[i].fn);
+	suite_add_tcase(s, tc);
+	return s;
+}
