@@ -8,6 +8,14 @@
 
 #include <check.h>
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -867,6 +875,122 @@ START_TEST(test_bad_config)
 }
 END_TEST
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Interop with an independent QUIC + TLS stack: Debian's gtlsclient
+ * (ngtcp2's example client on GnuTLS, ALPN fixed to h3) completes a
+ * handshake with our server over a kernel UDP socket on 127.0.0.1. */
+START_TEST(test_interop_gtlsclient)
+{
+	static const char *const h3[] = {"h3"};
+	struct moq_quic_config s = base_cfg(MOQ_QUIC_SERVER, &srv);
+	struct sockaddr_in sin;
+	socklen_t sl = sizeof(sin);
+	struct moq_quic_addr local;
+	char port[16];
+	uint64_t deadline, done_at = 0;
+	pid_t pid;
+	int fd, status = 0;
+
+	if (access("/usr/bin/gtlsclient", X_OK) != 0) {
+		fprintf(stderr, "# SKIP: /usr/bin/gtlsclient missing (package ngtcp2-client)\n");
+		return;
+	}
+	memset(&srv, 0, sizeof(srv));
+	s.alpn = h3; /* test mode: the only ALPN gtlsclient offers */
+	s.alpn_count = 1;
+	srv.ep = moq_quic_endpoint_new(&s, NULL);
+	ck_assert_ptr_nonnull(srv.ep);
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	ck_assert_int_ge(fd, 0);
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &sl), 0);
+	memset(&local, 0, sizeof(local));
+	local.u.in4 = sin;
+	local.len = sizeof(sin);
+	snprintf(port, sizeof(port), "%u", ntohs(sin.sin_port));
+
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int dn = open("/dev/null", O_RDWR);
+
+		if (dn >= 0) {
+			dup2(dn, 1);
+			dup2(dn, 2);
+		}
+		execl("/usr/bin/gtlsclient", "gtlsclient", "-q", "--timeout=5s", "127.0.0.1", port,
+		      (char *)NULL);
+		_exit(127);
+	}
+	deadline = mono_ns() + 10000000000ull;
+	while (mono_ns() < deadline) {
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+		uint64_t now = mono_ns(), exp = moq_quic_endpoint_next_expiry(srv.ep);
+		int wait_ms = 20, n, k;
+		uint8_t rbuf[2048];
+		static uint8_t tbuf[MOQ_QUIC_BURST][1500];
+		struct moq_quic_pkt pk[MOQ_QUIC_BURST];
+
+		if (exp != UINT64_MAX && exp > now && (exp - now) / 1000000 < (uint64_t)wait_ms)
+			wait_ms = (int)((exp - now) / 1000000);
+		poll(&pfd, 1, wait_ms);
+		for (;;) {
+			struct sockaddr_in from;
+			socklen_t fl = sizeof(from);
+			ssize_t r =
+			        recvfrom(fd, rbuf, sizeof(rbuf), 0, (struct sockaddr *)&from, &fl);
+			struct moq_quic_addr remote;
+
+			if (r <= 0)
+				break;
+			memset(&remote, 0, sizeof(remote));
+			remote.u.in4 = from;
+			remote.len = sizeof(from);
+			moq_quic_endpoint_recv(srv.ep, rbuf, (size_t)r, &local, &remote, mono_ns());
+		}
+		moq_quic_endpoint_timers(srv.ep, mono_ns());
+		do {
+			for (k = 0; k < MOQ_QUIC_BURST; k++) {
+				pk[k].data = tbuf[k];
+				pk[k].cap = sizeof(tbuf[k]);
+			}
+			n = moq_quic_endpoint_send(srv.ep, pk, MOQ_QUIC_BURST, mono_ns());
+			for (k = 0; k < n; k++)
+				sendto(fd, pk[k].data, pk[k].len, 0, &pk[k].remote.u.sa,
+				       pk[k].remote.len);
+		} while (n == MOQ_QUIC_BURST);
+		if (srv.nconns > 0 && srv.conns[0].established && done_at == 0)
+			done_at = mono_ns() + 300000000ull; /* let HANDSHAKE_DONE land */
+		if (done_at && mono_ns() > done_at)
+			break;
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			pid = 0;
+			if (done_at == 0)
+				break;
+		}
+	}
+	if (pid > 0) {
+		kill(pid, SIGTERM);
+		waitpid(pid, &status, 0);
+	}
+	close(fd);
+	ck_assert_msg(srv.nconns > 0 && srv.conns[0].established,
+	              "gtlsclient did not complete a handshake");
+	ck_assert_str_eq(srv.conns[0].alpn, "h3");
+	moq_quic_endpoint_free(srv.ep);
+}
+END_TEST
+
 Suite *quic_suite(void);
 
 Suite *quic_suite(void)
@@ -890,6 +1014,7 @@ Suite *quic_suite(void)
 	        {"test_alpn_mismatch", test_alpn_mismatch},
 	        {"test_limits_per_addr", test_limits_per_addr},
 	        {"test_bad_config", test_bad_config},
+	        {"test_interop_gtlsclient", test_interop_gtlsclient},
 	};
 	Suite *s = suite_create("quic");
 	TCase *tc = tcase_create("endpoint");
