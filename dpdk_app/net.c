@@ -98,19 +98,19 @@ const char *moq_net_drop_name(int reason)
 }
 
 void moq_net_iface_init(struct moq_net_iface *ifc, const uint8_t mac[6], const uint8_t ip4[4],
-                        uint8_t ip4_plen, const uint8_t ip6[16], uint8_t ip6_plen,
+                        uint8_t ip4_prefix, const uint8_t ip6[16], uint8_t ip6_prefix,
                         uint16_t udp_port)
 {
 	memset(ifc, 0, sizeof(*ifc));
 	memcpy(ifc->mac, mac, 6);
 	if (ip4 != NULL) {
 		memcpy(ifc->ip4, ip4, 4);
-		ifc->ip4_plen = ip4_plen;
+		ifc->ip4_prefix = ip4_prefix;
 		ifc->has_ip4 = 1;
 	}
 	if (ip6 != NULL) {
 		memcpy(ifc->ip6, ip6, 16);
-		ifc->ip6_plen = ip6_plen;
+		ifc->ip6_prefix = ip6_prefix;
 		ifc->has_ip6 = 1;
 	}
 	/* RFC 4291, 2.5.6 + appendix A: fe80::/64 with the modified EUI-64. */
@@ -388,14 +388,14 @@ static int on_link4(const struct moq_net_iface *ifc, const uint8_t *a)
 	uint32_t x = (uint32_t)a[0] << 24 | a[1] << 16 | a[2] << 8 | a[3];
 	uint32_t y =
 	        (uint32_t)ifc->ip4[0] << 24 | ifc->ip4[1] << 16 | ifc->ip4[2] << 8 | ifc->ip4[3];
-	uint32_t mask = ifc->ip4_plen == 0 ? 0 : ~0u << (32 - ifc->ip4_plen);
+	uint32_t mask = ifc->ip4_prefix == 0 ? 0 : ~0u << (32 - ifc->ip4_prefix);
 
 	return (x & mask) == (y & mask);
 }
 
 static int on_link6(const struct moq_net_iface *ifc, const uint8_t *a)
 {
-	unsigned int bits = ifc->ip6_plen, i;
+	unsigned int bits = ifc->ip6_prefix, i;
 
 	if (a[0] == 0xfe && (a[1] & 0xc0) == 0x80)
 		return 1;

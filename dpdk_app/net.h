@@ -96,10 +96,10 @@ struct moq_net_iface {
 	uint8_t mac[6];
 	uint8_t has_ip4, has_ip6;
 	uint8_t ip4[4];
-	uint8_t ip4_plen;
+	uint8_t ip4_prefix;
 	uint8_t ip6[16];    /* global (or unique-local) address */
 	uint8_t ip6_ll[16]; /* link-local fe80::/64 from the MAC (EUI-64) */
-	uint8_t ip6_plen;
+	uint8_t ip6_prefix;
 	uint8_t has_gw4, has_gw6;
 	uint8_t gw4[4];
 	uint8_t gw6[16];
@@ -165,7 +165,7 @@ enum moq_net_verdict {
  * order; NULL = none) and UDP port; derives the IPv6 link-local address.
  */
 void moq_net_iface_init(struct moq_net_iface *ifc, const uint8_t mac[6], const uint8_t ip4[4],
-                        uint8_t ip4_plen, const uint8_t ip6[16], uint8_t ip6_plen,
+                        uint8_t ip4_prefix, const uint8_t ip6[16], uint8_t ip6_prefix,
                         uint16_t udp_port);
 
 /* moq_net_init: a per-lcore context on @ifc (not owned) with empty caches. */

@@ -1,0 +1,400 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mgmt.c: observability, all on the main lcore and off the data path:
+ * counters summed over workers, the stats line, Prometheus text on a small
+ * HTTP listener (kernel socket; /health and /metrics), rte_telemetry
+ * commands (/moqdp/stats, /moqdp/conns, /moqdp/tracks, /moqdp/cache).
+ */
+#define _GNU_SOURCE /* recvmmsg, sendmmsg, accept4 */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_telemetry.h>
+
+#include "moq_err.h"
+#include "relay_int.h"
+
+void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->workers = r->nb_workers;
+	s->ports = r->nb_ports;
+	s->tsc_hz = rte_get_tsc_hz();
+	s->cache_budget = r->cfg.cache_budget;
+	s->uptime_ns = moq_relay_now_ns() - r->t0_ns;
+	for (unsigned int i = 0; i < r->nb_workers; i++) {
+		const struct relay_worker *w = r->w[i];
+		const struct relay_worker_stats *st = &w->st;
+
+		s->rx_pkts += st->rx_pkts;
+		s->rx_bytes += st->rx_bytes;
+		s->tx_pkts += st->tx_pkts;
+		s->tx_bytes += st->tx_bytes;
+		s->tx_drops += st->tx_drops + st->tx_nombuf + st->tx_unresolved;
+		s->redirected += st->redirected;
+		s->redirect_drops += st->redirect_drops;
+		s->busy_tsc += st->busy_tsc;
+		s->idle_tsc += st->idle_tsc;
+		s->conns += w->qs.conns_active;
+		s->half_open += w->qs.half_open;
+		s->conns_total += w->qs.conns_accepted;
+		s->quic_dropped += w->qs.pkts_dropped;
+		for (unsigned int pi = 0; pi < r->nb_ports; pi++) {
+			const struct moq_net_stats *ns = &w->net[pi]->stats;
+
+			s->rx_udp += ns->rx_udp;
+			for (int d = 0; d < MOQ_NET_DROP_MAX; d++) {
+				s->net_drop[d] += ns->drop[d];
+				s->net_drops += ns->drop[d];
+			}
+		}
+		if (r->cfg.backend == MOQ_CFG_BACKEND_KERNEL)
+			s->rx_udp += st->rx_pkts;
+	}
+	for (unsigned int pi = 0; pi < r->nb_ports; pi++) {
+		struct rte_eth_stats es;
+
+		if (rte_eth_stats_get(r->ports[pi].port_id, &es) == 0) {
+			s->rx_nombuf += es.rx_nombuf;
+			s->imissed += es.imissed;
+		}
+	}
+}
+
+static double rate(uint64_t a, uint64_t b, double secs)
+{
+	return secs > 0 ? (double)(a - b) / secs : 0;
+}
+
+int moq_relay_stats_line(const struct moq_relay_stats *now, const struct moq_relay_stats *prev,
+                         char *buf, size_t len)
+{
+	static const struct moq_relay_stats zero;
+	const struct moq_relay_stats *p = prev ? prev : &zero;
+	double secs = (double)(now->uptime_ns - p->uptime_ns) / 1e9;
+	uint64_t busy = now->busy_tsc - p->busy_tsc, idle = now->idle_tsc - p->idle_tsc;
+	int n;
+
+	n = snprintf(buf, len,
+	             "conns=%" PRIu64 " subs=%" PRIu64 " in=%.3fGbps out=%.3fGbps rx=%.3fMpps "
+	             "tx=%.3fMpps busy=%.1f%% cache=%" PRIu64 "/%" PRIu64 "MiB drops=%" PRIu64
+	             " redirects=%" PRIu64 " rx_nombuf=%" PRIu64,
+	             now->conns, now->subscribers, rate(now->rx_bytes, p->rx_bytes, secs) * 8 / 1e9,
+	             rate(now->tx_bytes, p->tx_bytes, secs) * 8 / 1e9,
+	             rate(now->rx_pkts, p->rx_pkts, secs) / 1e6,
+	             rate(now->tx_pkts, p->tx_pkts, secs) / 1e6,
+	             busy + idle ? 100.0 * (double)busy / (double)(busy + idle) : 0.0,
+	             now->cache_used >> 20, now->cache_budget >> 20,
+	             (now->net_drops + now->tx_drops + now->redirect_drops + now->quic_dropped) -
+	                     (p->net_drops + p->tx_drops + p->redirect_drops + p->quic_dropped),
+	             now->redirected - p->redirected, now->rx_nombuf);
+	return n < 0 ? 0 : (n >= (int)len ? (int)len - 1 : n);
+}
+
+struct mbuf_w {
+	char *buf;
+	size_t len, off;
+	int over;
+};
+
+static void put(struct mbuf_w *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void put(struct mbuf_w *o, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (o->over)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(o->buf + o->off, o->len - o->off, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= o->len - o->off)
+		o->over = 1;
+	else
+		o->off += (size_t)n;
+}
+
+static void metric(struct mbuf_w *o, const char *name, const char *type, const char *help,
+                   uint64_t v)
+{
+	put(o, "# HELP moqdp_%s %s\n# TYPE moqdp_%s %s\nmoqdp_%s %" PRIu64 "\n", name, help, name,
+	    type, name, v);
+}
+
+int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
+{
+	struct mbuf_w o = {buf, len, 0, 0};
+	double hz = s->tsc_hz ? (double)s->tsc_hz : 1;
+
+	metric(&o, "workers", "gauge", "Worker lcores.", s->workers);
+	metric(&o, "connections", "gauge", "Open QUIC connections.", s->conns);
+	metric(&o, "connections_half_open", "gauge", "Handshakes in progress.", s->half_open);
+	metric(&o, "connections_accepted_total", "counter", "QUIC connections accepted.",
+	       s->conns_total);
+	metric(&o, "subscribers", "gauge", "Active subscriptions.", s->subscribers);
+	metric(&o, "rx_packets_total", "counter", "Frames (datagrams) received.", s->rx_pkts);
+	metric(&o, "rx_bytes_total", "counter", "Bytes received.", s->rx_bytes);
+	metric(&o, "tx_packets_total", "counter", "Frames (datagrams) sent.", s->tx_pkts);
+	metric(&o, "tx_bytes_total", "counter", "Bytes sent.", s->tx_bytes);
+	metric(&o, "rx_datagrams_total", "counter", "UDP datagrams handed to QUIC.", s->rx_udp);
+	metric(&o, "rx_nombuf_total", "counter", "RX mbuf allocation failures (ports).",
+	       s->rx_nombuf);
+	metric(&o, "rx_missed_total", "counter", "Frames the NIC dropped (imissed).", s->imissed);
+	metric(&o, "tx_dropped_total", "counter",
+	       "Frames not sent (ring full, no mbuf, unresolved).", s->tx_drops);
+	metric(&o, "redirected_total", "counter", "Datagrams forwarded to their owner lcore.",
+	       s->redirected);
+	metric(&o, "redirect_dropped_total", "counter", "Datagrams for unknown or full lcores.",
+	       s->redirect_drops);
+	metric(&o, "quic_dropped_total", "counter", "Datagrams QUIC dropped.", s->quic_dropped);
+	put(&o,
+	    "# HELP moqdp_busy_seconds_total Worker time spent on packets.\n"
+	    "# TYPE moqdp_busy_seconds_total counter\nmoqdp_busy_seconds_total %.6f\n",
+	    (double)s->busy_tsc / hz);
+	put(&o,
+	    "# HELP moqdp_idle_seconds_total Worker time spent polling empty queues.\n"
+	    "# TYPE moqdp_idle_seconds_total counter\nmoqdp_idle_seconds_total %.6f\n",
+	    (double)s->idle_tsc / hz);
+	metric(&o, "cache_used_bytes", "gauge", "Cache memory in use.", s->cache_used);
+	metric(&o, "cache_budget_bytes", "gauge", "Cache byte budget.", s->cache_budget);
+	put(&o,
+	    "# HELP moqdp_uptime_seconds Time since start.\n# TYPE moqdp_uptime_seconds "
+	    "gauge\nmoqdp_uptime_seconds %.3f\n",
+	    (double)s->uptime_ns / 1e9);
+	put(&o, "# HELP moqdp_net_dropped_total Frames the network stack dropped, by reason.\n"
+	        "# TYPE moqdp_net_dropped_total counter\n");
+	for (int d = 0; d < MOQ_NET_DROP_MAX; d++)
+		put(&o, "moqdp_net_dropped_total{reason=\"%s\"} %" PRIu64 "\n",
+		    moq_net_drop_name(d), s->net_drop[d]);
+	return o.over ? MOQ_ERR_TOO_LARGE : (int)o.off;
+}
+
+/* HTTP ------------------------------------------------------------------ */
+
+int moq_relay_mgmt_open(struct moq_relay *r, char *err, size_t errlen)
+{
+	struct moq_cfg_addr a;
+	struct moq_quic_addr sa;
+	char host[64], *colon;
+	int one = 1, fd;
+	unsigned int port;
+	socklen_t len = sizeof(sa.u);
+
+	if (r->cfg.mgmt[0] == '\0')
+		return 0;
+	snprintf(host, sizeof(host), "%s", r->cfg.mgmt);
+	colon = strrchr(host, ':');
+	*colon = '\0';
+	port = (unsigned int)atoi(colon + 1);
+	if (host[0] == '[') {
+		memmove(host, host + 1, strlen(host));
+		host[strlen(host) - 1] = '\0';
+	}
+	if (moq_pmd_parse_addr(host, &a) != 0) {
+		snprintf(err, errlen, "--mgmt: '%s' is not host:port", r->cfg.mgmt);
+		return MOQ_ERR_CONFIG;
+	}
+	moq_relay_addr_from(&sa, a.family == AF_INET ? 4 : 6, a.addr, (uint16_t)port);
+	fd = socket(a.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+	    bind(fd, &sa.u.sa, sa.len) != 0 || listen(fd, 16) != 0) {
+		snprintf(err, errlen, "--mgmt: cannot listen on %s: %s", r->cfg.mgmt,
+		         strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return MOQ_ERR_IO;
+	}
+	getsockname(fd, &sa.u.sa, &len);
+	r->http_port = a.family == AF_INET ? ntohs(sa.u.in4.sin_port) : ntohs(sa.u.in6.sin6_port);
+	r->http_fd = fd;
+	return 0;
+}
+
+void moq_relay_mgmt_close(struct moq_relay *r)
+{
+	if (r->http_fd >= 0)
+		close(r->http_fd);
+	r->http_fd = -1;
+}
+
+static void respond(int fd, const char *status, const char *type, const char *body, size_t blen)
+{
+	char hdr[256];
+	int n = snprintf(hdr, sizeof(hdr),
+	                 "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+	                 "Connection: close\r\n\r\n",
+	                 status, type, blen);
+
+	if (write(fd, hdr, (size_t)n) == n && blen > 0) {
+		for (size_t off = 0; off < blen;) {
+			ssize_t w = write(fd, body + off, blen - off);
+
+			if (w <= 0)
+				break;
+			off += (size_t)w;
+		}
+	}
+}
+
+static void serve(struct moq_relay *r, int fd)
+{
+	static char body[16384];
+	char req[1024];
+	struct timeval tv = {0, 200000}; /* a slow client costs the main lcore 200 ms at most */
+	ssize_t n;
+	struct moq_relay_stats s;
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	n = read(fd, req, sizeof(req) - 1);
+	if (n <= 0)
+		return;
+	req[n] = '\0';
+	r->http_requests++;
+	if (strncmp(req, "GET ", 4) != 0) {
+		respond(fd, "405 Method Not Allowed", "text/plain", "GET only\n", 9);
+	} else if (strncmp(req + 4, "/health ", 8) == 0 || strncmp(req + 4, "/health?", 8) == 0) {
+		int draining = __atomic_load_n(&r->drain, __ATOMIC_RELAXED);
+
+		if (draining)
+			respond(fd, "503 Service Unavailable", "text/plain", "draining\n", 9);
+		else
+			respond(fd, "200 OK", "text/plain", "ok\n", 3);
+	} else if (strncmp(req + 4, "/metrics ", 9) == 0) {
+		int len;
+
+		moq_relay_stats(r, &s);
+		len = moq_relay_metrics(&s, body, sizeof(body));
+		if (len < 0)
+			respond(fd, "500 Internal Server Error", "text/plain", "too large\n", 10);
+		else
+			respond(fd, "200 OK", "text/plain; version=0.0.4", body, (size_t)len);
+	} else {
+		respond(fd, "404 Not Found", "text/plain", "not found\n", 10);
+	}
+}
+
+void moq_relay_mgmt_poll(struct moq_relay *r, int timeout_ms)
+{
+	struct pollfd p = {r->http_fd, POLLIN, 0};
+	int fd;
+
+	if (r->http_fd < 0) {
+		poll(NULL, 0, timeout_ms);
+		return;
+	}
+	if (poll(&p, 1, timeout_ms) <= 0)
+		return;
+	while ((fd = accept4(r->http_fd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+		serve(r, fd);
+		close(fd);
+	}
+}
+
+/* telemetry ------------------------------------------------------------- */
+
+/* rte_telemetry callbacks carry no user pointer: the one relay of the process. */
+static struct moq_relay *tel_relay;
+
+static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	struct moq_relay_stats s;
+
+	(void)cmd;
+	(void)params;
+	if (tel_relay == NULL)
+		return -1;
+	moq_relay_stats(tel_relay, &s);
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_u64(d, "workers", s.workers);
+	rte_tel_data_add_dict_u64(d, "ports", s.ports);
+	rte_tel_data_add_dict_u64(d, "rx_packets", s.rx_pkts);
+	rte_tel_data_add_dict_u64(d, "rx_bytes", s.rx_bytes);
+	rte_tel_data_add_dict_u64(d, "tx_packets", s.tx_pkts);
+	rte_tel_data_add_dict_u64(d, "tx_bytes", s.tx_bytes);
+	rte_tel_data_add_dict_u64(d, "rx_datagrams", s.rx_udp);
+	rte_tel_data_add_dict_u64(d, "rx_nombuf", s.rx_nombuf);
+	rte_tel_data_add_dict_u64(d, "tx_dropped", s.tx_drops);
+	rte_tel_data_add_dict_u64(d, "net_dropped", s.net_drops);
+	rte_tel_data_add_dict_u64(d, "redirected", s.redirected);
+	rte_tel_data_add_dict_u64(d, "redirect_dropped", s.redirect_drops);
+	rte_tel_data_add_dict_u64(d, "quic_dropped", s.quic_dropped);
+	rte_tel_data_add_dict_u64(d, "busy_tsc", s.busy_tsc);
+	rte_tel_data_add_dict_u64(d, "idle_tsc", s.idle_tsc);
+	rte_tel_data_add_dict_u64(d, "connections", s.conns);
+	rte_tel_data_add_dict_u64(d, "subscribers", s.subscribers);
+	return 0;
+}
+
+static int tel_conns(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	(void)cmd;
+	(void)params;
+	if (tel_relay == NULL)
+		return -1;
+	rte_tel_data_start_dict(d);
+	for (unsigned int i = 0; i < tel_relay->nb_workers; i++) {
+		char k[32];
+
+		snprintf(k, sizeof(k), "worker%u", i);
+		rte_tel_data_add_dict_u64(d, k, tel_relay->w[i]->qs.conns_active);
+	}
+	return 0;
+}
+
+static int tel_cache(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	(void)cmd;
+	(void)params;
+	if (tel_relay == NULL)
+		return -1;
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_u64(d, "budget_bytes", tel_relay->cfg.cache_budget);
+	rte_tel_data_add_dict_u64(d, "used_bytes", 0);
+	rte_tel_data_add_dict_u64(d, "max_latency_us", tel_relay->cfg.max_latency_us);
+	return 0;
+}
+
+static int tel_tracks(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	(void)cmd;
+	(void)params;
+	rte_tel_data_start_array(d, RTE_TEL_STRING_VAL);
+	return 0;
+}
+
+void moq_relay_telemetry_register(struct moq_relay *r)
+{
+	static int registered;
+
+	tel_relay = r;
+	if (registered)
+		return;
+	registered = 1;
+	rte_telemetry_register_cmd("/moqdp/stats", tel_stats, "Relay counters. No parameters");
+	rte_telemetry_register_cmd("/moqdp/conns", tel_conns,
+	                           "Open connections per worker. No parameters");
+	rte_telemetry_register_cmd("/moqdp/cache", tel_cache,
+	                           "Cache budget and use. No parameters");
+	rte_telemetry_register_cmd("/moqdp/tracks", tel_tracks,
+	                           "Tracks in the cache. No parameters");
+}
+
+void moq_relay_telemetry_unregister(struct moq_relay *r)
+{
+	if (tel_relay == r)
+		tel_relay = NULL;
+}

@@ -1,0 +1,798 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * relay.c: ports, workers and the worker iteration of moqdp-relay.
+ *
+ * A worker owns: its RX queues (l3fwd-style --queues), TX queue `id` on every
+ * port, one moq_net per port, one QUIC endpoint (worker id = its index, which
+ * the endpoint encodes in every CID it chooses) and a multi-producer /
+ * single-consumer rte_ring through which other workers hand it datagrams of
+ * its connections (DESIGN.md, rule 2).
+ */
+#include "relay.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rte_cycles.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include "moq_err.h"
+#include "pmd_port.h"
+#include "quic.h"
+#include "relay_int.h"
+
+static int rfail(char *err, size_t errlen, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+static int rfail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return MOQ_ERR_CONFIG;
+}
+
+uint64_t moq_relay_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* addresses ------------------------------------------------------------- */
+
+void moq_relay_addr_from(struct moq_quic_addr *a, int family, const uint8_t *ip, uint16_t port)
+{
+	memset(a, 0, sizeof(*a));
+	if (family == 4) {
+		a->u.in4.sin_family = AF_INET;
+		a->u.in4.sin_port = htons(port);
+		memcpy(&a->u.in4.sin_addr, ip, 4);
+		a->len = sizeof(a->u.in4);
+	} else {
+		a->u.in6.sin6_family = AF_INET6;
+		a->u.in6.sin6_port = htons(port);
+		memcpy(&a->u.in6.sin6_addr, ip, 16);
+		a->len = sizeof(a->u.in6);
+	}
+}
+
+/* The family, address bytes and port of @a; returns 4, 6 or 0. */
+static int addr_parts(const struct moq_quic_addr *a, const uint8_t **ip, uint16_t *port)
+{
+	if (a->u.sa.sa_family == AF_INET) {
+		*ip = (const uint8_t *)&a->u.in4.sin_addr;
+		*port = ntohs(a->u.in4.sin_port);
+		return 4;
+	}
+	if (a->u.sa.sa_family == AF_INET6) {
+		*ip = (const uint8_t *)&a->u.in6.sin6_addr;
+		*port = ntohs(a->u.in6.sin6_port);
+		return 6;
+	}
+	return 0;
+}
+
+/* The relay port whose interface has local address @ip. */
+static unsigned int port_for(const struct moq_relay *r, int family, const uint8_t *ip)
+{
+	for (unsigned int i = 0; i < r->nb_ports; i++) {
+		const struct moq_net_iface *f = &r->ports[i].ifc;
+
+		if (family == 4 && f->has_ip4 && memcmp(f->ip4, ip, 4) == 0)
+			return i;
+		if (family == 6 &&
+		    ((f->has_ip6 && memcmp(f->ip6, ip, 16) == 0) || memcmp(f->ip6_ll, ip, 16) == 0))
+			return i;
+	}
+	return 0;
+}
+
+/* TX -------------------------------------------------------------------- */
+
+static void tx_flush(struct moq_relay *r, struct relay_worker *w, unsigned int pi)
+{
+	uint16_t n = w->nb_tx[pi], sent;
+
+	if (n == 0)
+		return;
+	sent = rte_eth_tx_burst(r->ports[pi].port_id, (uint16_t)w->id, w->tx[pi], n);
+	for (uint16_t i = 0; i < sent; i++) {
+		w->st.tx_pkts++;
+		w->st.tx_bytes += rte_pktmbuf_pkt_len(w->tx[pi][i]);
+	}
+	if (sent < n) {
+		w->st.tx_drops += n - sent;
+		rte_pktmbuf_free_bulk(&w->tx[pi][sent], n - sent);
+	}
+	w->nb_tx[pi] = 0;
+}
+
+static void tx_add(struct moq_relay *r, struct relay_worker *w, unsigned int pi, struct rte_mbuf *m)
+{
+	if (w->nb_tx[pi] == MOQ_RELAY_TXBUF)
+		tx_flush(r, w, pi);
+	w->tx[pi][w->nb_tx[pi]++] = m;
+}
+
+/* Fill a burst of QUIC packets into fresh mbufs, wrap and queue them. */
+static int dpdk_send(struct moq_relay *r, struct relay_worker *w, uint64_t now)
+{
+	struct rte_mbuf *mb[MOQ_PMD_BURST];
+	struct moq_quic_pkt pk[MOQ_PMD_BURST];
+	int k;
+
+	if (rte_pktmbuf_alloc_bulk(w->pool, mb, MOQ_PMD_BURST) != 0) {
+		w->st.tx_nombuf++;
+		return 0;
+	}
+	for (int i = 0; i < MOQ_PMD_BURST; i++) {
+		pk[i].data = rte_pktmbuf_mtod(mb[i], uint8_t *);
+		pk[i].cap = rte_pktmbuf_tailroom(mb[i]);
+		pk[i].user = mb[i];
+	}
+	k = moq_quic_endpoint_send(w->ep, pk, MOQ_PMD_BURST, now);
+	if (k < 0)
+		k = 0;
+	for (int i = 0; i < k; i++) {
+		struct rte_mbuf *m = mb[i], *sol = NULL;
+		const uint8_t *lip, *rip;
+		uint16_t lport, rport;
+		int fam = addr_parts(&pk[i].local, &lip, &lport);
+		unsigned int pi;
+
+		if (fam == 0 || addr_parts(&pk[i].remote, &rip, &rport) != fam ||
+		    rte_pktmbuf_append(m, (uint16_t)pk[i].len) == NULL) {
+			rte_pktmbuf_free(m);
+			w->st.tx_drops++;
+			continue;
+		}
+		pi = port_for(r, fam, lip);
+		if (moq_net_udp_encap_mbuf(w->net[pi], m, fam, rip, lport, rport, pk[i].ecn, now,
+		                           w->pool, &sol) == 0) {
+			tx_add(r, w, pi, m);
+		} else {
+			rte_pktmbuf_free(m); /* next hop unresolved: QUIC retransmits */
+			w->st.tx_unresolved++;
+		}
+		if (sol != NULL)
+			tx_add(r, w, pi, sol);
+	}
+	if (k < MOQ_PMD_BURST)
+		rte_pktmbuf_free_bulk(&mb[k], (unsigned int)(MOQ_PMD_BURST - k));
+	return k;
+}
+
+/* RX -------------------------------------------------------------------- */
+
+/* Hand a datagram to the endpoint; on another worker's CID forward @m (which
+ * then belongs to that worker). Returns 1 when @m was forwarded. */
+static int deliver(struct moq_relay *r, struct relay_worker *w, const struct moq_net_udp *u,
+                   struct rte_mbuf *m, uint64_t now, int may_redirect)
+{
+	struct moq_quic_addr local, remote;
+	int rc, t;
+
+	moq_relay_addr_from(&local, u->family, u->dst, u->dport);
+	moq_relay_addr_from(&remote, u->family, u->src, u->sport);
+	rc = moq_quic_endpoint_recv(w->ep, u->payload, u->len, &local, &remote, now);
+	if (rc != MOQ_ERR_NOTFOUND)
+		return 0;
+	t = moq_quic_pkt_worker(u->payload, u->len);
+	if (!may_redirect || t < 0 || (unsigned int)t >= r->nb_workers ||
+	    (unsigned int)t == w->id) {
+		w->st.redirect_drops++;
+		return 0;
+	}
+	if (rte_ring_mp_enqueue(r->w[t]->ring, m) != 0) {
+		w->st.redirect_drops++;
+		return 0;
+	}
+	w->st.redirected++;
+	return 1;
+}
+
+static void handle_frame(struct moq_relay *r, struct relay_worker *w, unsigned int pi,
+                         struct rte_mbuf *m, uint64_t now, int may_redirect)
+{
+	struct moq_net_udp u;
+	struct rte_mbuf *reply = NULL;
+	enum moq_net_verdict v;
+
+	w->st.rx_pkts++;
+	w->st.rx_bytes += rte_pktmbuf_pkt_len(m);
+	v = moq_net_rx_mbuf(w->net[pi], m, now, &u, w->pool, &reply);
+	if (v == MOQ_NET_REPLY && reply != NULL)
+		tx_add(r, w, pi, reply);
+	if (v == MOQ_NET_UDP && deliver(r, w, &u, m, now, may_redirect))
+		return; /* now the owner's */
+	rte_pktmbuf_free(m);
+}
+
+static int dpdk_poll(struct moq_relay *r, struct relay_worker *w, uint64_t now)
+{
+	struct rte_mbuf *mb[MOQ_PMD_BURST];
+	int work = 0;
+	unsigned int n;
+
+	for (unsigned int q = 0; q < w->nb_rxq; q++) {
+		unsigned int pi = w->rxq[q].pi;
+
+		n = rte_eth_rx_burst(r->ports[pi].port_id, w->rxq[q].queue, mb, MOQ_PMD_BURST);
+		for (unsigned int i = 0; i < n; i++)
+			handle_frame(r, w, pi, mb[i], now, 1);
+		work += (int)n;
+	}
+	n = rte_ring_sc_dequeue_burst(w->ring, (void **)mb, MOQ_PMD_BURST, NULL);
+	for (unsigned int i = 0; i < n; i++) {
+		uint16_t pid = mb[i]->port;
+		unsigned int pi = pid < RTE_MAX_ETHPORTS ? r->port_index[pid] : 0;
+
+		w->st.redirected_in++;
+		handle_frame(r, w, pi, mb[i], now, 0);
+	}
+	work += (int)n;
+	if (w->ep != NULL) {
+		if (now >= w->next_expiry)
+			work += moq_quic_endpoint_timers(w->ep, now);
+		/* a few bursts per iteration, then poll RX again */
+		for (int b = 0; b < 4 && moq_quic_endpoint_pending(w->ep); b++) {
+			int k = dpdk_send(r, w, now);
+
+			work += k;
+			if (k < MOQ_PMD_BURST)
+				break;
+		}
+		w->next_expiry = moq_quic_endpoint_next_expiry(w->ep);
+	}
+	for (unsigned int pi = 0; pi < r->nb_ports; pi++)
+		tx_flush(r, w, pi);
+	return work;
+}
+
+int moq_relay_poll(struct moq_relay *r, unsigned int wi)
+{
+	struct relay_worker *w;
+	uint64_t t0, t1, now;
+	int work;
+
+	if (wi >= r->nb_workers)
+		return MOQ_ERR_INVAL;
+	w = r->w[wi];
+	t0 = rte_rdtsc();
+	now = moq_relay_now_ns();
+	if (r->cfg.backend == MOQ_CFG_BACKEND_KERNEL)
+		work = moq_relay_kernel_poll(r, w, now);
+	else
+		work = dpdk_poll(r, w, now);
+	if (w->ep != NULL && now - w->stats_ns >= 100000000ull) { /* 10 Hz copy for main */
+		moq_quic_endpoint_stats(w->ep, &w->qs);
+		w->stats_ns = now;
+	}
+	t1 = rte_rdtsc();
+	if (work > 0)
+		w->st.busy_tsc += t1 - t0;
+	else
+		w->st.idle_tsc += t1 - t0;
+	return work;
+}
+
+/* set-up ---------------------------------------------------------------- */
+
+/* moq.h's MOQ_ALPN_05/04/03, in preference order (moq/ is not linked yet). */
+static const char *const relay_alpn[] = {"moq-lite-05", "moq-lite-04", "moq-lite-03"};
+
+static struct moq_quic_endpoint *make_endpoint(const struct moq_pmd_config *cfg, unsigned int id,
+                                               const uint8_t *secret, int *err)
+{
+	struct moq_quic_config qc;
+
+	memset(&qc, 0, sizeof(qc));
+	qc.role = MOQ_QUIC_SERVER;
+	qc.worker_id = (uint8_t)id;
+	qc.cert_file = cfg->cert[0] ? cfg->cert : NULL;
+	qc.key_file = cfg->key[0] ? cfg->key : NULL;
+	qc.alpn = relay_alpn;
+	qc.alpn_count = sizeof(relay_alpn) / sizeof(relay_alpn[0]);
+	qc.secret = secret;
+	qc.max_conns = cfg->max_connections;
+	qc.max_streams_uni = cfg->max_streams;
+	qc.max_streams_bidi = cfg->max_streams;
+	qc.idle_timeout_ns = cfg->idle_timeout_us * 1000;
+	qc.max_udp_payload = (size_t)cfg->mtu - 48 < MOQ_QUIC_MAX_UDP_PAYLOAD
+	                             ? (size_t)cfg->mtu - 48 /* IPv6 + UDP headers */
+	                             : MOQ_QUIC_MAX_UDP_PAYLOAD;
+	return moq_quic_endpoint_new(&qc, err);
+}
+
+static int lcore_of_worker(const unsigned int *lcores, unsigned int n, unsigned int lcore)
+{
+	for (unsigned int i = 0; i < n; i++)
+		if (lcores[i] == lcore)
+			return (int)i;
+	return -1;
+}
+
+/* Ports in use: the portmask, or every port. */
+static int pick_ports(struct moq_relay *r, char *err, size_t errlen)
+{
+	uint16_t pid;
+
+	RTE_ETH_FOREACH_DEV(pid)
+	{
+		if (r->cfg.portmask != 0 && (pid >= 64 || !(r->cfg.portmask & (1ull << pid))))
+			continue;
+		if (r->nb_ports == MOQ_RELAY_MAX_PORTS)
+			return rfail(err, errlen, "--portmask: more than %d ports",
+			             MOQ_RELAY_MAX_PORTS);
+		r->port_index[pid] = (uint16_t)r->nb_ports;
+		r->ports[r->nb_ports++].port_id = pid;
+	}
+	if (r->nb_ports == 0)
+		return rfail(err, errlen,
+		             "no DPDK port: give EAL a device (-a <pci> or --vdev=net_tap0) or "
+		             "use --backend kernel");
+	return 0;
+}
+
+/* Worker set: the lcores of --queues, or the first worker lcore. */
+static int pick_workers(struct moq_relay *r, unsigned int *lcores, char *err, size_t errlen)
+{
+	unsigned int n = 0;
+
+	if (r->cfg.nb_queues == 0) {
+		unsigned int lc = rte_get_next_lcore(-1, 1, 0);
+
+		if (lc >= RTE_MAX_LCORE)
+			return rfail(err, errlen,
+			             "EAL: no worker lcore (give at least two, e.g. -l 0-1)");
+		lcores[n++] = lc;
+		if (r->cfg.backend == MOQ_CFG_BACKEND_DPDK)
+			for (unsigned int i = 0; i < r->nb_ports; i++) {
+				r->cfg.queues[i].port = r->ports[i].port_id;
+				r->cfg.queues[i].queue = 0;
+				r->cfg.queues[i].lcore = (uint16_t)lc;
+				r->cfg.nb_queues = i + 1;
+			}
+	} else {
+		for (unsigned int i = 0; i < r->cfg.nb_queues; i++) {
+			unsigned int lc = r->cfg.queues[i].lcore;
+
+			if (lc >= RTE_MAX_LCORE || !rte_lcore_is_enabled(lc))
+				return rfail(err, errlen,
+				             "--queues: lcore %u is not in EAL's -l/-c set", lc);
+			if (lc == rte_get_main_lcore())
+				return rfail(err, errlen,
+				             "--queues: lcore %u is the main lcore (control work "
+				             "only)",
+				             lc);
+			if (lcore_of_worker(lcores, n, lc) < 0) {
+				if (n == MOQ_RELAY_MAX_WORKERS)
+					return rfail(err, errlen, "--queues: more than %d lcores",
+					             MOQ_RELAY_MAX_WORKERS);
+				lcores[n++] = lc;
+			}
+		}
+	}
+	r->nb_workers = n;
+	return 0;
+}
+
+/* Addresses: port k gets the k-th IPv4 and the k-th IPv6 of --listen. */
+static int assign_addresses(struct moq_relay *r, char *err, size_t errlen)
+{
+	unsigned int n4 = 0, n6 = 0;
+
+	for (unsigned int i = 0; i < r->cfg.nb_listen; i++) {
+		const struct moq_cfg_addr *a = &r->cfg.listen[i];
+		static const uint8_t zero[16];
+
+		if (memcmp(a->addr, zero, a->family == AF_INET ? 4 : 16) == 0)
+			return rfail(err, errlen,
+			             "--listen: the dpdk backend needs the port's own address "
+			             "(e.g. --listen 10.0.0.2/24)");
+		if (a->family == AF_INET) {
+			if (n4 >= r->nb_ports)
+				return rfail(err, errlen,
+				             "--listen: more IPv4 addresses than ports");
+			memcpy(r->ports[n4].ip4, a->addr, 4);
+			r->ports[n4].ip4_prefix = a->prefixlen;
+			r->ports[n4++].has_ip4 = 1;
+		} else {
+			if (n6 >= r->nb_ports)
+				return rfail(err, errlen,
+				             "--listen: more IPv6 addresses than ports");
+			memcpy(r->ports[n6].ip6, a->addr, 16);
+			r->ports[n6].ip6_prefix = a->prefixlen;
+			r->ports[n6++].has_ip6 = 1;
+		}
+	}
+	return 0;
+}
+
+static int setup_ports(struct moq_relay *r, char *err, size_t errlen)
+{
+	for (unsigned int i = 0; i < r->nb_ports; i++) {
+		struct relay_port *p = &r->ports[i];
+		uint16_t nb_rxq = 0;
+		unsigned int n;
+		int rc;
+
+		for (unsigned int q = 0; q < r->cfg.nb_queues; q++)
+			if (r->cfg.queues[q].port == p->port_id && r->cfg.queues[q].queue >= nb_rxq)
+				nb_rxq = (uint16_t)(r->cfg.queues[q].queue + 1);
+		for (uint16_t q = 0; q < nb_rxq; q++) {
+			int found = 0;
+
+			for (unsigned int k = 0; k < r->cfg.nb_queues; k++)
+				found |= r->cfg.queues[k].port == p->port_id &&
+				         r->cfg.queues[k].queue == q;
+			if (!found)
+				return rfail(
+				        err, errlen,
+				        "--queues: port %u queue %u has no lcore (queues 0..%u "
+				        "must all be polled)",
+				        p->port_id, q, nb_rxq - 1);
+		}
+		if (nb_rxq == 0)
+			return rfail(err, errlen, "--queues: port %u has no queue", p->port_id);
+		rc = moq_pmd_port_plan(p->port_id, &r->cfg, nb_rxq, (uint16_t)r->nb_workers,
+		                       RTE_MBUF_DEFAULT_BUF_SIZE, &p->pp, err, errlen);
+		if (rc != 0)
+			return rc;
+		if (r->pools[p->pp.socket] == NULL) {
+			unsigned int rxd = 0, txd = 0;
+
+			for (unsigned int k = 0; k < r->nb_ports; k++) {
+				/* every port on this socket: queues x descriptors */
+				rxd += (unsigned int)nb_rxq * p->pp.nb_rxd;
+				txd += r->nb_workers * p->pp.nb_txd;
+			}
+			/* + what QUIC holds between send and TX completion: a burst
+			 * per worker per port in the TX buffers */
+			n = moq_pmd_pool_size(rxd, txd, r->nb_workers + 1,
+			                      r->nb_workers * r->nb_ports * MOQ_RELAY_TXBUF);
+			r->pools[p->pp.socket] = moq_pmd_pool_create("relay", p->pp.socket, n,
+			                                             RTE_MBUF_DEFAULT_BUF_SIZE);
+			if (r->pools[p->pp.socket] == NULL)
+				return rfail(err, errlen,
+				             "socket %d: cannot create a pool of %u mbufs: %s "
+				             "(more hugepages, or -m/--socket-mem)",
+				             p->pp.socket, n, rte_strerror(rte_errno));
+		}
+		p->pool = r->pools[p->pp.socket];
+		rc = moq_pmd_port_start(&p->pp, p->pool, err, errlen);
+		if (rc != 0)
+			return rc;
+		moq_net_iface_init(&p->ifc, p->pp.mac.addr_bytes, p->has_ip4 ? p->ip4 : NULL,
+		                   p->ip4_prefix, p->has_ip6 ? p->ip6 : NULL, p->ip6_prefix,
+		                   r->cfg.udp_port);
+		if (r->cfg.gateway4.family) {
+			memcpy(p->ifc.gw4, r->cfg.gateway4.addr, 4);
+			p->ifc.has_gw4 = 1;
+		}
+		if (r->cfg.gateway6.family) {
+			memcpy(p->ifc.gw6, r->cfg.gateway6.addr, 16);
+			p->ifc.has_gw6 = 1;
+		}
+		p->ifc.tx_offloads = (p->pp.tx_ip_csum ? MOQ_NET_TX_IP_CSUM : 0) |
+		                     (p->pp.tx_udp_csum ? MOQ_NET_TX_UDP_CSUM : 0);
+		p->ifc.l4_partial_ok = (p->pp.profile->flags & MOQ_PMD_F_L4_PARTIAL) != 0;
+	}
+	return 0;
+}
+
+/* RFC 5227 ARP announcement and an unsolicited NA on every port, so
+ * neighbours learn (or update) our MAC at start. */
+static void announce(struct moq_relay *r)
+{
+	for (unsigned int i = 0; i < r->nb_ports; i++) {
+		struct relay_port *p = &r->ports[i];
+		struct rte_mbuf *m[2];
+		uint16_t n = 0;
+		uint8_t buf[128];
+		int len;
+
+		if (p->ifc.has_ip4 &&
+		    (len = moq_net_arp_build(&p->ifc, buf, sizeof(buf), 1, NULL, p->ifc.ip4)) > 0 &&
+		    (m[n] = rte_pktmbuf_alloc(p->pool)) != NULL)
+			memcpy(rte_pktmbuf_append(m[n++], (uint16_t)len), buf, (size_t)len);
+		if (p->ifc.has_ip6 && (len = moq_net_na_build(&p->ifc, buf, sizeof(buf))) > 0 &&
+		    (m[n] = rte_pktmbuf_alloc(p->pool)) != NULL)
+			memcpy(rte_pktmbuf_append(m[n++], (uint16_t)len), buf, (size_t)len);
+		if (n > 0) {
+			uint16_t sent = rte_eth_tx_burst(p->port_id, 0, m, n);
+
+			if (sent < n)
+				rte_pktmbuf_free_bulk(&m[sent], n - sent);
+		}
+	}
+}
+
+static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *err, size_t errlen)
+{
+	uint8_t secret[MOQ_QUIC_SECRET_LEN];
+	FILE *f = fopen("/dev/urandom", "r");
+
+	/* one stateless-reset / Retry secret for all workers (quic.h) */
+	if (f == NULL || fread(secret, 1, sizeof(secret), f) != sizeof(secret)) {
+		if (f)
+			fclose(f);
+		return rfail(err, errlen, "cannot read /dev/urandom");
+	}
+	fclose(f);
+	for (unsigned int i = 0; i < r->nb_workers; i++) {
+		int sock = (int)rte_lcore_to_socket_id(lcores[i]);
+		struct relay_worker *w;
+		char name[RTE_RING_NAMESIZE];
+		int qerr = 0;
+
+		w = rte_zmalloc_socket("moqdp_worker", sizeof(*w), RTE_CACHE_LINE_SIZE, sock);
+		if (w == NULL)
+			return rfail(err, errlen, "worker %u: out of memory", i);
+		r->w[i] = w;
+		w->id = i;
+		w->lcore = lcores[i];
+		w->fd = -1;
+		snprintf(name, sizeof(name), "moqdp_rd_%u_%d", i, (int)getpid());
+		w->ring = rte_ring_create(name, r->cfg.redirect_ring, sock, RING_F_SC_DEQ);
+		if (w->ring == NULL)
+			return rfail(err, errlen, "--redirect-ring: cannot create ring %s: %s",
+			             name, rte_strerror(rte_errno));
+		for (unsigned int q = 0; q < r->cfg.nb_queues; q++) {
+			if (r->cfg.queues[q].lcore != lcores[i] || w->nb_rxq == MOQ_RELAY_MAX_RXQ)
+				continue;
+			w->rxq[w->nb_rxq].pi = r->port_index[r->cfg.queues[q].port];
+			w->rxq[w->nb_rxq++].queue = r->cfg.queues[q].queue;
+		}
+		for (unsigned int pi = 0; pi < r->nb_ports; pi++) {
+			w->net[pi] = rte_zmalloc_socket("moqdp_net", sizeof(struct moq_net),
+			                                RTE_CACHE_LINE_SIZE, sock);
+			if (w->net[pi] == NULL)
+				return rfail(err, errlen, "worker %u: out of memory", i);
+			moq_net_init(w->net[pi], &r->ports[pi].ifc);
+		}
+		w->pool = r->nb_ports > 0 ? r->ports[0].pool : r->kpool;
+		for (unsigned int pi = 0; pi < r->nb_ports; pi++)
+			if (r->ports[pi].pp.socket == sock)
+				w->pool = r->ports[pi].pool;
+		w->ep = make_endpoint(&r->cfg, i, secret, &qerr);
+		if (w->ep == NULL)
+			return rfail(err, errlen, "%s: cannot set up TLS/QUIC (%s)",
+			             r->cfg.cert[0] ? "--cert" : "worker", moq_err_str(qerr));
+		if (r->cfg.backend == MOQ_CFG_BACKEND_KERNEL &&
+		    moq_relay_kernel_open(r, w, err, errlen) != 0)
+			return MOQ_ERR_CONFIG;
+	}
+	return 0;
+}
+
+struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, size_t errlen)
+{
+	unsigned int lcores[MOQ_RELAY_MAX_WORKERS];
+	struct moq_relay *r = rte_zmalloc("moqdp_relay", sizeof(*r), RTE_CACHE_LINE_SIZE);
+	uint8_t fp[32];
+
+	if (r == NULL) {
+		rfail(err, errlen, "out of memory");
+		return NULL;
+	}
+	r->cfg = *cfg;
+	r->http_fd = -1;
+	r->t0_ns = moq_relay_now_ns();
+	if (cfg->backend == MOQ_CFG_BACKEND_DPDK) {
+		if (pick_ports(r, err, errlen) != 0 || pick_workers(r, lcores, err, errlen) != 0 ||
+		    assign_addresses(r, err, errlen) != 0 || setup_ports(r, err, errlen) != 0)
+			goto fail;
+	} else {
+		if (pick_workers(r, lcores, err, errlen) != 0)
+			goto fail;
+		/* redirect copies between workers */
+		r->kpool = moq_pmd_pool_create("kern", (int)rte_socket_id(),
+		                               r->nb_workers * r->cfg.redirect_ring + 1024,
+		                               RTE_MBUF_DEFAULT_BUF_SIZE);
+		if (r->kpool == NULL) {
+			rfail(err, errlen, "cannot create the redirect pool: %s",
+			      rte_strerror(rte_errno));
+			goto fail;
+		}
+	}
+	if (setup_workers(r, lcores, err, errlen) != 0)
+		goto fail;
+	if (r->nb_workers > 0 && moq_quic_endpoint_fingerprint(r->w[0]->ep, fp) == 0)
+		moq_quic_fingerprint_str(fp, r->fingerprint, sizeof(r->fingerprint));
+	if (cfg->backend == MOQ_CFG_BACKEND_DPDK)
+		announce(r);
+	if (moq_relay_mgmt_open(r, err, errlen) != 0)
+		goto fail;
+	moq_relay_telemetry_register(r);
+	return r;
+
+fail:
+	moq_relay_destroy(r);
+	return NULL;
+}
+
+void moq_relay_destroy(struct moq_relay *r)
+{
+	if (r == NULL)
+		return;
+	moq_relay_telemetry_unregister(r);
+	moq_relay_mgmt_close(r);
+	for (unsigned int i = 0; i < MOQ_RELAY_MAX_WORKERS; i++) {
+		struct relay_worker *w = r->w[i];
+
+		if (w == NULL)
+			continue;
+		moq_quic_endpoint_free(w->ep);
+		if (w->fd >= 0)
+			close(w->fd);
+		rte_free(w->kbuf);
+		if (w->ring != NULL) {
+			struct rte_mbuf *m;
+
+			while (rte_ring_dequeue(w->ring, (void **)&m) == 0)
+				rte_pktmbuf_free(m);
+			rte_ring_free(w->ring);
+		}
+		for (unsigned int pi = 0; pi < MOQ_RELAY_MAX_PORTS; pi++) {
+			if (w->nb_tx[pi] > 0)
+				rte_pktmbuf_free_bulk(w->tx[pi], w->nb_tx[pi]);
+			rte_free(w->net[pi]);
+		}
+		rte_free(w);
+	}
+	for (unsigned int i = 0; i < r->nb_ports; i++)
+		moq_pmd_port_stop(&r->ports[i].pp);
+	for (unsigned int s = 0; s < RTE_MAX_NUMA_NODES; s++)
+		rte_mempool_free(r->pools[s]);
+	rte_mempool_free(r->kpool);
+	rte_free(r);
+}
+
+/* lcores and the main loop ---------------------------------------------- */
+
+static int worker_main(void *arg)
+{
+	struct relay_worker *w = arg;
+	struct moq_relay *r = w->relay;
+
+	while (!__atomic_load_n(&r->quit, __ATOMIC_RELAXED))
+		moq_relay_poll(r, w->id);
+	return 0;
+}
+
+void moq_relay_quit(struct moq_relay *r)
+{
+	__atomic_store_n(&r->quit, 1, __ATOMIC_RELAXED);
+}
+
+void moq_relay_drain(struct moq_relay *r)
+{
+	__atomic_store_n(&r->drain, 1, __ATOMIC_RELAXED);
+}
+
+void moq_relay_reload(struct moq_relay *r)
+{
+	__atomic_store_n(&r->reload, 1, __ATOMIC_RELAXED);
+}
+
+/* SIGHUP: load the configured certificate into a scratch endpoint; a bad
+ * one keeps the old. */
+static void do_reload(struct moq_relay *r)
+{
+	struct moq_quic_endpoint *ep;
+	int qerr = 0;
+
+	if (r->cfg.cert[0] == '\0') {
+		fprintf(stderr, "moqdp-relay: reload: no --cert configured, nothing to reload\n");
+		return;
+	}
+	ep = make_endpoint(&r->cfg, 0, NULL, &qerr);
+	if (ep == NULL) {
+		fprintf(stderr, "moqdp-relay: reload: %s is not usable (%s); keeping the old one\n",
+		        r->cfg.cert, moq_err_str(qerr));
+		r->reload_failed++;
+		return;
+	}
+	moq_quic_endpoint_free(ep);
+	/* quic.h has no way yet to swap a live endpoint's certificate */
+	fprintf(stderr,
+	        "moqdp-relay: reload: %s is valid; it takes effect for new workers at the next "
+	        "restart\n",
+	        r->cfg.cert);
+	r->reloads++;
+}
+
+int moq_relay_run(struct moq_relay *r)
+{
+	struct moq_relay_stats prev, now;
+	uint64_t last_line = moq_relay_now_ns(), drain_deadline = 0;
+	char line[512];
+
+	for (unsigned int i = 0; i < r->nb_workers; i++) {
+		r->w[i]->relay = r;
+		if (rte_eal_remote_launch(worker_main, r->w[i], r->w[i]->lcore) != 0) {
+			fprintf(stderr, "moqdp-relay: cannot launch lcore %u\n", r->w[i]->lcore);
+			moq_relay_quit(r);
+		}
+	}
+	moq_relay_stats(r, &prev);
+	while (!__atomic_load_n(&r->quit, __ATOMIC_RELAXED)) {
+		uint64_t t = moq_relay_now_ns();
+
+		moq_relay_mgmt_poll(r, 50); /* waits up to 50 ms for a client */
+		if (__atomic_exchange_n(&r->reload, 0, __ATOMIC_RELAXED))
+			do_reload(r);
+		if (__atomic_load_n(&r->drain, __ATOMIC_RELAXED) && drain_deadline == 0) {
+			drain_deadline = t + r->cfg.drain_timeout_us * 1000;
+			fprintf(stderr, "moqdp-relay: draining (up to %" PRIu64 " ms)\n",
+			        r->cfg.drain_timeout_us / 1000);
+		}
+		if (r->cfg.stats_interval_us && t - last_line >= r->cfg.stats_interval_us * 1000) {
+			moq_relay_stats(r, &now);
+			moq_relay_stats_line(&now, &prev, line, sizeof(line));
+			fprintf(stderr, "%s\n", line);
+			prev = now;
+			last_line = t;
+		}
+		if (drain_deadline != 0) {
+			moq_relay_stats(r, &now);
+			if (now.conns == 0 || t >= drain_deadline) {
+				fprintf(stderr,
+				        "moqdp-relay: drained (%" PRIu64 " connections left)\n",
+				        now.conns);
+				moq_relay_quit(r);
+			}
+		}
+	}
+	rte_eal_mp_wait_lcore();
+	moq_relay_stats(r, &now);
+	moq_relay_stats_line(&now, NULL, line, sizeof(line));
+	fprintf(stderr, "moqdp-relay: stopped: %s\n", line);
+	return 0;
+}
+
+/* accessors ------------------------------------------------------------- */
+
+int moq_relay_port_id(const struct moq_relay *r, unsigned int i)
+{
+	return i < r->nb_ports ? r->ports[i].port_id : MOQ_ERR_NOTFOUND;
+}
+
+struct moq_net *moq_relay_net(struct moq_relay *r, unsigned int w, unsigned int i)
+{
+	return w < r->nb_workers && i < r->nb_ports ? r->w[w]->net[i] : NULL;
+}
+
+struct rte_mempool *moq_relay_pool(struct moq_relay *r, unsigned int i)
+{
+	return i < r->nb_ports ? r->ports[i].pool : NULL;
+}
+
+unsigned int moq_relay_http_port(const struct moq_relay *r)
+{
+	return r->http_port;
+}
+
+void moq_relay_fingerprint(const struct moq_relay *r, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s", r->fingerprint);
+}

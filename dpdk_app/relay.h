@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * relay.h: the moqdp-relay program as a library: ports and workers from a
+ * struct moq_pmd_config, the run-to-completion worker iteration (RX burst ->
+ * network stack -> QUIC endpoint -> TX burst), the kernel-socket backend,
+ * counters, the stats line, Prometheus text and rte_telemetry commands.
+ * main.c is a thin shell around it; tests drive single iterations.
+ *
+ * Threads: worker w's state is touched only by the lcore running it (or a
+ * test calling moq_relay_poll on one thread). The main lcore reads counters
+ * (64-bit, written by one worker each) and sets the quit/drain/reload flags.
+ */
+#ifndef MOQ_DPDK_APP_RELAY_H
+#define MOQ_DPDK_APP_RELAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net.h"
+#include "pmd_config.h"
+
+struct moq_relay;
+
+/* Most workers (lcores running endpoints). The QUIC CID carries a worker id
+ * byte; DPDK's RTE_MAX_LCORE bounds it further. */
+#define MOQ_RELAY_MAX_WORKERS 64
+
+/* Counters summed over workers and ports (moq_relay_stats). */
+struct moq_relay_stats {
+	unsigned int workers, ports;
+	uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes; /* frames / datagrams */
+	uint64_t rx_udp;                               /* datagrams to QUIC */
+	uint64_t rx_nombuf;                            /* ports' rte_eth_stats */
+	uint64_t imissed;
+	uint64_t tx_drops;       /* TX ring full / no mbuf */
+	uint64_t redirected;     /* datagrams sent to their owner worker */
+	uint64_t redirect_drops; /* owner's ring full / unknown worker */
+	uint64_t busy_tsc, idle_tsc;
+	uint64_t tsc_hz;
+	uint64_t net_drops;                  /* sum of net_drop[] */
+	uint64_t net_drop[MOQ_NET_DROP_MAX]; /* per reason */
+	uint64_t quic_dropped;               /* undecodable / refused datagrams */
+	uint64_t conns, conns_total, half_open;
+	uint64_t subscribers;
+	uint64_t cache_used, cache_budget;
+	uint64_t uptime_ns;
+};
+
+/*
+ * moq_relay_create: set up everything @cfg describes (after rte_eal_init):
+ * ports, mempools per socket, per-worker network contexts, redirect rings and
+ * QUIC endpoints (or kernel sockets for --backend kernel). Telemetry commands
+ * are registered. Workers are not started. Returns the relay, or NULL with
+ * one line in @err naming the option or the step that failed.
+ */
+struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, size_t errlen);
+
+/*
+ * moq_relay_poll: one iteration of worker @w (0..workers-1): RX bursts of its
+ * queues, its redirect ring, timers, a TX burst. Returns the number of
+ * packets handled (0 = idle), or MOQ_ERR_INVAL for a bad @w.
+ */
+int moq_relay_poll(struct moq_relay *r, unsigned int w);
+
+/*
+ * moq_relay_run: launch the workers on their lcores and run the main lcore's
+ * loop (stats line, management HTTP, signals) until moq_relay_quit, or
+ * until a drain finishes. Returns 0.
+ */
+int moq_relay_run(struct moq_relay *r);
+
+/* Flags for the signal handlers (async-signal-safe). */
+void moq_relay_quit(struct moq_relay *r);
+void moq_relay_drain(struct moq_relay *r);
+void moq_relay_reload(struct moq_relay *r);
+
+/* moq_relay_destroy: stop ports, free endpoints, rings, pools. */
+void moq_relay_destroy(struct moq_relay *r);
+
+/* moq_relay_stats: sum the workers' counters into @out. */
+void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *out);
+
+/*
+ * moq_relay_stats_line: the one-line summary ("conns=.. subs=.. in=..Gbps
+ * out=..Gbps rx=..Mpps busy=..% cache=../.. drops=..") from @now and the
+ * previous sample @prev (rates over the interval; NULL = totals). Returns
+ * the length written (truncated to @len).
+ */
+int moq_relay_stats_line(const struct moq_relay_stats *now, const struct moq_relay_stats *prev,
+                         char *buf, size_t len);
+
+/*
+ * moq_relay_metrics: Prometheus text exposition (moqdp_* names, base units,
+ * _total counters) into @buf. Returns the length, or MOQ_ERR_TOO_LARGE.
+ */
+int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len);
+
+/* moq_relay_mac: port @port's MAC address (the port order of the relay). */
+int moq_relay_port_id(const struct moq_relay *r, unsigned int i);
+
+/* moq_relay_net: worker @w's network context on the relay's port @i (tests). */
+struct moq_net *moq_relay_net(struct moq_relay *r, unsigned int w, unsigned int i);
+
+/* moq_relay_pool: the RX mempool of port @i (tests). */
+struct rte_mempool *moq_relay_pool(struct moq_relay *r, unsigned int i);
+
+/* moq_relay_http_port: the TCP port the management listener is bound to, 0
+ * when off (useful with --mgmt 127.0.0.1:0... not accepted; tests read it). */
+unsigned int moq_relay_http_port(const struct moq_relay *r);
+
+/* moq_relay_fingerprint: the SHA-256 fingerprint of the certificate as
+ * "AB:CD:..." into @buf (>= 96 bytes); "" for the kernel backend without
+ * endpoints. */
+void moq_relay_fingerprint(const struct moq_relay *r, char *buf, size_t len);
+
+#endif /* MOQ_DPDK_APP_RELAY_H */

@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * relay_int.h: the relay's internal state, shared by relay.c, kernel.c and
+ * mgmt.c. Not a public header.
+ */
+#ifndef MOQ_DPDK_APP_RELAY_INT_H
+#define MOQ_DPDK_APP_RELAY_INT_H
+
+#include <stdint.h>
+
+#include <rte_common.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include "net.h"
+#include "pmd_port.h"
+#include "quic.h"
+#include "relay.h"
+
+#define MOQ_RELAY_MAX_PORTS 8
+#define MOQ_RELAY_MAX_RXQ   16
+/* TX mbufs buffered per port before a tx_burst: two bursts. */
+#define MOQ_RELAY_TXBUF 64
+
+/* Counters a worker writes and the main lcore reads. */
+struct relay_worker_stats {
+	uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes;
+	uint64_t tx_drops, tx_nombuf, tx_unresolved;
+	uint64_t redirected, redirected_in, redirect_drops;
+	uint64_t busy_tsc, idle_tsc;
+};
+
+struct relay_kbuf;
+
+struct relay_worker {
+	struct moq_relay *relay;
+	unsigned int id, lcore;
+	unsigned int nb_rxq;
+	struct {
+		uint16_t pi; /* relay port index */
+		uint16_t queue;
+	} rxq[MOQ_RELAY_MAX_RXQ];
+	struct moq_net *net[MOQ_RELAY_MAX_PORTS];
+	struct moq_quic_endpoint *ep;
+	struct rte_ring *ring; /* datagrams of our connections from other workers */
+	struct rte_mempool *pool;
+	uint64_t next_expiry, stats_ns;
+	int fd;                      /* kernel backend: this worker's SO_REUSEPORT socket */
+	struct moq_quic_addr klocal; /* its bound address */
+	struct relay_kbuf *kbuf;     /* its datagram buffers */
+	struct rte_mbuf *tx[MOQ_RELAY_MAX_PORTS][MOQ_RELAY_TXBUF];
+	uint16_t nb_tx[MOQ_RELAY_MAX_PORTS];
+	struct relay_worker_stats st __rte_cache_aligned;
+	struct moq_quic_stats qs; /* copied from the endpoint at 10 Hz */
+} __rte_cache_aligned;
+
+struct relay_port {
+	uint16_t port_id;
+	uint8_t has_ip4, has_ip6, ip4_prefix, ip6_prefix;
+	uint8_t ip4[4], ip6[16];
+	struct moq_pmd_port pp;
+	struct moq_net_iface ifc;
+	struct rte_mempool *pool;
+};
+
+struct moq_relay {
+	struct moq_pmd_config cfg;
+	unsigned int nb_ports, nb_workers;
+	struct relay_port ports[MOQ_RELAY_MAX_PORTS];
+	uint16_t port_index[RTE_MAX_ETHPORTS];
+	struct relay_worker *w[MOQ_RELAY_MAX_WORKERS];
+	struct rte_mempool *pools[RTE_MAX_NUMA_NODES];
+	struct rte_mempool *kpool; /* kernel backend: redirect copies */
+	int quit, drain, reload;
+	uint64_t reloads, reload_failed;
+	int http_fd;
+	unsigned int http_port;
+	uint64_t http_requests;
+	uint64_t t0_ns;
+	char fingerprint[100];
+};
+
+uint64_t moq_relay_now_ns(void);
+void moq_relay_addr_from(struct moq_quic_addr *a, int family, const uint8_t *ip, uint16_t port);
+
+/* kernel.c: the kernel-socket backend */
+int moq_relay_kernel_open(struct moq_relay *r, struct relay_worker *w, char *err, size_t errlen);
+int moq_relay_kernel_poll(struct moq_relay *r, struct relay_worker *w, uint64_t now);
+
+/* mgmt.c: HTTP listener, telemetry */
+int moq_relay_mgmt_open(struct moq_relay *r, char *err, size_t errlen);
+void moq_relay_mgmt_poll(struct moq_relay *r, int timeout_ms);
+void moq_relay_mgmt_close(struct moq_relay *r);
+void moq_relay_telemetry_register(struct moq_relay *r);
+void moq_relay_telemetry_unregister(struct moq_relay *r);
+
+#endif /* MOQ_DPDK_APP_RELAY_INT_H */
