@@ -2,19 +2,22 @@
 /*
  * cache.c: broadcast / track / group / frame storage (see cache.h).
  *
- * A group's index is one append-only table of 32-byte entries, in chunks that
- * double (4, 8, 16, ... entries) so nothing ever moves under a reader. A frame
- * is an F entry (timestamp, group byte offset, size); an exact-fit frame's F
- * entry points at its own copy, a block-stored frame's F entry is followed by
- * the P ("piece") entries that hold its bytes, each a contiguous run inside
- * one of the group's blocks. The writer fills entries and bytes, then
- * release-stores the entry count and the byte count; readers acquire-load the
- * byte count first, then the entry count, and use only entries and bytes
- * below those.
+ * A group has two append-only tables, in chunks that double (4, 8, 16, ...
+ * entries) so nothing ever moves under a reader:
+ *  - frame records, one per frame, laid out as the public struct
+ *    moq_cache_frame (timestamp, group byte offset, contiguous data pointer
+ *    or NULL, size, index): a batch read of complete frames copies them;
+ *  - pieces: every payload byte of the group lives in exactly one piece, a
+ *    contiguous run of memory, in group offset order: an exact-fit frame is
+ *    one piece, block-stored bytes are runs inside the group's blocks.
+ * The writer fills records, pieces and bytes, then release-stores the piece
+ * count, the started-frame count, the byte count and last the complete-frame
+ * count; readers acquire-load them in the opposite order.
  */
 #include "cache.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
 
 /* --- small atomics --------------------------------------------------------- */
@@ -31,31 +34,38 @@ static inline void cpu_relax(void)
 #endif
 }
 
-/* --- entries ------------------------------------------------------------- */
+/* --- tables ---------------------------------------------------------------- */
 
-#define ENT_P      0x80000000u /* piece entry (else frame entry) */
-#define ENT_OWNS   0x40000000u /* ptr is an allocation this entry frees */
-#define ENT_CONTIG 0x20000000u /* F: complete, all bytes in the next entry */
-#define ENT_EXACT  0x10000000u /* F: ptr is the frame's exact-fit copy */
-#define ENT_LEN    0x0fffffffu /* size (F) or length (P); 32 MiB fits */
+#define P_OWNS 0x80000000u /* piece: ptr is an allocation it frees */
+#define P_LEN  0x7fffffffu
 
-struct ent {
-	const uint8_t *ptr; /* F exact: the copy; P: the run's first byte */
-	int64_t ts;         /* F: timestamp */
-	uint32_t off;       /* group byte offset of the first byte */
-	uint32_t len;       /* atomic: flags | size or length */
-	uint32_t npieces;   /* F: P entries that follow (final once complete) */
-	uint32_t pad;
+struct piece {
+	const uint8_t *ptr;
+	uint32_t off; /* group byte offset of ptr[0] */
+	uint32_t len; /* atomic: P_OWNS | length (the last piece grows) */
 };
 
 #define CHUNK0_SHIFT 2u /* chunk k holds 4 << k entries */
-#define NCHUNK       18u
 #define CHUNK0       (1u << CHUNK0_SHIFT)
+#define FCHUNKS      14u /* frame records: MOQ_CACHE_GROUP_MAX_FRAMES */
+#define PCHUNKS      16u /* pieces: 4 * (2^16 - 1) */
+#define MAX_PIECES   (CHUNK0 * ((1u << PCHUNKS) - 1u))
 #define NONE         UINT32_MAX
 
-_Static_assert(MOQ_CACHE_GROUP_MAX_ENTRIES == CHUNK0 * ((1u << NCHUNK) - 1u),
-               "entry limit matches the chunk directory");
-_Static_assert(MOQ_CACHE_GROUP_CAP <= ENT_LEN, "a size fits the length bits");
+_Static_assert(MOQ_CACHE_GROUP_MAX_FRAMES == CHUNK0 * ((1u << FCHUNKS) - 1u),
+               "frame limit matches the record chunks");
+_Static_assert(MOQ_CACHE_GROUP_CAP <= P_LEN, "a length fits");
+_Static_assert(sizeof(struct moq_cache_frame) == 40, "frame record layout");
+
+static inline uint32_t chunk_of(uint32_t i)
+{
+	return 31 - (uint32_t)__builtin_clz((i >> CHUNK0_SHIFT) + 1);
+}
+
+static inline uint32_t chunk_first(uint32_t k)
+{
+	return CHUNK0 * ((1u << k) - 1u);
+}
 
 /* --- objects ------------------------------------------------------------- */
 
@@ -84,24 +94,28 @@ struct moq_cache_group {
 	struct moq_cache_track *track; /* referenced */
 	uint64_t seq;
 	uint64_t created;
-	uint32_t refs;    /* atomic */
-	uint32_t state;   /* atomic */
-	uint64_t bytes;   /* atomic: published payload bytes */
-	uint32_t nent;    /* atomic: published entries */
-	uint32_t nframes; /* atomic: published frames (complete or started) */
-	uint64_t billed;  /* atomic */
+	uint32_t refs;      /* atomic */
+	uint32_t state;     /* atomic */
+	uint64_t bytes;     /* atomic: published payload bytes */
+	uint32_t nstarted;  /* atomic: published frames (complete or arriving) */
+	uint32_t ncomplete; /* atomic: published complete frames */
+	uint32_t npieces;   /* atomic: published pieces */
+	uint64_t billed;    /* atomic */
 	/* writer private */
-	uint32_t w_bytes, w_nent, w_nframes;
-	uint32_t open_f;       /* entry of the open frame or NONE */
-	uint32_t open_missing; /* its missing bytes */
-	uint32_t w_piece;      /* piece entry extendable at blk + blk_used, or NONE */
+	uint32_t w_bytes, w_nstarted, w_ncomplete, w_npieces;
+	uint32_t open_missing; /* missing bytes of frame w_ncomplete when open */
+	uint32_t open_piece;   /* piece of the open frame's first byte, or NONE */
+	uint32_t w_piece;      /* piece that continues at blk + blk_used, or NONE */
+	bool open;
 	uint8_t *blk;
 	uint32_t blk_used, blk_cap;
 	/* under the cache lock */
 	struct moq_cache_group *gprev, *gnext, *tprev, *tnext;
 	struct retire rt;
-	struct ent *chunk[NCHUNK];
-	struct ent ent0[CHUNK0];
+	struct moq_cache_frame *fchunk[FCHUNKS];
+	struct piece *pchunk[PCHUNKS];
+	struct moq_cache_frame f0[CHUNK0];
+	struct piece p0[CHUNK0];
 };
 
 _Static_assert(sizeof(struct moq_cache_group) <= MOQ_CACHE_GROUP_OVERHEAD,
@@ -178,33 +192,56 @@ static void unlock(struct moq_cache *c)
 	__atomic_clear(&c->lock, __ATOMIC_RELEASE);
 }
 
-static inline struct ent *ent_at(const struct moq_cache_group *g, uint32_t i)
+static inline struct moq_cache_frame *rec_at(const struct moq_cache_group *g, uint32_t i)
 {
-	uint32_t q = (i >> CHUNK0_SHIFT) + 1;
-	uint32_t k = 31 - (uint32_t)__builtin_clz(q);
+	uint32_t k = chunk_of(i);
 
-	return &g->chunk[k][i - CHUNK0 * ((1u << k) - 1u)];
+	return &g->fchunk[k][i - chunk_first(k)];
 }
 
-/* Entry @i for the writer, allocating its chunk. NULL: MOQ_ERR_NOMEM/LIMIT. */
-static struct ent *ent_new(struct moq_cache_group *g, uint32_t i, int *err)
+static inline struct piece *piece_at(const struct moq_cache_group *g, uint32_t i)
 {
-	uint32_t q, k;
+	uint32_t k = chunk_of(i);
 
-	if (i >= MOQ_CACHE_GROUP_MAX_ENTRIES) {
+	return &g->pchunk[k][i - chunk_first(k)];
+}
+
+/* Writer: room for record / piece @i, allocating its chunk. NULL + *err. */
+static struct moq_cache_frame *rec_new(struct moq_cache_group *g, uint32_t i, int *err)
+{
+	uint32_t k = chunk_of(i);
+
+	if (i >= MOQ_CACHE_GROUP_MAX_FRAMES) {
 		*err = MOQ_ERR_LIMIT;
 		return NULL;
 	}
-	q = (i >> CHUNK0_SHIFT) + 1;
-	k = 31 - (uint32_t)__builtin_clz(q);
-	if (g->chunk[k] == NULL) {
-		g->chunk[k] = c_alloc(g->cache, (size_t)(CHUNK0 << k) * sizeof(struct ent));
-		if (g->chunk[k] == NULL) {
+	if (g->fchunk[k] == NULL) {
+		g->fchunk[k] =
+		        c_alloc(g->cache, (size_t)(CHUNK0 << k) * sizeof(struct moq_cache_frame));
+		if (g->fchunk[k] == NULL) {
 			*err = MOQ_ERR_NOMEM;
 			return NULL;
 		}
 	}
-	return &g->chunk[k][i - CHUNK0 * ((1u << k) - 1u)];
+	return &g->fchunk[k][i - chunk_first(k)];
+}
+
+static struct piece *piece_new(struct moq_cache_group *g, uint32_t i, int *err)
+{
+	uint32_t k = chunk_of(i);
+
+	if (i >= MAX_PIECES) {
+		*err = MOQ_ERR_LIMIT;
+		return NULL;
+	}
+	if (g->pchunk[k] == NULL) {
+		g->pchunk[k] = c_alloc(g->cache, (size_t)(CHUNK0 << k) * sizeof(struct piece));
+		if (g->pchunk[k] == NULL) {
+			*err = MOQ_ERR_NOMEM;
+			return NULL;
+		}
+	}
+	return &g->pchunk[k][i - chunk_first(k)];
 }
 
 static uint32_t hash_name(const char *p, size_t pl, const char *n, size_t nl)
@@ -242,18 +279,20 @@ static void group_free(struct moq_cache_group *g)
 {
 	struct moq_cache *c = g->cache;
 	struct moq_cache_track *t = g->track;
-	uint32_t i, k, n = g->w_nent;
+	uint32_t i, k;
 	uint64_t left;
 
 	/* the writer's state is ours now: every holder is gone */
-	for (i = 0; i < n; i++) {
-		struct ent *e = ent_at(g, i);
+	for (i = 0; i < g->w_npieces; i++) {
+		struct piece *p = piece_at(g, i);
 
-		if (e->len & ENT_OWNS)
-			c_free(c, (void *)(uintptr_t)e->ptr);
+		if (p->len & P_OWNS)
+			c_free(c, (void *)(uintptr_t)p->ptr);
 	}
-	for (k = 1; k < NCHUNK; k++)
-		c_free(c, g->chunk[k]);
+	for (k = 1; k < FCHUNKS; k++)
+		c_free(c, g->fchunk[k]);
+	for (k = 1; k < PCHUNKS; k++)
+		c_free(c, g->pchunk[k]);
 	left = __atomic_exchange_n(&g->billed, 0, __ATOMIC_RELAXED);
 	__atomic_fetch_sub(&c->used, left, __ATOMIC_RELAXED);
 	c_free(c, g);
@@ -728,15 +767,16 @@ int moq_cache_group_open(struct moq_cache_track *t, uint64_t seq, uint64_t now,
 	g = c_alloc(c, sizeof(*g));
 	if (g == NULL)
 		return MOQ_ERR_NOMEM;
-	memset(g, 0, sizeof(*g) - sizeof(g->ent0));
+	memset(g, 0, offsetof(struct moq_cache_group, f0));
 	g->cache = c;
 	g->track = t;
 	g->seq = seq;
 	g->created = now;
 	g->refs = 2; /* the window's and the writer's */
-	g->open_f = NONE;
+	g->open_piece = NONE;
 	g->w_piece = NONE;
-	g->chunk[0] = g->ent0;
+	g->fchunk[0] = g->f0;
+	g->pchunk[0] = g->p0;
 
 	lock(c);
 	reclaim_locked(c, false);
@@ -799,9 +839,10 @@ static int wcheck(const struct moq_cache_group *g)
 
 static void publish(struct moq_cache_group *g)
 {
-	STORE_REL(&g->nent, g->w_nent);
-	STORE_REL(&g->nframes, g->w_nframes);
+	STORE_REL(&g->npieces, g->w_npieces);
+	STORE_REL(&g->nstarted, g->w_nstarted);
 	STORE_REL(&g->bytes, (uint64_t)g->w_bytes);
+	STORE_REL(&g->ncomplete, g->w_ncomplete);
 	track_bump(g->track);
 }
 
@@ -818,7 +859,8 @@ static void maybe_evict(struct moq_cache *c)
 
 /* Writer state saved before a step, to undo it on failure. */
 struct wsave {
-	uint32_t bytes, nent, nframes, open_f, open_missing, piece, piece_len;
+	uint32_t bytes, nstarted, ncomplete, npieces, open_missing, open_piece, piece, piece_len;
+	bool open;
 	uint8_t *blk;
 	uint32_t blk_used, blk_cap;
 };
@@ -826,12 +868,14 @@ struct wsave {
 static void wsave(const struct moq_cache_group *g, struct wsave *s)
 {
 	s->bytes = g->w_bytes;
-	s->nent = g->w_nent;
-	s->nframes = g->w_nframes;
-	s->open_f = g->open_f;
+	s->nstarted = g->w_nstarted;
+	s->ncomplete = g->w_ncomplete;
+	s->npieces = g->w_npieces;
+	s->open = g->open;
 	s->open_missing = g->open_missing;
+	s->open_piece = g->open_piece;
 	s->piece = g->w_piece;
-	s->piece_len = s->piece != NONE ? LOAD_RLX(&ent_at(g, s->piece)->len) : 0;
+	s->piece_len = s->piece != NONE ? LOAD_RLX(&piece_at(g, s->piece)->len) : 0;
 	s->blk = g->blk;
 	s->blk_used = g->blk_used;
 	s->blk_cap = g->blk_cap;
@@ -839,41 +883,47 @@ static void wsave(const struct moq_cache_group *g, struct wsave *s)
 
 static void wrestore(struct moq_cache_group *g, const struct wsave *s)
 {
-	uint32_t i;
+	uint32_t i, k;
 
-	uint32_t k;
+	for (i = s->npieces; i < g->w_npieces; i++) {
+		struct piece *p = piece_at(g, i);
 
-	for (i = s->nent; i < g->w_nent; i++) {
-		struct ent *e = ent_at(g, i);
-
-		if (e->len & ENT_OWNS)
-			c_free(g->cache, (void *)(uintptr_t)e->ptr);
-		e->len = 0;
+		if (p->len & P_OWNS)
+			c_free(g->cache, (void *)(uintptr_t)p->ptr);
 	}
-	/* chunks that held no entry before go too */
-	for (k = 1; k < NCHUNK; k++) {
-		if (g->chunk[k] != NULL && CHUNK0 * ((1u << k) - 1u) >= s->nent) {
-			c_free(g->cache, g->chunk[k]);
-			g->chunk[k] = NULL;
+	/* chunks that held nothing before go too */
+	for (k = 1; k < FCHUNKS; k++) {
+		if (g->fchunk[k] != NULL && chunk_first(k) >= s->nstarted) {
+			c_free(g->cache, g->fchunk[k]);
+			g->fchunk[k] = NULL;
+		}
+	}
+	for (k = 1; k < PCHUNKS; k++) {
+		if (g->pchunk[k] != NULL && chunk_first(k) >= s->npieces) {
+			c_free(g->cache, g->pchunk[k]);
+			g->pchunk[k] = NULL;
 		}
 	}
 	g->w_bytes = s->bytes;
-	g->w_nent = s->nent;
-	g->w_nframes = s->nframes;
-	g->open_f = s->open_f;
+	g->w_nstarted = s->nstarted;
+	g->w_ncomplete = s->ncomplete;
+	g->w_npieces = s->npieces;
+	g->open = s->open;
 	g->open_missing = s->open_missing;
+	g->open_piece = s->open_piece;
 	g->w_piece = s->piece;
 	if (s->piece != NONE)
-		STORE_RLX(&ent_at(g, s->piece)->len, s->piece_len);
+		STORE_RLX(&piece_at(g, s->piece)->len, s->piece_len);
 	g->blk = s->blk;
 	g->blk_used = s->blk_used;
 	g->blk_cap = s->blk_cap;
 }
 
-/* Size of the next block: a power of two between 64 B and 64 KiB, at most the
- * bytes the open frame still needs (so a big frame fills its blocks) unless
- * the group is already large (then 1/32 of it, so growth stays cheap and the
- * last block wastes at most ~3 %). */
+/* Size of the next block: a power of two between 64 B and 64 KiB. The bytes
+ * the open frame still needs, rounded up when that wastes at most a quarter
+ * of them, else down (the frame continues in a next, smaller block); at least
+ * 1/32 of the group so far, so a large group grows in few steps and its last
+ * block wastes at most ~3 % of it. */
 static uint32_t block_size(const struct moq_cache_group *g, uint32_t need)
 {
 	uint32_t grow = g->w_bytes / 32, size;
@@ -882,8 +932,6 @@ static uint32_t block_size(const struct moq_cache_group *g, uint32_t need)
 		return MOQ_CACHE_BLOCK_MAX;
 	if (need <= MOQ_CACHE_BLOCK_MIN && grow <= MOQ_CACHE_BLOCK_MIN)
 		return MOQ_CACHE_BLOCK_MIN;
-	/* round the need up when that wastes at most a quarter of it, else down
-	 * (the frame then continues in a next, smaller block) */
 	size = need <= 1 ? 1 : 1u << (32 - __builtin_clz(need - 1));
 	if (size - need > need / 4)
 		size >>= 1;
@@ -900,50 +948,43 @@ static int put_bytes(struct moq_cache_group *g, const uint8_t *data, uint32_t le
 	int err = 0;
 
 	while (len > 0) {
+		struct piece *p;
 		uint32_t n;
 
 		if (g->blk_used == g->blk_cap) {
 			uint32_t size = block_size(g, g->open_missing);
-			uint8_t *b = g->cache->a.alloc(g->cache->a.ctx, size, 1);
-			struct ent *e;
+			uint8_t *b;
 
+			p = piece_new(g, g->w_npieces, &err);
+			if (p == NULL)
+				return err;
+			b = g->cache->a.alloc(g->cache->a.ctx, size, 1);
 			if (b == NULL)
 				return MOQ_ERR_NOMEM;
-			e = ent_new(g, g->w_nent, &err);
-			if (e == NULL) {
-				c_free(g->cache, b);
-				return err;
-			}
 			g->blk = b;
 			g->blk_used = 0;
 			g->blk_cap = size;
-			e->ptr = b;
-			e->ts = 0;
-			e->off = g->w_bytes;
-			STORE_RLX(&e->len, ENT_P | ENT_OWNS);
-			e->npieces = 0;
-			g->w_piece = g->w_nent++;
+			p->ptr = b;
+			p->off = g->w_bytes;
+			STORE_RLX(&p->len, P_OWNS);
+			g->w_piece = g->w_npieces++;
 		} else if (g->w_piece == NONE) {
-			struct ent *e = ent_new(g, g->w_nent, &err);
-
-			if (e == NULL)
+			p = piece_new(g, g->w_npieces, &err);
+			if (p == NULL)
 				return err;
-			e->ptr = g->blk + g->blk_used;
-			e->ts = 0;
-			e->off = g->w_bytes;
-			STORE_RLX(&e->len, ENT_P);
-			e->npieces = 0;
-			g->w_piece = g->w_nent++;
+			p->ptr = g->blk + g->blk_used;
+			p->off = g->w_bytes;
+			STORE_RLX(&p->len, 0);
+			g->w_piece = g->w_npieces++;
 		}
+		if (g->open_piece == NONE)
+			g->open_piece = g->w_piece;
 		n = g->blk_cap - g->blk_used;
 		if (n > len)
 			n = len;
 		memcpy(g->blk + g->blk_used, data, n);
-		{
-			struct ent *e = ent_at(g, g->w_piece);
-
-			STORE_RLX(&e->len, LOAD_RLX(&e->len) + n);
-		}
+		p = piece_at(g, g->w_piece);
+		STORE_RLX(&p->len, LOAD_RLX(&p->len) + n);
 		g->blk_used += n;
 		g->w_bytes += n;
 		g->open_missing -= n;
@@ -957,51 +998,61 @@ static int put_bytes(struct moq_cache_group *g, const uint8_t *data, uint32_t le
 static int frame_start(struct moq_cache_group *g, int64_t ts, uint32_t size)
 {
 	int err = 0;
-	struct ent *e = ent_new(g, g->w_nent, &err);
+	struct moq_cache_frame *r = rec_new(g, g->w_nstarted, &err);
 
-	if (e == NULL)
+	if (r == NULL)
 		return err;
-	e->ptr = NULL;
-	e->ts = ts;
-	e->off = g->w_bytes;
-	STORE_RLX(&e->len, size);
-	e->npieces = 0;
-	g->open_f = g->w_nent++;
+	r->timestamp = ts;
+	r->offset = g->w_bytes;
+	r->data = NULL;
+	r->size = size;
+	r->start = 0;
+	r->len = size;
+	r->index = g->w_nstarted++;
+	g->open = true;
 	g->open_missing = size;
-	g->w_piece = NONE;
-	g->w_nframes++;
+	g->open_piece = NONE;
 	return 0;
 }
 
-/* The open frame has all of its bytes. */
+/* The open frame has all of its bytes: point its record at them when they
+ * are one run, and count it complete. */
 static void frame_end(struct moq_cache_group *g)
 {
-	struct ent *f = ent_at(g, g->open_f);
-	uint32_t pieces = g->w_nent - g->open_f - 1;
+	struct moq_cache_frame *r = rec_at(g, g->w_ncomplete);
 
-	STORE_RLX(&f->npieces, pieces);
-	if (pieces == 1)
-		STORE_RLX(&f->len, LOAD_RLX(&f->len) | ENT_CONTIG);
-	g->open_f = NONE;
-	g->w_piece = NONE;
+	if (r->size > 0 && g->open_piece == g->w_npieces - 1) {
+		const struct piece *p = piece_at(g, g->open_piece);
+
+		r->data = p->ptr + (r->offset - p->off);
+	}
+	g->w_ncomplete++;
+	g->open = false;
+	g->open_piece = NONE;
 }
 
 /* Bytes of the open frame; exact-fit when they are all of it and small. */
 static int frame_bytes(struct moq_cache_group *g, const uint8_t *data, uint32_t len)
 {
-	struct ent *f = ent_at(g, g->open_f);
-	uint32_t size = LOAD_RLX(&f->len) & ENT_LEN;
+	const struct moq_cache_frame *r = rec_at(g, g->w_ncomplete);
 	int rc;
 
-	if (len == size && size <= MOQ_CACHE_COPY_WHOLE && size > 0) {
-		uint8_t *p = g->cache->a.alloc(g->cache->a.ctx, size, 1);
+	if (len == r->size && len <= MOQ_CACHE_COPY_WHOLE && len > 0) {
+		struct piece *p = piece_new(g, g->w_npieces, &rc);
+		uint8_t *b;
 
 		if (p == NULL)
+			return rc;
+		b = g->cache->a.alloc(g->cache->a.ctx, len, 1);
+		if (b == NULL)
 			return MOQ_ERR_NOMEM;
-		memcpy(p, data, size);
-		f->ptr = p;
-		STORE_RLX(&f->len, size | ENT_EXACT | ENT_OWNS);
-		g->w_bytes += size;
+		memcpy(b, data, len);
+		p->ptr = b;
+		p->off = g->w_bytes;
+		STORE_RLX(&p->len, len | P_OWNS);
+		g->open_piece = g->w_npieces++;
+		g->w_piece = NONE; /* the block continues at another offset */
+		g->w_bytes += len;
 		g->open_missing = 0;
 	} else if (len > 0) {
 		rc = put_bytes(g, data, len);
@@ -1034,7 +1085,7 @@ int moq_cache_write_frame(struct moq_cache_group *g, int64_t timestamp, const vo
 
 	if (rc < 0)
 		return rc;
-	if (g->open_f != NONE)
+	if (g->open)
 		return MOQ_ERR_STATE;
 	if (len > MOQ_CACHE_GROUP_CAP - g->w_bytes)
 		return MOQ_ERR_TOO_LARGE;
@@ -1058,7 +1109,7 @@ int moq_cache_write_frames(struct moq_cache_group *g, const struct moq_cache_fra
 
 	if (rc < 0)
 		return rc;
-	if (g->open_f != NONE)
+	if (g->open)
 		return MOQ_ERR_STATE;
 	if (in == NULL && n > 0)
 		return MOQ_ERR_INVAL;
@@ -1069,7 +1120,7 @@ int moq_cache_write_frames(struct moq_cache_group *g, const struct moq_cache_fra
 	}
 	if (total > MOQ_CACHE_GROUP_CAP - g->w_bytes)
 		return MOQ_ERR_TOO_LARGE;
-	if ((uint64_t)g->w_nent + n > MOQ_CACHE_GROUP_MAX_ENTRIES)
+	if ((uint64_t)g->w_nstarted + n > MOQ_CACHE_GROUP_MAX_FRAMES)
 		return MOQ_ERR_LIMIT;
 	total = 0;
 	for (i = 0; i < n; i++) {
@@ -1093,7 +1144,7 @@ int64_t moq_cache_frame_begin(struct moq_cache_group *g, int64_t timestamp, size
 
 	if (rc < 0)
 		return rc;
-	if (g->open_f != NONE)
+	if (g->open)
 		return MOQ_ERR_STATE;
 	if (size > MOQ_CACHE_GROUP_CAP - g->w_bytes)
 		return MOQ_ERR_TOO_LARGE;
@@ -1119,7 +1170,7 @@ int64_t moq_cache_frame_append(struct moq_cache_group *g, const void *data, size
 
 	if (rc < 0)
 		return rc;
-	if (g->open_f == NONE)
+	if (!g->open)
 		return MOQ_ERR_STATE;
 	if (len > g->open_missing || (data == NULL && len > 0))
 		return MOQ_ERR_INVAL;
@@ -1131,7 +1182,7 @@ int64_t moq_cache_frame_append(struct moq_cache_group *g, const void *data, size
 		wrestore(g, &s);
 		return rc;
 	}
-	missing = g->open_f == NONE ? 0 : g->open_missing;
+	missing = g->open ? g->open_missing : 0;
 	publish(g);
 	bill(g, len);
 	maybe_evict(g->cache);
@@ -1144,7 +1195,7 @@ int moq_cache_group_finish(struct moq_cache_group *g)
 
 	if ((st & ST_WMASK) != ST_OPEN)
 		return MOQ_ERR_CLOSED;
-	if (g->open_f != NONE)
+	if (g->open)
 		return MOQ_ERR_STATE;
 	__atomic_fetch_or(&g->state, ST_FIN, __ATOMIC_RELEASE);
 	track_bump(g->track);
@@ -1157,8 +1208,6 @@ int moq_cache_group_abort(struct moq_cache_group *g)
 
 	if ((st & ST_WMASK) != ST_OPEN)
 		return MOQ_ERR_CLOSED;
-	g->open_f = NONE;
-	g->w_piece = NONE;
 	__atomic_fetch_or(&g->state, ST_ABORT, __ATOMIC_RELEASE);
 	track_bump(g->track);
 	return 0;
@@ -1178,7 +1227,7 @@ int moq_cache_group_status(const struct moq_cache_group *g, uint64_t *bytes, uin
 	if (bytes != NULL)
 		*bytes = LOAD_ACQ(&g->bytes);
 	if (frames != NULL)
-		*frames = LOAD_ACQ(&g->nframes);
+		*frames = LOAD_ACQ(&g->nstarted);
 	if (removed(st))
 		return reason_err[(st & ST_RMASK) >> ST_RSHIFT];
 	if ((st & ST_WMASK) == ST_FIN)
@@ -1188,105 +1237,117 @@ int moq_cache_group_status(const struct moq_cache_group *g, uint64_t *bytes, uin
 	return 0;
 }
 
-/* The rest of a complete frame read in pieces before, from byte @pos: its
- * address when it lies in one piece, else NULL. */
-static const uint8_t *rest_contig(const struct moq_cache_group *g, const struct ent *e, uint32_t p,
-                                  uint32_t pos)
+/* The published piece holding byte @x (< published bytes), searching from
+ * @hint (a piece at or before it) or, with hint NONE, by bisection. */
+static uint32_t piece_find(const struct moq_cache_group *g, uint32_t np, uint64_t x, uint32_t hint)
 {
-	uint64_t x = (uint64_t)e->off + pos;
-	uint32_t size = LOAD_RLX(&e->len) & ENT_LEN;
+	uint32_t lo, hi;
 
-	for (;; p++) {
-		const struct ent *pe = ent_at(g, p);
-		uint64_t end = pe->off + (LOAD_RLX(&pe->len) & ENT_LEN);
+	if (hint != NONE) {
+		while (hint + 1 < np && piece_at(g, hint + 1)->off <= x)
+			hint++;
+		return hint;
+	}
+	lo = 0;
+	hi = np;
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
 
-		if (x < end)
-			return end >= (uint64_t)e->off + size ? pe->ptr + (x - pe->off) : NULL;
+		if (piece_at(g, mid)->off <= x)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Copy @k complete frame records from @f on into @buf. */
+static inline void copy_records(const struct moq_cache_group *g, uint32_t f,
+                                struct moq_cache_frame *buf, uint32_t k)
+{
+	while (k > 0) {
+		uint32_t c = chunk_of(f), i = f - chunk_first(c);
+		uint32_t m = (CHUNK0 << c) - i;
+
+		if (m > k)
+			m = k;
+		memcpy(buf, &g->fchunk[c][i], m * sizeof(*buf));
+		buf += m;
+		f += m;
+		k -= m;
 	}
 }
 
 static inline int read_frames(struct moq_cache_group *g, struct moq_cache_cursor *cur,
-                              struct moq_cache_frame *buf, unsigned n)
+                              struct moq_cache_frame *buf, uint32_t n)
 {
 	uint32_t st = LOAD_ACQ(&g->state);
-	uint64_t bytes;
-	uint32_t nent, i, pos;
-	unsigned count = 0;
+	uint32_t done, f = cur->frame, pos = cur->pos;
+	uint32_t started, np, p;
+	uint64_t bytes, x, end;
+	const struct moq_cache_frame *r;
+	const struct piece *pc;
 
-	if (st != ST_OPEN && st != ST_FIN) {
+	if (__builtin_expect(st != ST_OPEN && st != ST_FIN, 0)) {
 		if (removed(st))
 			return reason_err[(st & ST_RMASK) >> ST_RSHIFT];
 		return MOQ_ERR_DROPPED;
 	}
-	bytes = LOAD_ACQ(&g->bytes);
-	nent = LOAD_ACQ(&g->nent);
-	i = cur->ent;
-	pos = cur->pos;
-	while (count < n && i < nent) {
-		const struct ent *e = ent_at(g, i);
-		uint32_t w = LOAD_RLX(&e->len);
-		uint32_t size = w & ENT_LEN;
-		struct moq_cache_frame *f = &buf[count];
+	done = LOAD_ACQ(&g->ncomplete);
+	if (f < done) {
+		/* a batch of complete frames: copies of their records */
+		uint32_t k = done - f < n ? done - f : n;
 
-		if ((uint64_t)e->off + size > bytes) {
-			/* the frame is still arriving: its next contiguous run */
-			uint32_t p = cur->piece ? cur->piece : i + 1;
-			uint64_t x = (uint64_t)e->off + pos;
-			const struct ent *pe;
-			uint64_t end;
-
-			if (count > 0 || x >= bytes)
-				break;
-			for (;;) {
-				pe = ent_at(g, p);
-				end = pe->off + (LOAD_RLX(&pe->len) & ENT_LEN);
-				if (x < end || p + 1 >= nent)
-					break;
-				p++;
+		copy_records(g, f, buf, k);
+		if (__builtin_expect(pos != 0, 0)) {
+			/* the rest of a frame returned in pieces before */
+			buf->start = pos;
+			buf->len -= pos;
+			buf->offset += pos;
+			if (buf->data != NULL) {
+				buf->data += pos;
+			} else {
+				np = LOAD_ACQ(&g->npieces);
+				p = piece_find(g, np, buf->offset,
+				               cur->piece ? cur->piece - 1 : NONE);
+				pc = piece_at(g, p);
+				end = pc->off + (LOAD_RLX(&pc->len) & P_LEN);
+				if (end >= buf->offset + buf->len)
+					buf->data = pc->ptr + (buf->offset - pc->off);
 			}
-			if (end > bytes)
-				end = bytes;
-			if (x >= end)
-				break;
-			f->timestamp = e->ts;
-			f->offset = x;
-			f->data = pe->ptr + (x - pe->off);
-			f->size = size;
-			f->start = pos;
-			f->len = (uint32_t)(end - x);
-			f->index = cur->frame;
-			cur->piece = p;
-			cur->pos = pos + f->len;
-			cur->ent = i;
-			return 1;
 		}
-		f->timestamp = e->ts;
-		f->offset = (uint64_t)e->off + pos;
-		f->size = size;
-		f->start = pos;
-		f->len = size - pos;
-		f->index = cur->frame++;
-		if (w & ENT_EXACT)
-			f->data = e->ptr + pos;
-		else if (w & ENT_CONTIG)
-			f->data = ent_at(g, i + 1)->ptr + pos;
-		else if (pos > 0)
-			f->data = rest_contig(g, e, cur->piece, pos);
-		else
-			f->data = NULL;
-		i += 1 + LOAD_RLX(&e->npieces);
-		pos = 0;
-		count++;
-	}
-	if (count > 0) {
-		cur->ent = i;
+		cur->frame = f + k;
 		cur->pos = 0;
 		cur->piece = 0;
-		return (int)count;
+		return (int)k;
 	}
-	if (st == ST_FIN && i >= nent)
-		return MOQ_ERR_CLOSED;
-	return 0;
+	/* the next frame is still arriving: its next contiguous run */
+	bytes = LOAD_ACQ(&g->bytes);
+	started = LOAD_ACQ(&g->nstarted);
+	if (f >= started)
+		return st == ST_FIN ? MOQ_ERR_CLOSED : 0;
+	r = rec_at(g, f);
+	x = r->offset + pos;
+	if (x >= bytes)
+		return 0;
+	np = LOAD_ACQ(&g->npieces);
+	p = piece_find(g, np, x, cur->piece ? cur->piece - 1 : NONE);
+	pc = piece_at(g, p);
+	end = pc->off + (LOAD_RLX(&pc->len) & P_LEN);
+	if (end > bytes)
+		end = bytes;
+	if (end > r->offset + r->size)
+		end = r->offset + r->size;
+	buf->timestamp = r->timestamp;
+	buf->offset = x;
+	buf->data = pc->ptr + (x - pc->off);
+	buf->size = r->size;
+	buf->start = pos;
+	buf->len = (uint32_t)(end - x);
+	buf->index = f;
+	cur->pos = pos + buf->len;
+	cur->piece = p + 1;
+	return 1;
 }
 
 int moq_cache_read_frames(struct moq_cache_group *g, struct moq_cache_cursor *cur,
@@ -1303,58 +1364,31 @@ int moq_cache_read_frame(struct moq_cache_group *g, struct moq_cache_cursor *cur
 	return read_frames(g, cur, f, 1);
 }
 
-/* data-bearing length of entry @e (0: a frame whose bytes are in pieces) */
-static uint32_t ent_data(const struct ent *e)
-{
-	uint32_t w = LOAD_RLX(&e->len);
-
-	if (w & (ENT_P | ENT_EXACT))
-		return w & ENT_LEN;
-	return 0;
-}
-
 int moq_cache_group_iov(const struct moq_cache_group *g, uint64_t offset, uint64_t len,
                         struct iovec *iov, unsigned n)
 {
 	uint64_t bytes, end;
-	uint32_t nent, lo, hi, j;
+	uint32_t np, j;
 	unsigned k = 0;
 
 	if (n == 0)
 		return MOQ_ERR_INVAL;
 	bytes = LOAD_ACQ(&g->bytes);
-	nent = LOAD_ACQ(&g->nent);
+	np = LOAD_ACQ(&g->npieces);
 	if (offset >= bytes || len == 0)
 		return 0;
 	end = offset + len < bytes ? offset + len : bytes;
-	/* the last entry starting at or before @offset */
-	lo = 0;
-	hi = nent;
-	while (hi - lo > 1) {
-		uint32_t mid = lo + (hi - lo) / 2;
+	for (j = piece_find(g, np, offset, NONE); j < np && k < n && offset < end; j++) {
+		const struct piece *p = piece_at(g, j);
+		uint64_t pe = p->off + (LOAD_RLX(&p->len) & P_LEN);
 
-		if (ent_at(g, mid)->off <= offset)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	j = lo;
-	while (j > 0 && ent_data(ent_at(g, j)) == 0)
-		j--;
-	for (; j < nent && k < n && offset < end; j++) {
-		const struct ent *e = ent_at(g, j);
-		uint64_t dl = ent_data(e), de;
-
-		if (dl == 0)
+		if (pe <= offset)
 			continue;
-		de = e->off + dl;
-		if (de <= offset)
-			continue;
-		if (de > end)
-			de = end;
-		iov[k].iov_base = (void *)(uintptr_t)(e->ptr + (offset - e->off));
-		iov[k].iov_len = (size_t)(de - offset);
-		offset = de;
+		if (pe > end)
+			pe = end;
+		iov[k].iov_base = (void *)(uintptr_t)(p->ptr + (offset - p->off));
+		iov[k].iov_len = (size_t)(pe - offset);
+		offset = pe;
 		k++;
 	}
 	return (int)k;

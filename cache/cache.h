@@ -59,13 +59,14 @@
 #define MOQ_CACHE_BLOCK_MAX (64u * 1024u)
 /* PROTOCOL.md, Group: a frame and a group's cached bytes are capped at 32 MiB. */
 #define MOQ_CACHE_GROUP_CAP (32u * 1024u * 1024u)
-/* Index entries (frames plus block pieces) per group: 4 * (2^18 - 1). */
-#define MOQ_CACHE_GROUP_MAX_ENTRIES (4u * ((1u << 18) - 1u))
+/* Frames per group (index chunks of 4, 8, 16, ... records): 4 * (2^14 - 1). */
+#define MOQ_CACHE_GROUP_MAX_FRAMES (4u * ((1u << 14) - 1u))
 /* Billing: fixed overhead per frame and per group, in bytes. They match the
- * index memory a frame (one or two 32-byte entries, grown by doubling) and a
- * group (its descriptor and first entry chunk) really hold. */
+ * index memory a frame (its 40-byte record and a 16-byte piece, in chunks
+ * grown by doubling) and a group (its descriptor with the first chunks
+ * inline) really hold. */
 #define MOQ_CACHE_FRAME_OVERHEAD 64u
-#define MOQ_CACHE_GROUP_OVERHEAD 448u
+#define MOQ_CACHE_GROUP_OVERHEAD 640u
 /* PROTOCOL.md, Track: default max latency 5 s, in nanoseconds. */
 #define MOQ_CACHE_DEFAULT_MAX_LATENCY 5000000000ull
 /* Default window of recent groups per track (a power of two): 5 s of 20 ms
@@ -262,7 +263,7 @@ int moq_cache_group_open(struct moq_cache_track *t, uint64_t seq, uint64_t now,
  * (nothing changed) MOQ_ERR_TOO_LARGE (group would pass MOQ_CACHE_GROUP_CAP),
  * MOQ_ERR_STATE (a frame is open), MOQ_ERR_CLOSED (finished or aborted),
  * MOQ_ERR_EVICTED / MOQ_ERR_OLD / MOQ_ERR_LAGGED (group removed),
- * MOQ_ERR_LIMIT (MOQ_CACHE_GROUP_MAX_ENTRIES), MOQ_ERR_NOMEM.
+ * MOQ_ERR_LIMIT (MOQ_CACHE_GROUP_MAX_FRAMES, or the group's block index is full), MOQ_ERR_NOMEM.
  */
 int moq_cache_write_frame(struct moq_cache_group *g, int64_t timestamp, const void *data,
                           size_t len);
@@ -341,15 +342,17 @@ int moq_cache_group_status(const struct moq_cache_group *g, uint64_t *bytes, uin
  * at the first frame. Fields are private.
  */
 struct moq_cache_cursor {
-	uint32_t ent;   /* index entry of the next (or current partial) frame */
-	uint32_t piece; /* entry of the piece holding byte @pos of a partial frame */
+	uint32_t frame; /* the next (or current partial) frame */
 	uint32_t pos;   /* bytes of that frame already returned */
-	uint32_t frame; /* frame index */
+	uint32_t piece; /* 1 + the piece holding byte @pos, or 0 (unknown) */
+	uint32_t pad;
 };
 
 /*
  * struct moq_cache_frame: a view of (part of) one cached frame. The bytes stay
- * valid while the reader holds its group reference.
+ * valid while the reader holds its group reference. The cache keeps one such
+ * record per frame, prepared by the writer, so a batch read of complete
+ * frames is a copy of consecutive records.
  */
 struct moq_cache_frame {
 	int64_t timestamp;
