@@ -2035,8 +2035,10 @@ static size_t conn_write(struct moq_quic_conn *c, struct moq_quic_pkt *pkts, siz
 				if (all && s->fin_queued)
 					flags |= NGTCP2_WRITE_STREAM_FLAG_FIN;
 			}
+			c->in_ng = 1;
 			nw = ngtcp2_conn_writev_stream(c->q, &ps.path, &pi, pk->data, cap,
 			                               &ndatalen, flags, sid, v, vcnt, now);
+			c->in_ng = 0;
 			if (s && ndatalen >= 0) {
 				strm_advance(s, (size_t)ndatalen);
 				if ((flags & NGTCP2_WRITE_STREAM_FLAG_FIN) &&
@@ -2084,6 +2086,13 @@ static size_t conn_write(struct moq_quic_conn *c, struct moq_quic_pkt *pkts, siz
 	}
 	if (i > 0)
 		ngtcp2_conn_update_pkt_tx_time(c->q, now);
+	if (c->close_req) {
+		/* the application closed from a callback during the write */
+		conn_after_ng(c, now);
+		if (c->state == CS_CLOSING && i < n)
+			i += conn_write(c, pkts + i, n - i, now, more);
+		*more = 0;
+	}
 	return i;
 }
 
