@@ -45,10 +45,10 @@ struct piece {
 	uint32_t len; /* atomic: P_OWNS | length (the last piece grows) */
 };
 
-#define CHUNK0_SHIFT 2u /* chunk k holds 4 << k entries */
+#define CHUNK0_SHIFT 1u /* chunk k holds 2 << k entries; chunk 0 is inline */
 #define CHUNK0       (1u << CHUNK0_SHIFT)
-#define FCHUNKS      14u /* frame records: MOQ_CACHE_GROUP_MAX_FRAMES */
-#define PCHUNKS      16u /* pieces: 4 * (2^16 - 1) */
+#define FCHUNKS      15u /* frame records: MOQ_CACHE_GROUP_MAX_FRAMES */
+#define PCHUNKS      17u /* pieces: 2 * (2^17 - 1) */
 #define MAX_PIECES   (CHUNK0 * ((1u << PCHUNKS) - 1u))
 #define NONE         UINT32_MAX
 
@@ -112,8 +112,9 @@ struct moq_cache_group {
 	/* under the cache lock */
 	struct moq_cache_group *gprev, *gnext, *tprev, *tnext;
 	struct retire rt;
-	struct moq_cache_frame *fchunk[FCHUNKS];
-	struct piece *pchunk[PCHUNKS];
+	/* chunk directories, allocated with the second chunk (entry 0 unused) */
+	struct moq_cache_frame **fdir;
+	struct piece **pdir;
 	struct moq_cache_frame f0[CHUNK0];
 	struct piece p0[CHUNK0];
 };
@@ -192,18 +193,28 @@ static void unlock(struct moq_cache *c)
 	__atomic_clear(&c->lock, __ATOMIC_RELEASE);
 }
 
+static inline struct moq_cache_frame *fchunk(const struct moq_cache_group *g, uint32_t k)
+{
+	return k == 0 ? (struct moq_cache_frame *)g->f0 : g->fdir[k];
+}
+
+static inline struct piece *pchunk(const struct moq_cache_group *g, uint32_t k)
+{
+	return k == 0 ? (struct piece *)g->p0 : g->pdir[k];
+}
+
 static inline struct moq_cache_frame *rec_at(const struct moq_cache_group *g, uint32_t i)
 {
 	uint32_t k = chunk_of(i);
 
-	return &g->fchunk[k][i - chunk_first(k)];
+	return &fchunk(g, k)[i - chunk_first(k)];
 }
 
 static inline struct piece *piece_at(const struct moq_cache_group *g, uint32_t i)
 {
 	uint32_t k = chunk_of(i);
 
-	return &g->pchunk[k][i - chunk_first(k)];
+	return &pchunk(g, k)[i - chunk_first(k)];
 }
 
 /* Writer: room for record / piece @i, allocating its chunk. NULL + *err. */
@@ -215,15 +226,23 @@ static struct moq_cache_frame *rec_new(struct moq_cache_group *g, uint32_t i, in
 		*err = MOQ_ERR_LIMIT;
 		return NULL;
 	}
-	if (g->fchunk[k] == NULL) {
-		g->fchunk[k] =
+	if (k > 0 && g->fdir == NULL) {
+		g->fdir = c_alloc(g->cache, FCHUNKS * sizeof(*g->fdir));
+		if (g->fdir == NULL) {
+			*err = MOQ_ERR_NOMEM;
+			return NULL;
+		}
+		memset(g->fdir, 0, FCHUNKS * sizeof(*g->fdir));
+	}
+	if (k > 0 && g->fdir[k] == NULL) {
+		g->fdir[k] =
 		        c_alloc(g->cache, (size_t)(CHUNK0 << k) * sizeof(struct moq_cache_frame));
-		if (g->fchunk[k] == NULL) {
+		if (g->fdir[k] == NULL) {
 			*err = MOQ_ERR_NOMEM;
 			return NULL;
 		}
 	}
-	return &g->fchunk[k][i - chunk_first(k)];
+	return &fchunk(g, k)[i - chunk_first(k)];
 }
 
 static struct piece *piece_new(struct moq_cache_group *g, uint32_t i, int *err)
@@ -234,14 +253,22 @@ static struct piece *piece_new(struct moq_cache_group *g, uint32_t i, int *err)
 		*err = MOQ_ERR_LIMIT;
 		return NULL;
 	}
-	if (g->pchunk[k] == NULL) {
-		g->pchunk[k] = c_alloc(g->cache, (size_t)(CHUNK0 << k) * sizeof(struct piece));
-		if (g->pchunk[k] == NULL) {
+	if (k > 0 && g->pdir == NULL) {
+		g->pdir = c_alloc(g->cache, PCHUNKS * sizeof(*g->pdir));
+		if (g->pdir == NULL) {
+			*err = MOQ_ERR_NOMEM;
+			return NULL;
+		}
+		memset(g->pdir, 0, PCHUNKS * sizeof(*g->pdir));
+	}
+	if (k > 0 && g->pdir[k] == NULL) {
+		g->pdir[k] = c_alloc(g->cache, (size_t)(CHUNK0 << k) * sizeof(struct piece));
+		if (g->pdir[k] == NULL) {
 			*err = MOQ_ERR_NOMEM;
 			return NULL;
 		}
 	}
-	return &g->pchunk[k][i - chunk_first(k)];
+	return &pchunk(g, k)[i - chunk_first(k)];
 }
 
 static uint32_t hash_name(const char *p, size_t pl, const char *n, size_t nl)
@@ -289,10 +316,12 @@ static void group_free(struct moq_cache_group *g)
 		if (p->len & P_OWNS)
 			c_free(c, (void *)(uintptr_t)p->ptr);
 	}
-	for (k = 1; k < FCHUNKS; k++)
-		c_free(c, g->fchunk[k]);
-	for (k = 1; k < PCHUNKS; k++)
-		c_free(c, g->pchunk[k]);
+	for (k = 1; g->fdir != NULL && k < FCHUNKS; k++)
+		c_free(c, g->fdir[k]);
+	for (k = 1; g->pdir != NULL && k < PCHUNKS; k++)
+		c_free(c, g->pdir[k]);
+	c_free(c, g->fdir);
+	c_free(c, g->pdir);
 	left = __atomic_exchange_n(&g->billed, 0, __ATOMIC_RELAXED);
 	__atomic_fetch_sub(&c->used, left, __ATOMIC_RELAXED);
 	c_free(c, g);
@@ -775,8 +804,6 @@ int moq_cache_group_open(struct moq_cache_track *t, uint64_t seq, uint64_t now,
 	g->refs = 2; /* the window's and the writer's */
 	g->open_piece = NONE;
 	g->w_piece = NONE;
-	g->fchunk[0] = g->f0;
-	g->pchunk[0] = g->p0;
 
 	lock(c);
 	reclaim_locked(c, false);
@@ -860,7 +887,7 @@ static void maybe_evict(struct moq_cache *c)
 /* Writer state saved before a step, to undo it on failure. */
 struct wsave {
 	uint32_t bytes, nstarted, ncomplete, npieces, open_missing, open_piece, piece, piece_len;
-	bool open;
+	bool open, had_fdir, had_pdir;
 	uint8_t *blk;
 	uint32_t blk_used, blk_cap;
 };
@@ -879,6 +906,8 @@ static void wsave(const struct moq_cache_group *g, struct wsave *s)
 	s->blk = g->blk;
 	s->blk_used = g->blk_used;
 	s->blk_cap = g->blk_cap;
+	s->had_fdir = g->fdir != NULL;
+	s->had_pdir = g->pdir != NULL;
 }
 
 static void wrestore(struct moq_cache_group *g, const struct wsave *s)
@@ -892,17 +921,25 @@ static void wrestore(struct moq_cache_group *g, const struct wsave *s)
 			c_free(g->cache, (void *)(uintptr_t)p->ptr);
 	}
 	/* chunks that held nothing before go too */
-	for (k = 1; k < FCHUNKS; k++) {
-		if (g->fchunk[k] != NULL && chunk_first(k) >= s->nstarted) {
-			c_free(g->cache, g->fchunk[k]);
-			g->fchunk[k] = NULL;
+	for (k = 1; g->fdir != NULL && k < FCHUNKS; k++) {
+		if (g->fdir[k] != NULL && chunk_first(k) >= s->nstarted) {
+			c_free(g->cache, g->fdir[k]);
+			g->fdir[k] = NULL;
 		}
 	}
-	for (k = 1; k < PCHUNKS; k++) {
-		if (g->pchunk[k] != NULL && chunk_first(k) >= s->npieces) {
-			c_free(g->cache, g->pchunk[k]);
-			g->pchunk[k] = NULL;
+	for (k = 1; g->pdir != NULL && k < PCHUNKS; k++) {
+		if (g->pdir[k] != NULL && chunk_first(k) >= s->npieces) {
+			c_free(g->cache, g->pdir[k]);
+			g->pdir[k] = NULL;
 		}
+	}
+	if (!s->had_fdir && g->fdir != NULL) {
+		c_free(g->cache, g->fdir);
+		g->fdir = NULL;
+	}
+	if (!s->had_pdir && g->pdir != NULL) {
+		c_free(g->cache, g->pdir);
+		g->pdir = NULL;
 	}
 	g->w_bytes = s->bytes;
 	g->w_nstarted = s->nstarted;
@@ -1271,7 +1308,7 @@ static inline void copy_records(const struct moq_cache_group *g, uint32_t f,
 
 		if (m > k)
 			m = k;
-		memcpy(buf, &g->fchunk[c][i], m * sizeof(*buf));
+		memcpy(buf, &fchunk(g, c)[i], m * sizeof(*buf));
 		buf += m;
 		f += m;
 		k -= m;

@@ -59,14 +59,14 @@
 #define MOQ_CACHE_BLOCK_MAX (64u * 1024u)
 /* PROTOCOL.md, Group: a frame and a group's cached bytes are capped at 32 MiB. */
 #define MOQ_CACHE_GROUP_CAP (32u * 1024u * 1024u)
-/* Frames per group (index chunks of 4, 8, 16, ... records): 4 * (2^14 - 1). */
-#define MOQ_CACHE_GROUP_MAX_FRAMES (4u * ((1u << 14) - 1u))
+/* Frames per group (index chunks of 2, 4, 8, ... records): 2 * (2^15 - 1). */
+#define MOQ_CACHE_GROUP_MAX_FRAMES (2u * ((1u << 15) - 1u))
 /* Billing: fixed overhead per frame and per group, in bytes. They match the
  * index memory a frame (its 40-byte record and a 16-byte piece, in chunks
  * grown by doubling) and a group (its descriptor with the first chunks
  * inline) really hold. */
 #define MOQ_CACHE_FRAME_OVERHEAD 64u
-#define MOQ_CACHE_GROUP_OVERHEAD 640u
+#define MOQ_CACHE_GROUP_OVERHEAD 320u
 /* PROTOCOL.md, Track: default max latency 5 s, in nanoseconds. */
 #define MOQ_CACHE_DEFAULT_MAX_LATENCY 5000000000ull
 /* Default window of recent groups per track (a power of two): 5 s of 20 ms
