@@ -460,15 +460,16 @@ static int setup_ports(struct moq_relay *r, char *err, size_t errlen)
 		if (r->pools[p->pp.socket] == NULL) {
 			unsigned int rxd = 0, txd = 0;
 
-			for (unsigned int k = 0; k < r->nb_ports; k++) {
-				/* every port on this socket: queues x descriptors */
-				rxd += (unsigned int)nb_rxq * p->pp.nb_rxd;
-				txd += r->nb_workers * p->pp.nb_txd;
-			}
+			/* every port (later ones are not planned yet: assumed
+			 * alike): RX queues x descriptors + TX queues x descriptors */
+			rxd = r->nb_ports * (unsigned int)nb_rxq * p->pp.nb_rxd;
+			txd = r->nb_ports * r->nb_workers * p->pp.nb_txd;
 			/* + what QUIC holds between send and TX completion: a burst
 			 * per worker per port in the TX buffers */
 			n = moq_pmd_pool_size(rxd, txd, r->nb_workers + 1,
 			                      r->nb_workers * r->nb_ports * MOQ_RELAY_TXBUF);
+			if (r->cfg.pool_mbufs != 0)
+				n = r->cfg.pool_mbufs;
 			r->pools[p->pp.socket] = moq_pmd_pool_create("relay", p->pp.socket, n,
 			                                             RTE_MBUF_DEFAULT_BUF_SIZE);
 			if (r->pools[p->pp.socket] == NULL)

@@ -77,6 +77,9 @@ static const struct key keys[] = {
         {"tx-desc", K_U16, OFF(tx_desc), 64, 32768, "TX descriptors per queue (default: profile)"},
         {"redirect-ring", K_U32, OFF(redirect_ring), 64, 1u << 20,
          "per-lcore ring for other lcores' packets (default 1024, power of 2)"},
+        /* 16M mbufs of 2 KiB = 32 GiB: more than one socket's hugepages. */
+        {"pool-mbufs", K_U32, OFF(pool_mbufs), 0, 1u << 24,
+         "mbufs per NUMA socket pool, 0 = from queues x descriptors x lcores (default 0)"},
         {"profile", K_PROFILE, OFF(profile), 0, 0, "auto or a PMD profile name (default auto)"},
         {"stats-interval", K_DUR, OFF(stats_interval_us), 0, 3600 * US,
          "stats line period, 0 = off (default 5s)"},

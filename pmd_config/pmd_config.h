@@ -81,6 +81,7 @@ struct moq_pmd_config {
 	uint16_t rx_desc;       /* requested; clamped to the device's limits */
 	uint16_t tx_desc;
 	uint32_t redirect_ring; /* per-lcore ring for packets of another lcore's CIDs */
+	uint32_t pool_mbufs;    /* mbufs per socket pool; 0 = sized from queues x descriptors */
 	char profile[32];       /* "auto" or a profile name (pmd_port.h) */
 
 	/* operations */

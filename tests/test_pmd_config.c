@@ -242,6 +242,8 @@ static const struct {
         {"--rx-desc", "16", "--rx-desc:"},
         {"--tx-desc", "40000", "--tx-desc:"},
         {"--redirect-ring", "1000", "--redirect-ring: 1000 is not a power of 2"},
+        {"--pool-mbufs", "-1", "--pool-mbufs:"},
+        {"--pool-mbufs", "99999999", "--pool-mbufs:"},
         {"--profile", "e1000", "--profile: unknown profile 'e1000'"},
         {"--stats-interval", "5", "--stats-interval:"},
         {"--mgmt", "localhost:80", "--mgmt: 'localhost:80' is not host:port"},

@@ -1,0 +1,435 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_dpdk_tap.c: the relay's worker iteration on a real PMD (net_tap)
+ * against the Linux kernel on the other side of the tap interface:
+ *   - the kernel resolves us (ARP) and pings us (ICMP echo);
+ *   - we resolve the kernel;
+ *   - kernel UDP reaches the QUIC layer (its checksums verify); off-port
+ *     datagrams and IP fragments are dropped and counted;
+ *   - a QUIC handshake from a kernel-socket client completes (our UDP
+ *     checksums verify in the kernel);
+ *   - sustained ingest with a small pool: the pool's in-use count returns to
+ *     its idle level after every iteration and rx_nombuf stays 0.
+ * Needs root (net_tap creates a kernel interface); the interface is removed at
+ * the end. Each wait is bounded.
+ */
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rte_dev.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+
+#include "moq_err.h"
+#include "net.h"
+#include "pmd_config.h"
+#include "quic.h"
+#include "relay.h"
+
+static struct moq_relay *relay;
+static char ifname[32], vdev[96];
+static uint8_t net_id;
+static uint16_t tap_port;
+static char kip[32], rip[32]; /* kernel side / relay side addresses */
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int sh(const char *fmt, ...)
+{
+	char cmd[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	return system(cmd);
+}
+
+static struct moq_net *rnet(void)
+{
+	return moq_relay_net(relay, 0, 0);
+}
+
+static void poll_for(unsigned int ms)
+{
+	uint64_t end = now_ms() + ms;
+
+	while (now_ms() < end)
+		moq_relay_poll(relay, 0);
+}
+
+static void setup(void)
+{
+	struct moq_pmd_config cfg;
+	char err[MOQ_CFG_ERR_MAX], arg[64];
+	char *argv[16];
+	int argc = 0;
+
+	snprintf(ifname, sizeof(ifname), "moqt%d", (int)getpid() % 100000);
+	snprintf(vdev, sizeof(vdev), "net_tap_t%d", (int)getpid() % 100000);
+	net_id = (uint8_t)(20 + getpid() % 200);
+	snprintf(kip, sizeof(kip), "10.213.%u.1", net_id);
+	snprintf(rip, sizeof(rip), "10.213.%u.2", net_id);
+	{
+		char args[64];
+
+		snprintf(args, sizeof(args), "iface=%s", ifname);
+		ck_assert_int_eq(rte_eal_hotplug_add("vdev", vdev, args), 0);
+	}
+	ck_assert_int_eq(rte_eth_dev_get_port_by_name(vdev, &tap_port), 0);
+	/* the kernel side: an address on the subnet, and up */
+	ck_assert_int_eq(sh("ip addr add %s/24 dev %s && ip link set %s up", kip, ifname, ifname),
+	                 0);
+	sh("sysctl -qw net.ipv6.conf.%s.disable_ipv6=1 >/dev/null 2>&1", ifname); /* quiet link */
+
+	argv[argc++] = "--listen";
+	snprintf(arg, sizeof(arg), "%s/24", rip);
+	argv[argc++] = arg;
+	argv[argc++] = "--portmask";
+	{
+		static char mask[24];
+
+		snprintf(mask, sizeof(mask), "%llx", 1ull << tap_port);
+		argv[argc++] = mask;
+	}
+	argv[argc++] = "--mgmt";
+	argv[argc++] = "";
+	argv[argc++] = "--stats-interval";
+	argv[argc++] = "0";
+	/* a deliberately small pool: 512 RX descriptors + 512 spare */
+	argv[argc++] = "--rx-desc";
+	argv[argc++] = "512";
+	argv[argc++] = "--pool-mbufs";
+	argv[argc++] = "1024";
+	ck_assert_int_eq(moq_pmd_config_parse(&cfg, argc, argv, (char *[]){NULL}, err, sizeof(err)),
+	                 0);
+	relay = moq_relay_create(&cfg, err, sizeof(err));
+	ck_assert_msg(relay != NULL, "relay: %s", err);
+	ck_assert_uint_eq(moq_relay_port_id(relay, 0), tap_port);
+}
+
+static void teardown(void)
+{
+	moq_relay_destroy(relay);
+	relay = NULL;
+	rte_eal_hotplug_remove("vdev", vdev);
+	sh("ip link del %s >/dev/null 2>&1", ifname);
+}
+
+/* ICMP checksum (RFC 1071). */
+static uint16_t csum(const uint8_t *p, size_t n)
+{
+	uint32_t s = 0;
+
+	for (size_t i = 0; i + 1 < n; i += 2)
+		s += (uint32_t)(p[i] << 8 | p[i + 1]);
+	if (n & 1)
+		s += (uint32_t)p[n - 1] << 8;
+	while (s >> 16)
+		s = (s & 0xffff) + (s >> 16);
+	return (uint16_t)~s;
+}
+
+START_TEST(kernel_pings_relay)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET};
+	uint8_t req[64] = {8, 0, 0, 0, 0x4d, 0x51, 0, 1}, buf[256];
+	int fd = socket(AF_INET, SOCK_RAW | SOCK_NONBLOCK, IPPROTO_ICMP), got = 0;
+	uint64_t end;
+	uint16_t c;
+
+	ck_assert_int_ge(fd, 0);
+	inet_pton(AF_INET, rip, &to.sin_addr);
+	for (int i = 8; i < 64; i++)
+		req[i] = (uint8_t)i;
+	c = csum(req, sizeof(req));
+	req[2] = (uint8_t)(c >> 8);
+	req[3] = (uint8_t)c;
+	ck_assert_int_eq(sendto(fd, req, sizeof(req), 0, (struct sockaddr *)&to, sizeof(to)), 64);
+	for (end = now_ms() + 3000; !got && now_ms() < end;) {
+		ssize_t n;
+
+		moq_relay_poll(relay, 0);
+		n = recv(fd, buf, sizeof(buf), 0);
+		/* IPv4 header (20) + ICMP: an echo reply with our id, seq and data */
+		if (n == 20 + 64 && buf[20] == 0 && buf[24] == 0x4d && buf[25] == 0x51 &&
+		    memcmp(buf + 28, req + 8, 56) == 0 && csum(buf + 20, 64) == 0)
+			got = 1;
+	}
+	close(fd);
+	ck_assert_msg(got, "no echo reply from the relay");
+	ck_assert_uint_ge(rnet()->stats.rx_arp, 1); /* the kernel asked for our MAC */
+	ck_assert_uint_ge(rnet()->stats.rx_echo, 1);
+	ck_assert_uint_ge(rnet()->stats.tx_replies, 2); /* ARP reply + echo reply */
+}
+END_TEST
+
+START_TEST(relay_resolves_kernel)
+{
+	uint8_t ip[4], mac[6], req[128], kmac[6];
+	size_t req_len = 0;
+	struct rte_mbuf *m;
+	char path[96];
+	FILE *f;
+	int rc = MOQ_ERR_AGAIN;
+	uint64_t end;
+
+	inet_pton(AF_INET, kip, ip);
+	snprintf(path, sizeof(path), "/sys/class/net/%s/address", ifname);
+	f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fscanf(f, "%hhx:%hhx:%hhx:%hhx:%hhx:%hhx", &kmac[0], &kmac[1], &kmac[2],
+	                        &kmac[3], &kmac[4], &kmac[5]),
+	                 6);
+	fclose(f);
+	for (end = now_ms() + 3000; rc != 0 && now_ms() < end;) {
+		rc = moq_net_resolve(rnet(), 4, ip, (uint64_t)now_ms() * 1000000, mac, req,
+		                     sizeof(req), &req_len);
+		if (req_len > 0) {
+			m = rte_pktmbuf_alloc(moq_relay_pool(relay, 0));
+			ck_assert_ptr_nonnull(m);
+			memcpy(rte_pktmbuf_append(m, (uint16_t)req_len), req, req_len);
+			ck_assert_uint_eq(rte_eth_tx_burst(tap_port, 0, &m, 1), 1);
+		}
+		moq_relay_poll(relay, 0);
+	}
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(memcmp(mac, kmac, 6), 0);
+}
+END_TEST
+
+static int udp_to_relay(uint16_t port, const uint8_t *data, size_t len)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(port)};
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	ssize_t n;
+
+	inet_pton(AF_INET, rip, &to.sin_addr);
+	n = sendto(fd, data, len, 0, (struct sockaddr *)&to, sizeof(to));
+	close(fd);
+	return (int)n;
+}
+
+START_TEST(kernel_udp_in)
+{
+	static uint8_t d[3000];
+	struct moq_net_stats before;
+	uint64_t end;
+
+	/* make sure the kernel knows us, then take a baseline */
+	udp_to_relay(4443, d, 100);
+	poll_for(300);
+	before = rnet()->stats;
+	ck_assert_int_eq(udp_to_relay(4443, d, 1200), 1200); /* a QUIC-sized datagram */
+	ck_assert_int_eq(udp_to_relay(9, d, 50), 50);        /* another port */
+	/* 3000 bytes on a 1500 MTU link: the kernel fragments it (DF clear) */
+	{
+		struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(4443)};
+		int fd = socket(AF_INET, SOCK_DGRAM, 0), pmtu = IP_PMTUDISC_DONT;
+
+		setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+		inet_pton(AF_INET, rip, &to.sin_addr);
+		ck_assert_int_eq(sendto(fd, d, sizeof(d), 0, (struct sockaddr *)&to, sizeof(to)),
+		                 3000);
+		close(fd);
+	}
+	for (end = now_ms() + 2000; now_ms() < end;) {
+		moq_relay_poll(relay, 0);
+		if (rnet()->stats.rx_udp > before.rx_udp &&
+		    rnet()->stats.drop[MOQ_NET_DROP_UDP_PORT] >
+		            before.drop[MOQ_NET_DROP_UDP_PORT] &&
+		    rnet()->stats.drop[MOQ_NET_DROP_IP4_FRAG] >=
+		            before.drop[MOQ_NET_DROP_IP4_FRAG] + 2)
+			break;
+	}
+	ck_assert_uint_eq(rnet()->stats.rx_udp, before.rx_udp + 1);
+	ck_assert_uint_eq(rnet()->stats.rx_udp_bytes, before.rx_udp_bytes + 1200);
+	ck_assert_uint_eq(rnet()->stats.drop[MOQ_NET_DROP_UDP_PORT],
+	                  before.drop[MOQ_NET_DROP_UDP_PORT] + 1);
+	ck_assert_uint_eq(rnet()->stats.drop[MOQ_NET_DROP_IP4_FRAG],
+	                  before.drop[MOQ_NET_DROP_IP4_FRAG] + 3); /* 1480 + 1480 + 48 */
+	ck_assert_uint_eq(rnet()->stats.drop[MOQ_NET_DROP_UDP_CSUM], 0);
+}
+END_TEST
+
+/* QUIC client over a kernel socket, for the handshake test. */
+static int established;
+
+static int on_established(struct moq_quic_conn *c, void *user, const char *alpn)
+{
+	(void)c;
+	(void)user;
+	established = strcmp(alpn, "moq-lite-05") == 0 ? 1 : -1;
+	return 0;
+}
+
+START_TEST(quic_handshake_over_tap)
+{
+	static const char *const alpn[] = {"moq-lite-05"};
+	static const struct moq_quic_callbacks cb = {.established = on_established};
+	struct moq_quic_config qc = {0};
+	struct moq_quic_endpoint *cl;
+	struct moq_quic_addr local, remote;
+	struct sockaddr_in la = {.sin_family = AF_INET};
+	socklen_t alen = sizeof(la);
+	uint8_t kb[4], rb[4], buf[2048], pkt_buf[8][1500];
+	struct moq_quic_pkt pk[8];
+	struct moq_relay_stats st;
+	int fd, err = 0;
+	uint64_t end;
+
+	qc.role = MOQ_QUIC_CLIENT;
+	qc.alpn = alpn;
+	qc.alpn_count = 1;
+	qc.cb = &cb;
+	cl = moq_quic_endpoint_new(&qc, &err);
+	ck_assert_msg(cl != NULL, "client endpoint: %s", moq_err_str(err));
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	inet_pton(AF_INET, kip, &la.sin_addr);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&la, sizeof(la)), 0);
+	getsockname(fd, (struct sockaddr *)&la, &alen);
+	inet_pton(AF_INET, kip, kb);
+	inet_pton(AF_INET, rip, rb);
+	memset(&local, 0, sizeof(local));
+	local.u.in4 = la;
+	local.len = sizeof(la);
+	memset(&remote, 0, sizeof(remote));
+	remote.u.in4.sin_family = AF_INET;
+	remote.u.in4.sin_port = htons(4443);
+	memcpy(&remote.u.in4.sin_addr, rb, 4);
+	remote.len = sizeof(remote.u.in4);
+	established = 0;
+	ck_assert_ptr_nonnull(
+	        moq_quic_connect(cl, &local, &remote, NULL, (uint64_t)now_ms() * 1000000, &err));
+	for (end = now_ms() + 5000; established == 0 && now_ms() < end;) {
+		uint64_t t = (uint64_t)now_ms() * 1000000;
+		int n;
+		ssize_t r;
+
+		for (int i = 0; i < 8; i++) {
+			pk[i].data = pkt_buf[i];
+			pk[i].cap = sizeof(pkt_buf[i]);
+		}
+		n = moq_quic_endpoint_send(cl, pk, 8, t);
+		for (int i = 0; i < n; i++)
+			sendto(fd, pk[i].data, pk[i].len, 0, &pk[i].remote.u.sa, pk[i].remote.len);
+		moq_relay_poll(relay, 0);
+		while ((r = recv(fd, buf, sizeof(buf), 0)) > 0)
+			moq_quic_endpoint_recv(cl, buf, (size_t)r, &local, &remote, t);
+		moq_quic_endpoint_timers(cl, t);
+	}
+	ck_assert_int_eq(established, 1);
+	poll_for(150); /* the workers publish endpoint counters at 10 Hz */
+	moq_relay_stats(relay, &st);
+	ck_assert_uint_ge(st.conns_total, 1);
+	ck_assert_uint_ge(st.tx_pkts, 2);
+	moq_quic_endpoint_free(cl);
+	close(fd);
+}
+END_TEST
+
+/* Sustained ingest: a kernel thread sends datagrams as fast as it can. */
+static volatile int sender_done;
+static unsigned long sender_sent;
+
+static void *sender(void *arg)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(4443)};
+	uint8_t d[1200];
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	uint64_t end = now_ms() + 1500;
+
+	(void)arg;
+	memset(d, 0x40, sizeof(d)); /* short header, fixed bit: unknown DCID to QUIC */
+	inet_pton(AF_INET, rip, &to.sin_addr);
+	while (now_ms() < end && sender_sent < 30000) {
+		if (sendto(fd, d, sizeof(d), 0, (struct sockaddr *)&to, sizeof(to)) == sizeof(d))
+			sender_sent++;
+		if (sender_sent % 64 == 0)
+			usleep(200); /* let the single shared core poll too */
+	}
+	close(fd);
+	sender_done = 1;
+	return NULL;
+}
+
+START_TEST(mbuf_recycling)
+{
+	struct rte_mempool *pool = moq_relay_pool(relay, 0);
+	struct rte_eth_stats es;
+	pthread_t th;
+	unsigned int idle, iters = 0, busy_iters = 0, worst = 0;
+	uint64_t rx0, end;
+
+	udp_to_relay(4443, (const uint8_t *)"warm", 4); /* ARP done before the baseline */
+	poll_for(300);
+	idle = rte_mempool_in_use_count(pool);
+	rx0 = rnet()->stats.rx_udp;
+	ck_assert_uint_eq(rte_mempool_avail_count(pool) + idle, 1024);
+	sender_done = 0;
+	sender_sent = 0;
+	ck_assert_int_eq(pthread_create(&th, NULL, sender, NULL), 0);
+	for (end = now_ms() + 5000; now_ms() < end;) {
+		int work = moq_relay_poll(relay, 0);
+		unsigned int used = rte_mempool_in_use_count(pool);
+
+		iters++;
+		busy_iters += work > 0;
+		if (used != idle && used - idle > worst)
+			worst = used - idle;
+		ck_assert_msg(used == idle, "iteration %u: %u mbufs in use, idle level %u", iters,
+		              used, idle);
+		if (sender_done && work == 0) {
+			poll_for(100);
+			break;
+		}
+	}
+	pthread_join(th, NULL);
+	ck_assert_int_eq(rte_eth_stats_get(tap_port, &es), 0);
+	ck_assert_uint_eq(es.rx_nombuf, 0);
+	ck_assert_uint_eq(rte_mempool_in_use_count(pool), idle);
+	ck_assert_uint_gt(rnet()->stats.rx_udp - rx0, 1000);
+	fprintf(stderr,
+	        "mbuf_recycling: sent %lu, received %" PRIu64 " datagrams in %u iterations "
+	        "(%u busy); pool 1024, idle in-use %u, max above idle %u, rx_nombuf %" PRIu64 "\n",
+	        sender_sent, rnet()->stats.rx_udp - rx0, iters, busy_iters, idle, worst,
+	        es.rx_nombuf);
+}
+END_TEST
+
+Suite *dpdk_tap_suite(void);
+
+Suite *dpdk_tap_suite(void)
+{
+	Suite *s = suite_create("dpdk_tap");
+	TCase *tc = tcase_create("tap");
+
+	tcase_add_unchecked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, kernel_pings_relay);
+	tcase_add_test(tc, relay_resolves_kernel);
+	tcase_add_test(tc, kernel_udp_in);
+	tcase_add_test(tc, quic_handshake_over_tap);
+	tcase_add_test(tc, mbuf_recycling);
+	suite_add_tcase(s, tc);
+	return s;
+}
