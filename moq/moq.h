@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * moq.h: moq-lite sessions over quic/ and the relay's routing between them.
+ *
+ * One struct moq_node per worker thread holds every session of that
+ * worker's QUIC endpoint. It runs in two configurations:
+ *
+ *  - relay (cfg.relay = 1): publishing clients are asked for their
+ *    announcements; the origin table maps each announced broadcast to its
+ *    publisher. A subscriber's SUBSCRIBE to a remote track opens one upstream
+ *    subscription (shared by every later subscriber, parameters aggregated as
+ *    PROTOCOL.md, Priority says, closed by the last unsubscribe). The
+ *    publisher's group streams are parsed as chunks arrive and written into
+ *    the cache; fanout sends each subscriber one uni stream per group, the
+ *    frames by reference into the cache.
+ *  - client (cfg.relay = 0): the load generator and tests. Broadcasts
+ *    published with moq_node_publish are served from the same cache (the
+ *    application writes frames into it); subscriptions made with
+ *    moq_session_subscribe deliver frames through callbacks.
+ *
+ * Wiring: give the QUIC endpoint moq_node_quic_callbacks() as its callbacks
+ * and the node as its config.user (server), or connect with moq_node_connect
+ * (client). Call moq_node_poll(now) every loop iteration: it writes pending
+ * fanout data, resets stale groups and runs the node's timers. Time always
+ * comes from the caller (nanoseconds, the endpoint's clock); moq/ makes no
+ * system calls and includes no DPDK header.
+ *
+ * A session that sends malformed or unexpected input is closed with the
+ * protocol's error code (PROTOCOL.md, Error codes); other sessions and the
+ * cache are not touched.
+ *
+ * Errors: 0 / counts, or negative MOQ_ERR_* (common/moq_err.h).
+ */
+#ifndef MOQ_MOQ_MOQ_H
+#define MOQ_MOQ_MOQ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codec.h"
+#include "moq_err.h"
+#include "cache.h"
+#include "quic.h"
+
+struct moq_node;
+struct moq_session;
+
+/* The ALPNs a node speaks, in preference order (PROTOCOL.md). */
+#define MOQ_ALPN_05 "moq-lite-05"
+#define MOQ_ALPN_04 "moq-lite-04"
+#define MOQ_ALPN_03 "moq-lite-03"
+/* PROTOCOL.md, The relay's cache: a dropped publisher lingers 5 s. */
+#define MOQ_LINGER_NS 5000000000ull
+/* PROTOCOL.md, Track: default max latency 5 s. */
+#define MOQ_DEFAULT_MAX_LATENCY_MS 5000u
+
+/* Callbacks of the client role (all optional). They run inside the QUIC
+ * callbacks or moq_node_poll, on the node's thread. */
+struct moq_node_callbacks {
+	/* The session is usable (handshake done, lite-05 SETUP sent). */
+	void (*session_ready)(struct moq_session *s, void *user);
+	/* The session closed; @code is the moq-lite code (0 clean), @local
+	 * whether this side closed it. @s is invalid after the call. */
+	void (*session_closed)(struct moq_session *s, void *user, uint64_t code, int local);
+	/* An announcement on a request made with moq_session_announce_request:
+	 * @path is the full broadcast path (prefix + suffix, normalised). */
+	void (*announce)(struct moq_session *s, void *user, const char *path, size_t len,
+	                 int active);
+	/* A reply on subscription @id (START / END / DROP, or OK on 03/04). */
+	void (*sub_reply)(struct moq_session *s, void *user, uint64_t id,
+	                  const struct moq_subscribe_reply *r);
+	/* The subscription ended: @code -1 = the publisher finished it (FIN),
+	 * otherwise the reset code (13 not found, 6, 30, ...). */
+	void (*sub_closed)(struct moq_session *s, void *user, uint64_t id, int64_t code);
+	/* A group stream of subscription @id began. */
+	void (*group_begin)(struct moq_session *s, void *user, uint64_t id, uint64_t seq);
+	/* A frame of @size bytes begins; its payload follows in frame_data. */
+	void (*frame)(struct moq_session *s, void *user, uint64_t id, uint64_t seq, int64_t ts,
+	              uint64_t size);
+	/* Payload bytes of the current frame (valid during the call). */
+	void (*frame_data)(struct moq_session *s, void *user, uint64_t id, uint64_t seq,
+	                   const uint8_t *data, size_t len);
+	/* The group stream ended: @code -1 = complete (FIN), else the reset code
+	 * (2 old, 24 dropped, 26 lagged, 31 evicted, ...). */
+	void (*group_end)(struct moq_session *s, void *user, uint64_t id, uint64_t seq,
+	                  int64_t code);
+	/* TRACK_INFO for a moq_session_track request. */
+	void (*track_info)(struct moq_session *s, void *user, const char *broadcast, size_t blen,
+	                   const char *track, size_t tlen, const struct moq_track_info *ti);
+	/* The peer sent GOAWAY (@uri may be empty). */
+	void (*goaway)(struct moq_session *s, void *user, const char *uri, size_t len);
+};
+
+struct moq_node_cfg {
+	struct moq_cache *cache;    /* borrowed; ingest and fanout storage. Required
+				  * for a relay and for publishing; a client that
+				  * only subscribes may leave it NULL */
+	unsigned cache_reader;      /* the node's QSBR reader id in the cache */
+	int relay;                  /* 1: relay routing; 0: client */
+	uint64_t origin;            /* our hop id (PROTOCOL.md, hop list); 0 = random-ish
+				  * derived from the node address */
+	uint32_t max_sessions;      /* 0 = 4096 */
+	uint32_t max_subscriptions; /* per session, 0 = 256 (exceeding: reset 11) */
+	uint32_t max_announces;     /* announce requests per session, 0 = 16 */
+	uint32_t max_group_streams; /* fanout group streams in flight per session,
+				     * 0 = 64 */
+	uint32_t max_msg;           /* largest control message, 0 = 4096 bytes */
+	uint64_t session_queue;     /* unacknowledged fanout bytes per session before
+				     * fanout waits, 0 = 4 MiB */
+	uint64_t linger_ns;         /* 0 = MOQ_LINGER_NS */
+	uint32_t batch;             /* frames per cache read, 0 = MOQ_CACHE_BATCH */
+	const struct moq_node_callbacks *cb;
+	void *user; /* passed to the callbacks */
+};
+
+/* Counters of a node (monotonic unless noted). */
+struct moq_node_stats {
+	uint64_t sessions; /* open now */
+	uint64_t sessions_total;
+	uint64_t sessions_closed_error;             /* closed by us for bad input */
+	uint64_t broadcasts;                        /* in the origin table now */
+	uint64_t upstream_subs;                     /* open upstream subscriptions now */
+	uint64_t groups_in, frames_in, bytes_in;    /* ingested */
+	uint64_t groups_out, frames_out, bytes_out; /* fanout (payload bytes queued) */
+	uint64_t groups_fin;                        /* fanout group streams finished */
+	uint64_t resets_old, resets_evicted, resets_lagged, resets_dropped, resets_cancel;
+	uint64_t groups_skipped; /* not sent: gone before a stream could open */
+	uint64_t refused_bounds; /* requests refused by a configured limit */
+	uint64_t loops_refused;  /* announces dropped by loop prevention */
+};
+
+/*
+ * moq_node_create: a node using @cfg (copied). Returns NULL when @cfg is
+ * invalid (no cache) or memory is short.
+ */
+struct moq_node *moq_node_create(const struct moq_node_cfg *cfg);
+
+/*
+ * moq_node_destroy: free the node. Close the QUIC endpoint first (its
+ * conn_closed callbacks release every session); sessions still open are
+ * freed here without closing their connections. NULL is a no-op.
+ */
+void moq_node_destroy(struct moq_node *n);
+
+/* moq_node_quic_callbacks: the QUIC callbacks to install on the endpoint
+ * (static storage). The endpoint's config.user must be the node. */
+const struct moq_quic_callbacks *moq_node_quic_callbacks(void);
+
+/* moq_node_alpns: the ALPN list (lite-05, 04, 03) and its length. */
+const char *const *moq_node_alpns(size_t *count);
+
+/*
+ * moq_node_poll: write pending fanout data (per session, newest group of
+ * the highest priority first, in batches), reset group streams whose group
+ * expired / was evicted / lagged, end lingering broadcasts, and run the
+ * node's other timers. Returns the number of streams written.
+ */
+int moq_node_poll(struct moq_node *n, uint64_t now);
+
+/* moq_node_stats: copy the counters into @out. */
+void moq_node_stats(const struct moq_node *n, struct moq_node_stats *out);
+
+/* moq_node_origin: the node's hop id. */
+uint64_t moq_node_origin(const struct moq_node *n);
+
+/*
+ * moq_node_publish: announce broadcast @path (normalised; copied) from this
+ * node. Its tracks are the cache's tracks under @path (the application
+ * creates them with moq_cache_track_create and writes frames). @timescale is
+ * sent in TRACK_INFO (0 = 1000 per second). Peers that asked for announces
+ * under a matching prefix are told at once. Returns 0, MOQ_ERR_EXISTS,
+ * MOQ_ERR_INVAL (bad path), MOQ_ERR_NOMEM.
+ */
+int moq_node_publish(struct moq_node *n, const char *path, size_t len, uint64_t timescale);
+
+/*
+ * moq_node_unpublish: end a broadcast published with moq_node_publish:
+ * announced as ended, its subscriptions end. Returns 0 or MOQ_ERR_NOTFOUND.
+ */
+int moq_node_unpublish(struct moq_node *n, const char *path, size_t len, uint64_t now);
+
+/*
+ * moq_node_connect: (client role) open a connection on client endpoint @ep
+ * and a session on it. @path (may be NULL) is sent in the lite-05 SETUP Path
+ * parameter, @role (enum moq_role) in its Role parameter; a session with
+ * role MOQ_ROLE_SUBSCRIBER announces none of the node's broadcasts. @user
+ * is the session's application pointer. Returns the session or NULL (*@err
+ * set when not NULL).
+ */
+struct moq_session *moq_node_connect(struct moq_node *n, struct moq_quic_endpoint *ep,
+                                     const struct moq_quic_addr *local,
+                                     const struct moq_quic_addr *remote, const char *path, int role,
+                                     void *user, uint64_t now, int *err);
+
+/* moq_session_version: the negotiated version, or 0 before the handshake. */
+enum moq_version moq_session_version(const struct moq_session *s);
+
+/* moq_session_ready: nonzero once the session can open streams. */
+int moq_session_ready(const struct moq_session *s);
+
+/* moq_session_conn: the QUIC connection (NULL once closed). */
+struct moq_quic_conn *moq_session_conn(const struct moq_session *s);
+
+/* moq_session_set_user / moq_session_user: an application pointer. */
+void moq_session_set_user(struct moq_session *s, void *user);
+void *moq_session_user(const struct moq_session *s);
+
+/*
+ * moq_session_announce_request: ask the peer for broadcasts under @prefix
+ * (announce callback). Returns 0, MOQ_ERR_STATE (not ready), MOQ_ERR_LIMIT,
+ * MOQ_ERR_AGAIN (no stream credit), MOQ_ERR_NOMEM.
+ */
+int moq_session_announce_request(struct moq_session *s, const char *prefix, size_t len);
+
+/* Parameters of moq_session_subscribe. */
+struct moq_sub_params {
+	uint8_t priority;
+	bool ordered;
+	uint64_t max_latency_ms;
+	uint64_t start; /* MOQ_GROUP_NONE: from the newest group */
+	uint64_t end;   /* MOQ_GROUP_NONE: unbounded */
+};
+
+/*
+ * moq_session_subscribe: subscribe to @track of @broadcast. Returns the
+ * subscription id (>= 0), or MOQ_ERR_STATE, MOQ_ERR_LIMIT, MOQ_ERR_AGAIN,
+ * MOQ_ERR_INVAL, MOQ_ERR_NOMEM.
+ */
+int64_t moq_session_subscribe(struct moq_session *s, const char *broadcast, size_t blen,
+                              const char *track, size_t tlen, const struct moq_sub_params *p);
+
+/* moq_session_subscribe_update: send SUBSCRIBE_UPDATE. Returns 0 or
+ * MOQ_ERR_NOTFOUND / MOQ_ERR_NOMEM. */
+int moq_session_subscribe_update(struct moq_session *s, uint64_t id,
+                                 const struct moq_sub_params *p);
+
+/*
+ * moq_session_unsubscribe: FIN the subscribe stream and STOP_SENDING the
+ * subscription's group streams. Returns 0 or MOQ_ERR_NOTFOUND.
+ */
+int moq_session_unsubscribe(struct moq_session *s, uint64_t id);
+
+/* moq_session_track: ask for TRACK_INFO (lite-05; track_info callback).
+ * Returns 0, MOQ_ERR_STATE, MOQ_ERR_INVAL, MOQ_ERR_AGAIN, MOQ_ERR_NOMEM. */
+int moq_session_track(struct moq_session *s, const char *broadcast, size_t blen, const char *track,
+                      size_t tlen);
+
+/* moq_session_goaway: send GOAWAY with @uri (lite-04+). Returns 0,
+ * MOQ_ERR_STATE, MOQ_ERR_AGAIN, MOQ_ERR_NOMEM. */
+int moq_session_goaway(struct moq_session *s, const char *uri, size_t len);
+
+/*
+ * moq_session_close: close the session with moq-lite code @code (0 clean).
+ * The session is freed during the call (session_closed callback).
+ */
+void moq_session_close(struct moq_session *s, uint64_t code);
+
+/*
+ * moq_session_write_raw: open a stream (@bidi) and write @len raw bytes
+ * (copied) on it, with FIN when @fin. For tests of malformed input. Returns
+ * the stream id or a negative MOQ_ERR_*.
+ */
+int64_t moq_session_write_raw(struct moq_session *s, int bidi, const uint8_t *data, size_t len,
+                              int fin);
+
+#endif /* MOQ_MOQ_MOQ_H */

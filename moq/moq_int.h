@@ -1,0 +1,217 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * moq_int.h: private structures of moq/ sessions and routing (session.c).
+ */
+#ifndef MOQ_MOQ_MOQ_INT_H
+#define MOQ_MOQ_MOQ_INT_H
+
+#include "moq.h"
+
+/* Bytes kept for the stream's own outgoing data (control messages and frame
+ * headers) until the peer acknowledges them (quic.h: no copies). */
+#define TXCHUNK_DATA 1000u
+
+struct txchunk {
+	struct txchunk *next;
+	uint32_t len, cap;
+	uint8_t *data; /* points at the bytes after the struct */
+};
+
+struct txbuf {
+	struct txchunk *head, *tail;
+};
+
+/* Stream kinds (PROTOCOL.md, Streams) from this side's point of view. */
+enum skind {
+	SK_NEW = 0,   /* peer-opened, type not read yet */
+	SK_SETUP_IN,  /* uni 0x1 from the peer */
+	SK_SETUP_OUT, /* uni 0x1 we opened */
+	SK_ANN_IN,    /* the peer asks us for announces */
+	SK_ANN_OUT,   /* we ask the peer */
+	SK_SUB_IN,    /* the peer subscribes to us */
+	SK_SUB_OUT,   /* we subscribe to the peer */
+	SK_TRACK_IN,
+	SK_TRACK_OUT,
+	SK_FETCH_IN,
+	SK_PROBE_IN,
+	SK_GOAWAY_IN,
+	SK_GOAWAY_OUT,
+	SK_GROUP_IN,  /* uni 0x0 from the peer */
+	SK_GROUP_OUT, /* uni 0x0 we send (also a fetch reply) */
+	SK_RAW,       /* moq_session_write_raw */
+	SK_IGNORE,    /* refused; input dropped */
+};
+
+struct moq_session;
+struct mstream;
+struct upstream;
+
+/* The origin table: one announced broadcast. */
+struct bcast {
+	struct bcast *next;
+	char *path;
+	size_t len;
+	struct moq_session *pub; /* NULL: local or lingering */
+	int local;
+	uint64_t timescale;    /* local broadcasts */
+	uint64_t linger_until; /* nonzero: the publisher is gone */
+	uint32_t nhops;
+	uint64_t hops[MOQ_MAX_HOPS];
+};
+
+/* A subscription the peer made on us (we publish to it). */
+struct dsub {
+	struct dsub *next;  /* in the session */
+	struct dsub *unext; /* in the upstream */
+	struct moq_session *s;
+	struct mstream *st;
+	uint64_t id;
+	struct moq_sub_params p;
+	struct moq_cache_track *track; /* reader reference */
+	struct upstream *up;           /* NULL: local broadcast */
+	char *path;                    /* the broadcast, normalised */
+	size_t plen;
+	uint64_t next_seq;
+	uint64_t start_seq;
+	uint32_t n_gouts;
+	uint8_t started, ending, done;
+	uint64_t last_version;
+	int64_t end_code; /* ending: -1 END, else reset code */
+};
+
+/* A subscription we made on the peer. */
+struct usub {
+	struct usub *next;
+	struct moq_session *s;
+	struct mstream *st;
+	uint64_t id;
+	struct upstream *up; /* relay; NULL for the application's */
+	char *bcast;
+	size_t blen;
+	char *track;
+	size_t tlen;
+	uint8_t closed;
+};
+
+/* The relay's one upstream subscription per track. */
+struct upstream {
+	struct upstream *next;
+	struct moq_node *n;
+	char *path;
+	size_t plen;
+	char *track;
+	size_t tlen;
+	struct moq_cache_track *ct; /* writer reference */
+	struct usub *us;            /* NULL while no publisher */
+	struct dsub *dsubs;
+	uint32_t ndsubs;
+	struct moq_subscribe_update agg;
+	uint8_t ended;
+	uint64_t end_seq; /* END from upstream: first group never coming */
+};
+
+/* A TRACK_INFO answer the relay learned (or is asking for). */
+struct tinfo {
+	struct tinfo *next;
+	char *path;
+	size_t plen;
+	char *track;
+	size_t tlen;
+	uint8_t have, asked;
+	struct moq_track_info ti;
+};
+
+/* A group (or fetch reply) stream we send. */
+struct gout {
+	struct gout *next;
+	struct mstream *st;
+	struct dsub *d; /* NULL for a fetch reply */
+	struct moq_cache_group *g;
+	struct moq_cache_cursor cur;
+	uint64_t seq;
+	int64_t prev_ts;
+	uint8_t priority;
+	uint8_t fin, reset, fetch, hdr_sent;
+	uint64_t written, acked;
+};
+
+/* A group stream we receive. */
+struct gin {
+	struct moq_group_rx rx;
+	struct usub *us;
+	uint64_t sub_id, seq;
+	struct moq_cache_group *g; /* relay: the group being written */
+	uint8_t have_hdr, refused;
+};
+
+struct mstream {
+	int64_t sid;
+	uint8_t kind;
+	uint8_t local;
+	uint8_t fin_sent, reset_sent, rx_fin, got_first;
+	struct moq_varint_rx type_rx;
+	uint8_t *rx;
+	uint32_t rx_len, rx_cap;
+	struct txbuf tx;
+	uint64_t tx_off; /* bytes written */
+	/* announce streams */
+	char *prefix;
+	size_t plen;
+	uint64_t exclude_hop;
+	uint64_t ann_origin; /* ANN_OUT: the peer's hop id (ANNOUNCE_OK) */
+	/* what the stream belongs to */
+	struct dsub *d;
+	struct usub *us;
+	struct gout *go;
+	struct gin *gi;
+	struct tinfo *ti; /* TRACK_IN waiting / TRACK_OUT asking */
+};
+
+struct smap {
+	int64_t *keys;
+	struct mstream **vals;
+	uint32_t cap, used;
+};
+
+struct moq_session {
+	struct moq_session *next;
+	struct moq_node *n;
+	struct moq_quic_conn *conn;
+	enum moq_version v;
+	uint8_t server, ready, setup_in, goaway_in, closing, freed;
+	char *root; /* server: the client's SETUP Path, normalised (roots the session) */
+	size_t rootlen;
+	uint8_t asked_announces;
+	uint8_t role; /* client: enum moq_role of this session */
+	uint64_t peer_origin, peer_role;
+	char *path; /* client SETUP Path */
+	uint8_t setup_buf[1100];
+	struct smap streams;
+	struct dsub *dsubs;
+	uint32_t ndsubs;
+	struct usub *usubs;
+	uint32_t nusubs, nann_in;
+	struct gout *gouts;
+	uint32_t ngouts;
+	uint64_t next_sub_id;
+	uint64_t unacked; /* fanout bytes queued and not acknowledged */
+	uint64_t close_code;
+	struct txchunk *pool;
+	uint32_t pool_len;
+	void *user;
+	int depth; /* callback nesting; closes are deferred to depth 0 */
+};
+
+struct moq_node {
+	struct moq_node_cfg cfg;
+	struct moq_session *sessions;
+	struct bcast *bcasts;
+	struct upstream *ups;
+	struct tinfo *tinfos;
+	uint64_t now;
+	struct moq_node_stats st;
+	struct gout **sortbuf;
+	uint32_t sortcap;
+};
+
+#endif /* MOQ_MOQ_MOQ_INT_H */
