@@ -1,0 +1,391 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_dpdk_relay.c: the moqdp-relay program as an operator runs it, in a
+ * child process: a bad option exits with one line; on net_tap it serves
+ * /health and /metrics, answers rte_telemetry's /moqdp/stats, reloads on
+ * SIGHUP, drains on SIGQUIT and stops on SIGINT; the kernel-socket backend
+ * takes datagrams and completes a QUIC handshake. Every wait is bounded; the
+ * child is killed on any failure path.
+ */
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "moq_err.h"
+#include "quic.h"
+
+#ifndef MOQDP_RELAY_PATH
+#error "MOQDP_RELAY_PATH must name the moqdp-relay binary"
+#endif
+
+extern char **environ;
+
+static pid_t child = -1;
+static char errpath[64];
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Start the relay with @args (NULL-terminated); stderr goes to errpath. */
+static pid_t spawn(const char *const *args)
+{
+	posix_spawn_file_actions_t fa;
+	char *argv[48];
+	int n = 0;
+	pid_t pid;
+
+	snprintf(errpath, sizeof(errpath), "/tmp/moqdp-relay-test-%d.err", (int)getpid());
+	argv[n++] = MOQDP_RELAY_PATH;
+	for (; *args && n < 47; args++)
+		argv[n++] = (char *)*args;
+	argv[n] = NULL;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 2, errpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	ck_assert_int_eq(posix_spawn(&pid, MOQDP_RELAY_PATH, &fa, NULL, argv, environ), 0);
+	posix_spawn_file_actions_destroy(&fa);
+	child = pid;
+	return pid;
+}
+
+/* Wait up to @ms for the child; returns its exit status, or -1 (then kills it). */
+static int wait_exit(unsigned int ms)
+{
+	uint64_t end = now_ms() + ms;
+	int st;
+
+	while (now_ms() < end) {
+		pid_t p = waitpid(child, &st, WNOHANG);
+
+		if (p == child) {
+			child = -1;
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		}
+		usleep(10000);
+	}
+	kill(child, SIGKILL);
+	waitpid(child, &st, 0);
+	child = -1;
+	return -1;
+}
+
+static void teardown(void)
+{
+	if (child > 0) {
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+		child = -1;
+	}
+}
+
+static char *slurp(const char *path)
+{
+	static char buf[65536];
+	FILE *f = fopen(path, "r");
+	size_t n = 0;
+
+	buf[0] = '\0';
+	if (f != NULL) {
+		n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
+/* GET @path from 127.0.0.1:@port; the whole response in a static buffer,
+ * or NULL when nothing listens. */
+static char *http_get(unsigned int port, const char *path)
+{
+	static char resp[65536];
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	char req[256];
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	size_t off = 0;
+	ssize_t n;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+		close(fd);
+		return NULL;
+	}
+	snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
+	if (write(fd, req, strlen(req)) < 0) {
+		close(fd);
+		return NULL;
+	}
+	while (off < sizeof(resp) - 1 && (n = read(fd, resp + off, sizeof(resp) - 1 - off)) > 0)
+		off += (size_t)n;
+	resp[off] = '\0';
+	close(fd);
+	return resp;
+}
+
+static char *wait_http(unsigned int port, const char *path, unsigned int ms)
+{
+	uint64_t end = now_ms() + ms;
+	char *r;
+
+	while ((r = http_get(port, path)) == NULL && now_ms() < end)
+		usleep(50000);
+	return r;
+}
+
+START_TEST(bad_option_one_line)
+{
+	const char *args[] = {"--no-huge", "--", "--cache-budget", "8XB", NULL};
+	char *err;
+
+	spawn(args);
+	ck_assert_int_eq(wait_exit(10000), 2);
+	err = slurp(errpath);
+	ck_assert_str_eq(err, "moqdp-relay: --cache-budget: '8XB' is not a size (e.g. 512MiB, "
+	                      "8GiB)\n");
+	{
+		const char *a2[] = {"--", "--queues", "(0,0,1),(0,0,2)", NULL};
+
+		spawn(a2);
+		ck_assert_int_eq(wait_exit(10000), 2);
+		ck_assert_str_eq(slurp(errpath),
+		                 "moqdp-relay: --queues: (port 0, queue 0) is given twice\n");
+	}
+	{
+		const char *a3[] = {"--", "--help", NULL};
+
+		spawn(a3);
+		ck_assert_int_eq(wait_exit(10000), 0);
+	}
+}
+END_TEST
+
+/* rte_telemetry's v2 socket: connect, read the greeting, run @cmd. */
+static int telemetry(const char *prefix, const char *cmd, char *out, size_t len)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	ssize_t n;
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "/var/run/dpdk/%s/dpdk_telemetry.v2", prefix);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+		close(fd);
+		return -1;
+	}
+	n = read(fd, out, len - 1); /* {"version": ..., "pid": ...} */
+	if (n <= 0 || write(fd, cmd, strlen(cmd)) < 0) {
+		close(fd);
+		return -1;
+	}
+	n = read(fd, out, len - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	out[n] = '\0';
+	return 0;
+}
+
+START_TEST(tap_health_metrics_telemetry_signals)
+{
+	char ifname[32], vdev[64], prefix[48], mgmt[32], listen[32], tel[4096];
+	unsigned int port = 20000 + (unsigned int)getpid() % 20000;
+	const char *args[24];
+	char *r;
+	int n = 0, ok = 0;
+
+	snprintf(ifname, sizeof(ifname), "moqr%d", (int)getpid() % 100000);
+	snprintf(vdev, sizeof(vdev), "--vdev=net_tap0,iface=%s", ifname);
+	snprintf(prefix, sizeof(prefix), "moqdp-relay-test-%d", (int)getpid());
+	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", port);
+	snprintf(listen, sizeof(listen), "10.214.%d.2/24", 20 + (int)getpid() % 200);
+	{
+		static char fp[64];
+
+		snprintf(fp, sizeof(fp), "--file-prefix=%s", prefix);
+		args[n++] = fp;
+	}
+	args[n++] = "--no-huge";
+	args[n++] = "-m";
+	args[n++] = "256";
+	args[n++] = "--no-pci";
+	args[n++] = "-l";
+	args[n++] = "0-1";
+	args[n++] = "--log-level=lib.eal:error";
+	args[n++] = vdev;
+	args[n++] = "--";
+	args[n++] = "--listen";
+	args[n++] = listen;
+	args[n++] = "--mgmt";
+	args[n++] = mgmt;
+	args[n++] = "--stats-interval";
+	args[n++] = "300ms";
+	args[n++] = "--drain-timeout";
+	args[n++] = "2s";
+	args[n] = NULL;
+	spawn(args);
+
+	r = wait_http(port, "/health", 15000);
+	ck_assert_msg(r != NULL, "no /health; stderr: %s", slurp(errpath));
+	ck_assert_ptr_nonnull(strstr(r, "HTTP/1.1 200 OK"));
+	ck_assert_ptr_nonnull(strstr(r, "\r\n\r\nok\n"));
+	r = http_get(port, "/metrics");
+	ck_assert_ptr_nonnull(r);
+	ck_assert_ptr_nonnull(strstr(r, "Content-Type: text/plain; version=0.0.4"));
+	ck_assert_ptr_nonnull(strstr(r, "# TYPE moqdp_rx_packets_total counter\n"));
+	ck_assert_ptr_nonnull(strstr(r, "moqdp_net_dropped_total{reason=\"ip4_frag\"} "));
+	ck_assert_ptr_nonnull(strstr(r, "moqdp_cache_budget_bytes 1073741824\n"));
+	ck_assert_ptr_null(strstr(r, "conn=")); /* no per-connection labels */
+	r = http_get(port, "/nope");
+	ck_assert_ptr_nonnull(strstr(r, "404 Not Found"));
+
+	for (uint64_t end = now_ms() + 5000; !ok && now_ms() < end; usleep(100000))
+		ok = telemetry(prefix, "/moqdp/stats", tel, sizeof(tel)) == 0;
+	ck_assert_msg(ok, "telemetry socket of %s", prefix);
+	ck_assert_msg(strstr(tel, "{\"/moqdp/stats\":{") != NULL, "%s", tel);
+	ck_assert_msg(strstr(tel, "\"rx_packets\":") != NULL, "%s", tel);
+	ck_assert_int_eq(telemetry(prefix, "/moqdp/cache", tel, sizeof(tel)), 0);
+	ck_assert_msg(strstr(tel, "\"budget_bytes\":1073741824") != NULL, "%s", tel);
+
+	/* SIGHUP without --cert: said so, keeps running */
+	kill(child, SIGHUP);
+	usleep(400000);
+	ck_assert_ptr_nonnull(strstr(slurp(errpath), "reload: no --cert configured"));
+	ck_assert_ptr_nonnull(strstr(http_get(port, "/health"), "200 OK"));
+	/* the stats line, every 300 ms */
+	ck_assert_ptr_nonnull(strstr(slurp(errpath), "conns=0 subs=0 in="));
+	/* SIGQUIT: drains (no connections: at once) and exits 0 */
+	kill(child, SIGQUIT);
+	ck_assert_int_eq(wait_exit(10000), 0);
+	r = slurp(errpath);
+	ck_assert_ptr_nonnull(strstr(r, "moqdp-relay: draining"));
+	ck_assert_ptr_nonnull(strstr(r, "moqdp-relay: drained (0 connections left)"));
+	ck_assert_ptr_nonnull(strstr(r, "moqdp-relay: stopped: conns=0"));
+	{
+		char cmd[96];
+
+		snprintf(cmd, sizeof(cmd), "ip link show %s >/dev/null 2>&1", ifname);
+		ck_assert_int_ne(system(cmd), 0); /* the tap interface went with the relay */
+	}
+}
+END_TEST
+
+static int established;
+
+static int on_established(struct moq_quic_conn *c, void *user, const char *alpn)
+{
+	(void)c;
+	(void)user;
+	(void)alpn;
+	established = 1;
+	return 0;
+}
+
+START_TEST(kernel_backend_handshake)
+{
+	static const char *const alpn[] = {"moq-lite-04"};
+	static const struct moq_quic_callbacks cb = {.established = on_established};
+	unsigned int udp = 30000 + (unsigned int)getpid() % 20000, mport = udp + 1;
+	char sudp[16], mgmt[32], prefix[64];
+	const char *args[] = {
+	        prefix,   "--no-huge", "-m",        "256",    "--no-pci",         "-l",
+	        "0-1",    "--",        "--backend", "kernel", "--listen",         "127.0.0.1",
+	        "--port", sudp,        "--mgmt",    mgmt,     "--stats-interval", "0",
+	        NULL};
+	struct moq_quic_config qc = {0};
+	struct moq_quic_endpoint *cl;
+	struct moq_quic_addr local, remote;
+	struct sockaddr_in la = {.sin_family = AF_INET};
+	socklen_t alen = sizeof(la);
+	uint8_t buf[2048], pb[8][1500];
+	struct moq_quic_pkt pk[8];
+	int fd, err = 0;
+	char *r;
+
+	snprintf(sudp, sizeof(sudp), "%u", udp);
+	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", mport);
+	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-k-%d", (int)getpid());
+	spawn(args);
+	r = wait_http(mport, "/health", 15000);
+	ck_assert_msg(r != NULL, "no /health; stderr: %s", slurp(errpath));
+
+	qc.role = MOQ_QUIC_CLIENT;
+	qc.alpn = alpn;
+	qc.alpn_count = 1;
+	qc.cb = &cb;
+	cl = moq_quic_endpoint_new(&qc, &err);
+	ck_assert_ptr_nonnull(cl);
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	la.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&la, sizeof(la)), 0);
+	getsockname(fd, (struct sockaddr *)&la, &alen);
+	memset(&local, 0, sizeof(local));
+	local.u.in4 = la;
+	local.len = sizeof(la);
+	memset(&remote, 0, sizeof(remote));
+	remote.u.in4.sin_family = AF_INET;
+	remote.u.in4.sin_port = htons((uint16_t)udp);
+	remote.u.in4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	remote.len = sizeof(remote.u.in4);
+	established = 0;
+	ck_assert_ptr_nonnull(
+	        moq_quic_connect(cl, &local, &remote, NULL, now_ms() * 1000000ull, &err));
+	for (uint64_t end = now_ms() + 5000; !established && now_ms() < end;) {
+		uint64_t t = now_ms() * 1000000ull;
+		ssize_t got;
+		int k;
+
+		for (int i = 0; i < 8; i++) {
+			pk[i].data = pb[i];
+			pk[i].cap = sizeof(pb[i]);
+		}
+		k = moq_quic_endpoint_send(cl, pk, 8, t);
+		for (int i = 0; i < k; i++)
+			sendto(fd, pk[i].data, pk[i].len, 0, &pk[i].remote.u.sa, pk[i].remote.len);
+		while ((got = recv(fd, buf, sizeof(buf), 0)) > 0)
+			moq_quic_endpoint_recv(cl, buf, (size_t)got, &local, &remote, t);
+		moq_quic_endpoint_timers(cl, t);
+		usleep(1000);
+	}
+	ck_assert_int_eq(established, 1);
+	usleep(300000);
+	r = http_get(mport, "/metrics");
+	ck_assert_ptr_nonnull(strstr(r, "moqdp_connections 1\n"));
+	ck_assert_ptr_null(strstr(r, "moqdp_rx_packets_total 0\n"));
+	moq_quic_endpoint_free(cl);
+	close(fd);
+	kill(child, SIGTERM);
+	ck_assert_int_eq(wait_exit(10000), 0);
+}
+END_TEST
+
+Suite *dpdk_relay_suite(void);
+
+Suite *dpdk_relay_suite(void)
+{
+	Suite *s = suite_create("dpdk_relay");
+	TCase *tc = tcase_create("program");
+
+	tcase_add_checked_fixture(tc, NULL, teardown);
+	tcase_set_timeout(tc, 90);
+	tcase_add_test(tc, bad_option_one_line);
+	tcase_add_test(tc, tap_health_metrics_telemetry_signals);
+	tcase_add_test(tc, kernel_backend_handshake);
+	suite_add_tcase(s, tc);
+	return s;
+}
