@@ -1272,9 +1272,10 @@ static void setup_callbacks(struct moq_quic_endpoint *ep)
 		cb->recv_client_initial = ngtcp2_crypto_recv_client_initial_cb;
 	}
 	cb->recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb;
-	cb->encrypt = ngtcp2_crypto_encrypt_cb;
-	cb->decrypt = ngtcp2_crypto_decrypt_cb;
-	cb->hp_mask = ngtcp2_crypto_hp_mask_cb;
+	quic_aead_init();
+	cb->encrypt = quic_encrypt_cb;
+	cb->decrypt = quic_decrypt_cb;
+	cb->hp_mask = quic_hp_mask_cb;
 	cb->update_key = update_key_cb;
 	cb->delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb;
 	cb->delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb;

@@ -188,5 +188,16 @@ void quic_tls_conn_alpn(struct moq_quic_conn *c);
 int quic_rng_init(struct moq_quic_endpoint *ep);
 void quic_rng_free(struct moq_quic_endpoint *ep);
 void quic_rand(struct moq_quic_endpoint *ep, uint8_t *dst, size_t len);
+void quic_aead_init(void);
+int quic_encrypt_cb(uint8_t *dest, const ngtcp2_crypto_aead *aead,
+                    const ngtcp2_crypto_aead_ctx *aead_ctx, const uint8_t *plaintext,
+                    size_t plaintextlen, const uint8_t *nonce, size_t noncelen, const uint8_t *aad,
+                    size_t aadlen);
+int quic_decrypt_cb(uint8_t *dest, const ngtcp2_crypto_aead *aead,
+                    const ngtcp2_crypto_aead_ctx *aead_ctx, const uint8_t *ciphertext,
+                    size_t ciphertextlen, const uint8_t *nonce, size_t noncelen, const uint8_t *aad,
+                    size_t aadlen);
+int quic_hp_mask_cb(uint8_t *dest, const ngtcp2_crypto_cipher *hp,
+                    const ngtcp2_crypto_cipher_ctx *hp_ctx, const uint8_t *sample);
 
 #endif /* MOQ_QUIC_QUIC_INT_H */

@@ -322,3 +322,94 @@ void quic_rand(struct moq_quic_endpoint *ep, uint8_t *dst, size_t len)
 	if (wc_RNG_GenerateBlock(&ep->rng, dst, (word32)len) != 0)
 		abort(); /* a broken CSPRNG must not produce guessable CIDs */
 }
+
+/*
+ * Packet protection straight through wolfCrypt. ngtcp2's wolfSSL backend
+ * goes through wolfSSL's EVP layer, which for AES-GCM copies every packet
+ * into a growing buffer (realloc + memcpy) and re-initialises the cipher per
+ * packet. The AEAD contexts ngtcp2 created are EVP contexts whose Aes is
+ * already keyed, so AES-GCM packets (RFC 9001, 5.3) and AES header
+ * protection (RFC 9001, 5.4.3) call wolfCrypt on that Aes directly; other
+ * ciphers (ChaCha20) keep ngtcp2's path.
+ */
+#include <wolfssl/openssl/evp.h>
+#include <wolfssl/wolfcrypt/aes.h>
+
+/* RFC 9001, 5.3: AEAD_AES_*_GCM tag length. */
+#define GCM_TAGLEN 16
+
+static const WOLFSSL_EVP_CIPHER *gcm128, *gcm256, *ctr128, *ctr256;
+
+static void aead_ids_init(void)
+{
+	if (gcm128 == NULL) {
+		gcm128 = wolfSSL_EVP_aes_128_gcm();
+		gcm256 = wolfSSL_EVP_aes_256_gcm();
+		ctr128 = wolfSSL_EVP_aes_128_ctr();
+		ctr256 = wolfSSL_EVP_aes_256_ctr();
+	}
+}
+
+static int is_gcm(const ngtcp2_crypto_aead *aead)
+{
+	return aead->native_handle == gcm128 || aead->native_handle == gcm256;
+}
+
+int quic_encrypt_cb(uint8_t *dest, const ngtcp2_crypto_aead *aead,
+                    const ngtcp2_crypto_aead_ctx *aead_ctx, const uint8_t *plaintext,
+                    size_t plaintextlen, const uint8_t *nonce, size_t noncelen, const uint8_t *aad,
+                    size_t aadlen)
+{
+	WOLFSSL_EVP_CIPHER_CTX *ctx = aead_ctx->native_handle;
+
+	if (!is_gcm(aead))
+		return ngtcp2_crypto_encrypt_cb(dest, aead, aead_ctx, plaintext, plaintextlen,
+		                                nonce, noncelen, aad, aadlen);
+	if (wc_AesGcmEncrypt(&ctx->cipher.aes, dest, plaintext, (word32)plaintextlen, nonce,
+	                     (word32)noncelen, dest + plaintextlen, GCM_TAGLEN, aad,
+	                     (word32)aadlen) != 0)
+		return NGTCP2_ERR_CALLBACK_FAILURE;
+	return 0;
+}
+
+int quic_decrypt_cb(uint8_t *dest, const ngtcp2_crypto_aead *aead,
+                    const ngtcp2_crypto_aead_ctx *aead_ctx, const uint8_t *ciphertext,
+                    size_t ciphertextlen, const uint8_t *nonce, size_t noncelen, const uint8_t *aad,
+                    size_t aadlen)
+{
+	WOLFSSL_EVP_CIPHER_CTX *ctx = aead_ctx->native_handle;
+	size_t len;
+
+	if (!is_gcm(aead))
+		return ngtcp2_crypto_decrypt_cb(dest, aead, aead_ctx, ciphertext, ciphertextlen,
+		                                nonce, noncelen, aad, aadlen);
+	if (ciphertextlen < GCM_TAGLEN)
+		return NGTCP2_ERR_DECRYPT;
+	len = ciphertextlen - GCM_TAGLEN;
+	if (wc_AesGcmDecrypt(&ctx->cipher.aes, dest, ciphertext, (word32)len, nonce,
+	                     (word32)noncelen, ciphertext + len, GCM_TAGLEN, aad,
+	                     (word32)aadlen) != 0)
+		return NGTCP2_ERR_DECRYPT;
+	return 0;
+}
+
+int quic_hp_mask_cb(uint8_t *dest, const ngtcp2_crypto_cipher *hp,
+                    const ngtcp2_crypto_cipher_ctx *hp_ctx, const uint8_t *sample)
+{
+	WOLFSSL_EVP_CIPHER_CTX *ctx = hp_ctx->native_handle;
+
+	if (hp->native_handle != ctr128 && hp->native_handle != ctr256)
+		return ngtcp2_crypto_hp_mask_cb(dest, hp, hp_ctx, sample);
+	/* RFC 9001, 5.4.3: mask = AES-ECB(hp_key, sample). ngtcp2's wolfSSL
+	 * backend keys an AES-CTR context for it (the first CTR block with the
+	 * sample as counter is the same value). */
+	if (wc_AesEncryptDirect(&ctx->cipher.aes, dest, sample) != 0)
+		return NGTCP2_ERR_CALLBACK_FAILURE;
+	return 0;
+}
+
+void quic_aead_init(void)
+{
+	tls_init_once();
+	aead_ids_init();
+}
