@@ -41,7 +41,8 @@ static struct moq_relay *relay;
 static char ifname[32], vdev[96];
 static uint8_t net_id;
 static uint16_t tap_port;
-static char kip[32], rip[32]; /* kernel side / relay side addresses */
+static char kip[32], rip[32];   /* kernel side / relay side addresses */
+static char kip6[48], rip6[48]; /* the same in IPv6 */
 
 static uint64_t now_ms(void)
 {
@@ -80,7 +81,7 @@ static void poll_for(unsigned int ms)
 static void setup(void)
 {
 	struct moq_pmd_config cfg;
-	char err[MOQ_CFG_ERR_MAX], arg[64];
+	char err[MOQ_CFG_ERR_MAX], arg[128];
 	char *argv[16];
 	int argc = 0;
 
@@ -89,6 +90,8 @@ static void setup(void)
 	net_id = (uint8_t)(20 + getpid() % 200);
 	snprintf(kip, sizeof(kip), "10.213.%u.1", net_id);
 	snprintf(rip, sizeof(rip), "10.213.%u.2", net_id);
+	snprintf(kip6, sizeof(kip6), "2001:db8:%x::1", net_id);
+	snprintf(rip6, sizeof(rip6), "2001:db8:%x::2", net_id);
 	{
 		char args[64];
 
@@ -99,10 +102,11 @@ static void setup(void)
 	/* the kernel side: an address on the subnet, and up */
 	ck_assert_int_eq(sh("ip addr add %s/24 dev %s && ip link set %s up", kip, ifname, ifname),
 	                 0);
-	sh("sysctl -qw net.ipv6.conf.%s.disable_ipv6=1 >/dev/null 2>&1", ifname); /* quiet link */
+	sh("sysctl -qw net.ipv6.conf.%s.disable_ipv6=0 >/dev/null 2>&1", ifname);
+	ck_assert_int_eq(sh("ip -6 addr add %s/64 dev %s nodad", kip6, ifname), 0);
 
 	argv[argc++] = "--listen";
-	snprintf(arg, sizeof(arg), "%s/24", rip);
+	snprintf(arg, sizeof(arg), "%s/24,%s/64", rip, rip6);
 	argv[argc++] = arg;
 	argv[argc++] = "--portmask";
 	{
@@ -180,6 +184,55 @@ START_TEST(kernel_pings_relay)
 	ck_assert_uint_ge(rnet()->stats.rx_arp, 1); /* the kernel asked for our MAC */
 	ck_assert_uint_ge(rnet()->stats.rx_echo, 1);
 	ck_assert_uint_ge(rnet()->stats.tx_replies, 2); /* ARP reply + echo reply */
+}
+END_TEST
+
+START_TEST(kernel_pings_relay_v6)
+{
+	struct sockaddr_in6 to = {.sin6_family = AF_INET6};
+	uint8_t req[40] = {128, 0, 0, 0, 0x36, 0x36, 0, 2}, buf[256];
+	int fd = socket(AF_INET6, SOCK_RAW | SOCK_NONBLOCK, IPPROTO_ICMPV6), got = 0;
+	struct moq_net_stats before = rnet()->stats;
+	uint64_t end;
+
+	ck_assert_int_ge(fd, 0);
+	inet_pton(AF_INET6, rip6, &to.sin6_addr);
+	for (int i = 8; i < 40; i++)
+		req[i] = (uint8_t)(i * 3);
+	/* the kernel fills in the ICMPv6 checksum of raw ICMPv6 sockets */
+	ck_assert_int_eq(sendto(fd, req, sizeof(req), 0, (struct sockaddr *)&to, sizeof(to)), 40);
+	for (end = now_ms() + 4000; !got && now_ms() < end;) {
+		ssize_t n;
+
+		moq_relay_poll(relay, 0);
+		n = recv(fd, buf, sizeof(buf), 0); /* ICMPv6 without the IPv6 header */
+		if (n == 40 && buf[0] == 129 && buf[4] == 0x36 && buf[5] == 0x36 &&
+		    memcmp(buf + 8, req + 8, 32) == 0)
+			got = 1;
+	}
+	close(fd);
+	ck_assert_msg(got, "no ICMPv6 echo reply from the relay");
+	/* the kernel had to solicit our MAC first (RFC 4861) */
+	ck_assert_uint_gt(rnet()->stats.rx_nd, before.rx_nd);
+	ck_assert_uint_gt(rnet()->stats.rx_echo, before.rx_echo);
+	ck_assert_uint_ge(rnet()->stats.tx_replies, before.tx_replies + 2); /* NA + echo reply */
+	/* and UDP over IPv6 reaches the QUIC layer, its checksum verified */
+	{
+		struct sockaddr_in6 u = {.sin6_family = AF_INET6, .sin6_port = htons(4443)};
+		uint8_t d[1200] = {0};
+		int ufd = socket(AF_INET6, SOCK_DGRAM, 0);
+
+		u.sin6_addr = to.sin6_addr;
+		before = rnet()->stats;
+		ck_assert_int_eq(sendto(ufd, d, sizeof(d), 0, (struct sockaddr *)&u, sizeof(u)),
+		                 1200);
+		close(ufd);
+		for (end = now_ms() + 2000;
+		     rnet()->stats.rx_udp == before.rx_udp && now_ms() < end;)
+			moq_relay_poll(relay, 0);
+		ck_assert_uint_eq(rnet()->stats.rx_udp, before.rx_udp + 1);
+		ck_assert_uint_eq(rnet()->stats.drop[MOQ_NET_DROP_UDP_CSUM], 0);
+	}
 }
 END_TEST
 
@@ -426,6 +479,7 @@ Suite *dpdk_tap_suite(void)
 	tcase_add_unchecked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, kernel_pings_relay);
+	tcase_add_test(tc, kernel_pings_relay_v6);
 	tcase_add_test(tc, relay_resolves_kernel);
 	tcase_add_test(tc, kernel_udp_in);
 	tcase_add_test(tc, quic_handshake_over_tap);
