@@ -1382,8 +1382,15 @@ static inline int read_frames(struct moq_cache_group *g, struct moq_cache_cursor
 	buf->start = pos;
 	buf->len = (uint32_t)(end - x);
 	buf->index = f;
-	cur->pos = pos + buf->len;
-	cur->piece = p + 1;
+	if (end == r->offset + r->size) {
+		/* it completed meanwhile: this view ends it */
+		cur->frame = f + 1;
+		cur->pos = 0;
+		cur->piece = 0;
+	} else {
+		cur->pos = pos + buf->len;
+		cur->piece = p + 1;
+	}
 	return 1;
 }
 
