@@ -15,8 +15,8 @@
  *
  * Concurrency: one writer per track (the lcore that owns the publisher's
  * connection), any number of readers. Publishing is a release-store of the
- * group's byte count and entry count; readers acquire-load them and never
- * block the writer. Index structures (the track table and a track's window of
+ * group's byte and frame counts; readers acquire-load them and never block
+ * the writer. Index structures (the track table and a track's window of
  * recent groups) are reclaimed with a small QSBR scheme: every reader thread
  * registers a reader id and calls moq_cache_quiescent() between iterations
  * (when it holds no pointer obtained without a reference). Groups and tracks
@@ -42,6 +42,24 @@
  * gives MOQ_ERR_CLOSED at once; a finished group gives MOQ_ERR_CLOSED once it
  * was read to its end; an aborted (publisher reset) group MOQ_ERR_DROPPED
  * (code 24).
+ *
+ * Use from moq/:
+ *  ingest (publisher's lcore): moq_cache_track_create once; per group stream
+ *    moq_cache_group_open(seq, now), then per frame header
+ *    moq_cache_frame_begin(ts, size) and per stream chunk
+ *    moq_cache_frame_append(bytes) (returns the bytes still missing, 0 =
+ *    frame complete); FIN -> moq_cache_group_finish, RESET ->
+ *    moq_cache_group_abort; then moq_cache_group_unref. An append that fails
+ *    with EVICTED/OLD/LAGGED means the group is gone: keep parsing the stream
+ *    and drop its bytes (or STOP_SENDING it).
+ *  fanout (any lcore, a registered reader): moq_cache_track_lookup once;
+ *    poll moq_cache_track_version; moq_cache_track_group(seq) per group
+ *    stream (hold that reference until the peer acknowledged everything
+ *    sent from it); moq_cache_read_frames into a buffer of MOQ_CACHE_BATCH;
+ *    per frame write the per-subscriber frame header, then the payload as
+ *    iovecs from moq_cache_group_iov(offset, len) (or the view's data
+ *    pointer); MOQ_ERR_CLOSED = FIN the stream, EVICTED/OLD/LAGGED/DROPPED =
+ *    reset it (codes 31/2/26/24). Call moq_cache_quiescent once per loop.
  */
 #ifndef MOQ_CACHE_CACHE_H
 #define MOQ_CACHE_CACHE_H
@@ -376,8 +394,8 @@ static inline int moq_cache_frame_complete(const struct moq_cache_frame *f)
  * moq_cache_read_frames: fill @buf (caller-owned, @n entries) from @cur on.
  * Returns either a batch of complete frames (up to @n; the first may be the
  * rest of a frame returned in pieces before), or, when the next frame is
- * still arriving, one view of its newly arrived contiguous bytes (start > 0
- * or !complete). Advances @cur. Returns the count; 0 = nothing new yet;
+ * still arriving, one view of its newly arrived contiguous bytes (check
+ * moq_cache_frame_complete: the view may end the frame). Advances @cur. Returns the count; 0 = nothing new yet;
  * MOQ_ERR_CLOSED (finished and all read), MOQ_ERR_DROPPED (aborted),
  * MOQ_ERR_EVICTED / MOQ_ERR_OLD / MOQ_ERR_LAGGED (group removed: reset the
  * subscriber's stream; views returned before stay valid while referenced),
