@@ -374,6 +374,75 @@ START_TEST(kernel_backend_handshake)
 }
 END_TEST
 
+/* The value of the first sample of metric @name in a /metrics body, or -1. */
+static long long metric(const char *body, const char *name)
+{
+	char key[128];
+	const char *p;
+
+	snprintf(key, sizeof(key), "\n%s ", name);
+	p = body ? strstr(body, key) : NULL;
+	return p ? atoll(p + strlen(key)) : -1;
+}
+
+START_TEST(redirect_to_owner_worker)
+{
+	char ifname[32], vdev[64], prefix[64], mgmt[32], listen[32], rip[32];
+	unsigned int port = 21000 + (unsigned int)getpid() % 20000;
+	int net = 20 + (int)getpid() % 200;
+	const char *args[] = {prefix, "--no-huge", "-m", "256", "--no-pci",
+	                      /* 3 lcores on this 2-CPU machine: workers share CPU 1 */
+	                      "--lcores", "0@0,1@1,2@1", "--log-level=lib.eal:error", vdev, "--",
+	                      "--listen", listen, "--mgmt", mgmt, "--queues", "(0,0,1),(0,1,2)",
+	                      "--stats-interval", "0", NULL};
+	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(4443)};
+	uint8_t d[64];
+	char cmd[160], *r;
+	long long redirected = 0, dropped = 0;
+
+	snprintf(ifname, sizeof(ifname), "moqq%d", (int)getpid() % 100000);
+	snprintf(vdev, sizeof(vdev), "--vdev=net_tap0,iface=%s", ifname);
+	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-q-%d", (int)getpid());
+	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", port);
+	snprintf(listen, sizeof(listen), "10.215.%d.2/24", net);
+	snprintf(rip, sizeof(rip), "10.215.%d.2", net);
+	spawn(args);
+	r = wait_http(port, "/health", 15000);
+	ck_assert_msg(r != NULL, "no /health; stderr: %s", slurp(errpath));
+	ck_assert_int_eq(metric(http_get(port, "/metrics"), "moqdp_workers"), 2);
+	snprintf(cmd, sizeof(cmd), "ip addr add 10.215.%d.1/24 dev %s && ip link set %s up", net,
+	         ifname, ifname);
+	ck_assert_int_eq(system(cmd), 0);
+	inet_pton(AF_INET, rip, &to.sin_addr);
+	/* short-header datagrams (RFC 9000, 17.3) whose DCID names worker 0, 1
+	 * and 7, from several source ports (several RSS flows): wherever they
+	 * land, those of the other worker are forwarded, those of worker 7 are
+	 * counted as undeliverable */
+	memset(d, 0x5a, sizeof(d));
+	for (int round = 0; round < 20 && (redirected < 2 || dropped < 1); round++) {
+		for (int f = 0; f < 4; f++) {
+			int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+			for (int w = 0; w < 3; w++) {
+				d[0] = 0x40;
+				d[1] = (uint8_t)(w == 2 ? 7 : w);
+				sendto(fd, d, sizeof(d), 0, (struct sockaddr *)&to, sizeof(to));
+			}
+			close(fd);
+		}
+		usleep(100000);
+		r = http_get(port, "/metrics");
+		redirected = metric(r, "moqdp_redirected_total");
+		dropped = metric(r, "moqdp_redirect_dropped_total");
+	}
+	ck_assert_msg(redirected >= 2, "redirected %lld", redirected);
+	ck_assert_int_ge(dropped, 1);
+	ck_assert_int_ge(metric(r, "moqdp_rx_datagrams_total"), 3 * redirected / 2);
+	kill(child, SIGINT);
+	ck_assert_int_eq(wait_exit(10000), 0);
+}
+END_TEST
+
 Suite *dpdk_relay_suite(void);
 
 Suite *dpdk_relay_suite(void)
@@ -386,6 +455,7 @@ Suite *dpdk_relay_suite(void)
 	tcase_add_test(tc, bad_option_one_line);
 	tcase_add_test(tc, tap_health_metrics_telemetry_signals);
 	tcase_add_test(tc, kernel_backend_handshake);
+	tcase_add_test(tc, redirect_to_owner_worker);
 	suite_add_tcase(s, tc);
 	return s;
 }
