@@ -209,6 +209,7 @@ struct moq_node {
 	struct upstream *ups;
 	struct tinfo *tinfos;
 	uint64_t now;
+	uint64_t last_reclaim;
 	struct moq_node_stats st;
 	struct gout **sortbuf;
 	uint32_t sortcap;

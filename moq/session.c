@@ -14,7 +14,8 @@
 /* Control path allocations only: sessions, streams, subscriptions. The data
  * path (frames) allocates nothing but pooled header chunks. */
 
-#define POOL_MAX 64 /* spare tx chunks kept per session */
+#define POOL_MAX   64           /* spare tx chunks kept per session */
+#define RECLAIM_NS 100000000ull /* cache reclaim from poll every 100 ms */
 
 static void sess_fail(struct moq_session *s, uint64_t code);
 static void st_process(struct moq_session *s, struct mstream *st);
@@ -1096,10 +1097,15 @@ static void gout_reset(struct moq_session *s, struct gout *go, uint64_t code)
 {
 	struct moq_node *n = s->n;
 
-	if (go->fin || go->reset)
+	if (go->reset || (go->fin && go->acked >= go->written))
 		return;
 	go->reset = 1;
-	st_reset(s, go->st, code);
+	/* RFC 9000, 3.1: RESET_STREAM is allowed after FIN until all data is
+	 * acknowledged; the stale tail is then never retransmitted. */
+	if (s->conn && !go->st->reset_sent) {
+		moq_quic_stream_reset(s->conn, go->st->sid, code);
+		go->st->reset_sent = 1;
+	}
 	/* Reset data is never acknowledged: stop billing it. */
 	s->unacked -= go->written - go->acked;
 	go->written = go->acked;
@@ -1407,17 +1413,20 @@ static int fanout_session(struct moq_session *s)
 		n->sortcap = s->ngouts * 2;
 	}
 	for (struct gout *go = s->gouts; go; go = go->next) {
-		if (go->fin || go->reset)
+		int stc;
+		if (go->reset || (go->fin && go->acked >= go->written))
 			continue;
 		/* A group that expired, was evicted or pushed out of the window
 		 * resets its stream with the matching code, even when the
-		 * subscriber is too slow to be written to. */
-		int stc = moq_cache_group_status(go->g, NULL, NULL);
+		 * subscriber is too slow to be written to, and even when all of
+		 * it is queued but not yet acknowledged. */
+		stc = moq_cache_group_status(go->g, NULL, NULL);
 		if (stc == MOQ_ERR_EVICTED || stc == MOQ_ERR_OLD || stc == MOQ_ERR_LAGGED) {
 			gout_reset(s, go, err_code(stc));
 			continue;
 		}
-		n->sortbuf[k++] = go;
+		if (!go->fin)
+			n->sortbuf[k++] = go;
 	}
 	qsort(n->sortbuf, k, sizeof(n->sortbuf[0]), gout_cmp);
 	for (uint32_t i = 0; i < k && s->unacked < n->cfg.session_queue; i++)
@@ -2497,8 +2506,15 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 		s->depth--;
 		sess_flush(s);
 	}
-	if (n->cfg.cache)
+	if (n->cfg.cache) {
 		moq_cache_quiescent(n->cfg.cache, n->cfg.cache_reader);
+		/* Retired index entries are freed after a grace period; group
+		 * opens do it too, but an idle relay must as well. */
+		if (now - n->last_reclaim >= RECLAIM_NS) {
+			moq_cache_reclaim(n->cfg.cache);
+			n->last_reclaim = now;
+		}
+	}
 	return written;
 }
 

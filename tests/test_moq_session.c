@@ -1,0 +1,939 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_moq_session.c: moq-lite sessions and relay routing, in-process over
+ * real QUIC (quic/ endpoints, ngtcp2 + wolfSSL) joined by the in-memory link.
+ *
+ * One client endpoint carries the publisher's session and every
+ * subscriber's session (one client node), one server endpoint the relay.
+ */
+#include <check.h>
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moq.h"
+#include "link.h"
+
+#define MS               1000000ull
+#define SEC              1000000000ull
+#define MAX_SUBS         110
+#define FRAMES_PER_GROUP 15
+#define FRAME_NS         (33 * MS)
+
+/* ------------------------------------------------------------ harness */
+
+struct grp {
+	uint64_t seq;
+	int used;
+	uint32_t idx;         /* frames begun */
+	uint64_t fsize, fgot; /* current frame */
+	uint64_t bytes;
+};
+
+struct sub {
+	struct moq_session *s;
+	int64_t id;
+	int ready, closed, local;
+	uint64_t close_code;
+	uint64_t first_seq;
+	uint64_t last_seq;
+	struct grp g[64];
+	uint64_t groups_complete, groups_reset, frames, bytes, errors;
+	uint64_t resets_by_code[64];
+	int64_t sub_closed_code;
+	int sub_closed;
+	int got_start;
+	uint64_t start_group;
+	uint64_t complete_after_reset; /* groups completed after the first reset */
+	/* announces */
+	char ann[16][64];
+	int ann_active[16];
+	int nann;
+};
+
+static struct h {
+	struct moq_cache_counting rcnt, pcnt;
+	struct moq_cache *rcache, *pcache;
+	struct moq_node *relay, *client, *subnode;
+	struct moq_quic_endpoint *rep, *cep;
+	struct moq_quic_link *lnk;
+	struct moq_quic_addr raddr;
+	uint16_t port;
+	struct sub pub;
+	struct sub subs[MAX_SUBS];
+	int nsubs;
+	/* publisher */
+	struct moq_cache_track *vt;
+	struct moq_cache_group *g;
+	uint64_t seq;
+	uint32_t fidx;
+	uint64_t next_frame;
+	uint64_t groups_written;
+	/* stall filter */
+	int capture, stall;
+	uint8_t stall_cid[20];
+	int have_cid;
+	uint64_t stalled_pkts;
+} H;
+
+static uint64_t now(void)
+{
+	return moq_quic_link_now(H.lnk);
+}
+
+/* Frame @idx of group @seq: deterministic sizes (a large first frame, then
+ * small ones) and bytes, so every receiver can check them. */
+static size_t frame_size(uint64_t seq, uint32_t idx)
+{
+	return idx == 0 ? 6000 + (seq % 7) * 100 : 200 + ((seq * 31 + idx * 97) % 1300);
+}
+
+static uint8_t frame_byte(uint64_t seq, uint32_t idx, uint64_t off)
+{
+	return (uint8_t)(seq * 31 + idx * 7 + off);
+}
+
+static int64_t frame_ts(uint64_t seq, uint32_t idx)
+{
+	return (int64_t)(seq * FRAMES_PER_GROUP + idx) * 33;
+}
+
+static struct sub *sub_of(struct moq_session *s)
+{
+	return moq_session_user(s);
+}
+
+static struct grp *grp_of(struct sub *u, uint64_t seq, int create)
+{
+	struct grp *g = &u->g[seq % 64];
+
+	if (create) {
+		memset(g, 0, sizeof(*g));
+		g->seq = seq;
+		g->used = 1;
+		return g;
+	}
+	return g->used && g->seq == seq ? g : NULL;
+}
+
+static void cb_ready(struct moq_session *s, void *user)
+{
+	(void)user;
+	if (sub_of(s))
+		sub_of(s)->ready = 1;
+}
+
+static void cb_closed(struct moq_session *s, void *user, uint64_t code, int local)
+{
+	struct sub *u = sub_of(s);
+
+	(void)user;
+	if (u) {
+		u->closed = 1;
+		u->close_code = code;
+		u->local = local;
+		u->s = NULL;
+	}
+}
+
+static void cb_announce(struct moq_session *s, void *user, const char *path, size_t len, int active)
+{
+	struct sub *u = sub_of(s);
+
+	(void)user;
+	if (u && u->nann < 16) {
+		snprintf(u->ann[u->nann], sizeof(u->ann[0]), "%.*s", (int)len, path);
+		u->ann_active[u->nann++] = active;
+	}
+}
+
+static void cb_sub_reply(struct moq_session *s, void *user, uint64_t id,
+                         const struct moq_subscribe_reply *r)
+{
+	struct sub *u = sub_of(s);
+
+	(void)user;
+	(void)id;
+	if (u && (r->kind == MOQ_SUB_START || r->kind == MOQ_SUB_OK)) {
+		u->got_start = 1;
+		u->start_group = r->kind == MOQ_SUB_START ? r->group : r->start;
+	}
+}
+
+static void cb_sub_closed(struct moq_session *s, void *user, uint64_t id, int64_t code)
+{
+	struct sub *u = sub_of(s);
+
+	(void)user;
+	(void)id;
+	if (u) {
+		u->sub_closed = 1;
+		u->sub_closed_code = code;
+	}
+}
+
+static void cb_group_begin(struct moq_session *s, void *user, uint64_t id, uint64_t seq)
+{
+	struct sub *u = sub_of(s);
+
+	(void)user;
+	(void)id;
+	if (!u)
+		return;
+	if (u->first_seq == UINT64_MAX)
+		u->first_seq = seq;
+	grp_of(u, seq, 1);
+}
+
+static void cb_frame(struct moq_session *s, void *user, uint64_t id, uint64_t seq, int64_t ts,
+                     uint64_t size)
+{
+	struct sub *u = sub_of(s);
+	struct grp *g;
+
+	(void)user;
+	(void)id;
+	if (!u)
+		return;
+	g = grp_of(u, seq, 0);
+	if (!g || g->fgot != g->fsize || size != frame_size(seq, g->idx) ||
+	    (moq_session_version(s) >= MOQ_LITE_05 && ts != frame_ts(seq, g->idx))) {
+		u->errors++;
+		return;
+	}
+	g->fsize = size;
+	g->fgot = 0;
+	g->idx++;
+}
+
+static void cb_frame_data(struct moq_session *s, void *user, uint64_t id, uint64_t seq,
+                          const uint8_t *data, size_t len)
+{
+	struct sub *u = sub_of(s);
+	struct grp *g;
+
+	(void)user;
+	(void)id;
+	if (!u)
+		return;
+	g = grp_of(u, seq, 0);
+	if (!g || g->fgot + len > g->fsize) {
+		u->errors++;
+		return;
+	}
+	for (size_t i = 0; i < len; i++)
+		if (data[i] != frame_byte(seq, g->idx - 1, g->fgot + i)) {
+			u->errors++;
+			break;
+		}
+	g->fgot += len;
+	g->bytes += len;
+	if (g->fgot == g->fsize)
+		u->frames++;
+	u->bytes += len;
+}
+
+static void cb_group_end(struct moq_session *s, void *user, uint64_t id, uint64_t seq, int64_t code)
+{
+	struct sub *u = sub_of(s);
+	struct grp *g;
+
+	(void)user;
+	(void)id;
+	if (!u)
+		return;
+	g = grp_of(u, seq, 0);
+	if (!g) {
+		u->errors++;
+		return;
+	}
+	if (code < 0) {
+		if (g->idx != FRAMES_PER_GROUP || g->fgot != g->fsize)
+			u->errors++;
+		u->groups_complete++;
+		if (u->groups_reset)
+			u->complete_after_reset++;
+		if (seq > u->last_seq || u->last_seq == UINT64_MAX)
+			u->last_seq = seq;
+	} else {
+		u->groups_reset++;
+		u->resets_by_code[code < 64 ? code : 63]++;
+	}
+	g->used = 0;
+}
+
+static const struct moq_node_callbacks client_cbs = {
+        .session_ready = cb_ready,
+        .session_closed = cb_closed,
+        .announce = cb_announce,
+        .sub_reply = cb_sub_reply,
+        .sub_closed = cb_sub_closed,
+        .group_begin = cb_group_begin,
+        .frame = cb_frame,
+        .frame_data = cb_frame_data,
+        .group_end = cb_group_end,
+};
+
+static struct moq_quic_addr addr4(const char *ip, uint16_t port)
+{
+	struct moq_quic_addr a;
+
+	memset(&a, 0, sizeof(a));
+	a.u.in4.sin_family = AF_INET;
+	a.u.in4.sin_port = htons(port);
+	inet_pton(AF_INET, ip, &a.u.in4.sin_addr);
+	a.len = sizeof(a.u.in4);
+	return a;
+}
+
+/* Drop relay -> client datagrams of the stalled connection (its DCID is
+ * learned from the relay's first Initial to it). */
+static int stall_filter(void *arg, int dir, uint8_t *data, size_t *len, uint64_t t)
+{
+	(void)arg;
+	(void)t;
+	if (dir != 1 || *len < 24)
+		return 0;
+	if (data[0] & 0x80) {
+		uint8_t dl = data[5];
+		if (H.capture && !H.have_cid && dl == MOQ_QUIC_CID_LEN && (data[0] & 0x30) == 0) {
+			memcpy(H.stall_cid, data + 6, dl);
+			H.have_cid = 1;
+		}
+		return 0;
+	}
+	if (H.stall && H.have_cid && memcmp(data + 1, H.stall_cid, MOQ_QUIC_CID_LEN) == 0) {
+		H.stalled_pkts++;
+		return 1;
+	}
+	return 0;
+}
+
+static void h_init(const char *alpn, uint64_t relay_budget)
+{
+	struct moq_cache_cfg cc = {0};
+	struct moq_node_cfg nc = {0};
+	struct moq_quic_config q = {0};
+	struct moq_quic_link_config lc = {0};
+	const char *const *alpns;
+	size_t nalpn;
+	int err = 0;
+
+	memset(&H, 0, sizeof(H));
+	moq_cache_counting_init(&H.rcnt);
+	moq_cache_counting_init(&H.pcnt);
+	cc.alloc = moq_cache_counting_alloc(&H.rcnt);
+	cc.budget = relay_budget;
+	H.rcache = moq_cache_create(&cc);
+	cc.alloc = moq_cache_counting_alloc(&H.pcnt);
+	cc.budget = 0;
+	H.pcache = moq_cache_create(&cc);
+	ck_assert(H.rcache && H.pcache);
+
+	nc.cache = H.rcache;
+	nc.relay = 1;
+	nc.origin = 1000;
+	nc.session_queue = 512 * 1024;
+	H.relay = moq_node_create(&nc);
+	nc.cache = H.pcache;
+	nc.relay = 0;
+	nc.origin = 2000;
+	nc.cb = &client_cbs;
+	H.client = moq_node_create(&nc);
+	/* The subscribers are another client (hop id 3000, no cache) on the
+	 * same client endpoint: the publisher's announcements must reach them. */
+	nc.cache = NULL;
+	nc.origin = 3000;
+	H.subnode = moq_node_create(&nc);
+	ck_assert(H.relay && H.client && H.subnode);
+
+	alpns = moq_node_alpns(&nalpn);
+	q.role = MOQ_QUIC_SERVER;
+	q.worker_id = 1;
+	q.alpn = alpns;
+	q.alpn_count = nalpn;
+	q.retry = MOQ_QUIC_RETRY_NEVER;
+	q.max_conns = 512;
+	q.max_conns_per_addr = 512;
+	q.max_half_open = 512;
+	q.max_streams_uni = 10000;
+	q.cb = moq_node_quic_callbacks();
+	q.user = H.relay;
+	H.rep = moq_quic_endpoint_new(&q, &err);
+	ck_assert_msg(H.rep != NULL, "relay endpoint: %s", moq_err_str(err));
+	q.role = MOQ_QUIC_CLIENT;
+	q.worker_id = 2;
+	if (alpn) {
+		q.alpn = &alpn;
+		q.alpn_count = 1;
+	}
+	q.user = H.client;
+	H.cep = moq_quic_endpoint_new(&q, &err);
+	ck_assert_msg(H.cep != NULL, "client endpoint: %s", moq_err_str(err));
+	lc.dir[0].delay_ns = 1 * MS;
+	lc.dir[1].delay_ns = 1 * MS;
+	lc.max_queue = 1 << 16;
+	lc.seed = 7;
+	H.lnk = moq_quic_link_new(&lc, H.cep, H.rep);
+	ck_assert_ptr_nonnull(H.lnk);
+	moq_quic_link_set_filter(H.lnk, stall_filter, NULL);
+	H.raddr = addr4("10.0.0.2", 4443);
+	H.port = 20000;
+	H.pub.first_seq = H.pub.last_seq = UINT64_MAX;
+}
+
+static void h_fini(void)
+{
+	if (H.g)
+		moq_cache_group_unref(H.g);
+	if (H.vt)
+		moq_cache_track_unref(H.vt);
+	moq_quic_endpoint_free(H.cep);
+	moq_quic_endpoint_free(H.rep);
+	moq_quic_link_free(H.lnk);
+	moq_node_destroy(H.subnode);
+	moq_node_destroy(H.client);
+	moq_node_destroy(H.relay);
+	moq_cache_destroy(H.pcache);
+	moq_cache_destroy(H.rcache);
+}
+
+static struct moq_session *h_connect(struct sub *u, int role, const char *path)
+{
+	struct moq_quic_addr la = addr4("10.0.0.1", H.port++);
+	int err = 0;
+
+	memset(u, 0, sizeof(*u));
+	u->first_seq = u->last_seq = UINT64_MAX;
+	u->id = -1;
+	u->s = moq_node_connect(role == MOQ_ROLE_SUBSCRIBER ? H.subnode : H.client, H.cep, &la,
+	                        &H.raddr, path, role, u, now(), &err);
+	ck_assert_msg(u->s != NULL, "connect: %s", moq_err_str(err));
+	return u->s;
+}
+
+/* Publisher: one frame every 33 ms, a group every 15 frames. */
+static void pub_tick(uint64_t t, uint64_t max_groups)
+{
+	while (H.vt && t >= H.next_frame && H.groups_written < max_groups) {
+		uint8_t buf[8000];
+		size_t sz;
+
+		if (H.fidx == 0)
+			ck_assert_int_eq(moq_cache_group_open(H.vt, H.seq, t, &H.g), 0);
+		sz = frame_size(H.seq, H.fidx);
+		for (size_t i = 0; i < sz; i++)
+			buf[i] = frame_byte(H.seq, H.fidx, i);
+		ck_assert_int_eq(moq_cache_write_frame(H.g, frame_ts(H.seq, H.fidx), buf, sz), 0);
+		if (++H.fidx == FRAMES_PER_GROUP) {
+			ck_assert_int_eq(moq_cache_group_finish(H.g), 0);
+			moq_cache_group_unref(H.g);
+			H.g = NULL;
+			H.fidx = 0;
+			H.seq++;
+			H.groups_written++;
+		}
+		H.next_frame += FRAME_NS;
+	}
+}
+
+/* Advance virtual time by @dt in 2 ms steps: publisher, both nodes, link. */
+static void h_run(uint64_t dt, uint64_t max_groups)
+{
+	uint64_t end = now() + dt;
+
+	while (now() < end) {
+		pub_tick(now(), max_groups);
+		moq_node_poll(H.client, now());
+		moq_node_poll(H.subnode, now());
+		moq_node_poll(H.relay, now());
+		moq_quic_link_run(H.lnk, NULL, NULL, 2 * MS);
+	}
+}
+
+/* Run until @pred holds or @max virtual ns passed. */
+static int h_until(int (*pred)(void), uint64_t max, uint64_t max_groups)
+{
+	uint64_t end = now() + max;
+
+	while (now() < end) {
+		if (pred())
+			return 1;
+		h_run(2 * MS, max_groups);
+	}
+	return pred();
+}
+
+static int pub_ready(void)
+{
+	struct moq_node_stats st;
+
+	moq_node_stats(H.relay, &st);
+	return H.pub.ready && st.broadcasts >= 1;
+}
+
+static int all_ready(void)
+{
+	for (int i = 0; i < H.nsubs; i++)
+		if (!H.subs[i].ready)
+			return 0;
+	return 1;
+}
+
+/* Connect the publisher and its broadcast "live/room" with track "video". */
+static void h_publisher(void)
+{
+	h_connect(&H.pub, MOQ_ROLE_PUBLISHER, NULL);
+	ck_assert_int_eq(moq_cache_track_create(H.pcache, "live/room", 9, "video", 5, NULL, &H.vt),
+	                 0);
+	ck_assert_int_eq(moq_node_publish(H.client, "live/room", 9, 1000), 0);
+	ck_assert_msg(h_until(pub_ready, 2 * SEC, 0), "publisher not announced");
+	H.next_frame = now();
+}
+
+static void h_subscribe(struct sub *u, uint8_t prio)
+{
+	struct moq_sub_params p = {prio, false, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE};
+
+	u->id = moq_session_subscribe(u->s, "live/room", 9, "video", 5, &p);
+	ck_assert_int_ge(u->id, 0);
+}
+
+static uint64_t expected_bytes(uint64_t from, uint64_t to)
+{
+	uint64_t b = 0;
+
+	for (uint64_t s = from; s <= to; s++)
+		for (uint32_t i = 0; i < FRAMES_PER_GROUP; i++)
+			b += frame_size(s, i);
+	return b;
+}
+
+static uint64_t want_last;
+static int all_done(void)
+{
+	for (int i = 0; i < H.nsubs; i++)
+		if (H.subs[i].last_seq == UINT64_MAX || H.subs[i].last_seq < want_last)
+			return 0;
+	return 1;
+}
+
+/* --------------------------------------------------------------- tests */
+
+/* 1 publisher, a relay, 100 subscribers, plus one that joins mid-stream. */
+START_TEST(test_fanout_100)
+{
+	const int N = 100;
+	const uint64_t G = 8;
+	struct moq_node_stats rs;
+	struct moq_quic_link_stats ls;
+	uint64_t frames = 0, bytes = 0, resets = 0, join_seq;
+	struct sub *late;
+
+	h_init(NULL, 0);
+	h_publisher();
+	for (int i = 0; i < N; i++)
+		h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert_msg(h_until(all_ready, 5 * SEC, 0), "subscribers not ready");
+	for (int i = 0; i < N; i++)
+		h_subscribe(&H.subs[i], 1);
+	h_run(50 * MS, 0);
+	moq_node_stats(H.relay, &rs);
+	/* One upstream subscription shared by every subscriber. */
+	ck_assert_uint_eq(rs.upstream_subs, 1);
+
+	/* Half-way, one more subscriber joins. */
+	h_run(4 * FRAMES_PER_GROUP * FRAME_NS + 5 * FRAME_NS, G);
+	late = &H.subs[H.nsubs++];
+	h_connect(late, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, G));
+	join_seq = H.seq; /* the group being published now */
+	h_subscribe(late, 1);
+
+	want_last = G - 1;
+	ck_assert_msg(h_until(all_done, 20 * SEC, G), "not every subscriber got every group");
+	h_run(100 * MS, G);
+
+	for (int i = 0; i < N; i++) {
+		struct sub *u = &H.subs[i];
+		ck_assert_msg(u->errors == 0, "sub %d: %llu errors", i,
+		              (unsigned long long)u->errors);
+		ck_assert_uint_eq(u->first_seq, 0);
+		ck_assert_uint_eq(u->groups_complete, G);
+		ck_assert_uint_eq(u->groups_reset, 0);
+		ck_assert_uint_eq(u->frames, G * FRAMES_PER_GROUP);
+		ck_assert_uint_eq(u->bytes, expected_bytes(0, G - 1));
+		ck_assert(u->got_start && u->start_group == 0);
+		frames += u->frames;
+		bytes += u->bytes;
+		resets += u->groups_reset;
+	}
+	/* The joiner starts at the newest group and gets it whole. */
+	ck_assert_uint_eq(late->errors, 0);
+	ck_assert_uint_eq(late->first_seq, join_seq);
+	ck_assert_uint_eq(late->start_group, join_seq);
+	ck_assert_uint_eq(late->groups_complete, G - join_seq);
+	ck_assert_uint_eq(late->bytes, expected_bytes(join_seq, G - 1));
+
+	moq_node_stats(H.relay, &rs);
+	moq_quic_link_get_stats(H.lnk, 1, &ls);
+	fprintf(stderr,
+	        "# fanout_100: %d subscribers, %llu groups: frames %llu, payload bytes %llu, "
+	        "resets %llu; joiner at group %llu: %llu groups; relay in: %llu groups %llu "
+	        "frames %llu bytes; out: %llu streams %llu frames %llu bytes; link relay->clients "
+	        "%llu datagrams %llu bytes; virtual %.1f s\n",
+	        N, (unsigned long long)G, (unsigned long long)frames, (unsigned long long)bytes,
+	        (unsigned long long)resets, (unsigned long long)join_seq,
+	        (unsigned long long)late->groups_complete, (unsigned long long)rs.groups_in,
+	        (unsigned long long)rs.frames_in, (unsigned long long)rs.bytes_in,
+	        (unsigned long long)rs.groups_out, (unsigned long long)rs.frames_out,
+	        (unsigned long long)rs.bytes_out, (unsigned long long)ls.pkts_delivered,
+	        (unsigned long long)ls.bytes_delivered, (double)now() / SEC);
+	ck_assert_uint_eq(rs.groups_in, G);
+	ck_assert_uint_eq(rs.frames_in, G * FRAMES_PER_GROUP);
+	ck_assert_uint_eq(rs.resets_old + rs.resets_evicted + rs.resets_lagged, 0);
+
+	/* Unsubscribing everyone closes the upstream subscription. */
+	for (int i = 0; i < H.nsubs; i++)
+		ck_assert_int_eq(moq_session_unsubscribe(H.subs[i].s, (uint64_t)H.subs[i].id), 0);
+	h_run(200 * MS, G);
+	moq_node_stats(H.relay, &rs);
+	ck_assert_uint_eq(rs.upstream_subs, 0);
+	h_fini();
+}
+END_TEST
+
+static int stalled_recovered(void)
+{
+	return H.subs[5].complete_after_reset >= 2;
+}
+
+/* A subscriber whose link stalls gets its stale groups reset (old /
+ * evicted) and continues at the newest group; the others never notice. */
+START_TEST(test_stalled_subscriber)
+{
+	const int N = 5;
+	const uint64_t G = 40;
+	struct sub *slow;
+	struct moq_node_stats rs;
+	struct moq_cache_counting_stats cs;
+	uint64_t used;
+	int64_t fixed; /* what the cache holds beyond billing: tables, windows */
+
+	/* Case 0: a budget for about 6 groups: old groups are evicted (31)
+	 * while the stalled subscriber still references them. Case 1: no
+	 * budget: they expire after the 5 s max latency (2). */
+	h_init(NULL, _i == 0 ? 6 * 20000 : 0);
+	h_publisher();
+	for (int i = 0; i < N; i++)
+		h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 5 * SEC, 0));
+	h_run(100 * MS, 0);
+	H.capture = 1;
+	slow = &H.subs[H.nsubs++];
+	h_connect(slow, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	ck_assert(H.have_cid);
+	for (int i = 0; i < H.nsubs; i++)
+		h_subscribe(&H.subs[i], 1);
+	h_run(1 * SEC, G);
+	ck_assert_uint_ge(slow->groups_complete, 1);
+	cs = moq_cache_counting_stats(&H.rcnt);
+	fixed = cs.live_bytes - (int64_t)moq_cache_used(H.rcache);
+	/* Stall for 8 s: longer than the 5 s max latency. */
+	H.stall = 1;
+	h_run(8 * SEC, G);
+	moq_node_stats(H.relay, &rs);
+	cs = moq_cache_counting_stats(&H.rcnt);
+	used = moq_cache_used(H.rcache);
+	fprintf(stderr,
+	        "# stall: during: relay resets old %llu evicted %llu lagged %llu; cache live %lld "
+	        "bytes, billed %llu, unbilled tables %lld; stalled datagrams dropped %llu\n",
+	        (unsigned long long)rs.resets_old, (unsigned long long)rs.resets_evicted,
+	        (unsigned long long)rs.resets_lagged, (long long)cs.live_bytes,
+	        (unsigned long long)used, (long long)fixed, (unsigned long long)H.stalled_pkts);
+	if (_i == 0)
+		ck_assert_uint_gt(rs.resets_evicted, 0);
+	else
+		ck_assert_uint_gt(rs.resets_old, 0);
+	/* The stalled subscriber's streams still hold evicted groups (until the
+	 * resets are acknowledged: quic.h keeps references until then). */
+	ck_assert_int_gt(cs.live_bytes, (int64_t)used + fixed + 50000);
+	H.stall = 0;
+	ck_assert_msg(h_until(stalled_recovered, 20 * SEC, G),
+	              "stalled subscriber did not recover");
+	want_last = H.seq ? H.seq - 1 : 0;
+	for (int i = 0; i < N; i++) {
+		struct sub *u = &H.subs[i];
+		ck_assert_uint_eq(u->errors, 0);
+		ck_assert_uint_eq(u->groups_reset, 0);
+		ck_assert_uint_eq(u->first_seq, 0);
+		/* every group so far, complete and in order */
+		ck_assert_uint_ge(u->groups_complete + 2, H.seq);
+	}
+	ck_assert_uint_eq(slow->errors, 0);
+	ck_assert_uint_gt(slow->groups_reset, 0);
+	ck_assert_uint_eq(slow->groups_reset, slow->resets_by_code[MOQ_CODE_OLD] +
+	                                              slow->resets_by_code[MOQ_CODE_EVICTED] +
+	                                              slow->resets_by_code[MOQ_CODE_LAGGED]);
+	fprintf(stderr,
+	        "# stall: stalled subscriber: %llu groups complete, %llu reset (old %llu, evicted "
+	        "%llu, lagged %llu), then %llu complete; others %llu groups each, 0 resets\n",
+	        (unsigned long long)slow->groups_complete, (unsigned long long)slow->groups_reset,
+	        (unsigned long long)slow->resets_by_code[MOQ_CODE_OLD],
+	        (unsigned long long)slow->resets_by_code[MOQ_CODE_EVICTED],
+	        (unsigned long long)slow->resets_by_code[MOQ_CODE_LAGGED],
+	        (unsigned long long)slow->complete_after_reset,
+	        (unsigned long long)H.subs[0].groups_complete);
+
+	/* Unsubscribing releases every cache reference: live memory returns to
+	 * what the remaining groups bill. */
+	for (int i = 0; i < H.nsubs; i++)
+		moq_session_unsubscribe(H.subs[i].s, (uint64_t)H.subs[i].id);
+	h_run(500 * MS, 0);
+	cs = moq_cache_counting_stats(&H.rcnt);
+	used = moq_cache_used(H.rcache);
+	fprintf(stderr, "# after unsubscribe: cache live %lld bytes, billed %llu + tables %lld\n",
+	        (long long)cs.live_bytes, (unsigned long long)used, (long long)fixed);
+	/* DESIGN.md rule 1: live / billed <= 1.10 (beyond the fixed tables). */
+	ck_assert_int_le(cs.live_bytes - fixed, (int64_t)(used + used / 10));
+	h_fini();
+}
+END_TEST
+
+static int sub0_anns(void)
+{
+	return H.subs[0].nann >= 2;
+}
+
+/* Announce, live announce, end; prefix filtering on whole segments. */
+START_TEST(test_announce_flow)
+{
+	struct moq_cache_track *t;
+	struct moq_node_stats rs;
+	struct sub *a, *b, *c;
+
+	h_init(NULL, 0);
+	h_publisher();
+	ck_assert_int_eq(moq_node_publish(H.client, "demo/a", 6, 1000), 0);
+	ck_assert_int_eq(moq_node_publish(H.client, "demox/b", 7, 1000), 0);
+	ck_assert_int_eq(moq_node_publish(H.client, "demo/a", 6, 1000), MOQ_ERR_EXISTS);
+	for (int i = 0; i < 3; i++)
+		h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
+	a = &H.subs[0];
+	b = &H.subs[1];
+	c = &H.subs[2];
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_run(50 * MS, 0);
+	moq_node_stats(H.relay, &rs);
+	ck_assert_uint_eq(rs.broadcasts, 3);
+	ck_assert_int_eq(moq_session_announce_request(a->s, "demo", 4), 0);
+	ck_assert_int_eq(moq_session_announce_request(b->s, "", 0), 0);
+	ck_assert_int_eq(moq_session_announce_request(c->s, "dem", 3), 0);
+	h_run(50 * MS, 0);
+	/* "demo" matches demo/a, never demox/b. */
+	ck_assert_int_eq(a->nann, 1);
+	ck_assert_str_eq(a->ann[0], "demo/a");
+	ck_assert_int_eq(a->ann_active[0], 1);
+	ck_assert_int_eq(b->nann, 3);
+	ck_assert_int_eq(c->nann, 0);
+	/* A new broadcast is announced as it happens; an ended one too. */
+	ck_assert_int_eq(moq_node_publish(H.client, "demo/c", 6, 1000), 0);
+	h_run(50 * MS, 0);
+	ck_assert_int_eq(a->nann, 2);
+	ck_assert_str_eq(a->ann[1], "demo/c");
+	ck_assert_int_eq(moq_node_unpublish(H.client, "demo/a", 6, now()), 0);
+	h_run(50 * MS, 0);
+	ck_assert_int_eq(a->nann, 3);
+	ck_assert_str_eq(a->ann[2], "demo/a");
+	ck_assert_int_eq(a->ann_active[2], 0);
+	ck_assert_int_eq(c->nann, 0);
+	/* Re-announce. */
+	ck_assert_int_eq(moq_node_publish(H.client, "demo/a", 6, 1000), 0);
+	h_run(50 * MS, 0);
+	ck_assert_int_eq(a->nann, 4);
+	ck_assert_str_eq(a->ann[3], "demo/a");
+	ck_assert_int_eq(a->ann_active[3], 1);
+	(void)t;
+	(void)sub0_anns;
+	h_fini();
+}
+END_TEST
+
+/* Publisher disconnect: the broadcast lingers 5 s, then it is announced as
+ * ended and its subscriptions end. */
+START_TEST(test_publisher_linger)
+{
+	struct sub *a;
+	struct moq_node_stats rs;
+
+	h_init(NULL, 0);
+	h_publisher();
+	a = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	ck_assert_int_eq(moq_session_announce_request(a->s, "live", 4), 0);
+	h_subscribe(a, 1);
+	h_run(2 * SEC, 3);
+	ck_assert_uint_ge(a->groups_complete, 2);
+	ck_assert_int_eq(a->nann, 1);
+	moq_session_close(H.pub.s, 0);
+	h_run(4 * SEC, 3);
+	moq_node_stats(H.relay, &rs);
+	ck_assert_uint_eq(rs.broadcasts, 1); /* lingering */
+	ck_assert_int_eq(a->nann, 1);
+	ck_assert(!a->sub_closed);
+	h_run(2 * SEC, 3);
+	moq_node_stats(H.relay, &rs);
+	ck_assert_uint_eq(rs.broadcasts, 0);
+	ck_assert_int_eq(a->nann, 2);
+	ck_assert_int_eq(a->ann_active[1], 0);
+	ck_assert(a->sub_closed);
+	ck_assert_int_eq(a->sub_closed_code, -1);
+	ck_assert_uint_eq(a->errors, 0);
+	h_fini();
+}
+END_TEST
+
+/* --- malformed input: only the offending session closes, with the code -- */
+
+struct bad_case {
+	const char *what;
+	int bidi;
+	uint8_t bytes[64];
+	size_t len;
+	int fin;
+	int64_t code; /* -1: the session stays open */
+};
+
+static const struct bad_case bad_cases[] = {
+        /* SUBSCRIBE with a byte left over inside its length */
+        {"trailing byte",
+         1,
+         {0x02, 0x0e, 0x01, 0x04, 'l', 'i', 'v', 'e', 0x01, 'v', 0x01, 0x00, 0x00, 0x00, 0x00,
+          0xff},
+         16,
+         0,
+         MOQ_CODE_DECODE},
+        /* SUBSCRIBE whose length cuts its last field */
+        {"short body",
+         1,
+         {0x02, 0x0b, 0x01, 0x04, 'l', 'i', 'v', 'e', 0x01, 'v', 0x01, 0x00, 0x00},
+         13,
+         0,
+         MOQ_CODE_DECODE},
+        /* a message cut off by FIN */
+        {"fin mid-message", 1, {0x02, 0x0d, 0x01, 0x04, 'l'}, 5, 1, MOQ_CODE_DECODE},
+        /* ordered = 2 */
+        {"bad bool",
+         1,
+         {0x02, 0x0d, 0x01, 0x04, 'l', 'i', 'v', 'e', 0x01, 'v', 0x01, 0x02, 0x00, 0x00, 0x00},
+         15,
+         0,
+         MOQ_CODE_DECODE},
+        /* two ANNOUNCE_REQ on one stream */
+        {"second request",
+         1,
+         {0x01, 0x02, 0x00, 0x00, 0x02, 0x00, 0x00},
+         7,
+         0,
+         MOQ_CODE_UNEXPECTED_MESSAGE},
+        /* a second SETUP stream */
+        {"second setup", 0, {0x01, 0x01, 0x00}, 3, 1, MOQ_CODE_PROTOCOL_VIOLATION},
+        /* a control message longer than the bound */
+        {"too large", 1, {0x02, 0x80, 0x01, 0x00, 0x00}, 5, 0, MOQ_CODE_BOUNDS},
+        /* an unknown stream type: that stream only */
+        {"unknown stream", 1, {0x30, 0x01, 0x02}, 3, 0, -1},
+        /* an unknown uni stream type */
+        {"unknown uni stream", 0, {0x07, 0x01}, 2, 1, -1},
+        /* lite-05 TRACK_INFO is not a request */
+        {"track info on a request", 1, {0x06, 0x04, 0x01, 0x00, 0x00, 0x01}, 6, 0, MOQ_CODE_DECODE},
+};
+
+static int bad_done(void)
+{
+	return H.subs[1].closed;
+}
+
+START_TEST(test_malformed)
+{
+	const struct bad_case *bc = &bad_cases[_i];
+	struct sub *good, *bad;
+	struct moq_node_stats rs;
+	uint64_t before;
+
+	h_init(NULL, 0);
+	h_publisher();
+	good = &H.subs[H.nsubs++];
+	bad = &H.subs[H.nsubs++];
+	h_connect(good, MOQ_ROLE_SUBSCRIBER, NULL);
+	h_connect(bad, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_subscribe(good, 1);
+	h_run(1 * SEC, 100);
+	before = good->groups_complete;
+	ck_assert_int_ge(moq_session_write_raw(bad->s, bc->bidi, bc->bytes, bc->len, bc->fin), 0);
+	if (bc->code >= 0) {
+		ck_assert_msg(h_until(bad_done, 2 * SEC, 100), "%s: session not closed", bc->what);
+		ck_assert_msg(bad->close_code == (uint64_t)bc->code && !bad->local,
+		              "%s: closed with %llu, want %lld", bc->what,
+		              (unsigned long long)bad->close_code, (long long)bc->code);
+		moq_node_stats(H.relay, &rs);
+		ck_assert_uint_eq(rs.sessions_closed_error, 1);
+	} else {
+		h_run(500 * MS, 100);
+		ck_assert_msg(!bad->closed, "%s: session closed", bc->what);
+		h_subscribe(bad, 1);
+	}
+	/* Everyone else goes on. */
+	h_run(1 * SEC, 100);
+	ck_assert(!good->closed && !H.pub.closed);
+	ck_assert_uint_gt(good->groups_complete, before);
+	ck_assert_uint_eq(good->errors, 0);
+	if (bc->code < 0)
+		ck_assert_uint_gt(bad->groups_complete, 0);
+	h_fini();
+}
+END_TEST
+
+/* lite-03 and lite-04 sessions end to end (ALPN selects the version). */
+START_TEST(test_versions)
+{
+	static const char *const alpn[] = {MOQ_ALPN_03, MOQ_ALPN_04, MOQ_ALPN_05};
+	struct sub *a;
+
+	h_init(alpn[_i], 0);
+	h_publisher();
+	ck_assert_int_eq(moq_session_version(H.pub.s), (int)(3 + _i));
+	a = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_subscribe(a, 1);
+	want_last = 3;
+	ck_assert(h_until(all_done, 5 * SEC, 4));
+	ck_assert_uint_eq(a->errors, 0);
+	ck_assert_uint_eq(a->groups_complete, 4);
+	ck_assert_uint_eq(a->bytes, expected_bytes(0, 3));
+	ck_assert(a->got_start);
+	h_fini();
+}
+END_TEST
+
+Suite *moq_session_suite(void);
+
+Suite *moq_session_suite(void)
+{
+	Suite *s = suite_create("moq_session");
+	TCase *tc = tcase_create("session");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_fanout_100);
+	tcase_add_loop_test(tc, test_stalled_subscriber, 0, 2);
+	tcase_add_test(tc, test_announce_flow);
+	tcase_add_test(tc, test_publisher_linger);
+	tcase_add_loop_test(tc, test_malformed, 0, sizeof(bad_cases) / sizeof(bad_cases[0]));
+	tcase_add_loop_test(tc, test_versions, 0, 3);
+	suite_add_tcase(s, tc);
+	return s;
+}
