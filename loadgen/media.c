@@ -580,7 +580,9 @@ static int frame_check(struct moq_lg_rx *r, struct moq_lg_rx_group *g, uint64_t 
 	r->c.frames_ok++;
 	r->c.bytes_ok += g->fsize;
 	uint64_t sent = get64(h + 24);
-	if (r->hist && now_ns >= sent)
+	if (sent < r->lat_after)
+		r->c.frames_catchup++;
+	else if (r->hist && now_ns >= sent)
 		moq_lg_hist_add(r->hist, now_ns - sent);
 	return 1;
 }
@@ -691,7 +693,8 @@ int moq_lg_report_json(const struct moq_lg_report *now, const struct moq_lg_repo
 	        ",\"groups_ok\":%" PRIu64 ",\"groups_reset\":%" PRIu64 ",\"groups_late\":%" PRIu64
 	        ",\"groups_missing\":%" PRIu64 ",\"frames_partial\":%" PRIu64
 	        ",\"bad_crc\":%" PRIu64 ",\"bad_hdr\":%" PRIu64 ",\"bad_order\":%" PRIu64
-	        ",\"groups_dup\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"lat_n\":%" PRIu64
+	        ",\"groups_dup\":%" PRIu64 ",\"frames_catchup\":%" PRIu64 ",\"errors\":%" PRIu64
+	        ",\"lat_n\":%" PRIu64
 	        ",\"lat_p50_us\":%.1f,\"lat_p99_us\":%.1f,\"lat_max_us\":%.1f}",
 	        now->t_s, now->subs_target, now->subs_connected, now->subs_ready, now->subs_closed,
 	        now->pub_frames, now->pub_bytes, now->pub_groups, c->frames_ok, c->bytes_ok,
@@ -702,9 +705,9 @@ int moq_lg_report_json(const struct moq_lg_report *now, const struct moq_lg_repo
 	        rate(now->rx_pkts, prev->rx_pkts, dt) / 1e3,
 	        rate(now->tx_pkts, prev->tx_pkts, dt) / 1e3, c->groups_ok, c->groups_reset,
 	        c->groups_late, c->groups_missing, c->frames_partial, c->frames_bad_crc,
-	        c->frames_bad_hdr, c->frames_bad_order, c->groups_dup, moq_lg_counts_errors(c),
-	        now->hist ? now->hist->n : 0, (double)p50 / 1e3, (double)p99 / 1e3,
-	        (double)mx / 1e3);
+	        c->frames_bad_hdr, c->frames_bad_order, c->groups_dup, c->frames_catchup,
+	        moq_lg_counts_errors(c), now->hist ? now->hist->n : 0, (double)p50 / 1e3,
+	        (double)p99 / 1e3, (double)mx / 1e3);
 	if (n < 0)
 		n = 0;
 	if (len && (size_t)n >= len)

@@ -170,6 +170,7 @@ struct moq_lg_counts {
 	uint64_t groups_late;           /* began after a newer group had begun */
 	uint64_t groups_dup;            /* a sequence seen twice */
 	uint64_t groups_missing;        /* never begun, between the first and the newest */
+	uint64_t frames_catchup;        /* verified, sent before lat_after: not in the histogram */
 };
 
 void moq_lg_counts_add(struct moq_lg_counts *dst, const struct moq_lg_counts *src);
@@ -203,6 +204,10 @@ struct moq_lg_rx {
 	struct moq_lg_rx_group g[MOQ_LG_RX_GROUPS];
 	struct moq_lg_counts c;
 	struct moq_lg_hist *hist; /* borrowed; may be shared; NULL = none */
+	/* Frames sent before this time (e.g. the subscription's start: a joining
+	 * subscriber first gets the current group from its beginning) are
+	 * verified but not put in the latency histogram. */
+	uint64_t lat_after;
 };
 
 /* moq_lg_rx_init: a verifier for track @track_id recording latency into

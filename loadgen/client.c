@@ -1,0 +1,607 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * client.c: the load generator's publisher and subscribers over moq/'s
+ * client role (client.h).
+ */
+#include "client.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache.h"
+#include "moq.h"
+
+/* The publisher's cache byte budget when none is given: 5 s of a 4 Mbps
+ * track is 2.5 MB, so 64 MiB keeps every group until it expires. */
+#define DEFAULT_CACHE_BUDGET (64ull << 20)
+/* moq_cache_expire is a control-path call: every 10 ms is plenty. */
+#define EXPIRE_EVERY_NS 10000000ull
+/* Frames written per track per poll at most (a stalled loop catches up over
+ * a few polls rather than in one burst). */
+#define MAX_FRAMES_PER_POLL 16
+/* The publisher's timestamps are in microseconds (TRACK_INFO timescale). */
+#define TIMESCALE_US 1000000ull
+/* Subscribers start this long after the publisher is up (its announce has
+ * to reach the relay first). */
+#define SUB_START_DELAY_NS 100000000ull
+
+enum sub_state { SUB_IDLE = 0, SUB_CONNECTING, SUB_READY, SUB_CLOSED };
+
+struct lg_sub {
+	struct moq_lg_client *cl;
+	struct moq_session *s;
+	uint32_t idx;
+	uint8_t state, is_pub, failed;
+	int64_t ids[MOQ_LG_MAX_TRACKS]; /* -1: not subscribed */
+	uint64_t retry_at[MOQ_LG_MAX_TRACKS];
+	uint64_t connect_ns, last_rx_ns;
+	struct moq_lg_rx rx[MOQ_LG_MAX_TRACKS];
+};
+
+struct lg_pubtrack {
+	struct moq_lg_gen gen;
+	struct moq_cache_track *t;
+	struct moq_cache_group *g; /* the group being written */
+};
+
+struct moq_lg_client {
+	struct moq_lg_client_cfg cfg;
+	struct moq_quic_addr *locals;
+	struct moq_quic_endpoint *ep;
+	struct moq_node *node;
+	struct moq_cache *cache;
+	struct moq_cache_counting counting;
+	uint64_t now, start_ns, next_expire;
+
+	/* publisher */
+	struct lg_sub pub;
+	struct lg_pubtrack pt[MOQ_LG_MAX_TRACKS];
+	int pub_started;
+	uint64_t pub_ready_ns;
+	uint8_t *fbuf;
+	uint64_t pub_frames, pub_bytes, pub_groups, pub_write_errors;
+
+	/* subscribers */
+	struct lg_sub *subs;
+	uint32_t opened;  /* sessions started */
+	uint64_t ramp_t0; /* ramp origin; 0 = not yet */
+	int stopping;
+	struct moq_lg_hist lat, hs;
+	uint64_t subs_ready_total, subs_closed, subs_failed, retries, refused, connect_errors;
+};
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static int track_of(const struct lg_sub *u, uint64_t id)
+{
+	for (unsigned i = 0; i < u->cl->cfg.ntracks; i++)
+		if (u->ids[i] >= 0 && (uint64_t)u->ids[i] == id)
+			return (int)i;
+	return -1;
+}
+
+static struct lg_sub *sub_of(struct moq_session *s)
+{
+	return moq_session_user(s);
+}
+
+static void subscribe_track(struct lg_sub *u, unsigned i)
+{
+	struct moq_lg_client *cl = u->cl;
+	const struct moq_lg_track_cfg *t = &cl->cfg.tracks[i];
+	struct moq_sub_params p = {
+	        /* audio first when both compete for the link */
+	        .priority = t->kind == MOQ_LG_AUDIO ? 2 : 1,
+	        .ordered = false,
+	        .max_latency_ms = MOQ_DEFAULT_MAX_LATENCY_MS,
+	        .start = MOQ_GROUP_NONE,
+	        .end = MOQ_GROUP_NONE,
+	};
+	int64_t id = moq_session_subscribe(u->s, cl->cfg.broadcast, strlen(cl->cfg.broadcast),
+	                                   t->name, strlen(t->name), &p);
+	u->retry_at[i] = 0;
+	u->rx[i].lat_after = cl->now;
+	if (id >= 0) {
+		u->ids[i] = id;
+	} else {
+		u->ids[i] = -1;
+		u->retry_at[i] = cl->now + MOQ_LG_RETRY_NS;
+	}
+}
+
+/* ---- moq callbacks ------------------------------------------------------- */
+
+static void on_ready(struct moq_session *s, void *user)
+{
+	struct moq_lg_client *cl = user;
+	struct lg_sub *u = sub_of(s);
+	if (!u)
+		return;
+	u->state = SUB_READY;
+	moq_lg_hist_add(&cl->hs, cl->now - u->connect_ns);
+	if (u->is_pub) {
+		cl->pub_ready_ns = cl->now;
+		return;
+	}
+	cl->subs_ready_total++;
+	u->last_rx_ns = cl->now;
+	for (unsigned i = 0; i < cl->cfg.ntracks; i++)
+		subscribe_track(u, i);
+}
+
+static void on_closed(struct moq_session *s, void *user, uint64_t code, int local)
+{
+	struct moq_lg_client *cl = user;
+	struct lg_sub *u = sub_of(s);
+	if (!u)
+		return;
+	if (cl->cfg.verbose && (code != 0 || !cl->stopping))
+		fprintf(stderr, "moqdp-load: session %u closed code=%llu local=%d\n", u->idx,
+		        (unsigned long long)code, local);
+	if (!cl->stopping && (code != 0 || !local)) {
+		u->failed = 1;
+		if (!u->is_pub)
+			cl->subs_failed++;
+	}
+	if (u->state == SUB_READY && !u->is_pub)
+		cl->subs_closed++;
+	u->state = SUB_CLOSED;
+	u->s = NULL;
+}
+
+static void on_sub_closed(struct moq_session *s, void *user, uint64_t id, int64_t code)
+{
+	struct moq_lg_client *cl = user;
+	struct lg_sub *u = sub_of(s);
+	int i;
+	if (!u || (i = track_of(u, id)) < 0)
+		return;
+	u->ids[i] = -1;
+	if (code == MOQ_CODE_NOT_FOUND && !cl->stopping) {
+		/* not announced yet: try again shortly */
+		u->retry_at[i] = cl->now + MOQ_LG_RETRY_NS;
+		cl->retries++;
+	} else if (code >= 0) {
+		cl->refused++;
+	}
+}
+
+static struct moq_lg_rx *rx_of(struct moq_session *s, uint64_t id)
+{
+	struct lg_sub *u = sub_of(s);
+	int i;
+	if (!u || (i = track_of(u, id)) < 0)
+		return NULL;
+	return &u->rx[i];
+}
+
+static void on_group_begin(struct moq_session *s, void *user, uint64_t id, uint64_t seq)
+{
+	(void)user;
+	struct moq_lg_rx *r = rx_of(s, id);
+	if (r)
+		moq_lg_rx_group_begin(r, seq);
+}
+
+static void on_frame(struct moq_session *s, void *user, uint64_t id, uint64_t seq, int64_t ts,
+                     uint64_t size)
+{
+	(void)user;
+	(void)ts;
+	struct moq_lg_rx *r = rx_of(s, id);
+	if (r)
+		moq_lg_rx_frame(r, seq, size);
+}
+
+static void on_frame_data(struct moq_session *s, void *user, uint64_t id, uint64_t seq,
+                          const uint8_t *data, size_t len)
+{
+	struct moq_lg_client *cl = user;
+	struct lg_sub *u = sub_of(s);
+	int i;
+	if (!u || (i = track_of(u, id)) < 0)
+		return;
+	u->last_rx_ns = cl->now;
+	moq_lg_rx_data(&u->rx[i], seq, data, len, cl->now);
+}
+
+static void on_group_end(struct moq_session *s, void *user, uint64_t id, uint64_t seq, int64_t code)
+{
+	(void)user;
+	struct moq_lg_rx *r = rx_of(s, id);
+	if (r)
+		moq_lg_rx_group_end(r, seq, code);
+}
+
+static const struct moq_node_callbacks node_cb = {
+        .session_ready = on_ready,
+        .session_closed = on_closed,
+        .sub_closed = on_sub_closed,
+        .group_begin = on_group_begin,
+        .frame = on_frame,
+        .frame_data = on_frame_data,
+        .group_end = on_group_end,
+};
+
+/* ---- life cycle ---------------------------------------------------------- */
+
+struct moq_lg_client *moq_lg_client_create(const struct moq_lg_client_cfg *cfg, uint64_t now,
+                                           int *err)
+{
+	struct moq_lg_client *cl;
+	int e = MOQ_ERR_INVAL;
+
+	if (!cfg || cfg->ntracks == 0 || cfg->ntracks > MOQ_LG_MAX_TRACKS || !cfg->locals ||
+	    cfg->nlocals == 0 || (!cfg->publish && cfg->subscribers == 0) || !cfg->broadcast[0])
+		goto fail_args;
+	e = MOQ_ERR_NOMEM;
+	cl = calloc(1, sizeof(*cl));
+	if (!cl)
+		goto fail_args;
+	cl->cfg = *cfg;
+	if (!cl->cfg.conns_per_addr)
+		cl->cfg.conns_per_addr = MOQ_LG_CONNS_PER_ADDR;
+	if (!cl->cfg.cache_budget)
+		cl->cfg.cache_budget = DEFAULT_CACHE_BUDGET;
+	cl->locals = calloc(cfg->nlocals, sizeof(*cl->locals));
+	if (!cl->locals)
+		goto fail_locals;
+	memcpy(cl->locals, cfg->locals, cfg->nlocals * sizeof(*cl->locals));
+	cl->cfg.locals = cl->locals;
+	cl->now = cl->start_ns = now;
+	moq_lg_hist_reset(&cl->lat);
+	moq_lg_hist_reset(&cl->hs);
+
+	if (cfg->subscribers) {
+		cl->subs = calloc(cfg->subscribers, sizeof(*cl->subs));
+		if (!cl->subs)
+			goto fail_subs;
+		for (uint32_t k = 0; k < cfg->subscribers; k++) {
+			struct lg_sub *u = &cl->subs[k];
+			u->cl = cl;
+			u->idx = k;
+			for (unsigned i = 0; i < cfg->ntracks; i++) {
+				u->ids[i] = -1;
+				moq_lg_rx_init(&u->rx[i], cfg->tracks[i].id, &cl->lat);
+			}
+		}
+	}
+	cl->pub.cl = cl;
+	cl->pub.is_pub = 1;
+	cl->pub.idx = UINT32_MAX;
+
+	moq_cache_counting_init(&cl->counting);
+	struct moq_cache_cfg cc = {
+	        .alloc = moq_cache_counting_alloc(&cl->counting),
+	        .budget = cl->cfg.cache_budget,
+	};
+	cl->cache = moq_cache_create(&cc);
+	if (!cl->cache)
+		goto fail_cache;
+	if (cfg->publish) {
+		cl->fbuf = malloc(MOQ_LG_FRAME_MAX);
+		if (!cl->fbuf)
+			goto fail_fbuf;
+		for (unsigned i = 0; i < cfg->ntracks; i++) {
+			struct moq_cache_track_cfg tc = {0};
+			if (moq_cache_track_create(cl->cache, cfg->broadcast,
+			                           strlen(cfg->broadcast), cfg->tracks[i].name,
+			                           strlen(cfg->tracks[i].name), &tc,
+			                           &cl->pt[i].t) < 0)
+				goto fail_tracks;
+		}
+	}
+
+	struct moq_node_cfg nc = {
+	        .cache = cl->cache,
+	        .cache_reader = 0,
+	        .relay = 0,
+	        .max_sessions = cfg->subscribers + 16,
+	        .cb = &node_cb,
+	        .user = cl,
+	};
+	cl->node = moq_node_create(&nc);
+	if (!cl->node)
+		goto fail_node;
+	if (cfg->publish &&
+	    moq_node_publish(cl->node, cfg->broadcast, strlen(cfg->broadcast), TIMESCALE_US) < 0)
+		goto fail_ep;
+
+	size_t nalpn;
+	const char *const *alpn = moq_node_alpns(&nalpn);
+	struct moq_quic_config qc = {
+	        .role = MOQ_QUIC_CLIENT,
+	        .alpn = alpn,
+	        .alpn_count = nalpn,
+	        .max_conns = cfg->subscribers + 16,
+	        .max_half_open = cfg->subscribers + 16,
+	        .max_conns_per_addr = cfg->subscribers + 16,
+	        /* a subscriber receives one uni stream per group */
+	        .max_streams_uni = 10000,
+	        .max_udp_payload = cfg->max_udp_payload,
+	        .cb = moq_node_quic_callbacks(),
+	        .user = cl->node,
+	};
+	int qe = 0;
+	cl->ep = moq_quic_endpoint_new(&qc, &qe);
+	if (!cl->ep) {
+		e = qe ? qe : MOQ_ERR_CRYPTO;
+		goto fail_ep;
+	}
+	cl->next_expire = now + EXPIRE_EVERY_NS;
+	return cl;
+
+fail_ep:
+	moq_node_destroy(cl->node);
+fail_node:
+fail_tracks:
+	for (unsigned i = 0; i < MOQ_LG_MAX_TRACKS; i++)
+		if (cl->pt[i].t)
+			moq_cache_track_unref(cl->pt[i].t);
+	free(cl->fbuf);
+fail_fbuf:
+	moq_cache_destroy(cl->cache);
+fail_cache:
+	free(cl->subs);
+fail_subs:
+	free(cl->locals);
+fail_locals:
+	free(cl);
+fail_args:
+	if (err)
+		*err = e;
+	return NULL;
+}
+
+void moq_lg_client_destroy(struct moq_lg_client *cl)
+{
+	if (!cl)
+		return;
+	moq_quic_endpoint_free(cl->ep); /* releases every session */
+	moq_node_destroy(cl->node);
+	for (unsigned i = 0; i < MOQ_LG_MAX_TRACKS; i++) {
+		if (cl->pt[i].g)
+			moq_cache_group_unref(cl->pt[i].g);
+		if (cl->pt[i].t)
+			moq_cache_track_unref(cl->pt[i].t);
+	}
+	moq_cache_destroy(cl->cache);
+	free(cl->fbuf);
+	free(cl->subs);
+	free(cl->locals);
+	free(cl);
+}
+
+struct moq_quic_endpoint *moq_lg_client_endpoint(struct moq_lg_client *cl)
+{
+	return cl->ep;
+}
+
+int moq_lg_client_recv(struct moq_lg_client *cl, const uint8_t *data, size_t len,
+                       const struct moq_quic_addr *local, const struct moq_quic_addr *remote,
+                       uint64_t now)
+{
+	cl->now = now;
+	return moq_quic_endpoint_recv(cl->ep, data, len, local, remote, now);
+}
+
+int moq_lg_client_send(struct moq_lg_client *cl, struct moq_quic_pkt *pkts, size_t n, uint64_t now)
+{
+	cl->now = now;
+	return moq_quic_endpoint_send(cl->ep, pkts, n, now);
+}
+
+/* ---- poll ---------------------------------------------------------------- */
+
+static const struct moq_quic_addr *local_for(const struct moq_lg_client *cl, uint32_t k)
+{
+	if (cl->cfg.nlocals == 1)
+		return &cl->locals[0];
+	/* locals[0] is the publisher's; subscribers use the others */
+	uint32_t a = 1 + (k / cl->cfg.conns_per_addr) % (cl->cfg.nlocals - 1);
+	return &cl->locals[a];
+}
+
+static void connect_one(struct moq_lg_client *cl, struct lg_sub *u, const struct moq_quic_addr *l,
+                        int role)
+{
+	int e = 0;
+	u->connect_ns = cl->now;
+	u->state = SUB_CONNECTING;
+	u->s = moq_node_connect(cl->node, cl->ep, l, &cl->cfg.relay, NULL, role, u, cl->now, &e);
+	if (!u->s) {
+		u->state = SUB_CLOSED;
+		u->failed = 1;
+		cl->connect_errors++;
+		if (cl->cfg.verbose)
+			fprintf(stderr, "moqdp-load: connect %u failed: %s\n", u->idx,
+			        moq_err_str(e));
+	}
+}
+
+static int publish_due(struct moq_lg_client *cl)
+{
+	int done = 0;
+	for (unsigned i = 0; i < cl->cfg.ntracks; i++) {
+		struct lg_pubtrack *p = &cl->pt[i];
+		for (int k = 0; k < MAX_FRAMES_PER_POLL && moq_lg_gen_next(&p->gen) <= cl->now;
+		     k++) {
+			struct moq_lg_frame_info fi;
+			int len =
+			        moq_lg_gen_frame(&p->gen, cl->now, cl->fbuf, MOQ_LG_FRAME_MAX, &fi);
+			if (len < 0) {
+				cl->pub_write_errors++;
+				break;
+			}
+			if (fi.index == 0) {
+				if (p->g) {
+					moq_cache_group_finish(p->g);
+					moq_cache_group_unref(p->g);
+					p->g = NULL;
+				}
+				if (moq_cache_group_open(p->t, fi.group, cl->now, &p->g) < 0) {
+					p->g = NULL;
+					cl->pub_write_errors++;
+				} else {
+					cl->pub_groups++;
+				}
+			}
+			if (p->g &&
+			    moq_cache_write_frame(p->g, fi.pts_us, cl->fbuf, (size_t)len) < 0)
+				cl->pub_write_errors++;
+			cl->pub_frames++;
+			cl->pub_bytes += (uint64_t)len;
+			if (fi.last && p->g) {
+				moq_cache_group_finish(p->g);
+				moq_cache_group_unref(p->g);
+				p->g = NULL;
+			}
+			done++;
+		}
+	}
+	return done;
+}
+
+int moq_lg_client_poll(struct moq_lg_client *cl, uint64_t now)
+{
+	int work = 0;
+	cl->now = now;
+
+	if (cl->stopping)
+		goto run;
+	/* the publisher's session first */
+	if (cl->cfg.publish && cl->pub.state == SUB_IDLE) {
+		connect_one(cl, &cl->pub, &cl->locals[0], MOQ_ROLE_PUBLISHER);
+		work++;
+	}
+	if (cl->cfg.publish && !cl->pub_started && cl->pub.state == SUB_READY) {
+		/* group sequences start from the wall clock's seconds so a
+		 * restarted publisher never goes backwards */
+		for (unsigned i = 0; i < cl->cfg.ntracks; i++)
+			moq_lg_gen_init(&cl->pt[i].gen, &cl->cfg.tracks[i], now, now / 1000000ull);
+		cl->pub_started = 1;
+	}
+	if (cl->pub_started)
+		work += publish_due(cl);
+
+	/* the subscribers' ramp */
+	if (!cl->ramp_t0 && cl->opened < cl->cfg.subscribers) {
+		if (!cl->cfg.publish)
+			cl->ramp_t0 = now;
+		else if (cl->pub_started && now >= cl->pub_ready_ns + SUB_START_DELAY_NS)
+			cl->ramp_t0 = now;
+	}
+	if (cl->ramp_t0 && cl->opened < cl->cfg.subscribers) {
+		uint64_t allowed = cl->cfg.subscribers;
+		if (cl->cfg.ramp_per_s > 0)
+			allowed = 1 + (uint64_t)((double)(now - cl->ramp_t0) * cl->cfg.ramp_per_s /
+			                         1e9);
+		while (cl->opened < allowed && cl->opened < cl->cfg.subscribers) {
+			struct lg_sub *u = &cl->subs[cl->opened];
+			connect_one(cl, u, local_for(cl, cl->opened), MOQ_ROLE_SUBSCRIBER);
+			cl->opened++;
+			work++;
+		}
+	}
+	/* subscriptions to retry */
+	for (uint32_t k = 0; k < cl->opened; k++) {
+		struct lg_sub *u = &cl->subs[k];
+		if (u->state != SUB_READY)
+			continue;
+		for (unsigned i = 0; i < cl->cfg.ntracks; i++)
+			if (u->retry_at[i] && now >= u->retry_at[i]) {
+				subscribe_track(u, i);
+				work++;
+			}
+	}
+run:
+	if (now >= cl->next_expire) {
+		moq_cache_expire(cl->cache, now);
+		cl->next_expire = now + EXPIRE_EVERY_NS;
+	}
+	work += moq_node_poll(cl->node, now);
+	work += moq_quic_endpoint_timers(cl->ep, now);
+	return work;
+}
+
+uint64_t moq_lg_client_next_wake(const struct moq_lg_client *cl)
+{
+	uint64_t t = moq_quic_endpoint_next_expiry(cl->ep);
+	if (cl->next_expire < t)
+		t = cl->next_expire;
+	if (cl->pub_started && !cl->stopping)
+		for (unsigned i = 0; i < cl->cfg.ntracks; i++) {
+			uint64_t n = moq_lg_gen_next(&cl->pt[i].gen);
+			if (n < t)
+				t = n;
+		}
+	if (cl->ramp_t0 && cl->opened < cl->cfg.subscribers && !cl->stopping) {
+		uint64_t n = cl->now;
+		if (cl->cfg.ramp_per_s > 0)
+			n = cl->ramp_t0 + (uint64_t)((double)cl->opened * 1e9 / cl->cfg.ramp_per_s);
+		if (n < t)
+			t = n;
+	}
+	return t;
+}
+
+void moq_lg_client_stop(struct moq_lg_client *cl, uint64_t now)
+{
+	cl->now = now;
+	cl->stopping = 1;
+	for (uint32_t k = 0; k < cl->opened; k++)
+		if (cl->subs[k].s)
+			moq_session_close(cl->subs[k].s, 0);
+	if (cl->cfg.publish) {
+		moq_node_unpublish(cl->node, cl->cfg.broadcast, strlen(cl->cfg.broadcast), now);
+		if (cl->pub.s)
+			moq_session_close(cl->pub.s, 0);
+	}
+}
+
+void moq_lg_client_report(struct moq_lg_client *cl, uint64_t now, int final,
+                          struct moq_lg_report *out, struct moq_lg_client_extra *extra)
+{
+	struct moq_quic_stats qs;
+	memset(out, 0, sizeof(*out));
+	out->t_s = (double)(now - cl->start_ns) / 1e9;
+	out->subs_target = cl->cfg.subscribers;
+	out->subs_connected = cl->opened;
+	out->subs_closed = cl->subs_closed;
+	out->pub_frames = cl->pub_frames;
+	out->pub_bytes = cl->pub_bytes;
+	out->pub_groups = cl->pub_groups;
+	out->hist = &cl->lat;
+	uint64_t stalled = 0;
+	for (uint32_t k = 0; k < cl->opened; k++) {
+		struct lg_sub *u = &cl->subs[k];
+		if (u->state == SUB_READY) {
+			out->subs_ready++;
+			if (now > u->last_rx_ns + MOQ_LG_STALL_NS)
+				stalled++;
+		}
+		for (unsigned i = 0; i < cl->cfg.ntracks; i++) {
+			if (final)
+				moq_lg_rx_finish(&u->rx[i]);
+			moq_lg_counts_add(&out->c, &u->rx[i].c);
+		}
+	}
+	moq_quic_endpoint_stats(cl->ep, &qs);
+	out->rx_bytes_wire = qs.bytes_in;
+	out->tx_bytes_wire = qs.bytes_out;
+	out->rx_pkts = qs.pkts_in;
+	out->tx_pkts = qs.pkts_out;
+	if (extra) {
+		memset(extra, 0, sizeof(*extra));
+		extra->subs_stalled = stalled;
+		extra->subs_failed = cl->subs_failed;
+		extra->sub_retries = cl->retries;
+		extra->sub_refused = cl->refused;
+		extra->connect_errors = cl->connect_errors;
+		extra->pub_ready = cl->pub.state == SUB_READY || cl->pub_started;
+		extra->pub_write_errors = cl->pub_write_errors;
+		extra->handshake_p50_ns = moq_lg_hist_pct(&cl->hs, 50);
+		extra->handshake_max_ns = cl->hs.max;
+	}
+}

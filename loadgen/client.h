@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * client.h: the load generator's MoQ client: one publisher and any number
+ * of subscribers on one QUIC client endpoint and one moq/ node, driven by an
+ * I/O loop it does not own (kernel sockets or DPDK ports in main.c, the
+ * in-memory link in tests).
+ *
+ *  - publisher: a session with role publisher announces one broadcast whose
+ *    tracks are synthetic media (media.h); due frames are written into the
+ *    node's cache as time passes and served by moq/ from there.
+ *  - subscribers: @subscribers sessions with role subscriber, opened at
+ *    @ramp_per_s, each subscribing to every track and verifying every frame
+ *    (moq_lg_rx). A subscription refused with "not found" (the broadcast is
+ *    not announced yet) is retried.
+ *
+ * Each session uses a local address from @locals: the publisher the first,
+ * subscriber k the one after it that holds k / @conns_per_addr (a relay
+ * limits connections per remote address). The I/O layer must be able to
+ * send from and receive on every one of them.
+ *
+ * Single thread. Time is nanoseconds of CLOCK_MONOTONIC (moq_lg_now_ns):
+ * the payload's send timestamps use it, so latency is only meaningful when
+ * the caller's @now comes from it too.
+ *
+ * Errors are 0 / counts / negative MOQ_ERR_*.
+ */
+#ifndef MOQ_LOADGEN_CLIENT_H
+#define MOQ_LOADGEN_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "media.h"
+#include "quic.h"
+
+#define MOQ_LG_MAX_TRACKS 8
+/* Connections per local address by default: under quic/'s default of 64
+ * connections per remote address on the relay. */
+#define MOQ_LG_CONNS_PER_ADDR 60u
+/* Retry a subscription refused as not found (broadcast not announced yet). */
+#define MOQ_LG_RETRY_NS 200000000ull
+/* A subscriber that received nothing for this long counts as stalled. */
+#define MOQ_LG_STALL_NS 1000000000ull
+
+struct moq_lg_client;
+
+struct moq_lg_client_cfg {
+	int publish;          /* run the publisher */
+	uint32_t subscribers; /* subscriber sessions */
+	double ramp_per_s;    /* sessions opened per second (0 = all at once) */
+	struct moq_lg_track_cfg tracks[MOQ_LG_MAX_TRACKS];
+	unsigned ntracks;
+	char broadcast[128]; /* broadcast path */
+	struct moq_quic_addr relay;
+	const struct moq_quic_addr *locals; /* borrowed until destroy */
+	unsigned nlocals;                   /* >= 1 */
+	uint32_t conns_per_addr;            /* 0 = MOQ_LG_CONNS_PER_ADDR */
+	uint64_t cache_budget;              /* publisher cache, 0 = 64 MiB */
+	uint32_t max_udp_payload;           /* 0 = quic's default */
+	int verbose;
+};
+
+/*
+ * moq_lg_client_create: the endpoint, node and cache for @cfg (copied) at
+ * time @now. Nothing is sent until the first moq_lg_client_poll. Returns
+ * NULL with *@err (when not NULL) set: MOQ_ERR_INVAL (no tracks, no local
+ * address, nothing to do), MOQ_ERR_NOMEM, MOQ_ERR_CRYPTO (TLS set-up).
+ */
+struct moq_lg_client *moq_lg_client_create(const struct moq_lg_client_cfg *cfg, uint64_t now,
+                                           int *err);
+
+/* moq_lg_client_destroy: close everything silently and free. NULL is a no-op. */
+void moq_lg_client_destroy(struct moq_lg_client *cl);
+
+/* moq_lg_client_endpoint: the QUIC endpoint (to feed and drain). */
+struct moq_quic_endpoint *moq_lg_client_endpoint(struct moq_lg_client *cl);
+
+/*
+ * moq_lg_client_recv: one received UDP datagram for local address @local.
+ * Returns what moq_quic_endpoint_recv returns.
+ */
+int moq_lg_client_recv(struct moq_lg_client *cl, const uint8_t *data, size_t len,
+                       const struct moq_quic_addr *local, const struct moq_quic_addr *remote,
+                       uint64_t now);
+
+/* moq_lg_client_send: fill up to @n packet buffers (moq_quic_endpoint_send). */
+int moq_lg_client_send(struct moq_lg_client *cl, struct moq_quic_pkt *pkts, size_t n, uint64_t now);
+
+/*
+ * moq_lg_client_poll: open the sessions the ramp allows by @now, retry
+ * refused subscriptions, write due frames into the cache, run the node's
+ * fanout and the endpoint's timers. Returns the number of actions taken.
+ */
+int moq_lg_client_poll(struct moq_lg_client *cl, uint64_t now);
+
+/* moq_lg_client_next_wake: the earliest time poll has work (a frame due, a
+ * session to open, a timer), for an I/O loop that sleeps. */
+uint64_t moq_lg_client_next_wake(const struct moq_lg_client *cl);
+
+/*
+ * moq_lg_client_stop: close every session cleanly (code 0): the publisher
+ * unpublishes, subscribers close. Call _send for a while afterwards to get
+ * the CONNECTION_CLOSE frames out.
+ */
+void moq_lg_client_stop(struct moq_lg_client *cl, uint64_t now);
+
+/* Figures beyond the common report. */
+struct moq_lg_client_extra {
+	uint64_t subs_stalled; /* ready, subscribed, nothing for MOQ_LG_STALL_NS */
+	uint64_t subs_failed;  /* closed with an error */
+	uint64_t sub_retries;  /* subscriptions retried after "not found" */
+	uint64_t sub_refused;  /* subscriptions ended by other codes */
+	uint64_t connect_errors;
+	uint64_t pub_ready; /* 1 once the publisher session is up */
+	uint64_t pub_write_errors;
+	uint64_t handshake_p50_ns, handshake_max_ns;
+};
+
+/*
+ * moq_lg_client_report: fill @out (hist points into the client; valid until
+ * destroy) and, when not NULL, @extra at time @now. With @final the
+ * verifiers count their missing groups first (call once, at the end).
+ */
+void moq_lg_client_report(struct moq_lg_client *cl, uint64_t now, int final,
+                          struct moq_lg_report *out, struct moq_lg_client_extra *extra);
+
+#endif /* MOQ_LOADGEN_CLIENT_H */

@@ -1,0 +1,217 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_loadgen_client.c: the load generator's client (loadgen/client.h)
+ * against a real moq/ relay node, both on real QUIC endpoints (ngtcp2 +
+ * wolfSSL) joined by quic/'s in-memory link in virtual time: a publisher and
+ * subscribers from several local addresses; every frame is verified.
+ */
+#include <arpa/inet.h>
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache.h"
+#include "client.h"
+#include "link.h"
+#include "moq.h"
+
+static struct moq_quic_addr addr4(const char *ip, uint16_t port)
+{
+	struct moq_quic_addr a;
+	memset(&a, 0, sizeof(a));
+	a.u.in4.sin_family = AF_INET;
+	a.u.in4.sin_port = htons(port);
+	inet_pton(AF_INET, ip, &a.u.in4.sin_addr);
+	a.len = sizeof(a.u.in4);
+	return a;
+}
+
+struct relay {
+	struct moq_cache_counting cnt;
+	struct moq_cache *cache;
+	struct moq_node *node;
+	struct moq_quic_endpoint *ep;
+};
+
+static void relay_init(struct relay *r)
+{
+	moq_cache_counting_init(&r->cnt);
+	struct moq_cache_cfg cc = {.alloc = moq_cache_counting_alloc(&r->cnt)};
+	r->cache = moq_cache_create(&cc);
+	ck_assert_ptr_nonnull(r->cache);
+	struct moq_node_cfg nc = {.cache = r->cache, .relay = 1};
+	r->node = moq_node_create(&nc);
+	ck_assert_ptr_nonnull(r->node);
+	size_t n;
+	const char *const *alpn = moq_node_alpns(&n);
+	struct moq_quic_config qc = {
+	        .role = MOQ_QUIC_SERVER,
+	        .alpn = alpn,
+	        .alpn_count = n,
+	        .cb = moq_node_quic_callbacks(),
+	        .user = r->node,
+	        .retry = MOQ_QUIC_RETRY_NEVER,
+	};
+	int e = 0;
+	r->ep = moq_quic_endpoint_new(&qc, &e);
+	ck_assert_msg(r->ep != NULL, "server endpoint: %d", e);
+}
+
+static void relay_free(struct relay *r)
+{
+	moq_quic_endpoint_free(r->ep);
+	moq_node_destroy(r->node);
+	moq_cache_destroy(r->cache);
+}
+
+/* Run link + both sides for @ns of virtual time. The link jumps its clock
+ * to the next delivery or expiry; a 1-byte datagram towards the client (an
+ * undecodable packet it drops and counts) every @tick keeps the clock from
+ * jumping past the publisher's next frame. */
+static void run_for(struct moq_quic_link *l, struct moq_lg_client *cl, struct relay *r,
+                    const struct moq_quic_addr *relay_addr, const struct moq_quic_addr *client,
+                    uint64_t ns)
+{
+	uint64_t end = moq_quic_link_now(l) + ns, tick_due = 0;
+	const uint8_t junk = 0;
+	while (moq_quic_link_now(l) < end) {
+		uint64_t now = moq_quic_link_now(l);
+		moq_lg_client_poll(cl, now);
+		moq_node_poll(r->node, now);
+		moq_cache_expire(r->cache, now);
+		if (now >= tick_due) {
+			ck_assert_int_eq(moq_quic_link_inject(l, 1, &junk, 1, relay_addr, client),
+			                 0);
+			tick_due = now + 500000; /* the link delay */
+		}
+		moq_quic_link_step(l);
+	}
+}
+
+START_TEST(publisher_and_subscribers_over_relay)
+{
+	struct relay r;
+	relay_init(&r);
+
+	struct moq_quic_addr locals[4];
+	char ip[32];
+	for (unsigned i = 0; i < 4; i++) {
+		snprintf(ip, sizeof(ip), "10.1.0.%u", 10 + i);
+		locals[i] = addr4(ip, 5000);
+	}
+	struct moq_lg_client_cfg cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.publish = 1;
+	cfg.subscribers = 12;
+	cfg.ramp_per_s = 100;
+	ck_assert_int_eq(moq_lg_track_parse("video:1M:gop=15", 1, &cfg.tracks[0]), 0);
+	ck_assert_int_eq(moq_lg_track_parse("audio", 2, &cfg.tracks[1]), 0);
+	cfg.ntracks = 2;
+	snprintf(cfg.broadcast, sizeof(cfg.broadcast), "loadgen/test");
+	cfg.relay = addr4("10.1.0.1", 4443);
+	cfg.locals = locals;
+	cfg.nlocals = 4;
+	cfg.conns_per_addr = 4;
+
+	int e = 0;
+	struct moq_lg_client *cl = moq_lg_client_create(&cfg, 1000000000ull, &e);
+	ck_assert_msg(cl != NULL, "client: %d", e);
+	struct moq_quic_link_config lc;
+	memset(&lc, 0, sizeof(lc));
+	lc.dir[0].delay_ns = lc.dir[1].delay_ns = 500000; /* 0.5 ms each way */
+	lc.start_ns = 1000000000ull;
+	struct moq_quic_link *l = moq_quic_link_new(&lc, moq_lg_client_endpoint(cl), r.ep);
+	ck_assert_ptr_nonnull(l);
+
+	run_for(l, cl, &r, &cfg.relay, &locals[0], 3000000000ull);
+
+	struct moq_lg_report rep;
+	struct moq_lg_client_extra ex;
+	moq_lg_client_report(cl, moq_quic_link_now(l), 0, &rep, &ex);
+	char line[2048];
+	moq_lg_report_json(&rep, NULL, line, sizeof(line));
+	fprintf(stderr, "%s\n", line);
+	ck_assert_uint_eq(ex.pub_ready, 1);
+	ck_assert_uint_eq(rep.subs_ready, 12);
+	ck_assert_uint_eq(ex.connect_errors, 0);
+	ck_assert_uint_eq(ex.subs_failed, 0);
+	ck_assert_uint_eq(moq_lg_counts_errors(&rep.c), 0);
+	ck_assert_uint_eq(rep.c.frames_bad_hdr, 0);
+	/* ~2.5 s of media for 12 subscribers: 30 video + 50 audio frames/s */
+	ck_assert_uint_gt(rep.c.frames_ok, 12 * 80);
+	ck_assert_uint_gt(rep.c.groups_ok, 12 * 50);
+	ck_assert_uint_eq(ex.subs_stalled, 0);
+	ck_assert_uint_gt(rep.hist->n, 0);
+	/* two 0.5 ms hops; frames older than a subscription are not counted */
+	ck_assert_uint_ge(moq_lg_hist_pct(rep.hist, 50), 1000000);
+	ck_assert_uint_lt(moq_lg_hist_pct(rep.hist, 50), 5000000);
+	/* no lossy link, no budget: nothing reset */
+	ck_assert_uint_eq(rep.c.groups_reset, 0);
+
+	/* the relay fanned out to every subscriber from one upstream */
+	struct moq_node_stats ns;
+	moq_node_stats(r.node, &ns);
+	ck_assert_uint_ge(ns.sessions, 13);
+	ck_assert_uint_le(ns.upstream_subs, 2);
+
+	/* a clean stop: every session closes without error */
+	moq_lg_client_stop(cl, moq_quic_link_now(l));
+	run_for(l, cl, &r, &cfg.relay, &locals[0], 200000000ull);
+	moq_lg_client_report(cl, moq_quic_link_now(l), 1, &rep, &ex);
+	ck_assert_uint_eq(ex.subs_failed, 0);
+	ck_assert_uint_eq(moq_lg_counts_errors(&rep.c), 0);
+	moq_node_stats(r.node, &ns);
+	ck_assert_uint_eq(ns.sessions, 0);
+
+	moq_quic_link_free(l);
+	moq_lg_client_destroy(cl);
+	relay_free(&r);
+}
+END_TEST
+
+START_TEST(bad_config_refused)
+{
+	struct moq_quic_addr local = addr4("10.1.0.2", 5000);
+	struct moq_lg_client_cfg cfg;
+	int e = 0;
+	memset(&cfg, 0, sizeof(cfg));
+	snprintf(cfg.broadcast, sizeof(cfg.broadcast), "x");
+	cfg.locals = &local;
+	cfg.nlocals = 1;
+	cfg.publish = 1;
+	/* no tracks */
+	ck_assert_ptr_null(moq_lg_client_create(&cfg, 1, &e));
+	ck_assert_int_eq(e, MOQ_ERR_INVAL);
+	cfg.tracks[0] = moq_lg_track_audio(1);
+	cfg.ntracks = 1;
+	/* no local address */
+	cfg.nlocals = 0;
+	e = 0;
+	ck_assert_ptr_null(moq_lg_client_create(&cfg, 1, &e));
+	ck_assert_int_eq(e, MOQ_ERR_INVAL);
+	/* nothing to do */
+	cfg.nlocals = 1;
+	cfg.publish = 0;
+	e = 0;
+	ck_assert_ptr_null(moq_lg_client_create(&cfg, 1, &e));
+	ck_assert_int_eq(e, MOQ_ERR_INVAL);
+	/* and a good one */
+	cfg.subscribers = 1;
+	struct moq_lg_client *cl = moq_lg_client_create(&cfg, 1, &e);
+	ck_assert_ptr_nonnull(cl);
+	moq_lg_client_destroy(cl);
+}
+END_TEST
+
+Suite *loadgen_client_suite(void);
+Suite *loadgen_client_suite(void)
+{
+	Suite *s = suite_create("loadgen_client");
+	TCase *tc = tcase_create("client");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, publisher_and_subscribers_over_relay);
+	tcase_add_test(tc, bad_config_refused);
+	suite_add_tcase(s, tc);
+	return s;
+}
