@@ -161,6 +161,9 @@ struct moq_cache {
 	struct moq_cache_track **buckets;      /* atomic heads */
 	struct moq_cache_group *ghead, *gtail; /* live groups, by open order */
 	struct retire *rhead, *rtail;
+	uint32_t stuck; /* atomic: over budget with nothing evictable */
+	/* counters (under the lock) */
+	uint64_t ngroups, ntracks, removed[5], pending;
 };
 
 /* --- helpers ------------------------------------------------------------- */
@@ -363,6 +366,7 @@ static void retire(struct moq_cache *c, struct retire *r, int kind)
 	else
 		c->rhead = r;
 	c->rtail = r;
+	c->pending++;
 }
 
 static uint64_t readers_min(struct moq_cache *c)
@@ -394,6 +398,7 @@ static unsigned reclaim_locked(struct moq_cache *c, bool force)
 		c->rhead = r->next;
 		if (c->rhead == NULL)
 			c->rtail = NULL;
+		c->pending--;
 		/* drop the reference the index held */
 		if (r->kind == RETIRE_GROUP)
 			moq_cache_group_unref(
@@ -488,6 +493,21 @@ uint64_t moq_cache_used(const struct moq_cache *c)
 	return LOAD_RLX(&c->used);
 }
 
+void moq_cache_stats(struct moq_cache *c, struct moq_cache_stats *st)
+{
+	lock(c);
+	st->used = LOAD_RLX(&c->used);
+	st->budget = LOAD_RLX(&c->budget);
+	st->groups = c->ngroups;
+	st->tracks = c->ntracks;
+	st->evicted = c->removed[R_EVICTED];
+	st->expired = c->removed[R_OLD];
+	st->lagged = c->removed[R_LAGGED];
+	st->closed = c->removed[R_CLOSED];
+	st->retired_pending = c->pending;
+	unlock(c);
+}
+
 /* --- removal (under the lock) -------------------------------------------- */
 
 static bool removed(uint32_t st)
@@ -526,6 +546,8 @@ static void group_remove(struct moq_cache_group *g, enum reason why)
 	}
 	b = __atomic_exchange_n(&g->billed, 0, __ATOMIC_RELAXED);
 	__atomic_fetch_sub(&c->used, b, __ATOMIC_RELAXED);
+	c->ngroups--;
+	c->removed[why]++;
 	track_bump(t);
 	retire(c, &g->rt, RETIRE_GROUP);
 }
@@ -545,8 +567,11 @@ static int evict_locked(struct moq_cache *c)
 
 		while (g != NULL && is_newest(g))
 			g = g->gnext;
-		if (g == NULL)
+		if (g == NULL) {
+			/* until a group opens, every group is some track's newest */
+			STORE_RLX(&c->stuck, 1);
 			break;
+		}
 		group_remove(g, R_EVICTED);
 		n++;
 	}
@@ -573,6 +598,7 @@ void moq_cache_budget_set(struct moq_cache *c, uint64_t budget)
 {
 	STORE_RLX(&c->budget, budget);
 	lock(c);
+	STORE_RLX(&c->stuck, 0);
 	evict_locked(c);
 	reclaim_locked(c, false);
 	unlock(c);
@@ -660,6 +686,7 @@ int moq_cache_track_create(struct moq_cache *c, const char *path, size_t path_le
 		}
 	}
 	t->hnext = *head;
+	c->ntracks++;
 	STORE_REL(head, t);
 	unlock(c);
 	*out = t;
@@ -698,6 +725,7 @@ static void track_drop_locked(struct moq_cache_track *t)
 		}
 	}
 	track_bump(t);
+	c->ntracks--;
 	retire(c, &t->rt, RETIRE_TRACK);
 }
 
@@ -843,6 +871,8 @@ int moq_cache_group_open(struct moq_cache_track *t, uint64_t seq, uint64_t now,
 	s = &t->ring[seq & t->mask];
 	STORE_REL(&s->g, g);
 	STORE_REL(&t->newest, seq + 1);
+	c->ngroups++;
+	STORE_RLX(&c->stuck, 0); /* the previous newest may be evicted now */
 	bill(g, MOQ_CACHE_GROUP_OVERHEAD);
 	track_bump(t);
 	evict_locked(c);
@@ -877,7 +907,7 @@ static void maybe_evict(struct moq_cache *c)
 {
 	uint64_t budget = LOAD_RLX(&c->budget);
 
-	if (budget != 0 && LOAD_RLX(&c->used) > budget && trylock(c)) {
+	if (budget != 0 && LOAD_RLX(&c->used) > budget && !LOAD_RLX(&c->stuck) && trylock(c)) {
 		evict_locked(c);
 		reclaim_locked(c, false);
 		unlock(c);

@@ -172,6 +172,23 @@ void moq_cache_destroy(struct moq_cache *c);
 /* moq_cache_used: bytes billed now (payload + overheads of live groups). */
 uint64_t moq_cache_used(const struct moq_cache *c);
 
+/* Counters of a cache (struct moq_cache_stats); for telemetry. */
+struct moq_cache_stats {
+	uint64_t used;            /* bytes billed */
+	uint64_t budget;          /* byte budget (0 = none) */
+	uint64_t groups;          /* live groups (in some track's window) */
+	uint64_t tracks;          /* live tracks */
+	uint64_t evicted;         /* groups removed for the budget (or explicitly) */
+	uint64_t expired;         /* groups removed for max_latency */
+	uint64_t lagged;          /* groups pushed out of a window */
+	uint64_t closed;          /* groups removed with their track */
+	uint64_t retired_pending; /* removed objects waiting for a grace period */
+};
+
+/* moq_cache_stats: a snapshot of @c's counters (takes the group lock
+ * briefly: control path). */
+void moq_cache_stats(struct moq_cache *c, struct moq_cache_stats *st);
+
 /* moq_cache_budget_set: change the byte budget (0 = no limit) and evict down
  * to it. Control path. */
 void moq_cache_budget_set(struct moq_cache *c, uint64_t budget);

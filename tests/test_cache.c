@@ -1024,6 +1024,120 @@ START_TEST(all_memory_returns_after_drop)
 }
 END_TEST
 
+START_TEST(frame_limit_per_group)
+{
+	struct moq_cache_track *t;
+	struct moq_cache_group *g;
+	struct moq_cache_frame_in in[2] = {{0, NULL, 0}, {0, NULL, 0}};
+	struct snap s0;
+	uint32_t i;
+
+	mk(0);
+	t = mktrack("b", "v", 0, 0);
+	g = mkgroup(t, 0, 0);
+	for (i = 0; i < MOQ_CACHE_GROUP_MAX_FRAMES; i++)
+		ck_assert_int_eq(moq_cache_write_frame(g, 0, NULL, 0), 0);
+	s0 = snap(t, g);
+	ck_assert_uint_eq(s0.frames, MOQ_CACHE_GROUP_MAX_FRAMES);
+	ck_assert_int_eq(moq_cache_write_frame(g, 0, "a", 1), MOQ_ERR_LIMIT);
+	same(s0, snap(t, g));
+	ck_assert_int_eq(moq_cache_frame_begin(g, 0, 0), MOQ_ERR_LIMIT);
+	same(s0, snap(t, g));
+	ck_assert_int_eq(moq_cache_write_frames(g, in, 2), MOQ_ERR_LIMIT);
+	same(s0, snap(t, g));
+	moq_cache_group_unref(g);
+	moq_cache_track_unref(t);
+	teardown_all();
+}
+END_TEST
+
+START_TEST(two_groups_open_at_once)
+{
+	struct moq_cache_track *t;
+	struct moq_cache_group *g5, *g6;
+	struct moq_cache_cursor c5 = {0}, c6 = {0};
+	struct moq_cache_frame f;
+	uint64_t s;
+
+	mk(0);
+	t = mktrack("b", "v", 0, 0);
+	g5 = mkgroup(t, 5, 0);
+	ck_assert_int_eq(moq_cache_frame_begin(g5, 1, 4), 4);
+	ck_assert_int_eq(moq_cache_frame_append(g5, "ab", 2), 2);
+	/* group 6's stream starts before group 5's ends */
+	g6 = mkgroup(t, 6, 0);
+	ck_assert_int_eq(moq_cache_write_frame(g6, 2, "xyz", 3), 0);
+	ck_assert_int_eq(moq_cache_frame_append(g5, "cd", 2), 0);
+	ck_assert_int_eq(moq_cache_group_finish(g5), 0);
+	ck_assert_int_eq(moq_cache_track_latest(t, &s), 0);
+	ck_assert_uint_eq(s, 6);
+	ck_assert_int_eq(moq_cache_read_frame(g5, &c5, &f), 1);
+	ck_assert_mem_eq(f.data, "abcd", 4);
+	ck_assert_int_eq(moq_cache_read_frame(g5, &c5, &f), MOQ_ERR_CLOSED);
+	ck_assert_int_eq(moq_cache_read_frame(g6, &c6, &f), 1);
+	ck_assert_mem_eq(f.data, "xyz", 3);
+	ck_assert_int_eq(moq_cache_read_frame(g6, &c6, &f), 0);
+	moq_cache_group_unref(g5);
+	moq_cache_group_unref(g6);
+	moq_cache_track_unref(t);
+	teardown_all();
+}
+END_TEST
+
+START_TEST(stats_count_removals)
+{
+	struct moq_cache_track *t, *u;
+	struct moq_cache_group *g;
+	struct moq_cache_stats st;
+	uint8_t *p = pattern(0, 5000);
+	uint64_t per = MOQ_CACHE_GROUP_OVERHEAD + MOQ_CACHE_FRAME_OVERHEAD + 5000;
+	int i;
+
+	mk(0);
+	t = mktrack("b", "v", 100, 4);
+	u = mktrack("b", "u", 0, 0);
+	for (i = 0; i < 6; i++) { /* 0, 1 lagged out of the window of 4 */
+		g = mkgroup(t, (uint64_t)i, 0);
+		moq_cache_write_frame(g, 0, p, 5000);
+		moq_cache_group_unref(g);
+	}
+	g = mkgroup(t, 6, 1000); /* 2..5 expire */
+	moq_cache_group_unref(g);
+	g = mkgroup(u, 0, 0);
+	moq_cache_write_frame(g, 0, p, 5000);
+	moq_cache_group_unref(g);
+	g = mkgroup(u, 1, 0);
+	moq_cache_write_frame(g, 0, p, 5000);
+	moq_cache_group_unref(g);
+	moq_cache_budget_set(cache, per + MOQ_CACHE_GROUP_OVERHEAD); /* u/0 goes */
+	moq_cache_stats(cache, &st);
+	ck_assert_uint_eq(st.lagged, 2);
+	ck_assert_uint_eq(st.expired, 4);
+	ck_assert_uint_eq(st.evicted, 1);
+	ck_assert_uint_eq(st.groups, 2);
+	ck_assert_uint_eq(st.tracks, 2);
+	ck_assert_uint_eq(st.used, per + MOQ_CACHE_GROUP_OVERHEAD);
+	ck_assert_uint_eq(st.budget, per + MOQ_CACHE_GROUP_OVERHEAD);
+	ck_assert_uint_eq(st.retired_pending, 0);
+	/* over budget with only newest groups: writes go on, nothing evicted */
+	moq_cache_budget_set(cache, 10);
+	ck_assert_int_eq(moq_cache_track_group(u, 1, &g), 0);
+	ck_assert_int_eq(moq_cache_write_frame(g, 0, p, 5000), 0);
+	ck_assert_int_eq(moq_cache_write_frame(g, 0, p, 5000), 0);
+	moq_cache_group_unref(g);
+	moq_cache_stats(cache, &st);
+	ck_assert_uint_eq(st.evicted, 1);
+	ck_assert_int_eq(moq_cache_track_drop(t), 0);
+	moq_cache_stats(cache, &st);
+	ck_assert_uint_eq(st.closed, 1);
+	ck_assert_uint_eq(st.tracks, 1);
+	free(p);
+	moq_cache_track_unref(t);
+	moq_cache_track_unref(u);
+	teardown_all();
+}
+END_TEST
+
 Suite *cache_suite(void);
 
 Suite *cache_suite(void)
@@ -1050,6 +1164,9 @@ Suite *cache_suite(void)
 	tcase_add_test(tc, nomem_changes_nothing);
 	tcase_add_test(tc, qsbr_defers_index_reclaim);
 	tcase_add_test(tc, all_memory_returns_after_drop);
+	tcase_add_test(tc, frame_limit_per_group);
+	tcase_add_test(tc, two_groups_open_at_once);
+	tcase_add_test(tc, stats_count_removals);
 	suite_add_tcase(s, tc);
 	return s;
 }
