@@ -246,6 +246,20 @@ int moq_session_unsubscribe(struct moq_session *s, uint64_t id);
 int moq_session_track(struct moq_session *s, const char *broadcast, size_t blen, const char *track,
                       size_t tlen);
 
+/*
+ * moq_session_fetch: FETCH group @seq of @track (PROTOCOL.md, Fetch). The
+ * frames arrive through group_begin / frame / frame_data / group_end with the
+ * returned id (>= 0, from the subscription id space); a reset (13 not found)
+ * is group_end with its code. Returns the id or MOQ_ERR_STATE, MOQ_ERR_INVAL,
+ * MOQ_ERR_AGAIN, MOQ_ERR_NOMEM.
+ */
+int64_t moq_session_fetch(struct moq_session *s, const char *broadcast, size_t blen,
+                          const char *track, size_t tlen, uint8_t priority, uint64_t seq);
+
+/* moq_node_goaway: send GOAWAY with @uri to every session of the node
+ * (lite-04+; graceful drain). Returns the number of sessions told. */
+int moq_node_goaway(struct moq_node *n, const char *uri, size_t len);
+
 /* moq_session_goaway: send GOAWAY with @uri (lite-04+). Returns 0,
  * MOQ_ERR_STATE, MOQ_ERR_AGAIN, MOQ_ERR_NOMEM. */
 int moq_session_goaway(struct moq_session *s, const char *uri, size_t len);

@@ -33,6 +33,7 @@ enum skind {
 	SK_TRACK_IN,
 	SK_TRACK_OUT,
 	SK_FETCH_IN,
+	SK_FETCH_OUT, /* our FETCH: frames come back (a group stream without header) */
 	SK_PROBE_IN,
 	SK_GOAWAY_IN,
 	SK_GOAWAY_OUT,
@@ -141,7 +142,7 @@ struct gin {
 	struct usub *us;
 	uint64_t sub_id, seq;
 	struct moq_cache_group *g; /* relay: the group being written */
-	uint8_t have_hdr, refused;
+	uint8_t have_hdr, refused, fetch;
 };
 
 struct mstream {

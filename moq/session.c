@@ -1472,8 +1472,8 @@ static void gin_end(struct moq_session *s, struct gin *gi, int64_t code)
 			moq_cache_group_abort(gi->g);
 		moq_cache_group_unref(gi->g);
 		gi->g = NULL;
-	} else if (gi->have_hdr && !gi->refused && gi->us && !gi->us->up && n->cfg.cb &&
-	           n->cfg.cb->group_end) {
+	} else if (gi->have_hdr && !gi->refused && (gi->fetch || (gi->us && !gi->us->up)) &&
+	           n->cfg.cb && n->cfg.cb->group_end) {
 		n->cfg.cb->group_end(s, n->cfg.user, gi->sub_id, gi->seq, code);
 	}
 	gi->refused = 1;
@@ -1863,6 +1863,7 @@ static void stream_data(struct moq_session *s, int64_t sid, const uint8_t *data,
 	case SK_RAW:
 		break;
 	case SK_GROUP_IN:
+	case SK_FETCH_OUT:
 		if (!st->gi->refused)
 			gin_data(s, st, data, len);
 		if (fin && !s->closing && !st->gi->refused) {
@@ -2274,6 +2275,7 @@ static void cb_stream_reset(struct moq_quic_conn *c, void *user, int64_t sid, ui
 	st->rx_fin = 1;
 	switch (st->kind) {
 	case SK_GROUP_IN:
+	case SK_FETCH_OUT:
 		if (!st->gi->refused)
 			gin_end(s, st->gi, (int64_t)app_err);
 		break;
@@ -2735,6 +2737,59 @@ int moq_session_track(struct moq_session *s, const char *broadcast, size_t blen,
 	m.u.track.broadcast = (struct moq_str){ti->path, ti->plen};
 	m.u.track.track = (struct moq_str){ti->track, ti->tlen};
 	return st_send(s, st, MOQ_STREAM_TRACK, &m, 1);
+}
+
+int64_t moq_session_fetch(struct moq_session *s, const char *broadcast, size_t blen,
+                          const char *track, size_t tlen, uint8_t priority, uint64_t seq)
+{
+	struct moq_msg m = {.type = MOQ_MSG_FETCH};
+	struct mstream *st;
+	struct gin *gi;
+	size_t pl;
+	char *bp;
+	int err;
+
+	if (!moq_session_ready(s))
+		return MOQ_ERR_STATE;
+	gi = calloc(1, sizeof(*gi));
+	bp = path_dup(broadcast, blen, &pl);
+	if (!gi || !bp) {
+		free(gi);
+		free(bp);
+		return bp ? MOQ_ERR_NOMEM : MOQ_ERR_INVAL;
+	}
+	st = st_open(s, 1, SK_FETCH_OUT, &err);
+	if (!st) {
+		free(gi);
+		free(bp);
+		return err;
+	}
+	/* The reply is a group's frames without a header (lite-05 format). */
+	moq_group_rx_init(&gi->rx, s->v, false);
+	gi->fetch = 1;
+	gi->have_hdr = 1;
+	gi->sub_id = s->next_sub_id++;
+	gi->seq = seq;
+	st->gi = gi;
+	m.u.fetch = (struct moq_fetch){{bp, pl}, {track, tlen}, priority, seq};
+	err = st_send(s, st, MOQ_STREAM_FETCH, &m, 1);
+	free(bp);
+	if (err < 0)
+		return err;
+	if (s->n->cfg.cb && s->n->cfg.cb->group_begin)
+		s->n->cfg.cb->group_begin(s, s->n->cfg.user, gi->sub_id, seq);
+	return (int64_t)gi->sub_id;
+}
+
+int moq_node_goaway(struct moq_node *n, const char *uri, size_t len)
+{
+	int told = 0;
+
+	for (struct moq_session *s = n->sessions; s; s = s->next)
+		if (moq_session_ready(s) && s->v >= MOQ_LITE_04 &&
+		    moq_session_goaway(s, uri, len) == 0)
+			told++;
+	return told;
 }
 
 int moq_session_goaway(struct moq_session *s, const char *uri, size_t len)

@@ -24,7 +24,7 @@
 /* ------------------------------------------------------------ harness */
 
 struct grp {
-	uint64_t seq;
+	uint64_t id, seq;
 	int used;
 	uint32_t idx;         /* frames begun */
 	uint64_t fsize, fgot; /* current frame */
@@ -46,6 +46,10 @@ struct sub {
 	int got_start;
 	uint64_t start_group;
 	uint64_t complete_after_reset; /* groups completed after the first reset */
+	/* track info, goaway */
+	uint64_t timescale;
+	int goaway;
+	char goaway_uri[64];
 	/* announces */
 	char ann[16][64];
 	int ann_active[16];
@@ -104,17 +108,18 @@ static struct sub *sub_of(struct moq_session *s)
 	return moq_session_user(s);
 }
 
-static struct grp *grp_of(struct sub *u, uint64_t seq, int create)
+static struct grp *grp_of(struct sub *u, uint64_t id, uint64_t seq, int create)
 {
-	struct grp *g = &u->g[seq % 64];
+	struct grp *g = &u->g[(seq * 4 + id) % 64];
 
 	if (create) {
 		memset(g, 0, sizeof(*g));
+		g->id = id;
 		g->seq = seq;
 		g->used = 1;
 		return g;
 	}
-	return g->used && g->seq == seq ? g : NULL;
+	return g->used && g->seq == seq && g->id == id ? g : NULL;
 }
 
 static void cb_ready(struct moq_session *s, void *user)
@@ -155,6 +160,7 @@ static void cb_sub_reply(struct moq_session *s, void *user, uint64_t id,
 
 	(void)user;
 	(void)id;
+
 	if (u && (r->kind == MOQ_SUB_START || r->kind == MOQ_SUB_OK)) {
 		u->got_start = 1;
 		u->start_group = r->kind == MOQ_SUB_START ? r->group : r->start;
@@ -167,6 +173,7 @@ static void cb_sub_closed(struct moq_session *s, void *user, uint64_t id, int64_
 
 	(void)user;
 	(void)id;
+
 	if (u) {
 		u->sub_closed = 1;
 		u->sub_closed_code = code;
@@ -178,12 +185,12 @@ static void cb_group_begin(struct moq_session *s, void *user, uint64_t id, uint6
 	struct sub *u = sub_of(s);
 
 	(void)user;
-	(void)id;
+
 	if (!u)
 		return;
 	if (u->first_seq == UINT64_MAX)
 		u->first_seq = seq;
-	grp_of(u, seq, 1);
+	grp_of(u, id, seq, 1);
 }
 
 static void cb_frame(struct moq_session *s, void *user, uint64_t id, uint64_t seq, int64_t ts,
@@ -193,10 +200,10 @@ static void cb_frame(struct moq_session *s, void *user, uint64_t id, uint64_t se
 	struct grp *g;
 
 	(void)user;
-	(void)id;
+
 	if (!u)
 		return;
-	g = grp_of(u, seq, 0);
+	g = grp_of(u, id, seq, 0);
 	if (!g || g->fgot != g->fsize || size != frame_size(seq, g->idx) ||
 	    (moq_session_version(s) >= MOQ_LITE_05 && ts != frame_ts(seq, g->idx))) {
 		u->errors++;
@@ -214,10 +221,10 @@ static void cb_frame_data(struct moq_session *s, void *user, uint64_t id, uint64
 	struct grp *g;
 
 	(void)user;
-	(void)id;
+
 	if (!u)
 		return;
-	g = grp_of(u, seq, 0);
+	g = grp_of(u, id, seq, 0);
 	if (!g || g->fgot + len > g->fsize) {
 		u->errors++;
 		return;
@@ -240,10 +247,10 @@ static void cb_group_end(struct moq_session *s, void *user, uint64_t id, uint64_
 	struct grp *g;
 
 	(void)user;
-	(void)id;
+
 	if (!u)
 		return;
-	g = grp_of(u, seq, 0);
+	g = grp_of(u, id, seq, 0);
 	if (!g) {
 		u->errors++;
 		return;
@@ -263,7 +270,30 @@ static void cb_group_end(struct moq_session *s, void *user, uint64_t id, uint64_
 	g->used = 0;
 }
 
+static void cb_track_info(struct moq_session *s, void *user, const char *b, size_t bl,
+                          const char *t, size_t tl, const struct moq_track_info *ti)
+{
+	struct sub *u = sub_of(s);
+
+	(void)user;
+	if (u && bl == 9 && memcmp(b, "live/room", 9) == 0 && tl == 5 && memcmp(t, "video", 5) == 0)
+		u->timescale = ti->timescale;
+}
+
+static void cb_goaway(struct moq_session *s, void *user, const char *uri, size_t len)
+{
+	struct sub *u = sub_of(s);
+
+	(void)user;
+	if (u) {
+		u->goaway = 1;
+		snprintf(u->goaway_uri, sizeof(u->goaway_uri), "%.*s", (int)len, uri);
+	}
+}
+
 static const struct moq_node_callbacks client_cbs = {
+        .track_info = cb_track_info,
+        .goaway = cb_goaway,
         .session_ready = cb_ready,
         .session_closed = cb_closed,
         .announce = cb_announce,
@@ -310,6 +340,8 @@ static int stall_filter(void *arg, int dir, uint8_t *data, size_t *len, uint64_t
 	return 0;
 }
 
+static uint32_t relay_max_subs; /* 0 = default */
+
 static void h_init(const char *alpn, uint64_t relay_budget)
 {
 	struct moq_cache_cfg cc = {0};
@@ -335,7 +367,9 @@ static void h_init(const char *alpn, uint64_t relay_budget)
 	nc.relay = 1;
 	nc.origin = 1000;
 	nc.session_queue = 512 * 1024;
+	nc.max_subscriptions = relay_max_subs;
 	H.relay = moq_node_create(&nc);
+	nc.max_subscriptions = 0;
 	nc.cache = H.pcache;
 	nc.relay = 0;
 	nc.origin = 2000;
@@ -920,6 +954,132 @@ START_TEST(test_versions)
 }
 END_TEST
 
+static int track_known(void)
+{
+	return H.subs[0].timescale != 0;
+}
+
+/* TRACK through the relay (forwarded to the publisher once, then answered
+ * from what it learned), FETCH of a cached group, GOAWAY. */
+START_TEST(test_track_fetch_goaway)
+{
+	struct sub *a, *b;
+	int64_t fid, nf;
+
+	h_init(NULL, 0);
+	h_publisher();
+	a = &H.subs[H.nsubs++];
+	b = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	h_connect(b, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	ck_assert_int_eq(moq_session_track(a->s, "live/room", 9, "video", 5), 0);
+	ck_assert(h_until(track_known, 1 * SEC, 0));
+	ck_assert_uint_eq(a->timescale, 1000);
+	/* Fill the relay's cache with three groups through a subscription. */
+	h_subscribe(a, 1);
+	h_run(2 * SEC, 3);
+	ck_assert_uint_eq(a->groups_complete, 3);
+	/* b fetches group 1 from the relay's cache: its frames, then FIN. */
+	fid = moq_session_fetch(b->s, "live/room", 9, "video", 5, 1, 1);
+	ck_assert_int_ge(fid, 0);
+	nf = moq_session_fetch(b->s, "live/room", 9, "video", 5, 1, 77);
+	ck_assert_int_ge(nf, 0);
+	h_run(200 * MS, 3);
+	ck_assert_uint_eq(b->errors, 0);
+	ck_assert_uint_eq(b->groups_complete, 1);
+	ck_assert_uint_eq(b->bytes, expected_bytes(1, 1));
+	ck_assert_uint_eq(b->groups_reset, 1);
+	ck_assert_uint_eq(b->resets_by_code[MOQ_CODE_NOT_FOUND], 1);
+	/* GOAWAY to every session. */
+	ck_assert_int_eq(moq_node_goaway(H.relay, "https://other.example/", 22), 3);
+	h_run(50 * MS, 3);
+	ck_assert(a->goaway && b->goaway && H.pub.goaway);
+	ck_assert_str_eq(a->goaway_uri, "https://other.example/");
+	h_fini();
+}
+END_TEST
+
+static int sub1_closed(void)
+{
+	return H.subs[0].sub_closed;
+}
+
+/* Bounds: the third subscription over a limit of 2 is refused with 11. */
+START_TEST(test_bounds)
+{
+	struct sub *a;
+	struct moq_node_stats rs;
+
+	relay_max_subs = 2;
+	h_init(NULL, 0);
+	relay_max_subs = 0;
+	h_publisher();
+	a = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_subscribe(a, 1);
+	h_subscribe(a, 2);
+	h_run(100 * MS, 2);
+	ck_assert(!a->sub_closed);
+	h_subscribe(a, 3);
+	ck_assert(h_until(sub1_closed, 1 * SEC, 2));
+	ck_assert_int_eq(a->sub_closed_code, MOQ_CODE_BOUNDS);
+	moq_node_stats(H.relay, &rs);
+	ck_assert_uint_eq(rs.refused_bounds, 1);
+	/* the others still work */
+	h_run(1 * SEC, 2);
+	ck_assert(!a->closed);
+	ck_assert_uint_eq(a->errors, 0);
+	ck_assert_uint_ge(a->groups_complete, 2);
+	h_fini();
+}
+END_TEST
+
+static int pub_closed(void)
+{
+	return H.pub.closed;
+}
+
+/* A duplicate subscription id closes the session with 12; a publisher's
+ * frame above 32 MiB closes the publisher's session with 27. */
+START_TEST(test_duplicate_and_frame_too_large)
+{
+	static const uint8_t sub5[] = {0x02, 0x16, 0x05, 0x09, 'l',  'i',  'v',  'e',
+	                               '/',  'r',  'o',  'o',  'm',  0x05, 'v',  'i',
+	                               'd',  'e',  'o',  0x01, 0x00, 0x00, 0x00, 0x00};
+	/* group stream for upstream subscription 0, group 50, one frame
+	 * of 32 MiB + 1 (lite-05: timestamp delta, size) */
+	static const uint8_t big[] = {0x00, 0x02, 0x00, 0x32, 0x00, 0xc0, 0x00,
+	                              0x00, 0x00, 0x02, 0x00, 0x00, 0x01};
+	struct sub *a, *b;
+
+	h_init(NULL, 0);
+	h_publisher();
+	a = &H.subs[H.nsubs++];
+	b = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	h_connect(b, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_subscribe(b, 1);
+	ck_assert_int_ge(moq_session_write_raw(a->s, 1, sub5, sizeof(sub5), 0), 0);
+	h_run(100 * MS, 2);
+	ck_assert(!a->closed);
+	ck_assert_int_ge(moq_session_write_raw(a->s, 1, sub5, sizeof(sub5), 0), 0);
+	h_run(100 * MS, 2);
+	ck_assert(a->closed);
+	ck_assert_uint_eq(a->close_code, MOQ_CODE_DUPLICATE);
+	ck_assert(!b->closed);
+
+	ck_assert_int_ge(moq_session_write_raw(H.pub.s, 0, big, sizeof(big), 0), 0);
+	ck_assert(h_until(pub_closed, 1 * SEC, 2));
+	ck_assert_uint_eq(H.pub.close_code, MOQ_CODE_FRAME_TOO_LARGE);
+	ck_assert(!b->closed);
+	ck_assert_uint_eq(b->errors, 0);
+	h_fini();
+}
+END_TEST
+
 Suite *moq_session_suite(void);
 
 Suite *moq_session_suite(void)
@@ -934,6 +1094,9 @@ Suite *moq_session_suite(void)
 	tcase_add_test(tc, test_publisher_linger);
 	tcase_add_loop_test(tc, test_malformed, 0, sizeof(bad_cases) / sizeof(bad_cases[0]));
 	tcase_add_loop_test(tc, test_versions, 0, 3);
+	tcase_add_test(tc, test_track_fetch_goaway);
+	tcase_add_test(tc, test_bounds);
+	tcase_add_test(tc, test_duplicate_and_frame_too_large);
 	suite_add_tcase(s, tc);
 	return s;
 }
