@@ -6,7 +6,8 @@
  * byte budget and a small window so groups are evicted and lagged while the
  * reader is on them. The reader checks every byte of every view it gets
  * against the pattern the writer wrote (a torn frame or a freed block shows
- * as a mismatch), keeps references to groups it finished and re-checks them
+ * as a mismatch), looks the track up lock-free while the writer creates and
+ * drops other tracks in the same hash chain, keeps references to groups it finished and re-checks them
  * after they were evicted, and calls the QSBR quiescent point between steps.
  * Also built with -fsanitize=thread (cache_concurrency_tsan).
  *
@@ -111,6 +112,23 @@ static void *writer(void *arg)
 		}
 		moq_cache_group_finish(g);
 		moq_cache_group_unref(g);
+		/* track churn in the reader's hash chain (one bucket): create,
+		 * publish into and drop a track while the reader looks tracks up */
+		if (seq % 4 == 0) {
+			struct moq_cache_track *x;
+			char name[32];
+
+			snprintf(name, sizeof(name), "tmp%llu", (unsigned long long)seq);
+			if (moq_cache_track_create(s->c, "live", 4, name, strlen(name), NULL, &x) !=
+			    0)
+				abort();
+			if (moq_cache_group_open(x, 0, seq * 1000, &g) == 0) {
+				moq_cache_write_frame(g, 0, buf, 100);
+				moq_cache_group_unref(g);
+			}
+			moq_cache_track_drop(x);
+			moq_cache_track_unref(x);
+		}
 	}
 	__atomic_store_n(&s->done, 1, __ATOMIC_RELEASE);
 	free(buf);
@@ -169,6 +187,18 @@ static void *reader(void *arg)
 		int rc, done = __atomic_load_n(&s->done, __ATOMIC_ACQUIRE);
 
 		moq_cache_quiescent(s->c, 0);
+		{
+			/* the lock-free lookup, racing the writer's track churn */
+			struct moq_cache_track *lt =
+			        moq_cache_track_lookup(s->c, "live", 4, "video", 5);
+
+			if (lt != s->t)
+				s->bad++;
+			moq_cache_track_unref(lt);
+			lt = moq_cache_track_lookup(s->c, "live", 4, "tmp0", 4);
+			if (lt != NULL)
+				moq_cache_track_unref(lt);
+		}
 		if (moq_cache_track_latest(s->t, &latest) != 0)
 			continue;
 		if (next > latest) {
@@ -261,6 +291,7 @@ START_TEST(writer_and_reader_never_torn)
 	cfg.alloc = moq_cache_counting_alloc(&cnt);
 	cfg.budget = 600 * 1024; /* a few groups: eviction happens all the time */
 	cfg.max_readers = 2;
+	cfg.buckets = 1;
 	s.c = moq_cache_create(&cfg);
 	ck_assert_ptr_nonnull(s.c);
 	ck_assert_int_eq(moq_cache_track_create(s.c, "live", 4, "video", 5, &tc, &s.t), 0);
