@@ -106,8 +106,9 @@ struct moq_node_cfg {
 	uint32_t max_group_streams; /* fanout group streams in flight per session,
 				     * 0 = 64 */
 	uint32_t max_msg;           /* largest control message, 0 = 4096 bytes */
-	uint64_t session_queue;     /* unacknowledged fanout bytes per session before
-				     * fanout waits, 0 = 4 MiB */
+	uint64_t session_queue;     /* cap on unacknowledged fanout bytes per session
+	                         * (the working limit is max(2 cwnd, 64 KiB) under
+	                         * it, so the ranking decides what is sent), 0 = 4 MiB */
 	uint64_t linger_ns;         /* 0 = MOQ_LINGER_NS */
 	uint32_t batch;             /* frames per cache read, 0 = MOQ_CACHE_BATCH */
 	const struct moq_node_callbacks *cb;

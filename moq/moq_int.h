@@ -196,6 +196,7 @@ struct moq_session {
 	uint32_t ngouts;
 	uint64_t next_sub_id;
 	uint64_t unacked; /* fanout bytes queued and not acknowledged */
+	uint64_t budget;  /* this poll's limit for unacked */
 	uint64_t close_code;
 	struct txchunk *pool;
 	uint32_t pool_len;

@@ -14,8 +14,9 @@
 /* Control path allocations only: sessions, streams, subscriptions. The data
  * path (frames) allocates nothing but pooled header chunks. */
 
-#define POOL_MAX   64           /* spare tx chunks kept per session */
-#define RECLAIM_NS 100000000ull /* cache reclaim from poll every 100 ms */
+#define POOL_MAX   64            /* spare tx chunks kept per session */
+#define RECLAIM_NS 100000000ull  /* cache reclaim from poll every 100 ms */
+#define MIN_BUDGET (64u * 1024u) /* smallest per-session fanout budget */
 
 static void sess_fail(struct moq_session *s, uint64_t code);
 static void st_process(struct moq_session *s, struct mstream *st);
@@ -1204,7 +1205,7 @@ static uint64_t gout_pump(struct moq_session *s, struct gout *go)
 
 	if (batch > 32)
 		batch = 32;
-	while (!go->fin && !go->reset && s->unacked < n->cfg.session_queue) {
+	while (!go->fin && !go->reset && s->unacked < s->budget) {
 		int cnt = moq_cache_read_frames(go->g, &go->cur, fb, batch);
 		unsigned ni = 0;
 		uint64_t bytes = 0;
@@ -1401,10 +1402,22 @@ static int fanout_session(struct moq_session *s)
 	uint32_t k = 0;
 	int written = 0;
 
+	struct moq_quic_conn_info ci;
+
 	for (struct dsub *d = s->dsubs; d; d = d->next)
 		dsub_advance(s, d);
 	if (s->closing || !s->ngouts)
 		return 0;
+	/* Keep what QUIC holds for this session near its congestion window, so
+	 * the ranking below (not the order of earlier writes) decides what goes
+	 * out next: unacknowledged bytes <= max(2 cwnd, 64 KiB), capped by the
+	 * configured session_queue. */
+	moq_quic_conn_get_info(s->conn, &ci);
+	s->budget = 2 * ci.cwnd;
+	if (s->budget < MIN_BUDGET)
+		s->budget = MIN_BUDGET;
+	if (s->budget > n->cfg.session_queue)
+		s->budget = n->cfg.session_queue;
 	if (n->sortcap < s->ngouts) {
 		struct gout **nb = realloc(n->sortbuf, s->ngouts * 2 * sizeof(*nb));
 		if (!nb)
@@ -1429,22 +1442,22 @@ static int fanout_session(struct moq_session *s)
 			n->sortbuf[k++] = go;
 	}
 	qsort(n->sortbuf, k, sizeof(n->sortbuf[0]), gout_cmp);
-	for (uint32_t i = 0; i < k && s->unacked < n->cfg.session_queue; i++)
+	for (uint32_t i = 0; i < k && s->unacked < s->budget; i++)
 		if (gout_pump(s, n->sortbuf[i]))
 			written++;
 	/* A stream whose group is complete and all sent still needs its FIN,
 	 * whatever the budget. */
 	for (uint32_t i = 0; i < k; i++) {
 		struct gout *go = n->sortbuf[i];
-		if (!go->fin && !go->reset && s->unacked >= n->cfg.session_queue) {
+		if (!go->fin && !go->reset && s->unacked >= s->budget) {
 			uint64_t bytes;
 			uint32_t frames;
 			if (moq_cache_group_status(go->g, &bytes, &frames) == MOQ_ERR_CLOSED &&
 			    go->cur.frame >= frames) {
-				uint64_t q = n->cfg.session_queue;
-				n->cfg.session_queue = UINT64_MAX;
+				uint64_t q = s->budget;
+				s->budget = UINT64_MAX;
 				gout_pump(s, go);
-				n->cfg.session_queue = q;
+				s->budget = q;
 			}
 		}
 	}

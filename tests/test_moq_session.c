@@ -45,7 +45,8 @@ struct sub {
 	int sub_closed;
 	int got_start;
 	uint64_t start_group;
-	uint64_t complete_after_reset; /* groups completed after the first reset */
+	uint64_t complete_after_reset;          /* groups completed after the first reset */
+	uint64_t done_by_id[8], reset_by_id[8]; /* per subscription id (< 8) */
 	/* track info, goaway */
 	uint64_t timescale;
 	int goaway;
@@ -68,8 +69,8 @@ static struct h {
 	struct sub subs[MAX_SUBS];
 	int nsubs;
 	/* publisher */
-	struct moq_cache_track *vt;
-	struct moq_cache_group *g;
+	struct moq_cache_track *vt, *vt2; /* "video", and "video2" when used */
+	struct moq_cache_group *g, *g2;
 	uint64_t seq;
 	uint32_t fidx;
 	uint64_t next_frame;
@@ -259,12 +260,16 @@ static void cb_group_end(struct moq_session *s, void *user, uint64_t id, uint64_
 		if (g->idx != FRAMES_PER_GROUP || g->fgot != g->fsize)
 			u->errors++;
 		u->groups_complete++;
+		if (id < 8)
+			u->done_by_id[id]++;
 		if (u->groups_reset)
 			u->complete_after_reset++;
 		if (seq > u->last_seq || u->last_seq == UINT64_MAX)
 			u->last_seq = seq;
 	} else {
 		u->groups_reset++;
+		if (id < 8)
+			u->reset_by_id[id]++;
 		u->resets_by_code[code < 64 ? code : 63]++;
 	}
 	g->used = 0;
@@ -421,8 +426,12 @@ static void h_fini(void)
 {
 	if (H.g)
 		moq_cache_group_unref(H.g);
+	if (H.g2)
+		moq_cache_group_unref(H.g2);
 	if (H.vt)
 		moq_cache_track_unref(H.vt);
+	if (H.vt2)
+		moq_cache_track_unref(H.vt2);
 	moq_quic_endpoint_free(H.cep);
 	moq_quic_endpoint_free(H.rep);
 	moq_quic_link_free(H.lnk);
@@ -454,16 +463,27 @@ static void pub_tick(uint64_t t, uint64_t max_groups)
 		uint8_t buf[8000];
 		size_t sz;
 
-		if (H.fidx == 0)
+		if (H.fidx == 0) {
 			ck_assert_int_eq(moq_cache_group_open(H.vt, H.seq, t, &H.g), 0);
+			if (H.vt2)
+				ck_assert_int_eq(moq_cache_group_open(H.vt2, H.seq, t, &H.g2), 0);
+		}
 		sz = frame_size(H.seq, H.fidx);
 		for (size_t i = 0; i < sz; i++)
 			buf[i] = frame_byte(H.seq, H.fidx, i);
 		ck_assert_int_eq(moq_cache_write_frame(H.g, frame_ts(H.seq, H.fidx), buf, sz), 0);
+		if (H.g2)
+			ck_assert_int_eq(
+			        moq_cache_write_frame(H.g2, frame_ts(H.seq, H.fidx), buf, sz), 0);
 		if (++H.fidx == FRAMES_PER_GROUP) {
 			ck_assert_int_eq(moq_cache_group_finish(H.g), 0);
 			moq_cache_group_unref(H.g);
 			H.g = NULL;
+			if (H.g2) {
+				ck_assert_int_eq(moq_cache_group_finish(H.g2), 0);
+				moq_cache_group_unref(H.g2);
+				H.g2 = NULL;
+			}
 			H.fidx = 0;
 			H.seq++;
 			H.groups_written++;
@@ -1080,6 +1100,55 @@ START_TEST(test_duplicate_and_frame_too_large)
 }
 END_TEST
 
+/* Per-session ranking: two identical tracks at priorities 200 and 1 on a
+ * link with room for about one and a half of them: the high one arrives
+ * whole, the low one gets what is left and its stale groups are reset. */
+START_TEST(test_priority)
+{
+	struct sub *a;
+	struct moq_quic_link_config lc = {0};
+	struct moq_sub_params hi = {200, false, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE};
+	struct moq_sub_params lo = {1, false, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE};
+	int64_t idh, idl;
+	uint64_t done_hi = 0, done_lo = 0, reset_lo = 0, reset_hi = 0;
+	const uint64_t G = 24;
+
+	h_init(NULL, 0);
+	/* A slower relay -> client direction: 450 kbit/s (one track is about
+	 * 300 kbit/s of payload). */
+	moq_quic_link_free(H.lnk);
+	lc.dir[0].delay_ns = 10 * MS;
+	lc.dir[1].delay_ns = 10 * MS;
+	lc.dir[1].rate_bps = 450000;
+	lc.max_queue = 1 << 16;
+	H.lnk = moq_quic_link_new(&lc, H.cep, H.rep);
+	ck_assert_int_eq(
+	        moq_cache_track_create(H.pcache, "live/room", 9, "video2", 6, NULL, &H.vt2), 0);
+	h_publisher();
+	a = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	idh = moq_session_subscribe(a->s, "live/room", 9, "video", 5, &hi);
+	idl = moq_session_subscribe(a->s, "live/room", 9, "video2", 6, &lo);
+	ck_assert(idh >= 0 && idl >= 0);
+	h_run(G * FRAMES_PER_GROUP * FRAME_NS + 3 * SEC, G);
+	ck_assert_uint_eq(a->errors, 0);
+	done_hi = a->done_by_id[idh];
+	done_lo = a->done_by_id[idl];
+	reset_hi = a->reset_by_id[idh];
+	reset_lo = a->reset_by_id[idl];
+	fprintf(stderr,
+	        "# priority: %llu groups at 450 kbit/s: high priority %llu complete %llu reset; "
+	        "low priority %llu complete %llu reset\n",
+	        (unsigned long long)G, (unsigned long long)done_hi, (unsigned long long)reset_hi,
+	        (unsigned long long)done_lo, (unsigned long long)reset_lo);
+	ck_assert_uint_ge(done_hi, G - 1);
+	ck_assert_uint_eq(reset_hi, 0);
+	ck_assert_uint_lt(done_lo, done_hi);
+	h_fini();
+}
+END_TEST
+
 Suite *moq_session_suite(void);
 
 Suite *moq_session_suite(void)
@@ -1096,6 +1165,7 @@ Suite *moq_session_suite(void)
 	tcase_add_loop_test(tc, test_versions, 0, 3);
 	tcase_add_test(tc, test_track_fetch_goaway);
 	tcase_add_test(tc, test_bounds);
+	tcase_add_test(tc, test_priority);
 	tcase_add_test(tc, test_duplicate_and_frame_too_large);
 	suite_add_tcase(s, tc);
 	return s;
