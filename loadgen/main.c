@@ -1,0 +1,882 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * main.c: moqdp-load, the MoQ load generator.
+ *
+ *   moqdp-load [EAL args] -- [args]     DPDK: one port (net_memif, net_tap, a NIC)
+ *   moqdp-load --kernel [args]          kernel UDP sockets, no EAL
+ *
+ * args:
+ *   --relay IP:PORT        the relay (dpdk default 10.77.0.1:4443, kernel 127.0.0.1:4443)
+ *   --local IP[/LEN]       first local address (dpdk default 10.77.0.2/24, kernel
+ *                          127.0.0.2); more are taken after it, one per
+ *                          --conns-per-addr subscriber sessions
+ *   --publish              run the publisher
+ *   --subscribers N        subscriber sessions (default 0)
+ *   --ramp R               sessions opened per second (default 200; 0 = all at once)
+ *   --tracks SPEC,...      default "video:1M,audio" (media.h, moq_lg_track_parse)
+ *   --broadcast PATH       default "moqdp/load"
+ *   --duration SECONDS     run time (default 10; 0 = until SIGINT)
+ *   --conns-per-addr N     default 60
+ *   --json FILE            JSON lines (one per second, a final one) to FILE ("-": stdout,
+ *                          the default)
+ *   --quiet                no live line on stderr
+ *   --port N               dpdk: the port id (default: the first)
+ *   --verbose
+ *
+ * Prints a live line on stderr, a JSON line per second and a final summary.
+ * Exits 0 when nothing was corrupt or out of order and, with subscribers,
+ * media was delivered; 1 otherwise; 2 for bad arguments.
+ */
+#define _GNU_SOURCE /* recvmmsg, sendmmsg */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+
+#include "client.h"
+#include "media.h"
+#include "net.h"
+
+#define BURST 32
+/* Send bursts per loop iteration at most (bounded work per iteration). */
+#define TX_ROUNDS 16
+/* DPDK port set-up: descriptors and mbufs (rx + tx rings, bursts in flight
+ * and the per-lcore cache). */
+#define NB_RXD     1024
+#define NB_TXD     1024
+#define NB_MBUFS   8191
+#define MBUF_CACHE 256
+/* After --duration: how long sessions get to close cleanly. */
+#define STOP_GRACE_NS 300000000ull
+#define MAX_LOCALS    250
+
+static volatile sig_atomic_t quit;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	quit = 1;
+}
+
+struct opts {
+	int kernel, publish, quiet, verbose;
+	uint32_t subscribers, conns_per_addr;
+	double ramp, duration;
+	char tracks[256], broadcast[128], json[256];
+	char relay[64], local[64];
+	int port;
+};
+
+struct io_stats {
+	uint64_t rx_pkts, tx_pkts, tx_drops, unresolved, rx_other;
+};
+
+/* ---- arguments ------------------------------------------------------------ */
+
+static void usage(void)
+{
+	fprintf(stderr,
+	        "usage: moqdp-load [EAL args] -- [args]   (DPDK)\n"
+	        "       moqdp-load --kernel [args]        (kernel UDP sockets)\n"
+	        "args: --relay IP:PORT --local IP[/LEN] --publish --subscribers N --ramp R/s\n"
+	        "      --tracks video:1M,audio --broadcast PATH --duration S --conns-per-addr N\n"
+	        "      --json FILE|- --quiet --port N --verbose\n");
+}
+
+static int parse_args(struct opts *o, int argc, char **argv)
+{
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEEDV()                                                                                    \
+	do {                                                                                       \
+		if (!v) {                                                                          \
+			fprintf(stderr, "moqdp-load: %s needs a value\n", a);                      \
+			return -1;                                                                 \
+		}                                                                                  \
+		i++;                                                                               \
+	} while (0)
+		char *end = NULL;
+		if (!strcmp(a, "--kernel")) {
+			o->kernel = 1;
+		} else if (!strcmp(a, "--publish")) {
+			o->publish = 1;
+		} else if (!strcmp(a, "--quiet")) {
+			o->quiet = 1;
+		} else if (!strcmp(a, "--verbose")) {
+			o->verbose = 1;
+		} else if (!strcmp(a, "--subscribers")) {
+			NEEDV();
+			unsigned long n = strtoul(v, &end, 10);
+			if (*end || n > 1000000) {
+				fprintf(stderr, "moqdp-load: --subscribers: '%s' is not a count\n",
+				        v);
+				return -1;
+			}
+			o->subscribers = (uint32_t)n;
+		} else if (!strcmp(a, "--conns-per-addr")) {
+			NEEDV();
+			unsigned long n = strtoul(v, &end, 10);
+			if (*end || n == 0 || n > 100000) {
+				fprintf(stderr,
+				        "moqdp-load: --conns-per-addr: '%s' is not a count\n", v);
+				return -1;
+			}
+			o->conns_per_addr = (uint32_t)n;
+		} else if (!strcmp(a, "--ramp") || !strcmp(a, "--duration")) {
+			NEEDV();
+			double d = strtod(v, &end);
+			if (end == v || (*end && strcmp(end, "/s") && strcmp(end, "s")) || d < 0) {
+				fprintf(stderr, "moqdp-load: %s: '%s' is not a number\n", a, v);
+				return -1;
+			}
+			if (!strcmp(a, "--ramp"))
+				o->ramp = d;
+			else
+				o->duration = d;
+		} else if (!strcmp(a, "--tracks") || !strcmp(a, "--broadcast") ||
+		           !strcmp(a, "--json") || !strcmp(a, "--relay") || !strcmp(a, "--local")) {
+			NEEDV();
+			char *dst = !strcmp(a, "--tracks")      ? o->tracks
+			            : !strcmp(a, "--broadcast") ? o->broadcast
+			            : !strcmp(a, "--json")      ? o->json
+			            : !strcmp(a, "--relay")     ? o->relay
+			                                        : o->local;
+			size_t cap = !strcmp(a, "--tracks")      ? sizeof(o->tracks)
+			             : !strcmp(a, "--broadcast") ? sizeof(o->broadcast)
+			             : !strcmp(a, "--json")      ? sizeof(o->json)
+			                                         : sizeof(o->relay);
+			if (strlen(v) >= cap) {
+				fprintf(stderr, "moqdp-load: %s: too long\n", a);
+				return -1;
+			}
+			snprintf(dst, cap, "%s", v);
+		} else if (!strcmp(a, "--port")) {
+			NEEDV();
+			long n = strtol(v, &end, 10);
+			if (*end || n < 0 || n >= RTE_MAX_ETHPORTS) {
+				fprintf(stderr, "moqdp-load: --port: '%s' is not a port id\n", v);
+				return -1;
+			}
+			o->port = (int)n;
+		} else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			usage();
+			exit(0);
+		} else {
+			fprintf(stderr, "moqdp-load: unknown argument '%s'\n", a);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int parse_ip4(const char *s, struct in_addr *ip, unsigned *plen)
+{
+	char tmp[64];
+	snprintf(tmp, sizeof(tmp), "%s", s);
+	char *slash = strchr(tmp, '/');
+	*plen = 24;
+	if (slash) {
+		*slash = 0;
+		char *end;
+		unsigned long l = strtoul(slash + 1, &end, 10);
+		if (*end || l == 0 || l > 32)
+			return -1;
+		*plen = (unsigned)l;
+	}
+	return inet_pton(AF_INET, tmp, ip) == 1 ? 0 : -1;
+}
+
+static int parse_hostport(const char *s, struct moq_quic_addr *a)
+{
+	char tmp[64];
+	snprintf(tmp, sizeof(tmp), "%s", s);
+	char *colon = strrchr(tmp, ':');
+	if (!colon)
+		return -1;
+	*colon = 0;
+	char *end;
+	unsigned long port = strtoul(colon + 1, &end, 10);
+	if (*end || port == 0 || port > 65535)
+		return -1;
+	memset(a, 0, sizeof(*a));
+	a->u.in4.sin_family = AF_INET;
+	a->u.in4.sin_port = htons((uint16_t)port);
+	if (inet_pton(AF_INET, tmp, &a->u.in4.sin_addr) != 1)
+		return -1;
+	a->len = sizeof(a->u.in4);
+	return 0;
+}
+
+static int parse_tracks(const char *spec, struct moq_lg_client_cfg *cfg)
+{
+	char tmp[256];
+	snprintf(tmp, sizeof(tmp), "%s", spec);
+	char *save = NULL;
+	cfg->ntracks = 0;
+	for (char *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (cfg->ntracks == MOQ_LG_MAX_TRACKS) {
+			fprintf(stderr, "moqdp-load: --tracks: at most %d\n", MOQ_LG_MAX_TRACKS);
+			return -1;
+		}
+		if (moq_lg_track_parse(t, (uint16_t)(cfg->ntracks + 1),
+		                       &cfg->tracks[cfg->ntracks]) < 0) {
+			fprintf(stderr,
+			        "moqdp-load: --tracks: bad track '%s' (e.g. video:1M, "
+			        "video:4M:fps=30:gop=60:key=8, audio)\n",
+			        t);
+			return -1;
+		}
+		for (unsigned k = 0; k < cfg->ntracks; k++)
+			if (!strcmp(cfg->tracks[k].name, cfg->tracks[cfg->ntracks].name)) {
+				fprintf(stderr,
+				        "moqdp-load: --tracks: two tracks named '%s' (add "
+				        ":name=)\n",
+				        t);
+				return -1;
+			}
+		cfg->ntracks++;
+	}
+	return cfg->ntracks ? 0 : -1;
+}
+
+/* ---- progress ------------------------------------------------------------- */
+
+struct progress {
+	FILE *json;
+	int live, tty;
+	struct moq_lg_report prev;
+	int have_prev;
+	uint64_t next_ns, start_ns;
+};
+
+static void progress_tick(struct progress *p, struct moq_lg_client *cl, uint64_t now,
+                          const struct io_stats *io)
+{
+	struct moq_lg_report r;
+	struct moq_lg_client_extra ex;
+	char buf[4096], line[512];
+	moq_lg_client_report(cl, now, 0, &r, &ex);
+	int n = moq_lg_report_json(&r, p->have_prev ? &p->prev : NULL, buf, sizeof(buf));
+	if (p->json && n > 1) {
+		/* append the client's own figures before the closing brace */
+		buf[n - 1] = 0;
+		fprintf(p->json,
+		        "%s,\"subs_stalled\":%" PRIu64 ",\"subs_failed\":%" PRIu64
+		        ",\"tx_drops\":%" PRIu64 "}\n",
+		        buf, ex.subs_stalled, ex.subs_failed, io->tx_drops + io->unresolved);
+		fflush(p->json);
+	}
+	if (p->live) {
+		moq_lg_report_line(&r, p->have_prev ? &p->prev : NULL, line, sizeof(line));
+		if (p->tty)
+			fprintf(stderr, "\r%s stalled=%" PRIu64 "\033[K", line, ex.subs_stalled);
+		else
+			fprintf(stderr, "%s stalled=%" PRIu64 "\n", line, ex.subs_stalled);
+	}
+	p->prev = r;
+	p->have_prev = 1;
+}
+
+static int summary(struct moq_lg_client *cl, uint64_t now, FILE *json, const struct io_stats *io,
+                   int tty, uint32_t subscribers)
+{
+	struct moq_lg_report r;
+	struct moq_lg_client_extra ex;
+	char buf[4096];
+	moq_lg_client_report(cl, now, 1, &r, &ex);
+	if (tty)
+		fputc('\n', stderr);
+	int n = moq_lg_report_json(&r, NULL, buf, sizeof(buf));
+	if (json && n > 1) {
+		buf[n - 1] = 0;
+		fprintf(json,
+		        "%s,\"final\":true,\"subs_stalled\":%" PRIu64 ",\"subs_failed\":%" PRIu64
+		        ",\"connect_errors\":%" PRIu64 ",\"sub_retries\":%" PRIu64
+		        ",\"handshake_p50_us\":%.1f,\"tx_drops\":%" PRIu64
+		        ",\"io_rx_pkts\":%" PRIu64 ",\"io_tx_pkts\":%" PRIu64 "}\n",
+		        buf, ex.subs_stalled, ex.subs_failed, ex.connect_errors, ex.sub_retries,
+		        (double)ex.handshake_p50_ns / 1e3, io->tx_drops + io->unresolved,
+		        io->rx_pkts, io->tx_pkts);
+		fflush(json);
+	}
+	const struct moq_lg_counts *c = &r.c;
+	uint64_t errors = moq_lg_counts_errors(c);
+	fprintf(stderr,
+	        "moqdp-load: summary after %.1f s\n"
+	        "  publisher   %" PRIu64 " frames, %" PRIu64 " groups, %.2f MB%s\n"
+	        "  subscribers %" PRIu64 " of %" PRIu64 " ready, %" PRIu64 " failed, %" PRIu64
+	        " stalled at the end, handshake p50 %.2f ms\n"
+	        "  delivered   %" PRIu64 " frames verified (%.2f MB), %" PRIu64
+	        " groups complete, %" PRIu64 " reset, %" PRIu64 " missing, %" PRIu64
+	        " partial frames\n"
+	        "  errors      %" PRIu64 " (bad crc %" PRIu64 ", bad header %" PRIu64
+	        ", out of order %" PRIu64 ", duplicate groups %" PRIu64 ")\n"
+	        "  latency     publisher -> relay -> subscriber: p50 %.3f ms, p99 %.3f ms, max "
+	        "%.3f ms (%" PRIu64 " frames)\n"
+	        "  wire        in %.2f MB / %" PRIu64 " pkts, out %.2f MB / %" PRIu64
+	        " pkts, tx drops %" PRIu64 "\n",
+	        r.t_s, r.pub_frames, r.pub_groups, (double)r.pub_bytes / 1e6,
+	        ex.pub_ready ? "" : " (publisher off or never connected)", r.subs_ready,
+	        r.subs_target, ex.subs_failed, ex.subs_stalled, (double)ex.handshake_p50_ns / 1e6,
+	        c->frames_ok, (double)c->bytes_ok / 1e6, c->groups_ok, c->groups_reset,
+	        c->groups_missing, c->frames_partial, errors, c->frames_bad_crc, c->frames_bad_hdr,
+	        c->frames_bad_order, c->groups_dup, (double)moq_lg_hist_pct(r.hist, 50) / 1e6,
+	        (double)moq_lg_hist_pct(r.hist, 99) / 1e6, (double)r.hist->max / 1e6, r.hist->n,
+	        (double)r.rx_bytes_wire / 1e6, r.rx_pkts, (double)r.tx_bytes_wire / 1e6, r.tx_pkts,
+	        io->tx_drops + io->unresolved);
+	if (errors)
+		return 1;
+	if (subscribers && c->frames_ok == 0)
+		return 1;
+	return 0;
+}
+
+/* ---- kernel sockets ------------------------------------------------------- */
+
+struct kio {
+	int ep;
+	int fds[MAX_LOCALS];
+	unsigned n;
+	uint32_t base; /* host order */
+};
+
+static int kernel_open(struct kio *k, struct moq_quic_addr *locals, unsigned n)
+{
+	k->ep = epoll_create1(0);
+	if (k->ep < 0)
+		return -1;
+	k->n = 0;
+	k->base = ntohl(locals[0].u.in4.sin_addr.s_addr);
+	for (unsigned i = 0; i < n; i++) {
+		int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+		if (fd < 0)
+			return -1;
+		int sz = 4 << 20;
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+		if (bind(fd, &locals[i].u.sa, locals[i].len) < 0) {
+			char ip[32];
+			inet_ntop(AF_INET, &locals[i].u.in4.sin_addr, ip, sizeof(ip));
+			fprintf(stderr, "moqdp-load: bind %s: %s\n", ip, strerror(errno));
+			close(fd);
+			return -1;
+		}
+		socklen_t sl = locals[i].len;
+		getsockname(fd, &locals[i].u.sa, &sl);
+		struct epoll_event ev = {.events = EPOLLIN, .data.u32 = i};
+		epoll_ctl(k->ep, EPOLL_CTL_ADD, fd, &ev);
+		k->fds[i] = fd;
+		k->n++;
+	}
+	return 0;
+}
+
+static void kernel_close(struct kio *k)
+{
+	for (unsigned i = 0; i < k->n; i++)
+		close(k->fds[i]);
+	if (k->ep >= 0)
+		close(k->ep);
+}
+
+static int kernel_rx(struct kio *k, unsigned i, struct moq_lg_client *cl,
+                     const struct moq_quic_addr *locals, struct io_stats *io)
+{
+	static uint8_t bufs[BURST][2048];
+	struct mmsghdr msgs[BURST];
+	struct iovec iov[BURST];
+	struct sockaddr_storage from[BURST];
+	int total = 0;
+	for (;;) {
+		for (int j = 0; j < BURST; j++) {
+			iov[j].iov_base = bufs[j];
+			iov[j].iov_len = sizeof(bufs[j]);
+			memset(&msgs[j], 0, sizeof(msgs[j]));
+			msgs[j].msg_hdr.msg_iov = &iov[j];
+			msgs[j].msg_hdr.msg_iovlen = 1;
+			msgs[j].msg_hdr.msg_name = &from[j];
+			msgs[j].msg_hdr.msg_namelen = sizeof(from[j]);
+		}
+		int n = recvmmsg(k->fds[i], msgs, BURST, MSG_DONTWAIT, NULL);
+		if (n <= 0)
+			break;
+		uint64_t now = moq_lg_now_ns();
+		for (int j = 0; j < n; j++) {
+			struct moq_quic_addr remote;
+			memset(&remote, 0, sizeof(remote));
+			memcpy(&remote.u, &from[j], sizeof(struct sockaddr_in));
+			remote.len = sizeof(struct sockaddr_in);
+			moq_lg_client_recv(cl, bufs[j], msgs[j].msg_len, &locals[i], &remote, now);
+		}
+		io->rx_pkts += (uint64_t)n;
+		total += n;
+		if (n < BURST)
+			break;
+	}
+	return total;
+}
+
+static int kernel_tx(struct kio *k, struct moq_lg_client *cl, struct io_stats *io)
+{
+	static uint8_t bufs[BURST][MOQ_QUIC_MAX_UDP_PAYLOAD];
+	struct moq_quic_pkt pkts[BURST];
+	int total = 0;
+	for (int round = 0; round < TX_ROUNDS; round++) {
+		for (int j = 0; j < BURST; j++) {
+			pkts[j].data = bufs[j];
+			pkts[j].cap = sizeof(bufs[j]);
+		}
+		int n = moq_lg_client_send(cl, pkts, BURST, moq_lg_now_ns());
+		if (n <= 0)
+			break;
+		/* sendmmsg per run of packets from the same local address */
+		int j = 0;
+		while (j < n) {
+			uint32_t ip = ntohl(pkts[j].local.u.in4.sin_addr.s_addr);
+			unsigned s = ip - k->base;
+			struct mmsghdr msgs[BURST];
+			struct iovec iov[BURST];
+			int m = 0;
+			while (j + m < n && ntohl(pkts[j + m].local.u.in4.sin_addr.s_addr) == ip) {
+				struct moq_quic_pkt *p = &pkts[j + m];
+				iov[m].iov_base = p->data;
+				iov[m].iov_len = p->len;
+				memset(&msgs[m], 0, sizeof(msgs[m]));
+				msgs[m].msg_hdr.msg_iov = &iov[m];
+				msgs[m].msg_hdr.msg_iovlen = 1;
+				msgs[m].msg_hdr.msg_name = &p->remote.u.sa;
+				msgs[m].msg_hdr.msg_namelen = p->remote.len;
+				m++;
+			}
+			if (s >= k->n) {
+				io->tx_drops += (uint64_t)m;
+			} else {
+				int sent = sendmmsg(k->fds[s], msgs, (unsigned)m, 0);
+				if (sent < 0)
+					sent = 0;
+				io->tx_pkts += (uint64_t)sent;
+				io->tx_drops += (uint64_t)(m - sent);
+			}
+			j += m;
+		}
+		total += n;
+		if (n < BURST)
+			break;
+	}
+	return total;
+}
+
+/* ---- DPDK ----------------------------------------------------------------- */
+
+struct dio {
+	uint16_t port;
+	struct rte_mempool *pool;
+	struct moq_net_iface *ifc;
+	struct moq_net *net;
+	unsigned n;
+	uint32_t base; /* host order */
+};
+
+static int dpdk_open(struct dio *d, int port, const struct moq_quic_addr *locals, unsigned n,
+                     unsigned plen)
+{
+	uint16_t pid;
+	if (port < 0) {
+		int found = 0;
+		RTE_ETH_FOREACH_DEV(pid)
+		{
+			found = 1;
+			break;
+		}
+		if (!found) {
+			fprintf(stderr, "moqdp-load: no DPDK port (give one with --vdev=...)\n");
+			return -1;
+		}
+	} else {
+		pid = (uint16_t)port;
+		if (!rte_eth_dev_is_valid_port(pid)) {
+			fprintf(stderr, "moqdp-load: --port %d: no such port\n", port);
+			return -1;
+		}
+	}
+	d->port = pid;
+	d->pool = rte_pktmbuf_pool_create("lg_pool", NB_MBUFS, MBUF_CACHE, 0,
+	                                  RTE_MBUF_DEFAULT_BUF_SIZE, (int)rte_socket_id());
+	if (!d->pool) {
+		fprintf(stderr, "moqdp-load: mbuf pool: %s\n", rte_strerror(rte_errno));
+		return -1;
+	}
+	struct rte_eth_conf conf;
+	memset(&conf, 0, sizeof(conf));
+	uint16_t nrxd = NB_RXD, ntxd = NB_TXD;
+	if (rte_eth_dev_configure(pid, 1, 1, &conf) < 0 ||
+	    rte_eth_dev_adjust_nb_rx_tx_desc(pid, &nrxd, &ntxd) < 0 ||
+	    rte_eth_rx_queue_setup(pid, 0, nrxd, rte_eth_dev_socket_id(pid), NULL, d->pool) < 0 ||
+	    rte_eth_tx_queue_setup(pid, 0, ntxd, rte_eth_dev_socket_id(pid), NULL) < 0) {
+		fprintf(stderr, "moqdp-load: port %u set-up failed\n", pid);
+		return -1;
+	}
+	if (rte_eth_dev_start(pid) < 0) {
+		fprintf(stderr, "moqdp-load: port %u start failed\n", pid);
+		return -1;
+	}
+	rte_eth_promiscuous_enable(pid);
+	struct rte_ether_addr mac;
+	rte_eth_macaddr_get(pid, &mac);
+	d->ifc = calloc(n, sizeof(*d->ifc));
+	d->net = calloc(n, sizeof(*d->net));
+	if (!d->ifc || !d->net)
+		return -1;
+	d->n = n;
+	d->base = ntohl(locals[0].u.in4.sin_addr.s_addr);
+	for (unsigned i = 0; i < n; i++) {
+		moq_net_iface_init(&d->ifc[i], mac.addr_bytes,
+		                   (const uint8_t *)&locals[i].u.in4.sin_addr.s_addr, (uint8_t)plen,
+		                   NULL, 0, ntohs(locals[i].u.in4.sin_port));
+		moq_net_init(&d->net[i], &d->ifc[i]);
+	}
+	char name[RTE_ETH_NAME_MAX_LEN] = "?";
+	rte_eth_dev_get_name_by_port(pid, name);
+	fprintf(stderr, "moqdp-load: port %u (%s) mac " RTE_ETHER_ADDR_PRT_FMT ", %u address(es)\n",
+	        pid, name, RTE_ETHER_ADDR_BYTES(&mac), n);
+	return 0;
+}
+
+/* The context of the local address a frame is for (IPv4 destination, ARP
+ * target); the first one otherwise. */
+static struct moq_net *dpdk_ctx_for(struct dio *d, struct rte_mbuf *m)
+{
+	const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
+	uint32_t ip = 0;
+	if (rte_pktmbuf_data_len(m) >= 42 && f[12] == 0x08 && f[13] == 0x06)
+		memcpy(&ip, f + 38, 4); /* ARP target protocol address */
+	else if (rte_pktmbuf_data_len(m) >= 34 && f[12] == 0x08 && f[13] == 0x00)
+		memcpy(&ip, f + 30, 4); /* IPv4 destination */
+	uint32_t idx = ntohl(ip) - d->base;
+	return idx < d->n ? &d->net[idx] : &d->net[0];
+}
+
+static int dpdk_rx(struct dio *d, struct moq_lg_client *cl, struct io_stats *io)
+{
+	struct rte_mbuf *ms[BURST], *replies[BURST];
+	uint16_t n = rte_eth_rx_burst(d->port, 0, ms, BURST), nr = 0;
+	if (!n)
+		return 0;
+	uint64_t now = moq_lg_now_ns();
+	for (uint16_t i = 0; i < n; i++) {
+		struct moq_net *net = dpdk_ctx_for(d, ms[i]);
+		struct moq_net_udp u;
+		struct rte_mbuf *reply = NULL;
+		enum moq_net_verdict v = moq_net_rx_mbuf(net, ms[i], now, &u, d->pool, &reply);
+		if (v == MOQ_NET_UDP && u.family == 4) {
+			struct moq_quic_addr local, remote;
+			memset(&local, 0, sizeof(local));
+			memset(&remote, 0, sizeof(remote));
+			local.u.in4.sin_family = remote.u.in4.sin_family = AF_INET;
+			memcpy(&local.u.in4.sin_addr, u.dst, 4);
+			memcpy(&remote.u.in4.sin_addr, u.src, 4);
+			local.u.in4.sin_port = htons(u.dport);
+			remote.u.in4.sin_port = htons(u.sport);
+			local.len = remote.len = sizeof(struct sockaddr_in);
+			moq_lg_client_recv(cl, u.payload, u.len, &local, &remote, now);
+		} else if (v == MOQ_NET_REPLY && reply) {
+			replies[nr++] = reply;
+		} else {
+			io->rx_other++;
+		}
+		/* DESIGN.md: the RX mbuf goes back in the same iteration */
+		rte_pktmbuf_free(ms[i]);
+	}
+	io->rx_pkts += n;
+	if (nr) {
+		uint16_t s = rte_eth_tx_burst(d->port, 0, replies, nr);
+		for (uint16_t i = s; i < nr; i++)
+			rte_pktmbuf_free(replies[i]);
+	}
+	return n;
+}
+
+static int dpdk_tx(struct dio *d, struct moq_lg_client *cl, struct io_stats *io)
+{
+	struct rte_mbuf *ms[BURST], *out[BURST * 2];
+	struct moq_quic_pkt pkts[BURST];
+	int total = 0;
+	for (int round = 0; round < TX_ROUNDS; round++) {
+		if (rte_pktmbuf_alloc_bulk(d->pool, ms, BURST) != 0) {
+			io->tx_drops++;
+			break;
+		}
+		for (int j = 0; j < BURST; j++) {
+			pkts[j].data = rte_pktmbuf_mtod(ms[j], uint8_t *);
+			pkts[j].cap = rte_pktmbuf_tailroom(ms[j]);
+			if (pkts[j].cap > MOQ_QUIC_MAX_UDP_PAYLOAD)
+				pkts[j].cap = MOQ_QUIC_MAX_UDP_PAYLOAD;
+		}
+		uint64_t now = moq_lg_now_ns();
+		int n = moq_lg_client_send(cl, pkts, BURST, now);
+		if (n < 0)
+			n = 0;
+		uint16_t no = 0;
+		for (int j = 0; j < n; j++) {
+			struct rte_mbuf *m = ms[j], *sol = NULL;
+			const struct moq_quic_pkt *p = &pkts[j];
+			uint32_t idx = ntohl(p->local.u.in4.sin_addr.s_addr) - d->base;
+			struct moq_net *net = idx < d->n ? &d->net[idx] : &d->net[0];
+			m->data_len = (uint16_t)p->len;
+			m->pkt_len = (uint32_t)p->len;
+			int rc = moq_net_udp_encap_mbuf(
+			        net, m, 4, (const uint8_t *)&p->remote.u.in4.sin_addr.s_addr,
+			        ntohs(p->local.u.in4.sin_port), ntohs(p->remote.u.in4.sin_port),
+			        p->ecn, now, d->pool, &sol);
+			if (sol)
+				out[no++] = sol;
+			if (rc == 0) {
+				out[no++] = m;
+			} else {
+				/* next hop not resolved yet: QUIC retransmits */
+				io->unresolved++;
+				rte_pktmbuf_free(m);
+			}
+		}
+		for (int j = n; j < BURST; j++)
+			rte_pktmbuf_free(ms[j]);
+		uint16_t s = 0;
+		while (s < no) {
+			uint16_t k = rte_eth_tx_burst(d->port, 0, out + s, (uint16_t)(no - s));
+			if (k == 0)
+				break;
+			s = (uint16_t)(s + k);
+		}
+		io->tx_pkts += s;
+		for (uint16_t j = s; j < no; j++) {
+			rte_pktmbuf_free(out[j]);
+			io->tx_drops++;
+		}
+		total += n;
+		if (n < BURST)
+			break;
+	}
+	return total;
+}
+
+/* ---- main ----------------------------------------------------------------- */
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	memset(&o, 0, sizeof(o));
+	o.ramp = 200;
+	o.duration = 10;
+	o.port = -1;
+	snprintf(o.tracks, sizeof(o.tracks), "video:1M,audio");
+	snprintf(o.broadcast, sizeof(o.broadcast), "moqdp/load");
+	snprintf(o.json, sizeof(o.json), "-");
+
+	int kernel = 0, dash = -1;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--")) {
+			dash = i;
+			break;
+		}
+		if (!strcmp(argv[i], "--kernel"))
+			kernel = 1;
+	}
+	int app_argc;
+	char **app_argv;
+	if (kernel && dash < 0) {
+		app_argc = argc - 1;
+		app_argv = argv + 1;
+	} else if (dash >= 0) {
+		app_argc = argc - dash - 1;
+		app_argv = argv + dash + 1;
+		for (int i = 0; i < app_argc; i++)
+			if (!strcmp(app_argv[i], "--kernel"))
+				kernel = 1;
+	} else {
+		usage();
+		return 2;
+	}
+	if (parse_args(&o, app_argc, app_argv) < 0)
+		return 2;
+	if (!o.relay[0])
+		snprintf(o.relay, sizeof(o.relay), "%s",
+		         o.kernel ? "127.0.0.1:4443" : "10.77.0.1:4443");
+	if (!o.local[0])
+		snprintf(o.local, sizeof(o.local), "%s", o.kernel ? "127.0.0.2" : "10.77.0.2/24");
+
+	struct moq_lg_client_cfg cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.publish = o.publish;
+	cfg.subscribers = o.subscribers;
+	cfg.ramp_per_s = o.ramp;
+	cfg.conns_per_addr = o.conns_per_addr ? o.conns_per_addr : MOQ_LG_CONNS_PER_ADDR;
+	cfg.verbose = o.verbose;
+	snprintf(cfg.broadcast, sizeof(cfg.broadcast), "%s", o.broadcast);
+	if (parse_tracks(o.tracks, &cfg) < 0)
+		return 2;
+	if (!o.publish && o.subscribers == 0) {
+		fprintf(stderr,
+		        "moqdp-load: nothing to do: give --publish and/or --subscribers N\n");
+		return 2;
+	}
+	if (parse_hostport(o.relay, &cfg.relay) < 0) {
+		fprintf(stderr, "moqdp-load: --relay: '%s' is not IPv4:port\n", o.relay);
+		return 2;
+	}
+	struct in_addr lip;
+	unsigned plen;
+	if (parse_ip4(o.local, &lip, &plen) < 0) {
+		fprintf(stderr, "moqdp-load: --local: '%s' is not an IPv4 address\n", o.local);
+		return 2;
+	}
+	unsigned nlocals = 1 + (o.subscribers + cfg.conns_per_addr - 1) / cfg.conns_per_addr;
+	if (nlocals > MAX_LOCALS) {
+		fprintf(stderr,
+		        "moqdp-load: %u subscribers need %u local addresses (max %d): raise "
+		        "--conns-per-addr\n",
+		        o.subscribers, nlocals, MAX_LOCALS);
+		return 2;
+	}
+	struct moq_quic_addr locals[MAX_LOCALS];
+	memset(locals, 0, sizeof(locals));
+	/* DPDK: a fixed UDP port on every address; kernel: ephemeral */
+	uint16_t lport = o.kernel ? 0 : 40000;
+	for (unsigned i = 0; i < nlocals; i++) {
+		locals[i].u.in4.sin_family = AF_INET;
+		locals[i].u.in4.sin_addr.s_addr = htonl(ntohl(lip.s_addr) + i);
+		locals[i].u.in4.sin_port = htons(lport);
+		locals[i].len = sizeof(struct sockaddr_in);
+	}
+
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+
+	struct kio k = {.ep = -1};
+	struct dio d;
+	memset(&d, 0, sizeof(d));
+	if (o.kernel) {
+		if (kernel_open(&k, locals, nlocals) < 0) {
+			kernel_close(&k);
+			return 1;
+		}
+	} else {
+		int r = rte_eal_init(dash, argv);
+		if (r < 0) {
+			fprintf(stderr, "moqdp-load: EAL: %s\n", rte_strerror(rte_errno));
+			return 1;
+		}
+		if (dpdk_open(&d, o.port, locals, nlocals, plen) < 0) {
+			rte_eal_cleanup();
+			return 1;
+		}
+	}
+	cfg.locals = locals;
+	cfg.nlocals = nlocals;
+
+	int err = 0;
+	uint64_t t0 = moq_lg_now_ns();
+	struct moq_lg_client *cl = moq_lg_client_create(&cfg, t0, &err);
+	if (!cl) {
+		fprintf(stderr, "moqdp-load: client set-up failed: %s\n", moq_err_str(err));
+		return 1;
+	}
+	{
+		char rip[32], lip0[32];
+		inet_ntop(AF_INET, &cfg.relay.u.in4.sin_addr, rip, sizeof(rip));
+		inet_ntop(AF_INET, &locals[0].u.in4.sin_addr, lip0, sizeof(lip0));
+		fprintf(stderr,
+		        "moqdp-load: %s mode, relay %s:%u, %s%u subscriber(s) at %.0f/s from %s "
+		        "(+%u "
+		        "addresses), broadcast '%s', tracks %s, %.0f s\n",
+		        o.kernel ? "kernel" : "dpdk", rip, ntohs(cfg.relay.u.in4.sin_port),
+		        o.publish ? "publisher + " : "", o.subscribers, o.ramp, lip0, nlocals - 1,
+		        o.broadcast, o.tracks, o.duration);
+	}
+
+	struct progress pg;
+	memset(&pg, 0, sizeof(pg));
+	if (!strcmp(o.json, "-"))
+		pg.json = stdout;
+	else if (o.json[0] && !(pg.json = fopen(o.json, "w"))) {
+		fprintf(stderr, "moqdp-load: --json %s: %s\n", o.json, strerror(errno));
+		return 1;
+	}
+	pg.live = !o.quiet;
+	pg.tty = isatty(2);
+	pg.start_ns = t0;
+	pg.next_ns = t0 + 1000000000ull;
+
+	struct io_stats io;
+	memset(&io, 0, sizeof(io));
+	uint64_t end_ns = o.duration > 0 ? t0 + (uint64_t)(o.duration * 1e9) : UINT64_MAX;
+	uint64_t stop_at = 0;
+	for (;;) {
+		uint64_t now = moq_lg_now_ns();
+		int work = 0;
+		if ((quit || now >= end_ns) && !stop_at) {
+			moq_lg_client_stop(cl, now);
+			stop_at = now + STOP_GRACE_NS;
+		}
+		if (stop_at && now >= stop_at)
+			break;
+		if (o.kernel) {
+			struct epoll_event evs[64];
+			int timeout = 0;
+			if (!moq_quic_endpoint_pending(moq_lg_client_endpoint(cl))) {
+				uint64_t w = moq_lg_client_next_wake(cl);
+				timeout = w <= now ? 0 : (int)((w - now + 999999) / 1000000);
+				if (timeout > 10)
+					timeout = 10;
+			}
+			int ne = epoll_wait(k.ep, evs, 64, timeout);
+			for (int i = 0; i < ne; i++)
+				work += kernel_rx(&k, evs[i].data.u32, cl, locals, &io);
+			now = moq_lg_now_ns();
+			work += moq_lg_client_poll(cl, now);
+			work += kernel_tx(&k, cl, &io);
+		} else {
+			work += dpdk_rx(&d, cl, &io);
+			now = moq_lg_now_ns();
+			work += moq_lg_client_poll(cl, now);
+			work += dpdk_tx(&d, cl, &io);
+		}
+		if (now >= pg.next_ns) {
+			progress_tick(&pg, cl, now, &io);
+			pg.next_ns += 1000000000ull;
+			if (pg.next_ns < now)
+				pg.next_ns = now + 1000000000ull;
+		}
+	}
+	int rc = summary(cl, moq_lg_now_ns(), pg.json, &io, pg.live && pg.tty, o.subscribers);
+	if (pg.json && pg.json != stdout)
+		fclose(pg.json);
+	moq_lg_client_destroy(cl);
+	if (o.kernel) {
+		kernel_close(&k);
+	} else {
+		rte_eth_dev_stop(d.port);
+		rte_eth_dev_close(d.port);
+		free(d.net);
+		free(d.ifc);
+		rte_eal_cleanup();
+	}
+	return rc;
+}
