@@ -184,6 +184,8 @@ int moq_relay_kernel_poll(struct moq_relay *r, struct relay_worker *w, uint64_t 
 	work += n;
 	if (now >= w->next_expiry)
 		work += moq_quic_endpoint_timers(w->ep, now);
+	/* fanout: pending subscriber data, expiry resets (moq.h) */
+	work += moq_node_poll(w->node, now);
 	for (int b = 0; b < 4 && moq_quic_endpoint_pending(w->ep); b++) {
 		int k = ksend(w, now);
 

@@ -34,6 +34,7 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 	s->tsc_hz = rte_get_tsc_hz();
 	s->cache_budget = r->cfg.cache_budget;
 	s->uptime_ns = moq_relay_now_ns() - r->t0_ns;
+	s->cache_used = r->cache != NULL ? moq_cache_used(r->cache) : 0;
 	for (unsigned int i = 0; i < r->nb_workers; i++) {
 		const struct relay_worker *w = r->w[i];
 		const struct relay_worker_stats *st = &w->st;
@@ -51,6 +52,16 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->half_open += w->qs.half_open;
 		s->conns_total += w->qs.conns_accepted;
 		s->quic_dropped += w->qs.pkts_dropped;
+		s->sessions += w->ns.sessions;
+		s->broadcasts += w->ns.broadcasts;
+		s->groups_in += w->ns.groups_in;
+		s->frames_in += w->ns.frames_in;
+		s->media_bytes_in += w->ns.bytes_in;
+		s->groups_out += w->ns.groups_out;
+		s->frames_out += w->ns.frames_out;
+		s->media_bytes_out += w->ns.bytes_out;
+		s->group_resets += w->ns.resets_old + w->ns.resets_evicted + w->ns.resets_lagged +
+		                   w->ns.resets_dropped + w->ns.resets_cancel;
 		for (unsigned int pi = 0; pi < r->nb_ports; pi++) {
 			const struct moq_net_stats *ns = &w->net[pi]->stats;
 
@@ -88,10 +99,12 @@ int moq_relay_stats_line(const struct moq_relay_stats *now, const struct moq_rel
 	int n;
 
 	n = snprintf(buf, len,
-	             "conns=%" PRIu64 " subs=%" PRIu64 " in=%.3fGbps out=%.3fGbps rx=%.3fMpps "
+	             "conns=%" PRIu64 " sessions=%" PRIu64 " bcasts=%" PRIu64
+	             " in=%.3fGbps out=%.3fGbps rx=%.3fMpps "
 	             "tx=%.3fMpps busy=%.1f%% cache=%" PRIu64 "/%" PRIu64 "MiB drops=%" PRIu64
 	             " redirects=%" PRIu64 " rx_nombuf=%" PRIu64,
-	             now->conns, now->subscribers, rate(now->rx_bytes, p->rx_bytes, secs) * 8 / 1e9,
+	             now->conns, now->sessions, now->broadcasts,
+	             rate(now->rx_bytes, p->rx_bytes, secs) * 8 / 1e9,
 	             rate(now->tx_bytes, p->tx_bytes, secs) * 8 / 1e9,
 	             rate(now->rx_pkts, p->rx_pkts, secs) / 1e6,
 	             rate(now->tx_pkts, p->tx_pkts, secs) / 1e6,
@@ -144,7 +157,20 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	metric(&o, "connections_half_open", "gauge", "Handshakes in progress.", s->half_open);
 	metric(&o, "connections_accepted_total", "counter", "QUIC connections accepted.",
 	       s->conns_total);
-	metric(&o, "subscribers", "gauge", "Active subscriptions.", s->subscribers);
+	metric(&o, "sessions", "gauge", "moq-lite sessions open.", s->sessions);
+	metric(&o, "broadcasts", "gauge", "Broadcasts announced to the relay.", s->broadcasts);
+	metric(&o, "groups_in_total", "counter", "Groups ingested into the cache.", s->groups_in);
+	metric(&o, "frames_in_total", "counter", "Frames ingested into the cache.", s->frames_in);
+	metric(&o, "media_in_bytes_total", "counter", "Media payload bytes ingested.",
+	       s->media_bytes_in);
+	metric(&o, "groups_out_total", "counter", "Group streams opened to subscribers.",
+	       s->groups_out);
+	metric(&o, "frames_out_total", "counter", "Frames queued to subscribers.", s->frames_out);
+	metric(&o, "media_out_bytes_total", "counter", "Media payload bytes queued to subscribers.",
+	       s->media_bytes_out);
+	metric(&o, "group_resets_total", "counter",
+	       "Group streams reset (expired, evicted, lagged, dropped, cancelled).",
+	       s->group_resets);
 	metric(&o, "rx_packets_total", "counter", "Frames (datagrams) received.", s->rx_pkts);
 	metric(&o, "rx_bytes_total", "counter", "Bytes received.", s->rx_bytes);
 	metric(&o, "tx_packets_total", "counter", "Frames (datagrams) sent.", s->tx_pkts);
@@ -335,7 +361,10 @@ static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *d
 	rte_tel_data_add_dict_u64(d, "busy_tsc", s.busy_tsc);
 	rte_tel_data_add_dict_u64(d, "idle_tsc", s.idle_tsc);
 	rte_tel_data_add_dict_u64(d, "connections", s.conns);
-	rte_tel_data_add_dict_u64(d, "subscribers", s.subscribers);
+	rte_tel_data_add_dict_u64(d, "sessions", s.sessions);
+	rte_tel_data_add_dict_u64(d, "broadcasts", s.broadcasts);
+	rte_tel_data_add_dict_u64(d, "frames_in", s.frames_in);
+	rte_tel_data_add_dict_u64(d, "frames_out", s.frames_out);
 	return 0;
 }
 
@@ -363,7 +392,7 @@ static int tel_cache(const char *cmd, const char *params, struct rte_tel_data *d
 		return -1;
 	rte_tel_data_start_dict(d);
 	rte_tel_data_add_dict_u64(d, "budget_bytes", tel_relay->cfg.cache_budget);
-	rte_tel_data_add_dict_u64(d, "used_bytes", 0);
+	rte_tel_data_add_dict_u64(d, "used_bytes", moq_cache_used(tel_relay->cache));
 	rte_tel_data_add_dict_u64(d, "max_latency_us", tel_relay->cfg.max_latency_us);
 	return 0;
 }

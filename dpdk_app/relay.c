@@ -252,6 +252,8 @@ static int dpdk_poll(struct moq_relay *r, struct relay_worker *w, uint64_t now)
 	if (w->ep != NULL) {
 		if (now >= w->next_expiry)
 			work += moq_quic_endpoint_timers(w->ep, now);
+		/* fanout: pending subscriber data, expiry resets (moq.h) */
+		work += moq_node_poll(w->node, now);
 		/* a few bursts per iteration, then poll RX again */
 		for (int b = 0; b < 4 && moq_quic_endpoint_pending(w->ep); b++) {
 			int k = dpdk_send(r, w, now);
@@ -284,6 +286,7 @@ int moq_relay_poll(struct moq_relay *r, unsigned int wi)
 		work = dpdk_poll(r, w, now);
 	if (w->ep != NULL && now - w->stats_ns >= 100000000ull) { /* 10 Hz copy for main */
 		moq_quic_endpoint_stats(w->ep, &w->qs);
+		moq_node_stats(w->node, &w->ns);
 		w->stats_ns = now;
 	}
 	t1 = rte_rdtsc();
@@ -296,21 +299,23 @@ int moq_relay_poll(struct moq_relay *r, unsigned int wi)
 
 /* set-up ---------------------------------------------------------------- */
 
-/* moq.h's MOQ_ALPN_05/04/03, in preference order (moq/ is not linked yet). */
-static const char *const relay_alpn[] = {"moq-lite-05", "moq-lite-04", "moq-lite-03"};
-
 static struct moq_quic_endpoint *make_endpoint(const struct moq_pmd_config *cfg, unsigned int id,
-                                               const uint8_t *secret, int *err)
+                                               const uint8_t *secret, struct moq_node *node,
+                                               int *err)
 {
 	struct moq_quic_config qc;
+	size_t nalpn;
 
 	memset(&qc, 0, sizeof(qc));
 	qc.role = MOQ_QUIC_SERVER;
 	qc.worker_id = (uint8_t)id;
 	qc.cert_file = cfg->cert[0] ? cfg->cert : NULL;
 	qc.key_file = cfg->key[0] ? cfg->key : NULL;
-	qc.alpn = relay_alpn;
-	qc.alpn_count = sizeof(relay_alpn) / sizeof(relay_alpn[0]);
+	qc.alpn = moq_node_alpns(&nalpn);
+	qc.alpn_count = nalpn;
+	/* moq.h wiring: the node's callbacks, the node as config.user */
+	qc.cb = node != NULL ? moq_node_quic_callbacks() : NULL;
+	qc.user = node;
 	qc.secret = secret;
 	qc.max_conns = cfg->max_connections;
 	qc.max_streams_uni = cfg->max_streams;
@@ -574,7 +579,20 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 		for (unsigned int pi = 0; pi < r->nb_ports; pi++)
 			if (r->ports[pi].pp.socket == sock)
 				w->pool = r->ports[pi].pool;
-		w->ep = make_endpoint(&r->cfg, i, secret, &qerr);
+		{
+			struct moq_node_cfg nc;
+
+			memset(&nc, 0, sizeof(nc));
+			nc.cache = r->cache;
+			nc.relay = 1;
+			nc.max_sessions = r->cfg.max_connections;
+			nc.cache_reader = i; /* the node registers and reports quiescence */
+			w->node = moq_node_create(&nc);
+			if (w->node == NULL)
+				return rfail(err, errlen, "worker %u: cannot create the moq node",
+				             i);
+		}
+		w->ep = make_endpoint(&r->cfg, i, secret, w->node, &qerr);
 		if (w->ep == NULL)
 			return rfail(err, errlen, "%s: cannot set up TLS/QUIC (%s)",
 			             r->cfg.cert[0] ? "--cert" : "worker", moq_err_str(qerr));
@@ -583,6 +601,20 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 			return MOQ_ERR_CONFIG;
 	}
 	return 0;
+}
+
+/* The cache's memory: hugepages through EAL (thread-safe; NUMA: any socket
+ * for now, the cache is shared by all workers). */
+static void *cache_alloc(void *ctx, size_t size, size_t align)
+{
+	(void)ctx;
+	return rte_malloc_socket("moqdp_cache", size, (unsigned int)align, SOCKET_ID_ANY);
+}
+
+static void cache_free(void *ctx, void *p)
+{
+	(void)ctx;
+	rte_free(p);
 }
 
 struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, size_t errlen)
@@ -615,6 +647,20 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 			goto fail;
 		}
 	}
+	{
+		struct moq_cache_cfg cc;
+
+		memset(&cc, 0, sizeof(cc));
+		cc.alloc.alloc = cache_alloc;
+		cc.alloc.free = cache_free;
+		cc.budget = cfg->cache_budget;
+		cc.max_readers = r->nb_workers;
+		r->cache = moq_cache_create(&cc);
+		if (r->cache == NULL) {
+			rfail(err, errlen, "--cache-budget: cannot create the cache");
+			goto fail;
+		}
+	}
 	if (setup_workers(r, lcores, err, errlen) != 0)
 		goto fail;
 	if (r->nb_workers > 0 && moq_quic_endpoint_fingerprint(r->w[0]->ep, fp) == 0)
@@ -642,7 +688,8 @@ void moq_relay_destroy(struct moq_relay *r)
 
 		if (w == NULL)
 			continue;
-		moq_quic_endpoint_free(w->ep);
+		moq_quic_endpoint_free(w->ep); /* closes sessions first (moq.h) */
+		moq_node_destroy(w->node);
 		if (w->fd >= 0)
 			close(w->fd);
 		rte_free(w->kbuf);
@@ -665,6 +712,7 @@ void moq_relay_destroy(struct moq_relay *r)
 	for (unsigned int s = 0; s < RTE_MAX_NUMA_NODES; s++)
 		rte_mempool_free(r->pools[s]);
 	rte_mempool_free(r->kpool);
+	moq_cache_destroy(r->cache);
 	rte_free(r);
 }
 
@@ -706,7 +754,7 @@ static void do_reload(struct moq_relay *r)
 		fprintf(stderr, "moqdp-relay: reload: no --cert configured, nothing to reload\n");
 		return;
 	}
-	ep = make_endpoint(&r->cfg, 0, NULL, &qerr);
+	ep = make_endpoint(&r->cfg, 0, NULL, NULL, &qerr);
 	if (ep == NULL) {
 		fprintf(stderr, "moqdp-relay: reload: %s is not usable (%s); keeping the old one\n",
 		        r->cfg.cert, moq_err_str(qerr));

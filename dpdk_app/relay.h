@@ -41,7 +41,11 @@ struct moq_relay_stats {
 	uint64_t net_drop[MOQ_NET_DROP_MAX]; /* per reason */
 	uint64_t quic_dropped;               /* undecodable / refused datagrams */
 	uint64_t conns, conns_total, half_open;
-	uint64_t subscribers;
+	uint64_t sessions;   /* moq-lite sessions open (publishers + subscribers) */
+	uint64_t broadcasts; /* in the workers' origin tables */
+	uint64_t groups_in, frames_in, media_bytes_in;    /* ingested into the cache */
+	uint64_t groups_out, frames_out, media_bytes_out; /* fanout, queued to QUIC */
+	uint64_t group_resets; /* old + evicted + lagged + dropped + cancelled */
 	uint64_t cache_used, cache_budget;
 	uint64_t uptime_ns;
 };
@@ -81,7 +85,7 @@ void moq_relay_destroy(struct moq_relay *r);
 void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *out);
 
 /*
- * moq_relay_stats_line: the one-line summary ("conns=.. subs=.. in=..Gbps
+ * moq_relay_stats_line: the one-line summary ("conns=.. sessions=.. in=..Gbps
  * out=..Gbps rx=..Mpps busy=..% cache=../.. drops=..") from @now and the
  * previous sample @prev (rates over the interval; NULL = totals). Returns
  * the length written (truncated to @len).

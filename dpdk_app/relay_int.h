@@ -15,6 +15,8 @@
 
 #include "net.h"
 #include "pmd_port.h"
+#include "cache.h"
+#include "moq.h"
 #include "quic.h"
 #include "relay.h"
 
@@ -43,6 +45,7 @@ struct relay_worker {
 	} rxq[MOQ_RELAY_MAX_RXQ];
 	struct moq_net *net[MOQ_RELAY_MAX_PORTS];
 	struct moq_quic_endpoint *ep;
+	struct moq_node *node; /* this worker's moq-lite sessions (moq.h) */
 	struct rte_ring *ring; /* datagrams of our connections from other workers */
 	struct rte_mempool *pool;
 	uint64_t next_expiry, stats_ns;
@@ -53,6 +56,7 @@ struct relay_worker {
 	uint16_t nb_tx[MOQ_RELAY_MAX_PORTS];
 	struct relay_worker_stats st __rte_cache_aligned;
 	struct moq_quic_stats qs; /* copied from the endpoint at 10 Hz */
+	struct moq_node_stats ns; /* copied from the node at 10 Hz */
 } __rte_cache_aligned;
 
 struct relay_port {
@@ -72,6 +76,7 @@ struct moq_relay {
 	struct relay_worker *w[MOQ_RELAY_MAX_WORKERS];
 	struct rte_mempool *pools[RTE_MAX_NUMA_NODES];
 	struct rte_mempool *kpool; /* kernel backend: redirect copies */
+	struct moq_cache *cache;   /* shared by all workers (cache.h) */
 	int quit, drain, reload;
 	uint64_t reloads, reload_failed;
 	int http_fd;

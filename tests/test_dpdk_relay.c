@@ -268,7 +268,7 @@ START_TEST(tap_health_metrics_telemetry_signals)
 	ck_assert_ptr_nonnull(strstr(slurp(errpath), "reload: no --cert configured"));
 	ck_assert_ptr_nonnull(strstr(http_get(port, "/health"), "200 OK"));
 	/* the stats line, every 300 ms */
-	ck_assert_ptr_nonnull(strstr(slurp(errpath), "conns=0 subs=0 in="));
+	ck_assert_ptr_nonnull(strstr(slurp(errpath), "conns=0 sessions=0 bcasts=0 in="));
 	/* SIGQUIT: drains (no connections: at once) and exits 0 */
 	kill(child, SIGQUIT);
 	ck_assert_int_eq(wait_exit(10000), 0);
