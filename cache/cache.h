@@ -222,9 +222,10 @@ unsigned moq_cache_reclaim(struct moq_cache *c);
 /*
  * moq_cache_track_create: create track @name of broadcast @path (both copied,
  * any bytes, lengths up to 1024) for the one writer that will publish it.
- * The caller owns one reference (moq_cache_track_unref). Returns 0 with
- * *@out set, MOQ_ERR_EXISTS (that path + name exists), MOQ_ERR_INVAL,
- * MOQ_ERR_NOMEM.
+ * @cfg may be NULL (defaults). The caller owns one reference
+ * (moq_cache_track_unref). Returns 0 with *@out set, MOQ_ERR_EXISTS (that
+ * path + name exists), MOQ_ERR_INVAL (a length over 1024, window not a power
+ * of two or over 2^20), MOQ_ERR_NOMEM.
  */
 int moq_cache_track_create(struct moq_cache *c, const char *path, size_t path_len, const char *name,
                            size_t name_len, const struct moq_cache_track_cfg *cfg,
@@ -286,8 +287,10 @@ int moq_cache_track_group(struct moq_cache_track *t, uint64_t seq, struct moq_ca
  * track's old groups, pushes the group @window sequences older out
  * (MOQ_ERR_LAGGED), then evicts over budget. Writer only. The caller owns
  * one reference (drop it with moq_cache_group_unref after finish/abort).
+ * Several groups of a track may be open at once (group streams overlap).
  * Returns 0 with *@out set, MOQ_ERR_ORDER (@seq not above the newest
- * sequence), MOQ_ERR_CLOSED (track dropped), MOQ_ERR_NOMEM.
+ * sequence), MOQ_ERR_CLOSED (track dropped), MOQ_ERR_INVAL (@seq >= 2^61),
+ * MOQ_ERR_NOMEM.
  */
 int moq_cache_group_open(struct moq_cache_track *t, uint64_t seq, uint64_t now,
                          struct moq_cache_group **out);
