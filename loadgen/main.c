@@ -828,10 +828,14 @@ int main(int argc, char **argv)
 	memset(&io, 0, sizeof(io));
 	uint64_t end_ns = o.duration > 0 ? t0 + (uint64_t)(o.duration * 1e9) : UINT64_MAX;
 	uint64_t stop_at = 0;
+	int rc = 1;
 	for (;;) {
 		uint64_t now = moq_lg_now_ns();
 		int work = 0;
 		if ((quit || now >= end_ns) && !stop_at) {
+			/* the summary is what was delivered while every session
+			 * ran; then they close */
+			rc = summary(cl, now, pg.json, &io, pg.live && pg.tty, o.subscribers);
 			moq_lg_client_stop(cl, now);
 			stop_at = now + STOP_GRACE_NS;
 		}
@@ -865,7 +869,6 @@ int main(int argc, char **argv)
 				pg.next_ns = now + 1000000000ull;
 		}
 	}
-	int rc = summary(cl, moq_lg_now_ns(), pg.json, &io, pg.live && pg.tty, o.subscribers);
 	if (pg.json && pg.json != stdout)
 		fclose(pg.json);
 	moq_lg_client_destroy(cl);

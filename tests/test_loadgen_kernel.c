@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_loadgen_kernel.c: the moqdp-load program in --kernel mode, run as a
+ * child process against a moq/ relay node that this test serves on a kernel
+ * UDP socket on loopback (real ngtcp2 + wolfSSL on both sides). The child's
+ * subscribers come from several loopback addresses; its final JSON line must
+ * show every subscriber ready, media delivered and no error; a bad argument
+ * exits 2 with one line.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "media.h"
+#include "moq.h"
+#include "quic.h"
+
+#ifndef MOQDP_LOAD_PATH
+#error "MOQDP_LOAD_PATH must name the moqdp-load binary"
+#endif
+
+extern char **environ;
+
+/* Run the relay side until the child exits (or @limit_ns passes). */
+static int serve_until_exit(int fd, struct moq_quic_endpoint *ep, struct moq_node *node,
+                            struct moq_cache *cache, const struct moq_quic_addr *local, pid_t pid,
+                            uint64_t limit_ns)
+{
+	uint8_t buf[2048], out[32][MOQ_QUIC_MAX_UDP_PAYLOAD];
+	uint64_t end = moq_lg_now_ns() + limit_ns;
+	int status = -1;
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		poll(&p, 1, 1);
+		uint64_t now = moq_lg_now_ns();
+		for (int i = 0; i < 256; i++) {
+			struct moq_quic_addr from;
+			memset(&from, 0, sizeof(from));
+			socklen_t fl = sizeof(from.u);
+			ssize_t n = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT, &from.u.sa, &fl);
+			if (n < 0)
+				break;
+			from.len = fl;
+			moq_quic_endpoint_recv(ep, buf, (size_t)n, local, &from, now);
+		}
+		moq_node_poll(node, now);
+		moq_cache_expire(cache, now);
+		moq_quic_endpoint_timers(ep, now);
+		for (int round = 0; round < 16; round++) {
+			struct moq_quic_pkt pk[32];
+			for (int i = 0; i < 32; i++) {
+				pk[i].data = out[i];
+				pk[i].cap = sizeof(out[i]);
+			}
+			int n = moq_quic_endpoint_send(ep, pk, 32, now);
+			for (int i = 0; i < n; i++)
+				sendto(fd, pk[i].data, pk[i].len, 0, &pk[i].remote.u.sa,
+				       pk[i].remote.len);
+			if (n < 32)
+				break;
+		}
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			return status;
+		if (now > end) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			return -1;
+		}
+	}
+}
+
+static pid_t spawn(char *const argv[], const char *out_path)
+{
+	posix_spawn_file_actions_t fa;
+	pid_t pid;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	ck_assert_int_eq(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ), 0);
+	posix_spawn_file_actions_destroy(&fa);
+	return pid;
+}
+
+/* The value of "key": in a JSON line (numbers only). */
+static double jget(const char *line, const char *key)
+{
+	char pat[64];
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	const char *p = strstr(line, pat);
+	ck_assert_msg(p != NULL, "no %s in %s", key, line);
+	return strtod(p + strlen(pat), NULL);
+}
+
+START_TEST(program_against_relay_node)
+{
+	struct moq_cache_counting cnt;
+	moq_cache_counting_init(&cnt);
+	struct moq_cache_cfg cc = {.alloc = moq_cache_counting_alloc(&cnt)};
+	struct moq_cache *cache = moq_cache_create(&cc);
+	struct moq_node_cfg nc = {.cache = cache, .relay = 1};
+	struct moq_node *node = moq_node_create(&nc);
+	ck_assert_ptr_nonnull(node);
+	size_t na;
+	const char *const *alpn = moq_node_alpns(&na);
+	struct moq_quic_config qc = {
+	        .role = MOQ_QUIC_SERVER,
+	        .alpn = alpn,
+	        .alpn_count = na,
+	        .cb = moq_node_quic_callbacks(),
+	        .user = node,
+	        .retry = MOQ_QUIC_RETRY_NEVER,
+	};
+	struct moq_quic_endpoint *ep = moq_quic_endpoint_new(&qc, NULL);
+	ck_assert_ptr_nonnull(ep);
+
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	struct moq_quic_addr local;
+	memset(&local, 0, sizeof(local));
+	local.u.in4.sin_family = AF_INET;
+	local.u.in4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	local.len = sizeof(local.u.in4);
+	ck_assert_int_eq(bind(fd, &local.u.sa, local.len), 0);
+	socklen_t sl = local.len;
+	getsockname(fd, &local.u.sa, &sl);
+	char relay[32], out[] = "/tmp/moqdp-test-load-XXXXXX";
+	snprintf(relay, sizeof(relay), "127.0.0.1:%u", ntohs(local.u.in4.sin_port));
+	int ofd = mkstemp(out);
+	ck_assert_int_ge(ofd, 0);
+	close(ofd);
+
+	char *argv[] = {MOQDP_LOAD_PATH,
+	                "--kernel",
+	                "--relay",
+	                relay,
+	                "--local",
+	                "127.0.0.2",
+	                "--publish",
+	                "--subscribers",
+	                "20",
+	                "--ramp",
+	                "100",
+	                "--conns-per-addr",
+	                "6",
+	                "--duration",
+	                "2.5",
+	                "--tracks",
+	                "video:1M:gop=30,audio",
+	                "--quiet",
+	                NULL};
+	pid_t pid = spawn(argv, out);
+	int status = serve_until_exit(fd, ep, node, cache, &local, pid, 20000000000ull);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
+
+	/* the final JSON line */
+	FILE *f = fopen(out, "r");
+	char line[4096], last[4096] = "";
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "\"final\":true"))
+			snprintf(last, sizeof(last), "%s", line);
+	fclose(f);
+	unlink(out);
+	ck_assert_msg(last[0], "no final line");
+	ck_assert_int_eq((int)jget(last, "subs_ready"), 20);
+	ck_assert_int_eq((int)jget(last, "errors"), 0);
+	ck_assert_int_eq((int)jget(last, "subs_failed"), 0);
+	ck_assert_int_eq((int)jget(last, "connect_errors"), 0);
+	/* ~2 s of 30 video + 50 audio frames/s to 20 subscribers */
+	ck_assert_msg(jget(last, "frames_ok") > 20 * 80, "%s", last);
+	ck_assert_msg(jget(last, "lat_p50_us") > 0 && jget(last, "lat_p50_us") < 50000, "%s", last);
+
+	struct moq_node_stats ns;
+	moq_node_stats(node, &ns);
+	ck_assert_uint_ge(ns.sessions_total, 21);
+	moq_quic_endpoint_free(ep);
+	moq_node_destroy(node);
+	moq_cache_destroy(cache);
+	close(fd);
+}
+END_TEST
+
+START_TEST(bad_arguments)
+{
+	const char *bad[][4] = {
+	        {"--subscribers", "x", NULL, NULL},
+	        {"--tracks", "video:1X", "--publish", NULL},
+	        {"--relay", "nowhere", "--publish", NULL},
+	        {"--bogus", NULL, NULL, NULL},
+	        {"--duration", NULL, NULL, NULL},
+	        {"--subscribers", "0", NULL, NULL}, /* nothing to do */
+	};
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *argv[8] = {MOQDP_LOAD_PATH, "--kernel"};
+		for (int k = 0; k < 4 && bad[i][k]; k++)
+			argv[2 + k] = (char *)bad[i][k];
+		pid_t pid = spawn(argv, "/dev/null");
+		int status;
+		waitpid(pid, &status, 0);
+		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 2, "case %u: status %d",
+		              i, status);
+	}
+}
+END_TEST
+
+Suite *loadgen_kernel_suite(void);
+Suite *loadgen_kernel_suite(void)
+{
+	Suite *s = suite_create("loadgen_kernel");
+	TCase *tc = tcase_create("program");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, program_against_relay_node);
+	tcase_add_test(tc, bad_arguments);
+	suite_add_tcase(s, tc);
+	return s;
+}
