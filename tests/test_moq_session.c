@@ -47,6 +47,8 @@ struct sub {
 	uint64_t start_group;
 	uint64_t complete_after_reset;          /* groups completed after the first reset */
 	uint64_t done_by_id[8], reset_by_id[8]; /* per subscription id (< 8) */
+	int got_end;
+	uint64_t end_group;
 	/* track info, goaway */
 	uint64_t timescale;
 	int goaway;
@@ -162,6 +164,10 @@ static void cb_sub_reply(struct moq_session *s, void *user, uint64_t id,
 	(void)user;
 	(void)id;
 
+	if (u && r->kind == MOQ_SUB_END) {
+		u->got_end = 1;
+		u->end_group = r->group;
+	}
 	if (u && (r->kind == MOQ_SUB_START || r->kind == MOQ_SUB_OK)) {
 		u->got_start = 1;
 		u->start_group = r->kind == MOQ_SUB_START ? r->group : r->start;
@@ -1149,6 +1155,77 @@ START_TEST(test_priority)
 }
 END_TEST
 
+/* A subscription with an end: groups 1..3, then END { 4 } and FIN, only
+ * after the last group stream finished (PROTOCOL.md, Subscribe). */
+START_TEST(test_subscribe_range)
+{
+	struct sub *a, *b;
+	struct moq_sub_params p = {1, false, 5000, MOQ_GROUP_NONE, 3};
+
+	h_init(NULL, 0);
+	h_publisher();
+	a = &H.subs[H.nsubs++];
+	b = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	h_connect(b, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_subscribe(b, 1);
+	h_run(FRAMES_PER_GROUP * FRAME_NS + 5 * FRAME_NS, 10); /* in group 1 */
+	/* a asks for groups 0..3: 0 is still cached, so it starts there. */
+	p.start = 0;
+	a->id = moq_session_subscribe(a->s, "live/room", 9, "video", 5, &p);
+	ck_assert_int_ge(a->id, 0);
+	ck_assert(h_until(sub1_closed, 6 * SEC, 10));
+	ck_assert_int_eq(a->sub_closed_code, -1);
+	ck_assert(a->got_start && a->start_group == 0);
+	ck_assert(a->got_end);
+	ck_assert_uint_eq(a->end_group, 4);
+	ck_assert_uint_eq(a->errors, 0);
+	ck_assert_uint_eq(a->groups_complete, 4);
+	ck_assert_uint_eq(a->bytes, expected_bytes(0, 3));
+	ck_assert(!b->sub_closed);
+	h_fini();
+}
+END_TEST
+
+/* The lite-05 SETUP Path roots a session: a publisher connected with
+ * "live?jwt=..." publishing "room" is "live/room" at the relay; a subscriber
+ * rooted at "live" names it "room". */
+START_TEST(test_setup_path_root)
+{
+	struct sub *a, *b;
+	struct moq_node_stats rs;
+	struct moq_sub_params p = {1, false, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE};
+
+	h_init(NULL, 0);
+	h_connect(&H.pub, MOQ_ROLE_PUBLISHER, "/live/?jwt=abc");
+	ck_assert_int_eq(moq_cache_track_create(H.pcache, "room", 4, "video", 5, NULL, &H.vt), 0);
+	ck_assert_int_eq(moq_node_publish(H.client, "room", 4, 1000), 0);
+	ck_assert(h_until(pub_ready, 2 * SEC, 0));
+	H.next_frame = now();
+	a = &H.subs[H.nsubs++];
+	b = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	h_connect(b, MOQ_ROLE_SUBSCRIBER, "live");
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	ck_assert_int_eq(moq_session_announce_request(a->s, "", 0), 0);
+	ck_assert_int_eq(moq_session_announce_request(b->s, "", 0), 0);
+	a->id = moq_session_subscribe(a->s, "live/room", 9, "video", 5, &p);
+	b->id = moq_session_subscribe(b->s, "room", 4, "video", 5, &p);
+	h_run(2 * SEC, 3);
+	ck_assert_int_eq(a->nann, 1);
+	ck_assert_str_eq(a->ann[0], "live/room");
+	ck_assert_int_eq(b->nann, 1);
+	ck_assert_str_eq(b->ann[0], "room");
+	ck_assert_uint_eq(a->errors + b->errors, 0);
+	ck_assert_uint_eq(a->groups_complete, 3);
+	ck_assert_uint_eq(b->groups_complete, 3);
+	moq_node_stats(H.relay, &rs);
+	ck_assert_uint_eq(rs.upstream_subs, 1); /* one track, two names */
+	h_fini();
+}
+END_TEST
+
 Suite *moq_session_suite(void);
 
 Suite *moq_session_suite(void)
@@ -1166,6 +1243,8 @@ Suite *moq_session_suite(void)
 	tcase_add_test(tc, test_track_fetch_goaway);
 	tcase_add_test(tc, test_bounds);
 	tcase_add_test(tc, test_priority);
+	tcase_add_test(tc, test_subscribe_range);
+	tcase_add_test(tc, test_setup_path_root);
 	tcase_add_test(tc, test_duplicate_and_frame_too_large);
 	suite_add_tcase(s, tc);
 	return s;
