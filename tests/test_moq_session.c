@@ -1226,6 +1226,39 @@ START_TEST(test_setup_path_root)
 }
 END_TEST
 
+/* A publisher that reconnects within the linger is spliced back in: the
+ * subscription goes on without a new SUBSCRIBE, nothing is announced ended. */
+START_TEST(test_publisher_reconnect)
+{
+	struct sub *a;
+	struct moq_node_stats rs;
+	uint64_t before;
+
+	h_init(NULL, 0);
+	h_publisher();
+	a = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	ck_assert_int_eq(moq_session_announce_request(a->s, "live", 4), 0);
+	h_subscribe(a, 1);
+	h_run(2 * SEC, 20);
+	before = a->groups_complete;
+	ck_assert_uint_ge(before, 3);
+	moq_session_close(H.pub.s, 0);
+	h_run(1 * SEC, 20);
+	h_connect(&H.pub, MOQ_ROLE_PUBLISHER, NULL);
+	h_run(4 * SEC, 20);
+	moq_node_stats(H.relay, &rs);
+	ck_assert_uint_eq(rs.broadcasts, 1);
+	ck_assert_uint_eq(rs.upstream_subs, 1);
+	ck_assert(!a->sub_closed);
+	ck_assert_int_eq(a->nann, 1); /* never announced as ended */
+	ck_assert_uint_ge(a->groups_complete, before + 5);
+	ck_assert_uint_eq(a->errors, 0);
+	h_fini();
+}
+END_TEST
+
 Suite *moq_session_suite(void);
 
 Suite *moq_session_suite(void)
@@ -1245,6 +1278,7 @@ Suite *moq_session_suite(void)
 	tcase_add_test(tc, test_priority);
 	tcase_add_test(tc, test_subscribe_range);
 	tcase_add_test(tc, test_setup_path_root);
+	tcase_add_test(tc, test_publisher_reconnect);
 	tcase_add_test(tc, test_duplicate_and_frame_too_large);
 	suite_add_tcase(s, tc);
 	return s;
