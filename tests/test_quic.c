@@ -857,6 +857,55 @@ START_TEST(test_limits_per_addr)
 }
 END_TEST
 
+static int count_half_open(void *arg)
+{
+	struct moq_quic_stats st;
+
+	(void)arg;
+	moq_quic_endpoint_stats(srv.ep, &st);
+	return st.half_open >= 1;
+}
+
+static int second_established(void *arg)
+{
+	(void)arg;
+	return cli.conns[1].established;
+}
+
+/* RFC 9000, 8.1.2: Retry on demand, once half-open handshakes reach the
+ * threshold; below it no Retry round trip is paid. */
+START_TEST(test_retry_on_demand)
+{
+	struct moq_quic_config s = base_cfg(MOQ_QUIC_SERVER, &srv);
+	struct moq_quic_link_config lc;
+	struct moq_quic_stats st;
+	struct moq_quic_addr c2 = addr4("10.0.0.1", 40001);
+	int err;
+
+	memset(&lc, 0, sizeof(lc));
+	lc.dir[1].loss_ppm = 1000000; /* the server's answers never arrive */
+	s.retry = MOQ_QUIC_RETRY_AUTO;
+	s.retry_threshold = 1;
+	setup_pair(&s, NULL, &lc);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, count_half_open, NULL, 1000000000ull), 0);
+	moq_quic_endpoint_stats(srv.ep, &st);
+	ck_assert_uint_eq(st.retry_sent, 0);
+	ck_assert_uint_eq(st.conns_accepted, 1);
+	/* now the path heals; the second client is asked to Retry */
+	moq_quic_link_free(lnk);
+	lnk = moq_quic_link_new(NULL, cli.ep, srv.ep);
+	cli.conns[1].c = moq_quic_connect(cli.ep, &c2, &saddr, &cli, moq_quic_link_now(lnk), &err);
+	ck_assert_ptr_nonnull(cli.conns[1].c);
+	cli.nconns = 2;
+	ck_assert_int_eq(moq_quic_link_run(lnk, second_established, NULL, 5ull * 1000000000), 0);
+	moq_quic_endpoint_stats(srv.ep, &st);
+	ck_assert_uint_ge(st.retry_sent, 1);
+	ck_assert_uint_eq(st.retry_token_bad, 0);
+	teardown_pair();
+}
+END_TEST
+
 START_TEST(test_bad_config)
 {
 	struct moq_quic_config c = base_cfg(MOQ_QUIC_SERVER, &srv);
@@ -1013,6 +1062,7 @@ Suite *quic_suite(void)
 	        {"test_corrupted_packet", test_corrupted_packet},
 	        {"test_alpn_mismatch", test_alpn_mismatch},
 	        {"test_limits_per_addr", test_limits_per_addr},
+	        {"test_retry_on_demand", test_retry_on_demand},
 	        {"test_bad_config", test_bad_config},
 	        {"test_interop_gtlsclient", test_interop_gtlsclient},
 	};
