@@ -101,7 +101,7 @@ int moq_relay_stats_line(const struct moq_relay_stats *now, const struct moq_rel
 	n = snprintf(buf, len,
 	             "conns=%" PRIu64 " sessions=%" PRIu64 " bcasts=%" PRIu64
 	             " in=%.3fGbps out=%.3fGbps rx=%.3fMpps "
-	             "tx=%.3fMpps busy=%.1f%% cache=%" PRIu64 "/%" PRIu64 "MiB drops=%" PRIu64
+	             "tx=%.3fMpps busy=%.1f%% cache=%.1f/%.0fMiB drops=%" PRIu64
 	             " redirects=%" PRIu64 " rx_nombuf=%" PRIu64,
 	             now->conns, now->sessions, now->broadcasts,
 	             rate(now->rx_bytes, p->rx_bytes, secs) * 8 / 1e9,
@@ -109,7 +109,7 @@ int moq_relay_stats_line(const struct moq_relay_stats *now, const struct moq_rel
 	             rate(now->rx_pkts, p->rx_pkts, secs) / 1e6,
 	             rate(now->tx_pkts, p->tx_pkts, secs) / 1e6,
 	             busy + idle ? 100.0 * (double)busy / (double)(busy + idle) : 0.0,
-	             now->cache_used >> 20, now->cache_budget >> 20,
+	             (double)now->cache_used / 1048576, (double)now->cache_budget / 1048576,
 	             (now->net_drops + now->tx_drops + now->redirect_drops + now->quic_dropped) -
 	                     (p->net_drops + p->tx_drops + p->redirect_drops + p->quic_dropped),
 	             now->redirected - p->redirected, now->rx_nombuf);

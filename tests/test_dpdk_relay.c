@@ -443,6 +443,118 @@ START_TEST(redirect_to_owner_worker)
 }
 END_TEST
 
+/* Run moqdp-load (a second child) to completion; its stderr into @out. */
+static int run_load(const char *const *args, char *out, size_t len, unsigned int ms)
+{
+	posix_spawn_file_actions_t fa;
+	char path[64], *argv[32];
+	int n = 0, st = -1;
+	pid_t pid;
+	uint64_t end = now_ms() + ms;
+
+	snprintf(path, sizeof(path), "/tmp/moqdp-load-test-%d.err", (int)getpid());
+	argv[n++] = MOQDP_LOAD_PATH;
+	for (; *args && n < 31; args++)
+		argv[n++] = (char *)*args;
+	argv[n] = NULL;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 2, path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	ck_assert_int_eq(posix_spawn(&pid, MOQDP_LOAD_PATH, &fa, NULL, argv, environ), 0);
+	posix_spawn_file_actions_destroy(&fa);
+	while (waitpid(pid, &st, WNOHANG) != pid) {
+		if (now_ms() > end) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			st = -1;
+			break;
+		}
+		usleep(20000);
+	}
+	snprintf(out, len, "%s", slurp(path));
+	unlink(path);
+	return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A publisher and 20 subscribers (moqdp-load over kernel sockets) through
+ * the relay on net_tap: every frame verified, none missing. */
+START_TEST(media_through_tap)
+{
+	char ifname[32], vdev[64], prefix[64], mgmt[32], listen[32], relay[40], local[32];
+	char cmd[256], load[8192], *r;
+	unsigned int port = 22000 + (unsigned int)getpid() % 20000;
+	int net = 20 + (int)getpid() % 200;
+	const char *args[] = {prefix,
+	                      "--no-huge",
+	                      "-m",
+	                      "512",
+	                      "--no-pci",
+	                      "-l",
+	                      "0-1",
+	                      "--log-level=lib.eal:error",
+	                      vdev,
+	                      "--",
+	                      "--listen",
+	                      listen,
+	                      "--mgmt",
+	                      mgmt,
+	                      "--stats-interval",
+	                      "1s",
+	                      NULL};
+	const char *largs[] = {"--kernel",   "--relay",   relay,           "--local",
+	                       local,        "--publish", "--subscribers", "20",
+	                       "--duration", "3",         "--quiet",       NULL};
+	unsigned long long delivered = 0, ready = 0, nsubs = 0, missing = 1, errors = 1;
+	long long frames_out;
+	const char *p;
+	int rc;
+
+	snprintf(ifname, sizeof(ifname), "moqm%d", (int)getpid() % 100000);
+	snprintf(vdev, sizeof(vdev), "--vdev=net_tap0,iface=%s", ifname);
+	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-m-%d", (int)getpid());
+	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", port);
+	snprintf(listen, sizeof(listen), "10.216.%d.2/24", net);
+	snprintf(relay, sizeof(relay), "10.216.%d.2:4443", net);
+	snprintf(local, sizeof(local), "10.216.%d.100", net);
+	spawn(args);
+	r = wait_http(port, "/health", 15000);
+	ck_assert_msg(r != NULL, "no /health; stderr: %s", slurp(errpath));
+	/* the clients' side of the tap: the load binds 10.216.N.100 and .101 */
+	snprintf(cmd, sizeof(cmd),
+	         "ip addr add 10.216.%d.100/24 dev %s && ip addr add 10.216.%d.101/24 dev %s && "
+	         "ip link set %s up",
+	         net, ifname, net, ifname, ifname);
+	ck_assert_int_eq(system(cmd), 0);
+	rc = run_load(largs, load, sizeof(load), 30000);
+	ck_assert_msg(rc == 0, "moqdp-load exit %d: %s", rc, load);
+	p = strstr(load, "subscribers ");
+	ck_assert_msg(p && sscanf(p, "subscribers %llu of %llu ready", &ready, &nsubs) == 2, "%s",
+	              load);
+	p = strstr(load, "delivered ");
+	ck_assert_msg(p && sscanf(p, "delivered %llu frames verified", &delivered) == 1, "%s",
+	              load);
+	p = strstr(p, "reset, ");
+	ck_assert_msg(p && sscanf(p, "reset, %llu missing", &missing) == 1, "%s", load);
+	p = strstr(load, "errors ");
+	ck_assert_msg(p && sscanf(p, "errors %llu", &errors) == 1, "%s", load);
+	ck_assert_uint_eq(nsubs, 20);
+	ck_assert_uint_eq(ready, 20);
+	ck_assert_uint_gt(delivered, 1000); /* 3 s of video + audio to 20 subscribers */
+	ck_assert_uint_eq(missing, 0);
+	ck_assert_uint_eq(errors, 0);
+	r = http_get(port, "/metrics");
+	frames_out = metric(r, "moqdp_frames_out_total");
+	ck_assert_int_gt(metric(r, "moqdp_frames_in_total"), 0);
+	ck_assert_int_ge(frames_out, (long long)delivered);
+	ck_assert_int_eq(metric(r, "moqdp_rx_nombuf_total"), 0);
+	fprintf(stderr, "media_through_tap: %llu frames verified by 20 subscribers; relay: %s",
+	        delivered, strstr(slurp(errpath), "conns=21") ? "saw 21 connections\n" : "\n");
+	kill(child, SIGQUIT);
+	ck_assert_int_eq(wait_exit(15000), 0);
+	ck_assert_ptr_nonnull(strstr(slurp(errpath), "moqdp-relay: drained"));
+}
+END_TEST
+
 Suite *dpdk_relay_suite(void);
 
 Suite *dpdk_relay_suite(void)
@@ -456,6 +568,7 @@ Suite *dpdk_relay_suite(void)
 	tcase_add_test(tc, tap_health_metrics_telemetry_signals);
 	tcase_add_test(tc, kernel_backend_handshake);
 	tcase_add_test(tc, redirect_to_owner_worker);
+	tcase_add_test(tc, media_through_tap);
 	suite_add_tcase(s, tc);
 	return s;
 }
