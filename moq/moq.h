@@ -55,6 +55,9 @@ struct moq_session;
 /* PROTOCOL.md, Track: default max latency 5 s. */
 #define MOQ_DEFAULT_MAX_LATENCY_MS 5000u
 
+/* Requests (announce, subscribe, track, fetch) return MOQ_ERR_STATE before
+ * the session is ready and after the peer sent GOAWAY. */
+
 /* Callbacks of the client role (all optional). They run inside the QUIC
  * callbacks or moq_node_poll, on the node's thread. */
 struct moq_node_callbacks {

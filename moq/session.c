@@ -2661,7 +2661,8 @@ int moq_session_announce_request(struct moq_session *s, const char *prefix, size
 {
 	int err = 0;
 
-	if (!moq_session_ready(s))
+	/* PROTOCOL.md, Goaway: the receiver opens no new streams. */
+	if (!moq_session_ready(s) || s->goaway_in)
 		return MOQ_ERR_STATE;
 	ann_request(s, prefix, len, &err);
 	return err < 0 ? err : 0;
@@ -2676,7 +2677,8 @@ int64_t moq_session_subscribe(struct moq_session *s, const char *broadcast, size
 	char *bp;
 	int err = 0;
 
-	if (!moq_session_ready(s))
+	/* PROTOCOL.md, Goaway: the receiver opens no new streams. */
+	if (!moq_session_ready(s) || s->goaway_in)
 		return MOQ_ERR_STATE;
 	bp = path_dup(broadcast, blen, &pl);
 	if (!bp)
@@ -2731,7 +2733,8 @@ int moq_session_track(struct moq_session *s, const char *broadcast, size_t blen,
 	char *bp;
 	int err;
 
-	if (!moq_session_ready(s))
+	/* PROTOCOL.md, Goaway: the receiver opens no new streams. */
+	if (!moq_session_ready(s) || s->goaway_in)
 		return MOQ_ERR_STATE;
 	if (s->v < MOQ_LITE_05)
 		return MOQ_ERR_INVAL;
@@ -2762,7 +2765,8 @@ int64_t moq_session_fetch(struct moq_session *s, const char *broadcast, size_t b
 	char *bp;
 	int err;
 
-	if (!moq_session_ready(s))
+	/* PROTOCOL.md, Goaway: the receiver opens no new streams. */
+	if (!moq_session_ready(s) || s->goaway_in)
 		return MOQ_ERR_STATE;
 	gi = calloc(1, sizeof(*gi));
 	bp = path_dup(broadcast, blen, &pl);

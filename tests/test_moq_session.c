@@ -1022,6 +1022,8 @@ START_TEST(test_track_fetch_goaway)
 	h_run(50 * MS, 3);
 	ck_assert(a->goaway && b->goaway && H.pub.goaway);
 	ck_assert_str_eq(a->goaway_uri, "https://other.example/");
+	/* no new requests after GOAWAY */
+	ck_assert_int_eq(moq_session_fetch(b->s, "live/room", 9, "video", 5, 1, 1), MOQ_ERR_STATE);
 	h_fini();
 }
 END_TEST
