@@ -516,7 +516,7 @@ int moq_lg_rx_group_begin(struct moq_lg_rx *r, uint64_t seq)
 	win_set(r, seq, 1);
 	r->seen++;
 	if (!g) {
-		r->c.frames_bad_hdr++;
+		r->c.groups_untracked++;
 		return MOQ_ERR_LIMIT;
 	}
 	memset(g, 0, sizeof(*g));
@@ -536,7 +536,12 @@ int moq_lg_rx_frame(struct moq_lg_rx *r, uint64_t seq, uint64_t size)
 {
 	struct moq_lg_rx_group *g = find_group(r, seq);
 	if (!g) {
-		r->c.frames_bad_hdr++;
+		/* a group that began while every slot was taken */
+		if (r->have_first && seq <= r->newest_seq && r->newest_seq - seq < WIN_BITS &&
+		    win_test(r, seq))
+			r->c.frames_untracked++;
+		else
+			r->c.frames_bad_hdr++;
 		return MOQ_ERR_NOTFOUND;
 	}
 	frame_cut(r, g);
@@ -693,8 +698,8 @@ int moq_lg_report_json(const struct moq_lg_report *now, const struct moq_lg_repo
 	        ",\"groups_ok\":%" PRIu64 ",\"groups_reset\":%" PRIu64 ",\"groups_late\":%" PRIu64
 	        ",\"groups_missing\":%" PRIu64 ",\"frames_partial\":%" PRIu64
 	        ",\"bad_crc\":%" PRIu64 ",\"bad_hdr\":%" PRIu64 ",\"bad_order\":%" PRIu64
-	        ",\"groups_dup\":%" PRIu64 ",\"frames_catchup\":%" PRIu64 ",\"errors\":%" PRIu64
-	        ",\"lat_n\":%" PRIu64
+	        ",\"groups_dup\":%" PRIu64 ",\"frames_catchup\":%" PRIu64
+	        ",\"groups_untracked\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"lat_n\":%" PRIu64
 	        ",\"lat_p50_us\":%.1f,\"lat_p99_us\":%.1f,\"lat_max_us\":%.1f}",
 	        now->t_s, now->subs_target, now->subs_connected, now->subs_ready, now->subs_closed,
 	        now->pub_frames, now->pub_bytes, now->pub_groups, c->frames_ok, c->bytes_ok,
@@ -706,8 +711,8 @@ int moq_lg_report_json(const struct moq_lg_report *now, const struct moq_lg_repo
 	        rate(now->tx_pkts, prev->tx_pkts, dt) / 1e3, c->groups_ok, c->groups_reset,
 	        c->groups_late, c->groups_missing, c->frames_partial, c->frames_bad_crc,
 	        c->frames_bad_hdr, c->frames_bad_order, c->groups_dup, c->frames_catchup,
-	        moq_lg_counts_errors(c), now->hist ? now->hist->n : 0, (double)p50 / 1e3,
-	        (double)p99 / 1e3, (double)mx / 1e3);
+	        c->groups_untracked, moq_lg_counts_errors(c), now->hist ? now->hist->n : 0,
+	        (double)p50 / 1e3, (double)p99 / 1e3, (double)mx / 1e3);
 	if (n < 0)
 		n = 0;
 	if (len && (size_t)n >= len)

@@ -171,6 +171,8 @@ struct moq_lg_counts {
 	uint64_t groups_dup;            /* a sequence seen twice */
 	uint64_t groups_missing;        /* never begun, between the first and the newest */
 	uint64_t frames_catchup;        /* verified, sent before lat_after: not in the histogram */
+	uint64_t groups_untracked;      /* over MOQ_LG_RX_GROUPS in progress: not verified */
+	uint64_t frames_untracked;      /* frames of those groups */
 };
 
 void moq_lg_counts_add(struct moq_lg_counts *dst, const struct moq_lg_counts *src);
@@ -179,7 +181,7 @@ void moq_lg_counts_add(struct moq_lg_counts *dst, const struct moq_lg_counts *sr
 uint64_t moq_lg_counts_errors(const struct moq_lg_counts *c);
 
 /* Groups a subscription tracks at once (concurrent group streams). */
-#define MOQ_LG_RX_GROUPS 16u
+#define MOQ_LG_RX_GROUPS 64u
 
 /* One group stream in progress. */
 struct moq_lg_rx_group {
@@ -215,12 +217,14 @@ struct moq_lg_rx {
 void moq_lg_rx_init(struct moq_lg_rx *r, uint16_t track_id, struct moq_lg_hist *hist);
 
 /* moq_lg_rx_group_begin: group stream @seq began. Returns 0, MOQ_ERR_LIMIT
- * (MOQ_LG_RX_GROUPS in progress; the group is ignored and its frames
- * counted bad) or MOQ_ERR_EXISTS (a duplicate, counted). */
+ * (MOQ_LG_RX_GROUPS in progress; the group is not verified: counted in
+ * groups_untracked, its frames in frames_untracked) or MOQ_ERR_EXISTS (a
+ * duplicate, counted). */
 int moq_lg_rx_group_begin(struct moq_lg_rx *r, uint64_t seq);
 
 /* moq_lg_rx_frame: a frame of @size bytes begins in group @seq. Returns 0 or
- * MOQ_ERR_NOTFOUND (no such group in progress; counted bad_hdr). */
+ * MOQ_ERR_NOTFOUND (no such group in progress: counted in frames_untracked
+ * when the group began untracked, else bad_hdr). */
 int moq_lg_rx_frame(struct moq_lg_rx *r, uint64_t seq, uint64_t size);
 
 /*

@@ -298,6 +298,12 @@ START_TEST(group_accounting)
 	for (unsigned i = 0; i < MOQ_LG_RX_GROUPS; i++)
 		ck_assert_int_eq(moq_lg_rx_group_begin(&r, i), 0);
 	ck_assert_int_eq(moq_lg_rx_group_begin(&r, 100), MOQ_ERR_LIMIT);
+	ck_assert_uint_eq(r.c.groups_untracked, 1);
+	ck_assert_int_eq(moq_lg_rx_frame(&r, 100, 200), MOQ_ERR_NOTFOUND);
+	ck_assert_uint_eq(r.c.frames_untracked, 1);
+	ck_assert_uint_eq(r.c.frames_bad_hdr, 0);
+	/* a frame for a group that never began is an error */
+	ck_assert_int_eq(moq_lg_rx_frame(&r, 101, 200), MOQ_ERR_NOTFOUND);
 	ck_assert_uint_eq(r.c.frames_bad_hdr, 1);
 
 	/* counts add up */
@@ -306,6 +312,7 @@ START_TEST(group_accounting)
 	moq_lg_counts_add(&sum, &r.c);
 	moq_lg_counts_add(&sum, &r.c);
 	ck_assert_uint_eq(sum.frames_bad_hdr, 2);
+	ck_assert_uint_eq(sum.groups_untracked, 2);
 	free_frames(f, 10);
 }
 END_TEST
