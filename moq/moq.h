@@ -96,24 +96,26 @@ struct moq_node_callbacks {
 };
 
 struct moq_node_cfg {
-	struct moq_cache *cache;    /* borrowed; ingest and fanout storage. Required
+	struct moq_cache *cache;          /* borrowed; ingest and fanout storage. Required
 				  * for a relay and for publishing; a client that
 				  * only subscribes may leave it NULL */
-	unsigned cache_reader;      /* the node's QSBR reader id in the cache */
-	int relay;                  /* 1: relay routing; 0: client */
-	uint64_t origin;            /* our hop id (PROTOCOL.md, hop list); 0 = random-ish
+	unsigned cache_reader;            /* the node's QSBR reader id in the cache */
+	int relay;                        /* 1: relay routing; 0: client */
+	uint64_t origin;                  /* our hop id (PROTOCOL.md, hop list); 0 = random-ish
 				  * derived from the node address */
-	uint32_t max_sessions;      /* 0 = 4096 */
-	uint32_t max_subscriptions; /* per session, 0 = 256 (exceeding: reset 11) */
-	uint32_t max_announces;     /* announce requests per session, 0 = 16 */
-	uint32_t max_group_streams; /* fanout group streams in flight per session,
+	uint32_t max_sessions;            /* 0 = 4096 */
+	uint32_t max_subscriptions;       /* per session, 0 = 256 (exceeding: reset 11) */
+	uint32_t max_announces;           /* announce requests per session, 0 = 16 */
+	uint32_t max_group_streams;       /* fanout group streams in flight per session,
 				     * 0 = 64 */
-	uint32_t max_msg;           /* largest control message, 0 = 4096 bytes */
-	uint64_t session_queue;     /* cap on unacknowledged fanout bytes per session
+	uint32_t max_msg;                 /* largest control message, 0 = 4096 bytes */
+	uint64_t session_queue;           /* cap on unacknowledged fanout bytes per session
 	                         * (the working limit is max(2 cwnd, 64 KiB) under
 	                         * it, so the ranking decides what is sent), 0 = 4 MiB */
-	uint64_t linger_ns;         /* 0 = MOQ_LINGER_NS */
-	uint32_t batch;             /* frames per cache read, 0 = MOQ_CACHE_BATCH */
+	uint64_t linger_ns;               /* 0 = MOQ_LINGER_NS */
+	uint32_t batch;                   /* frames per cache read, 0 = MOQ_CACHE_BATCH */
+	struct moq_cache_track_cfg track; /* relay: settings of the cache tracks it creates
+					   * for upstream subscriptions (max latency, window) */
 	const struct moq_node_callbacks *cb;
 	void *user; /* passed to the callbacks */
 };

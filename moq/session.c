@@ -612,7 +612,8 @@ static struct upstream *up_get(struct moq_node *n, const char *p, size_t pl, con
 	if (!up->path || !up->track)
 		goto fail;
 	up->ct = moq_cache_track_lookup(n->cfg.cache, p, pl, t, tl);
-	if (!up->ct && moq_cache_track_create(n->cfg.cache, p, pl, t, tl, NULL, &up->ct) < 0)
+	if (!up->ct &&
+	    moq_cache_track_create(n->cfg.cache, p, pl, t, tl, &n->cfg.track, &up->ct) < 0)
 		goto fail;
 	up->next = n->ups;
 	n->ups = up;

@@ -352,6 +352,7 @@ static int stall_filter(void *arg, int dir, uint8_t *data, size_t *len, uint64_t
 }
 
 static uint32_t relay_max_subs; /* 0 = default */
+static uint32_t relay_window;   /* 0 = default */
 
 static void h_init(const char *alpn, uint64_t relay_budget)
 {
@@ -379,8 +380,10 @@ static void h_init(const char *alpn, uint64_t relay_budget)
 	nc.origin = 1000;
 	nc.session_queue = 512 * 1024;
 	nc.max_subscriptions = relay_max_subs;
+	nc.track.window = relay_window;
 	H.relay = moq_node_create(&nc);
 	nc.max_subscriptions = 0;
+	nc.track.window = 0;
 	nc.cache = H.pcache;
 	nc.relay = 0;
 	nc.origin = 2000;
@@ -683,8 +686,11 @@ START_TEST(test_stalled_subscriber)
 
 	/* Case 0: a budget for about 6 groups: old groups are evicted (31)
 	 * while the stalled subscriber still references them. Case 1: no
-	 * budget: they expire after the 5 s max latency (2). */
+	 * budget: they expire after the 5 s max latency (2). Case 2: a window
+	 * of 4 groups: they are pushed out of it (26). */
+	relay_window = _i == 2 ? 4 : 0;
 	h_init(NULL, _i == 0 ? 6 * 20000 : 0);
+	relay_window = 0;
 	h_publisher();
 	for (int i = 0; i < N; i++)
 		h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
@@ -715,8 +721,10 @@ START_TEST(test_stalled_subscriber)
 	        (unsigned long long)used, (long long)fixed, (unsigned long long)H.stalled_pkts);
 	if (_i == 0)
 		ck_assert_uint_gt(rs.resets_evicted, 0);
-	else
+	else if (_i == 1)
 		ck_assert_uint_gt(rs.resets_old, 0);
+	else
+		ck_assert_uint_gt(rs.resets_lagged, 0);
 	/* The stalled subscriber's streams still hold evicted groups (until the
 	 * resets are acknowledged: quic.h keeps references until then). */
 	ck_assert_int_gt(cs.live_bytes, (int64_t)used + fixed + 50000);
@@ -1270,7 +1278,7 @@ Suite *moq_session_suite(void)
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_fanout_100);
-	tcase_add_loop_test(tc, test_stalled_subscriber, 0, 2);
+	tcase_add_loop_test(tc, test_stalled_subscriber, 0, 3);
 	tcase_add_test(tc, test_announce_flow);
 	tcase_add_test(tc, test_publisher_linger);
 	tcase_add_loop_test(tc, test_malformed, 0, sizeof(bad_cases) / sizeof(bad_cases[0]));
