@@ -150,6 +150,8 @@ struct moq_quic_endpoint {
 	uint64_t hash_key;
 
 	ngtcp2_callbacks cbs;
+	ngtcp2_mem mem; /* size-class cache handed to ngtcp2 */
+	void *mem_cache;
 
 	struct ktab ctab; /* CID -> connection */
 	struct ktab ttab; /* peer stateless reset token -> connection */

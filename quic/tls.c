@@ -403,8 +403,17 @@ int quic_hp_mask_cb(uint8_t *dest, const ngtcp2_crypto_cipher *hp,
 	/* RFC 9001, 5.4.3: mask = AES-ECB(hp_key, sample). ngtcp2's wolfSSL
 	 * backend keys an AES-CTR context for it (the first CTR block with the
 	 * sample as counter is the same value). */
-	if (wc_AesEncryptDirect(&ctx->cipher.aes, dest, sample) != 0)
-		return NGTCP2_ERR_CALLBACK_FAILURE;
+	{
+		/* wolfSSL's AES-NI path mallocs a bounce buffer for unaligned
+		 * blocks: hand it aligned ones */
+		uint8_t in[16] __attribute__((aligned(16)));
+		uint8_t out[16] __attribute__((aligned(16)));
+
+		memcpy(in, sample, sizeof(in));
+		if (wc_AesEncryptDirect(&ctx->cipher.aes, out, in) != 0)
+			return NGTCP2_ERR_CALLBACK_FAILURE;
+		memcpy(dest, out, NGTCP2_HP_SAMPLELEN);
+	}
 	return 0;
 }
 
