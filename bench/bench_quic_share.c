@@ -430,17 +430,18 @@ static int run_case(struct result *r, int nc, int ns, int nw)
 {
 	uint64_t per_round = (uint64_t)nc * (uint64_t)ns, cyc[M_COUNT] = {0};
 	int rounds = (int)((MIN_STREAMS + per_round - 1) / per_round), m, k, blk;
-	int per_block = (rounds + BLOCKS - 1) / BLOCKS;
+	/* big rounds are long enough on their own: one block, no repeats */
+	int blocks = per_round >= 1024 ? 1 : BLOCKS;
+	int per_block = (rounds + blocks - 1) / blocks;
 
-	rounds = per_block * BLOCKS;
+	rounds = per_block * blocks;
 	r->conns = nc;
 	r->streams = ns;
 	r->writes = nw;
 	r->nstreams = per_round * (uint64_t)rounds;
-	for (m = 0; m < M_COUNT; m++) /* warm-up */
-		if (round_once((enum mode)m, nc, ns, nw, 0) != 0)
-			return -1;
-	for (blk = 0; blk < BLOCKS; blk++) {
+	if (round_once(M_DIRECT, nc, ns, nw, 0) != 0) /* warm-up */
+		return -1;
+	for (blk = 0; blk < blocks; blk++) {
 		for (m = 0; m < M_COUNT; m++) {
 			char label[64];
 
