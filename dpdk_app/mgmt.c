@@ -46,6 +46,8 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->tx_drops += st->tx_drops + st->tx_nombuf + st->tx_unresolved;
 		s->redirected += st->redirected;
 		s->redirect_drops += st->redirect_drops;
+		s->goaways += st->goaways;
+		s->drain_closes += st->drain_closes;
 		s->busy_tsc += st->busy_tsc;
 		s->idle_tsc += st->idle_tsc;
 		s->conns += w->qs.conns_active;
@@ -185,6 +187,9 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	       s->redirected);
 	metric(&o, "redirect_dropped_total", "counter", "Datagrams for unknown or full lcores.",
 	       s->redirect_drops);
+	metric(&o, "goaway_sent_total", "counter", "GOAWAY sent to sessions (drain).", s->goaways);
+	metric(&o, "drain_closed_total", "counter", "Connections closed at the end of a drain.",
+	       s->drain_closes);
 	metric(&o, "quic_dropped_total", "counter", "Datagrams QUIC dropped.", s->quic_dropped);
 	put(&o,
 	    "# HELP moqdp_busy_seconds_total Worker time spent on packets.\n"

@@ -105,6 +105,8 @@ static unsigned int port_for(const struct moq_relay *r, int family, const uint8_
 	return 0;
 }
 
+static void drain_step(struct moq_relay *r, struct relay_worker *w, uint64_t now);
+
 /* TX -------------------------------------------------------------------- */
 
 static void tx_flush(struct moq_relay *r, struct relay_worker *w, unsigned int pi)
@@ -284,6 +286,8 @@ int moq_relay_poll(struct moq_relay *r, unsigned int wi)
 		work = moq_relay_kernel_poll(r, w, now);
 	else
 		work = dpdk_poll(r, w, now);
+	if (__atomic_load_n(&r->drain, __ATOMIC_RELAXED) && w->conns != NULL)
+		drain_step(r, w, now);
 	if (w->ep != NULL && now - w->stats_ns >= 100000000ull) { /* 10 Hz copy for main */
 		moq_quic_endpoint_stats(w->ep, &w->qs);
 		moq_node_stats(w->node, &w->ns);
@@ -298,6 +302,118 @@ int moq_relay_poll(struct moq_relay *r, unsigned int wi)
 }
 
 /* set-up ---------------------------------------------------------------- */
+
+/* connections, for the drain ---------------------------------------------
+ * moq/'s QUIC callbacks with conn_new / conn_closed wrapped: the worker keeps
+ * the set of its open connections so SIGQUIT can send each session a GOAWAY
+ * and close what is left at the end of the grace period. Touched only at
+ * connection open / close, on the worker's thread. */
+
+#define CONN_GONE ((struct moq_quic_conn *)(uintptr_t)1)
+
+/* rte_telemetry-like: callbacks carry no relay pointer; one relay a process. */
+static struct moq_relay *cb_relay;
+
+static struct relay_worker *worker_of(struct moq_quic_conn *c)
+{
+	unsigned int id = moq_quic_endpoint_worker(moq_quic_conn_endpoint(c));
+
+	return cb_relay != NULL && id < cb_relay->nb_workers ? cb_relay->w[id] : NULL;
+}
+
+static uint32_t conn_slot(const struct relay_worker *w, const struct moq_quic_conn *c)
+{
+	uint64_t h = (uint64_t)(uintptr_t)c * 0x9e3779b97f4a7c15ull;
+
+	return (uint32_t)(h >> 32) & (w->conn_cap - 1);
+}
+
+static void conn_track(struct relay_worker *w, struct moq_quic_conn *c)
+{
+	for (uint32_t i = conn_slot(w, c), n = 0; n < w->conn_cap;
+	     i = (i + 1) & (w->conn_cap - 1), n++)
+		if (w->conns[i] == NULL || w->conns[i] == CONN_GONE) {
+			w->conns[i] = c;
+			return;
+		}
+	w->st.conn_set_full++;
+}
+
+static void conn_untrack(struct relay_worker *w, struct moq_quic_conn *c)
+{
+	for (uint32_t i = conn_slot(w, c), n = 0; n < w->conn_cap && w->conns[i] != NULL;
+	     i = (i + 1) & (w->conn_cap - 1), n++)
+		if (w->conns[i] == c) {
+			w->conns[i] = CONN_GONE;
+			return;
+		}
+}
+
+static void wrap_conn_new(struct moq_quic_conn *c, void *user)
+{
+	struct relay_worker *w = worker_of(c);
+
+	moq_node_quic_callbacks()->conn_new(c, user);
+	if (w != NULL && w->conns != NULL)
+		conn_track(w, c);
+}
+
+static void wrap_conn_closed(struct moq_quic_conn *c, void *user,
+                             const struct moq_quic_close_info *info)
+{
+	struct relay_worker *w = worker_of(c);
+
+	if (w != NULL && w->conns != NULL)
+		conn_untrack(w, c);
+	moq_node_quic_callbacks()->conn_closed(c, user, info);
+}
+
+static const struct moq_quic_callbacks *relay_callbacks(void)
+{
+	static struct moq_quic_callbacks cbs;
+
+	if (cbs.conn_new == NULL) {
+		cbs = *moq_node_quic_callbacks();
+		cbs.conn_new = wrap_conn_new;
+		cbs.conn_closed = wrap_conn_closed;
+	}
+	return &cbs;
+}
+
+/* SIGQUIT on this worker: GOAWAY to every session now (moq-lite 04+), close
+ * the connections still open at 3/4 of the grace period (the main lcore stops
+ * the relay at its end). */
+static void drain_step(struct moq_relay *r, struct relay_worker *w, uint64_t now)
+{
+	if (!w->draining) {
+		w->draining = 1;
+		w->drain_start = now;
+		w->drain_close_at = now + r->cfg.drain_timeout_us * 1000 / 4 * 3;
+		for (uint32_t i = 0; i < w->conn_cap; i++) {
+			struct moq_quic_conn *c = w->conns[i];
+			struct moq_session *s;
+
+			if (c == NULL || c == CONN_GONE)
+				continue;
+			s = moq_quic_conn_user(c);
+			if (s != NULL && moq_session_goaway(s, "", 0) == 0)
+				w->st.goaways++;
+		}
+		return;
+	}
+	if (w->drain_close_at != 0 && now >= w->drain_close_at) {
+		w->drain_close_at = 0;
+		for (uint32_t i = 0; i < w->conn_cap; i++) {
+			struct moq_quic_conn *c = w->conns[i];
+
+			if (c == NULL || c == CONN_GONE)
+				continue;
+			/* RFC 9000, 10.2: CONNECTION_CLOSE, application code 0 */
+			if (moq_quic_conn_close(c, 0, "relay draining") == 0)
+				w->st.drain_closes++;
+		}
+	}
+}
 
 static struct moq_quic_endpoint *make_endpoint(const struct moq_pmd_config *cfg, unsigned int id,
                                                const uint8_t *secret, struct moq_node *node,
@@ -314,7 +430,7 @@ static struct moq_quic_endpoint *make_endpoint(const struct moq_pmd_config *cfg,
 	qc.alpn = moq_node_alpns(&nalpn);
 	qc.alpn_count = nalpn;
 	/* moq.h wiring: the node's callbacks, the node as config.user */
-	qc.cb = node != NULL ? moq_node_quic_callbacks() : NULL;
+	qc.cb = node != NULL ? relay_callbacks() : NULL;
 	qc.user = node;
 	qc.secret = secret;
 	qc.max_conns = cfg->max_connections;
@@ -592,6 +708,14 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 				return rfail(err, errlen, "worker %u: cannot create the moq node",
 				             i);
 		}
+		w->conn_cap = 64;
+		while (w->conn_cap < 2ull * r->cfg.max_connections && w->conn_cap < (1u << 30))
+			w->conn_cap <<= 1;
+		w->conns = rte_zmalloc_socket("moqdp_conns", w->conn_cap * sizeof(w->conns[0]),
+		                              RTE_CACHE_LINE_SIZE, sock);
+		if (w->conns == NULL)
+			return rfail(err, errlen, "--max-connections: no memory for %u connections",
+			             r->cfg.max_connections);
 		w->ep = make_endpoint(&r->cfg, i, secret, w->node, &qerr);
 		if (w->ep == NULL)
 			return rfail(err, errlen, "%s: cannot set up TLS/QUIC (%s)",
@@ -661,6 +785,7 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 			goto fail;
 		}
 	}
+	cb_relay = r;
 	if (setup_workers(r, lcores, err, errlen) != 0)
 		goto fail;
 	if (r->nb_workers > 0 && moq_quic_endpoint_fingerprint(r->w[0]->ep, fp) == 0)
@@ -690,6 +815,7 @@ void moq_relay_destroy(struct moq_relay *r)
 			continue;
 		moq_quic_endpoint_free(w->ep); /* closes sessions first (moq.h) */
 		moq_node_destroy(w->node);
+		rte_free(w->conns);
 		if (w->fd >= 0)
 			close(w->fd);
 		rte_free(w->kbuf);
@@ -713,6 +839,8 @@ void moq_relay_destroy(struct moq_relay *r)
 		rte_mempool_free(r->pools[s]);
 	rte_mempool_free(r->kpool);
 	moq_cache_destroy(r->cache);
+	if (cb_relay == r)
+		cb_relay = NULL;
 	rte_free(r);
 }
 
@@ -806,8 +934,10 @@ int moq_relay_run(struct moq_relay *r)
 			moq_relay_stats(r, &now);
 			if (now.conns == 0 || t >= drain_deadline) {
 				fprintf(stderr,
-				        "moqdp-relay: drained (%" PRIu64 " connections left)\n",
-				        now.conns);
+				        "moqdp-relay: drained (%" PRIu64
+				        " connections left, %" PRIu64 " goaway sent, %" PRIu64
+				        " closed)\n",
+				        now.conns, now.goaways, now.drain_closes);
 				moq_relay_quit(r);
 			}
 		}

@@ -31,6 +31,8 @@ struct relay_worker_stats {
 	uint64_t tx_drops, tx_nombuf, tx_unresolved;
 	uint64_t redirected, redirected_in, redirect_drops;
 	uint64_t busy_tsc, idle_tsc;
+	uint64_t goaways, drain_closes; /* SIGQUIT: GOAWAY sent, connections closed */
+	uint64_t conn_set_full;         /* a connection the drain set could not track */
 };
 
 struct relay_kbuf;
@@ -55,6 +57,12 @@ struct relay_worker {
 	struct rte_mbuf *tx[MOQ_RELAY_MAX_PORTS][MOQ_RELAY_TXBUF];
 	uint16_t nb_tx[MOQ_RELAY_MAX_PORTS];
 	struct relay_worker_stats st __rte_cache_aligned;
+	/* Open connections (for the drain): open addressing on the pointer,
+	 * NULL = free, CONN_GONE = deleted; conn_cap is a power of two. */
+	struct moq_quic_conn **conns;
+	uint32_t conn_cap;
+	int draining;
+	uint64_t drain_start, drain_close_at;
 	struct moq_quic_stats qs; /* copied from the endpoint at 10 Hz */
 	struct moq_node_stats ns; /* copied from the node at 10 Hz */
 } __rte_cache_aligned;

@@ -274,7 +274,8 @@ START_TEST(tap_health_metrics_telemetry_signals)
 	ck_assert_int_eq(wait_exit(10000), 0);
 	r = slurp(errpath);
 	ck_assert_ptr_nonnull(strstr(r, "moqdp-relay: draining"));
-	ck_assert_ptr_nonnull(strstr(r, "moqdp-relay: drained (0 connections left)"));
+	ck_assert_ptr_nonnull(
+	        strstr(r, "moqdp-relay: drained (0 connections left, 0 goaway sent, 0 closed)"));
 	ck_assert_ptr_nonnull(strstr(r, "moqdp-relay: stopped: conns=0"));
 	{
 		char cmd[96];
@@ -555,6 +556,87 @@ START_TEST(media_through_tap)
 }
 END_TEST
 
+/* SIGQUIT with 10 sessions open: GOAWAY to each, /health 503, connections
+ * closed within the grace period, exit 0. */
+START_TEST(drain_with_sessions)
+{
+	char ifname[32], vdev[64], prefix[64], mgmt[32], listen[32], relay[40], local[32];
+	char cmd[256], *r;
+	unsigned int port = 23000 + (unsigned int)getpid() % 20000;
+	int net = 20 + (int)getpid() % 200, got503 = 0;
+	const char *args[] = {prefix,
+	                      "--no-huge",
+	                      "-m",
+	                      "512",
+	                      "--no-pci",
+	                      "-l",
+	                      "0-1",
+	                      "--log-level=lib.eal:error",
+	                      vdev,
+	                      "--",
+	                      "--listen",
+	                      listen,
+	                      "--mgmt",
+	                      mgmt,
+	                      "--stats-interval",
+	                      "0",
+	                      "--drain-timeout",
+	                      "2s",
+	                      NULL};
+	char *largv[] = {
+	        MOQDP_LOAD_PATH, "--kernel", "--relay",    relay, "--local", local, "--publish",
+	        "--subscribers", "9",        "--duration", "20",  "--quiet", NULL};
+	posix_spawn_file_actions_t fa;
+	pid_t load;
+	long long sessions = 0;
+	unsigned long long left = 99, goaway = 0, closed = 0;
+	const char *p;
+	uint64_t end;
+
+	snprintf(ifname, sizeof(ifname), "moqd%d", (int)getpid() % 100000);
+	snprintf(vdev, sizeof(vdev), "--vdev=net_tap0,iface=%s", ifname);
+	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-d-%d", (int)getpid());
+	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", port);
+	snprintf(listen, sizeof(listen), "10.217.%d.2/24", net);
+	snprintf(relay, sizeof(relay), "10.217.%d.2:4443", net);
+	snprintf(local, sizeof(local), "10.217.%d.100", net);
+	spawn(args);
+	ck_assert_msg(wait_http(port, "/health", 15000) != NULL, "stderr: %s", slurp(errpath));
+	snprintf(cmd, sizeof(cmd),
+	         "ip addr add 10.217.%d.100/24 dev %s && ip addr add 10.217.%d.101/24 dev %s && "
+	         "ip link set %s up",
+	         net, ifname, net, ifname, ifname);
+	ck_assert_int_eq(system(cmd), 0);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	ck_assert_int_eq(posix_spawn(&load, MOQDP_LOAD_PATH, &fa, NULL, largv, environ), 0);
+	posix_spawn_file_actions_destroy(&fa);
+	for (end = now_ms() + 15000; sessions < 10 && now_ms() < end; usleep(100000))
+		sessions = metric(http_get(port, "/metrics"), "moqdp_sessions");
+	ck_assert_int_eq(sessions, 10);
+	kill(child, SIGQUIT);
+	for (end = now_ms() + 1000; !got503 && now_ms() < end; usleep(20000)) {
+		r = http_get(port, "/health");
+		got503 = r != NULL && strstr(r, "503 Service Unavailable") != NULL;
+	}
+	ck_assert_msg(got503, "/health did not turn 503 while draining");
+	ck_assert_int_eq(wait_exit(6000), 0);
+	kill(load, SIGKILL);
+	waitpid(load, NULL, 0);
+	r = slurp(errpath);
+	p = strstr(r, "moqdp-relay: drained (");
+	ck_assert_msg(p && sscanf(p,
+	                          "moqdp-relay: drained (%llu connections left, %llu goaway sent, "
+	                          "%llu closed)",
+	                          &left, &goaway, &closed) == 3,
+	              "%s", r);
+	ck_assert_uint_eq(goaway, 10); /* moqdp-load speaks lite-05 */
+	ck_assert_uint_eq(closed, 10);
+	ck_assert_uint_eq(left, 0);
+}
+END_TEST
+
 Suite *dpdk_relay_suite(void);
 
 Suite *dpdk_relay_suite(void)
@@ -569,6 +651,7 @@ Suite *dpdk_relay_suite(void)
 	tcase_add_test(tc, kernel_backend_handshake);
 	tcase_add_test(tc, redirect_to_owner_worker);
 	tcase_add_test(tc, media_through_tap);
+	tcase_add_test(tc, drain_with_sessions);
 	suite_add_tcase(s, tc);
 	return s;
 }
