@@ -1273,6 +1273,18 @@ static int stream_close_cb(ngtcp2_conn *q, uint32_t flags, int64_t sid, uint64_t
 	(void)q;
 	if (!(flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET))
 		app_err = 0;
+	/* ngtcp2 0.12 answers a peer's STOP_SENDING with RESET_STREAM itself
+	 * (RFC 9000, 3.5) and has no callback for it: a stream with a send
+	 * side that closes with an error code although we neither reset it
+	 * nor had all of it acknowledged was stopped by the peer. */
+	if (s && (flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET) && !s->local_reset &&
+	    (ngtcp2_is_bidi_stream(sid) || ngtcp2_conn_is_local_stream(q, sid)) &&
+	    !(s->fin_sent && s->acked_off >= s->end_off)) {
+		s->wr_closed = 1;
+		pend_del(c, s);
+		if (app_live(c) && cb->stream_stop_sending)
+			cb->stream_stop_sending(c, c->user, sid, app_err);
+	}
 	if (app_live(c) && cb->stream_closed)
 		cb->stream_closed(c, c->user, sid, app_err);
 	if (s)
@@ -1298,24 +1310,6 @@ static int stream_reset_cb(ngtcp2_conn *q, int64_t sid, uint64_t final_size, uin
 	(void)stream_user_data;
 	if (app_live(c) && cb->stream_reset)
 		cb->stream_reset(c, c->user, sid, app_err, final_size);
-	return 0;
-}
-
-static int stream_stop_sending_cb(ngtcp2_conn *q, int64_t sid, uint64_t app_err, void *user_data,
-                                  void *stream_user_data)
-{
-	struct moq_quic_conn *c = user_data;
-	const struct moq_quic_callbacks *cb = c->ep->cfg.cb;
-	struct quic_strm *s = stream_user_data;
-
-	/* RFC 9000, 3.5: answer STOP_SENDING with RESET_STREAM. */
-	ngtcp2_conn_shutdown_stream_write(q, sid, app_err);
-	if (s) {
-		s->wr_closed = 1;
-		pend_del(c, s);
-	}
-	if (app_live(c) && cb->stream_stop_sending)
-		cb->stream_stop_sending(c, c->user, sid, app_err);
 	return 0;
 }
 
@@ -1434,7 +1428,6 @@ static void setup_callbacks(struct moq_quic_endpoint *ep)
 	cb->stream_open = stream_open_cb;
 	cb->stream_close = stream_close_cb;
 	cb->stream_reset = stream_reset_cb;
-	cb->stream_stop_sending = stream_stop_sending_cb;
 	cb->extend_max_local_streams_bidi = extend_streams_cb;
 	cb->extend_max_local_streams_uni = extend_streams_cb;
 	cb->extend_max_stream_data = extend_stream_data_cb;
@@ -2664,6 +2657,7 @@ int moq_quic_stream_reset(struct moq_quic_conn *c, int64_t sid, uint64_t app_err
 	if (ngtcp2_conn_shutdown_stream_write(c->q, sid, app_err) != 0)
 		return MOQ_ERR_NOTFOUND;
 	s->wr_closed = 1;
+	s->local_reset = 1;
 	pend_del(c, s);
 	ready_add(c);
 	return 0;

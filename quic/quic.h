@@ -161,8 +161,9 @@ struct moq_quic_callbacks {
 	/* The peer reset stream @sid (RESET_STREAM) with @app_err. */
 	void (*stream_reset)(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t app_err,
 	                     uint64_t final_size);
-	/* The peer asked us to stop sending on @sid (STOP_SENDING). The endpoint
-	 * resets the sending side with the same code. */
+	/* The peer asked us to stop sending on @sid (STOP_SENDING); ngtcp2 has
+	 * already answered with RESET_STREAM(@app_err). With ngtcp2 0.12 this
+	 * is reported when the stream closes, just before stream_closed. */
 	void (*stream_stop_sending)(struct moq_quic_conn *c, void *user, int64_t sid,
 	                            uint64_t app_err);
 	/* Stream @sid is gone in both directions; nothing of the caller's memory

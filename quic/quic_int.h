@@ -47,7 +47,7 @@ struct quic_strm {
 	uint64_t end_off;   /* end of queued data */
 	uint64_t sent_off;  /* handed to ngtcp2 */
 	uint64_t acked_off; /* acknowledged contiguously */
-	uint8_t fin_queued, fin_sent, wr_closed, blocked, in_pend;
+	uint8_t fin_queued, fin_sent, wr_closed, blocked, in_pend, local_reset;
 	struct quic_strm *pnext, *pprev;
 };
 

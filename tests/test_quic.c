@@ -37,6 +37,12 @@ struct tconn {
 	uint64_t acked;
 	uint64_t streams_closed;
 	uint64_t resets;
+	uint64_t reset_code;
+	uint64_t stop_sending;
+	uint64_t stop_code;
+	uint64_t closed_code;
+	int fail_data;     /* stream_data returns an error (application failure) */
+	int close_in_cb;   /* stream_data closes the connection itself */
 	uint8_t *rx_check; /* expected pattern check */
 };
 
@@ -114,6 +120,10 @@ static int cb_stream_data(struct moq_quic_conn *c, void *user, int64_t sid, uint
 	t->rx_bytes += len;
 	if (fin)
 		t->rx_fins++;
+	if (t->fail_data)
+		return -1;
+	if (t->close_in_cb && t->c)
+		moq_quic_conn_close(t->c, 42, "from a callback");
 	return 0;
 }
 
@@ -127,18 +137,31 @@ static void cb_acked(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t 
 
 static void cb_stream_closed(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t err)
 {
+	struct tconn *t = tc_of(c, user);
+
 	(void)sid;
-	(void)err;
-	tc_of(c, user)->streams_closed++;
+	t->streams_closed++;
+	t->closed_code = err;
 }
 
 static void cb_stream_reset(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t err,
                             uint64_t fs)
 {
+	struct tconn *t = tc_of(c, user);
+
 	(void)sid;
-	(void)err;
 	(void)fs;
-	tc_of(c, user)->resets++;
+	t->resets++;
+	t->reset_code = err;
+}
+
+static void cb_stop_sending(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t err)
+{
+	struct tconn *t = tc_of(c, user);
+
+	(void)sid;
+	t->stop_sending++;
+	t->stop_code = err;
 }
 
 static void cb_closed(struct moq_quic_conn *c, void *user, const struct moq_quic_close_info *info)
@@ -160,6 +183,7 @@ static const struct moq_quic_callbacks cbs = {
         .stream_data = cb_stream_data,
         .stream_acked = cb_acked,
         .stream_reset = cb_stream_reset,
+        .stream_stop_sending = cb_stop_sending,
         .stream_closed = cb_stream_closed,
         .conn_closed = cb_closed,
 };
@@ -906,6 +930,185 @@ START_TEST(test_retry_on_demand)
 }
 END_TEST
 
+static int srv_stream_closed(void *arg)
+{
+	(void)arg;
+	return srv.conns[0].streams_closed >= 1;
+}
+
+static int cli_reset_seen(void *arg)
+{
+	(void)arg;
+	return cli.conns[0].resets >= 1 && srv.conns[0].streams_closed >= 1;
+}
+
+/* RESET_STREAM and STOP_SENDING with application codes (RFC 9000, 19.4-5) */
+START_TEST(test_stream_reset_stop_sending)
+{
+	static uint8_t big[300000];
+	struct iovec iov = {.iov_base = big, .iov_len = sizeof(big)};
+	int64_t sid;
+
+	setup_pair(NULL, NULL, NULL);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, both_established, NULL, 5ull * 1000000000), 0);
+	/* the server abandons a stream it is sending */
+	ck_assert_int_eq(moq_quic_stream_open(srv.conns[0].c, 0, &sid), 0);
+	ck_assert_int_eq(moq_quic_stream_write(srv.conns[0].c, sid, &iov, 1, 0), sizeof(big));
+	ck_assert_int_eq(moq_quic_stream_reset(srv.conns[0].c, sid, 0x77), 0);
+	ck_assert_int_eq(moq_quic_stream_write(srv.conns[0].c, sid, &iov, 1, 0), MOQ_ERR_CLOSED);
+	ck_assert_int_eq(moq_quic_link_run(lnk, cli_reset_seen, NULL, 5ull * 1000000000), 0);
+	ck_assert_uint_eq(cli.conns[0].reset_code, 0x77);
+	ck_assert_uint_lt(cli.conns[0].rx_bytes, sizeof(big));
+	ck_assert_int_eq(moq_quic_stream_reset(srv.conns[0].c, sid, 1), MOQ_ERR_NOTFOUND);
+	/* the client asks the server to stop sending on a bidi stream it opened */
+	srv.conns[0].streams_closed = 0;
+	ck_assert_int_eq(moq_quic_stream_open(cli.conns[0].c, 1, &sid), 0);
+	iov.iov_len = 10;
+	ck_assert_int_eq(moq_quic_stream_write(cli.conns[0].c, sid, &iov, 1, 1), 10);
+	moq_quic_link_run(lnk, NULL, NULL, 100000000ull);
+	iov.iov_len = sizeof(big);
+	ck_assert_int_eq(moq_quic_stream_write(srv.conns[0].c, sid, &iov, 1, 0), sizeof(big));
+	ck_assert_int_eq(moq_quic_stream_stop_sending(cli.conns[0].c, sid, 0x99), 0);
+	ck_assert_int_eq(moq_quic_link_run(lnk, srv_stream_closed, NULL, 5ull * 1000000000), 0);
+	ck_assert_uint_eq(srv.conns[0].stop_sending, 1);
+	ck_assert_uint_eq(srv.conns[0].stop_code, 0x99);
+	/* unknown streams are refused with a clear code */
+	ck_assert_int_eq(moq_quic_stream_write(srv.conns[0].c, 12345, &iov, 1, 0),
+	                 MOQ_ERR_NOTFOUND);
+	ck_assert_int_eq(moq_quic_stream_stop_sending(srv.conns[0].c, 12345, 1), MOQ_ERR_NOTFOUND);
+	ck_assert_int_eq(cli.conns[0].closed, 0);
+	teardown_pair();
+}
+END_TEST
+
+static int two_established(void *arg)
+{
+	(void)arg;
+	return cli.conns[0].established && cli.conns[1].established && srv.nconns >= 2 &&
+	       srv.conns[0].established && srv.conns[1].established;
+}
+
+static int first_client_closed(void *arg)
+{
+	(void)arg;
+	return cli.conns[0].closed;
+}
+
+/* An error on one connection (here the application failing a callback, and
+ * an application close from inside a callback) closes that connection only. */
+START_TEST(test_error_isolated)
+{
+	struct moq_quic_addr c2 = addr4("10.0.0.1", 40001);
+	struct xfer x;
+	int err;
+
+	setup_pair(NULL, NULL, NULL);
+	connect_client();
+	cli.conns[1].c = moq_quic_connect(cli.ep, &c2, &saddr, &cli, moq_quic_link_now(lnk), &err);
+	ck_assert_ptr_nonnull(cli.conns[1].c);
+	cli.nconns = 2;
+	ck_assert_int_eq(moq_quic_link_run(lnk, two_established, NULL, 5ull * 1000000000), 0);
+	/* client conn 0 fails in its stream_data callback */
+	cli.conns[0].fail_data = 1;
+	{
+		int64_t sid;
+		struct iovec iov = {.iov_base = (void *)"hello", .iov_len = 5};
+		struct moq_quic_conn *s0 = NULL;
+		int k;
+
+		/* the server side of client conn 0 */
+		for (k = 0; k < srv.nconns; k++)
+			if (moq_quic_conn_remote(srv.conns[k].c)->u.in4.sin_port == htons(40000))
+				s0 = srv.conns[k].c;
+		ck_assert_ptr_nonnull(s0);
+		ck_assert_int_eq(moq_quic_stream_open(s0, 0, &sid), 0);
+		ck_assert_int_eq(moq_quic_stream_write(s0, sid, &iov, 1, 1), 5);
+	}
+	ck_assert_int_eq(moq_quic_link_run(lnk, first_client_closed, NULL, 5ull * 1000000000), 0);
+	ck_assert_int_eq(cli.conns[0].info.kind, MOQ_QUIC_CLOSE_TRANSPORT);
+	ck_assert_uint_eq(cli.conns[0].info.code, 0x1); /* INTERNAL_ERROR */
+	ck_assert_int_eq(cli.conns[0].info.local, 1);
+	/* the other connection still carries data */
+	ck_assert_int_eq(cli.conns[1].closed, 0);
+	{
+		struct moq_quic_conn *s1 = NULL;
+		int k;
+
+		for (k = 0; k < srv.nconns; k++)
+			if (srv.conns[k].c &&
+			    moq_quic_conn_remote(srv.conns[k].c)->u.in4.sin_port == htons(40001))
+				s1 = srv.conns[k].c;
+		ck_assert_ptr_nonnull(s1);
+		/* start_xfer writes on srv.conns[0]: point it at s1's slot */
+		for (k = 0; k < srv.nconns; k++)
+			if (srv.conns[k].c == s1 && k != 0) {
+				struct tconn tmp = srv.conns[0];
+
+				srv.conns[0] = srv.conns[k];
+				srv.conns[k] = tmp;
+			}
+		/* client conn 1 closes from inside its own data callback */
+		cli.conns[1].close_in_cb = 1;
+		start_xfer(&x, 1000);
+	}
+	moq_quic_link_run(lnk, NULL, NULL, 2ull * 1000000000);
+	ck_assert_int_eq(cli.conns[1].closed, 1);
+	ck_assert_int_eq(cli.conns[1].info.kind, MOQ_QUIC_CLOSE_APPLICATION);
+	ck_assert_uint_eq(cli.conns[1].info.code, 42);
+	ck_assert_int_eq(srv.conns[0].closed, 1);
+	ck_assert_uint_eq(srv.conns[0].info.code, 42);
+	teardown_pair();
+	free(x.buf);
+}
+END_TEST
+
+START_TEST(test_limits_conns_half_open)
+{
+	struct moq_quic_config s = base_cfg(MOQ_QUIC_SERVER, &srv);
+	struct moq_quic_link_config lc;
+	struct moq_quic_stats st;
+	struct moq_quic_addr c2 = addr4("10.0.0.1", 40001);
+	int err;
+
+	/* half-open: the first handshake never completes (answers lost) */
+	memset(&lc, 0, sizeof(lc));
+	lc.dir[1].loss_ppm = 1000000;
+	s.max_half_open = 1;
+	setup_pair(&s, NULL, &lc);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, count_half_open, NULL, 1000000000ull), 0);
+	moq_quic_link_free(lnk);
+	lnk = moq_quic_link_new(NULL, cli.ep, srv.ep);
+	cli.conns[1].c = moq_quic_connect(cli.ep, &c2, &saddr, &cli, moq_quic_link_now(lnk), &err);
+	ck_assert_ptr_nonnull(cli.conns[1].c);
+	cli.nconns = 2;
+	moq_quic_link_run(lnk, NULL, NULL, 1000000000ull);
+	moq_quic_endpoint_stats(srv.ep, &st);
+	ck_assert_uint_ge(st.refused_half_open, 1);
+	ck_assert_int_eq(cli.conns[1].closed, 1);
+	ck_assert_uint_eq(cli.conns[1].info.code, 0x2); /* CONNECTION_REFUSED */
+	teardown_pair();
+
+	/* total connections */
+	s = base_cfg(MOQ_QUIC_SERVER, &srv);
+	s.max_conns = 1;
+	setup_pair(&s, NULL, NULL);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, both_established, NULL, 5ull * 1000000000), 0);
+	cli.conns[1].c = moq_quic_connect(cli.ep, &c2, &saddr, &cli, moq_quic_link_now(lnk), &err);
+	ck_assert_ptr_nonnull(cli.conns[1].c);
+	cli.nconns = 2;
+	moq_quic_link_run(lnk, NULL, NULL, 1000000000ull);
+	moq_quic_endpoint_stats(srv.ep, &st);
+	ck_assert_uint_ge(st.refused_conns, 1);
+	ck_assert_uint_eq(st.conns_active, 1);
+	ck_assert_int_eq(cli.conns[1].closed, 1);
+	ck_assert_int_eq(cli.conns[0].closed, 0);
+	teardown_pair();
+}
+END_TEST
+
 START_TEST(test_bad_config)
 {
 	struct moq_quic_config c = base_cfg(MOQ_QUIC_SERVER, &srv);
@@ -1063,6 +1266,9 @@ Suite *quic_suite(void)
 	        {"test_alpn_mismatch", test_alpn_mismatch},
 	        {"test_limits_per_addr", test_limits_per_addr},
 	        {"test_retry_on_demand", test_retry_on_demand},
+	        {"test_stream_reset_stop_sending", test_stream_reset_stop_sending},
+	        {"test_error_isolated", test_error_isolated},
+	        {"test_limits_conns_half_open", test_limits_conns_half_open},
 	        {"test_bad_config", test_bad_config},
 	        {"test_interop_gtlsclient", test_interop_gtlsclient},
 	};
