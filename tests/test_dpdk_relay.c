@@ -637,6 +637,73 @@ START_TEST(drain_with_sessions)
 }
 END_TEST
 
+/* Two DPDK processes over net_memif: the relay (server side) and moqdp-load
+ * (client side, its DPDK mode uses dpdk_app's network stack too). */
+START_TEST(media_over_memif)
+{
+	char sock[64], rvdev[128], lvdev[128], rprefix[64], lprefix[64], mgmt[32], load[8192];
+	unsigned int port = 24000 + (unsigned int)getpid() % 20000;
+	const char *args[] = {rprefix,
+	                      "--no-huge",
+	                      "-m",
+	                      "512",
+	                      "--no-pci",
+	                      "-l",
+	                      "0-1",
+	                      "--log-level=lib.eal:error",
+	                      rvdev,
+	                      "--",
+	                      "--listen",
+	                      "10.77.0.1/24",
+	                      "--mgmt",
+	                      mgmt,
+	                      "--stats-interval",
+	                      "0",
+	                      NULL};
+	const char *largs[] = {lprefix,    "--no-huge",    "-m",        "512",
+	                       "--no-pci", "-l",           "0-1",       "--log-level=lib.eal:error",
+	                       lvdev,      "--",           "--relay",   "10.77.0.1:4443",
+	                       "--local",  "10.77.0.2/24", "--publish", "--subscribers",
+	                       "20",       "--duration",   "3",         "--quiet",
+	                       NULL};
+	unsigned long long delivered = 0, ready = 0, missing = 1, errors = 1;
+	const char *p;
+	char *r;
+	int rc;
+
+	snprintf(sock, sizeof(sock), "/tmp/moqdp-memif-%d.sock", (int)getpid());
+	snprintf(rvdev, sizeof(rvdev), "--vdev=net_memif0,role=server,socket=%s", sock);
+	snprintf(lvdev, sizeof(lvdev), "--vdev=net_memif0,role=client,socket=%s", sock);
+	snprintf(rprefix, sizeof(rprefix), "--file-prefix=moqdp-relay-mr-%d", (int)getpid());
+	snprintf(lprefix, sizeof(lprefix), "--file-prefix=moqdp-relay-ml-%d", (int)getpid());
+	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", port);
+	spawn(args);
+	ck_assert_msg(wait_http(port, "/health", 15000) != NULL, "stderr: %s", slurp(errpath));
+	rc = run_load(largs, load, sizeof(load), 40000);
+	ck_assert_msg(rc == 0, "moqdp-load exit %d: %s", rc, load);
+	p = strstr(load, "subscribers ");
+	ck_assert_msg(p && sscanf(p, "subscribers %llu of", &ready) == 1, "%s", load);
+	p = strstr(load, "delivered ");
+	ck_assert_msg(p && sscanf(p, "delivered %llu frames verified", &delivered) == 1, "%s",
+	              load);
+	p = strstr(p, "reset, ");
+	ck_assert_msg(p && sscanf(p, "reset, %llu missing", &missing) == 1, "%s", load);
+	p = strstr(load, "errors ");
+	ck_assert_msg(p && sscanf(p, "errors %llu", &errors) == 1, "%s", load);
+	ck_assert_uint_eq(ready, 20);
+	ck_assert_uint_gt(delivered, 1000);
+	ck_assert_uint_eq(missing, 0);
+	ck_assert_uint_eq(errors, 0);
+	r = http_get(port, "/metrics");
+	ck_assert_int_ge(metric(r, "moqdp_frames_out_total"), (long long)delivered);
+	ck_assert_int_eq(metric(r, "moqdp_rx_nombuf_total"), 0);
+	fprintf(stderr, "media_over_memif: %llu frames verified by 20 subscribers\n", delivered);
+	kill(child, SIGINT);
+	ck_assert_int_eq(wait_exit(10000), 0);
+	unlink(sock);
+}
+END_TEST
+
 Suite *dpdk_relay_suite(void);
 
 Suite *dpdk_relay_suite(void)
@@ -652,6 +719,7 @@ Suite *dpdk_relay_suite(void)
 	tcase_add_test(tc, redirect_to_owner_worker);
 	tcase_add_test(tc, media_through_tap);
 	tcase_add_test(tc, drain_with_sessions);
+	tcase_add_test(tc, media_over_memif);
 	suite_add_tcase(s, tc);
 	return s;
 }
