@@ -2113,6 +2113,13 @@ int moq_quic_endpoint_recv(struct moq_quic_endpoint *ep, const uint8_t *data, si
 		send_stateless_reset(ep, vc.dcid, vc.dcidlen, len, local, remote, now);
 		return 0;
 	}
+	/* a Handshake packet carries a DCID we chose: maybe another worker's
+	 * (RFC 9000, 17.2.4); Initial / 0-RTT DCIDs may be the client's */
+	if (((data[0] >> 4) & 0x3) == 2 && vc.version == NGTCP2_PROTO_VER_V1 &&
+	    vc.dcidlen == MOQ_QUIC_CID_LEN && vc.dcid[0] != ep->cfg.worker_id) {
+		ep->st.pkts_wrong_worker++;
+		return MOQ_ERR_NOTFOUND;
+	}
 	if (ep->cfg.role != MOQ_QUIC_SERVER) {
 		ep->st.pkts_dropped++;
 		return 0;

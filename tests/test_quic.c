@@ -754,6 +754,18 @@ START_TEST(test_stateless_reset_rate_limit)
 	        moq_quic_endpoint_recv(srv.ep, pkt, sizeof(pkt), &saddr, &caddr, 1000000000ull),
 	        MOQ_ERR_NOTFOUND);
 	ck_assert_int_eq(moq_quic_pkt_worker(pkt, sizeof(pkt)), 7);
+	/* and a Handshake long header with another worker's DCID */
+	make_long_hdr(pkt, sizeof(pkt), 1);
+	pkt[0] = 0xe0; /* Handshake */
+	pkt[5] = MOQ_QUIC_CID_LEN;
+	pkt[6] = 7;
+	ck_assert_int_eq(moq_quic_pkt_worker(pkt, sizeof(pkt)), 7);
+	ck_assert_int_eq(
+	        moq_quic_endpoint_recv(srv.ep, pkt, sizeof(pkt), &saddr, &caddr, 1000000000ull),
+	        MOQ_ERR_NOTFOUND);
+	/* an Initial is anyone's: steered by RSS */
+	pkt[0] = 0xc0;
+	ck_assert_int_eq(moq_quic_pkt_worker(pkt, sizeof(pkt)), MOQ_ERR_NOTFOUND);
 	teardown_pair();
 }
 END_TEST
