@@ -758,7 +758,9 @@ START_TEST(test_stateless_reset_rate_limit)
 	make_long_hdr(pkt, sizeof(pkt), 1);
 	pkt[0] = 0xe0; /* Handshake */
 	pkt[5] = MOQ_QUIC_CID_LEN;
+	memset(pkt + 6, 0x11, MOQ_QUIC_CID_LEN);
 	pkt[6] = 7;
+	pkt[6 + MOQ_QUIC_CID_LEN] = 8; /* SCID length */
 	ck_assert_int_eq(moq_quic_pkt_worker(pkt, sizeof(pkt)), 7);
 	ck_assert_int_eq(
 	        moq_quic_endpoint_recv(srv.ep, pkt, sizeof(pkt), &saddr, &caddr, 1000000000ull),
