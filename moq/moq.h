@@ -45,6 +45,7 @@
 
 struct moq_node;
 struct moq_session;
+struct moq_hub;
 
 /* The ALPNs a node speaks, in preference order (PROTOCOL.md). */
 #define MOQ_ALPN_05 "moq-lite-05"
@@ -117,7 +118,9 @@ struct moq_node_cfg {
 	struct moq_cache_track_cfg track; /* relay: settings of the cache tracks it creates
 					   * for upstream subscriptions (max latency, window) */
 	const struct moq_node_callbacks *cb;
-	void *user; /* passed to the callbacks */
+	void *user;          /* passed to the callbacks */
+	struct moq_hub *hub; /* relay with several workers: the hub that joins their
+			      * nodes (moq_hub_create); NULL for one node */
 };
 
 /* Counters of a node (monotonic unless noted). */
@@ -135,6 +138,21 @@ struct moq_node_stats {
 	uint64_t refused_bounds; /* requests refused by a configured limit */
 	uint64_t loops_refused;  /* announces dropped by loop prevention */
 };
+
+/*
+ * moq_hub_create: join the nodes (one per worker) of one relay process:
+ * each worker's announcements are mirrored to the others, and a subscriber
+ * on one worker to a broadcast published on another gets its data through
+ * the shared cache, the owning worker keeping the one upstream subscription.
+ * Messages between nodes go through per-node mailboxes drained by
+ * moq_node_poll (control path; a short spinlock, never per frame). Nodes with
+ * origin 0 take @origin as their hop id (0 = derived). Returns NULL when
+ * @max_nodes is 0 or memory is short.
+ */
+struct moq_hub *moq_hub_create(uint32_t max_nodes, uint64_t origin);
+
+/* moq_hub_destroy: free the hub after every node using it was destroyed. */
+void moq_hub_destroy(struct moq_hub *h);
 
 /*
  * moq_node_create: a node using @cfg (copied). Returns NULL when @cfg is

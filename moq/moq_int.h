@@ -52,7 +52,8 @@ struct bcast {
 	struct bcast *next;
 	char *path;
 	size_t len;
-	struct moq_session *pub; /* NULL: local or lingering */
+	struct moq_session *pub; /* NULL: local, lingering or another worker's */
+	uint32_t owner;          /* hub: 1 + id of the node that owns it; 0 = us */
 	int local;
 	uint64_t timescale;    /* local broadcasts */
 	uint64_t linger_until; /* nonzero: the publisher is gone */
@@ -108,7 +109,27 @@ struct upstream {
 	uint32_t ndsubs;
 	struct moq_subscribe_update agg;
 	uint8_t ended;
-	uint64_t end_seq; /* END from upstream: first group never coming */
+	uint64_t end_seq;      /* END from upstream: first group never coming */
+	uint32_t remote_owner; /* hub: 1 + id of the node subscribing for us */
+	uint32_t nremote;      /* hub: other nodes subscribed through us */
+};
+
+/* Hub messages between the nodes of one relay (control path only). */
+enum {
+	HUB_ANN_ACTIVE = 1, /* a broadcast we own is active (hops) */
+	HUB_ANN_ENDED,      /* a broadcast we owned ended */
+	HUB_SUB,            /* subscribe a track of a broadcast you own for me */
+	HUB_UNSUB,          /* I no longer need it */
+};
+
+struct hub_msg {
+	struct hub_msg *next;
+	uint8_t kind;
+	uint32_t from;
+	char *path, *track;
+	size_t plen, tlen;
+	uint32_t nhops;
+	uint64_t hops[MOQ_MAX_HOPS];
 };
 
 /* A TRACK_INFO answer the relay learned (or is asking for). */
@@ -215,6 +236,8 @@ struct moq_node {
 	struct moq_node_stats st;
 	struct gout **sortbuf;
 	uint32_t sortcap;
+	struct moq_hub *hub;
+	uint32_t hub_id;
 };
 
 #endif /* MOQ_MOQ_MOQ_INT_H */

@@ -6,6 +6,7 @@
  */
 #include "moq.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,9 @@ static void st_process(struct moq_session *s, struct mstream *st);
 static void dsub_detach(struct dsub *d);
 static void up_free(struct upstream *up);
 static void bcast_end(struct moq_node *n, struct bcast *bc);
+static void hub_announce(struct moq_node *n, struct bcast *bc, int active);
+static void hub_send(struct moq_node *n, uint32_t to1, int kind, const char *p, size_t pl,
+                     const char *t, size_t tl);
 
 /* ---------------------------------------------------------------- utils */
 
@@ -549,7 +553,7 @@ static void up_changed(struct upstream *up)
 	struct moq_subscribe_update a;
 	struct moq_node *n = up->n;
 
-	if (!up->dsubs) {
+	if (!up->dsubs && !up->nremote) {
 		up_free(up);
 		return;
 	}
@@ -557,8 +561,14 @@ static void up_changed(struct upstream *up)
 	if (!up->us) {
 		struct bcast *bc = bcast_find(n, up->path, up->plen);
 		up->agg = a;
-		if (bc && bc->pub && !bc->pub->closing)
+		if (bc && bc->pub && !bc->pub->closing) {
 			up_open(up, bc->pub);
+		} else if (bc && bc->owner && !up->remote_owner) {
+			/* Another worker owns the publisher: it subscribes, we read
+			 * the shared cache. */
+			up->remote_owner = bc->owner;
+			hub_send(n, bc->owner, HUB_SUB, up->path, up->plen, up->track, up->tlen);
+		}
 		return;
 	}
 	if (memcmp(&a, &up->agg, sizeof(a)) != 0) {
@@ -580,6 +590,8 @@ static void up_free(struct upstream *up)
 		up->us = NULL;
 		n->st.upstream_subs--;
 	}
+	if (up->remote_owner)
+		hub_send(n, up->remote_owner, HUB_UNSUB, up->path, up->plen, up->track, up->tlen);
 	for (struct upstream **pp = &n->ups; *pp; pp = &(*pp)->next)
 		if (*pp == up) {
 			*pp = up->next;
@@ -612,9 +624,14 @@ static struct upstream *up_get(struct moq_node *n, const char *p, size_t pl, con
 	if (!up->path || !up->track)
 		goto fail;
 	up->ct = moq_cache_track_lookup(n->cfg.cache, p, pl, t, tl);
-	if (!up->ct &&
-	    moq_cache_track_create(n->cfg.cache, p, pl, t, tl, &n->cfg.track, &up->ct) < 0)
-		goto fail;
+	if (!up->ct) {
+		int rc = moq_cache_track_create(n->cfg.cache, p, pl, t, tl, &n->cfg.track, &up->ct);
+		/* Another worker may have created it meanwhile. */
+		if (rc == MOQ_ERR_EXISTS)
+			up->ct = moq_cache_track_lookup(n->cfg.cache, p, pl, t, tl);
+		if (!up->ct)
+			goto fail;
+	}
 	up->next = n->ups;
 	n->ups = up;
 	return up;
@@ -835,6 +852,8 @@ static int ann_in_start(struct moq_session *s, struct mstream *st, const struct 
 /* End every upstream of @bc's path: its subscribers get END. */
 static void bcast_end(struct moq_node *n, struct bcast *bc)
 {
+	if (!bc->owner)
+		hub_announce(n, bc, 0);
 	ann_notify(n, bc, 0);
 	for (struct upstream *up = n->ups; up; up = up->next)
 		if (up->plen == bc->len && memcmp(up->path, bc->path, bc->len) == 0) {
@@ -897,6 +916,19 @@ static int on_announce(struct moq_session *s, struct mstream *st, const struct m
 			free(full);
 			return 0; /* our own broadcast wins */
 		}
+		if (bc->owner) {
+			/* Another worker had it (its publisher reconnected here):
+			 * ours now. */
+			uint32_t old = bc->owner;
+			bc->owner = 0;
+			for (struct upstream *up = n->ups; up; up = up->next)
+				if (up->remote_owner == old && up->plen == flen &&
+				    memcmp(up->path, full, flen) == 0) {
+					hub_send(n, old, HUB_UNSUB, up->path, up->plen, up->track,
+					         up->tlen);
+					up->remote_owner = 0;
+				}
+		}
 		if (bc->pub != s) {
 			/* A new publisher (or a reconnect within the linger): splice
 			 * the upstream subscriptions over to it. */
@@ -911,7 +943,7 @@ static int on_announce(struct moq_session *s, struct mstream *st, const struct m
 						up->us = NULL;
 						n->st.upstream_subs--;
 					}
-					if (up->dsubs)
+					if (up->dsubs || up->nremote)
 						up_open(up, s);
 				}
 		}
@@ -919,6 +951,7 @@ static int on_announce(struct moq_session *s, struct mstream *st, const struct m
 		memcpy(bc->hops, hops, nh * sizeof(hops[0]));
 		if (fresh)
 			ann_notify(n, bc, 1);
+		hub_announce(n, bc, 1);
 	} else if (bc && bc->pub == s) {
 		bcast_end(n, bc);
 	}
@@ -2428,6 +2461,299 @@ const char *const *moq_node_alpns(size_t *count)
 	return alpns;
 }
 
+/* ------------------------------------------------------------------- hub */
+
+/* One mailbox per node; a spinlock guards it (control path only). */
+struct hub_box {
+	atomic_flag lock;
+	struct hub_msg *head, *tail;
+};
+
+struct moq_hub {
+	uint32_t max;
+	uint64_t origin;
+	atomic_flag lock;
+	struct moq_node **nodes;
+	struct hub_box *box;
+};
+
+static void spin_lock(atomic_flag *f)
+{
+	while (atomic_flag_test_and_set_explicit(f, memory_order_acquire))
+		;
+}
+
+static void spin_unlock(atomic_flag *f)
+{
+	atomic_flag_clear_explicit(f, memory_order_release);
+}
+
+struct moq_hub *moq_hub_create(uint32_t max_nodes, uint64_t origin)
+{
+	struct moq_hub *h;
+
+	if (!max_nodes)
+		return NULL;
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return NULL;
+	h->nodes = calloc(max_nodes, sizeof(*h->nodes));
+	h->box = calloc(max_nodes, sizeof(*h->box));
+	if (!h->nodes || !h->box) {
+		free(h->nodes);
+		free(h->box);
+		free(h);
+		return NULL;
+	}
+	h->max = max_nodes;
+	h->origin = origin ? origin : ((((uint64_t)(uintptr_t)h >> 4) & 0x3fffffffffffull) | 1);
+	atomic_flag_clear(&h->lock);
+	for (uint32_t i = 0; i < max_nodes; i++)
+		atomic_flag_clear(&h->box[i].lock);
+	return h;
+}
+
+static void hub_msg_free(struct hub_msg *m)
+{
+	free(m->path);
+	free(m->track);
+	free(m);
+}
+
+void moq_hub_destroy(struct moq_hub *h)
+{
+	if (!h)
+		return;
+	for (uint32_t i = 0; i < h->max; i++)
+		while (h->box[i].head) {
+			struct hub_msg *m = h->box[i].head;
+			h->box[i].head = m->next;
+			hub_msg_free(m);
+		}
+	free(h->nodes);
+	free(h->box);
+	free(h);
+}
+
+static int hub_register(struct moq_hub *h, struct moq_node *n)
+{
+	int id = -1;
+
+	spin_lock(&h->lock);
+	for (uint32_t i = 0; i < h->max; i++)
+		if (!h->nodes[i]) {
+			h->nodes[i] = n;
+			id = (int)i;
+			break;
+		}
+	spin_unlock(&h->lock);
+	return id;
+}
+
+static void hub_unregister(struct moq_hub *h, uint32_t id)
+{
+	struct hub_msg *m;
+
+	spin_lock(&h->lock);
+	h->nodes[id] = NULL;
+	spin_unlock(&h->lock);
+	spin_lock(&h->box[id].lock);
+	m = h->box[id].head;
+	h->box[id].head = h->box[id].tail = NULL;
+	spin_unlock(&h->box[id].lock);
+	while (m) {
+		struct hub_msg *nx = m->next;
+		hub_msg_free(m);
+		m = nx;
+	}
+}
+
+static struct hub_msg *hub_msg_new(struct moq_node *n, int kind, const char *p, size_t pl,
+                                   const char *t, size_t tl)
+{
+	struct hub_msg *m = calloc(1, sizeof(*m));
+
+	if (!m)
+		return NULL;
+	m->kind = (uint8_t)kind;
+	m->from = n->hub_id;
+	m->path = memdup0(p, pl);
+	m->plen = pl;
+	if (t) {
+		m->track = memdup0(t, tl);
+		m->tlen = tl;
+	}
+	if (!m->path || (t && !m->track)) {
+		hub_msg_free(m);
+		return NULL;
+	}
+	return m;
+}
+
+/* Queue @m for node @to (0-based); dropped when that node is gone. */
+static void hub_post(struct moq_hub *h, uint32_t to, struct hub_msg *m)
+{
+	struct hub_box *b = &h->box[to];
+	int live;
+
+	spin_lock(&h->lock);
+	live = h->nodes[to] != NULL;
+	spin_unlock(&h->lock);
+	if (!live) {
+		hub_msg_free(m);
+		return;
+	}
+	spin_lock(&b->lock);
+	m->next = NULL;
+	if (b->tail)
+		b->tail->next = m;
+	else
+		__atomic_store_n(&b->head, m, __ATOMIC_RELEASE);
+	b->tail = m;
+	spin_unlock(&b->lock);
+}
+
+/* @to1 is 1 + the node id (struct bcast owner encoding). */
+static void hub_send(struct moq_node *n, uint32_t to1, int kind, const char *p, size_t pl,
+                     const char *t, size_t tl)
+{
+	struct hub_msg *m;
+
+	if (!n->hub || !to1 || to1 > n->hub->max)
+		return;
+	m = hub_msg_new(n, kind, p, pl, t, tl);
+	if (m)
+		hub_post(n->hub, to1 - 1, m);
+}
+
+/* Tell the other nodes that a broadcast we own is active or ended. */
+static void hub_announce(struct moq_node *n, struct bcast *bc, int active)
+{
+	if (!n->hub || bc->owner)
+		return;
+	for (uint32_t i = 0; i < n->hub->max; i++) {
+		struct hub_msg *m;
+		if (i == n->hub_id)
+			continue;
+		m = hub_msg_new(n, active ? HUB_ANN_ACTIVE : HUB_ANN_ENDED, bc->path, bc->len, NULL,
+		                0);
+		if (!m)
+			continue;
+		m->nhops = bc->nhops;
+		memcpy(m->hops, bc->hops, bc->nhops * sizeof(bc->hops[0]));
+		hub_post(n->hub, i, m);
+	}
+}
+
+static struct upstream *up_find(struct moq_node *n, const char *p, size_t pl, const char *t,
+                                size_t tl)
+{
+	for (struct upstream *up = n->ups; up; up = up->next)
+		if (up->plen == pl && up->tlen == tl && memcmp(up->path, p, pl) == 0 &&
+		    memcmp(up->track, t, tl) == 0)
+			return up;
+	return NULL;
+}
+
+static void hub_handle(struct moq_node *n, struct hub_msg *m)
+{
+	uint32_t from1 = m->from + 1;
+	struct bcast *bc = bcast_find(n, m->path, m->plen);
+	struct upstream *up;
+
+	switch (m->kind) {
+	case HUB_ANN_ACTIVE:
+		if (!bc) {
+			bc = bcast_add(n, m->path, m->plen);
+			if (!bc)
+				return;
+			bc->owner = from1;
+			bc->nhops = m->nhops;
+			memcpy(bc->hops, m->hops, m->nhops * sizeof(m->hops[0]));
+			ann_notify(n, bc, 1);
+			return;
+		}
+		if (bc->local || (!bc->owner && bc->pub))
+			return; /* ours, with a live publisher: ours wins */
+		if (bc->owner != from1) {
+			/* Our lingering broadcast, or another worker's, moved to the
+			 * sender (its publisher reconnected there): subscribe there. */
+			uint32_t old = bc->owner;
+			bc->owner = from1;
+			bc->linger_until = 0;
+			for (up = n->ups; up; up = up->next) {
+				if (up->plen != m->plen || memcmp(up->path, m->path, m->plen) != 0)
+					continue;
+				if (up->us) {
+					usub_close(up->us);
+					up->us->up = NULL;
+					up->us = NULL;
+					n->st.upstream_subs--;
+				}
+				if (old && up->remote_owner == old)
+					hub_send(n, old, HUB_UNSUB, up->path, up->plen, up->track,
+					         up->tlen);
+				up->remote_owner = 0;
+				up->ended = 0;
+				if (up->dsubs || up->nremote) {
+					up->remote_owner = from1;
+					hub_send(n, from1, HUB_SUB, up->path, up->plen, up->track,
+					         up->tlen);
+				}
+			}
+		}
+		bc->nhops = m->nhops;
+		memcpy(bc->hops, m->hops, m->nhops * sizeof(m->hops[0]));
+		return;
+	case HUB_ANN_ENDED:
+		if (bc && bc->owner == from1)
+			bcast_end(n, bc);
+		return;
+	case HUB_SUB:
+		if (bc && bc->local)
+			return; /* served straight from the shared cache */
+		up = up_get(n, m->path, m->plen, m->track, m->tlen);
+		if (!up)
+			return;
+		up->nremote++;
+		up_changed(up);
+		return;
+	case HUB_UNSUB:
+		up = up_find(n, m->path, m->plen, m->track, m->tlen);
+		if (up && up->nremote) {
+			up->nremote--;
+			up_changed(up);
+		}
+		return;
+	default:
+		return;
+	}
+}
+
+static void hub_drain(struct moq_node *n)
+{
+	struct hub_box *b;
+	struct hub_msg *m;
+
+	if (!n->hub)
+		return;
+	b = &n->hub->box[n->hub_id];
+	/* A lock-free peek; the next poll sees what it misses. */
+	if (!__atomic_load_n(&b->head, __ATOMIC_ACQUIRE))
+		return;
+	spin_lock(&b->lock);
+	m = b->head;
+	__atomic_store_n(&b->head, NULL, __ATOMIC_RELAXED);
+	b->tail = NULL;
+	spin_unlock(&b->lock);
+	while (m) {
+		struct hub_msg *nx = m->next;
+		hub_handle(n, m);
+		hub_msg_free(m);
+		m = nx;
+	}
+}
+
 /* ------------------------------------------------------------------ node */
 
 struct moq_node *moq_node_create(const struct moq_node_cfg *cfg)
@@ -2460,9 +2786,22 @@ struct moq_node *moq_node_create(const struct moq_node_cfg *cfg)
 		n->cfg.linger_ns = MOQ_LINGER_NS;
 	if (!n->cfg.batch)
 		n->cfg.batch = MOQ_CACHE_BATCH;
+	if (n->cfg.hub) {
+		int id = hub_register(n->cfg.hub, n);
+		if (id < 0) {
+			free(n);
+			return NULL;
+		}
+		n->hub = n->cfg.hub;
+		n->hub_id = (uint32_t)id;
+		if (!cfg->origin && n->hub->origin)
+			n->cfg.origin = n->hub->origin;
+	}
 	if (n->cfg.cache) {
 		int rc = moq_cache_reader_register(n->cfg.cache, n->cfg.cache_reader);
 		if (rc < 0) {
+			if (n->hub)
+				hub_unregister(n->hub, n->hub_id);
 			free(n);
 			return NULL;
 		}
@@ -2497,6 +2836,8 @@ void moq_node_destroy(struct moq_node *n)
 	}
 	if (n->cfg.cache)
 		moq_cache_reader_unregister(n->cfg.cache, n->cfg.cache_reader);
+	if (n->hub)
+		hub_unregister(n->hub, n->hub_id);
 	free(n->sortbuf);
 	free(n);
 }
@@ -2507,6 +2848,7 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 	struct bcast *bc, *nx;
 
 	n->now = now;
+	hub_drain(n);
 	/* Lingering broadcasts whose publisher did not come back end now. */
 	for (bc = n->bcasts; bc; bc = nx) {
 		nx = bc->next;
@@ -2566,9 +2908,11 @@ int moq_node_publish(struct moq_node *n, const char *path, size_t len, uint64_t 
 	if (!bc)
 		return MOQ_ERR_NOMEM;
 	bc->local = 1;
+	bc->owner = 0;
 	bc->linger_until = 0;
 	bc->timescale = timescale ? timescale : 1000;
 	ann_notify(n, bc, 1);
+	hub_announce(n, bc, 1);
 	return 0;
 }
 

@@ -77,6 +77,13 @@ static struct h {
 	uint32_t fidx;
 	uint64_t next_frame;
 	uint64_t groups_written;
+	/* a second relay worker joined by a hub (test_two_workers) */
+	struct moq_hub *hub;
+	struct moq_node *relay2;
+	struct moq_quic_endpoint *rep2, *cep2;
+	struct moq_quic_link *lnk2;
+	struct moq_quic_addr raddr2;
+	int use2; /* h_connect goes to worker 2 */
 	/* stall filter */
 	int capture, stall;
 	uint8_t stall_cid[20];
@@ -353,6 +360,8 @@ static int stall_filter(void *arg, int dir, uint8_t *data, size_t *len, uint64_t
 
 static uint32_t relay_max_subs; /* 0 = default */
 static uint32_t relay_window;   /* 0 = default */
+static int with_hub;            /* h_init: two relay workers */
+static struct moq_quic_config client_qcfg;
 
 static void h_init(const char *alpn, uint64_t relay_budget)
 {
@@ -381,9 +390,19 @@ static void h_init(const char *alpn, uint64_t relay_budget)
 	nc.session_queue = 512 * 1024;
 	nc.max_subscriptions = relay_max_subs;
 	nc.track.window = relay_window;
+	if (with_hub) {
+		H.hub = moq_hub_create(4, 0);
+		ck_assert_ptr_nonnull(H.hub);
+		nc.hub = H.hub;
+		nc.cache_reader = 1;
+		H.relay2 = moq_node_create(&nc);
+		ck_assert_ptr_nonnull(H.relay2);
+		nc.cache_reader = 0;
+	}
 	H.relay = moq_node_create(&nc);
 	nc.max_subscriptions = 0;
 	nc.track.window = 0;
+	nc.hub = NULL;
 	nc.cache = H.pcache;
 	nc.relay = 0;
 	nc.origin = 2000;
@@ -410,6 +429,12 @@ static void h_init(const char *alpn, uint64_t relay_budget)
 	q.user = H.relay;
 	H.rep = moq_quic_endpoint_new(&q, &err);
 	ck_assert_msg(H.rep != NULL, "relay endpoint: %s", moq_err_str(err));
+	if (with_hub) {
+		q.worker_id = 3;
+		q.user = H.relay2;
+		H.rep2 = moq_quic_endpoint_new(&q, &err);
+		ck_assert_msg(H.rep2 != NULL, "relay endpoint 2: %s", moq_err_str(err));
+	}
 	q.role = MOQ_QUIC_CLIENT;
 	q.worker_id = 2;
 	if (alpn) {
@@ -419,6 +444,7 @@ static void h_init(const char *alpn, uint64_t relay_budget)
 	q.user = H.client;
 	H.cep = moq_quic_endpoint_new(&q, &err);
 	ck_assert_msg(H.cep != NULL, "client endpoint: %s", moq_err_str(err));
+	client_qcfg = q;
 	lc.dir[0].delay_ns = 1 * MS;
 	lc.dir[1].delay_ns = 1 * MS;
 	lc.max_queue = 1 << 16;
@@ -444,23 +470,49 @@ static void h_fini(void)
 	moq_quic_endpoint_free(H.cep);
 	moq_quic_endpoint_free(H.rep);
 	moq_quic_link_free(H.lnk);
+	moq_quic_endpoint_free(H.cep2);
+	moq_quic_endpoint_free(H.rep2);
+	moq_quic_link_free(H.lnk2);
+	moq_node_destroy(H.relay2);
 	moq_node_destroy(H.subnode);
 	moq_node_destroy(H.client);
 	moq_node_destroy(H.relay);
 	moq_cache_destroy(H.pcache);
 	moq_cache_destroy(H.rcache);
+	moq_hub_destroy(H.hub);
 }
 
 static struct moq_session *h_connect(struct sub *u, int role, const char *path)
 {
 	struct moq_quic_addr la = addr4("10.0.0.1", H.port++);
+	struct moq_quic_endpoint *ep = H.cep;
+	struct moq_quic_addr *ra = &H.raddr;
 	int err = 0;
 
+	if (H.use2) {
+		/* Worker 2 has its own endpoint pair and link, created on first
+		 * use at the current time so both virtual clocks agree. */
+		if (!H.lnk2) {
+			struct moq_quic_link_config lc = {0};
+			client_qcfg.worker_id = 4;
+			H.cep2 = moq_quic_endpoint_new(&client_qcfg, &err);
+			ck_assert_ptr_nonnull(H.cep2);
+			lc.dir[0].delay_ns = 1 * MS;
+			lc.dir[1].delay_ns = 1 * MS;
+			lc.max_queue = 1 << 16;
+			lc.start_ns = now();
+			H.lnk2 = moq_quic_link_new(&lc, H.cep2, H.rep2);
+			ck_assert_ptr_nonnull(H.lnk2);
+			H.raddr2 = addr4("10.0.0.3", 4443);
+		}
+		ep = H.cep2;
+		ra = &H.raddr2;
+	}
 	memset(u, 0, sizeof(*u));
 	u->first_seq = u->last_seq = UINT64_MAX;
 	u->id = -1;
-	u->s = moq_node_connect(role == MOQ_ROLE_SUBSCRIBER ? H.subnode : H.client, H.cep, &la,
-	                        &H.raddr, path, role, u, now(), &err);
+	u->s = moq_node_connect(role == MOQ_ROLE_SUBSCRIBER ? H.subnode : H.client, ep, &la, ra,
+	                        path, role, u, now(), &err);
 	ck_assert_msg(u->s != NULL, "connect: %s", moq_err_str(err));
 	return u->s;
 }
@@ -511,7 +563,11 @@ static void h_run(uint64_t dt, uint64_t max_groups)
 		moq_node_poll(H.client, now());
 		moq_node_poll(H.subnode, now());
 		moq_node_poll(H.relay, now());
+		if (H.relay2)
+			moq_node_poll(H.relay2, now());
 		moq_quic_link_run(H.lnk, NULL, NULL, 2 * MS);
+		if (H.lnk2)
+			moq_quic_link_run(H.lnk2, NULL, NULL, now() - moq_quic_link_now(H.lnk2));
 	}
 }
 
@@ -1269,6 +1325,78 @@ START_TEST(test_publisher_reconnect)
 }
 END_TEST
 
+/* Two relay workers joined by a hub and sharing the cache: subscribers on
+ * worker 2 get a broadcast published on worker 1 (announced there, one
+ * upstream subscription on worker 1); the publisher then reconnects on
+ * worker 2 within the linger and every subscriber goes on. */
+START_TEST(test_two_workers)
+{
+	struct sub *a, *b, *c;
+	struct moq_node_stats r1, r2;
+	uint64_t ba, bc;
+
+	with_hub = 1;
+	h_init(NULL, 0);
+	with_hub = 0;
+	h_publisher(); /* on worker 1 */
+	c = &H.subs[H.nsubs++];
+	h_connect(c, MOQ_ROLE_SUBSCRIBER, NULL); /* worker 1 */
+	H.use2 = 1;
+	a = &H.subs[H.nsubs++];
+	b = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	h_connect(b, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	ck_assert_int_eq(moq_session_announce_request(a->s, "", 0), 0);
+	h_run(50 * MS, 0);
+	ck_assert_int_eq(a->nann, 1);
+	ck_assert_str_eq(a->ann[0], "live/room");
+	h_subscribe(a, 1);
+	h_subscribe(b, 1);
+	h_subscribe(c, 1);
+	h_run(3 * SEC, 40);
+	moq_node_stats(H.relay, &r1);
+	moq_node_stats(H.relay2, &r2);
+	ck_assert_uint_eq(r1.upstream_subs, 1);
+	ck_assert_uint_eq(r2.upstream_subs, 0);
+	ck_assert_uint_eq(r2.broadcasts, 1);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_uint_eq(H.subs[i].errors, 0);
+		ck_assert_uint_ge(H.subs[i].groups_complete, 5);
+		ck_assert_uint_eq(H.subs[i].groups_reset, 0);
+	}
+	/* The publisher drops and comes back on worker 2. */
+	moq_session_close(H.pub.s, 0);
+	h_run(1 * SEC, 40);
+	ba = a->groups_complete;
+	bc = c->groups_complete;
+	h_connect(&H.pub, MOQ_ROLE_PUBLISHER, NULL);
+	h_run(4 * SEC, 40);
+	moq_node_stats(H.relay, &r1);
+	moq_node_stats(H.relay2, &r2);
+	ck_assert_uint_eq(r1.upstream_subs, 0);
+	ck_assert_uint_eq(r2.upstream_subs, 1);
+	ck_assert_uint_eq(r1.broadcasts, 1);
+	ck_assert(!a->sub_closed && !c->sub_closed);
+	ck_assert_int_eq(a->nann, 1); /* never ended */
+	ck_assert_uint_ge(a->groups_complete, ba + 5);
+	ck_assert_uint_ge(c->groups_complete, bc + 5);
+	ck_assert_uint_eq(a->errors + b->errors + c->errors, 0);
+	fprintf(stderr,
+	        "# two workers: subscribers on worker 2 %llu and %llu groups, on worker 1 %llu; "
+	        "publisher moved from worker 1 to 2\n",
+	        (unsigned long long)a->groups_complete, (unsigned long long)b->groups_complete,
+	        (unsigned long long)c->groups_complete);
+	/* Unsubscribing on both workers closes the upstream on worker 2. */
+	for (int i = 0; i < 3; i++)
+		moq_session_unsubscribe(H.subs[i].s, (uint64_t)H.subs[i].id);
+	h_run(200 * MS, 40);
+	moq_node_stats(H.relay2, &r2);
+	ck_assert_uint_eq(r2.upstream_subs, 0);
+	h_fini();
+}
+END_TEST
+
 Suite *moq_session_suite(void);
 
 Suite *moq_session_suite(void)
@@ -1289,6 +1417,7 @@ Suite *moq_session_suite(void)
 	tcase_add_test(tc, test_subscribe_range);
 	tcase_add_test(tc, test_setup_path_root);
 	tcase_add_test(tc, test_publisher_reconnect);
+	tcase_add_test(tc, test_two_workers);
 	tcase_add_test(tc, test_duplicate_and_frame_too_large);
 	suite_add_tcase(s, tc);
 	return s;
