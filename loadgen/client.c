@@ -605,3 +605,8 @@ void moq_lg_client_report(struct moq_lg_client *cl, uint64_t now, int final,
 		extra->handshake_max_ns = cl->hs.max;
 	}
 }
+
+void moq_lg_client_reset_latency(struct moq_lg_client *cl)
+{
+	moq_lg_hist_reset(&cl->lat);
+}

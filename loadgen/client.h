@@ -104,6 +104,10 @@ uint64_t moq_lg_client_next_wake(const struct moq_lg_client *cl);
  */
 void moq_lg_client_stop(struct moq_lg_client *cl, uint64_t now);
 
+/* moq_lg_client_reset_latency: empty the latency histogram (e.g. after a
+ * warm-up, so the report covers steady state only). */
+void moq_lg_client_reset_latency(struct moq_lg_client *cl);
+
 /* Figures beyond the common report. */
 struct moq_lg_client_extra {
 	uint64_t subs_stalled; /* ready, subscribed, nothing for MOQ_LG_STALL_NS */

@@ -16,6 +16,7 @@
  *   --tracks SPEC,...      default "video:1M,audio" (media.h, moq_lg_track_parse)
  *   --broadcast PATH       default "moqdp/load"
  *   --duration SECONDS     run time (default 10; 0 = until SIGINT)
+ *   --warmup SECONDS       latency is recorded from then on (default 0)
  *   --conns-per-addr N     default 60
  *   --json FILE            JSON lines (one per second, a final one) to FILE ("-": stdout,
  *                          the default)
@@ -75,7 +76,7 @@ static void on_signal(int sig)
 struct opts {
 	int kernel, publish, quiet, verbose;
 	uint32_t subscribers, conns_per_addr;
-	double ramp, duration;
+	double ramp, duration, warmup;
 	char tracks[256], broadcast[128], json[256];
 	char relay[64], local[64];
 	int port;
@@ -94,7 +95,7 @@ static void usage(void)
 	        "       moqdp-load --kernel [args]        (kernel UDP sockets)\n"
 	        "args: --relay IP:PORT --local IP[/LEN] --publish --subscribers N --ramp R/s\n"
 	        "      --tracks video:1M,audio --broadcast PATH --duration S --conns-per-addr N\n"
-	        "      --json FILE|- --quiet --port N --verbose\n");
+	        "      --warmup S --json FILE|- --quiet --port N --verbose\n");
 }
 
 static int parse_args(struct opts *o, int argc, char **argv)
@@ -137,7 +138,8 @@ static int parse_args(struct opts *o, int argc, char **argv)
 				return -1;
 			}
 			o->conns_per_addr = (uint32_t)n;
-		} else if (!strcmp(a, "--ramp") || !strcmp(a, "--duration")) {
+		} else if (!strcmp(a, "--ramp") || !strcmp(a, "--duration") ||
+		           !strcmp(a, "--warmup")) {
 			NEEDV();
 			double d = strtod(v, &end);
 			if (end == v || (*end && strcmp(end, "/s") && strcmp(end, "s")) || d < 0) {
@@ -146,6 +148,8 @@ static int parse_args(struct opts *o, int argc, char **argv)
 			}
 			if (!strcmp(a, "--ramp"))
 				o->ramp = d;
+			else if (!strcmp(a, "--warmup"))
+				o->warmup = d;
 			else
 				o->duration = d;
 		} else if (!strcmp(a, "--tracks") || !strcmp(a, "--broadcast") ||
@@ -557,6 +561,62 @@ static int dpdk_open(struct dio *d, int port, const struct moq_quic_addr *locals
 	return 0;
 }
 
+/* Wait for the port's link (a memif peer connects asynchronously), then
+ * resolve the relay's MAC before the first QUIC packet, so the handshake does
+ * not start with packets dropped as unresolved. The answer is shared by every
+ * local address's context. Returns 0, or -1 when either timed out. */
+static int dpdk_prepare(struct dio *d, const struct moq_quic_addr *relay, double timeout_s)
+{
+	uint64_t end = moq_lg_now_ns() + (uint64_t)(timeout_s * 1e9);
+	struct rte_eth_link link;
+	do {
+		memset(&link, 0, sizeof(link));
+		rte_eth_link_get_nowait(d->port, &link);
+		if (link.link_status == RTE_ETH_LINK_UP)
+			break;
+		usleep(10000);
+	} while (moq_lg_now_ns() < end);
+	if (link.link_status != RTE_ETH_LINK_UP) {
+		fprintf(stderr, "moqdp-load: port %u: link down after %.0f s\n", d->port,
+		        timeout_s);
+		return -1;
+	}
+	const uint8_t *ip = (const uint8_t *)&relay->u.in4.sin_addr.s_addr;
+	while (moq_lg_now_ns() < end) {
+		uint64_t now = moq_lg_now_ns();
+		uint8_t mac[6], req[128];
+		size_t req_len = 0;
+		if (moq_net_resolve(&d->net[0], 4, ip, now, mac, req, sizeof(req), &req_len) == 0) {
+			for (unsigned i = 1; i < d->n; i++)
+				moq_net_neigh_learn(&d->net[i], 4, ip, mac, now);
+			return 0;
+		}
+		if (req_len) {
+			struct rte_mbuf *m = rte_pktmbuf_alloc(d->pool);
+			if (m) {
+				memcpy(rte_pktmbuf_append(m, (uint16_t)req_len), req, req_len);
+				if (rte_eth_tx_burst(d->port, 0, &m, 1) != 1)
+					rte_pktmbuf_free(m);
+			}
+		}
+		struct rte_mbuf *ms[BURST];
+		uint16_t n = rte_eth_rx_burst(d->port, 0, ms, BURST);
+		for (uint16_t i = 0; i < n; i++) {
+			struct moq_net_udp u;
+			struct rte_mbuf *reply = NULL;
+			if (moq_net_rx_mbuf(&d->net[0], ms[i], now, &u, d->pool, &reply) ==
+			            MOQ_NET_REPLY &&
+			    reply && rte_eth_tx_burst(d->port, 0, &reply, 1) != 1)
+				rte_pktmbuf_free(reply);
+			rte_pktmbuf_free(ms[i]);
+		}
+		usleep(1000);
+	}
+	fprintf(stderr, "moqdp-load: the relay's address did not answer ARP in %.0f s\n",
+	        timeout_s);
+	return -1;
+}
+
 /* The context of the local address a frame is for (IPv4 destination, ARP
  * target); the first one otherwise. */
 static struct moq_net *dpdk_ctx_for(struct dio *d, struct rte_mbuf *m)
@@ -783,7 +843,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "moqdp-load: EAL: %s\n", rte_strerror(rte_errno));
 			return 1;
 		}
-		if (dpdk_open(&d, o.port, locals, nlocals, plen) < 0) {
+		if (dpdk_open(&d, o.port, locals, nlocals, plen) < 0 ||
+		    dpdk_prepare(&d, &cfg.relay, 10.0) < 0) {
 			rte_eal_cleanup();
 			return 1;
 		}
@@ -828,6 +889,7 @@ int main(int argc, char **argv)
 	memset(&io, 0, sizeof(io));
 	uint64_t end_ns = o.duration > 0 ? t0 + (uint64_t)(o.duration * 1e9) : UINT64_MAX;
 	uint64_t stop_at = 0;
+	uint64_t warm_ns = o.warmup > 0 ? t0 + (uint64_t)(o.warmup * 1e9) : 0;
 	int rc = 1;
 	for (;;) {
 		uint64_t now = moq_lg_now_ns();
@@ -841,6 +903,10 @@ int main(int argc, char **argv)
 		}
 		if (stop_at && now >= stop_at)
 			break;
+		if (warm_ns && now >= warm_ns) {
+			moq_lg_client_reset_latency(cl);
+			warm_ns = 0;
+		}
 		if (o.kernel) {
 			struct epoll_event evs[64];
 			int timeout = 0;
