@@ -94,84 +94,166 @@ static int alpn_select(WOLFSSL *ssl, const unsigned char **out, unsigned char *o
 	return SSL_TLSEXT_ERR_ALERT_FATAL;
 }
 
+/* wolfCrypt objects are allocated by wolfCrypt itself (wc_ecc_key_new,
+ * wc_CertNew): their size depends on build settings (SP_INT_BITS ...) that
+ * the installed headers do not all carry, and a stack copy sized by our
+ * view of the struct was overrun. */
 static int gen_self_signed(struct moq_quic_endpoint *ep)
 {
-	ecc_key key;
-	Cert cert;
+	ecc_key *key;
+	Cert *cert;
 	uint8_t der[2048], kder[256];
 	int derlen, klen, rv = MOQ_ERR_CRYPTO;
 
-	if (wc_ecc_init(&key) != 0)
-		return MOQ_ERR_CRYPTO;
-	if (wc_ecc_make_key_ex(&ep->rng, 32, &key, ECC_SECP256R1) != 0)
+	key = wc_ecc_key_new(NULL);
+	if (key == NULL)
+		return MOQ_ERR_NOMEM;
+	cert = wc_CertNew(NULL);
+	if (cert == NULL) {
+		rv = MOQ_ERR_NOMEM;
 		goto fail_key;
-	if (wc_InitCert(&cert) != 0)
-		goto fail_key;
-	snprintf(cert.subject.commonName, CTC_NAME_SIZE, "moqdp-dev");
-	snprintf(cert.subject.org, CTC_NAME_SIZE, "moqdp");
-	cert.isCA = 0;
-	cert.sigType = CTC_SHA256wECDSA;
-	cert.daysValid = SELF_SIGNED_DAYS;
-	derlen = wc_MakeCert_ex(&cert, der, sizeof(der), ECC_TYPE, &key, &ep->rng);
+	}
+	if (wc_ecc_make_key_ex(&ep->rng, 32, key, ECC_SECP256R1) != 0)
+		goto fail_cert;
+	snprintf(cert->subject.commonName, CTC_NAME_SIZE, "moqdp-dev");
+	snprintf(cert->subject.org, CTC_NAME_SIZE, "moqdp");
+	cert->isCA = 0;
+	cert->sigType = CTC_SHA256wECDSA;
+	cert->daysValid = SELF_SIGNED_DAYS;
+	derlen = wc_MakeCert_ex(cert, der, sizeof(der), ECC_TYPE, key, &ep->rng);
 	if (derlen <= 0)
-		goto fail_key;
-	derlen = wc_SignCert_ex(cert.bodySz, cert.sigType, der, sizeof(der), ECC_TYPE, &key,
+		goto fail_cert;
+	derlen = wc_SignCert_ex(cert->bodySz, cert->sigType, der, sizeof(der), ECC_TYPE, key,
 	                        &ep->rng);
 	if (derlen <= 0)
-		goto fail_key;
-	klen = wc_EccKeyToDer(&key, kder, sizeof(kder));
+		goto fail_cert;
+	klen = wc_EccKeyToDer(key, kder, sizeof(kder));
 	if (klen <= 0)
-		goto fail_key;
+		goto fail_cert;
 	if (wolfSSL_CTX_use_certificate_buffer(ep->ctx, der, derlen, WOLFSSL_FILETYPE_ASN1) !=
 	    WOLFSSL_SUCCESS)
-		goto fail_key;
+		goto fail_cert;
 	if (wolfSSL_CTX_use_PrivateKey_buffer(ep->ctx, kder, klen, WOLFSSL_FILETYPE_ASN1) !=
 	    WOLFSSL_SUCCESS)
-		goto fail_key;
+		goto fail_cert;
 	if (wc_Sha256Hash(der, (word32)derlen, ep->fp) != 0)
-		goto fail_key;
+		goto fail_cert;
 	ep->have_fp = 1;
 	rv = 0;
+fail_cert:
+	wc_CertFree(cert);
 fail_key:
-	wc_ecc_free(&key);
+	wc_ecc_key_free(key);
 	return rv;
 }
 
-/* The SHA-256 of the first certificate of a PEM chain file. */
-static int pem_fingerprint(struct moq_quic_endpoint *ep, const char *file)
+/* Read a whole (small) file; *len gets its size. NULL on failure. */
+static uint8_t *read_file(const char *file, long *len)
 {
 	FILE *f = fopen(file, "rb");
-	uint8_t *pem = NULL, *der = NULL;
+	uint8_t *buf = NULL;
 	long n;
-	int derlen, rv = MOQ_ERR_IO;
 
 	if (f == NULL)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && n < (1 << 20) &&
+	    fseek(f, 0, SEEK_SET) == 0) {
+		buf = malloc((size_t)n);
+		if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+			free(buf);
+			buf = NULL;
+		}
+		*len = n;
+	}
+	fclose(f);
+	return buf;
+}
+
+/* RFC 5480, 2.1.1: id-ecPublicKey, as it appears (DER) in an SPKI */
+static const uint8_t oid_ec_public_key[] = {0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01};
+
+static int has_bytes(const uint8_t *hay, size_t n, const uint8_t *needle, size_t m)
+{
+	size_t i;
+
+	for (i = 0; i + m <= n; i++)
+		if (memcmp(hay + i, needle, m) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * The SHA-256 of the first certificate of the PEM chain, and a check that
+ * the key belongs to it: wolfSSL 5.5.4's wolfSSL_CTX_check_private_key
+ * accepts any ECC key, so for an ECC certificate the public point of the
+ * private key is compared with the one the certificate carries (the tail of
+ * its SubjectPublicKeyInfo, RFC 5480, 2.2).
+ */
+static int pem_check(struct moq_quic_endpoint *ep, const char *cert_file, const char *key_file)
+{
+	uint8_t *pem, *der = NULL, *kpem = NULL, *kder = NULL, spki[512], pt[160];
+	long n, kn = 0;
+	int derlen, kderlen, spkilen = (int)sizeof(spki), rv = MOQ_ERR_IO;
+	word32 idx = 0, ptlen = sizeof(pt);
+	WOLFSSL_X509 *x = NULL;
+	ecc_key *priv = NULL;
+
+	pem = read_file(cert_file, &n);
+	if (pem == NULL)
 		return MOQ_ERR_IO;
-	if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) <= 0 || fseek(f, 0, SEEK_SET) != 0)
-		goto fail_read;
-	pem = malloc((size_t)n);
 	der = malloc((size_t)n);
-	if (pem == NULL || der == NULL) {
+	if (der == NULL) {
 		rv = MOQ_ERR_NOMEM;
-		goto fail_read;
+		goto fail_cert;
 	}
-	if (fread(pem, 1, (size_t)n, f) != (size_t)n)
-		goto fail_read;
+	rv = MOQ_ERR_CRYPTO;
 	derlen = wc_CertPemToDer(pem, (int)n, der, (int)n, CERT_TYPE);
-	if (derlen <= 0) {
-		rv = MOQ_ERR_CRYPTO;
-		goto fail_read;
-	}
-	if (wc_Sha256Hash(der, (word32)derlen, ep->fp) != 0) {
-		rv = MOQ_ERR_CRYPTO;
-		goto fail_read;
-	}
+	if (derlen <= 0 || wc_Sha256Hash(der, (word32)derlen, ep->fp) != 0)
+		goto fail_cert;
 	ep->have_fp = 1;
-	rv = 0;
-fail_read:
+	x = wolfSSL_X509_load_certificate_buffer(der, derlen, WOLFSSL_FILETYPE_ASN1);
+	if (x == NULL || wolfSSL_X509_get_pubkey_buffer(x, spki, &spkilen) != WOLFSSL_SUCCESS ||
+	    spkilen <= 0 || spkilen > (int)sizeof(spki))
+		goto fail_cert;
+	if (!has_bytes(spki, (size_t)spkilen, oid_ec_public_key, sizeof(oid_ec_public_key))) {
+		rv = 0; /* not ECC: wolfSSL's own check stands */
+		goto fail_cert;
+	}
+	rv = MOQ_ERR_IO;
+	kpem = read_file(key_file, &kn);
+	if (kpem == NULL)
+		goto fail_cert;
+	kder = malloc((size_t)kn);
+	if (kder == NULL) {
+		rv = MOQ_ERR_NOMEM;
+		goto fail_cert;
+	}
+	rv = MOQ_ERR_CRYPTO;
+	kderlen = wc_KeyPemToDer(kpem, (int)kn, kder, (int)kn, NULL);
+	if (kderlen <= 0 || (priv = wc_ecc_key_new(NULL)) == NULL)
+		goto fail_cert;
+	if (wc_GetPkcs8TraditionalOffset(kder, &idx, (word32)kderlen) < 0)
+		idx = 0;
+	if (wc_EccPrivateKeyDecode(kder, &idx, priv, (word32)kderlen) == 0) {
+		if (wc_ecc_export_x963(priv, pt, &ptlen) != 0) {
+			ptlen = sizeof(pt);
+			if (wc_ecc_make_pub(priv, NULL) != 0 ||
+			    wc_ecc_export_x963(priv, pt, &ptlen) != 0)
+				ptlen = 0;
+		}
+		if (ptlen > 0 && (int)ptlen <= spkilen &&
+		    memcmp(spki + spkilen - ptlen, pt, ptlen) == 0)
+			rv = 0;
+	}
+fail_cert:
+	if (priv)
+		wc_ecc_key_free(priv);
+	if (x)
+		wolfSSL_X509_free(x);
+	free(kder);
+	free(kpem);
 	free(der);
 	free(pem);
-	fclose(f);
 	return rv;
 }
 
@@ -215,7 +297,7 @@ int quic_tls_ctx_new(struct moq_quic_endpoint *ep)
 				rv = MOQ_ERR_CRYPTO;
 				goto fail_rv;
 			}
-			rv = pem_fingerprint(ep, ep->cert_file);
+			rv = pem_check(ep, ep->cert_file, ep->key_file);
 			if (rv != 0)
 				goto fail_rv;
 		} else {

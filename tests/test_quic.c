@@ -1123,6 +1123,59 @@ START_TEST(test_limits_conns_half_open)
 }
 END_TEST
 
+/* A PEM certificate chain and key made by an independent tool (openssl):
+ * the handshake works and the fingerprint matches openssl's. */
+START_TEST(test_pem_cert)
+{
+	struct moq_quic_config s = base_cfg(MOQ_QUIC_SERVER, &srv);
+	char dir[] = "/tmp/moq_quic_pemXXXXXX", cmd[512], cert[64], key[64], want[128] = "";
+	char got[100];
+	uint8_t fp[32];
+	FILE *f;
+
+	if (access("/usr/bin/openssl", X_OK) != 0) {
+		fprintf(stderr, "# SKIP: /usr/bin/openssl missing\n");
+		return;
+	}
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(cert, sizeof(cert), "%s/c.pem", dir);
+	snprintf(key, sizeof(key), "%s/k.pem", dir);
+	snprintf(cmd, sizeof(cmd),
+	         "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+	         "-keyout %s -out %s -days 1 -subj /CN=moqdp-test >/dev/null 2>&1",
+	         key, cert);
+	ck_assert_int_eq(system(cmd), 0);
+	snprintf(cmd, sizeof(cmd), "openssl x509 -in %s -noout -fingerprint -sha256", cert);
+	f = popen(cmd, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_nonnull(fgets(want, sizeof(want), f));
+	pclose(f);
+	want[strcspn(want, "\n")] = '\0';
+	s.cert_file = cert;
+	s.key_file = key;
+	setup_pair(&s, NULL, NULL);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, both_established, NULL, 5ull * 1000000000), 0);
+	ck_assert_int_eq(moq_quic_endpoint_fingerprint(srv.ep, fp), 0);
+	moq_quic_fingerprint_str(fp, got, sizeof(got));
+	ck_assert_msg(strstr(want, got) != NULL, "ours %s, openssl %s", got, want);
+	teardown_pair();
+	/* a key that does not match the certificate is refused */
+	snprintf(cmd, sizeof(cmd),
+	         "openssl ecparam -name prime256v1 -genkey -noout -out %s >/dev/null 2>&1", key);
+	ck_assert_int_eq(system(cmd), 0);
+	{
+		int err = 0;
+
+		ck_assert_ptr_null(moq_quic_endpoint_new(&s, &err));
+		ck_assert_int_lt(err, 0);
+	}
+	unlink(cert);
+	unlink(key);
+	rmdir(dir);
+}
+END_TEST
+
 START_TEST(test_bad_config)
 {
 	struct moq_quic_config c = base_cfg(MOQ_QUIC_SERVER, &srv);
@@ -1283,6 +1336,7 @@ Suite *quic_suite(void)
 	        {"test_stream_reset_stop_sending", test_stream_reset_stop_sending},
 	        {"test_error_isolated", test_error_isolated},
 	        {"test_limits_conns_half_open", test_limits_conns_half_open},
+	        {"test_pem_cert", test_pem_cert},
 	        {"test_bad_config", test_bad_config},
 	        {"test_interop_gtlsclient", test_interop_gtlsclient},
 	};
