@@ -1091,7 +1091,8 @@ static void conn_free(struct moq_quic_conn *c)
 	while (c->ntokens > 0)
 		conn_del_token(c, c->tokens[0]);
 	if (c->addr_slot_valid) {
-		struct addr_ent *e = atab_get(ep, &c->remote, 0);
+		/* the address counted at accept, not the current (migrated) one */
+		struct addr_ent *e = atab_get(ep, &c->counted_addr, 0);
 
 		if (e && e->count > 0)
 			e->count--;
@@ -2011,6 +2012,7 @@ static void server_accept(struct moq_quic_endpoint *ep, const uint8_t *data, siz
 	ep->st.half_open++;
 	ae->count++;
 	c->addr_slot_valid = 1;
+	c->counted_addr = *remote;
 	c->notified = 1; /* nothing handed out until conn_new */
 
 	make_cid(ep, &scid);

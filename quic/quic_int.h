@@ -80,6 +80,7 @@ struct moq_quic_conn {
 	int got_sreset;
 	int cb_failed;
 	uint32_t addr_slot_valid;
+	struct moq_quic_addr counted_addr; /* counted in ep->atab */
 	struct moq_quic_addr local, remote;
 	char alpn[MOQ_QUIC_ALPN_MAX + 1];
 
