@@ -103,6 +103,10 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 		va_start(ap, fmt);
 		vsnprintf(err, errlen, fmt, ap);
 		va_end(ap);
+		/* one line, whatever the user typed: control characters shown as '?' */
+		for (char *p = err; *p != '\0'; p++)
+			if ((unsigned char)*p < 0x20 || *p == 0x7f)
+				*p = '?';
 	}
 	return MOQ_ERR_CONFIG;
 }

@@ -310,6 +310,11 @@ START_TEST(argv_shape)
 	ck_assert_int_eq(parse(&c, no_env, err, "--", NULL), MOQ_ERR_CONFIG);
 	ck_assert_int_eq(parse(&c, no_env, err, "--port=", NULL), MOQ_ERR_CONFIG);
 	ck_assert_str_eq(err, "--port: '' is not an integer in [1, 65535]");
+	/* the error stays one line whatever the value holds (found by fuzz_pmd_config) */
+	ck_assert_int_eq(parse(&c, no_env, err, "--port", "1\n2", NULL), MOQ_ERR_CONFIG);
+	ck_assert_str_eq(err, "--port: '1?2' is not an integer in [1, 65535]");
+	ck_assert_int_eq(parse(&c, no_env, err, "\n", NULL), MOQ_ERR_CONFIG);
+	ck_assert_ptr_null(strchr(err, '\n'));
 }
 END_TEST
 
