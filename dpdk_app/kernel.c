@@ -10,6 +10,7 @@
 #define _GNU_SOURCE /* recvmmsg, sendmmsg, accept4 */
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -25,8 +26,12 @@
 
 #define KBUF_RX 2048 /* larger than any datagram on a 1500/9000 link we accept */
 
+/* Linux: UDP_MAX_SEGMENTS is 64 per GSO send. */
+#define KGSO_MAX_SEGS 64
+
 struct relay_kbuf {
 	uint8_t rx[MOQ_PMD_BURST][KBUF_RX];
+	uint8_t cmsg[MOQ_PMD_BURST][CMSG_SPACE(sizeof(uint16_t))];
 	uint8_t tx[MOQ_PMD_BURST][MOQ_QUIC_MAX_UDP_PAYLOAD];
 	struct sockaddr_storage names[MOQ_PMD_BURST];
 	struct mmsghdr msgs[MOQ_PMD_BURST];
@@ -60,6 +65,13 @@ int moq_relay_kernel_open(struct moq_relay *r, struct relay_worker *w, char *err
 		if (fd >= 0)
 			close(fd);
 		return MOQ_ERR_IO;
+	}
+	/* probe UDP GSO: setting a segment size of 0 (off) only works where the
+	 * kernel knows the option */
+	{
+		int zero = 0;
+
+		w->kgso = setsockopt(fd, SOL_UDP, UDP_SEGMENT, &zero, sizeof(zero)) == 0;
 	}
 	len = sizeof(w->klocal.u);
 	getsockname(fd, &w->klocal.u.sa, &len);
@@ -115,11 +127,24 @@ static void kdeliver(struct moq_relay *r, struct relay_worker *w, const uint8_t 
 	w->st.redirected++;
 }
 
+/* Same destination: GSO may carry both in one send. */
+static int same_dest(const struct moq_quic_pkt *a, const struct moq_quic_pkt *b)
+{
+	return a->remote.len == b->remote.len &&
+	       memcmp(&a->remote.u, &b->remote.u, a->remote.len) == 0;
+}
+
+/*
+ * Send a burst. With UDP GSO (Linux 4.18+, UDP_SEGMENT), a run of datagrams
+ * to one peer whose sizes are equal (the last may be shorter) goes down as
+ * one message, segmented by the kernel (or the NIC): one pass through the
+ * stack instead of one per datagram. Without it, one message per datagram.
+ */
 static int ksend(struct relay_worker *w, uint64_t now)
 {
 	struct relay_kbuf *kb = w->kbuf;
 	struct moq_quic_pkt pk[MOQ_PMD_BURST];
-	int k, sent;
+	int k, nmsg = 0, first[MOQ_PMD_BURST + 1], sent;
 
 	for (int i = 0; i < MOQ_PMD_BURST; i++) {
 		pk[i].data = kb->tx[i];
@@ -128,23 +153,54 @@ static int ksend(struct relay_worker *w, uint64_t now)
 	k = moq_quic_endpoint_send(w->ep, pk, MOQ_PMD_BURST, now);
 	if (k <= 0)
 		return 0;
-	for (int i = 0; i < k; i++) {
-		memset(&kb->msgs[i], 0, sizeof(kb->msgs[i]));
-		kb->iov[i].iov_base = pk[i].data;
-		kb->iov[i].iov_len = pk[i].len;
-		kb->msgs[i].msg_hdr.msg_name = &pk[i].remote.u;
-		kb->msgs[i].msg_hdr.msg_namelen = pk[i].remote.len;
-		kb->msgs[i].msg_hdr.msg_iov = &kb->iov[i];
-		kb->msgs[i].msg_hdr.msg_iovlen = 1;
+	for (int i = 0; i < k;) {
+		struct msghdr *h = &kb->msgs[nmsg].msg_hdr;
+		int j = i + 1;
+
+		/* extend the run: same peer, same size, up to a shorter last one */
+		if (w->kgso)
+			while (j < k && same_dest(&pk[i], &pk[j]) && pk[j].len <= pk[i].len &&
+			       pk[j - 1].len == pk[i].len && j - i < KGSO_MAX_SEGS)
+				j++;
+		memset(&kb->msgs[nmsg], 0, sizeof(kb->msgs[nmsg]));
+		for (int x = i; x < j; x++) {
+			kb->iov[x].iov_base = pk[x].data;
+			kb->iov[x].iov_len = pk[x].len;
+		}
+		h->msg_name = &pk[i].remote.u;
+		h->msg_namelen = pk[i].remote.len;
+		h->msg_iov = &kb->iov[i];
+		h->msg_iovlen = (size_t)(j - i);
+		if (j - i > 1) {
+			struct cmsghdr *c;
+			uint16_t seg = (uint16_t)pk[i].len;
+
+			h->msg_control = kb->cmsg[nmsg];
+			h->msg_controllen = sizeof(kb->cmsg[nmsg]);
+			c = CMSG_FIRSTHDR(h);
+			c->cmsg_level = SOL_UDP;
+			c->cmsg_type = UDP_SEGMENT;
+			c->cmsg_len = CMSG_LEN(sizeof(seg));
+			memcpy(CMSG_DATA(c), &seg, sizeof(seg));
+			w->st.gso_msgs++;
+		}
+		first[nmsg++] = i;
+		i = j;
 	}
-	sent = sendmmsg(w->fd, kb->msgs, (unsigned int)k, MSG_DONTWAIT);
-	if (sent < 0)
+	first[nmsg] = k;
+	sent = sendmmsg(w->fd, kb->msgs, (unsigned int)nmsg, MSG_DONTWAIT);
+	if (sent < 0) {
+		/* e.g. EIO: the route's device cannot do GSO; stop using it */
+		if (errno == EIO && w->kgso)
+			w->kgso = 0;
 		sent = 0;
-	for (int i = 0; i < sent; i++) {
-		w->st.tx_pkts++;
-		w->st.tx_bytes += pk[i].len;
 	}
-	w->st.tx_drops += (uint64_t)(k - sent);
+	for (int m = 0; m < sent; m++)
+		for (int x = first[m]; x < first[m + 1]; x++) {
+			w->st.tx_pkts++;
+			w->st.tx_bytes += pk[x].len;
+		}
+	w->st.tx_drops += (uint64_t)(k - first[sent]);
 	return k;
 }
 

@@ -47,6 +47,7 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->redirected += st->redirected;
 		s->redirect_drops += st->redirect_drops;
 		s->goaways += st->goaways;
+		s->gso_msgs += st->gso_msgs;
 		s->drain_closes += st->drain_closes;
 		s->busy_tsc += st->busy_tsc;
 		s->idle_tsc += st->idle_tsc;
@@ -187,6 +188,8 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	       s->redirected);
 	metric(&o, "redirect_dropped_total", "counter", "Datagrams for unknown or full lcores.",
 	       s->redirect_drops);
+	metric(&o, "tx_gso_sends_total", "counter",
+	       "Kernel backend: sends carrying several datagrams (UDP GSO).", s->gso_msgs);
 	metric(&o, "goaway_sent_total", "counter", "GOAWAY sent to sessions (drain).", s->goaways);
 	metric(&o, "drain_closed_total", "counter", "Connections closed at the end of a drain.",
 	       s->drain_closes);

@@ -33,6 +33,7 @@ struct relay_worker_stats {
 	uint64_t busy_tsc, idle_tsc;
 	uint64_t goaways, drain_closes; /* SIGQUIT: GOAWAY sent, connections closed */
 	uint64_t conn_set_full;         /* a connection the drain set could not track */
+	uint64_t gso_msgs;              /* kernel backend: GSO sends of several datagrams */
 };
 
 struct relay_kbuf;
@@ -54,6 +55,7 @@ struct relay_worker {
 	int fd;                      /* kernel backend: this worker's SO_REUSEPORT socket */
 	struct moq_quic_addr klocal; /* its bound address */
 	struct relay_kbuf *kbuf;     /* its datagram buffers */
+	int kgso;                    /* the kernel takes UDP_SEGMENT */
 	struct rte_mbuf *tx[MOQ_RELAY_MAX_PORTS][MOQ_RELAY_TXBUF];
 	uint16_t nb_tx[MOQ_RELAY_MAX_PORTS];
 	struct relay_worker_stats st __rte_cache_aligned;
