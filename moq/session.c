@@ -1877,8 +1877,10 @@ static void stream_data(struct moq_session *s, int64_t sid, const uint8_t *data,
 		size_t used = moq_varint_rx_push(&st->type_rx, data, len, &done, &type);
 		int k;
 
-		data += used;
-		len -= used;
+		if (used) { /* a FIN-only chunk may come with data == NULL */
+			data += used;
+			len -= used;
+		}
 		if (!done) {
 			if (fin)
 				st->kind = SK_IGNORE;
