@@ -1376,7 +1376,9 @@ static void dsub_advance(struct moq_session *s, struct dsub *d)
 			/* A live subscriber starts at the newest group; one asking for
 			 * an older start gets what the cache still has from there. */
 			uint64_t first = latest;
-			if (d->p.start != MOQ_GROUP_NONE && d->p.start <= latest)
+			if (d->p.start != MOQ_GROUP_NONE && d->p.start > latest)
+				return; /* a future start: wait for it */
+			if (d->p.start != MOQ_GROUP_NONE)
 				first = d->p.start;
 			dsub_start(s, d, first);
 		}
