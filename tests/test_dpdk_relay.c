@@ -150,6 +150,17 @@ static char *wait_http(unsigned int port, const char *path, unsigned int ms)
 	return r;
 }
 
+/* Wait up to @ms for @what to appear in the relay's stderr. */
+static char *wait_err(const char *what, unsigned int ms)
+{
+	uint64_t end = now_ms() + ms;
+	char *e;
+
+	while (strstr(e = slurp(errpath), what) == NULL && now_ms() < end)
+		usleep(20000);
+	return e;
+}
+
 START_TEST(bad_option_one_line)
 {
 	const char *args[] = {"--no-huge", "--", "--cache-budget", "8XB", NULL};
@@ -265,11 +276,12 @@ START_TEST(tap_health_metrics_telemetry_signals)
 
 	/* SIGHUP without --cert: said so, keeps running */
 	kill(child, SIGHUP);
-	usleep(400000);
-	ck_assert_ptr_nonnull(strstr(slurp(errpath), "reload: no --cert configured"));
+	ck_assert_ptr_nonnull(
+	        strstr(wait_err("reload: no --cert", 5000), "reload: no --cert configured"));
 	ck_assert_ptr_nonnull(strstr(http_get(port, "/health"), "200 OK"));
 	/* the stats line, every 300 ms */
-	ck_assert_ptr_nonnull(strstr(slurp(errpath), "conns=0 sessions=0 bcasts=0 in="));
+	ck_assert_ptr_nonnull(strstr(wait_err("conns=0 sessions=0 bcasts=0 in=", 3000),
+	                             "conns=0 sessions=0 bcasts=0 in="));
 	/* SIGQUIT: drains (no connections: at once) and exits 0 */
 	kill(child, SIGQUIT);
 	ck_assert_int_eq(wait_exit(10000), 0);
@@ -815,6 +827,88 @@ START_TEST(media_kernel_backend)
 }
 END_TEST
 
+/* --cert/--key from files made by openssl: the relay serves that
+ * certificate; SIGHUP re-checks the files (a broken one is kept out); a bad
+ * certificate at start is one line and exit 1. */
+START_TEST(cert_files_and_reload)
+{
+	char dir[64], cert[96], key[96], cmd[1024], fp[128] = "", mgmt[32], prefix[64], sudp[16];
+	unsigned int udp = 41000 + (unsigned int)getpid() % 20000, mport = udp + 1;
+	const char *args[] = {prefix,
+	                      "--no-huge",
+	                      "-m",
+	                      "256",
+	                      "--no-pci",
+	                      "-l",
+	                      "0-1",
+	                      "--",
+	                      "--backend",
+	                      "kernel",
+	                      "--listen",
+	                      "127.0.0.1",
+	                      "--port",
+	                      sudp,
+	                      "--mgmt",
+	                      mgmt,
+	                      "--stats-interval",
+	                      "0",
+	                      "--cert",
+	                      cert,
+	                      "--key",
+	                      key,
+	                      NULL};
+	FILE *f;
+	char *e;
+
+	snprintf(dir, sizeof(dir), "/tmp/moqdp-cert-%d", (int)getpid());
+	snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
+	snprintf(key, sizeof(key), "%s/key.pem", dir);
+	snprintf(sudp, sizeof(sudp), "%u", udp);
+	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", mport);
+	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-c-%d", (int)getpid());
+	snprintf(cmd, sizeof(cmd),
+	         "mkdir -p %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
+	         "-nodes -keyout %s -out %s -days 2 -subj /CN=relay.test >/dev/null 2>&1 && "
+	         "openssl x509 -in %s -noout -fingerprint -sha256 | sed 's/.*=//' > %s/fp",
+	         dir, key, cert, cert, dir);
+	ck_assert_int_eq(system(cmd), 0);
+	snprintf(cmd, sizeof(cmd), "%s/fp", dir);
+	f = fopen(cmd, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_nonnull(fgets(fp, sizeof(fp), f));
+	fclose(f);
+	fp[strcspn(fp, "\n")] = '\0';
+
+	spawn(args);
+	ck_assert_msg(wait_http(mport, "/health", 15000) != NULL, "stderr: %s", slurp(errpath));
+	e = slurp(errpath);
+	ck_assert_msg(strstr(e, fp) != NULL, "fingerprint %s not in: %s", fp, e);
+	/* a broken certificate file: reported, the relay keeps serving */
+	snprintf(cmd, sizeof(cmd), "cp %s %s.good && echo garbage > %s", cert, cert, cert);
+	ck_assert_int_eq(system(cmd), 0);
+	kill(child, SIGHUP);
+	e = wait_err("is not usable", 5000);
+	ck_assert_msg(strstr(e, "is not usable") != NULL, "%s", e);
+	ck_assert_ptr_nonnull(strstr(slurp(errpath), "keeping the old one"));
+	ck_assert_ptr_nonnull(strstr(http_get(mport, "/health"), "200 OK"));
+	snprintf(cmd, sizeof(cmd), "cp %s.good %s", cert, cert);
+	ck_assert_int_eq(system(cmd), 0);
+	kill(child, SIGHUP);
+	ck_assert_ptr_nonnull(strstr(wait_err("is valid", 5000), "is valid"));
+	kill(child, SIGTERM);
+	ck_assert_int_eq(wait_exit(10000), 0);
+	/* at start, a bad certificate is fatal: one line, exit 1 */
+	snprintf(cmd, sizeof(cmd), "echo garbage > %s", cert);
+	ck_assert_int_eq(system(cmd), 0);
+	spawn(args);
+	ck_assert_int_eq(wait_exit(15000), 1);
+	e = slurp(errpath);
+	ck_assert_msg(strstr(e, "moqdp-relay: --cert: cannot set up TLS/QUIC") != NULL, "%s", e);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 Suite *dpdk_relay_suite(void);
 
 Suite *dpdk_relay_suite(void)
@@ -832,6 +926,7 @@ Suite *dpdk_relay_suite(void)
 	tcase_add_test(tc, drain_with_sessions);
 	tcase_add_test(tc, media_over_memif);
 	tcase_add_test(tc, media_kernel_backend);
+	tcase_add_test(tc, cert_files_and_reload);
 	suite_add_tcase(s, tc);
 	return s;
 }
