@@ -16,7 +16,9 @@
  *   --tracks SPEC,...      default "video:1M,audio" (media.h, moq_lg_track_parse)
  *   --broadcast PATH       default "moqdp/load"
  *   --duration SECONDS     run time (default 10; 0 = until SIGINT)
- *   --warmup SECONDS       latency is recorded from then on (default 0)
+ *   --warmup SECONDS       latency is recorded from then on (default 0); SIGUSR1
+ *                          restarts the latency histogram at any time (benchmarks
+ *                          send it when their measurement window opens)
  *   --conns-per-addr N     default 60
  *   --json FILE            JSON lines (one per second, a final one) to FILE ("-": stdout,
  *                          the default)
@@ -65,12 +67,14 @@
 #define STOP_GRACE_NS 300000000ull
 #define MAX_LOCALS    250
 
-static volatile sig_atomic_t quit;
+static volatile sig_atomic_t quit, mark;
 
 static void on_signal(int sig)
 {
-	(void)sig;
-	quit = 1;
+	if (sig == SIGUSR1)
+		mark = 1;
+	else
+		quit = 1;
 }
 
 struct opts {
@@ -828,6 +832,7 @@ int main(int argc, char **argv)
 	sa.sa_handler = on_signal;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
 
 	struct kio k = {.ep = -1};
 	struct dio d;
@@ -903,9 +908,10 @@ int main(int argc, char **argv)
 		}
 		if (stop_at && now >= stop_at)
 			break;
-		if (warm_ns && now >= warm_ns) {
+		if ((warm_ns && now >= warm_ns) || mark) {
 			moq_lg_client_reset_latency(cl);
 			warm_ns = 0;
+			mark = 0;
 		}
 		if (o.kernel) {
 			struct epoll_event evs[64];
