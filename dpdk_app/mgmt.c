@@ -405,11 +405,24 @@ static int tel_cache(const char *cmd, const char *params, struct rte_tel_data *d
 	return 0;
 }
 
+/* moq/ has no way to list broadcasts yet: the counts per worker. */
 static int tel_tracks(const char *cmd, const char *params, struct rte_tel_data *d)
 {
 	(void)cmd;
 	(void)params;
-	rte_tel_data_start_array(d, RTE_TEL_STRING_VAL);
+	if (tel_relay == NULL)
+		return -1;
+	rte_tel_data_start_dict(d);
+	for (unsigned int i = 0; i < tel_relay->nb_workers; i++) {
+		char k[48];
+
+		snprintf(k, sizeof(k), "worker%u_broadcasts", i);
+		rte_tel_data_add_dict_u64(d, k, tel_relay->w[i]->ns.broadcasts);
+		snprintf(k, sizeof(k), "worker%u_upstream_subs", i);
+		rte_tel_data_add_dict_u64(d, k, tel_relay->w[i]->ns.upstream_subs);
+		snprintf(k, sizeof(k), "worker%u_groups_in", i);
+		rte_tel_data_add_dict_u64(d, k, tel_relay->w[i]->ns.groups_in);
+	}
 	return 0;
 }
 

@@ -271,6 +271,10 @@ START_TEST(tap_health_metrics_telemetry_signals)
 	ck_assert_msg(ok, "telemetry socket of %s", prefix);
 	ck_assert_msg(strstr(tel, "{\"/moqdp/stats\":{") != NULL, "%s", tel);
 	ck_assert_msg(strstr(tel, "\"rx_packets\":") != NULL, "%s", tel);
+	ck_assert_int_eq(telemetry(prefix, "/moqdp/tracks", tel, sizeof(tel)), 0);
+	ck_assert_msg(strstr(tel, "\"worker0_broadcasts\":0") != NULL, "%s", tel);
+	ck_assert_int_eq(telemetry(prefix, "/moqdp/conns", tel, sizeof(tel)), 0);
+	ck_assert_msg(strstr(tel, "\"worker0\":0") != NULL, "%s", tel);
 	ck_assert_int_eq(telemetry(prefix, "/moqdp/cache", tel, sizeof(tel)), 0);
 	ck_assert_msg(strstr(tel, "\"budget_bytes\":1073741824") != NULL, "%s", tel);
 

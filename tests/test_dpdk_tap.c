@@ -390,6 +390,7 @@ static int on_established(struct moq_quic_conn *c, void *user, const char *alpn)
 	return 0;
 }
 
+/* _i == 0: IPv4, 1: IPv6 */
 START_TEST(quic_handshake_over_tap)
 {
 	static const char *const alpn[] = {"moq-lite-05"};
@@ -397,34 +398,42 @@ START_TEST(quic_handshake_over_tap)
 	struct moq_quic_config qc = {0};
 	struct moq_quic_endpoint *cl;
 	struct moq_quic_addr local, remote;
-	struct sockaddr_in la = {.sin_family = AF_INET};
-	socklen_t alen = sizeof(la);
-	uint8_t kb[4], rb[4], buf[2048], pkt_buf[8][1500];
+	socklen_t alen = sizeof(local.u);
+	uint8_t buf[2048], pkt_buf[8][1500];
 	struct moq_quic_pkt pk[8];
 	struct moq_relay_stats st;
-	int fd, err = 0;
-	uint64_t end;
+	int v6 = _i, fd, err = 0;
+	uint64_t end, conns0;
 
+	moq_relay_stats(relay, &st);
+	conns0 = st.conns_total;
 	qc.role = MOQ_QUIC_CLIENT;
 	qc.alpn = alpn;
 	qc.alpn_count = 1;
 	qc.cb = &cb;
 	cl = moq_quic_endpoint_new(&qc, &err);
 	ck_assert_msg(cl != NULL, "client endpoint: %s", moq_err_str(err));
-	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
-	inet_pton(AF_INET, kip, &la.sin_addr);
-	ck_assert_int_eq(bind(fd, (struct sockaddr *)&la, sizeof(la)), 0);
-	getsockname(fd, (struct sockaddr *)&la, &alen);
-	inet_pton(AF_INET, kip, kb);
-	inet_pton(AF_INET, rip, rb);
 	memset(&local, 0, sizeof(local));
-	local.u.in4 = la;
-	local.len = sizeof(la);
 	memset(&remote, 0, sizeof(remote));
-	remote.u.in4.sin_family = AF_INET;
-	remote.u.in4.sin_port = htons(4443);
-	memcpy(&remote.u.in4.sin_addr, rb, 4);
-	remote.len = sizeof(remote.u.in4);
+	if (v6) {
+		local.u.in6.sin6_family = AF_INET6;
+		inet_pton(AF_INET6, kip6, &local.u.in6.sin6_addr);
+		remote.u.in6.sin6_family = AF_INET6;
+		remote.u.in6.sin6_port = htons(4443);
+		inet_pton(AF_INET6, rip6, &remote.u.in6.sin6_addr);
+		remote.len = sizeof(remote.u.in6);
+	} else {
+		local.u.in4.sin_family = AF_INET;
+		inet_pton(AF_INET, kip, &local.u.in4.sin_addr);
+		remote.u.in4.sin_family = AF_INET;
+		remote.u.in4.sin_port = htons(4443);
+		inet_pton(AF_INET, rip, &remote.u.in4.sin_addr);
+		remote.len = sizeof(remote.u.in4);
+	}
+	fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	ck_assert_int_eq(bind(fd, &local.u.sa, v6 ? sizeof(local.u.in6) : sizeof(local.u.in4)), 0);
+	getsockname(fd, &local.u.sa, &alen);
+	local.len = alen;
 	established = 0;
 	ck_assert_ptr_nonnull(
 	        moq_quic_connect(cl, &local, &remote, NULL, (uint64_t)now_ms() * 1000000, &err));
@@ -445,10 +454,10 @@ START_TEST(quic_handshake_over_tap)
 			moq_quic_endpoint_recv(cl, buf, (size_t)r, &local, &remote, t);
 		moq_quic_endpoint_timers(cl, t);
 	}
-	ck_assert_int_eq(established, 1);
+	ck_assert_msg(established == 1, "no handshake over IPv%d", v6 ? 6 : 4);
 	poll_for(150); /* the workers publish endpoint counters at 10 Hz */
 	moq_relay_stats(relay, &st);
-	ck_assert_uint_ge(st.conns_total, 1);
+	ck_assert_uint_eq(st.conns_total, conns0 + 1);
 	ck_assert_uint_ge(st.tx_pkts, 2);
 	moq_quic_endpoint_free(cl);
 	close(fd);
@@ -538,7 +547,7 @@ Suite *dpdk_tap_suite(void)
 	tcase_add_test(tc, relay_resolves_kernel);
 	tcase_add_test(tc, software_udp_to_kernel);
 	tcase_add_test(tc, kernel_udp_in);
-	tcase_add_test(tc, quic_handshake_over_tap);
+	tcase_add_loop_test(tc, quic_handshake_over_tap, 0, 2);
 	tcase_add_test(tc, mbuf_recycling);
 	suite_add_tcase(s, tc);
 	return s;
