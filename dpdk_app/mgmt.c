@@ -69,6 +69,7 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 			const struct moq_net_stats *ns = &w->net[pi]->stats;
 
 			s->rx_udp += ns->rx_udp;
+			s->rx_l4_partial += ns->rx_l4_partial;
 			for (int d = 0; d < MOQ_NET_DROP_MAX; d++) {
 				s->net_drop[d] += ns->drop[d];
 				s->net_drops += ns->drop[d];
@@ -179,6 +180,9 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	metric(&o, "tx_packets_total", "counter", "Frames (datagrams) sent.", s->tx_pkts);
 	metric(&o, "tx_bytes_total", "counter", "Bytes sent.", s->tx_bytes);
 	metric(&o, "rx_datagrams_total", "counter", "UDP datagrams handed to QUIC.", s->rx_udp);
+	metric(&o, "rx_udp_partial_checksum_total", "counter",
+	       "Datagrams accepted with a kernel partial UDP checksum (af_packet).",
+	       s->rx_l4_partial);
 	metric(&o, "rx_nombuf_total", "counter", "RX mbuf allocation failures (ports).",
 	       s->rx_nombuf);
 	metric(&o, "rx_missed_total", "counter", "Frames the NIC dropped (imissed).", s->imissed);

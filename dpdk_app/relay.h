@@ -30,6 +30,7 @@ struct moq_relay_stats {
 	unsigned int workers, ports;
 	uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes; /* frames / datagrams */
 	uint64_t rx_udp;                               /* datagrams to QUIC */
+	uint64_t rx_l4_partial;                        /* accepted with a kernel partial checksum */
 	uint64_t rx_nombuf;                            /* ports' rte_eth_stats */
 	uint64_t imissed;
 	uint64_t tx_drops;       /* TX ring full / no mbuf */
