@@ -112,6 +112,7 @@ struct upstream {
 	uint64_t end_seq;      /* END from upstream: first group never coming */
 	uint32_t remote_owner; /* hub: 1 + id of the node subscribing for us */
 	uint32_t nremote;      /* hub: other nodes subscribed through us */
+	uint64_t last_version; /* the cache track's version at the last poll */
 };
 
 /* Hub messages between the nodes of one relay (control path only). */
@@ -216,8 +217,11 @@ struct moq_session {
 	struct gout *gouts;
 	uint32_t ngouts;
 	uint64_t next_sub_id;
-	uint64_t unacked; /* fanout bytes queued and not acknowledged */
-	uint64_t budget;  /* this poll's limit for unacked */
+	uint64_t unacked;   /* fanout bytes queued and not acknowledged */
+	uint64_t budget;    /* this poll's limit for unacked */
+	uint8_t dirty;      /* fanout has work beyond track version changes */
+	uint8_t blocked;    /* fanout stopped at the budget; an ack wakes it */
+	uint64_t last_full; /* last full fanout pass (node time) */
 	uint64_t close_code;
 	struct txchunk *pool;
 	uint32_t pool_len;

@@ -18,11 +18,13 @@
 #define POOL_MAX   64            /* spare tx chunks kept per session */
 #define RECLAIM_NS 100000000ull  /* cache reclaim from poll every 100 ms */
 #define MIN_BUDGET (64u * 1024u) /* smallest per-session fanout budget */
+#define FULL_NS    20000000ull   /* a full fanout pass per session every 20 ms */
 
 static void sess_fail(struct moq_session *s, uint64_t code);
 static void st_process(struct moq_session *s, struct mstream *st);
 static void dsub_detach(struct dsub *d);
 static void up_free(struct upstream *up);
+static void up_touch(struct upstream *up);
 static void bcast_end(struct moq_node *n, struct bcast *bc);
 static void hub_announce(struct moq_node *n, struct bcast *bc, int active);
 static void hub_send(struct moq_node *n, uint32_t to1, int kind, const char *p, size_t pl,
@@ -580,10 +582,16 @@ static void up_changed(struct upstream *up)
 	}
 }
 
+/* Something changed for every subscriber of @up (it ended, ...). */
+static void up_touch(struct upstream *up)
+{
+	for (struct dsub *d = up->dsubs; d; d = d->unext)
+		d->s->dirty = 1;
+}
+
 static void up_free(struct upstream *up)
 {
 	struct moq_node *n = up->n;
-
 	if (up->us) {
 		usub_close(up->us);
 		up->us->up = NULL;
@@ -675,6 +683,7 @@ static void gout_reset(struct moq_session *s, struct gout *go, uint64_t code);
  * groups, leave the upstream, FIN our side. */
 static void dsub_cancel(struct moq_session *s, struct dsub *d)
 {
+	s->dirty = 1;
 	for (struct gout *go = s->gouts; go; go = go->next)
 		if (go->d == d && !go->fin && !go->reset)
 			gout_reset(s, go, MOQ_CODE_CANCEL);
@@ -779,6 +788,7 @@ static void on_subscribe(struct moq_session *s, struct mstream *st, const struct
 	d->path = full;
 	d->plen = flen;
 	st->d = d;
+	s->dirty = 1;
 	d->next = s->dsubs;
 	s->dsubs = d;
 	s->ndsubs++;
@@ -791,6 +801,7 @@ static void on_subscribe_update(struct moq_session *s, struct mstream *st,
 {
 	struct dsub *d = st->d;
 
+	s->dirty = 1;
 	(void)s;
 	if (!d)
 		return;
@@ -859,6 +870,7 @@ static void bcast_end(struct moq_node *n, struct bcast *bc)
 		if (up->plen == bc->len && memcmp(up->path, bc->path, bc->len) == 0) {
 			up->ended = 1;
 			up->end_seq = UINT64_MAX;
+			up_touch(up);
 			if (up->us) {
 				usub_close(up->us);
 				up->us->up = NULL;
@@ -1222,6 +1234,7 @@ static int gout_open(struct moq_session *s, struct dsub *d, struct moq_cache_gro
 	go->written = st->tx_off;
 	s->unacked += st->tx_off;
 	s->n->st.groups_out++;
+	s->dirty = 1;
 	return 0;
 }
 
@@ -1437,9 +1450,26 @@ static int fanout_session(struct moq_session *s)
 	struct moq_node *n = s->n;
 	uint32_t k = 0;
 	int written = 0;
-
 	struct moq_quic_conn_info ci;
+	int fetching = 0;
 
+	/* Nothing to do unless a track of ours published or removed
+	 * something (its version moved), an ack freed budget, a stream
+	 * closed or a request came; and a full pass every FULL_NS anyway. */
+	if (!s->dirty && n->now - s->last_full < FULL_NS) {
+		struct dsub *d;
+		/* Relayed tracks are watched once per node (moq_node_poll
+		 * marks their subscribers' sessions); local ones here. */
+		for (d = s->dsubs; d; d = d->next)
+			if (!d->up && !d->done && d->track &&
+			    moq_cache_track_version(d->track) != d->last_version)
+				break;
+		if (!d)
+			return 0;
+	}
+	if (n->now - s->last_full >= FULL_NS)
+		s->last_full = n->now;
+	s->dirty = 0;
 	for (struct dsub *d = s->dsubs; d; d = d->next)
 		dsub_advance(s, d);
 	if (s->closing || !s->ngouts)
@@ -1474,13 +1504,26 @@ static int fanout_session(struct moq_session *s)
 			gout_reset(s, go, err_code(stc));
 			continue;
 		}
-		if (!go->fin)
-			n->sortbuf[k++] = go;
+		if (!go->fin) {
+			/* insertion sort: a session has a handful of streams */
+			uint32_t j = k++;
+			while (j > 0 && gout_cmp(&go, &n->sortbuf[j - 1]) < 0) {
+				n->sortbuf[j] = n->sortbuf[j - 1];
+				j--;
+			}
+			n->sortbuf[j] = go;
+			fetching |= go->fetch;
+		}
 	}
-	qsort(n->sortbuf, k, sizeof(n->sortbuf[0]), gout_cmp);
 	for (uint32_t i = 0; i < k && s->unacked < s->budget; i++)
 		if (gout_pump(s, n->sortbuf[i]))
 			written++;
+	/* Out of budget with streams left: the next ack wakes us. A fetch
+	 * follows its group without a subscription's version: keep polling. */
+	if (s->unacked >= s->budget)
+		s->blocked = 1;
+	if (fetching)
+		s->dirty = 1;
 	/* A stream whose group is complete and all sent still needs its FIN,
 	 * whatever the budget. */
 	for (uint32_t i = 0; i < k; i++) {
@@ -1678,6 +1721,7 @@ static void on_sub_reply(struct moq_session *s, struct mstream *st,
 		if (r->kind == MOQ_SUB_END) {
 			us->up->ended = 1;
 			us->up->end_seq = r->group;
+			up_touch(us->up);
 		}
 		return;
 	}
@@ -1812,6 +1856,7 @@ static void st_process(struct moq_session *s, struct mstream *st)
 			if (us->up) {
 				us->up->ended = 1;
 				us->up->end_seq = UINT64_MAX;
+				up_touch(us->up);
 			} else if (!us->closed && n->cfg.cb && n->cfg.cb->sub_closed) {
 				n->cfg.cb->sub_closed(s, n->cfg.user, us->id, -1);
 			}
@@ -2055,6 +2100,7 @@ static struct moq_session *sess_new(struct moq_node *n, struct moq_quic_conn *c,
 	s->n = n;
 	s->conn = c;
 	s->server = (uint8_t)server;
+	s->dirty = 1;
 	s->next = n->sessions;
 	n->sessions = s;
 	n->st.sessions++;
@@ -2064,6 +2110,7 @@ static struct moq_session *sess_new(struct moq_node *n, struct moq_quic_conn *c,
 
 static void st_free(struct moq_session *s, struct mstream *st)
 {
+	s->dirty = 1; /* a stream slot or a subscription changed */
 	if (st->go) {
 		struct gout *go = st->go;
 		if (!go->fin && !go->reset)
@@ -2303,6 +2350,10 @@ static void cb_stream_acked(struct moq_quic_conn *c, void *user, int64_t sid, ui
 		if (a > st->go->acked) {
 			s->unacked -= a - st->go->acked;
 			st->go->acked = a;
+			if (s->blocked) {
+				s->blocked = 0;
+				s->dirty = 1;
+			}
 		}
 	}
 }
@@ -2416,10 +2467,13 @@ static void cb_stream_closed(struct moq_quic_conn *c, void *user, int64_t sid, u
 
 static void cb_writable(struct moq_quic_conn *c, void *user, int64_t sid)
 {
+	struct moq_session *s = user;
+
 	(void)c;
-	(void)user;
 	(void)sid;
 	/* moq_node_poll retries whatever waited for stream credit. */
+	if (s)
+		s->dirty = 1;
 }
 
 static void cb_conn_closed(struct moq_quic_conn *c, void *user,
@@ -2850,9 +2904,17 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 {
 	int written = 0;
 	struct bcast *bc, *nx;
-
 	n->now = now;
 	hub_drain(n);
+	/* DESIGN.md, Threads: poll each relayed track's published counter
+	 * once; a change marks its subscribers' sessions. */
+	for (struct upstream *up = n->ups; up; up = up->next) {
+		uint64_t v = moq_cache_track_version(up->ct);
+		if (v != up->last_version) {
+			up->last_version = v;
+			up_touch(up);
+		}
+	}
 	/* Lingering broadcasts whose publisher did not come back end now. */
 	for (bc = n->bcasts; bc; bc = nx) {
 		nx = bc->next;
@@ -2934,8 +2996,10 @@ int moq_node_unpublish(struct moq_node *n, const char *path, size_t len, uint64_
 	/* Its subscriptions end once their in-flight groups are done. */
 	for (struct moq_session *s = n->sessions; s; s = s->next)
 		for (struct dsub *d = s->dsubs; d; d = d->next)
-			if (!d->up && d->plen == pl && memcmp(d->path, p, pl) == 0)
+			if (!d->up && d->plen == pl && memcmp(d->path, p, pl) == 0) {
 				d->ending = 1;
+				s->dirty = 1;
+			}
 	free(p);
 	bcast_end(n, bc);
 	return 0;
