@@ -98,15 +98,20 @@ static void kdeliver(struct moq_relay *r, struct relay_worker *w, const uint8_t 
 {
 	struct rte_mbuf *m;
 	struct kdgram *k;
-	int rc = moq_quic_endpoint_recv(w->ep, data, len, local, remote, now), t;
+	int rc, t;
 
-	if (rc != MOQ_ERR_NOTFOUND)
-		return;
-	t = moq_quic_pkt_worker(data, len);
-	if (!may_redirect || t < 0 || (unsigned int)t >= r->nb_workers ||
-	    (unsigned int)t == w->id) {
-		w->st.redirect_drops++;
-		return;
+	if (may_redirect && moq_relay_steer_initial(r, w, data, len)) {
+		t = 0; /* new connections are accepted by worker 0 (relay.c) */
+	} else {
+		rc = moq_quic_endpoint_recv(w->ep, data, len, local, remote, now);
+		if (rc != MOQ_ERR_NOTFOUND)
+			return;
+		t = moq_quic_pkt_worker(data, len);
+		if (!may_redirect || t < 0 || (unsigned int)t >= r->nb_workers ||
+		    (unsigned int)t == w->id) {
+			w->st.redirect_drops++;
+			return;
+		}
 	}
 	m = rte_pktmbuf_alloc(r->kpool);
 	if (m == NULL || len + sizeof(*k) > rte_pktmbuf_tailroom(m)) {

@@ -184,6 +184,21 @@ static int dpdk_send(struct moq_relay *r, struct relay_worker *w, uint64_t now)
 
 /* RX -------------------------------------------------------------------- */
 
+/*
+ * moq/ keeps broadcasts per worker (one origin table per node), so a
+ * subscriber must be on its publisher's worker. Until moq/ shares them, every
+ * new connection is accepted by worker 0: a datagram with a client-chosen
+ * DCID (Initial / 0-RTT, RFC 9000 7.2) that RSS put on another worker is
+ * forwarded there, and the connection's later packets follow its CIDs.
+ * Returns 1 when @data should go to worker 0.
+ */
+int moq_relay_steer_initial(const struct moq_relay *r, const struct relay_worker *w,
+                            const uint8_t *data, size_t len)
+{
+	return r->nb_workers > 1 && w->id != 0 && len > 0 && (data[0] & 0x80) &&
+	       moq_quic_pkt_worker(data, len) == MOQ_ERR_NOTFOUND;
+}
+
 /* Hand a datagram to the endpoint; on another worker's CID forward @m (which
  * then belongs to that worker). Returns 1 when @m was forwarded. */
 static int deliver(struct moq_relay *r, struct relay_worker *w, const struct moq_net_udp *u,
@@ -192,6 +207,14 @@ static int deliver(struct moq_relay *r, struct relay_worker *w, const struct moq
 	struct moq_quic_addr local, remote;
 	int rc, t;
 
+	if (may_redirect && moq_relay_steer_initial(r, w, u->payload, u->len)) {
+		if (rte_ring_mp_enqueue(r->w[0]->ring, m) == 0) {
+			w->st.redirected++;
+			return 1;
+		}
+		w->st.redirect_drops++;
+		return 0;
+	}
 	moq_relay_addr_from(&local, u->family, u->dst, u->dport);
 	moq_relay_addr_from(&remote, u->family, u->src, u->sport);
 	rc = moq_quic_endpoint_recv(w->ep, u->payload, u->len, &local, &remote, now);

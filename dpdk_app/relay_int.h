@@ -99,6 +99,9 @@ struct moq_relay {
 uint64_t moq_relay_now_ns(void);
 void moq_relay_addr_from(struct moq_quic_addr *a, int family, const uint8_t *ip, uint16_t port);
 
+int moq_relay_steer_initial(const struct moq_relay *r, const struct relay_worker *w,
+                            const uint8_t *data, size_t len);
+
 /* kernel.c: the kernel-socket backend */
 int moq_relay_kernel_open(struct moq_relay *r, struct relay_worker *w, char *err, size_t errlen);
 int moq_relay_kernel_poll(struct moq_relay *r, struct relay_worker *w, uint64_t now);

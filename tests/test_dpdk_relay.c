@@ -994,6 +994,79 @@ START_TEST(media_over_af_packet)
 }
 END_TEST
 
+/* Two workers, two RX queues: whichever queue a subscriber's flow lands on,
+ * its connection is accepted by worker 0 (where the publisher is), so every
+ * subscriber gets the media. */
+START_TEST(media_two_workers)
+{
+	char ifname[32], vdev[64], prefix[64], mgmt[32], listen[32], relay[40], local[32];
+	char cmd[256], load[8192], *r;
+	unsigned int port = 26000 + (unsigned int)getpid() % 20000;
+	int net = 20 + (int)getpid() % 200;
+	const char *args[] = {prefix,
+	                      "--no-huge",
+	                      "-m",
+	                      "512",
+	                      "--no-pci",
+	                      "--lcores",
+	                      "0@0,1@1,2@1",
+	                      "--log-level=lib.eal:error",
+	                      vdev,
+	                      "--",
+	                      "--listen",
+	                      listen,
+	                      "--mgmt",
+	                      mgmt,
+	                      "--queues",
+	                      "(0,0,1),(0,1,2)",
+	                      "--stats-interval",
+	                      "0",
+	                      NULL};
+	const char *largs[] = {"--kernel",   "--relay",   relay,           "--local",
+	                       local,        "--publish", "--subscribers", "20",
+	                       "--duration", "3",         "--quiet",       NULL};
+	unsigned long long delivered = 0, ready = 0, missing = 1, errors = 1;
+	const char *p;
+	int rc;
+
+	snprintf(ifname, sizeof(ifname), "moqw%d", (int)getpid() % 100000);
+	snprintf(vdev, sizeof(vdev), "--vdev=net_tap0,iface=%s", ifname);
+	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-w-%d", (int)getpid());
+	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", port);
+	snprintf(listen, sizeof(listen), "10.220.%d.2/24", net);
+	snprintf(relay, sizeof(relay), "10.220.%d.2:4443", net);
+	snprintf(local, sizeof(local), "10.220.%d.100", net);
+	spawn(args);
+	ck_assert_msg(wait_http(port, "/health", 15000) != NULL, "stderr: %s", slurp(errpath));
+	snprintf(cmd, sizeof(cmd),
+	         "ip addr add 10.220.%d.100/24 dev %s && ip addr add 10.220.%d.101/24 dev %s && "
+	         "ip link set %s up",
+	         net, ifname, net, ifname, ifname);
+	ck_assert_int_eq(system(cmd), 0);
+	rc = run_load(largs, load, sizeof(load), 30000);
+	ck_assert_msg(rc == 0, "moqdp-load exit %d: %s", rc, load);
+	p = strstr(load, "subscribers ");
+	ck_assert_msg(p && sscanf(p, "subscribers %llu of", &ready) == 1, "%s", load);
+	p = strstr(load, "delivered ");
+	ck_assert_msg(p && sscanf(p, "delivered %llu frames verified", &delivered) == 1, "%s",
+	              load);
+	p = strstr(p, "reset, ");
+	ck_assert_msg(p && sscanf(p, "reset, %llu missing", &missing) == 1, "%s", load);
+	p = strstr(load, "errors ");
+	ck_assert_msg(p && sscanf(p, "errors %llu", &errors) == 1, "%s", load);
+	ck_assert_uint_eq(ready, 20);
+	ck_assert_uint_gt(delivered, 1000);
+	ck_assert_uint_eq(missing, 0);
+	ck_assert_uint_eq(errors, 0);
+	r = http_get(port, "/metrics");
+	ck_assert_int_eq(metric(r, "moqdp_workers"), 2);
+	fprintf(stderr, "media_two_workers: %llu frames verified; %lld datagrams redirected\n",
+	        delivered, metric(r, "moqdp_redirected_total"));
+	kill(child, SIGINT);
+	ck_assert_int_eq(wait_exit(10000), 0);
+}
+END_TEST
+
 Suite *dpdk_relay_suite(void);
 
 Suite *dpdk_relay_suite(void)
@@ -1013,6 +1086,7 @@ Suite *dpdk_relay_suite(void)
 	tcase_add_test(tc, media_kernel_backend);
 	tcase_add_test(tc, cert_files_and_reload);
 	tcase_add_test(tc, media_over_af_packet);
+	tcase_add_test(tc, media_two_workers);
 	suite_add_tcase(s, tc);
 	return s;
 }
