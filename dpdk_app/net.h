@@ -185,9 +185,11 @@ enum moq_net_verdict moq_net_rx(struct moq_net *n, const uint8_t *frame, size_t 
 /*
  * moq_net_resolve: the next-hop MAC for @dst (family 4 or 6) into @mac.
  * Off-link destinations use the gateway when one is set (else the address
- * itself). Returns 0, or MOQ_ERR_AGAIN when unresolved: then, at most once
- * per MOQ_NET_RESOLVE_GAP_NS, a solicitation (ARP request / NS) is written to
- * @req (*req_len > 0) for the caller to send; *req_len is 0 otherwise.
+ * itself). Returns 0 (@mac set), or MOQ_ERR_AGAIN when unresolved. At most
+ * once per MOQ_NET_RESOLVE_GAP_NS per address a solicitation (ARP request /
+ * NS) is written to @req (*req_len > 0) for the caller to send: for an
+ * unresolved address, and for a stale one (older than MOQ_NET_NEIGH_TTL_NS,
+ * still used meanwhile, RFC 4861 7.3.3); *req_len is 0 otherwise.
  * MOQ_ERR_INVAL for a bad family.
  */
 int moq_net_resolve(struct moq_net *n, int family, const uint8_t *dst, uint64_t now_ns,

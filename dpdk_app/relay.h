@@ -102,7 +102,8 @@ int moq_relay_stats_line(const struct moq_relay_stats *now, const struct moq_rel
  */
 int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len);
 
-/* moq_relay_mac: port @port's MAC address (the port order of the relay). */
+/* moq_relay_port_id: the DPDK port id of the relay's port @i (0..ports-1),
+ * or MOQ_ERR_NOTFOUND. */
 int moq_relay_port_id(const struct moq_relay *r, unsigned int i);
 
 /* moq_relay_net: worker @w's network context on the relay's port @i (tests). */
@@ -111,8 +112,8 @@ struct moq_net *moq_relay_net(struct moq_relay *r, unsigned int w, unsigned int 
 /* moq_relay_pool: the RX mempool of port @i (tests). */
 struct rte_mempool *moq_relay_pool(struct moq_relay *r, unsigned int i);
 
-/* moq_relay_http_port: the TCP port the management listener is bound to, 0
- * when off (useful with --mgmt 127.0.0.1:0... not accepted; tests read it). */
+/* moq_relay_http_port: the TCP port the management listener is bound to, or
+ * 0 when it is off. */
 unsigned int moq_relay_http_port(const struct moq_relay *r);
 
 /* moq_relay_fingerprint: the SHA-256 fingerprint of the certificate as
