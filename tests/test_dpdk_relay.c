@@ -185,6 +185,34 @@ START_TEST(bad_option_one_line)
 		spawn(a3);
 		ck_assert_int_eq(wait_exit(10000), 0);
 	}
+	/* the same key from the environment and from a config file */
+	{
+		const char *a4[] = {"--no-huge", "--", NULL};
+		char path[64], want[160];
+		FILE *f;
+
+		setenv("MOQDP_MAX_LATENCY", "30", 1);
+		spawn(a4);
+		unsetenv("MOQDP_MAX_LATENCY");
+		ck_assert_int_eq(wait_exit(10000), 2);
+		ck_assert_str_eq(slurp(errpath), "moqdp-relay: MOQDP_MAX_LATENCY: '30' is not a "
+		                                 "duration (e.g. 500ms, 30s)\n");
+		snprintf(path, sizeof(path), "/tmp/moqdp-relay-test-%d.conf", (int)getpid());
+		f = fopen(path, "w");
+		ck_assert_ptr_nonnull(f);
+		fputs("# relay\ncache-budget = 2GiB\nmax-latency = 30\n", f);
+		fclose(f);
+		setenv("MOQDP_CONFIG", path, 1);
+		spawn(a4);
+		unsetenv("MOQDP_CONFIG");
+		ck_assert_int_eq(wait_exit(10000), 2);
+		snprintf(want, sizeof(want),
+		         "moqdp-relay: %s:3: max-latency: '30' is not a duration (e.g. 500ms, "
+		         "30s)\n",
+		         path);
+		ck_assert_str_eq(slurp(errpath), want);
+		unlink(path);
+	}
 }
 END_TEST
 
