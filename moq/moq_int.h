@@ -235,6 +235,7 @@ struct moq_node {
 	struct bcast *bcasts;
 	struct upstream *ups;
 	struct tinfo *tinfos;
+	uint32_t ntinfos;
 	uint64_t now;
 	uint64_t last_reclaim;
 	struct moq_node_stats st;

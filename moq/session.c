@@ -18,6 +18,7 @@
 #define POOL_MAX   64            /* spare tx chunks kept per session */
 #define RECLAIM_NS 100000000ull  /* cache reclaim from poll every 100 ms */
 #define MIN_BUDGET (64u * 1024u) /* smallest per-session fanout budget */
+#define MAX_TINFO  1024u         /* TRACK_INFO answers a relay node keeps */
 #define FULL_NS    20000000ull   /* a full fanout pass per session every 20 ms */
 
 static void sess_fail(struct moq_session *s, uint64_t code);
@@ -27,6 +28,7 @@ static void up_free(struct upstream *up);
 static void up_touch(struct upstream *up);
 static void bcast_end(struct moq_node *n, struct bcast *bc);
 static void hub_announce(struct moq_node *n, struct bcast *bc, int active);
+static void tinfo_drop_path(struct moq_node *n, const char *p, size_t pl);
 static void hub_send(struct moq_node *n, uint32_t to1, int kind, const char *p, size_t pl,
                      const char *t, size_t tl);
 
@@ -605,8 +607,16 @@ static void up_free(struct upstream *up)
 			*pp = up->next;
 			break;
 		}
-	if (up->ct)
+	if (up->ct) {
+		uint64_t latest;
+		/* A track that never got a group (a SUBSCRIBE to a name the
+		 * publisher does not have) is not kept: clients cannot grow the
+		 * cache's table with made-up names. With a hub another worker may
+		 * still read it, so it stays. */
+		if (!n->hub && moq_cache_track_latest(up->ct, &latest) == MOQ_ERR_AGAIN)
+			moq_cache_track_drop(up->ct);
 		moq_cache_track_unref(up->ct);
+	}
 	free(up->path);
 	free(up->track);
 	free(up);
@@ -866,6 +876,7 @@ static void bcast_end(struct moq_node *n, struct bcast *bc)
 	if (!bc->owner)
 		hub_announce(n, bc, 0);
 	ann_notify(n, bc, 0);
+	tinfo_drop_path(n, bc->path, bc->len);
 	for (struct upstream *up = n->ups; up; up = up->next)
 		if (up->plen == bc->len && memcmp(up->path, bc->path, bc->len) == 0) {
 			up->ended = 1;
@@ -1014,16 +1025,16 @@ static int ann_request(struct moq_session *s, const char *prefix, size_t len, in
 
 /* ---------------------------------------------------------- track info */
 
-static struct tinfo *tinfo_get(struct moq_node *n, const char *p, size_t pl, const char *t,
-                               size_t tl)
+static void tinfo_free(struct tinfo *ti)
 {
-	struct tinfo *ti;
+	free(ti->path);
+	free(ti->track);
+	free(ti);
+}
 
-	for (ti = n->tinfos; ti; ti = ti->next)
-		if (ti->plen == pl && ti->tlen == tl && memcmp(ti->path, p, pl) == 0 &&
-		    memcmp(ti->track, t, tl) == 0)
-			return ti;
-	ti = calloc(1, sizeof(*ti));
+static struct tinfo *tinfo_new(const char *p, size_t pl, const char *t, size_t tl)
+{
+	struct tinfo *ti = calloc(1, sizeof(*ti));
 	if (!ti)
 		return NULL;
 	ti->path = memdup0(p, pl);
@@ -1036,9 +1047,57 @@ static struct tinfo *tinfo_get(struct moq_node *n, const char *p, size_t pl, con
 	}
 	ti->plen = pl;
 	ti->tlen = tl;
+	return ti;
+}
+
+/* The relay's TRACK_INFO cache entry for @p / @t: bounded (MAX_TINFO; then
+ * NULL and the caller answers defaults), freed when the broadcast ends. */
+static struct tinfo *tinfo_get(struct moq_node *n, const char *p, size_t pl, const char *t,
+                               size_t tl)
+{
+	struct tinfo *ti;
+
+	for (ti = n->tinfos; ti; ti = ti->next)
+		if (ti->plen == pl && ti->tlen == tl && memcmp(ti->path, p, pl) == 0 &&
+		    memcmp(ti->track, t, tl) == 0)
+			return ti;
+	if (n->ntinfos >= MAX_TINFO)
+		return NULL;
+	ti = tinfo_new(p, pl, t, tl);
+	if (!ti)
+		return NULL;
 	ti->next = n->tinfos;
 	n->tinfos = ti;
+	n->ntinfos++;
 	return ti;
+}
+
+static void track_reply(struct moq_session *s, struct mstream *st, const struct moq_track_info *t);
+static const struct moq_track_info default_info;
+
+/* @bc ended: forget what we learned about its tracks; waiting requests get
+ * the defaults. */
+static void tinfo_drop_path(struct moq_node *n, const char *p, size_t pl)
+{
+	for (struct tinfo **pp = &n->tinfos; *pp;) {
+		struct tinfo *ti = *pp;
+		if (ti->plen != pl || memcmp(ti->path, p, pl) != 0) {
+			pp = &ti->next;
+			continue;
+		}
+		for (struct moq_session *s = n->sessions; s; s = s->next)
+			for (uint32_t i = 0; i < s->streams.cap; i++) {
+				struct mstream *st = s->streams.vals[i];
+				if (!st || st->ti != ti)
+					continue;
+				if (st->kind == SK_TRACK_IN)
+					track_reply(s, st, &default_info);
+				st->ti = NULL;
+			}
+		*pp = ti->next;
+		n->ntinfos--;
+		tinfo_free(ti);
+	}
 }
 
 static void track_reply(struct moq_session *s, struct mstream *st, const struct moq_track_info *t)
@@ -1082,7 +1141,7 @@ static void on_track(struct moq_session *s, struct mstream *st, const struct moq
 	ti = tinfo_get(n, full, flen, t->track.p, t->track.len);
 	free(full);
 	if (!ti) {
-		st_refuse(s, st, MOQ_CODE_BOUNDS);
+		track_reply(s, st, &default_info); /* over the bound: not cached */
 		return;
 	}
 	if (ti->have) {
@@ -1125,9 +1184,11 @@ static void on_track_info(struct moq_session *s, struct mstream *st,
 	ti->ti = *info;
 	st->ti = NULL;
 	if (!n->cfg.relay) {
+		/* the client's request owns its entry */
 		if (n->cfg.cb && n->cfg.cb->track_info)
 			n->cfg.cb->track_info(s, n->cfg.user, ti->path, ti->plen, ti->track,
 			                      ti->tlen, info);
+		tinfo_free(ti);
 		return;
 	}
 	for (struct moq_session *o = n->sessions; o; o = o->next)
@@ -2155,6 +2216,8 @@ static void st_free(struct moq_session *s, struct mstream *st)
 	}
 	if (st->kind == SK_ANN_IN && st->prefix && st->got_first)
 		s->nann_in--;
+	if (st->kind == SK_TRACK_OUT && st->ti && !s->n->cfg.relay)
+		tinfo_free(st->ti); /* a client request never answered */
 	free(st->prefix);
 	free(st->rx);
 	tx_free(s, &st->tx);
@@ -2888,9 +2951,7 @@ void moq_node_destroy(struct moq_node *n)
 	while (n->tinfos) {
 		struct tinfo *t = n->tinfos;
 		n->tinfos = t->next;
-		free(t->path);
-		free(t->track);
-		free(t);
+		tinfo_free(t);
 	}
 	if (n->cfg.cache)
 		moq_cache_reader_unregister(n->cfg.cache, n->cfg.cache_reader);
@@ -3154,15 +3215,16 @@ int moq_session_track(struct moq_session *s, const char *broadcast, size_t blen,
 	bp = path_dup(broadcast, blen, &pl);
 	if (!bp)
 		return MOQ_ERR_INVAL;
-	ti = tinfo_get(s->n, bp, pl, track, tlen);
+	ti = tinfo_new(bp, pl, track, tlen);
 	free(bp);
 	if (!ti)
 		return MOQ_ERR_NOMEM;
 	st = st_open(s, 1, SK_TRACK_OUT, &err);
-	if (!st)
+	if (!st) {
+		tinfo_free(ti);
 		return err;
+	}
 	st->ti = ti;
-	ti->have = 0;
 	m.u.track.broadcast = (struct moq_str){ti->path, ti->plen};
 	m.u.track.track = (struct moq_str){ti->track, ti->tlen};
 	return st_send(s, st, MOQ_STREAM_TRACK, &m, 1);

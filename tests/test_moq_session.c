@@ -1081,6 +1081,19 @@ START_TEST(test_track_fetch_goaway)
 	ck_assert_uint_eq(b->bytes, expected_bytes(1, 1));
 	ck_assert_uint_eq(b->groups_reset, 1);
 	ck_assert_uint_eq(b->resets_by_code[MOQ_CODE_NOT_FOUND], 1);
+	/* A track the publisher does not have: its reset (13) reaches the
+	 * subscriber, and the relay keeps no empty cache track for the name. */
+	{
+		struct moq_sub_params p = {1, false, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE};
+		struct moq_cache_track *t;
+		b->sub_closed = 0;
+		ck_assert_int_ge(moq_session_subscribe(b->s, "live/room", 9, "nope", 4, &p), 0);
+		h_run(200 * MS, 3);
+		ck_assert(b->sub_closed);
+		ck_assert_int_eq(b->sub_closed_code, MOQ_CODE_NOT_FOUND);
+		t = moq_cache_track_lookup(H.rcache, "live/room", 9, "nope", 4);
+		ck_assert_ptr_null(t);
+	}
 	/* GOAWAY to every session. */
 	ck_assert_int_eq(moq_node_goaway(H.relay, "https://other.example/", 22), 3);
 	h_run(50 * MS, 3);
