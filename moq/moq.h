@@ -18,6 +18,11 @@
  *    application writes frames into it); subscriptions made with
  *    moq_session_subscribe deliver frames through callbacks.
  *
+ * A relay with several workers gives every worker's node the same
+ * struct moq_hub (and the same cache): announcements are mirrored between
+ * the nodes and a subscriber on any worker is served from the shared cache,
+ * the publisher's worker holding the one upstream subscription.
+ *
  * Wiring: give the QUIC endpoint moq_node_quic_callbacks() as its callbacks
  * and the node as its config.user (server), or connect with moq_node_connect
  * (client). Call moq_node_poll(now) every loop iteration: it writes pending
