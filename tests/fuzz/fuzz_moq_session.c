@@ -96,7 +96,7 @@ static struct moq_session *connect_one(int role)
 {
 	struct moq_quic_addr la = addr4("10.0.0.1", F.port++);
 	struct moq_session *s =
-		moq_node_connect(F.client, F.cep, &la, &F.raddr, NULL, role, NULL, now(), NULL);
+	        moq_node_connect(F.client, F.cep, &la, &F.raddr, NULL, role, NULL, now(), NULL);
 
 	check(s != NULL);
 	for (int i = 0; i < 500 && !moq_session_ready(s); i++)
@@ -156,9 +156,9 @@ static void init(void)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static const uint8_t sub[] = {0x02, 0x16, 0x05, 0x09, 'l', 'i', 'v', 'e', '/', 'r', 'o',
-				      'o', 'm', 0x05, 'v', 'i', 'd', 'e', 'o', 0x01, 0x00,
-				      0x00, 0x00, 0x00};
+	static const uint8_t sub[] = {0x02, 0x16, 0x05, 0x09, 'l',  'i',  'v',  'e',
+	                              '/',  'r',  'o',  'o',  'm',  0x05, 'v',  'i',
+	                              'd',  'e',  'o',  0x01, 0x00, 0x00, 0x00, 0x00};
 	uint8_t buf[4096 + sizeof(sub) + 1];
 	size_t len = 0;
 	uint8_t ctl;

@@ -169,7 +169,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			/* RFC 9000, 8.1 */
 			if (out[i].remote.u.in4.sin_addr.s_addr == stranger.u.in4.sin_addr.s_addr &&
 			    out[i].len > 3 * len) {
-				fprintf(stderr, "amplification: %zu bytes for %zu\n", out[i].len, len);
+				fprintf(stderr, "amplification: %zu bytes for %zu\n", out[i].len,
+				        len);
 				abort();
 			}
 		}
