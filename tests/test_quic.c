@@ -373,6 +373,36 @@ START_TEST(test_transfer_10mb_loss)
 }
 END_TEST
 
+/* BBR by option (ngtcp2 0.12's BBR v1): 2 MB with 1 % loss and reordering */
+START_TEST(test_transfer_bbr)
+{
+	struct moq_quic_config sc = base_cfg(MOQ_QUIC_SERVER, &srv);
+	struct moq_quic_link_config lc;
+	struct moq_quic_link_stats ls;
+	struct xfer x;
+
+	sc.cc = MOQ_QUIC_CC_BBR;
+	memset(&lc, 0, sizeof(lc));
+	lc.seed = 7;
+	lc.dir[0].loss_ppm = lc.dir[1].loss_ppm = 10000;
+	lc.dir[1].reorder_ppm = 20000;
+	lc.dir[0].delay_ns = lc.dir[1].delay_ns = 5000000;
+	lc.dir[1].rate_bps = 200000000ull;
+	setup_pair(&sc, NULL, &lc);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, both_established, NULL, 10ull * 1000000000), 0);
+	start_xfer(&x, 2u << 20);
+	xfer_target = x.total;
+	ck_assert_int_eq(moq_quic_link_run(lnk, xfer_done, NULL, 60ull * 1000000000), 0);
+	ck_assert_uint_eq(cli.conns[0].rx_bytes, x.total);
+	ck_assert_uint_eq(cli.conns[0].rx_bad_order, 0);
+	moq_quic_link_get_stats(lnk, 1, &ls);
+	ck_assert_uint_gt(ls.pkts_reordered, 0);
+	teardown_pair();
+	free(x.buf);
+}
+END_TEST
+
 #define NSTREAMS     1000
 #define STREAM_BYTES 1000
 
@@ -1320,6 +1350,7 @@ Suite *quic_suite(void)
 	} tests[] = {
 	        {"test_handshake", test_handshake},
 	        {"test_transfer_10mb_loss", test_transfer_10mb_loss},
+	        {"test_transfer_bbr", test_transfer_bbr},
 	        {"test_1000_streams", test_1000_streams},
 	        {"test_key_update", test_key_update},
 	        {"test_retry", test_retry},
