@@ -24,6 +24,9 @@
  *                          the default)
  *   --quiet                no live line on stderr
  *   --port N               dpdk: the port id (default: the first)
+ *   --busy-poll            dpdk: never sleep (default: an idle iteration sleeps until
+ *                          the next timer or frame, at most IDLE_SLEEP_MAX_NS, so a
+ *                          shared machine's relay lcores keep their CPU)
  *   --verbose
  *
  * Prints a live line on stderr, a JSON line per second and a final summary.
@@ -66,6 +69,9 @@
 /* After --duration: how long sessions get to close cleanly. */
 #define STOP_GRACE_NS 300000000ull
 #define MAX_LOCALS    250
+/* DPDK mode: the longest sleep of an idle iteration (a received packet waits
+ * at most this long in the RX ring). */
+#define IDLE_SLEEP_MAX_NS 100000ull
 
 static volatile sig_atomic_t quit, mark;
 
@@ -78,7 +84,7 @@ static void on_signal(int sig)
 }
 
 struct opts {
-	int kernel, publish, quiet, verbose;
+	int kernel, publish, quiet, verbose, busy_poll;
 	uint32_t subscribers, conns_per_addr;
 	double ramp, duration, warmup;
 	char tracks[256], broadcast[128], json[256];
@@ -99,7 +105,7 @@ static void usage(void)
 	        "       moqdp-load --kernel [args]        (kernel UDP sockets)\n"
 	        "args: --relay IP:PORT --local IP[/LEN] --publish --subscribers N --ramp R/s\n"
 	        "      --tracks video:1M,audio --broadcast PATH --duration S --conns-per-addr N\n"
-	        "      --warmup S --json FILE|- --quiet --port N --verbose\n");
+	        "      --warmup S --json FILE|- --quiet --port N --busy-poll --verbose\n");
 }
 
 static int parse_args(struct opts *o, int argc, char **argv)
@@ -122,6 +128,8 @@ static int parse_args(struct opts *o, int argc, char **argv)
 			o->publish = 1;
 		} else if (!strcmp(a, "--quiet")) {
 			o->quiet = 1;
+		} else if (!strcmp(a, "--busy-poll")) {
+			o->busy_poll = 1;
 		} else if (!strcmp(a, "--verbose")) {
 			o->verbose = 1;
 		} else if (!strcmp(a, "--subscribers")) {
@@ -933,6 +941,16 @@ int main(int argc, char **argv)
 			now = moq_lg_now_ns();
 			work += moq_lg_client_poll(cl, now);
 			work += dpdk_tx(&d, cl, &io);
+			if (!work && !o.busy_poll &&
+			    !moq_quic_endpoint_pending(moq_lg_client_endpoint(cl))) {
+				uint64_t w = moq_lg_client_next_wake(cl), t = moq_lg_now_ns();
+				if (w > t + 20000) {
+					uint64_t ns = w - t < IDLE_SLEEP_MAX_NS ? w - t
+					                                        : IDLE_SLEEP_MAX_NS;
+					struct timespec ts = {0, (long)ns};
+					nanosleep(&ts, NULL);
+				}
+			}
 		}
 		if (now >= pg.next_ns) {
 			progress_tick(&pg, cl, now, &io);
