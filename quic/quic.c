@@ -738,17 +738,21 @@ static int strm_has_unsent(const struct quic_strm *s)
 	return s->sent_off < s->end_off || (s->fin_queued && !s->fin_sent);
 }
 
-/* Build the iovec list from sent_off; sets *all when it reaches end_off. */
-static size_t strm_vecs(const struct quic_strm *s, ngtcp2_vec *v, size_t max, int *all)
+/* Build the iovec list from sent_off, at most @max entries and no more than
+ * needed to cover @bytes (one packet's worth: ngtcp2 walks every entry it is
+ * given); sets *all when it reaches end_off. */
+static size_t strm_vecs(const struct quic_strm *s, ngtcp2_vec *v, size_t max, size_t bytes,
+                        int *all)
 {
 	uint32_t i = s->send_idx;
-	size_t pos = s->send_pos, n = 0;
+	size_t pos = s->send_pos, n = 0, total = 0;
 
-	while (i < s->n && n < max) {
+	while (i < s->n && n < max && total < bytes) {
 		const struct sq_ent *e = &s->ents[i];
 
 		v[n].base = (uint8_t *)(uintptr_t)(e->base + pos);
 		v[n].len = e->len - pos;
+		total += v[n].len;
 		n++;
 		pos = 0;
 		i++;
@@ -2182,7 +2186,7 @@ static size_t conn_write(struct moq_quic_conn *c, struct moq_quic_pkt *pkts, siz
 			if (tries > 0)
 				tries--;
 			if (s) {
-				vcnt = strm_vecs(s, v, WRITE_VECS, &all);
+				vcnt = strm_vecs(s, v, WRITE_VECS, cap, &all);
 				sid = s->id;
 				if (all && s->fin_queued)
 					flags |= NGTCP2_WRITE_STREAM_FLAG_FIN;
