@@ -35,6 +35,7 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 	s->cache_budget = r->cfg.cache_budget;
 	s->uptime_ns = moq_relay_now_ns() - r->t0_ns;
 	s->cache_used = r->cache != NULL ? moq_cache_used(r->cache) : 0;
+	s->announcements = r->announcements;
 	for (unsigned int i = 0; i < r->nb_workers; i++) {
 		const struct relay_worker *w = r->w[i];
 		const struct relay_worker_stats *st = &w->st;
@@ -194,6 +195,8 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	       s->redirect_drops);
 	metric(&o, "tx_gso_sends_total", "counter",
 	       "Kernel backend: sends carrying several datagrams (UDP GSO).", s->gso_msgs);
+	metric(&o, "announcements_total", "counter",
+	       "Gratuitous ARPs and unsolicited NAs sent (start, link up).", s->announcements);
 	metric(&o, "goaway_sent_total", "counter", "GOAWAY sent to sessions (drain).", s->goaways);
 	metric(&o, "drain_closed_total", "counter", "Connections closed at the end of a drain.",
 	       s->drain_closes);

@@ -106,6 +106,7 @@ static unsigned int port_for(const struct moq_relay *r, int family, const uint8_
 }
 
 static void drain_step(struct moq_relay *r, struct relay_worker *w, uint64_t now);
+static void announce_pending(struct moq_relay *r, struct relay_worker *w);
 
 /* TX -------------------------------------------------------------------- */
 
@@ -289,6 +290,8 @@ static int dpdk_poll(struct moq_relay *r, struct relay_worker *w, uint64_t now)
 		}
 		w->next_expiry = moq_quic_endpoint_next_expiry(w->ep);
 	}
+	if (w->id == 0)
+		announce_pending(r, w);
 	for (unsigned int pi = 0; pi < r->nb_ports; pi++)
 		tx_flush(r, w, pi);
 	return work;
@@ -646,28 +649,87 @@ static int setup_ports(struct moq_relay *r, char *err, size_t errlen)
 
 /* RFC 5227 ARP announcement and an unsolicited NA on every port, so
  * neighbours learn (or update) our MAC at start. */
+/* A gratuitous ARP (RFC 5227 announcement) and an unsolicited NA for port
+ * @pi into @m (room for 2); returns how many were built. */
+static uint16_t announce_build(struct moq_relay *r, unsigned int pi, struct rte_mbuf **m)
+{
+	struct relay_port *p = &r->ports[pi];
+	uint16_t n = 0;
+	uint8_t buf[128];
+	int len;
+
+	if (p->ifc.has_ip4 &&
+	    (len = moq_net_arp_build(&p->ifc, buf, sizeof(buf), 1, NULL, p->ifc.ip4)) > 0 &&
+	    (m[n] = rte_pktmbuf_alloc(p->pool)) != NULL)
+		memcpy(rte_pktmbuf_append(m[n++], (uint16_t)len), buf, (size_t)len);
+	if (p->ifc.has_ip6 && (len = moq_net_na_build(&p->ifc, buf, sizeof(buf))) > 0 &&
+	    (m[n] = rte_pktmbuf_alloc(p->pool)) != NULL)
+		memcpy(rte_pktmbuf_append(m[n++], (uint16_t)len), buf, (size_t)len);
+	r->announcements += n;
+	return n;
+}
+
+/* At start (no worker runs yet, TX queue 0 is free): announce on every
+ * port, so neighbours learn (or update) our MAC. */
 static void announce(struct moq_relay *r)
 {
 	for (unsigned int i = 0; i < r->nb_ports; i++) {
-		struct relay_port *p = &r->ports[i];
 		struct rte_mbuf *m[2];
-		uint16_t n = 0;
-		uint8_t buf[128];
-		int len;
+		uint16_t n = announce_build(r, i, m), sent;
 
-		if (p->ifc.has_ip4 &&
-		    (len = moq_net_arp_build(&p->ifc, buf, sizeof(buf), 1, NULL, p->ifc.ip4)) > 0 &&
-		    (m[n] = rte_pktmbuf_alloc(p->pool)) != NULL)
-			memcpy(rte_pktmbuf_append(m[n++], (uint16_t)len), buf, (size_t)len);
-		if (p->ifc.has_ip6 && (len = moq_net_na_build(&p->ifc, buf, sizeof(buf))) > 0 &&
-		    (m[n] = rte_pktmbuf_alloc(p->pool)) != NULL)
-			memcpy(rte_pktmbuf_append(m[n++], (uint16_t)len), buf, (size_t)len);
-		if (n > 0) {
-			uint16_t sent = rte_eth_tx_burst(p->port_id, 0, m, n);
+		if (n == 0)
+			continue;
+		sent = rte_eth_tx_burst(r->ports[i].port_id, 0, m, n);
+		if (sent < n)
+			rte_pktmbuf_free_bulk(&m[sent], n - sent);
+	}
+}
 
-			if (sent < n)
-				rte_pktmbuf_free_bulk(&m[sent], n - sent);
+/* Worker 0: announcements the main lcore asked for (a link came up). */
+static void announce_pending(struct moq_relay *r, struct relay_worker *w)
+{
+	uint32_t pend;
+
+	if (__atomic_load_n(&r->announce_pending, __ATOMIC_RELAXED) == 0)
+		return;
+	pend = __atomic_exchange_n(&r->announce_pending, 0, __ATOMIC_ACQ_REL);
+	for (unsigned int i = 0; i < r->nb_ports; i++) {
+		struct rte_mbuf *m[2];
+		uint16_t n;
+
+		if (!(pend & (1u << i)))
+			continue;
+		n = announce_build(r, i, m);
+		for (uint16_t k = 0; k < n; k++)
+			tx_add(r, w, i, m[k]);
+	}
+}
+
+/* Main lcore, once a second: report link changes; a link that came up gets
+ * announced again (by worker 0, which owns TX queue 0). */
+static void link_check(struct moq_relay *r, int quiet)
+{
+	for (unsigned int i = 0; i < r->nb_ports; i++) {
+		struct rte_eth_link link;
+		struct relay_port *p = &r->ports[i];
+
+		memset(&link, 0, sizeof(link));
+		if (rte_eth_link_get_nowait(p->port_id, &link) != 0)
+			continue;
+		if ((int)link.link_status == p->link_up)
+			continue;
+		p->link_up = link.link_status;
+		if (!quiet) {
+			char speed[48] = "";
+
+			if (link.link_status)
+				snprintf(speed, sizeof(speed), " %u Mbps%s", link.link_speed,
+				         link.link_duplex ? " full-duplex" : "");
+			fprintf(stderr, "moqdp-relay: port %u link %s%s\n", p->port_id,
+			        link.link_status ? "up" : "down", speed);
 		}
+		if (link.link_status && r->nb_workers > 0)
+			__atomic_or_fetch(&r->announce_pending, 1u << i, __ATOMIC_RELEASE);
 	}
 }
 
@@ -813,8 +875,11 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 		goto fail;
 	if (r->nb_workers > 0 && moq_quic_endpoint_fingerprint(r->w[0]->ep, fp) == 0)
 		moq_quic_fingerprint_str(fp, r->fingerprint, sizeof(r->fingerprint));
-	if (cfg->backend == MOQ_CFG_BACKEND_DPDK)
+	if (cfg->backend == MOQ_CFG_BACKEND_DPDK) {
+		for (unsigned int i = 0; i < r->nb_ports; i++)
+			r->ports[i].link_up = -1; /* unknown: the first check reports it */
 		announce(r);
+	}
 	if (moq_relay_mgmt_open(r, err, errlen) != 0)
 		goto fail;
 	moq_relay_telemetry_register(r);
@@ -924,7 +989,7 @@ static void do_reload(struct moq_relay *r)
 int moq_relay_run(struct moq_relay *r)
 {
 	struct moq_relay_stats prev, now;
-	uint64_t last_line = moq_relay_now_ns(), drain_deadline = 0;
+	uint64_t last_line = moq_relay_now_ns(), drain_deadline = 0, last_link = 0;
 	char line[512];
 
 	for (unsigned int i = 0; i < r->nb_workers; i++) {
@@ -938,6 +1003,10 @@ int moq_relay_run(struct moq_relay *r)
 	while (!__atomic_load_n(&r->quit, __ATOMIC_RELAXED)) {
 		uint64_t t = moq_relay_now_ns();
 
+		if (t - last_link >= 1000000000ull) {
+			link_check(r, 0);
+			last_link = t;
+		}
 		moq_relay_mgmt_poll(r, 50); /* waits up to 50 ms for a client */
 		if (__atomic_exchange_n(&r->reload, 0, __ATOMIC_RELAXED))
 			do_reload(r);

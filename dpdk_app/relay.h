@@ -43,6 +43,7 @@ struct moq_relay_stats {
 	uint64_t quic_dropped;               /* undecodable / refused datagrams */
 	uint64_t goaways, drain_closes;      /* SIGQUIT drain */
 	uint64_t gso_msgs;                   /* kernel backend: UDP GSO sends */
+	uint64_t announcements;              /* gratuitous ARP / unsolicited NA sent */
 	uint64_t conns, conns_total, half_open;
 	uint64_t sessions;   /* moq-lite sessions open (publishers + subscribers) */
 	uint64_t broadcasts; /* in the workers' origin tables */

@@ -76,6 +76,7 @@ struct relay_port {
 	struct moq_pmd_port pp;
 	struct moq_net_iface ifc;
 	struct rte_mempool *pool;
+	int link_up; /* last seen by the main lcore; -1 = not yet */
 };
 
 struct moq_relay {
@@ -88,6 +89,8 @@ struct moq_relay {
 	struct rte_mempool *kpool; /* kernel backend: redirect copies */
 	struct moq_cache *cache;   /* shared by all workers (cache.h) */
 	int quit, drain, reload;
+	uint32_t announce_pending; /* ports whose link came up: worker 0 announces */
+	uint64_t announcements;
 	uint64_t reloads, reload_failed;
 	int http_fd;
 	unsigned int http_port;

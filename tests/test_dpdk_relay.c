@@ -150,6 +150,17 @@ static char *wait_http(unsigned int port, const char *path, unsigned int ms)
 	return r;
 }
 
+/* The value of the first sample of metric @name in a /metrics body, or -1. */
+static long long metric(const char *body, const char *name)
+{
+	char key[128];
+	const char *p;
+
+	snprintf(key, sizeof(key), "\n%s ", name);
+	p = body ? strstr(body, key) : NULL;
+	return p ? atoll(p + strlen(key)) : -1;
+}
+
 /* Wait up to @ms for @what to appear in the relay's stderr. */
 static char *wait_err(const char *what, unsigned int ms)
 {
@@ -299,6 +310,31 @@ START_TEST(tap_health_metrics_telemetry_signals)
 	ck_assert_msg(ok, "telemetry socket of %s", prefix);
 	ck_assert_msg(strstr(tel, "{\"/moqdp/stats\":{") != NULL, "%s", tel);
 	ck_assert_msg(strstr(tel, "\"rx_packets\":") != NULL, "%s", tel);
+	/* net_tap brings its interface up at start; taken down and up again, the
+	 * relay reports both and announces itself again (worker 0) */
+	ck_assert_ptr_nonnull(strstr(wait_err("port 0 link up", 3000), "port 0 link up"));
+	{
+		char cmd[96];
+		const char *up2;
+
+		snprintf(cmd, sizeof(cmd), "ip link set %s down", ifname);
+		ck_assert_int_eq(system(cmd), 0);
+		ck_assert_ptr_nonnull(strstr(wait_err("link down", 3000), "port 0 link down"));
+		snprintf(cmd, sizeof(cmd), "ip link set %s up", ifname);
+		ck_assert_int_eq(system(cmd), 0);
+		for (uint64_t end = now_ms() + 3000;; usleep(50000)) {
+			up2 = strstr(strstr(slurp(errpath), "port 0 link down"), "port 0 link up");
+			if (up2 != NULL || now_ms() > end)
+				break;
+		}
+		ck_assert_msg(up2 != NULL, "%s", slurp(errpath));
+		for (uint64_t end = now_ms() + 2000;
+		     metric(http_get(port, "/metrics"), "moqdp_announcements_total") < 2 &&
+		     now_ms() < end;)
+			usleep(50000);
+		ck_assert_int_ge(metric(http_get(port, "/metrics"), "moqdp_announcements_total"),
+		                 2);
+	}
 	ck_assert_int_eq(telemetry(prefix, "/moqdp/tracks", tel, sizeof(tel)), 0);
 	ck_assert_msg(strstr(tel, "\"worker0_broadcasts\":0") != NULL, "%s", tel);
 	ck_assert_int_eq(telemetry(prefix, "/moqdp/conns", tel, sizeof(tel)), 0);
@@ -419,17 +455,6 @@ START_TEST(kernel_backend_handshake)
 	ck_assert_int_eq(wait_exit(10000), 0);
 }
 END_TEST
-
-/* The value of the first sample of metric @name in a /metrics body, or -1. */
-static long long metric(const char *body, const char *name)
-{
-	char key[128];
-	const char *p;
-
-	snprintf(key, sizeof(key), "\n%s ", name);
-	p = body ? strstr(body, key) : NULL;
-	return p ? atoll(p + strlen(key)) : -1;
-}
 
 START_TEST(redirect_to_owner_worker)
 {
