@@ -1230,6 +1230,21 @@ START_TEST(test_priority)
 	ck_assert_uint_ge(done_hi, G - 1);
 	ck_assert_uint_eq(reset_hi, 0);
 	ck_assert_uint_lt(done_lo, done_hi);
+
+	/* SUBSCRIBE_UPDATE swaps the priorities: the other track wins now. */
+	hi.priority = 1;
+	lo.priority = 200;
+	ck_assert_int_eq(moq_session_subscribe_update(a->s, (uint64_t)idh, &hi), 0);
+	ck_assert_int_eq(moq_session_subscribe_update(a->s, (uint64_t)idl, &lo), 0);
+	h_run(G * FRAMES_PER_GROUP * FRAME_NS + 3 * SEC, 2 * G);
+	ck_assert_uint_eq(a->errors, 0);
+	fprintf(stderr,
+	        "# priority after SUBSCRIBE_UPDATE swapped them: next %llu groups: first track "
+	        "%llu complete, second %llu complete\n",
+	        (unsigned long long)G, (unsigned long long)(a->done_by_id[idh] - done_hi),
+	        (unsigned long long)(a->done_by_id[idl] - done_lo));
+	ck_assert_uint_ge(a->done_by_id[idl] - done_lo, G - 1);
+	ck_assert_uint_lt(a->done_by_id[idh] - done_hi, a->done_by_id[idl] - done_lo);
 	h_fini();
 }
 END_TEST
