@@ -2134,6 +2134,17 @@ int moq_quic_endpoint_recv(struct moq_quic_endpoint *ep, const uint8_t *data, si
 	return 0;
 }
 
+/* Copy a socket address; IPv4 as a fixed-size copy (per packet). */
+static inline void addr_set(struct moq_quic_addr *dst, const ngtcp2_sockaddr *sa,
+                            ngtcp2_socklen len)
+{
+	if (len == sizeof(struct sockaddr_in))
+		dst->u.in4 = *(const struct sockaddr_in *)(const void *)sa;
+	else
+		memcpy(&dst->u, sa, len <= sizeof(dst->u) ? len : sizeof(dst->u));
+	dst->len = len;
+}
+
 /* Write up to @n packets of @c into @pkts; returns the count and sets *more
  * when the connection may still have something to send. */
 static size_t conn_write(struct moq_quic_conn *c, struct moq_quic_pkt *pkts, size_t n, uint64_t now,
@@ -2230,10 +2241,8 @@ static size_t conn_write(struct moq_quic_conn *c, struct moq_quic_pkt *pkts, siz
 		if (nw == 0)
 			break;
 		pk->len = (size_t)nw;
-		memcpy(&pk->local.u, ps.path.local.addr, ps.path.local.addrlen);
-		pk->local.len = ps.path.local.addrlen;
-		memcpy(&pk->remote.u, ps.path.remote.addr, ps.path.remote.addrlen);
-		pk->remote.len = ps.path.remote.addrlen;
+		addr_set(&pk->local, ps.path.local.addr, ps.path.local.addrlen);
+		addr_set(&pk->remote, ps.path.remote.addr, ps.path.remote.addrlen);
 		pk->ecn = (uint8_t)pi.ecn;
 		c->bytes_sent += (size_t)nw;
 		i++;
