@@ -626,6 +626,11 @@ static int setup_ports(struct moq_relay *r, char *err, size_t errlen)
 				             p->pp.socket, n, rte_strerror(rte_errno));
 		}
 		p->pool = r->pools[p->pp.socket];
+		if (p->pp.nb_rxq > 1 && p->pp.rss_hf == 0)
+			fprintf(stderr,
+			        "moqdp-relay: warning: port %u (%s) offers no RSS hash for IP/UDP: "
+			        "the NIC does not spread flows over its %u RX queues\n",
+			        p->port_id, p->pp.driver, p->pp.nb_rxq);
 		rc = moq_pmd_port_start(&p->pp, p->pool, err, errlen);
 		if (rc != 0)
 			return rc;
