@@ -176,7 +176,8 @@ struct mstream {
 	uint8_t *rx;
 	uint32_t rx_len, rx_cap;
 	struct txbuf tx;
-	uint64_t tx_off; /* bytes written */
+	uint64_t tx_off;           /* bytes written */
+	struct mstream *pool_next; /* in the session's spare list */
 	/* announce streams */
 	char *prefix;
 	size_t plen;
@@ -225,6 +226,9 @@ struct moq_session {
 	uint64_t close_code;
 	struct txchunk *pool;
 	uint32_t pool_len;
+	struct mstream *st_pool;
+	struct gout *go_pool;
+	uint32_t st_pool_len, go_pool_len;
 	void *user;
 	int depth; /* callback nesting; closes are deferred to depth 0 */
 };

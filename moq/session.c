@@ -242,9 +242,57 @@ static void tx_free(struct moq_session *s, struct txbuf *tb)
 
 /* -------------------------------------------------------------- streams */
 
+/* Spare stream and group-stream records, so a group per subscriber costs
+ * no allocation in the steady state (POOL_MAX of each per session). */
+static struct mstream *st_alloc(struct moq_session *s)
+{
+	struct mstream *st = s->st_pool;
+
+	if (!st)
+		return calloc(1, sizeof(*st));
+	s->st_pool = st->pool_next;
+	s->st_pool_len--;
+	memset(st, 0, sizeof(*st));
+	return st;
+}
+
+static void st_release(struct moq_session *s, struct mstream *st)
+{
+	if (s->st_pool_len >= POOL_MAX) {
+		free(st);
+		return;
+	}
+	st->pool_next = s->st_pool;
+	s->st_pool = st;
+	s->st_pool_len++;
+}
+
+static struct gout *gout_alloc(struct moq_session *s)
+{
+	struct gout *go = s->go_pool;
+
+	if (!go)
+		return calloc(1, sizeof(*go));
+	s->go_pool = go->next;
+	s->go_pool_len--;
+	memset(go, 0, sizeof(*go));
+	return go;
+}
+
+static void gout_release(struct moq_session *s, struct gout *go)
+{
+	if (s->go_pool_len >= POOL_MAX) {
+		free(go);
+		return;
+	}
+	go->next = s->go_pool;
+	s->go_pool = go;
+	s->go_pool_len++;
+}
+
 static struct mstream *st_new(struct moq_session *s, int64_t sid, uint8_t kind, int local)
 {
-	struct mstream *st = calloc(1, sizeof(*st));
+	struct mstream *st = st_alloc(s);
 
 	if (!st)
 		return NULL;
@@ -252,7 +300,7 @@ static struct mstream *st_new(struct moq_session *s, int64_t sid, uint8_t kind, 
 	st->kind = kind;
 	st->local = (uint8_t)local;
 	if (smap_put(&s->streams, sid, st) < 0) {
-		free(st);
+		st_release(s, st);
 		return NULL;
 	}
 	return st;
@@ -1255,7 +1303,7 @@ static uint64_t err_code(int err)
 static struct gout *gout_new(struct moq_session *s, struct mstream *st, struct moq_cache_group *g,
                              uint8_t priority)
 {
-	struct gout *go = calloc(1, sizeof(*go));
+	struct gout *go = gout_alloc(s);
 
 	if (!go)
 		return NULL;
@@ -2187,7 +2235,7 @@ static void st_free(struct moq_session *s, struct mstream *st)
 			}
 		s->ngouts--;
 		moq_cache_group_unref(go->g);
-		free(go);
+		gout_release(s, go);
 	}
 	if (st->gi) {
 		if (st->gi->g) {
@@ -2222,7 +2270,7 @@ static void st_free(struct moq_session *s, struct mstream *st)
 	free(st->rx);
 	tx_free(s, &st->tx);
 	smap_del(&s->streams, st->sid);
-	free(st);
+	st_release(s, st);
 }
 
 /* The connection is gone: free the session and everything it holds. */
@@ -2262,6 +2310,16 @@ static void sess_free(struct moq_session *s, uint64_t code, int local)
 		struct txchunk *c = s->pool;
 		s->pool = c->next;
 		free(c);
+	}
+	while (s->st_pool) {
+		struct mstream *st = s->st_pool;
+		s->st_pool = st->pool_next;
+		free(st);
+	}
+	while (s->go_pool) {
+		struct gout *go = s->go_pool;
+		s->go_pool = go->next;
+		free(go);
 	}
 	free(s->streams.keys);
 	free(s->streams.vals);
