@@ -1457,6 +1457,22 @@ static void dsub_finish(struct moq_session *s, struct dsub *d)
 	d->done = 1;
 }
 
+/* DROP { start, end inclusive, code }: lite-05 type 2, lite-03/04 type 1. */
+static void dsub_drop(struct moq_session *s, struct dsub *d, uint64_t start, uint64_t end,
+                      uint64_t code)
+{
+	struct moq_msg m = {.type = MOQ_MSG_SUBSCRIBE_REPLY};
+
+	if (!d->st || d->st->fin_sent || d->st->reset_sent)
+		return;
+	m.u.subscribe_reply.kind = MOQ_SUB_DROP;
+	m.u.subscribe_reply.drop_start = start;
+	m.u.subscribe_reply.drop_end = end;
+	m.u.subscribe_reply.drop_code = code;
+	m.u.subscribe_reply.start = m.u.subscribe_reply.end = MOQ_GROUP_NONE;
+	st_send(s, d->st, -1, &m, 0);
+}
+
 static void dsub_start(struct moq_session *s, struct dsub *d, uint64_t first)
 {
 	struct moq_msg m = {.type = MOQ_MSG_SUBSCRIBE_REPLY};
@@ -1520,9 +1536,13 @@ static void dsub_advance(struct moq_session *s, struct dsub *d)
 				break;
 			} else {
 				/* Gone before a stream could open: continue at the
-				 * newest group (DESIGN.md, Billing). */
-				n->st.groups_skipped++;
-				d->next_seq = d->next_seq < latest ? latest : d->next_seq + 1;
+				 * newest group (DESIGN.md, Billing), and account for
+				 * the skipped ones with a DROP (PROTOCOL.md, Subscribe:
+				 * every group in range is finished or dropped). */
+				uint64_t to = d->next_seq < latest ? latest : d->next_seq + 1;
+				dsub_drop(s, d, d->next_seq, to - 1, err_code(rc));
+				n->st.groups_skipped += to - d->next_seq;
+				d->next_seq = to;
 			}
 		}
 	}

@@ -49,6 +49,7 @@ struct sub {
 	uint64_t done_by_id[8], reset_by_id[8]; /* per subscription id (< 8) */
 	int got_end;
 	uint64_t end_group;
+	uint64_t drops, dropped_groups; /* DROP replies and the groups they cover */
 	/* track info, goaway */
 	uint64_t timescale;
 	int goaway;
@@ -171,6 +172,10 @@ static void cb_sub_reply(struct moq_session *s, void *user, uint64_t id,
 	(void)user;
 	(void)id;
 
+	if (u && r->kind == MOQ_SUB_DROP) {
+		u->drops++;
+		u->dropped_groups += r->drop_end - r->drop_start + 1;
+	}
 	if (u && r->kind == MOQ_SUB_END) {
 		u->got_end = 1;
 		u->end_group = r->group;
@@ -360,6 +365,7 @@ static int stall_filter(void *arg, int dir, uint8_t *data, size_t *len, uint64_t
 
 static uint32_t relay_max_subs; /* 0 = default */
 static uint32_t relay_window;   /* 0 = default */
+static uint32_t relay_streams;  /* 0 = default max_group_streams */
 static int with_hub;            /* h_init: two relay workers */
 static struct moq_quic_config client_qcfg;
 
@@ -390,6 +396,7 @@ static void h_init(const char *alpn, uint64_t relay_budget)
 	nc.session_queue = 512 * 1024;
 	nc.max_subscriptions = relay_max_subs;
 	nc.track.window = relay_window;
+	nc.max_group_streams = relay_streams;
 	if (with_hub) {
 		H.hub = moq_hub_create(4, 0);
 		ck_assert_ptr_nonnull(H.hub);
@@ -402,6 +409,7 @@ static void h_init(const char *alpn, uint64_t relay_budget)
 	H.relay = moq_node_create(&nc);
 	nc.max_subscriptions = 0;
 	nc.track.window = 0;
+	nc.max_group_streams = 0;
 	nc.hub = NULL;
 	nc.cache = H.pcache;
 	nc.relay = 0;
@@ -745,8 +753,12 @@ START_TEST(test_stalled_subscriber)
 	 * budget: they expire after the 5 s max latency (2). Case 2: a window
 	 * of 4 groups: they are pushed out of it (26). */
 	relay_window = _i == 2 ? 4 : 0;
+	/* Case 0 also limits group streams per session to 8: while stalled,
+	 * groups are evicted before a stream could open and are DROPped. */
+	relay_streams = _i == 0 ? 8 : 0;
 	h_init(NULL, _i == 0 ? 6 * 20000 : 0);
 	relay_window = 0;
+	relay_streams = 0;
 	h_publisher();
 	for (int i = 0; i < N; i++)
 		h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
@@ -801,6 +813,13 @@ START_TEST(test_stalled_subscriber)
 	ck_assert_uint_eq(slow->groups_reset, slow->resets_by_code[MOQ_CODE_OLD] +
 	                                              slow->resets_by_code[MOQ_CODE_EVICTED] +
 	                                              slow->resets_by_code[MOQ_CODE_LAGGED]);
+	moq_node_stats(H.relay, &rs);
+	/* Groups gone before a stream could open were reported with DROP. */
+	ck_assert_uint_eq(slow->dropped_groups, rs.groups_skipped);
+	if (_i == 0)
+		ck_assert_uint_gt(rs.groups_skipped, 0);
+	fprintf(stderr, "# stall: groups skipped (DROP) %llu in %llu DROP replies\n",
+	        (unsigned long long)rs.groups_skipped, (unsigned long long)slow->drops);
 	fprintf(stderr,
 	        "# stall: stalled subscriber: %llu groups complete, %llu reset (old %llu, evicted "
 	        "%llu, lagged %llu), then %llu complete; others %llu groups each, 0 resets\n",
