@@ -64,8 +64,9 @@ struct moq_lg_client {
 
 	/* subscribers */
 	struct lg_sub *subs;
-	uint32_t opened;  /* sessions started */
-	uint64_t ramp_t0; /* ramp origin; 0 = not yet */
+	uint32_t opened;     /* sessions started */
+	uint32_t connecting; /* subscriber sessions in their handshake */
+	uint64_t ramp_t0;    /* ramp origin; 0 = not yet */
 	int stopping;
 	struct moq_lg_hist lat, hs;
 	uint64_t subs_ready_total, subs_closed, subs_failed, retries, refused, connect_errors;
@@ -118,6 +119,8 @@ static void on_ready(struct moq_session *s, void *user)
 	struct lg_sub *u = sub_of(s);
 	if (!u)
 		return;
+	if (!u->is_pub && u->state == SUB_CONNECTING && cl->connecting)
+		cl->connecting--;
 	u->state = SUB_READY;
 	moq_lg_hist_add(&cl->hs, cl->now - u->connect_ns);
 	if (u->is_pub) {
@@ -146,6 +149,8 @@ static void on_closed(struct moq_session *s, void *user, uint64_t code, int loca
 	}
 	if (u->state == SUB_READY && !u->is_pub)
 		cl->subs_closed++;
+	if (u->state == SUB_CONNECTING && !u->is_pub && cl->connecting)
+		cl->connecting--;
 	u->state = SUB_CLOSED;
 	u->s = NULL;
 }
@@ -244,6 +249,8 @@ struct moq_lg_client *moq_lg_client_create(const struct moq_lg_client_cfg *cfg, 
 		cl->cfg.conns_per_addr = MOQ_LG_CONNS_PER_ADDR;
 	if (!cl->cfg.cache_budget)
 		cl->cfg.cache_budget = DEFAULT_CACHE_BUDGET;
+	if (!cl->cfg.max_handshakes)
+		cl->cfg.max_handshakes = MOQ_LG_MAX_HANDSHAKES;
 	cl->locals = calloc(cfg->nlocals, sizeof(*cl->locals));
 	if (!cl->locals)
 		goto fail_locals;
@@ -497,9 +504,12 @@ int moq_lg_client_poll(struct moq_lg_client *cl, uint64_t now)
 		if (cl->cfg.ramp_per_s > 0)
 			allowed = 1 + (uint64_t)((double)(now - cl->ramp_t0) * cl->cfg.ramp_per_s /
 			                         1e9);
-		while (cl->opened < allowed && cl->opened < cl->cfg.subscribers) {
+		while (cl->opened < allowed && cl->opened < cl->cfg.subscribers &&
+		       cl->connecting < cl->cfg.max_handshakes) {
 			struct lg_sub *u = &cl->subs[cl->opened];
 			connect_one(cl, u, local_for(cl, cl->opened), MOQ_ROLE_SUBSCRIBER);
+			if (u->state == SUB_CONNECTING)
+				cl->connecting++;
 			cl->opened++;
 			work++;
 		}
@@ -536,7 +546,8 @@ uint64_t moq_lg_client_next_wake(const struct moq_lg_client *cl)
 			if (n < t)
 				t = n;
 		}
-	if (cl->ramp_t0 && cl->opened < cl->cfg.subscribers && !cl->stopping) {
+	if (cl->ramp_t0 && cl->opened < cl->cfg.subscribers && !cl->stopping &&
+	    cl->connecting < cl->cfg.max_handshakes) {
 		uint64_t n = cl->now;
 		if (cl->cfg.ramp_per_s > 0)
 			n = cl->ramp_t0 + (uint64_t)((double)cl->opened * 1e9 / cl->cfg.ramp_per_s);

@@ -20,6 +20,8 @@
  *                          restarts the latency histogram at any time (benchmarks
  *                          send it when their measurement window opens)
  *   --conns-per-addr N     default 60
+ *   --max-handshakes N     sessions connecting at once (default 64): the ramp
+ *                          waits while that many handshakes are in flight
  *   --json FILE            JSON lines (one per second, a final one) to FILE ("-": stdout,
  *                          the default)
  *   --quiet                no live line on stderr
@@ -85,7 +87,7 @@ static void on_signal(int sig)
 
 struct opts {
 	int kernel, publish, quiet, verbose, busy_poll;
-	uint32_t subscribers, conns_per_addr;
+	uint32_t subscribers, conns_per_addr, max_handshakes;
 	double ramp, duration, warmup;
 	char tracks[256], broadcast[128], json[256];
 	char relay[64], local[64];
@@ -105,6 +107,7 @@ static void usage(void)
 	        "       moqdp-load --kernel [args]        (kernel UDP sockets)\n"
 	        "args: --relay IP:PORT --local IP[/LEN] --publish --subscribers N --ramp R/s\n"
 	        "      --tracks video:1M,audio --broadcast PATH --duration S --conns-per-addr N\n"
+	        "      --max-handshakes N\n"
 	        "      --warmup S --json FILE|- --quiet --port N --busy-poll --verbose\n");
 }
 
@@ -141,6 +144,15 @@ static int parse_args(struct opts *o, int argc, char **argv)
 				return -1;
 			}
 			o->subscribers = (uint32_t)n;
+		} else if (!strcmp(a, "--max-handshakes")) {
+			NEEDV();
+			unsigned long n = strtoul(v, &end, 10);
+			if (*end || n == 0 || n > 100000) {
+				fprintf(stderr,
+				        "moqdp-load: --max-handshakes: '%s' is not a count\n", v);
+				return -1;
+			}
+			o->max_handshakes = (uint32_t)n;
 		} else if (!strcmp(a, "--conns-per-addr")) {
 			NEEDV();
 			unsigned long n = strtoul(v, &end, 10);
@@ -798,6 +810,7 @@ int main(int argc, char **argv)
 	cfg.ramp_per_s = o.ramp;
 	cfg.conns_per_addr = o.conns_per_addr ? o.conns_per_addr : MOQ_LG_CONNS_PER_ADDR;
 	cfg.verbose = o.verbose;
+	cfg.max_handshakes = o.max_handshakes;
 	snprintf(cfg.broadcast, sizeof(cfg.broadcast), "%s", o.broadcast);
 	if (parse_tracks(o.tracks, &cfg) < 0)
 		return 2;

@@ -71,7 +71,7 @@ static void relay_free(struct relay *r)
  * jumping past the publisher's next frame. */
 static void run_for(struct moq_quic_link *l, struct moq_lg_client *cl, struct relay *r,
                     const struct moq_quic_addr *relay_addr, const struct moq_quic_addr *client,
-                    uint64_t ns)
+                    uint64_t ns, uint64_t *max_connecting)
 {
 	uint64_t end = moq_quic_link_now(l) + ns, tick_due = 0;
 	const uint8_t junk = 0;
@@ -80,6 +80,13 @@ static void run_for(struct moq_quic_link *l, struct moq_lg_client *cl, struct re
 		moq_lg_client_poll(cl, now);
 		moq_node_poll(r->node, now);
 		moq_cache_expire(r->cache, now);
+		if (max_connecting) {
+			struct moq_lg_report rp;
+			moq_lg_client_report(cl, now, 0, &rp, NULL);
+			if (rp.subs_connected - rp.subs_ready - rp.subs_closed > *max_connecting)
+				*max_connecting =
+				        rp.subs_connected - rp.subs_ready - rp.subs_closed;
+		}
 		if (now >= tick_due) {
 			ck_assert_int_eq(moq_quic_link_inject(l, 1, &junk, 1, relay_addr, client),
 			                 0);
@@ -124,7 +131,7 @@ START_TEST(publisher_and_subscribers_over_relay)
 	struct moq_quic_link *l = moq_quic_link_new(&lc, moq_lg_client_endpoint(cl), r.ep);
 	ck_assert_ptr_nonnull(l);
 
-	run_for(l, cl, &r, &cfg.relay, &locals[0], 3000000000ull);
+	run_for(l, cl, &r, &cfg.relay, &locals[0], 3000000000ull, NULL);
 
 	struct moq_lg_report rep;
 	struct moq_lg_client_extra ex;
@@ -157,13 +164,55 @@ START_TEST(publisher_and_subscribers_over_relay)
 
 	/* a clean stop: every session closes without error */
 	moq_lg_client_stop(cl, moq_quic_link_now(l));
-	run_for(l, cl, &r, &cfg.relay, &locals[0], 200000000ull);
+	run_for(l, cl, &r, &cfg.relay, &locals[0], 200000000ull, NULL);
 	moq_lg_client_report(cl, moq_quic_link_now(l), 1, &rep, &ex);
 	ck_assert_uint_eq(ex.subs_failed, 0);
 	ck_assert_uint_eq(moq_lg_counts_errors(&rep.c), 0);
 	moq_node_stats(r.node, &ns);
 	ck_assert_uint_eq(ns.sessions, 0);
 
+	moq_quic_link_free(l);
+	moq_lg_client_destroy(cl);
+	relay_free(&r);
+}
+END_TEST
+
+START_TEST(handshakes_bounded)
+{
+	struct relay r;
+	relay_init(&r);
+	struct moq_quic_addr local = addr4("10.1.0.10", 5000);
+	struct moq_lg_client_cfg cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.publish = 1;
+	cfg.subscribers = 12;
+	cfg.ramp_per_s = 1000; /* all 12 within 12 ms, handshakes take ~40 ms */
+	cfg.max_handshakes = 3;
+	cfg.tracks[0] = moq_lg_track_audio(1);
+	cfg.ntracks = 1;
+	snprintf(cfg.broadcast, sizeof(cfg.broadcast), "loadgen/hs");
+	cfg.relay = addr4("10.1.0.1", 4443);
+	cfg.locals = &local;
+	cfg.nlocals = 1;
+	int e = 0;
+	struct moq_lg_client *cl = moq_lg_client_create(&cfg, 1000000000ull, &e);
+	ck_assert_ptr_nonnull(cl);
+	struct moq_quic_link_config lc;
+	memset(&lc, 0, sizeof(lc));
+	lc.dir[0].delay_ns = lc.dir[1].delay_ns = 10000000; /* 10 ms each way */
+	lc.start_ns = 1000000000ull;
+	struct moq_quic_link *l = moq_quic_link_new(&lc, moq_lg_client_endpoint(cl), r.ep);
+	uint64_t max_connecting = 0;
+	run_for(l, cl, &r, &cfg.relay, &local, 1500000000ull, &max_connecting);
+	struct moq_lg_report rep;
+	struct moq_lg_client_extra ex;
+	moq_lg_client_report(cl, moq_quic_link_now(l), 0, &rep, &ex);
+	/* the ramp waited: never more than 3 subscribers in their handshake */
+	ck_assert_uint_eq(max_connecting, 3);
+	ck_assert_uint_eq(rep.subs_ready, 12);
+	ck_assert_uint_eq(ex.subs_failed, 0);
+	ck_assert_uint_gt(rep.c.frames_ok, 12);
+	ck_assert_uint_eq(moq_lg_counts_errors(&rep.c), 0);
 	moq_quic_link_free(l);
 	moq_lg_client_destroy(cl);
 	relay_free(&r);
@@ -211,6 +260,7 @@ Suite *loadgen_client_suite(void)
 	TCase *tc = tcase_create("client");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, publisher_and_subscribers_over_relay);
+	tcase_add_test(tc, handshakes_bounded);
 	tcase_add_test(tc, bad_config_refused);
 	suite_add_tcase(s, tc);
 	return s;
