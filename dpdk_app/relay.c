@@ -576,6 +576,19 @@ static int assign_addresses(struct moq_relay *r, char *err, size_t errlen)
 
 static int setup_ports(struct moq_relay *r, char *err, size_t errlen)
 {
+	for (unsigned int q = 0; q < r->cfg.nb_queues; q++) {
+		uint16_t port = r->cfg.queues[q].port;
+		int known = 0;
+
+		for (unsigned int i = 0; i < r->nb_ports; i++)
+			known |= r->ports[i].port_id == port;
+		if (!known)
+			return rfail(
+			        err, errlen,
+			        "--queues: port %u is not a DPDK port in use (%u port(s): check "
+			        "EAL's -a/--vdev and --portmask)",
+			        port, r->nb_ports);
+	}
 	for (unsigned int i = 0; i < r->nb_ports; i++) {
 		struct relay_port *p = &r->ports[i];
 		uint16_t nb_rxq = 0;

@@ -196,6 +196,45 @@ START_TEST(bad_option_one_line)
 		spawn(a3);
 		ck_assert_int_eq(wait_exit(10000), 0);
 	}
+	/* options that need EAL to check: one line, exit 1 */
+	{
+		static const struct {
+			const char *queues, *want;
+		} qs[] = {
+		        {"(3,0,1)", "moqdp-relay: --queues: port 3 is not a DPDK port in use"},
+		        {"(0,0,5)", "moqdp-relay: --queues: lcore 5 is not in EAL's -l/-c set\n"},
+		        {"(0,0,0)", "moqdp-relay: --queues: lcore 0 is the main lcore"},
+		        {"(0,1,1)", "moqdp-relay: --queues: port 0 queue 0 has no lcore"},
+		};
+		char prefix[64];
+
+		snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-bq-%d", (int)getpid());
+		for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++) {
+			const char *a5[] = {"--no-huge",
+			                    "-m",
+			                    "256",
+			                    "--no-pci",
+			                    "-l",
+			                    "0-1",
+			                    prefix,
+			                    "--vdev=net_ring0",
+			                    "--log-level=lib.eal:error",
+			                    "--",
+			                    "--listen",
+			                    "10.0.0.2/24",
+			                    "--mgmt",
+			                    "",
+			                    "--queues",
+			                    qs[i].queues,
+			                    NULL};
+			char *e;
+
+			spawn(a5);
+			ck_assert_int_eq(wait_exit(15000), 1);
+			e = slurp(errpath);
+			ck_assert_msg(strstr(e, qs[i].want) != NULL, "%s: %s", qs[i].queues, e);
+		}
+	}
 	/* the same key from the environment and from a config file */
 	{
 		const char *a4[] = {"--no-huge", "--", NULL};
