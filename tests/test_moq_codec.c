@@ -345,6 +345,10 @@ START_TEST(test_strict_decoding)
 		ck_assert_msg(moq_msg_decode(all[i].m.type, all[i].v, mut, len + 1, 4096, &m) ==
 		                      MOQ_ERR_DECODE,
 		              "%s: trailing byte accepted", all[i].name);
+		/* The size of the whole message is known from its prefix. */
+		ck_assert_int_eq(moq_msg_peek_len(all[i].m.type, buf, lo + 1, 4096), (int)len);
+		ck_assert_int_eq(moq_msg_peek_len(all[i].m.type, buf, lo, 4096), MOQ_ERR_SHORT);
+		ck_assert_int_eq(moq_msg_peek_len(all[i].m.type, buf, len, 0), MOQ_ERR_TOO_LARGE);
 		/* Too long for the caller's bound. */
 		ck_assert_int_eq(moq_msg_decode(all[i].m.type, all[i].v, buf, len, 0, &m),
 		                 buf[lo] ? MOQ_ERR_TOO_LARGE : (int)len);
