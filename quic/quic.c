@@ -2045,6 +2045,8 @@ static void server_accept(struct moq_quic_endpoint *ep, const uint8_t *data, siz
 	if (quic_tls_conn_new(c) != 0)
 		goto fail_conn;
 	ngtcp2_conn_set_tls_native_handle(c->q, c->ssl);
+	if (ep->cfg.keep_alive_ns)
+		ngtcp2_conn_set_keep_alive_timeout(c->q, ep->cfg.keep_alive_ns);
 	if (conn_add_cid(c, scid.data, scid.datalen) != 0 ||
 	    conn_add_cid(c, hd.dcid.data, hd.dcid.datalen) != 0)
 		goto fail_conn;
@@ -2448,6 +2450,8 @@ struct moq_quic_conn *moq_quic_connect(struct moq_quic_endpoint *ep,
 	if (quic_tls_conn_new(c) != 0)
 		goto fail_conn;
 	ngtcp2_conn_set_tls_native_handle(c->q, c->ssl);
+	if (ep->cfg.keep_alive_ns)
+		ngtcp2_conn_set_keep_alive_timeout(c->q, ep->cfg.keep_alive_ns);
 	rv = MOQ_ERR_LIMIT;
 	if (conn_add_cid(c, scid.data, scid.datalen) != 0)
 		goto fail_conn;

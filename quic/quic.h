@@ -228,6 +228,11 @@ struct moq_quic_config {
 
 	/* Print ngtcp2's debug log to stderr (tests only). */
 	int debug;
+
+	/* Send a PING after this long without traffic, so an idle connection
+	 * (a subscriber waiting for the next group) is not closed by the idle
+	 * timeout and NAT bindings stay open. 0 = off. */
+	uint64_t keep_alive_ns;
 };
 
 /* Endpoint counters; every refusal or drop has one. */

@@ -825,6 +825,18 @@ START_TEST(test_idle_timeout)
 	ck_assert_uint_eq(st.idle_timeouts, 1);
 	ck_assert_uint_eq(st.conns_active, 0);
 	teardown_pair();
+
+	/* with keep-alive PINGs the same idle connection stays up */
+	c.keep_alive_ns = 500000000ull;
+	setup_pair(&s, &c, NULL);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, both_established, NULL, 5ull * 1000000000), 0);
+	ck_assert_int_eq(moq_quic_link_run(lnk, client_closed, NULL, 10ull * 1000000000),
+	                 MOQ_ERR_AGAIN);
+	ck_assert_int_eq(srv.conns[0].closed, 0);
+	moq_quic_endpoint_stats(srv.ep, &st);
+	ck_assert_uint_eq(st.idle_timeouts, 0);
+	teardown_pair();
 }
 END_TEST
 
