@@ -308,6 +308,56 @@ START_TEST(test_handshake)
 }
 END_TEST
 
+static struct moq_quic_addr addr6(const char *ip, uint16_t port)
+{
+	struct moq_quic_addr a;
+
+	memset(&a, 0, sizeof(a));
+	a.u.in6.sin6_family = AF_INET6;
+	a.u.in6.sin6_port = htons(port);
+	inet_pton(AF_INET6, ip, &a.u.in6.sin6_addr);
+	a.len = sizeof(a.u.in6);
+	return a;
+}
+
+START_TEST(test_handshake_ipv6)
+{
+	struct moq_quic_config s = base_cfg(MOQ_QUIC_SERVER, &srv);
+	struct moq_quic_stats st;
+	int64_t sid;
+	struct iovec iov = {.iov_base = (void *)"six", .iov_len = 3};
+
+	s.max_conns_per_addr = 1;
+	setup_pair(&s, NULL, NULL);
+	caddr = addr6("2001:db8::1", 40000);
+	saddr = addr6("2001:db8::2", 4443);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, both_established, NULL, 5ull * 1000000000), 0);
+	ck_assert_int_eq(moq_quic_conn_remote(srv.conns[0].c)->u.sa.sa_family, AF_INET6);
+	ck_assert_int_eq(memcmp(&moq_quic_conn_remote(srv.conns[0].c)->u.in6.sin6_addr,
+	                        &caddr.u.in6.sin6_addr, 16),
+	                 0);
+	ck_assert_int_eq(moq_quic_stream_open(cli.conns[0].c, 0, &sid), 0);
+	ck_assert_int_eq(moq_quic_stream_write(cli.conns[0].c, sid, &iov, 1, 1), 3);
+	moq_quic_link_run(lnk, NULL, NULL, 1000000000ull);
+	ck_assert_uint_eq(srv.conns[0].rx_bytes, 3);
+	/* the per-address limit keys on the IPv6 address too */
+	{
+		struct moq_quic_addr c2 = addr6("2001:db8::1", 40001);
+		int err;
+
+		cli.conns[1].c =
+		        moq_quic_connect(cli.ep, &c2, &saddr, &cli, moq_quic_link_now(lnk), &err);
+		ck_assert_ptr_nonnull(cli.conns[1].c);
+		cli.nconns = 2;
+		moq_quic_link_run(lnk, NULL, NULL, 1000000000ull);
+		moq_quic_endpoint_stats(srv.ep, &st);
+		ck_assert_uint_ge(st.refused_per_addr, 1);
+	}
+	teardown_pair();
+}
+END_TEST
+
 /* Server sends @total bytes on one uni stream; the client checks every byte. */
 struct xfer {
 	uint8_t *buf;
@@ -1361,6 +1411,7 @@ Suite *quic_suite(void)
 		const TTest *fn;
 	} tests[] = {
 	        {"test_handshake", test_handshake},
+	        {"test_handshake_ipv6", test_handshake_ipv6},
 	        {"test_transfer_10mb_loss", test_transfer_10mb_loss},
 	        {"test_transfer_bbr", test_transfer_bbr},
 	        {"test_1000_streams", test_1000_streams},
