@@ -19,6 +19,7 @@ struct txchunk {
 
 struct txbuf {
 	struct txchunk *head, *tail;
+	uint64_t head_off; /* stream offset of head's first byte (control streams) */
 };
 
 /* Stream kinds (PROTOCOL.md, Streams) from this side's point of view. */

@@ -223,21 +223,40 @@ static void tx_unreserve(struct txbuf *tb, size_t len)
 	tb->tail->len -= (uint32_t)len;
 }
 
+static void chunk_put(struct moq_session *s, struct txchunk *c)
+{
+	if (c->cap == TXCHUNK_DATA && s->pool_len < POOL_MAX) {
+		c->next = s->pool;
+		s->pool = c;
+		s->pool_len++;
+	} else {
+		free(c);
+	}
+}
+
 static void tx_free(struct moq_session *s, struct txbuf *tb)
 {
 	struct txchunk *c = tb->head, *nx;
 
 	for (; c; c = nx) {
 		nx = c->next;
-		if (c->cap == TXCHUNK_DATA && s->pool_len < POOL_MAX) {
-			c->next = s->pool;
-			s->pool = c;
-			s->pool_len++;
-		} else {
-			free(c);
-		}
+		chunk_put(s, c);
 	}
 	tb->head = tb->tail = NULL;
+	tb->head_off = 0;
+}
+
+/* A control stream's bytes all come from its txbuf, so stream offsets are
+ * txbuf offsets: chunks the peer acknowledged are released (a long-lived
+ * announce stream does not grow with every ANNOUNCE it ever sent). */
+static void tx_release_acked(struct moq_session *s, struct txbuf *tb, uint64_t acked)
+{
+	while (tb->head && tb->head != tb->tail && tb->head_off + tb->head->len <= acked) {
+		struct txchunk *c = tb->head;
+		tb->head = c->next;
+		tb->head_off += c->len;
+		chunk_put(s, c);
+	}
 }
 
 /* -------------------------------------------------------------- streams */
@@ -2486,6 +2505,8 @@ static void cb_stream_acked(struct moq_quic_conn *c, void *user, int64_t sid, ui
 	if (!s || s->closing)
 		return;
 	st = smap_get(&s->streams, sid);
+	if (st && !st->go && st->kind != SK_GROUP_OUT)
+		tx_release_acked(s, &st->tx, acked);
 	if (st && st->go && !st->go->reset && acked > st->go->acked) {
 		uint64_t a = acked > st->go->written ? st->go->written : acked;
 		if (a > st->go->acked) {
