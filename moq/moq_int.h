@@ -94,6 +94,7 @@ struct usub {
 	char *track;
 	size_t tlen;
 	uint8_t closed;
+	uint8_t got_group; /* a group of it was accepted into the cache */
 };
 
 /* The relay's one upstream subscription per track. */

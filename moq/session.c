@@ -696,8 +696,19 @@ static struct upstream *up_get(struct moq_node *n, const char *p, size_t pl, con
 
 	for (up = n->ups; up; up = up->next)
 		if (up->plen == pl && up->tlen == tl && memcmp(up->path, p, pl) == 0 &&
-		    memcmp(up->track, t, tl) == 0)
+		    memcmp(up->track, t, tl) == 0) {
+			uint64_t x;
+			/* Another worker restarted the track: use the new one. */
+			if (moq_cache_track_latest(up->ct, &x) == MOQ_ERR_CLOSED) {
+				struct moq_cache_track *nt =
+				        moq_cache_track_lookup(n->cfg.cache, p, pl, t, tl);
+				if (nt) {
+					moq_cache_track_unref(up->ct);
+					up->ct = nt;
+				}
+			}
 			return up;
+		}
 	up = calloc(1, sizeof(*up));
 	if (!up)
 		return NULL;
@@ -755,6 +766,7 @@ static void dsub_detach(struct dsub *d)
 }
 
 static void gout_reset(struct moq_session *s, struct gout *go, uint64_t code);
+static int up_restart(struct upstream *up);
 
 /* The subscriber unsubscribed (or reset the stream): cancel in-flight
  * groups, leave the upstream, FIN our side. */
@@ -1701,6 +1713,36 @@ static struct usub *usub_find(struct moq_session *s, uint64_t id)
 	return NULL;
 }
 
+/*
+ * The first group of a (re)opened upstream subscription is not above what
+ * the cache holds: the publisher restarted its numbering (a reload that
+ * reconnected within the linger). The old groups cannot continue it: the
+ * subscribers' in-flight groups are cancelled and their subscriptions end
+ * (END, then FIN: they subscribe again), and the track starts over empty.
+ * Returns 0 when @up has a fresh cache track.
+ */
+static int up_restart(struct upstream *up)
+{
+	struct moq_node *n = up->n;
+	struct moq_cache_track *nt = NULL;
+
+	for (struct dsub *d = up->dsubs; d; d = d->unext) {
+		for (struct gout *go = d->s->gouts; go; go = go->next)
+			if (go->d == d)
+				gout_reset(d->s, go, MOQ_CODE_CANCEL);
+		d->ending = 1;
+		d->s->dirty = 1;
+	}
+	moq_cache_track_drop(up->ct);
+	if (moq_cache_track_create(n->cfg.cache, up->path, up->plen, up->track, up->tlen,
+	                           &n->cfg.track, &nt) < 0)
+		return MOQ_ERR_NOMEM;
+	moq_cache_track_unref(up->ct);
+	up->ct = nt;
+	up->last_version = 0;
+	return 0;
+}
+
 static void gin_end(struct moq_session *s, struct gin *gi, int64_t code)
 {
 	struct moq_node *n = s->n;
@@ -1765,6 +1807,12 @@ static void gin_data(struct moq_session *s, struct mstream *st, const uint8_t *p
 			if (gi->us->up) {
 				int orc = moq_cache_group_open(gi->us->up->ct, gi->seq, n->now,
 				                               &gi->g);
+				if (orc == MOQ_ERR_ORDER && !gi->us->got_group &&
+				    up_restart(gi->us->up) == 0)
+					orc = moq_cache_group_open(gi->us->up->ct, gi->seq, n->now,
+					                           &gi->g);
+				if (orc == 0)
+					gi->us->got_group = 1;
 				if (orc < 0) {
 					gi->g = NULL;
 					gin_refuse(s, st,

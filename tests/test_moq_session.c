@@ -1368,6 +1368,39 @@ START_TEST(test_publisher_reconnect)
 	ck_assert_int_eq(a->nann, 1); /* never announced as ended */
 	ck_assert_uint_ge(a->groups_complete, before + 5);
 	ck_assert_uint_eq(a->errors, 0);
+
+	/* Now it comes back with its numbering restarted (a reload): the
+	 * subscription ends (it cannot continue below what it got), and a new
+	 * SUBSCRIBE gets the new groups from the start. */
+	moq_session_close(H.pub.s, 0);
+	if (H.g) {
+		moq_cache_group_abort(H.g);
+		moq_cache_group_unref(H.g);
+		H.g = NULL;
+	}
+	moq_cache_track_drop(H.vt);
+	moq_cache_track_unref(H.vt);
+	ck_assert_int_eq(moq_cache_track_create(H.pcache, "live/room", 9, "video", 5, NULL, &H.vt),
+	                 0);
+	H.seq = 0;
+	H.fidx = 0;
+	H.groups_written = 0;
+	h_run(1 * SEC, 0);
+	h_connect(&H.pub, MOQ_ROLE_PUBLISHER, NULL);
+	h_run(2 * SEC, 20);
+	ck_assert(a->sub_closed);
+	ck_assert_int_eq(a->sub_closed_code, -1);
+	ck_assert(a->got_end);
+	a->sub_closed = 0;
+	a->got_start = 0;
+	before = a->groups_complete;
+	h_subscribe(a, 1);
+	h_run(3 * SEC, 20);
+	ck_assert(a->got_start);
+	ck_assert_uint_lt(a->start_group, 20);
+	ck_assert_uint_ge(a->groups_complete, before + 4);
+	ck_assert_uint_eq(a->errors, 0);
+	ck_assert(!a->sub_closed);
 	h_fini();
 }
 END_TEST
