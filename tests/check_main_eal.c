@@ -6,7 +6,9 @@
  * file prefix of their own. Extra EAL arguments can be given in
  * MOQDP_TEST_EAL (split on spaces).
  */
+#define _GNU_SOURCE /* nftw */
 #include <check.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +25,17 @@ Suite *MOQ_SUITE(void);
 
 #define MAX_EAL_ARGS 32
 
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
 int main(int argc, char **argv)
 {
-	char prefix[64], *eal_argv[MAX_EAL_ARGS];
+	char prefix[64], rundir[256], *eal_argv[MAX_EAL_ARGS];
 	int eal_argc = 0, failed;
 	char *extra = getenv("MOQDP_TEST_EAL");
 	SRunner *sr;
@@ -60,6 +70,11 @@ int main(int argc, char **argv)
 	srunner_run_all(sr, CK_SILENT);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
+	/* EAL leaves its runtime directory (config, fbarrays) behind: remove it,
+	 * or every run of the suite adds one to /var/run/dpdk. */
+	snprintf(rundir, sizeof(rundir), "%s", rte_eal_get_runtime_dir());
 	rte_eal_cleanup();
+	if (rundir[0] != '\0')
+		nftw(rundir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
 	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
