@@ -685,13 +685,14 @@ static void pend_add(struct moq_quic_conn *c, struct quic_strm *s)
 		return;
 	s->in_pend = 1;
 	s->pnext = NULL;
-	s->pprev = c->pend_tail;
-	if (c->pend_tail)
-		c->pend_tail->pnext = s;
+	s->pprev = c->pend_tail[s->urgency];
+	if (c->pend_tail[s->urgency])
+		c->pend_tail[s->urgency]->pnext = s;
 	else
-		c->pend_head = s;
-	c->pend_tail = s;
+		c->pend_head[s->urgency] = s;
+	c->pend_tail[s->urgency] = s;
 	c->npend++;
+	c->pend_mask |= (uint8_t)(1u << s->urgency);
 }
 
 static void pend_del(struct moq_quic_conn *c, struct quic_strm *s)
@@ -701,11 +702,13 @@ static void pend_del(struct moq_quic_conn *c, struct quic_strm *s)
 	if (s->pprev)
 		s->pprev->pnext = s->pnext;
 	else
-		c->pend_head = s->pnext;
+		c->pend_head[s->urgency] = s->pnext;
 	if (s->pnext)
 		s->pnext->pprev = s->pprev;
 	else
-		c->pend_tail = s->pprev;
+		c->pend_tail[s->urgency] = s->pprev;
+	if (c->pend_head[s->urgency] == NULL)
+		c->pend_mask &= (uint8_t) ~(1u << s->urgency);
 	s->in_pend = 0;
 	s->pnext = s->pprev = NULL;
 	c->npend--;
@@ -718,6 +721,7 @@ static struct quic_strm *strm_new(struct moq_quic_conn *c, int64_t id)
 	if (s == NULL)
 		return NULL;
 	s->id = id;
+	s->urgency = MOQ_QUIC_URGENCY_DEFAULT;
 	if (smap_add(c, s) != 0) {
 		free(s);
 		return NULL;
@@ -2188,7 +2192,10 @@ static size_t conn_write(struct moq_quic_conn *c, struct moq_quic_pkt *pkts, siz
 		ngtcp2_ssize nw;
 
 		for (;;) {
-			struct quic_strm *s = tries > 0 ? c->pend_head : NULL;
+			/* the most urgent non-empty class; round robin inside it */
+			struct quic_strm *s = tries > 0 && c->pend_mask
+			                              ? c->pend_head[__builtin_ctz(c->pend_mask)]
+			                              : NULL;
 			ngtcp2_vec v[WRITE_VECS];
 			size_t vcnt = 0;
 			int64_t sid = -1;
@@ -2582,6 +2589,7 @@ int moq_quic_stream_open(struct moq_quic_conn *c, int bidi, int64_t *sid)
 	s = calloc(1, sizeof(*s));
 	if (s == NULL)
 		return MOQ_ERR_NOMEM;
+	s->urgency = MOQ_QUIC_URGENCY_DEFAULT;
 	rv = bidi ? ngtcp2_conn_open_bidi_stream(c->q, &id, s)
 	          : ngtcp2_conn_open_uni_stream(c->q, &id, s);
 	if (rv != 0) {
@@ -2697,5 +2705,23 @@ int moq_quic_stream_stop_sending(struct moq_quic_conn *c, int64_t sid, uint64_t 
 	if (ngtcp2_conn_shutdown_stream_read(c->q, sid, app_err) != 0)
 		return MOQ_ERR_NOTFOUND;
 	ready_add(c);
+	return 0;
+}
+
+int moq_quic_stream_set_urgency(struct moq_quic_conn *c, int64_t sid, uint8_t urgency)
+{
+	struct quic_strm *s;
+	int was;
+
+	if (c == NULL || urgency >= MOQ_QUIC_URGENCY_LEVELS)
+		return MOQ_ERR_INVAL;
+	s = smap_find(c, sid);
+	if (s == NULL)
+		return MOQ_ERR_NOTFOUND;
+	was = s->in_pend;
+	pend_del(c, s);
+	s->urgency = urgency;
+	if (was)
+		pend_add(c, s);
 	return 0;
 }

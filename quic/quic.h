@@ -471,6 +471,19 @@ long moq_quic_stream_queued(const struct moq_quic_conn *c, int64_t sid);
  */
 int moq_quic_stream_reset(struct moq_quic_conn *c, int64_t sid, uint64_t app_err);
 
+/* Send urgency classes (like RFC 9218's urgency): 0 is served first. */
+#define MOQ_QUIC_URGENCY_LEVELS  8
+#define MOQ_QUIC_URGENCY_DEFAULT 3
+
+/*
+ * moq_quic_stream_set_urgency: put stream @sid in send class @urgency
+ * (0 = most urgent .. 7). When a packet is built, queued data of the most
+ * urgent class with data goes first, round robin among the streams of that
+ * class; a new stream starts in MOQ_QUIC_URGENCY_DEFAULT. Returns 0,
+ * MOQ_ERR_INVAL (urgency >= MOQ_QUIC_URGENCY_LEVELS), MOQ_ERR_NOTFOUND.
+ */
+int moq_quic_stream_set_urgency(struct moq_quic_conn *c, int64_t sid, uint8_t urgency);
+
 /*
  * moq_quic_stream_stop_sending: ask the peer to stop sending on @sid with
  * STOP_SENDING(@app_err) (RFC 9000, 19.5); further data is discarded.

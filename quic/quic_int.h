@@ -48,6 +48,7 @@ struct quic_strm {
 	uint64_t sent_off;  /* handed to ngtcp2 */
 	uint64_t acked_off; /* acknowledged contiguously */
 	uint8_t fin_queued, fin_sent, wr_closed, blocked, in_pend, local_reset;
+	uint8_t urgency; /* pending class, 0 = most urgent */
 	struct quic_strm *pnext, *pprev;
 };
 
@@ -95,8 +96,9 @@ struct moq_quic_conn {
 	/* streams: map by id (open addressing) + list of streams to send */
 	struct quic_strm **smap;
 	uint32_t smap_cap, smap_n;
-	struct quic_strm *pend_head, *pend_tail;
+	struct quic_strm *pend_head[MOQ_QUIC_URGENCY_LEVELS], *pend_tail[MOQ_QUIC_URGENCY_LEVELS];
 	uint32_t npend;
+	uint8_t pend_mask; /* bit u: class u has pending streams */
 
 	/* ready list (something may be sent) */
 	struct moq_quic_conn *rnext, *rprev;

@@ -41,6 +41,8 @@ struct tconn {
 	uint64_t stop_sending;
 	uint64_t stop_code;
 	uint64_t closed_code;
+	int64_t first_fin_sid; /* stream of the first fin seen */
+	uint64_t rx_at_first_fin;
 	int fail_data;     /* stream_data returns an error (application failure) */
 	int close_in_cb;   /* stream_data closes the connection itself */
 	uint8_t *rx_check; /* expected pattern check */
@@ -118,8 +120,13 @@ static int cb_stream_data(struct moq_quic_conn *c, void *user, int64_t sid, uint
 			break;
 		}
 	t->rx_bytes += len;
-	if (fin)
+	if (fin) {
+		if (t->rx_fins == 0) {
+			t->first_fin_sid = sid;
+			t->rx_at_first_fin = t->rx_bytes;
+		}
 		t->rx_fins++;
+	}
 	if (t->fail_data)
 		return -1;
 	if (t->close_in_cb && t->c)
@@ -450,6 +457,49 @@ START_TEST(test_transfer_bbr)
 	ck_assert_uint_gt(ls.pkts_reordered, 0);
 	teardown_pair();
 	free(x.buf);
+}
+END_TEST
+
+static int two_fins(void *arg)
+{
+	(void)arg;
+	return cli.conns[0].rx_fins >= 2;
+}
+
+/* Send urgency: the urgent stream's data goes out first even though the
+ * other one was queued before it. */
+START_TEST(test_stream_urgency)
+{
+	struct moq_quic_link_config lc;
+	static uint8_t a_buf[300000], b_buf[300000];
+	struct iovec ia = {.iov_base = a_buf, .iov_len = sizeof(a_buf)};
+	struct iovec ib = {.iov_base = b_buf, .iov_len = sizeof(b_buf)};
+	int64_t a, b;
+	size_t k;
+
+	memset(&lc, 0, sizeof(lc));
+	lc.dir[0].delay_ns = lc.dir[1].delay_ns = 5000000;
+	lc.dir[1].rate_bps = 50000000ull;
+	setup_pair(NULL, NULL, &lc);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, both_established, NULL, 5ull * 1000000000), 0);
+	ck_assert_int_eq(moq_quic_stream_open(srv.conns[0].c, 0, &a), 0);
+	ck_assert_int_eq(moq_quic_stream_open(srv.conns[0].c, 0, &b), 0);
+	for (k = 0; k < sizeof(a_buf); k++) {
+		a_buf[k] = pat(a, k);
+		b_buf[k] = pat(b, k);
+	}
+	ck_assert_int_eq(moq_quic_stream_set_urgency(srv.conns[0].c, a, 7), 0);
+	ck_assert_int_eq(moq_quic_stream_write(srv.conns[0].c, a, &ia, 1, 1), sizeof(a_buf));
+	ck_assert_int_eq(moq_quic_stream_write(srv.conns[0].c, b, &ib, 1, 1), sizeof(b_buf));
+	ck_assert_int_eq(moq_quic_stream_set_urgency(srv.conns[0].c, b, 0), 0);
+	ck_assert_int_eq(moq_quic_stream_set_urgency(srv.conns[0].c, b, 8), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_quic_link_run(lnk, two_fins, NULL, 30ull * 1000000000), 0);
+	ck_assert_int_eq(cli.conns[0].first_fin_sid, b);
+	/* when b was complete, a had hardly started */
+	ck_assert_uint_lt(cli.conns[0].rx_at_first_fin, sizeof(b_buf) + sizeof(a_buf) / 10);
+	ck_assert_uint_eq(cli.conns[0].rx_bad_order, 0);
+	teardown_pair();
 }
 END_TEST
 
@@ -1414,6 +1464,7 @@ Suite *quic_suite(void)
 	        {"test_handshake_ipv6", test_handshake_ipv6},
 	        {"test_transfer_10mb_loss", test_transfer_10mb_loss},
 	        {"test_transfer_bbr", test_transfer_bbr},
+	        {"test_stream_urgency", test_stream_urgency},
 	        {"test_1000_streams", test_1000_streams},
 	        {"test_key_update", test_key_update},
 	        {"test_retry", test_retry},
