@@ -123,6 +123,8 @@ enum {
 	HUB_ANN_ENDED,      /* a broadcast we owned ended */
 	HUB_SUB,            /* subscribe a track of a broadcast you own for me */
 	HUB_UNSUB,          /* I no longer need it */
+	HUB_TRACK,          /* TRACK for a broadcast you own, please */
+	HUB_TRACK_INFO,     /* the answer (ti) */
 };
 
 struct hub_msg {
@@ -133,6 +135,7 @@ struct hub_msg {
 	size_t plen, tlen;
 	uint32_t nhops;
 	uint64_t hops[MOQ_MAX_HOPS];
+	struct moq_track_info ti; /* HUB_TRACK_INFO */
 };
 
 /* A TRACK_INFO answer the relay learned (or is asking for). */
@@ -144,6 +147,7 @@ struct tinfo {
 	size_t tlen;
 	uint8_t have, asked;
 	struct moq_track_info ti;
+	uint64_t hub_wait; /* hub node ids (< 64) waiting for the answer */
 };
 
 /* A group (or fetch reply) stream we send. */

@@ -29,6 +29,9 @@ static void up_touch(struct upstream *up);
 static void bcast_end(struct moq_node *n, struct bcast *bc);
 static void hub_announce(struct moq_node *n, struct bcast *bc, int active);
 static void tinfo_drop_path(struct moq_node *n, const char *p, size_t pl);
+static struct hub_msg *hub_msg_new(struct moq_node *n, int kind, const char *p, size_t pl,
+                                   const char *t, size_t tl);
+static void hub_post(struct moq_hub *h, uint32_t to, struct hub_msg *m);
 static void hub_send(struct moq_node *n, uint32_t to1, int kind, const char *p, size_t pl,
                      const char *t, size_t tl);
 
@@ -1190,6 +1193,58 @@ static void track_reply(struct moq_session *s, struct mstream *st, const struct 
 
 static const struct moq_track_info default_info = {0, false, MOQ_DEFAULT_MAX_LATENCY_MS, 1000};
 
+/* TRACK_INFO for @ti is known: answer the requests waiting here and the
+ * other workers that asked us through the hub. */
+static void tinfo_learned(struct moq_node *n, struct tinfo *ti, const struct moq_track_info *info)
+{
+	ti->have = 1;
+	ti->ti = *info;
+	for (struct moq_session *o = n->sessions; o; o = o->next)
+		for (uint32_t i = 0; i < o->streams.cap; i++) {
+			struct mstream *w = o->streams.vals[i];
+			if (w && w->kind == SK_TRACK_IN && w->ti == ti)
+				track_reply(o, w, info);
+		}
+	for (uint32_t k = 0; ti->hub_wait && k < 64; k++)
+		if (ti->hub_wait & (1ull << k)) {
+			struct hub_msg *m = hub_msg_new(n, HUB_TRACK_INFO, ti->path, ti->plen,
+			                                ti->track, ti->tlen);
+			ti->hub_wait &= ~(1ull << k);
+			if (m) {
+				m->ti = *info;
+				hub_post(n->hub, k, m);
+			}
+		}
+}
+
+/* Ask whoever can answer TRACK for @ti: the publisher (lite-05), the worker
+ * that owns the broadcast, or nobody (the defaults). */
+static void tinfo_ask(struct moq_node *n, struct bcast *bc, struct tinfo *ti)
+{
+	struct moq_session *pub = bc->pub;
+
+	if (ti->asked || ti->have)
+		return;
+	ti->asked = 1;
+	if (pub && pub->v >= MOQ_LITE_05 && !pub->closing) {
+		int err;
+		struct mstream *ts = st_open(pub, 1, SK_TRACK_OUT, &err);
+		struct moq_msg m = {.type = MOQ_MSG_TRACK};
+		if (ts) {
+			ts->ti = ti;
+			m.u.track.broadcast = wire_path(pub, ti->path, ti->plen);
+			m.u.track.track = (struct moq_str){ti->track, ti->tlen};
+			st_send(pub, ts, MOQ_STREAM_TRACK, &m, 1);
+			return;
+		}
+	} else if (!pub && bc->owner) {
+		hub_send(n, bc->owner, HUB_TRACK, ti->path, ti->plen, ti->track, ti->tlen);
+		return;
+	}
+	/* No TRACK stream upstream (lite-03/04, or no publisher): defaults. */
+	tinfo_learned(n, ti, &default_info);
+}
+
 static void on_track(struct moq_session *s, struct mstream *st, const struct moq_track *t)
 {
 	struct moq_node *n = s->n;
@@ -1228,27 +1283,7 @@ static void on_track(struct moq_session *s, struct mstream *st, const struct moq
 		return;
 	}
 	st->ti = ti;
-	if (!ti->asked) {
-		struct moq_session *pub = bc->pub;
-		if (!pub || pub->v < MOQ_LITE_05) {
-			/* No TRACK stream upstream (lite-03/04): the defaults. */
-			ti->have = 1;
-			ti->ti = default_info;
-			track_reply(s, st, &ti->ti);
-			return;
-		} else {
-			int err;
-			struct mstream *ts = st_open(pub, 1, SK_TRACK_OUT, &err);
-			struct moq_msg m = {.type = MOQ_MSG_TRACK};
-			if (ts) {
-				ts->ti = ti;
-				m.u.track.broadcast = wire_path(pub, ti->path, ti->plen);
-				m.u.track.track = (struct moq_str){ti->track, ti->tlen};
-				st_send(pub, ts, MOQ_STREAM_TRACK, &m, 1);
-				ti->asked = 1;
-			}
-		}
-	}
+	tinfo_ask(n, bc, ti);
 }
 
 static void on_track_info(struct moq_session *s, struct mstream *st,
@@ -1270,12 +1305,7 @@ static void on_track_info(struct moq_session *s, struct mstream *st,
 		tinfo_free(ti);
 		return;
 	}
-	for (struct moq_session *o = n->sessions; o; o = o->next)
-		for (uint32_t i = 0; i < o->streams.cap; i++) {
-			struct mstream *w = o->streams.vals[i];
-			if (w && w->kind == SK_TRACK_IN && w->ti == ti)
-				track_reply(o, w, info);
-		}
+	tinfo_learned(n, ti, info);
 }
 
 /* ---------------------------------------------------------------- fanout */
@@ -2986,6 +3016,36 @@ static void hub_handle(struct moq_node *n, struct hub_msg *m)
 		up->nremote++;
 		up_changed(up);
 		return;
+	case HUB_TRACK: {
+		/* Another worker's subscriber asks TRACK for a broadcast we own. */
+		struct tinfo *ti = NULL;
+		struct moq_track_info info = default_info;
+		if (bc && bc->local) {
+			info.timescale = bc->timescale ? bc->timescale : 1000;
+		} else if (bc && !bc->owner &&
+		           (ti = tinfo_get(n, m->path, m->plen, m->track, m->tlen)) != NULL) {
+			if (!ti->have) {
+				if (m->from < 64)
+					ti->hub_wait |= 1ull << m->from;
+				tinfo_ask(n, bc, ti);
+				return;
+			}
+			info = ti->ti;
+		}
+		struct hub_msg *r =
+		        hub_msg_new(n, HUB_TRACK_INFO, m->path, m->plen, m->track, m->tlen);
+		if (r) {
+			r->ti = info;
+			hub_post(n->hub, m->from, r);
+		}
+		return;
+	}
+	case HUB_TRACK_INFO: {
+		struct tinfo *ti = tinfo_get(n, m->path, m->plen, m->track, m->tlen);
+		if (ti)
+			tinfo_learned(n, ti, &m->ti);
+		return;
+	}
 	case HUB_UNSUB:
 		up = up_find(n, m->path, m->plen, m->track, m->tlen);
 		if (up && up->nremote) {

@@ -614,7 +614,8 @@ static void h_publisher(void)
 	h_connect(&H.pub, MOQ_ROLE_PUBLISHER, NULL);
 	ck_assert_int_eq(moq_cache_track_create(H.pcache, "live/room", 9, "video", 5, NULL, &H.vt),
 	                 0);
-	ck_assert_int_eq(moq_node_publish(H.client, "live/room", 9, 1000), 0);
+	/* timescale: microseconds (the default would be 1000) */
+	ck_assert_int_eq(moq_node_publish(H.client, "live/room", 9, 1000000), 0);
 	ck_assert_msg(h_until(pub_ready, 2 * SEC, 0), "publisher not announced");
 	H.next_frame = now();
 }
@@ -1084,7 +1085,7 @@ START_TEST(test_track_fetch_goaway)
 	ck_assert(h_until(all_ready, 2 * SEC, 0));
 	ck_assert_int_eq(moq_session_track(a->s, "live/room", 9, "video", 5), 0);
 	ck_assert(h_until(track_known, 1 * SEC, 0));
-	ck_assert_uint_eq(a->timescale, 1000);
+	ck_assert_uint_eq(a->timescale, 1000000);
 	/* Fill the relay's cache with three groups through a subscription. */
 	h_subscribe(a, 1);
 	h_run(2 * SEC, 3);
@@ -1431,6 +1432,10 @@ START_TEST(test_two_workers)
 	h_run(50 * MS, 0);
 	ck_assert_int_eq(a->nann, 1);
 	ck_assert_str_eq(a->ann[0], "live/room");
+	/* TRACK on worker 2 for worker 1's broadcast: asked through the hub. */
+	ck_assert_int_eq(moq_session_track(a->s, "live/room", 9, "video", 5), 0);
+	h_run(100 * MS, 0);
+	ck_assert_uint_eq(a->timescale, 1000000);
 	h_subscribe(a, 1);
 	h_subscribe(b, 1);
 	h_subscribe(c, 1);
