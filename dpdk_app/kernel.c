@@ -100,18 +100,14 @@ static void kdeliver(struct moq_relay *r, struct relay_worker *w, const uint8_t 
 	struct kdgram *k;
 	int rc, t;
 
-	if (may_redirect && moq_relay_steer_initial(r, w, data, len)) {
-		t = 0; /* new connections are accepted by worker 0 (relay.c) */
-	} else {
-		rc = moq_quic_endpoint_recv(w->ep, data, len, local, remote, now);
-		if (rc != MOQ_ERR_NOTFOUND)
-			return;
-		t = moq_quic_pkt_worker(data, len);
-		if (!may_redirect || t < 0 || (unsigned int)t >= r->nb_workers ||
-		    (unsigned int)t == w->id) {
-			w->st.redirect_drops++;
-			return;
-		}
+	rc = moq_quic_endpoint_recv(w->ep, data, len, local, remote, now);
+	if (rc != MOQ_ERR_NOTFOUND)
+		return;
+	t = moq_quic_pkt_worker(data, len);
+	if (!may_redirect || t < 0 || (unsigned int)t >= r->nb_workers ||
+	    (unsigned int)t == w->id) {
+		w->st.redirect_drops++;
+		return;
 	}
 	m = rte_pktmbuf_alloc(r->kpool);
 	if (m == NULL || len + sizeof(*k) > rte_pktmbuf_tailroom(m)) {

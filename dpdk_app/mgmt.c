@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 	for (unsigned int i = 0; i < r->nb_workers; i++) {
 		const struct relay_worker *w = r->w[i];
 		const struct relay_worker_stats *st = &w->st;
+		struct moq_relay_worker_counters *wc = &s->worker[i];
 
 		s->rx_pkts += st->rx_pkts;
 		s->rx_bytes += st->rx_bytes;
@@ -78,6 +80,14 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		}
 		if (r->cfg.backend == MOQ_CFG_BACKEND_KERNEL)
 			s->rx_udp += st->rx_pkts;
+		wc->conns = w->qs.conns_active;
+		wc->conns_total = w->qs.conns_accepted;
+		wc->sessions = w->ns.sessions;
+		wc->frames_in = w->ns.frames_in;
+		wc->frames_out = w->ns.frames_out;
+		wc->redirected_in = st->redirected_in;
+		wc->busy_tsc = st->busy_tsc;
+		wc->idle_tsc = st->idle_tsc;
 	}
 	for (unsigned int pi = 0; pi < r->nb_ports; pi++) {
 		struct rte_eth_stats es;
@@ -152,6 +162,38 @@ static void metric(struct mbuf_w *o, const char *name, const char *type, const c
 	    type, name, v);
 }
 
+/* One labelled series per worker: {worker="<id>"}. */
+static void worker_metric(struct mbuf_w *o, const struct moq_relay_stats *s, const char *name,
+                          const char *type, const char *help, size_t off)
+{
+	put(o, "# HELP moqdp_worker_%s %s\n# TYPE moqdp_worker_%s %s\n", name, help, name, type);
+	for (unsigned int i = 0; i < s->workers && i < MOQ_RELAY_MAX_WORKERS; i++) {
+		uint64_t v;
+
+		memcpy(&v, (const char *)&s->worker[i] + off, sizeof(v));
+		put(o, "moqdp_worker_%s{worker=\"%u\"} %" PRIu64 "\n", name, i, v);
+	}
+}
+
+static void worker_metrics(struct mbuf_w *o, const struct moq_relay_stats *s)
+{
+#define WOFF(f) offsetof(struct moq_relay_worker_counters, f)
+	worker_metric(o, s, "connections", "gauge", "Open QUIC connections, per worker.",
+	              WOFF(conns));
+	worker_metric(o, s, "connections_accepted_total", "counter",
+	              "QUIC connections accepted, per worker.", WOFF(conns_total));
+	worker_metric(o, s, "sessions", "gauge", "moq-lite sessions open, per worker.",
+	              WOFF(sessions));
+	worker_metric(o, s, "frames_in_total", "counter",
+	              "Frames ingested from publishers on this worker.", WOFF(frames_in));
+	worker_metric(o, s, "frames_out_total", "counter",
+	              "Frames queued to subscribers on this worker.", WOFF(frames_out));
+	worker_metric(o, s, "redirected_in_total", "counter",
+	              "Datagrams of this worker's connections that arrived on another.",
+	              WOFF(redirected_in));
+#undef WOFF
+}
+
 int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 {
 	struct mbuf_w o = {buf, len, 0, 0};
@@ -215,6 +257,7 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	    "# HELP moqdp_uptime_seconds Time since start.\n# TYPE moqdp_uptime_seconds "
 	    "gauge\nmoqdp_uptime_seconds %.3f\n",
 	    (double)s->uptime_ns / 1e9);
+	worker_metrics(&o, s);
 	put(&o, "# HELP moqdp_net_dropped_total Frames the network stack dropped, by reason.\n"
 	        "# TYPE moqdp_net_dropped_total counter\n");
 	for (int d = 0; d < MOQ_NET_DROP_MAX; d++)
@@ -292,7 +335,7 @@ static void respond(int fd, const char *status, const char *type, const char *bo
 
 static void serve(struct moq_relay *r, int fd)
 {
-	static char body[16384];
+	static char body[65536]; /* 64 workers: ~22 KB of per-worker series */
 	char req[1024];
 	struct timeval tv = {0, 200000}; /* a slow client costs the main lcore 200 ms at most */
 	ssize_t n;
@@ -395,6 +438,10 @@ static int tel_conns(const char *cmd, const char *params, struct rte_tel_data *d
 
 		snprintf(k, sizeof(k), "worker%u", i);
 		rte_tel_data_add_dict_u64(d, k, tel_relay->w[i]->qs.conns_active);
+		snprintf(k, sizeof(k), "worker%u_accepted", i);
+		rte_tel_data_add_dict_u64(d, k, tel_relay->w[i]->qs.conns_accepted);
+		snprintf(k, sizeof(k), "worker%u_sessions", i);
+		rte_tel_data_add_dict_u64(d, k, tel_relay->w[i]->ns.sessions);
 	}
 	return 0;
 }
@@ -442,8 +489,9 @@ void moq_relay_telemetry_register(struct moq_relay *r)
 		return;
 	registered = 1;
 	rte_telemetry_register_cmd("/moqdp/stats", tel_stats, "Relay counters. No parameters");
-	rte_telemetry_register_cmd("/moqdp/conns", tel_conns,
-	                           "Open connections per worker. No parameters");
+	rte_telemetry_register_cmd(
+	        "/moqdp/conns", tel_conns,
+	        "Open and accepted connections, sessions, per worker. No parameters");
 	rte_telemetry_register_cmd("/moqdp/cache", tel_cache,
 	                           "Cache budget and use. No parameters");
 	rte_telemetry_register_cmd("/moqdp/tracks", tel_tracks,

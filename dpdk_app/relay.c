@@ -185,37 +185,17 @@ static int dpdk_send(struct moq_relay *r, struct relay_worker *w, uint64_t now)
 
 /* RX -------------------------------------------------------------------- */
 
-/*
- * moq/ keeps broadcasts per worker (one origin table per node), so a
- * subscriber must be on its publisher's worker. Until moq/ shares them, every
- * new connection is accepted by worker 0: a datagram with a client-chosen
- * DCID (Initial / 0-RTT, RFC 9000 7.2) that RSS put on another worker is
- * forwarded there, and the connection's later packets follow its CIDs.
- * Returns 1 when @data should go to worker 0.
- */
-int moq_relay_steer_initial(const struct moq_relay *r, const struct relay_worker *w,
-                            const uint8_t *data, size_t len)
-{
-	return r->nb_workers > 1 && w->id != 0 && len > 0 && (data[0] & 0x80) &&
-	       moq_quic_pkt_worker(data, len) == MOQ_ERR_NOTFOUND;
-}
-
 /* Hand a datagram to the endpoint; on another worker's CID forward @m (which
- * then belongs to that worker). Returns 1 when @m was forwarded. */
+ * then belongs to that worker). A new connection (client-chosen DCID, RFC
+ * 9000 7.2) is accepted by the worker RSS delivered it to: the hub (moq.h)
+ * lets its subscribers reach broadcasts published on any worker. Returns 1
+ * when @m was forwarded. */
 static int deliver(struct moq_relay *r, struct relay_worker *w, const struct moq_net_udp *u,
                    struct rte_mbuf *m, uint64_t now, int may_redirect)
 {
 	struct moq_quic_addr local, remote;
 	int rc, t;
 
-	if (may_redirect && moq_relay_steer_initial(r, w, u->payload, u->len)) {
-		if (rte_ring_mp_enqueue(r->w[0]->ring, m) == 0) {
-			w->st.redirected++;
-			return 1;
-		}
-		w->st.redirect_drops++;
-		return 0;
-	}
 	moq_relay_addr_from(&local, u->family, u->dst, u->dport);
 	moq_relay_addr_from(&remote, u->family, u->src, u->sport);
 	rc = moq_quic_endpoint_recv(w->ep, u->payload, u->len, &local, &remote, now);
@@ -806,6 +786,10 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 			nc.relay = 1;
 			nc.max_sessions = r->cfg.max_connections;
 			nc.cache_reader = i; /* the node registers and reports quiescence */
+			nc.hub = r->hub;     /* NULL with one worker */
+			/* --max-latency: expiry of the cache tracks the relay
+			 * creates for its upstream subscriptions */
+			nc.track.max_latency = r->cfg.max_latency_us * 1000;
 			w->node = moq_node_create(&nc);
 			if (w->node == NULL)
 				return rfail(err, errlen, "worker %u: cannot create the moq node",
@@ -888,6 +872,15 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 			goto fail;
 		}
 	}
+	/* Several workers: one hub joins their nodes, so a subscriber on any
+	 * worker reaches a broadcast published on another (moq.h). */
+	if (r->nb_workers > 1) {
+		r->hub = moq_hub_create(r->nb_workers, 0);
+		if (r->hub == NULL) {
+			rfail(err, errlen, "out of memory (moq hub for %u workers)", r->nb_workers);
+			goto fail;
+		}
+	}
 	cb_relay = r;
 	if (setup_workers(r, lcores, err, errlen) != 0)
 		goto fail;
@@ -914,12 +907,18 @@ void moq_relay_destroy(struct moq_relay *r)
 		return;
 	moq_relay_telemetry_unregister(r);
 	moq_relay_mgmt_close(r);
+	/* every endpoint first: closing a session may post to another
+	 * worker's node through the hub (moq.h) */
+	for (unsigned int i = 0; i < MOQ_RELAY_MAX_WORKERS; i++)
+		if (r->w[i] != NULL) {
+			moq_quic_endpoint_free(r->w[i]->ep); /* closes sessions (moq.h) */
+			r->w[i]->ep = NULL;
+		}
 	for (unsigned int i = 0; i < MOQ_RELAY_MAX_WORKERS; i++) {
 		struct relay_worker *w = r->w[i];
 
 		if (w == NULL)
 			continue;
-		moq_quic_endpoint_free(w->ep); /* closes sessions first (moq.h) */
 		moq_node_destroy(w->node);
 		rte_free(w->conns);
 		if (w->fd >= 0)
@@ -944,6 +943,7 @@ void moq_relay_destroy(struct moq_relay *r)
 	for (unsigned int s = 0; s < RTE_MAX_NUMA_NODES; s++)
 		rte_mempool_free(r->pools[s]);
 	rte_mempool_free(r->kpool);
+	moq_hub_destroy(r->hub); /* after every node */
 	moq_cache_destroy(r->cache);
 	if (cb_relay == r)
 		cb_relay = NULL;

@@ -25,6 +25,17 @@ struct moq_relay;
  * byte; DPDK's RTE_MAX_LCORE bounds it further. */
 #define MOQ_RELAY_MAX_WORKERS 64
 
+/* One worker's share (moq_relay_stats.worker[]): where connections and
+ * media are. */
+struct moq_relay_worker_counters {
+	uint64_t conns, conns_total; /* open now / accepted */
+	uint64_t sessions;           /* moq-lite sessions open */
+	uint64_t frames_in;          /* ingested from publishers on this worker */
+	uint64_t frames_out;         /* queued to subscribers on this worker */
+	uint64_t redirected_in;      /* datagrams other workers handed over */
+	uint64_t busy_tsc, idle_tsc;
+};
+
 /* Counters summed over workers and ports (moq_relay_stats). */
 struct moq_relay_stats {
 	unsigned int workers, ports;
@@ -52,6 +63,7 @@ struct moq_relay_stats {
 	uint64_t group_resets; /* old + evicted + lagged + dropped + cancelled */
 	uint64_t cache_used, cache_budget;
 	uint64_t uptime_ns;
+	struct moq_relay_worker_counters worker[MOQ_RELAY_MAX_WORKERS]; /* 0..workers-1 */
 };
 
 /*

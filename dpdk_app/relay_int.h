@@ -88,6 +88,7 @@ struct moq_relay {
 	struct rte_mempool *pools[RTE_MAX_NUMA_NODES];
 	struct rte_mempool *kpool; /* kernel backend: redirect copies */
 	struct moq_cache *cache;   /* shared by all workers (cache.h) */
+	struct moq_hub *hub;       /* joins the workers' nodes (moq.h); NULL with one */
 	int quit, drain, reload;
 	uint32_t announce_pending; /* ports whose link came up: worker 0 announces */
 	uint64_t announcements;
@@ -101,9 +102,6 @@ struct moq_relay {
 
 uint64_t moq_relay_now_ns(void);
 void moq_relay_addr_from(struct moq_quic_addr *a, int family, const uint8_t *ip, uint16_t port);
-
-int moq_relay_steer_initial(const struct moq_relay *r, const struct relay_worker *w,
-                            const uint8_t *data, size_t len);
 
 /* kernel.c: the kernel-socket backend */
 int moq_relay_kernel_open(struct moq_relay *r, struct relay_worker *w, char *err, size_t errlen);

@@ -1116,9 +1116,19 @@ START_TEST(media_over_af_packet)
 }
 END_TEST
 
-/* Two workers, two RX queues: whichever queue a subscriber's flow lands on,
- * its connection is accepted by worker 0 (where the publisher is), so every
- * subscriber gets the media. */
+/* The value of @name{worker="@w"} in a /metrics body, or -1. */
+static long long worker_metric(const char *body, const char *name, unsigned int w)
+{
+	char key[128];
+
+	snprintf(key, sizeof(key), "%s{worker=\"%u\"}", name, w);
+	return metric(body, key);
+}
+
+/* Two workers, two RX queues, one hub: every connection stays on the worker
+ * RSS delivered its first datagram to. The publisher lands on one worker,
+ * subscribers on both; those on the other worker are served from the shared
+ * cache (moq.h's hub) and every subscriber verifies every frame. */
 START_TEST(media_two_workers)
 {
 	char ifname[32], vdev[64], prefix[64], mgmt[32], listen[32], relay[40], local[32];
@@ -1144,12 +1154,27 @@ START_TEST(media_two_workers)
 	                      "--stats-interval",
 	                      "0",
 	                      NULL};
-	const char *largs[] = {"--kernel",   "--relay",   relay,           "--local",
-	                       local,        "--publish", "--subscribers", "20",
-	                       "--duration", "3",         "--quiet",       NULL};
-	unsigned long long delivered = 0, ready = 0, missing = 1, errors = 1;
+	/* one local address per session: 21 flows for RSS to spread (sessions
+	 * sharing a 4-tuple land on one queue, whatever their CIDs) */
+	const char *largs[] = {"--kernel",
+	                       "--relay",
+	                       relay,
+	                       "--local",
+	                       local,
+	                       "--publish",
+	                       "--subscribers",
+	                       "20",
+	                       "--conns-per-addr",
+	                       "1",
+	                       "--duration",
+	                       "3",
+	                       "--quiet",
+	                       NULL};
+	unsigned long long delivered = 0, ready = 0, nsubs = 0, failed = 1, stalled = 1;
+	unsigned long long missing = 1, errors = 1, pub_frames = 0;
+	long long acc[2], fin[2], fout[2], sess[2];
 	const char *p;
-	int rc;
+	int rc, pubw;
 
 	snprintf(ifname, sizeof(ifname), "moqw%d", (int)getpid() % 100000);
 	snprintf(vdev, sizeof(vdev), "--vdev=net_tap0,iface=%s", ifname);
@@ -1160,15 +1185,21 @@ START_TEST(media_two_workers)
 	snprintf(local, sizeof(local), "10.220.%d.100", net);
 	spawn(args);
 	ck_assert_msg(wait_http(port, "/health", 15000) != NULL, "stderr: %s", slurp(errpath));
+	/* the clients' side: 10.220.N.100 (publisher) and .101-.120 */
 	snprintf(cmd, sizeof(cmd),
-	         "ip addr add 10.220.%d.100/24 dev %s && ip addr add 10.220.%d.101/24 dev %s && "
-	         "ip link set %s up",
-	         net, ifname, net, ifname, ifname);
+	         "for i in $(seq 100 120); do ip addr add 10.220.%d.$i/24 dev %s || exit 1; "
+	         "done && ip link set %s up",
+	         net, ifname, ifname);
 	ck_assert_int_eq(system(cmd), 0);
 	rc = run_load(largs, load, sizeof(load), 30000);
 	ck_assert_msg(rc == 0, "moqdp-load exit %d: %s", rc, load);
+	p = strstr(load, "summary");
+	p = p ? strstr(p, "publisher ") : NULL;
+	ck_assert_msg(p && sscanf(p, "publisher %llu frames", &pub_frames) == 1, "%s", load);
 	p = strstr(load, "subscribers ");
-	ck_assert_msg(p && sscanf(p, "subscribers %llu of", &ready) == 1, "%s", load);
+	ck_assert_msg(p && sscanf(p, "subscribers %llu of %llu ready, %llu failed, %llu stalled",
+	                          &ready, &nsubs, &failed, &stalled) == 4,
+	              "%s", load);
 	p = strstr(load, "delivered ");
 	ck_assert_msg(p && sscanf(p, "delivered %llu frames verified", &delivered) == 1, "%s",
 	              load);
@@ -1176,14 +1207,37 @@ START_TEST(media_two_workers)
 	ck_assert_msg(p && sscanf(p, "reset, %llu missing", &missing) == 1, "%s", load);
 	p = strstr(load, "errors ");
 	ck_assert_msg(p && sscanf(p, "errors %llu", &errors) == 1, "%s", load);
-	ck_assert_uint_eq(ready, 20);
+	ck_assert_uint_eq(nsubs, 20);
+	ck_assert_msg(ready == 20 && failed == 0 && stalled == 0, "%s", load);
 	ck_assert_uint_gt(delivered, 1000);
 	ck_assert_uint_eq(missing, 0);
 	ck_assert_uint_eq(errors, 0);
 	r = http_get(port, "/metrics");
 	ck_assert_int_eq(metric(r, "moqdp_workers"), 2);
-	fprintf(stderr, "media_two_workers: %llu frames verified; %lld datagrams redirected\n",
-	        delivered, metric(r, "moqdp_redirected_total"));
+	for (unsigned int w = 0; w < 2; w++) {
+		acc[w] = worker_metric(r, "moqdp_worker_connections_accepted_total", w);
+		fin[w] = worker_metric(r, "moqdp_worker_frames_in_total", w);
+		fout[w] = worker_metric(r, "moqdp_worker_frames_out_total", w);
+		sess[w] = worker_metric(r, "moqdp_worker_sessions", w);
+	}
+	fprintf(stderr,
+	        "media_two_workers: %llu frames published, %llu verified by 20 subscribers; "
+	        "worker 0: %lld connections accepted, %lld sessions open, %lld frames in, %lld "
+	        "out; worker 1: %lld accepted, %lld open, %lld in, %lld out; %lld datagrams "
+	        "redirected\n",
+	        pub_frames, delivered, acc[0], sess[0], fin[0], fout[0], acc[1], sess[1], fin[1],
+	        fout[1], metric(r, "moqdp_redirected_total"));
+	/* the publisher and 20 subscribers, each accepted where RSS put it:
+	 * both workers carry connections */
+	ck_assert_int_ge(acc[0] + acc[1], 21);
+	ck_assert_int_gt(acc[0], 0);
+	ck_assert_int_gt(acc[1], 0);
+	/* one worker ingests (the publisher's), both fan out */
+	ck_assert_msg((fin[0] > 0) != (fin[1] > 0), "frames in: %lld / %lld", fin[0], fin[1]);
+	pubw = fin[0] > 0 ? 0 : 1;
+	ck_assert_int_gt(fout[pubw], 0);
+	ck_assert_int_gt(fout[!pubw], 0);
+	ck_assert_int_ge(fout[0] + fout[1], (long long)delivered);
 	kill(child, SIGINT);
 	ck_assert_int_eq(wait_exit(10000), 0);
 }
