@@ -1262,6 +1262,11 @@ Suite *dpdk_relay_suite(void)
 	tcase_add_test(tc, media_kernel_backend);
 	tcase_add_test(tc, cert_files_and_reload);
 	tcase_add_test(tc, media_over_af_packet);
+	suite_add_tcase(s, tc);
+	/* several workers (CK_RUN_CASE=workers runs them alone) */
+	tc = tcase_create("workers");
+	tcase_add_checked_fixture(tc, NULL, teardown);
+	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, media_two_workers);
 	suite_add_tcase(s, tc);
 	return s;
