@@ -35,7 +35,17 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 	s->tsc_hz = rte_get_tsc_hz();
 	s->cache_budget = r->cfg.cache_budget;
 	s->uptime_ns = moq_relay_now_ns() - r->t0_ns;
-	s->cache_used = r->cache != NULL ? moq_cache_used(r->cache) : 0;
+	if (r->cache != NULL) {
+		struct moq_cache_stats cs;
+
+		moq_cache_stats(r->cache, &cs); /* the group lock, briefly */
+		s->cache_used = cs.used;
+		s->cache_tracks = cs.tracks;
+		s->cache_groups = cs.groups;
+		s->cache_evicted = cs.evicted;
+		s->cache_expired = cs.expired;
+		s->cache_lagged = cs.lagged;
+	}
 	s->announcements = r->announcements;
 	for (unsigned int i = 0; i < r->nb_workers; i++) {
 		const struct relay_worker *w = r->w[i];
@@ -253,6 +263,14 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	    (double)s->idle_tsc / hz);
 	metric(&o, "cache_used_bytes", "gauge", "Cache memory in use.", s->cache_used);
 	metric(&o, "cache_budget_bytes", "gauge", "Cache byte budget.", s->cache_budget);
+	metric(&o, "cache_tracks", "gauge", "Tracks in the cache.", s->cache_tracks);
+	metric(&o, "cache_groups", "gauge", "Groups in the cache.", s->cache_groups);
+	metric(&o, "cache_evicted_total", "counter", "Groups evicted for the byte budget.",
+	       s->cache_evicted);
+	metric(&o, "cache_expired_total", "counter", "Groups expired (--max-latency).",
+	       s->cache_expired);
+	metric(&o, "cache_lagged_total", "counter", "Groups pushed out of a track's window.",
+	       s->cache_lagged);
 	put(&o,
 	    "# HELP moqdp_uptime_seconds Time since start.\n# TYPE moqdp_uptime_seconds "
 	    "gauge\nmoqdp_uptime_seconds %.3f\n",
@@ -456,6 +474,16 @@ static int tel_cache(const char *cmd, const char *params, struct rte_tel_data *d
 	rte_tel_data_add_dict_u64(d, "budget_bytes", tel_relay->cfg.cache_budget);
 	rte_tel_data_add_dict_u64(d, "used_bytes", moq_cache_used(tel_relay->cache));
 	rte_tel_data_add_dict_u64(d, "max_latency_us", tel_relay->cfg.max_latency_us);
+	{
+		struct moq_cache_stats cs;
+
+		moq_cache_stats(tel_relay->cache, &cs);
+		rte_tel_data_add_dict_u64(d, "tracks", cs.tracks);
+		rte_tel_data_add_dict_u64(d, "groups", cs.groups);
+		rte_tel_data_add_dict_u64(d, "evicted", cs.evicted);
+		rte_tel_data_add_dict_u64(d, "expired", cs.expired);
+		rte_tel_data_add_dict_u64(d, "lagged", cs.lagged);
+	}
 	return 0;
 }
 

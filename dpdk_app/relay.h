@@ -62,6 +62,9 @@ struct moq_relay_stats {
 	uint64_t groups_out, frames_out, media_bytes_out; /* fanout, queued to QUIC */
 	uint64_t group_resets; /* old + evicted + lagged + dropped + cancelled */
 	uint64_t cache_used, cache_budget;
+	uint64_t cache_tracks, cache_groups;                 /* live now */
+	uint64_t cache_evicted, cache_expired, cache_lagged; /* groups removed: budget,
+	                                                       * --max-latency, window */
 	uint64_t uptime_ns;
 	struct moq_relay_worker_counters worker[MOQ_RELAY_MAX_WORKERS]; /* 0..workers-1 */
 };

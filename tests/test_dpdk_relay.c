@@ -943,6 +943,9 @@ START_TEST(media_kernel_backend)
 	ck_assert_uint_eq(errors, 0);
 	r = http_get(mport, "/metrics");
 	ck_assert_int_ge(metric(r, "moqdp_frames_out_total"), (long long)delivered);
+	/* --max-latency defaults to 30 s: nothing expired in 3 s */
+	ck_assert_int_gt(metric(r, "moqdp_cache_groups"), 0);
+	ck_assert_int_eq(metric(r, "moqdp_cache_expired_total"), 0);
 	fprintf(stderr,
 	        "media_kernel_backend: %llu frames verified; %lld datagrams sent in %lld GSO sends "
 	        "of several\n",
@@ -1243,6 +1246,75 @@ START_TEST(media_two_workers)
 }
 END_TEST
 
+/* --max-latency 100ms: the relay's cache tracks expire groups older than
+ * 100 ms (not the newest), where the default (30 s) expires none in a 3 s
+ * run (media_kernel_backend); subscribers still verify what they get. */
+START_TEST(max_latency_expires_groups)
+{
+	unsigned int udp = 40000 + (unsigned int)(getpid() + 7) % 20000, mport = udp + 1;
+	char sudp[16], mgmt[32], prefix[64], relay[40], load[8192], tel[4096], *r;
+	const char *args[] = {prefix,
+	                      "--no-huge",
+	                      "-m",
+	                      "512",
+	                      "--no-pci",
+	                      "-l",
+	                      "0-1",
+	                      "--",
+	                      "--backend",
+	                      "kernel",
+	                      "--listen",
+	                      "127.0.0.1",
+	                      "--port",
+	                      sudp,
+	                      "--mgmt",
+	                      mgmt,
+	                      "--max-latency",
+	                      "100ms",
+	                      "--stats-interval",
+	                      "0",
+	                      NULL};
+	const char *largs[] = {"--kernel",   "--relay",   relay,           "--local",
+	                       "127.0.0.2",  "--publish", "--subscribers", "5",
+	                       "--duration", "3",         "--quiet",       NULL};
+	unsigned long long delivered = 0, errors = 1;
+	long long expired, tracks;
+	const char *p;
+	int rc;
+
+	snprintf(sudp, sizeof(sudp), "%u", udp);
+	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", mport);
+	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-ml-%d", (int)getpid());
+	snprintf(relay, sizeof(relay), "127.0.0.1:%u", udp);
+	spawn(args);
+	ck_assert_msg(wait_http(mport, "/health", 15000) != NULL, "stderr: %s", slurp(errpath));
+	rc = run_load(largs, load, sizeof(load), 30000);
+	ck_assert_msg(rc == 0, "moqdp-load exit %d: %s", rc, load);
+	p = strstr(load, "delivered ");
+	ck_assert_msg(p && sscanf(p, "delivered %llu frames verified", &delivered) == 1, "%s",
+	              load);
+	p = strstr(load, "errors ");
+	ck_assert_msg(p && sscanf(p, "errors %llu", &errors) == 1, "%s", load);
+	ck_assert_uint_gt(delivered, 0);
+	ck_assert_uint_eq(errors, 0);
+	r = http_get(mport, "/metrics");
+	expired = metric(r, "moqdp_cache_expired_total");
+	tracks = metric(r, "moqdp_cache_tracks");
+	/* audio is one 20 ms group after another: ~150 in 3 s, all but the
+	 * newest older than 100 ms at some point */
+	ck_assert_int_gt(expired, 50);
+	ck_assert_int_eq(
+	        telemetry(prefix + strlen("--file-prefix="), "/moqdp/cache", tel, sizeof(tel)), 0);
+	ck_assert_msg(strstr(tel, "\"max_latency_us\":100000") != NULL, "%s", tel);
+	fprintf(stderr,
+	        "max_latency_expires_groups: --max-latency 100ms: %lld groups expired, %lld "
+	        "tracks; %llu frames verified by 5 subscribers, 0 errors\n",
+	        expired, tracks, delivered);
+	kill(child, SIGTERM);
+	ck_assert_int_eq(wait_exit(10000), 0);
+}
+END_TEST
+
 Suite *dpdk_relay_suite(void);
 
 Suite *dpdk_relay_suite(void)
@@ -1262,6 +1334,7 @@ Suite *dpdk_relay_suite(void)
 	tcase_add_test(tc, media_kernel_backend);
 	tcase_add_test(tc, cert_files_and_reload);
 	tcase_add_test(tc, media_over_af_packet);
+	tcase_add_test(tc, max_latency_expires_groups);
 	suite_add_tcase(s, tc);
 	/* several workers (CK_RUN_CASE=workers runs them alone) */
 	tc = tcase_create("workers");
