@@ -81,6 +81,8 @@ static struct h {
 	/* a second relay worker joined by a hub (test_two_workers) */
 	struct moq_hub *hub;
 	struct moq_node *relay2;
+	struct moq_cache_counting rcnt2;
+	struct moq_cache *rcache2; /* the second relay's, in the cascade test */
 	struct moq_quic_endpoint *rep2, *cep2;
 	struct moq_quic_link *lnk2;
 	struct moq_quic_addr raddr2;
@@ -367,6 +369,7 @@ static uint32_t relay_max_subs; /* 0 = default */
 static uint32_t relay_window;   /* 0 = default */
 static uint32_t relay_streams;  /* 0 = default max_group_streams */
 static int with_hub;            /* h_init: two relay workers */
+static int with_cascade;        /* h_init: a second relay (own cache) behind the first */
 static struct moq_quic_config client_qcfg;
 
 static void h_init(const char *alpn, uint64_t relay_budget)
@@ -406,6 +409,17 @@ static void h_init(const char *alpn, uint64_t relay_budget)
 		ck_assert_ptr_nonnull(H.relay2);
 		nc.cache_reader = 0;
 	}
+	if (with_cascade) {
+		struct moq_node_cfg c2 = nc;
+		cc.alloc = moq_cache_counting_alloc(&H.rcnt2);
+		cc.budget = 0;
+		H.rcache2 = moq_cache_create(&cc);
+		ck_assert_ptr_nonnull(H.rcache2);
+		c2.cache = H.rcache2;
+		c2.origin = 4000;
+		H.relay2 = moq_node_create(&c2);
+		ck_assert_ptr_nonnull(H.relay2);
+	}
 	H.relay = moq_node_create(&nc);
 	nc.max_subscriptions = 0;
 	nc.track.window = 0;
@@ -437,7 +451,7 @@ static void h_init(const char *alpn, uint64_t relay_budget)
 	q.user = H.relay;
 	H.rep = moq_quic_endpoint_new(&q, &err);
 	ck_assert_msg(H.rep != NULL, "relay endpoint: %s", moq_err_str(err));
-	if (with_hub) {
+	if (with_hub || with_cascade) {
 		q.worker_id = 3;
 		q.user = H.relay2;
 		H.rep2 = moq_quic_endpoint_new(&q, &err);
@@ -487,6 +501,7 @@ static void h_fini(void)
 	moq_node_destroy(H.relay);
 	moq_cache_destroy(H.pcache);
 	moq_cache_destroy(H.rcache);
+	moq_cache_destroy(H.rcache2);
 	moq_hub_destroy(H.hub);
 }
 
@@ -1482,6 +1497,66 @@ START_TEST(test_two_workers)
 }
 END_TEST
 
+static struct moq_session *cascade_up;
+static int cascade_ready(void)
+{
+	return moq_session_ready(cascade_up);
+}
+
+/* Two relays in a row: publisher -> relay A -> relay B -> subscribers. B
+ * connects to A as a client and asks it for announces; A asks B too, and B
+ * never announces A's broadcast back to it (loop prevention). */
+START_TEST(test_cascade)
+{
+	struct moq_quic_addr la = addr4("10.0.0.9", 9999);
+	struct moq_node_stats ra, rb;
+	struct sub *a, *b;
+
+	with_cascade = 1;
+	h_init(NULL, 0);
+	with_cascade = 0;
+	h_publisher(); /* on relay A */
+	/* Relay B's upstream session to relay A, over the first link. */
+	cascade_up = moq_node_connect(H.relay2, H.cep, &la, &H.raddr, NULL, MOQ_ROLE_BOTH, NULL,
+	                              now(), NULL);
+	ck_assert_ptr_nonnull(cascade_up);
+	ck_assert(h_until(cascade_ready, 2 * SEC, 0));
+	ck_assert_int_eq(moq_session_announce_request(cascade_up, "", 0), 0);
+	H.use2 = 1; /* subscribers on relay B */
+	a = &H.subs[H.nsubs++];
+	b = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	h_connect(b, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	ck_assert_int_eq(moq_session_announce_request(a->s, "live", 4), 0);
+	h_run(100 * MS, 0);
+	ck_assert_int_eq(a->nann, 1);
+	ck_assert_str_eq(a->ann[0], "live/room");
+	h_subscribe(a, 1);
+	h_subscribe(b, 1);
+	want_last = 5;
+	ck_assert(h_until(all_done, 5 * SEC, 6));
+	moq_node_stats(H.relay, &ra);
+	moq_node_stats(H.relay2, &rb);
+	fprintf(stderr,
+	        "# cascade: relay A broadcasts %llu upstream subs %llu; relay B broadcasts %llu "
+	        "upstream subs %llu; subscribers on B: %llu and %llu groups\n",
+	        (unsigned long long)ra.broadcasts, (unsigned long long)ra.upstream_subs,
+	        (unsigned long long)rb.broadcasts, (unsigned long long)rb.upstream_subs,
+	        (unsigned long long)a->groups_complete, (unsigned long long)b->groups_complete);
+	ck_assert_uint_eq(ra.broadcasts, 1); /* nothing echoed back from B */
+	ck_assert_uint_eq(rb.broadcasts, 1);
+	ck_assert_uint_eq(ra.upstream_subs, 1); /* to the publisher */
+	ck_assert_uint_eq(rb.upstream_subs, 1); /* to relay A: one for both subscribers */
+	for (int i = 0; i < 2; i++) {
+		ck_assert_uint_eq(H.subs[i].errors, 0);
+		ck_assert_uint_eq(H.subs[i].groups_complete, 6);
+		ck_assert_uint_eq(H.subs[i].bytes, expected_bytes(0, 5));
+	}
+	h_fini();
+}
+END_TEST
+
 Suite *moq_session_suite(void);
 
 Suite *moq_session_suite(void)
@@ -1508,6 +1583,7 @@ Suite *moq_session_suite(void)
 	tcase_add_test(tc, test_setup_path_root);
 	tcase_add_test(tc, test_publisher_reconnect);
 	tcase_add_test(tc, test_two_workers);
+	tcase_add_test(tc, test_cascade);
 	tcase_add_test(tc, test_duplicate_and_frame_too_large);
 	suite_add_tcase(s, tc);
 	return s;
