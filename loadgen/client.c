@@ -25,6 +25,8 @@
 /* Subscribers start this long after the publisher is up (its announce has
  * to reach the relay first). */
 #define SUB_START_DELAY_NS 100000000ull
+/* moq_node_poll at least this often when no frame was published. */
+#define NODE_POLL_NS 1000000ull
 
 enum sub_state { SUB_IDLE = 0, SUB_CONNECTING, SUB_READY, SUB_CLOSED };
 
@@ -52,7 +54,7 @@ struct moq_lg_client {
 	struct moq_node *node;
 	struct moq_cache *cache;
 	struct moq_cache_counting counting;
-	uint64_t now, start_ns, next_expire;
+	uint64_t now, start_ns, next_expire, next_node_poll;
 
 	/* publisher */
 	struct lg_sub pub;
@@ -472,7 +474,7 @@ static int publish_due(struct moq_lg_client *cl)
 
 int moq_lg_client_poll(struct moq_lg_client *cl, uint64_t now)
 {
-	int work = 0;
+	int work = 0, published = 0;
 	cl->now = now;
 
 	if (cl->stopping)
@@ -489,8 +491,10 @@ int moq_lg_client_poll(struct moq_lg_client *cl, uint64_t now)
 			moq_lg_gen_init(&cl->pt[i].gen, &cl->cfg.tracks[i], now, now / 1000000ull);
 		cl->pub_started = 1;
 	}
-	if (cl->pub_started)
-		work += publish_due(cl);
+	if (cl->pub_started) {
+		published = publish_due(cl);
+		work += published;
+	}
 
 	/* the subscribers' ramp */
 	if (!cl->ramp_t0 && cl->opened < cl->cfg.subscribers) {
@@ -530,7 +534,13 @@ run:
 		moq_cache_expire(cl->cache, now);
 		cl->next_expire = now + EXPIRE_EVERY_NS;
 	}
-	work += moq_node_poll(cl->node, now);
+	/* moq_node_poll visits every session; only the publisher's has fanout
+	 * to write: at once after new frames, else every NODE_POLL_NS (window
+	 * opened by ACKs, retried control writes) */
+	if (published || now >= cl->next_node_poll || cl->stopping) {
+		work += moq_node_poll(cl->node, now);
+		cl->next_node_poll = now + NODE_POLL_NS;
+	}
 	work += moq_quic_endpoint_timers(cl->ep, now);
 	return work;
 }
@@ -540,6 +550,8 @@ uint64_t moq_lg_client_next_wake(const struct moq_lg_client *cl)
 	uint64_t t = moq_quic_endpoint_next_expiry(cl->ep);
 	if (cl->next_expire < t)
 		t = cl->next_expire;
+	if (cl->next_node_poll < t)
+		t = cl->next_node_poll;
 	if (cl->pub_started && !cl->stopping)
 		for (unsigned i = 0; i < cl->cfg.ntracks; i++) {
 			uint64_t n = moq_lg_gen_next(&cl->pt[i].gen);
