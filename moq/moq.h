@@ -295,7 +295,8 @@ int moq_session_goaway(struct moq_session *s, const char *uri, size_t len);
 
 /*
  * moq_session_close: close the session with moq-lite code @code (0 clean).
- * The session is freed during the call (session_closed callback).
+ * The session is freed during the call (session_closed callback), or at the
+ * end of the node callback it was called from; do not use @s afterwards.
  */
 void moq_session_close(struct moq_session *s, uint64_t code);
 
