@@ -166,12 +166,19 @@ START_TEST(program_against_relay_node)
 	/* the final JSON line */
 	FILE *f = fopen(out, "r");
 	char line[4096], last[4096] = "";
-	while (fgets(line, sizeof(line), f))
+	int per_second = 0;
+	while (fgets(line, sizeof(line), f)) {
+		ck_assert_msg(line[0] == '{' && strstr(line, "}\n"), "not a JSON line: %s", line);
 		if (strstr(line, "\"final\":true"))
 			snprintf(last, sizeof(last), "%s", line);
+		else
+			per_second++;
+	}
 	fclose(f);
 	unlink(out);
 	ck_assert_msg(last[0], "no final line");
+	/* a JSON line per second of the 2.5 s run */
+	ck_assert_int_ge(per_second, 2);
 	ck_assert_int_eq((int)jget(last, "subs_ready"), 20);
 	ck_assert_int_eq((int)jget(last, "errors"), 0);
 	ck_assert_int_eq((int)jget(last, "subs_failed"), 0);
