@@ -69,7 +69,10 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->conns_total += w->qs.conns_accepted;
 		s->quic_dropped += w->qs.pkts_dropped;
 		s->sessions += w->ns.sessions;
-		s->broadcasts += w->ns.broadcasts;
+		/* with a hub every worker's origin table holds every broadcast
+		 * (mirrored): the largest table is the count, not the sum */
+		if (w->ns.broadcasts > s->broadcasts)
+			s->broadcasts = w->ns.broadcasts;
 		s->groups_in += w->ns.groups_in;
 		s->frames_in += w->ns.frames_in;
 		s->media_bytes_in += w->ns.bytes_in;

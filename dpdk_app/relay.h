@@ -57,7 +57,7 @@ struct moq_relay_stats {
 	uint64_t announcements;              /* gratuitous ARP / unsolicited NA sent */
 	uint64_t conns, conns_total, half_open;
 	uint64_t sessions;   /* moq-lite sessions open (publishers + subscribers) */
-	uint64_t broadcasts; /* in the workers' origin tables */
+	uint64_t broadcasts; /* announced (the largest worker origin table: the hub mirrors each) */
 	uint64_t groups_in, frames_in, media_bytes_in;    /* ingested into the cache */
 	uint64_t groups_out, frames_out, media_bytes_out; /* fanout, queued to QUIC */
 	uint64_t group_resets; /* old + evicted + lagged + dropped + cancelled */
