@@ -60,8 +60,10 @@
 #include "net.h"
 
 #define BURST 32
-/* Send bursts per loop iteration at most (bounded work per iteration). */
+/* Send / receive bursts per loop iteration at most (bounded work per
+ * iteration). */
 #define TX_ROUNDS 16
+#define RX_ROUNDS 8
 /* DPDK port set-up: descriptors and mbufs (rx + tx rings, bursts in flight
  * and the per-lcore cache). */
 #define NB_RXD     1024
@@ -655,7 +657,7 @@ static struct moq_net *dpdk_ctx_for(struct dio *d, struct rte_mbuf *m)
 	return idx < d->n ? &d->net[idx] : &d->net[0];
 }
 
-static int dpdk_rx(struct dio *d, struct moq_lg_client *cl, struct io_stats *io)
+static int dpdk_rx_burst(struct dio *d, struct moq_lg_client *cl, struct io_stats *io)
 {
 	struct rte_mbuf *ms[BURST], *replies[BURST];
 	uint16_t n = rte_eth_rx_burst(d->port, 0, ms, BURST), nr = 0;
@@ -693,6 +695,20 @@ static int dpdk_rx(struct dio *d, struct moq_lg_client *cl, struct io_stats *io)
 			rte_pktmbuf_free(replies[i]);
 	}
 	return n;
+}
+
+/* Drain the RX ring (up to RX_ROUNDS bursts): a relay fans a keyframe out to
+ * every subscriber at once, and what the ring cannot hold the relay drops. */
+static int dpdk_rx(struct dio *d, struct moq_lg_client *cl, struct io_stats *io)
+{
+	int total = 0;
+	for (int round = 0; round < RX_ROUNDS; round++) {
+		int n = dpdk_rx_burst(d, cl, io);
+		total += n;
+		if (n < BURST)
+			break;
+	}
+	return total;
 }
 
 static int dpdk_tx(struct dio *d, struct moq_lg_client *cl, struct io_stats *io)
