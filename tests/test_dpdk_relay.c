@@ -1128,6 +1128,69 @@ static long long worker_metric(const char *body, const char *name, unsigned int 
 	return metric(body, key);
 }
 
+/* The checks of a two-worker media run: moqdp-load's summary in @load (a
+ * publisher and 20 subscribers) says every frame was verified; /metrics on
+ * @mport says both workers accepted connections, one ingested (the
+ * publisher's) and both fanned out. */
+static void check_two_workers(const char *name, const char *load, unsigned int mport)
+{
+	unsigned long long delivered = 0, ready = 0, nsubs = 0, failed = 1, stalled = 1;
+	unsigned long long missing = 1, errors = 1, pub_frames = 0;
+	long long acc[2], fin[2], fout[2], sess[2];
+	const char *p;
+	char *r;
+	int pubw;
+
+	p = strstr(load, "summary");
+	p = p ? strstr(p, "publisher ") : NULL;
+	ck_assert_msg(p && sscanf(p, "publisher %llu frames", &pub_frames) == 1, "%s", load);
+	p = strstr(load, "subscribers ");
+	ck_assert_msg(p && sscanf(p, "subscribers %llu of %llu ready, %llu failed, %llu stalled",
+	                          &ready, &nsubs, &failed, &stalled) == 4,
+	              "%s", load);
+	p = strstr(load, "delivered ");
+	ck_assert_msg(p && sscanf(p, "delivered %llu frames verified", &delivered) == 1, "%s",
+	              load);
+	p = strstr(p, "reset, ");
+	ck_assert_msg(p && sscanf(p, "reset, %llu missing", &missing) == 1, "%s", load);
+	p = strstr(load, "errors ");
+	ck_assert_msg(p && sscanf(p, "errors %llu", &errors) == 1, "%s", load);
+	ck_assert_uint_eq(nsubs, 20);
+	ck_assert_msg(ready == 20 && failed == 0 && stalled == 0, "%s", load);
+	ck_assert_uint_gt(delivered, 1000);
+	ck_assert_uint_eq(missing, 0);
+	ck_assert_uint_eq(errors, 0);
+	r = http_get(mport, "/metrics");
+	ck_assert_int_eq(metric(r, "moqdp_workers"), 2);
+	for (unsigned int w = 0; w < 2; w++) {
+		acc[w] = worker_metric(r, "moqdp_worker_connections_accepted_total", w);
+		fin[w] = worker_metric(r, "moqdp_worker_frames_in_total", w);
+		fout[w] = worker_metric(r, "moqdp_worker_frames_out_total", w);
+		sess[w] = worker_metric(r, "moqdp_worker_sessions", w);
+	}
+	fprintf(stderr,
+	        "%s: %llu frames published, %llu verified by 20 subscribers; "
+	        "worker 0: %lld connections accepted, %lld sessions open, %lld frames in, %lld "
+	        "out; worker 1: %lld accepted, %lld open, %lld in, %lld out; %lld datagrams "
+	        "redirected\n",
+	        name, pub_frames, delivered, acc[0], sess[0], fin[0], fout[0], acc[1], sess[1],
+	        fin[1], fout[1], metric(r, "moqdp_redirected_total"));
+	/* the publisher and 20 subscribers, each accepted where RSS put it:
+	 * both workers carry connections */
+	ck_assert_int_ge(acc[0] + acc[1], 21);
+	ck_assert_int_gt(acc[0], 0);
+	ck_assert_int_gt(acc[1], 0);
+	/* one worker ingests (the publisher's), both fan out */
+	ck_assert_msg((fin[0] > 0) != (fin[1] > 0), "frames in: %lld / %lld", fin[0], fin[1]);
+	pubw = fin[0] > 0 ? 0 : 1;
+	ck_assert_int_gt(fout[pubw], 0);
+	ck_assert_int_gt(fout[!pubw], 0);
+	ck_assert_int_ge(fout[0] + fout[1], (long long)delivered);
+	/* one broadcast (lingering after the publisher left), though mirrored
+	 * into both workers' origin tables */
+	ck_assert_int_le(metric(r, "moqdp_broadcasts"), 1);
+}
+
 /* Two workers, two RX queues, one hub: every connection stays on the worker
  * RSS delivered its first datagram to. The publisher lands on one worker,
  * subscribers on both; those on the other worker are served from the shared
@@ -1135,7 +1198,7 @@ static long long worker_metric(const char *body, const char *name, unsigned int 
 START_TEST(media_two_workers)
 {
 	char ifname[32], vdev[64], prefix[64], mgmt[32], listen[32], relay[40], local[32];
-	char cmd[256], load[8192], *r;
+	char cmd[256], load[8192];
 	unsigned int port = 26000 + (unsigned int)getpid() % 20000;
 	int net = 20 + (int)getpid() % 200;
 	const char *args[] = {prefix,
@@ -1173,11 +1236,7 @@ START_TEST(media_two_workers)
 	                       "3",
 	                       "--quiet",
 	                       NULL};
-	unsigned long long delivered = 0, ready = 0, nsubs = 0, failed = 1, stalled = 1;
-	unsigned long long missing = 1, errors = 1, pub_frames = 0;
-	long long acc[2], fin[2], fout[2], sess[2];
-	const char *p;
-	int rc, pubw;
+	int rc;
 
 	snprintf(ifname, sizeof(ifname), "moqw%d", (int)getpid() % 100000);
 	snprintf(vdev, sizeof(vdev), "--vdev=net_tap0,iface=%s", ifname);
@@ -1196,54 +1255,7 @@ START_TEST(media_two_workers)
 	ck_assert_int_eq(system(cmd), 0);
 	rc = run_load(largs, load, sizeof(load), 30000);
 	ck_assert_msg(rc == 0, "moqdp-load exit %d: %s", rc, load);
-	p = strstr(load, "summary");
-	p = p ? strstr(p, "publisher ") : NULL;
-	ck_assert_msg(p && sscanf(p, "publisher %llu frames", &pub_frames) == 1, "%s", load);
-	p = strstr(load, "subscribers ");
-	ck_assert_msg(p && sscanf(p, "subscribers %llu of %llu ready, %llu failed, %llu stalled",
-	                          &ready, &nsubs, &failed, &stalled) == 4,
-	              "%s", load);
-	p = strstr(load, "delivered ");
-	ck_assert_msg(p && sscanf(p, "delivered %llu frames verified", &delivered) == 1, "%s",
-	              load);
-	p = strstr(p, "reset, ");
-	ck_assert_msg(p && sscanf(p, "reset, %llu missing", &missing) == 1, "%s", load);
-	p = strstr(load, "errors ");
-	ck_assert_msg(p && sscanf(p, "errors %llu", &errors) == 1, "%s", load);
-	ck_assert_uint_eq(nsubs, 20);
-	ck_assert_msg(ready == 20 && failed == 0 && stalled == 0, "%s", load);
-	ck_assert_uint_gt(delivered, 1000);
-	ck_assert_uint_eq(missing, 0);
-	ck_assert_uint_eq(errors, 0);
-	r = http_get(port, "/metrics");
-	ck_assert_int_eq(metric(r, "moqdp_workers"), 2);
-	for (unsigned int w = 0; w < 2; w++) {
-		acc[w] = worker_metric(r, "moqdp_worker_connections_accepted_total", w);
-		fin[w] = worker_metric(r, "moqdp_worker_frames_in_total", w);
-		fout[w] = worker_metric(r, "moqdp_worker_frames_out_total", w);
-		sess[w] = worker_metric(r, "moqdp_worker_sessions", w);
-	}
-	fprintf(stderr,
-	        "media_two_workers: %llu frames published, %llu verified by 20 subscribers; "
-	        "worker 0: %lld connections accepted, %lld sessions open, %lld frames in, %lld "
-	        "out; worker 1: %lld accepted, %lld open, %lld in, %lld out; %lld datagrams "
-	        "redirected\n",
-	        pub_frames, delivered, acc[0], sess[0], fin[0], fout[0], acc[1], sess[1], fin[1],
-	        fout[1], metric(r, "moqdp_redirected_total"));
-	/* the publisher and 20 subscribers, each accepted where RSS put it:
-	 * both workers carry connections */
-	ck_assert_int_ge(acc[0] + acc[1], 21);
-	ck_assert_int_gt(acc[0], 0);
-	ck_assert_int_gt(acc[1], 0);
-	/* one worker ingests (the publisher's), both fan out */
-	ck_assert_msg((fin[0] > 0) != (fin[1] > 0), "frames in: %lld / %lld", fin[0], fin[1]);
-	pubw = fin[0] > 0 ? 0 : 1;
-	ck_assert_int_gt(fout[pubw], 0);
-	ck_assert_int_gt(fout[!pubw], 0);
-	ck_assert_int_ge(fout[0] + fout[1], (long long)delivered);
-	/* one broadcast (lingering after the publisher left), though mirrored
-	 * into both workers' origin tables */
-	ck_assert_int_le(metric(r, "moqdp_broadcasts"), 1);
+	check_two_workers("media_two_workers", load, port);
 	kill(child, SIGINT);
 	ck_assert_int_eq(wait_exit(10000), 0);
 }
@@ -1318,6 +1330,54 @@ START_TEST(max_latency_expires_groups)
 }
 END_TEST
 
+/* The same over the kernel backend: two workers, each with its own
+ * SO_REUSEPORT socket (the kernel spreads flows by 4-tuple as RSS does). */
+START_TEST(media_kernel_two_workers)
+{
+	unsigned int udp = 40000 + (unsigned int)(getpid() + 11) % 20000, mport = udp + 1;
+	char sudp[16], mgmt[32], prefix[64], relay[40], load[8192];
+	const char *args[] = {prefix,
+	                      "--no-huge",
+	                      "-m",
+	                      "512",
+	                      "--no-pci",
+	                      "--lcores",
+	                      "0@0,1@1,2@1",
+	                      "--",
+	                      "--backend",
+	                      "kernel",
+	                      "--listen",
+	                      "127.0.0.1",
+	                      "--port",
+	                      sudp,
+	                      "--mgmt",
+	                      mgmt,
+	                      "--queues",
+	                      "(0,0,1),(0,1,2)",
+	                      "--stats-interval",
+	                      "0",
+	                      NULL};
+	/* one loopback address per session (127.0.0.2 publisher, .3-.22) */
+	const char *largs[] = {"--kernel",         "--relay",   relay,           "--local",
+	                       "127.0.0.2",        "--publish", "--subscribers", "20",
+	                       "--conns-per-addr", "1",         "--duration",    "3",
+	                       "--quiet",          NULL};
+	int rc;
+
+	snprintf(sudp, sizeof(sudp), "%u", udp);
+	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", mport);
+	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-kw-%d", (int)getpid());
+	snprintf(relay, sizeof(relay), "127.0.0.1:%u", udp);
+	spawn(args);
+	ck_assert_msg(wait_http(mport, "/health", 15000) != NULL, "stderr: %s", slurp(errpath));
+	rc = run_load(largs, load, sizeof(load), 30000);
+	ck_assert_msg(rc == 0, "moqdp-load exit %d: %s", rc, load);
+	check_two_workers("media_kernel_two_workers", load, mport);
+	kill(child, SIGINT);
+	ck_assert_int_eq(wait_exit(10000), 0);
+}
+END_TEST
+
 Suite *dpdk_relay_suite(void);
 
 Suite *dpdk_relay_suite(void)
@@ -1344,6 +1404,7 @@ Suite *dpdk_relay_suite(void)
 	tcase_add_checked_fixture(tc, NULL, teardown);
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, media_two_workers);
+	tcase_add_test(tc, media_kernel_two_workers);
 	suite_add_tcase(s, tc);
 	return s;
 }
