@@ -260,9 +260,12 @@ struct moq_quic_stats {
 	uint64_t pkts_out;
 	uint64_t bytes_in;
 	uint64_t bytes_out;
-	uint64_t pkts_dropped;      /* undecodable / unknown / refused datagrams */
-	uint64_t pkts_wrong_worker; /* CID of another worker (caller should forward) */
-	uint64_t conn_errors;       /* connections closed by a protocol error */
+	uint64_t pkts_dropped;       /* undecodable / unknown / refused datagrams */
+	uint64_t pkts_wrong_worker;  /* CID of another worker (caller should forward) */
+	uint64_t conn_errors;        /* connections closed by a protocol error */
+	uint64_t cert_reloads;       /* moq_quic_endpoint_reload_cert successes */
+	uint64_t cert_reload_errors; /* ... refusals (the old certificate stayed) */
+	uint64_t conns_old_cert;     /* live connections still on a replaced cert */
 };
 
 /* Per-connection figures, from ngtcp2's conn_stat. */
@@ -294,7 +297,8 @@ int moq_quic_check_tls(const char **why);
  * generates a self-signed certificate (see moq_quic_endpoint_fingerprint).
  * Returns NULL on failure (bad config, TLS setup, memory); when @err is not
  * NULL it receives the MOQ_ERR_* code (MOQ_ERR_CONFIG, MOQ_ERR_CRYPTO,
- * MOQ_ERR_NOMEM, MOQ_ERR_IO for unreadable PEM files).
+ * MOQ_ERR_NOMEM, MOQ_ERR_IO for unreadable PEM files, MOQ_ERR_CRYPTO for
+ * unusable ones or a key that does not match its certificate).
  */
 struct moq_quic_endpoint *moq_quic_endpoint_new(const struct moq_quic_config *cfg, int *err);
 
@@ -360,6 +364,28 @@ void moq_quic_endpoint_stats(const struct moq_quic_endpoint *ep, struct moq_quic
 int moq_quic_endpoint_fingerprint(const struct moq_quic_endpoint *ep, uint8_t out[32]);
 
 /*
+ * moq_quic_endpoint_reload_cert: (server) replace the certificate for NEW
+ * connections, e.g. on the relay's SIGHUP. A TLS context is built from the
+ * PEM chain @cert_file and PEM key @key_file (copied) with the same checks
+ * as moq_quic_endpoint_new (the key belongs to the certificate, ALPN, QUIC
+ * method); only when all of it succeeds does it replace the current one.
+ * Connections that exist already (established or mid-handshake) keep the
+ * old certificate; the old context is freed with the last of them
+ * (stats.conns_old_cert counts them). moq_quic_endpoint_fingerprint then
+ * returns the new certificate's fingerprint.
+ * Call it on the endpoint's owning thread, outside its callbacks, like every
+ * other endpoint call (no locks): it reads the files, so it blocks for their
+ * I/O (not for the data path: call it from the worker loop between bursts).
+ * Returns 0, or (the endpoint exactly as it was; counted in
+ * stats.cert_reload_errors) MOQ_ERR_IO when a file cannot be read,
+ * MOQ_ERR_CRYPTO when a file is not a usable PEM certificate / key or the
+ * key does not match the certificate, MOQ_ERR_NOMEM, MOQ_ERR_INVAL for NULL
+ * arguments, MOQ_ERR_STATE on a client endpoint.
+ */
+int moq_quic_endpoint_reload_cert(struct moq_quic_endpoint *ep, const char *cert_file,
+                                  const char *key_file);
+
+/*
  * moq_quic_fingerprint_str: format a 32-byte fingerprint as "AB:CD:..." into
  * @buf (at least 96 bytes). Returns @buf.
  */
@@ -408,6 +434,15 @@ struct moq_quic_endpoint *moq_quic_conn_endpoint(const struct moq_quic_conn *c);
  * the handshake completes. Valid as long as the connection.
  */
 const char *moq_quic_conn_alpn(const struct moq_quic_conn *c);
+
+/*
+ * moq_quic_conn_peer_fingerprint: the SHA-256 of the peer's (leaf)
+ * certificate, DER, into @out (32 bytes), e.g. for a client to pin the
+ * server's certificate. Returns 0, MOQ_ERR_STATE when the peer has shown no
+ * certificate (before the handshake got that far; a client connection seen
+ * from the server), MOQ_ERR_INVAL.
+ */
+int moq_quic_conn_peer_fingerprint(const struct moq_quic_conn *c, uint8_t out[32]);
 
 /* moq_quic_conn_is_server: 1 for a server-side connection. */
 int moq_quic_conn_is_server(const struct moq_quic_conn *c);

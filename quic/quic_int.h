@@ -68,6 +68,7 @@ struct moq_quic_conn {
 	struct moq_quic_endpoint *ep;
 	ngtcp2_conn *q;
 	WOLFSSL *ssl;
+	uint32_t tls_gen; /* ep->tls_gen when ssl was made from ep->ctx */
 	ngtcp2_crypto_conn_ref ref;
 	void *user;
 	int server;
@@ -145,7 +146,8 @@ struct moq_quic_endpoint {
 	char alpn_csv[QUIC_ALPN_MAX_IDS * 256]; /* "a,b,c" for wolfSSL_UseALPN */
 	char *cert_file, *key_file, *ca_file, *server_name;
 
-	WOLFSSL_CTX *ctx;
+	WOLFSSL_CTX *ctx; /* for new connections; each WOLFSSL holds a ref */
+	uint32_t tls_gen; /* bumped when reload_cert replaces ctx */
 	WC_RNG rng;
 	uint8_t secret[MOQ_QUIC_SECRET_LEN];
 	uint8_t fp[32];

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <wolfssl/options.h>
 #include <wolfssl/ssl.h>
@@ -98,7 +99,7 @@ static int alpn_select(WOLFSSL *ssl, const unsigned char **out, unsigned char *o
  * wc_CertNew): their size depends on build settings (SP_INT_BITS ...) that
  * the installed headers do not all carry, and a stack copy sized by our
  * view of the struct was overrun. */
-static int gen_self_signed(struct moq_quic_endpoint *ep)
+static int gen_self_signed(struct moq_quic_endpoint *ep, WOLFSSL_CTX *ctx, uint8_t fp[32])
 {
 	ecc_key *key;
 	Cert *cert;
@@ -130,15 +131,14 @@ static int gen_self_signed(struct moq_quic_endpoint *ep)
 	klen = wc_EccKeyToDer(key, kder, sizeof(kder));
 	if (klen <= 0)
 		goto fail_cert;
-	if (wolfSSL_CTX_use_certificate_buffer(ep->ctx, der, derlen, WOLFSSL_FILETYPE_ASN1) !=
+	if (wolfSSL_CTX_use_certificate_buffer(ctx, der, derlen, WOLFSSL_FILETYPE_ASN1) !=
 	    WOLFSSL_SUCCESS)
 		goto fail_cert;
-	if (wolfSSL_CTX_use_PrivateKey_buffer(ep->ctx, kder, klen, WOLFSSL_FILETYPE_ASN1) !=
+	if (wolfSSL_CTX_use_PrivateKey_buffer(ctx, kder, klen, WOLFSSL_FILETYPE_ASN1) !=
 	    WOLFSSL_SUCCESS)
 		goto fail_cert;
-	if (wc_Sha256Hash(der, (word32)derlen, ep->fp) != 0)
+	if (wc_Sha256Hash(der, (word32)derlen, fp) != 0)
 		goto fail_cert;
-	ep->have_fp = 1;
 	rv = 0;
 fail_cert:
 	wc_CertFree(cert);
@@ -189,7 +189,7 @@ static int has_bytes(const uint8_t *hay, size_t n, const uint8_t *needle, size_t
  * private key is compared with the one the certificate carries (the tail of
  * its SubjectPublicKeyInfo, RFC 5480, 2.2).
  */
-static int pem_check(struct moq_quic_endpoint *ep, const char *cert_file, const char *key_file)
+static int pem_check(uint8_t fp[32], const char *cert_file, const char *key_file)
 {
 	uint8_t *pem, *der = NULL, *kpem = NULL, *kder = NULL, spki[512], pt[160];
 	long n, kn = 0;
@@ -208,9 +208,8 @@ static int pem_check(struct moq_quic_endpoint *ep, const char *cert_file, const 
 	}
 	rv = MOQ_ERR_CRYPTO;
 	derlen = wc_CertPemToDer(pem, (int)n, der, (int)n, CERT_TYPE);
-	if (derlen <= 0 || wc_Sha256Hash(der, (word32)derlen, ep->fp) != 0)
+	if (derlen <= 0 || wc_Sha256Hash(der, (word32)derlen, fp) != 0)
 		goto fail_cert;
-	ep->have_fp = 1;
 	x = wolfSSL_X509_load_certificate_buffer(der, derlen, WOLFSSL_FILETYPE_ASN1);
 	if (x == NULL || wolfSSL_X509_get_pubkey_buffer(x, spki, &spkilen) != WOLFSSL_SUCCESS ||
 	    spkilen <= 0 || spkilen > (int)sizeof(spki))
@@ -257,71 +256,90 @@ fail_cert:
 	return rv;
 }
 
-int quic_tls_ctx_new(struct moq_quic_endpoint *ep)
+/* wolfSSL failed to load @file: MOQ_ERR_IO when it cannot be read at all,
+ * MOQ_ERR_CRYPTO when it can (its content is not a usable PEM). */
+static int load_err(const char *file)
 {
-	const struct moq_quic_config *cfg = &ep->cfg;
-	int rv;
+	return access(file, R_OK) == 0 ? MOQ_ERR_CRYPTO : MOQ_ERR_IO;
+}
+
+/*
+ * A new TLS context for @ep's role into *out. Server: certificate chain
+ * @cert_file and key @key_file (both NULL: a generated self-signed
+ * certificate), the key checked against the certificate, the SHA-256 of the
+ * leaf into @fp. Client: ep->ca_file, if any, to verify servers with.
+ * Nothing of @ep changes (its rng is used); *out and @fp are written only
+ * on success.
+ */
+static int tls_ctx_build(struct moq_quic_endpoint *ep, const char *cert_file, const char *key_file,
+                         WOLFSSL_CTX **out, uint8_t fp[32])
+{
+	int server = ep->cfg.role == MOQ_QUIC_SERVER;
+	uint8_t newfp[32];
+	WOLFSSL_CTX *ctx;
+	int rv = MOQ_ERR_CRYPTO;
 
 	tls_init_once();
-	if (cfg->role == MOQ_QUIC_SERVER) {
-		ep->ctx = wolfSSL_CTX_new(wolfTLSv1_3_server_method());
-		if (ep->ctx == NULL)
-			return MOQ_ERR_CRYPTO;
-		if (ngtcp2_crypto_wolfssl_configure_server_context(ep->ctx) != 0)
+	ctx = wolfSSL_CTX_new(server ? wolfTLSv1_3_server_method() : wolfTLSv1_3_client_method());
+	if (ctx == NULL)
+		return MOQ_ERR_CRYPTO;
+	if (server) {
+		/* installs wolfSSL's QUIC method */
+		if (ngtcp2_crypto_wolfssl_configure_server_context(ctx) != 0)
 			goto fail_ctx;
-		wolfSSL_CTX_set_alpn_select_cb(ep->ctx, alpn_select, ep);
-	} else {
-		ep->ctx = wolfSSL_CTX_new(wolfTLSv1_3_client_method());
-		if (ep->ctx == NULL)
-			return MOQ_ERR_CRYPTO;
-		if (ngtcp2_crypto_wolfssl_configure_client_context(ep->ctx) != 0)
-			goto fail_ctx;
+		wolfSSL_CTX_set_alpn_select_cb(ctx, alpn_select, ep);
+	} else if (ngtcp2_crypto_wolfssl_configure_client_context(ctx) != 0) {
+		goto fail_ctx;
 	}
-	if (wolfSSL_CTX_set_cipher_list(ep->ctx, TLS13_CIPHERS) != WOLFSSL_SUCCESS)
+	if (wolfSSL_CTX_set_cipher_list(ctx, TLS13_CIPHERS) != WOLFSSL_SUCCESS)
 		goto fail_ctx;
 
-	if (cfg->role == MOQ_QUIC_SERVER) {
-		if (ep->cert_file != NULL) {
-			if (wolfSSL_CTX_use_certificate_chain_file(ep->ctx, ep->cert_file) !=
-			    WOLFSSL_SUCCESS) {
-				rv = MOQ_ERR_IO;
-				goto fail_rv;
-			}
-			if (wolfSSL_CTX_use_PrivateKey_file(ep->ctx, ep->key_file,
-			                                    WOLFSSL_FILETYPE_PEM) !=
-			    WOLFSSL_SUCCESS) {
-				rv = MOQ_ERR_IO;
-				goto fail_rv;
-			}
-			if (wolfSSL_CTX_check_private_key(ep->ctx) != WOLFSSL_SUCCESS) {
-				rv = MOQ_ERR_CRYPTO;
-				goto fail_rv;
-			}
-			rv = pem_check(ep, ep->cert_file, ep->key_file);
-			if (rv != 0)
-				goto fail_rv;
-		} else {
-			rv = gen_self_signed(ep);
-			if (rv != 0)
-				goto fail_rv;
+	if (server && cert_file != NULL) {
+		if (wolfSSL_CTX_use_certificate_chain_file(ctx, cert_file) != WOLFSSL_SUCCESS) {
+			rv = load_err(cert_file);
+			goto fail_ctx;
 		}
-	} else if (ep->ca_file != NULL) {
-		if (wolfSSL_CTX_load_verify_locations(ep->ctx, ep->ca_file, NULL) !=
+		if (wolfSSL_CTX_use_PrivateKey_file(ctx, key_file, WOLFSSL_FILETYPE_PEM) !=
 		    WOLFSSL_SUCCESS) {
-			rv = MOQ_ERR_IO;
-			goto fail_rv;
+			rv = load_err(key_file);
+			goto fail_ctx;
 		}
-		wolfSSL_CTX_set_verify(ep->ctx, WOLFSSL_VERIFY_PEER, NULL);
+		if (wolfSSL_CTX_check_private_key(ctx) != WOLFSSL_SUCCESS) {
+			rv = MOQ_ERR_CRYPTO;
+			goto fail_ctx;
+		}
+		rv = pem_check(newfp, cert_file, key_file);
+		if (rv != 0)
+			goto fail_ctx;
+	} else if (server) {
+		rv = gen_self_signed(ep, ctx, newfp);
+		if (rv != 0)
+			goto fail_ctx;
+	} else if (ep->ca_file != NULL) {
+		if (wolfSSL_CTX_load_verify_locations(ctx, ep->ca_file, NULL) != WOLFSSL_SUCCESS) {
+			rv = load_err(ep->ca_file);
+			goto fail_ctx;
+		}
+		wolfSSL_CTX_set_verify(ctx, WOLFSSL_VERIFY_PEER, NULL);
 	} else {
-		wolfSSL_CTX_set_verify(ep->ctx, WOLFSSL_VERIFY_NONE, NULL);
+		wolfSSL_CTX_set_verify(ctx, WOLFSSL_VERIFY_NONE, NULL);
 	}
+	if (server)
+		memcpy(fp, newfp, sizeof(newfp));
+	*out = ctx;
 	return 0;
 
 fail_ctx:
-	rv = MOQ_ERR_CRYPTO;
-fail_rv:
-	wolfSSL_CTX_free(ep->ctx);
-	ep->ctx = NULL;
+	wolfSSL_CTX_free(ctx);
+	return rv;
+}
+
+int quic_tls_ctx_new(struct moq_quic_endpoint *ep)
+{
+	int rv = tls_ctx_build(ep, ep->cert_file, ep->key_file, &ep->ctx, ep->fp);
+
+	if (rv == 0 && ep->cfg.role == MOQ_QUIC_SERVER)
+		ep->have_fp = 1;
 	return rv;
 }
 
@@ -332,6 +350,59 @@ void quic_tls_ctx_free(struct moq_quic_endpoint *ep)
 	ep->ctx = NULL;
 }
 
+/*
+ * Every WOLFSSL holds a reference on the WOLFSSL_CTX it was made from
+ * (wolfSSL_new counts it up, wolfSSL_free down; the last one frees it). So
+ * the swap drops only the endpoint's own reference: connections made before
+ * keep the old certificate until they are freed, new ones get the new one.
+ */
+int moq_quic_endpoint_reload_cert(struct moq_quic_endpoint *ep, const char *cert_file,
+                                  const char *key_file)
+{
+	WOLFSSL_CTX *ctx = NULL;
+	struct moq_quic_conn *c;
+	char *cf, *kf;
+	uint8_t fp[32];
+	int rv;
+
+	if (ep == NULL || cert_file == NULL || key_file == NULL)
+		return MOQ_ERR_INVAL;
+	if (ep->cfg.role != MOQ_QUIC_SERVER)
+		return MOQ_ERR_STATE;
+	rv = MOQ_ERR_NOMEM;
+	cf = strdup(cert_file);
+	kf = strdup(key_file);
+	if (cf == NULL || kf == NULL)
+		goto fail_copy;
+	rv = tls_ctx_build(ep, cf, kf, &ctx, fp);
+	if (rv != 0)
+		goto fail_copy;
+
+	/* connections made until now stay on the old context */
+	for (c = ep->ahead; c != NULL; c = c->anext)
+		if (c->ssl != NULL && c->tls_gen == ep->tls_gen)
+			ep->st.conns_old_cert++;
+	ep->tls_gen++;
+	wolfSSL_CTX_free(ep->ctx);
+	ep->ctx = ctx;
+	memcpy(ep->fp, fp, sizeof(fp));
+	ep->have_fp = 1;
+	free(ep->cert_file);
+	free(ep->key_file);
+	ep->cert_file = cf;
+	ep->key_file = kf;
+	ep->cfg.cert_file = cf;
+	ep->cfg.key_file = kf;
+	ep->st.cert_reloads++;
+	return 0;
+
+fail_copy:
+	free(cf);
+	free(kf);
+	ep->st.cert_reload_errors++;
+	return rv;
+}
+
 int quic_tls_conn_new(struct moq_quic_conn *c)
 {
 	struct moq_quic_endpoint *ep = c->ep;
@@ -340,6 +411,7 @@ int quic_tls_conn_new(struct moq_quic_conn *c)
 	if (ssl == NULL)
 		return MOQ_ERR_NOMEM;
 	wolfSSL_set_app_data(ssl, &c->ref);
+	c->tls_gen = ep->tls_gen;
 	if (c->server) {
 		wolfSSL_set_accept_state(ssl);
 		/* Without a server ALPN list wolfSSL completes a handshake that
@@ -369,9 +441,34 @@ int quic_tls_conn_new(struct moq_quic_conn *c)
 
 void quic_tls_conn_free(struct moq_quic_conn *c)
 {
-	if (c->ssl != NULL)
-		wolfSSL_free(c->ssl);
+	if (c->ssl == NULL)
+		return;
+	if (c->tls_gen != c->ep->tls_gen && c->ep->st.conns_old_cert > 0)
+		c->ep->st.conns_old_cert--;
+	/* drops this connection's reference on its context (the last one
+	 * frees a context replaced by moq_quic_endpoint_reload_cert) */
+	wolfSSL_free(c->ssl);
 	c->ssl = NULL;
+}
+
+int moq_quic_conn_peer_fingerprint(const struct moq_quic_conn *c, uint8_t out[32])
+{
+	WOLFSSL_X509 *x;
+	const unsigned char *der;
+	int derlen, rv = MOQ_ERR_STATE;
+
+	if (c == NULL || out == NULL)
+		return MOQ_ERR_INVAL;
+	if (c->ssl == NULL)
+		return MOQ_ERR_STATE;
+	x = wolfSSL_get_peer_certificate(c->ssl); /* a copy */
+	if (x == NULL)
+		return MOQ_ERR_STATE;
+	der = wolfSSL_X509_get_der(x, &derlen);
+	if (der != NULL && derlen > 0)
+		rv = wc_Sha256Hash(der, (word32)derlen, out) == 0 ? 0 : MOQ_ERR_CRYPTO;
+	wolfSSL_X509_free(x);
+	return rv;
 }
 
 void quic_tls_conn_alpn(struct moq_quic_conn *c)
