@@ -1318,6 +1318,182 @@ START_TEST(test_pem_cert)
 }
 END_TEST
 
+/* Make a P-256 certificate + key with openssl under @dir as <name>.pem and
+ * <name>.key. */
+static void make_cert(const char *dir, const char *name, char *cert, char *key, size_t len)
+{
+	char cmd[512];
+
+	snprintf(cert, len, "%s/%s.pem", dir, name);
+	snprintf(key, len, "%s/%s.key", dir, name);
+	snprintf(cmd, sizeof(cmd),
+	         "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+	         "-keyout %s -out %s -days 1 -subj /CN=%s >/dev/null 2>&1",
+	         key, cert, name);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* client connection from 10.0.0.1:@port, waited for until both ends are
+ * established (one at a time, so srv.conns[i] is cli.conns[i]'s peer) */
+static int conn_n_up(void *arg)
+{
+	int n = *(int *)arg;
+
+	return cli.conns[n].established && srv.nconns > n && srv.conns[n].established;
+}
+
+static struct moq_quic_conn *connect_up(uint16_t port)
+{
+	struct moq_quic_addr a = addr4("10.0.0.1", port);
+	int n = cli.nconns, err = 0;
+	struct moq_quic_conn *c =
+	        moq_quic_connect(cli.ep, &a, &saddr, &cli, moq_quic_link_now(lnk), &err);
+
+	ck_assert_msg(c != NULL, "connect: %s", moq_err_str(err));
+	cli.conns[cli.nconns++].c = c;
+	ck_assert_int_eq(moq_quic_link_run(lnk, conn_n_up, &n, 5ull * 1000000000), 0);
+	return c;
+}
+
+static int old_cert_gone(void *arg)
+{
+	struct moq_quic_stats st;
+
+	(void)arg;
+	moq_quic_endpoint_stats(srv.ep, &st);
+	return st.conns_old_cert == 0;
+}
+
+/* The fingerprint the client sees on connection @n equals @want. */
+static void assert_peer_fp(int n, const uint8_t want[32])
+{
+	uint8_t fp[32];
+	char a[100], b[100];
+
+	ck_assert_int_eq(moq_quic_conn_peer_fingerprint(cli.conns[n].c, fp), 0);
+	ck_assert_msg(memcmp(fp, want, 32) == 0, "conn %d: client saw %s, want %s", n,
+	              moq_quic_fingerprint_str(fp, a, sizeof(a)),
+	              moq_quic_fingerprint_str(want, b, sizeof(b)));
+}
+
+/* Certificate reload (the relay's SIGHUP): bad files change nothing; a
+ * good one serves new connections while an older connection keeps working
+ * on the old context, which goes away with the last such connection. */
+START_TEST(test_cert_reload)
+{
+	struct moq_quic_config s = base_cfg(MOQ_QUIC_SERVER, &srv);
+	char dir[] = "/tmp/moq_quic_reloadXXXXXX", a_cert[64], a_key[64], b_cert[64], b_key[64];
+	char junk[64], missing[64];
+	uint8_t fp_a[32], fp_b[32], fp[32];
+	struct moq_quic_stats st;
+	struct xfer x;
+	FILE *f;
+	int i;
+	static const struct {
+		int cert_is_b, key_is_b; /* else a; -1: missing, -2: junk */
+		int want;
+	} bad[] = {
+	        {-1, 0, MOQ_ERR_IO},     /* no such certificate file */
+	        {1, -1, MOQ_ERR_IO},     /* no such key file */
+	        {1, 0, MOQ_ERR_CRYPTO},  /* B's certificate with A's key */
+	        {-2, 0, MOQ_ERR_CRYPTO}, /* not a certificate */
+	        {1, -2, MOQ_ERR_CRYPTO}, /* not a key */
+	};
+
+	if (access("/usr/bin/openssl", X_OK) != 0) {
+		fprintf(stderr, "# SKIP: /usr/bin/openssl missing\n");
+		return;
+	}
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	make_cert(dir, "a", a_cert, a_key, sizeof(a_cert));
+	make_cert(dir, "b", b_cert, b_key, sizeof(b_cert));
+	snprintf(junk, sizeof(junk), "%s/junk.pem", dir);
+	snprintf(missing, sizeof(missing), "%s/missing.pem", dir);
+	f = fopen(junk, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n"
+	      "-----END CERTIFICATE-----\n",
+	      f);
+	fclose(f);
+
+	s.cert_file = a_cert;
+	s.key_file = a_key;
+	setup_pair(&s, NULL, NULL);
+	ck_assert_int_eq(moq_quic_endpoint_fingerprint(srv.ep, fp_a), 0);
+	connect_up(40000);
+	assert_peer_fp(0, fp_a);
+	/* the server sees no client certificate */
+	ck_assert_int_eq(moq_quic_conn_peer_fingerprint(srv.conns[0].c, fp), MOQ_ERR_STATE);
+
+	/* bad reloads: a named error, the endpoint as it was */
+	for (i = 0; i < (int)(sizeof(bad) / sizeof(bad[0])); i++) {
+		const char *c = bad[i].cert_is_b == -1   ? missing
+		                : bad[i].cert_is_b == -2 ? junk
+		                : bad[i].cert_is_b       ? b_cert
+		                                         : a_cert;
+		const char *k = bad[i].key_is_b == -1   ? missing
+		                : bad[i].key_is_b == -2 ? junk
+		                : bad[i].key_is_b       ? b_key
+		                                        : a_key;
+
+		ck_assert_msg(moq_quic_endpoint_reload_cert(srv.ep, c, k) == bad[i].want,
+		              "bad reload %d: got %s, want %s", i,
+		              moq_err_str(moq_quic_endpoint_reload_cert(srv.ep, c, k)),
+		              moq_err_str(bad[i].want));
+		ck_assert_int_eq(moq_quic_endpoint_fingerprint(srv.ep, fp), 0);
+		ck_assert_int_eq(memcmp(fp, fp_a, 32), 0);
+	}
+	ck_assert_int_eq(moq_quic_endpoint_reload_cert(srv.ep, NULL, a_key), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_quic_endpoint_reload_cert(cli.ep, b_cert, b_key), MOQ_ERR_STATE);
+	moq_quic_endpoint_stats(srv.ep, &st);
+	ck_assert_uint_eq(st.cert_reload_errors, 5);
+	ck_assert_uint_eq(st.cert_reloads, 0);
+	ck_assert_uint_eq(st.conns_old_cert, 0);
+	/* ... and the old certificate still serves new connections */
+	connect_up(40001);
+	assert_peer_fp(1, fp_a);
+
+	/* a good reload */
+	ck_assert_int_eq(moq_quic_endpoint_reload_cert(srv.ep, b_cert, b_key), 0);
+	ck_assert_int_eq(moq_quic_endpoint_fingerprint(srv.ep, fp_b), 0);
+	ck_assert_int_ne(memcmp(fp_a, fp_b, 32), 0);
+	moq_quic_endpoint_stats(srv.ep, &st);
+	ck_assert_uint_eq(st.cert_reloads, 1);
+	ck_assert_uint_eq(st.conns_old_cert, 2);
+	/* a connection from before carries data after it */
+	start_xfer(&x, 256u << 10);
+	xfer_target = x.total;
+	ck_assert_int_eq(moq_quic_link_run(lnk, xfer_done, NULL, 10ull * 1000000000), 0);
+	ck_assert_uint_eq(cli.conns[0].rx_bytes, x.total);
+	ck_assert_uint_eq(cli.conns[0].rx_bad_order, 0);
+	assert_peer_fp(0, fp_a);
+	/* a new handshake gets the new certificate */
+	connect_up(40002);
+	assert_peer_fp(2, fp_b);
+	moq_quic_endpoint_stats(srv.ep, &st);
+	ck_assert_uint_eq(st.conns_old_cert, 2);
+
+	/* the old context goes with its last connection */
+	ck_assert_int_eq(moq_quic_conn_close(cli.conns[0].c, 0, "bye"), 0);
+	ck_assert_int_eq(moq_quic_conn_close(cli.conns[1].c, 0, "bye"), 0);
+	ck_assert_int_eq(moq_quic_link_run(lnk, old_cert_gone, NULL, 5ull * 1000000000), 0);
+	ck_assert_int_eq(srv.conns[0].closed, 1);
+	ck_assert_int_eq(srv.conns[1].closed, 1);
+	ck_assert_int_eq(srv.conns[2].closed, 0);
+	ck_assert_int_eq(cli.conns[2].closed, 0);
+	/* the connection on the new certificate is unaffected */
+	assert_peer_fp(2, fp_b);
+	teardown_pair();
+	free(x.buf);
+	unlink(a_cert);
+	unlink(a_key);
+	unlink(b_cert);
+	unlink(b_key);
+	unlink(junk);
+	rmdir(dir);
+}
+END_TEST
+
 START_TEST(test_bad_config)
 {
 	struct moq_quic_config c = base_cfg(MOQ_QUIC_SERVER, &srv);
@@ -1482,6 +1658,7 @@ Suite *quic_suite(void)
 	        {"test_error_isolated", test_error_isolated},
 	        {"test_limits_conns_half_open", test_limits_conns_half_open},
 	        {"test_pem_cert", test_pem_cert},
+	        {"test_cert_reload", test_cert_reload},
 	        {"test_bad_config", test_bad_config},
 	        {"test_interop_gtlsclient", test_interop_gtlsclient},
 	};
