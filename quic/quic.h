@@ -373,9 +373,11 @@ int moq_quic_endpoint_fingerprint(const struct moq_quic_endpoint *ep, uint8_t ou
  * old certificate; the old context is freed with the last of them
  * (stats.conns_old_cert counts them). moq_quic_endpoint_fingerprint then
  * returns the new certificate's fingerprint.
- * Call it on the endpoint's owning thread, outside its callbacks, like every
- * other endpoint call (no locks): it reads the files, so it blocks for their
- * I/O (not for the data path: call it from the worker loop between bursts).
+ * Call it on the endpoint's owning thread like every endpoint call (no
+ * locks), between _recv / _send / _timers calls: in the relay, each worker
+ * reloads its own endpoint from its loop when it sees the reload flag. It
+ * reads the files and builds a context (blocking, 1.1-1.5 ms measured on
+ * the dev VM for a P-256 certificate): not per packet.
  * Returns 0, or (the endpoint exactly as it was; counted in
  * stats.cert_reload_errors) MOQ_ERR_IO when a file cannot be read,
  * MOQ_ERR_CRYPTO when a file is not a usable PEM certificate / key or the
