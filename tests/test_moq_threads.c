@@ -27,13 +27,16 @@ static struct moq_cache *rcache;
 static struct moq_hub *hub;
 static atomic_int done, announced;
 /* Each worker's virtual clock: a worker waits (real time) while it is more
- * than 50 ms ahead of the other, so the two clocks stay close. */
+ * than 50 ms ahead of the other, so the two clocks stay close. Once the
+ * broadcast is announced, the publisher also waits for the subscribers'
+ * worker to start: otherwise, with that thread descheduled, it could spend
+ * all its steps (and groups) before anyone subscribed. */
 static _Atomic uint64_t vclock[2];
 
 static void pace(int id, uint64_t now)
 {
 	atomic_store(&vclock[id], now);
-	while (!atomic_load(&done) && atomic_load(&vclock[!id]) &&
+	while (!atomic_load(&done) && (atomic_load(&vclock[!id]) || atomic_load(&announced)) &&
 	       now > atomic_load(&vclock[!id]) + 50 * MS) {
 		struct timespec ts = {0, 20000};
 		nanosleep(&ts, NULL);
