@@ -224,11 +224,14 @@ struct moq_session {
 	struct gout *gouts;
 	uint32_t ngouts;
 	uint64_t next_sub_id;
-	uint64_t unacked;   /* fanout bytes queued and not acknowledged */
-	uint64_t budget;    /* this poll's limit for unacked */
-	uint8_t dirty;      /* fanout has work beyond track version changes */
-	uint8_t blocked;    /* fanout stopped at the budget; an ack wakes it */
-	uint64_t last_full; /* last full fanout pass (node time) */
+	uint64_t unacked;          /* fanout bytes queued and not acknowledged */
+	uint64_t budget;           /* this poll's limit for unacked */
+	uint8_t blocked;           /* fanout stopped at the budget; an ack wakes it */
+	uint8_t queued;            /* in the node's pending (or work) list: sess_mark */
+	uint8_t watched;           /* in the node's watch list: has local subscriptions */
+	uint8_t retry;             /* a group stream could not be opened: try again */
+	struct moq_session *pnext; /* node's pending list */
+	struct moq_session *wnext; /* node's watch list */
 	uint64_t close_code;
 	struct txchunk *pool;
 	uint32_t pool_len;
@@ -242,6 +245,13 @@ struct moq_session {
 struct moq_node {
 	struct moq_node_cfg cfg;
 	struct moq_session *sessions;
+	/* Sessions fanout visits at the next poll (sess_mark), and the ones
+	 * with subscriptions to local broadcasts, whose tracks are watched per
+	 * session (relayed tracks are watched once per node, in ups). */
+	struct moq_session *pending;
+	struct moq_session *work; /* the pending list moq_node_poll is visiting */
+	struct moq_session *watch;
+	uint64_t last_full; /* last safety-net pass over every session */
 	struct bcast *bcasts;
 	struct upstream *ups;
 	struct tinfo *tinfos;

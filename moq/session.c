@@ -19,7 +19,7 @@
 #define RECLAIM_NS 100000000ull  /* cache reclaim from poll every 100 ms */
 #define MIN_BUDGET (64u * 1024u) /* smallest per-session fanout budget */
 #define MAX_TINFO  1024u         /* TRACK_INFO answers a relay node keeps */
-#define FULL_NS    20000000ull   /* a full fanout pass per session every 20 ms */
+#define FULL_NS    20000000ull   /* safety-net check of every session every 20 ms */
 
 static void sess_fail(struct moq_session *s, uint64_t code);
 static void st_process(struct moq_session *s, struct mstream *st);
@@ -182,6 +182,44 @@ static void smap_del(struct smap *m, int64_t k)
 			m->vals[j] = NULL;
 			i = j;
 		}
+	}
+}
+
+/* ------------------------------------------------------ pending sessions */
+
+/* sess_mark: @s has fanout work (a track it reads moved, an ack freed budget,
+ * a stream or request changed, a deferred close): moq_node_poll visits it at
+ * its next call. Sessions with nothing new are not visited at all. */
+static void sess_mark(struct moq_session *s)
+{
+	if (!s->queued && !s->freed) {
+		s->queued = 1;
+		s->pnext = s->n->pending;
+		s->n->pending = s;
+	}
+}
+
+static void sess_unlink(struct moq_session **pp, struct moq_session *s, int watch)
+{
+	for (; *pp; pp = watch ? &(*pp)->wnext : &(*pp)->pnext)
+		if (*pp == s) {
+			*pp = watch ? s->wnext : s->pnext;
+			return;
+		}
+}
+
+/* Take @s off the node's pending / work and watch lists (it is freed). */
+static void sess_unlist(struct moq_session *s)
+{
+	if (s->queued) {
+		/* in the pending list, or in the one moq_node_poll is visiting */
+		sess_unlink(&s->n->pending, s, 0);
+		sess_unlink(&s->n->work, s, 0);
+		s->queued = 0;
+	}
+	if (s->watched) {
+		sess_unlink(&s->n->watch, s, 1);
+		s->watched = 0;
 	}
 }
 
@@ -658,7 +696,7 @@ static void up_changed(struct upstream *up)
 static void up_touch(struct upstream *up)
 {
 	for (struct dsub *d = up->dsubs; d; d = d->unext)
-		d->s->dirty = 1;
+		sess_mark(d->s);
 }
 
 static void up_free(struct upstream *up)
@@ -775,7 +813,7 @@ static int up_restart(struct upstream *up);
  * groups, leave the upstream, FIN our side. */
 static void dsub_cancel(struct moq_session *s, struct dsub *d)
 {
-	s->dirty = 1;
+	sess_mark(s);
 	for (struct gout *go = s->gouts; go; go = go->next)
 		if (go->d == d && !go->fin && !go->reset)
 			gout_reset(s, go, MOQ_CODE_CANCEL);
@@ -880,7 +918,13 @@ static void on_subscribe(struct moq_session *s, struct mstream *st, const struct
 	d->path = full;
 	d->plen = flen;
 	st->d = d;
-	s->dirty = 1;
+	if (!d->up && !s->watched) {
+		/* a local broadcast's track: moq_node_poll watches it */
+		s->watched = 1;
+		s->wnext = n->watch;
+		n->watch = s;
+	}
+	sess_mark(s);
 	d->next = s->dsubs;
 	s->dsubs = d;
 	s->ndsubs++;
@@ -893,7 +937,7 @@ static void on_subscribe_update(struct moq_session *s, struct mstream *st,
 {
 	struct dsub *d = st->d;
 
-	s->dirty = 1;
+	sess_mark(s);
 	(void)s;
 	if (!d)
 		return;
@@ -1404,7 +1448,7 @@ static int gout_open(struct moq_session *s, struct dsub *d, struct moq_cache_gro
 	go->written = st->tx_off;
 	s->unacked += st->tx_off;
 	s->n->st.groups_out++;
-	s->dirty = 1;
+	sess_mark(s);
 	return 0;
 }
 
@@ -1588,6 +1632,7 @@ static void dsub_advance(struct moq_session *s, struct dsub *d)
 			if (rc == 0) {
 				if (gout_open(s, d, g) < 0) {
 					moq_cache_group_unref(g);
+					s->retry = 1;
 					break;
 				}
 				d->next_seq++;
@@ -1635,6 +1680,25 @@ static int gout_cmp(const void *a, const void *b)
 	return 0;
 }
 
+/* The safety net, every FULL_NS: could @s have work that nothing marked?
+ * A track version it has not seen, a group stream to open that could not be,
+ * a stream waiting at the budget, or a live stream whose group ended or was
+ * removed (FIN / reset due). Cheap: no QUIC call, no cache read. */
+static bool sess_stale(struct moq_session *s)
+{
+	if (s->retry || s->blocked)
+		return true;
+	for (struct dsub *d = s->dsubs; d; d = d->next)
+		if (!d->done && d->track && moq_cache_track_version(d->track) != d->last_version)
+			return true;
+	for (struct gout *go = s->gouts; go; go = go->next)
+		if (!go->reset && !go->fin &&
+		    (go->fetch || moq_cache_group_status(go->g, NULL, NULL) != 0))
+			return true;
+	return false;
+}
+
+/* Fanout for one session moq_node_poll found marked (sess_mark). */
 static int fanout_session(struct moq_session *s)
 {
 	struct moq_node *n = s->n;
@@ -1643,23 +1707,7 @@ static int fanout_session(struct moq_session *s)
 	struct moq_quic_conn_info ci;
 	int fetching = 0;
 
-	/* Nothing to do unless a track of ours published or removed
-	 * something (its version moved), an ack freed budget, a stream
-	 * closed or a request came; and a full pass every FULL_NS anyway. */
-	if (!s->dirty && n->now - s->last_full < FULL_NS) {
-		struct dsub *d;
-		/* Relayed tracks are watched once per node (moq_node_poll
-		 * marks their subscribers' sessions); local ones here. */
-		for (d = s->dsubs; d; d = d->next)
-			if (!d->up && !d->done && d->track &&
-			    moq_cache_track_version(d->track) != d->last_version)
-				break;
-		if (!d)
-			return 0;
-	}
-	if (n->now - s->last_full >= FULL_NS)
-		s->last_full = n->now;
-	s->dirty = 0;
+	s->retry = 0;
 	for (struct dsub *d = s->dsubs; d; d = d->next)
 		dsub_advance(s, d);
 	if (s->closing || !s->ngouts)
@@ -1713,7 +1761,7 @@ static int fanout_session(struct moq_session *s)
 	if (s->unacked >= s->budget)
 		s->blocked = 1;
 	if (fetching)
-		s->dirty = 1;
+		sess_mark(s);
 	/* A stream whose group is complete and all sent still needs its FIN,
 	 * whatever the budget. */
 	for (uint32_t i = 0; i < k; i++) {
@@ -1761,7 +1809,7 @@ static int up_restart(struct upstream *up)
 			if (go->d == d)
 				gout_reset(d->s, go, MOQ_CODE_CANCEL);
 		d->ending = 1;
-		d->s->dirty = 1;
+		sess_mark(d->s);
 	}
 	moq_cache_track_drop(up->ct);
 	if (moq_cache_track_create(n->cfg.cache, up->path, up->plen, up->track, up->tlen,
@@ -2326,7 +2374,7 @@ static struct moq_session *sess_new(struct moq_node *n, struct moq_quic_conn *c,
 	s->n = n;
 	s->conn = c;
 	s->server = (uint8_t)server;
-	s->dirty = 1;
+	sess_mark(s);
 	s->next = n->sessions;
 	n->sessions = s;
 	n->st.sessions++;
@@ -2336,7 +2384,7 @@ static struct moq_session *sess_new(struct moq_node *n, struct moq_quic_conn *c,
 
 static void st_free(struct moq_session *s, struct mstream *st)
 {
-	s->dirty = 1; /* a stream slot or a subscription changed */
+	sess_mark(s); /* a stream slot or a subscription changed */
 	if (st->go) {
 		struct gout *go = st->go;
 		if (!go->fin && !go->reset)
@@ -2417,6 +2465,7 @@ static void sess_free(struct moq_session *s, uint64_t code, int local)
 	}
 	while (s->dsubs)
 		dsub_free(s, s->dsubs);
+	sess_unlist(s);
 	for (struct moq_session **pp = &n->sessions; *pp; pp = &(*pp)->next)
 		if (*pp == s) {
 			*pp = s->next;
@@ -2454,6 +2503,7 @@ static void sess_fail(struct moq_session *s, uint64_t code)
 	s->close_code = code;
 	if (code)
 		s->n->st.sessions_closed_error++;
+	sess_mark(s); /* moq_node_poll carries out the close if nothing else does */
 }
 
 /* Carry out a deferred close (frees @s). Returns nonzero when it did. */
@@ -2549,6 +2599,7 @@ static int cb_established(struct moq_quic_conn *c, void *user, const char *alpn)
 		ann_request(s, "", 0, &err);
 	}
 	s->ready = 1;
+	sess_mark(s);
 	if (s->n->cfg.cb && s->n->cfg.cb->session_ready)
 		s->n->cfg.cb->session_ready(s, s->n->cfg.user);
 	LEAVE(s);
@@ -2592,7 +2643,7 @@ static void cb_stream_acked(struct moq_quic_conn *c, void *user, int64_t sid, ui
 			st->go->acked = a;
 			if (s->blocked) {
 				s->blocked = 0;
-				s->dirty = 1;
+				sess_mark(s);
 			}
 		}
 	}
@@ -2713,7 +2764,7 @@ static void cb_writable(struct moq_quic_conn *c, void *user, int64_t sid)
 	(void)sid;
 	/* moq_node_poll retries whatever waited for stream credit. */
 	if (s)
-		s->dirty = 1;
+		sess_mark(s);
 }
 
 static void cb_conn_closed(struct moq_quic_conn *c, void *user,
@@ -3172,6 +3223,8 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 {
 	int written = 0;
 	struct bcast *bc, *nx;
+	struct moq_session *s;
+
 	n->now = now;
 	hub_drain(n);
 	/* DESIGN.md, Threads: poll each relayed track's published counter
@@ -3183,19 +3236,42 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 			up_touch(up);
 		}
 	}
+	/* Local broadcasts' tracks are watched per session that reads them. */
+	for (s = n->watch; s; s = s->wnext) {
+		if (s->queued || !s->ready || s->closing || !s->conn)
+			continue;
+		for (struct dsub *d = s->dsubs; d; d = d->next)
+			if (!d->up && !d->done && d->track &&
+			    moq_cache_track_version(d->track) != d->last_version) {
+				sess_mark(s);
+				break;
+			}
+	}
 	/* Lingering broadcasts whose publisher did not come back end now. */
 	for (bc = n->bcasts; bc; bc = nx) {
 		nx = bc->next;
 		if (bc->linger_until && now >= bc->linger_until)
 			bcast_end(n, bc);
 	}
-	for (struct moq_session *s = n->sessions, *sn; s; s = sn) {
-		sn = s->next;
-		if (!s->ready || s->closing || !s->conn)
-			continue;
-		s->depth++;
-		written += fanout_session(s);
-		s->depth--;
+	/* Every FULL_NS, a session with work nothing marked is marked. */
+	if (now - n->last_full >= FULL_NS) {
+		n->last_full = now;
+		for (s = n->sessions; s; s = s->next)
+			if (!s->queued && s->ready && !s->closing && s->conn && sess_stale(s))
+				sess_mark(s);
+	}
+	/* Visit the marked sessions only; marks made meanwhile (a session
+	 * that opened a group stream, ...) are for the next poll. */
+	n->work = n->pending;
+	n->pending = NULL;
+	while ((s = n->work)) {
+		n->work = s->pnext;
+		s->queued = 0;
+		if (s->ready && !s->closing && s->conn) {
+			s->depth++;
+			written += fanout_session(s);
+			s->depth--;
+		}
 		sess_flush(s);
 	}
 	if (n->cfg.cache) {
@@ -3266,7 +3342,7 @@ int moq_node_unpublish(struct moq_node *n, const char *path, size_t len, uint64_
 		for (struct dsub *d = s->dsubs; d; d = d->next)
 			if (!d->up && d->plen == pl && memcmp(d->path, p, pl) == 0) {
 				d->ending = 1;
-				s->dirty = 1;
+				sess_mark(s);
 			}
 	free(p);
 	bcast_end(n, bc);
@@ -3516,6 +3592,8 @@ void moq_session_close(struct moq_session *s, uint64_t code)
 	s->close_code = code;
 	if (s->conn && !s->depth)
 		moq_quic_conn_close(s->conn, code, NULL);
+	else if (!s->freed)
+		sess_mark(s);
 }
 
 int64_t moq_session_write_raw(struct moq_session *s, int bidi, const uint8_t *data, size_t len,
