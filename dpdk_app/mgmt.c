@@ -68,6 +68,9 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->half_open += w->qs.half_open;
 		s->conns_total += w->qs.conns_accepted;
 		s->quic_dropped += w->qs.pkts_dropped;
+		s->cert_reloads += w->qs.cert_reloads;
+		s->cert_reload_errors += w->qs.cert_reload_errors;
+		s->conns_old_cert += w->qs.conns_old_cert;
 		s->sessions += w->ns.sessions;
 		/* with a hub every worker's origin table holds every broadcast
 		 * (mirrored): the largest table is the count, not the sum */
@@ -256,6 +259,13 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	metric(&o, "drain_closed_total", "counter", "Connections closed at the end of a drain.",
 	       s->drain_closes);
 	metric(&o, "quic_dropped_total", "counter", "Datagrams QUIC dropped.", s->quic_dropped);
+	metric(&o, "cert_reloads_total", "counter",
+	       "SIGHUP: worker endpoints that took the new certificate.", s->cert_reloads);
+	metric(&o, "cert_reload_errors_total", "counter",
+	       "SIGHUP: worker endpoints that refused it (the old one stays).",
+	       s->cert_reload_errors);
+	metric(&o, "connections_old_cert", "gauge",
+	       "Open connections still on a replaced certificate.", s->conns_old_cert);
 	put(&o,
 	    "# HELP moqdp_busy_seconds_total Worker time spent on packets.\n"
 	    "# TYPE moqdp_busy_seconds_total counter\nmoqdp_busy_seconds_total %.6f\n",

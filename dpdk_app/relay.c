@@ -277,6 +277,16 @@ static int dpdk_poll(struct moq_relay *r, struct relay_worker *w, uint64_t now)
 	return work;
 }
 
+/* SIGHUP, on the worker: its endpoint takes the certificate files for new
+ * connections (quic.h: blocks ~1-2 ms for the files; existing connections
+ * keep the old one). A failure leaves the endpoint as it was and is counted
+ * in its stats (cert_reload_errors). */
+static void reload_cert(struct moq_relay *r, struct relay_worker *w)
+{
+	w->reload_seen = __atomic_load_n(&r->reload_gen, __ATOMIC_ACQUIRE);
+	moq_quic_endpoint_reload_cert(w->ep, r->cfg.cert, r->cfg.key); /* both set (start) */
+}
+
 int moq_relay_poll(struct moq_relay *r, unsigned int wi)
 {
 	struct relay_worker *w;
@@ -294,6 +304,8 @@ int moq_relay_poll(struct moq_relay *r, unsigned int wi)
 		work = dpdk_poll(r, w, now);
 	if (__atomic_load_n(&r->drain, __ATOMIC_RELAXED) && w->conns != NULL)
 		drain_step(r, w, now);
+	if (w->ep != NULL && __atomic_load_n(&r->reload_gen, __ATOMIC_ACQUIRE) != w->reload_seen)
+		reload_cert(r, w);
 	if (w->ep != NULL && now - w->stats_ns >= 100000000ull) { /* 10 Hz copy for main */
 		moq_quic_endpoint_stats(w->ep, &w->qs);
 		moq_node_stats(w->node, &w->ns);
@@ -978,10 +990,13 @@ void moq_relay_reload(struct moq_relay *r)
 }
 
 /* SIGHUP: load the configured certificate into a scratch endpoint; a bad
- * one keeps the old. */
+ * one keeps the old. A good one is taken by every worker's endpoint from its
+ * own loop (reload_gen) for new connections; existing connections keep
+ * theirs. */
 static void do_reload(struct moq_relay *r)
 {
 	struct moq_quic_endpoint *ep;
+	uint8_t fp[32];
 	int qerr = 0;
 
 	if (r->cfg.cert[0] == '\0') {
@@ -995,12 +1010,14 @@ static void do_reload(struct moq_relay *r)
 		r->reload_failed++;
 		return;
 	}
+	if (moq_quic_endpoint_fingerprint(ep, fp) == 0)
+		moq_quic_fingerprint_str(fp, r->fingerprint, sizeof(r->fingerprint));
 	moq_quic_endpoint_free(ep);
-	/* quic.h has no way yet to swap a live endpoint's certificate */
+	__atomic_add_fetch(&r->reload_gen, 1, __ATOMIC_RELEASE);
 	fprintf(stderr,
-	        "moqdp-relay: reload: %s is valid; it takes effect for new workers at the next "
-	        "restart\n",
-	        r->cfg.cert);
+	        "moqdp-relay: reload: %s is valid; new connections get it (sha-256 %s), open "
+	        "ones keep theirs\n",
+	        r->cfg.cert, r->fingerprint);
 	r->reloads++;
 }
 

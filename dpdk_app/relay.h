@@ -53,6 +53,9 @@ struct moq_relay_stats {
 	uint64_t net_drop[MOQ_NET_DROP_MAX]; /* per reason */
 	uint64_t quic_dropped;               /* undecodable / refused datagrams */
 	uint64_t goaways, drain_closes;      /* SIGQUIT drain */
+	uint64_t cert_reloads;               /* SIGHUP: endpoints that took the new certificate */
+	uint64_t cert_reload_errors;         /* ... that refused it (kept the old one) */
+	uint64_t conns_old_cert;             /* open connections on a replaced certificate */
 	uint64_t gso_msgs;                   /* kernel backend: UDP GSO sends */
 	uint64_t announcements;              /* gratuitous ARP / unsolicited NA sent */
 	uint64_t conns, conns_total, half_open;

@@ -64,6 +64,7 @@ struct relay_worker {
 	struct moq_quic_conn **conns;
 	uint32_t conn_cap;
 	int draining;
+	uint32_t reload_seen; /* the relay's reload_gen this worker applied */
 	uint64_t drain_start, drain_close_at;
 	struct moq_quic_stats qs; /* copied from the endpoint at 10 Hz */
 	struct moq_node_stats ns; /* copied from the node at 10 Hz */
@@ -93,6 +94,8 @@ struct moq_relay {
 	uint32_t announce_pending; /* ports whose link came up: worker 0 announces */
 	uint64_t announcements;
 	uint64_t reloads, reload_failed;
+	uint32_t reload_gen; /* SIGHUP, checked on the main lcore: workers reload their
+	                      * endpoints' certificate when it moves */
 	int http_fd;
 	unsigned int http_port;
 	uint64_t http_requests;

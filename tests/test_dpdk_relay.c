@@ -188,6 +188,18 @@ static long long metric(const char *body, const char *name)
 	return p ? atoll(p + strlen(key)) : -1;
 }
 
+/* Poll /metrics on @port up to @ms until @name reaches @want; its last
+ * value (-1 when absent). */
+static long long wait_metric(unsigned int port, const char *name, long long want, unsigned int ms)
+{
+	uint64_t end = now_ms() + ms;
+	long long v;
+
+	while ((v = metric(http_get(port, "/metrics"), name)) != want && now_ms() < end)
+		usleep(50000);
+	return v;
+}
+
 /* Wait up to @ms for @what to appear in the relay's stderr. */
 static char *wait_err(const char *what, unsigned int ms)
 {
@@ -444,56 +456,21 @@ static int on_established(struct moq_quic_conn *c, void *user, const char *alpn)
 	return 0;
 }
 
-START_TEST(kernel_backend_handshake)
-{
-	static const char *const alpn[] = {"moq-lite-04"};
-	static const struct moq_quic_callbacks cb = {.established = on_established};
-	unsigned int udp = 30000 + (unsigned int)getpid() % 20000, mport = udp + 1;
-	char sudp[16], mgmt[32], prefix[64];
-	const char *args[] = {
-	        prefix,   "--no-huge", "-m",        "256",    "--no-pci",         "-l",
-	        "0-1",    "--",        "--backend", "kernel", "--listen",         "127.0.0.1",
-	        "--port", sudp,        "--mgmt",    mgmt,     "--stats-interval", "0",
-	        NULL};
-	struct moq_quic_config qc = {0};
-	struct moq_quic_endpoint *cl;
+/* A QUIC client (moq-lite-04 ALPN) on a kernel socket, driven by hand. */
+struct qclient {
+	struct moq_quic_endpoint *ep;
+	struct moq_quic_conn *c;
 	struct moq_quic_addr local, remote;
-	struct sockaddr_in la = {.sin_family = AF_INET};
-	socklen_t alen = sizeof(la);
+	int fd;
+};
+
+/* Pump @q's endpoint and socket for up to @ms or until established. */
+static void qclient_pump(struct qclient *q, unsigned int ms)
+{
 	uint8_t buf[2048], pb[8][1500];
 	struct moq_quic_pkt pk[8];
-	int fd, err = 0;
-	char *r;
 
-	snprintf(sudp, sizeof(sudp), "%u", udp);
-	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", mport);
-	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-k-%d", (int)getpid());
-	spawn(args);
-	r = wait_http(mport, "/health", 15000);
-	ck_assert_msg(r != NULL, "no /health; stderr: %s", slurp(errpath));
-
-	qc.role = MOQ_QUIC_CLIENT;
-	qc.alpn = alpn;
-	qc.alpn_count = 1;
-	qc.cb = &cb;
-	cl = moq_quic_endpoint_new(&qc, &err);
-	ck_assert_ptr_nonnull(cl);
-	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
-	la.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_int_eq(bind(fd, (struct sockaddr *)&la, sizeof(la)), 0);
-	getsockname(fd, (struct sockaddr *)&la, &alen);
-	memset(&local, 0, sizeof(local));
-	local.u.in4 = la;
-	local.len = sizeof(la);
-	memset(&remote, 0, sizeof(remote));
-	remote.u.in4.sin_family = AF_INET;
-	remote.u.in4.sin_port = htons((uint16_t)udp);
-	remote.u.in4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	remote.len = sizeof(remote.u.in4);
-	established = 0;
-	ck_assert_ptr_nonnull(
-	        moq_quic_connect(cl, &local, &remote, NULL, now_ms() * 1000000ull, &err));
-	for (uint64_t end = now_ms() + 5000; !established && now_ms() < end;) {
+	for (uint64_t end = now_ms() + ms; !established && now_ms() < end;) {
 		uint64_t t = now_ms() * 1000000ull;
 		ssize_t got;
 		int k;
@@ -502,21 +479,81 @@ START_TEST(kernel_backend_handshake)
 			pk[i].data = pb[i];
 			pk[i].cap = sizeof(pb[i]);
 		}
-		k = moq_quic_endpoint_send(cl, pk, 8, t);
+		k = moq_quic_endpoint_send(q->ep, pk, 8, t);
 		for (int i = 0; i < k; i++)
-			sendto(fd, pk[i].data, pk[i].len, 0, &pk[i].remote.u.sa, pk[i].remote.len);
-		while ((got = recv(fd, buf, sizeof(buf), 0)) > 0)
-			moq_quic_endpoint_recv(cl, buf, (size_t)got, &local, &remote, t);
-		moq_quic_endpoint_timers(cl, t);
+			sendto(q->fd, pk[i].data, pk[i].len, 0, &pk[i].remote.u.sa,
+			       pk[i].remote.len);
+		while ((got = recv(q->fd, buf, sizeof(buf), 0)) > 0)
+			moq_quic_endpoint_recv(q->ep, buf, (size_t)got, &q->local, &q->remote, t);
+		moq_quic_endpoint_timers(q->ep, t);
 		usleep(1000);
 	}
+}
+
+/* Connect to 127.0.0.1:@udp and complete the handshake (5 s at most). */
+static void qclient_open(struct qclient *q, unsigned int udp)
+{
+	static const char *const alpn[] = {"moq-lite-04"};
+	static const struct moq_quic_callbacks cb = {.established = on_established};
+	struct moq_quic_config qc = {0};
+	struct sockaddr_in la = {.sin_family = AF_INET};
+	socklen_t alen = sizeof(la);
+	int err = 0;
+
+	memset(q, 0, sizeof(*q));
+	qc.role = MOQ_QUIC_CLIENT;
+	qc.alpn = alpn;
+	qc.alpn_count = 1;
+	qc.cb = &cb;
+	q->ep = moq_quic_endpoint_new(&qc, &err);
+	ck_assert_ptr_nonnull(q->ep);
+	q->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	la.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(q->fd, (struct sockaddr *)&la, sizeof(la)), 0);
+	getsockname(q->fd, (struct sockaddr *)&la, &alen);
+	q->local.u.in4 = la;
+	q->local.len = sizeof(la);
+	q->remote.u.in4.sin_family = AF_INET;
+	q->remote.u.in4.sin_port = htons((uint16_t)udp);
+	q->remote.u.in4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	q->remote.len = sizeof(q->remote.u.in4);
+	established = 0;
+	q->c = moq_quic_connect(q->ep, &q->local, &q->remote, NULL, now_ms() * 1000000ull, &err);
+	ck_assert_ptr_nonnull(q->c);
+	qclient_pump(q, 5000);
 	ck_assert_int_eq(established, 1);
+}
+
+static void qclient_close(struct qclient *q)
+{
+	moq_quic_endpoint_free(q->ep);
+	close(q->fd);
+}
+
+START_TEST(kernel_backend_handshake)
+{
+	unsigned int udp = 30000 + (unsigned int)getpid() % 20000, mport = udp + 1;
+	char sudp[16], mgmt[32], prefix[64];
+	const char *args[] = {
+	        prefix,   "--no-huge", "-m",        "256",    "--no-pci",         "-l",
+	        "0-1",    "--",        "--backend", "kernel", "--listen",         "127.0.0.1",
+	        "--port", sudp,        "--mgmt",    mgmt,     "--stats-interval", "0",
+	        NULL};
+	struct qclient q;
+	char *r;
+
+	snprintf(sudp, sizeof(sudp), "%u", udp);
+	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", mport);
+	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-k-%d", (int)getpid());
+	spawn(args);
+	r = wait_http(mport, "/health", 15000);
+	ck_assert_msg(r != NULL, "no /health; stderr: %s", slurp(errpath));
+	qclient_open(&q, udp);
 	usleep(300000);
 	r = http_get(mport, "/metrics");
 	ck_assert_ptr_nonnull(strstr(r, "moqdp_connections 1\n"));
 	ck_assert_ptr_null(strstr(r, "moqdp_rx_packets_total 0\n"));
-	moq_quic_endpoint_free(cl);
-	close(fd);
+	qclient_close(&q);
 	kill(child, SIGTERM);
 	ck_assert_int_eq(wait_exit(10000), 0);
 }
@@ -962,6 +999,9 @@ END_TEST
 START_TEST(cert_files_and_reload)
 {
 	char dir[64], cert[96], key[96], cmd[1024], fp[128] = "", mgmt[32], prefix[64], sudp[16];
+	char fp2[128] = "", got[128];
+	uint8_t raw[32];
+	struct qclient qa, qb;
 	unsigned int udp = 41000 + (unsigned int)getpid() % 20000, mport = udp + 1;
 	const char *args[] = {prefix,
 	                      "--no-huge",
@@ -1024,6 +1064,44 @@ START_TEST(cert_files_and_reload)
 	ck_assert_int_eq(system(cmd), 0);
 	kill(child, SIGHUP);
 	ck_assert_ptr_nonnull(strstr(wait_err("is valid", 5000), "is valid"));
+	/* the worker's endpoint took it (the broken one never reached it) */
+	ck_assert_int_eq(wait_metric(mport, "moqdp_cert_reloads_total", 1, 3000), 1);
+	ck_assert_int_eq(metric(http_get(mport, "/metrics"), "moqdp_cert_reload_errors_total"), 0);
+	qclient_open(&qa, udp);
+	ck_assert_int_eq(moq_quic_conn_peer_fingerprint(qa.c, raw), 0);
+	ck_assert_str_eq(moq_quic_fingerprint_str(raw, got, sizeof(got)), fp);
+	/* a new key and certificate: new connections get it, an open one keeps
+	 * the old */
+	snprintf(cmd, sizeof(cmd),
+	         "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "
+	         "%s/key2.pem -out %s/cert2.pem -days 2 -subj /CN=relay2.test >/dev/null 2>&1 && "
+	         "openssl x509 -in %s/cert2.pem -noout -fingerprint -sha256 | sed 's/.*=//' > "
+	         "%s/fp2 && cp %s/key2.pem %s && cp %s/cert2.pem %s",
+	         dir, dir, dir, dir, dir, key, dir, cert);
+	ck_assert_int_eq(system(cmd), 0);
+	snprintf(cmd, sizeof(cmd), "%s/fp2", dir);
+	f = fopen(cmd, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_nonnull(fgets(fp2, sizeof(fp2), f));
+	fclose(f);
+	fp2[strcspn(fp2, "\n")] = '\0';
+	ck_assert_str_ne(fp, fp2);
+	kill(child, SIGHUP);
+	e = wait_err(fp2, 5000);
+	ck_assert_msg(strstr(e, fp2) != NULL, "new fingerprint %s not in: %s", fp2, e);
+	ck_assert_int_eq(wait_metric(mport, "moqdp_cert_reloads_total", 2, 3000), 2);
+	ck_assert_int_eq(wait_metric(mport, "moqdp_connections_old_cert", 1, 3000), 1);
+	qclient_open(&qb, udp);
+	ck_assert_int_eq(moq_quic_conn_peer_fingerprint(qb.c, raw), 0);
+	ck_assert_str_eq(moq_quic_fingerprint_str(raw, got, sizeof(got)), fp2);
+	ck_assert_int_eq(moq_quic_conn_peer_fingerprint(qa.c, raw), 0);
+	ck_assert_str_eq(moq_quic_fingerprint_str(raw, got, sizeof(got)), fp);
+	fprintf(stderr,
+	        "cert_files_and_reload: after SIGHUP a new connection got %s, the open one kept "
+	        "%s\n",
+	        fp2, fp);
+	qclient_close(&qb);
+	qclient_close(&qa);
 	kill(child, SIGTERM);
 	ck_assert_int_eq(wait_exit(10000), 0);
 	/* at start, a bad certificate is fatal: one line, exit 1 */
