@@ -704,18 +704,62 @@ int moq_msg_decode(enum moq_msg_type type, enum moq_version v, const uint8_t *bu
 	return (int)(hdr + body);
 }
 
+/* RFC 9000, 16: @x (<= MOQ_VARINT_MAX) in @n bytes, big endian, the two
+ * most significant bits log2(n). Once per frame and subscriber: no checks. */
+static inline void vi_store(uint8_t *p, uint64_t x, size_t n)
+{
+	switch (n) {
+	case 1:
+		p[0] = (uint8_t)x;
+		break;
+	case 2:
+		p[0] = (uint8_t)(0x40 | x >> 8);
+		p[1] = (uint8_t)x;
+		break;
+	case 4:
+		p[0] = (uint8_t)(0x80 | x >> 24);
+		p[1] = (uint8_t)(x >> 16);
+		p[2] = (uint8_t)(x >> 8);
+		p[3] = (uint8_t)x;
+		break;
+	default:
+		for (size_t i = 0; i < 8; i++)
+			p[i] = (uint8_t)(x >> (56 - 8 * i));
+		p[0] |= 0xc0;
+		break;
+	}
+}
+
+static inline size_t vi_len(uint64_t x)
+{
+	return x < (1u << 6) ? 1 : x < (1u << 14) ? 2 : x < (UINT64_C(1) << 30) ? 4 : 8;
+}
+
 int moq_frame_hdr_encode(uint8_t *buf, size_t cap, enum moq_version v, int64_t ts_delta,
                          uint64_t size)
 {
-	struct wr w = {buf, cap, 0, 0};
+	uint64_t zz = 0;
+	size_t tn = 0, sn;
 
 	if (size > MOQ_FRAME_MAX)
 		return MOQ_ERR_INVAL;
 	/* moq-lite 05, Group: { zigzag timestamp delta, size, payload }. */
-	if (v >= MOQ_LITE_05)
-		w_vi(&w, moq_zigzag(ts_delta));
-	w_vi(&w, size);
-	return w.err ? w.err : (int)w.len;
+	if (v >= MOQ_LITE_05) {
+		/* PROTOCOL.md, zigzag (as moq_zigzag) */
+		zz = ((uint64_t)ts_delta << 1) ^ (uint64_t)(ts_delta >> 63);
+		if (zz > MOQ_VARINT_MAX)
+			return MOQ_ERR_INVAL;
+		tn = vi_len(zz);
+	}
+	sn = vi_len(size); /* size <= MOQ_FRAME_MAX */
+	if (!buf)
+		return (int)(tn + sn); /* measuring only */
+	if (tn + sn > cap)
+		return MOQ_ERR_TOO_LARGE;
+	if (tn)
+		vi_store(buf, zz, tn);
+	vi_store(buf + tn, size, sn);
+	return (int)(tn + sn);
 }
 
 /* ---- incremental group stream parser ---- */
