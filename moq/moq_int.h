@@ -227,6 +227,7 @@ struct moq_session {
 	uint64_t unacked;          /* fanout bytes queued and not acknowledged */
 	uint64_t budget;           /* this poll's limit for unacked */
 	uint8_t blocked;           /* fanout stopped at the budget; an ack wakes it */
+	uint8_t budget_fresh;      /* budget includes this visit's cwnd */
 	uint8_t queued;            /* in the node's pending (or work) list: sess_mark */
 	uint8_t watched;           /* in the node's watch list: has local subscriptions */
 	uint8_t retry;             /* a group stream could not be opened: try again */

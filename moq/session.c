@@ -1454,6 +1454,29 @@ static int gout_open(struct moq_session *s, struct dsub *d, struct moq_cache_gro
 
 #define MAX_IOV 128
 
+/* Keep what QUIC holds for this session near its congestion window, so the
+ * ranking (not the order of earlier writes) decides what goes out next:
+ * unacknowledged bytes <= max(2 cwnd, 64 KiB), capped by the configured
+ * session_queue. The cwnd is read (moq_quic_conn_get_info) only once the
+ * floor is reached, at most once per visit. */
+static bool budget_left(struct moq_session *s)
+{
+	struct moq_quic_conn_info ci;
+
+	if (s->unacked < s->budget)
+		return true;
+	if (s->budget_fresh)
+		return false;
+	s->budget_fresh = 1;
+	moq_quic_conn_get_info(s->conn, &ci);
+	s->budget = 2 * ci.cwnd;
+	if (s->budget < MIN_BUDGET)
+		s->budget = MIN_BUDGET;
+	if (s->budget > s->n->cfg.session_queue)
+		s->budget = s->n->cfg.session_queue;
+	return s->unacked < s->budget;
+}
+
 /* Write what is cached and not yet sent of @go, in batches, while the
  * session's unacknowledged budget allows. Returns bytes queued. */
 static uint64_t gout_pump(struct moq_session *s, struct gout *go)
@@ -1466,7 +1489,7 @@ static uint64_t gout_pump(struct moq_session *s, struct gout *go)
 
 	if (batch > 32)
 		batch = 32;
-	while (!go->fin && !go->reset && s->unacked < s->budget) {
+	while (!go->fin && !go->reset && budget_left(s)) {
 		int cnt = moq_cache_read_frames(go->g, &go->cur, fb, batch);
 		unsigned ni = 0;
 		uint64_t bytes = 0;
@@ -1704,7 +1727,6 @@ static int fanout_session(struct moq_session *s)
 	struct moq_node *n = s->n;
 	uint32_t k = 0;
 	int written = 0;
-	struct moq_quic_conn_info ci;
 	int fetching = 0;
 
 	s->retry = 0;
@@ -1712,16 +1734,10 @@ static int fanout_session(struct moq_session *s)
 		dsub_advance(s, d);
 	if (s->closing || !s->ngouts)
 		return 0;
-	/* Keep what QUIC holds for this session near its congestion window, so
-	 * the ranking below (not the order of earlier writes) decides what goes
-	 * out next: unacknowledged bytes <= max(2 cwnd, 64 KiB), capped by the
-	 * configured session_queue. */
-	moq_quic_conn_get_info(s->conn, &ci);
-	s->budget = 2 * ci.cwnd;
-	if (s->budget < MIN_BUDGET)
-		s->budget = MIN_BUDGET;
-	if (s->budget > n->cfg.session_queue)
-		s->budget = n->cfg.session_queue;
+	/* The budget starts at its floor; budget_left asks QUIC for the cwnd
+	 * only when the floor is reached. */
+	s->budget = n->cfg.session_queue < MIN_BUDGET ? n->cfg.session_queue : MIN_BUDGET;
+	s->budget_fresh = s->budget == n->cfg.session_queue;
 	if (n->sortcap < s->ngouts) {
 		struct gout **nb = realloc(n->sortbuf, s->ngouts * 2 * sizeof(*nb));
 		if (!nb)
@@ -1753,12 +1769,12 @@ static int fanout_session(struct moq_session *s)
 			fetching |= go->fetch;
 		}
 	}
-	for (uint32_t i = 0; i < k && s->unacked < s->budget; i++)
+	for (uint32_t i = 0; i < k && budget_left(s); i++)
 		if (gout_pump(s, n->sortbuf[i]))
 			written++;
 	/* Out of budget with streams left: the next ack wakes us. A fetch
 	 * follows its group without a subscription's version: keep polling. */
-	if (s->unacked >= s->budget)
+	if (!budget_left(s))
 		s->blocked = 1;
 	if (fetching)
 		sess_mark(s);
@@ -1766,7 +1782,7 @@ static int fanout_session(struct moq_session *s)
 	 * whatever the budget. */
 	for (uint32_t i = 0; i < k; i++) {
 		struct gout *go = n->sortbuf[i];
-		if (!go->fin && !go->reset && s->unacked >= s->budget) {
+		if (!go->fin && !go->reset && !budget_left(s)) {
 			uint64_t bytes;
 			uint32_t frames;
 			if (moq_cache_group_status(go->g, &bytes, &frames) == MOQ_ERR_CLOSED &&
