@@ -735,6 +735,26 @@ static inline size_t vi_len(uint64_t x)
 	return x < (1u << 6) ? 1 : x < (1u << 14) ? 2 : x < (UINT64_C(1) << 30) ? 4 : 8;
 }
 
+int moq_group_hdr_encode(uint8_t *buf, size_t cap, uint64_t sub_id, uint64_t seq)
+{
+	size_t in, sn, body;
+
+	if (sub_id > MOQ_VARINT_MAX || seq > MOQ_VARINT_MAX)
+		return MOQ_ERR_INVAL;
+	in = vi_len(sub_id);
+	sn = vi_len(seq);
+	body = in + sn; /* <= 16: a one-byte size prefix */
+	/* moq-lite, Group: stream type 0x0, then GROUP { subscribe id, sequence }
+	 * with its size prefix (the same in lite-03/04/05). */
+	if (2 + body > cap)
+		return MOQ_ERR_TOO_LARGE;
+	buf[0] = MOQ_STREAM_GROUP;
+	buf[1] = (uint8_t)body;
+	vi_store(buf + 2, sub_id, in);
+	vi_store(buf + 2 + in, seq, sn);
+	return (int)(2 + body);
+}
+
 int moq_frame_hdr_encode(uint8_t *buf, size_t cap, enum moq_version v, int64_t ts_delta,
                          uint64_t size)
 {

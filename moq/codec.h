@@ -322,6 +322,16 @@ int moq_msg_decode(enum moq_msg_type type, enum moq_version v, const uint8_t *bu
 int moq_msg_peek_len(enum moq_msg_type type, const uint8_t *buf, size_t len, size_t max_len);
 
 /*
+ * moq_group_hdr_encode: the bytes that open a group stream we send: the
+ * stream type MOQ_STREAM_GROUP and GROUP { @sub_id, @seq } (size prefixed),
+ * byte for byte what moq_varint_put + moq_msg_encode write, without the
+ * generic encoder (once per group and subscriber). Writes at most 26 bytes.
+ * Returns the bytes written or MOQ_ERR_TOO_LARGE (@cap) / MOQ_ERR_INVAL
+ * (a value above MOQ_VARINT_MAX).
+ */
+int moq_group_hdr_encode(uint8_t *buf, size_t cap, uint64_t sub_id, uint64_t seq);
+
+/*
  * moq_frame_hdr_encode: the bytes that precede a frame's payload in a group
  * (or fetch) stream: lite-05 { zigzag timestamp delta, size }, lite-03/04
  * { size }. Writes at most 16 bytes. Returns the bytes written or

@@ -585,6 +585,39 @@ START_TEST(test_group_parser_chunks)
 		ck_assert_uint_eq(gl, wl);
 		ck_assert(memcmp(got, want, wl) == 0);
 	}
+
+	/* The group stream header fast path writes what the generic encoder
+	 * writes (stream type + GROUP), in every version, every varint size. */
+	{
+		static const uint64_t vals[] = {
+		        0, 1, 63, 64, 16383, 16384, 1073741823, 1073741824, MOQ_VARINT_MAX};
+		static const enum moq_version vs[] = {MOQ_LITE_03, MOQ_LITE_04, MOQ_LITE_05};
+		uint8_t want[64], got[64];
+		for (size_t vi = 0; vi < 3; vi++)
+			for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++)
+				for (size_t j = 0; j < sizeof(vals) / sizeof(vals[0]); j++) {
+					struct moq_msg m = {.type = MOQ_MSG_GROUP};
+					int wl = moq_varint_put(want, sizeof(want),
+					                        MOQ_STREAM_GROUP);
+					int n, gl;
+					m.u.group.subscribe_id = vals[i];
+					m.u.group.sequence = vals[j];
+					n = moq_msg_encode(want + wl, sizeof(want) - (size_t)wl,
+					                   vs[vi], &m);
+					ck_assert_int_gt(n, 0);
+					wl += n;
+					gl = moq_group_hdr_encode(got, sizeof(got), vals[i],
+					                          vals[j]);
+					ck_assert_int_eq(gl, wl);
+					ck_assert(memcmp(got, want, (size_t)wl) == 0);
+					/* too small a buffer */
+					ck_assert_int_eq(moq_group_hdr_encode(got, (size_t)wl - 1,
+					                                      vals[i], vals[j]),
+					                 MOQ_ERR_TOO_LARGE);
+				}
+		ck_assert_int_eq(moq_group_hdr_encode(got, sizeof(got), MOQ_VARINT_MAX + 1, 0),
+		                 MOQ_ERR_INVAL);
+	}
 }
 END_TEST
 
