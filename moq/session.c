@@ -1428,8 +1428,8 @@ static int gout_open(struct moq_session *s, struct dsub *d, struct moq_cache_gro
 {
 	int err;
 	struct mstream *st = st_open(s, 0, SK_GROUP_OUT, &err);
-	struct moq_msg m = {.type = MOQ_MSG_GROUP};
 	struct gout *go;
+	uint8_t *h;
 
 	if (!st)
 		return err;
@@ -1441,10 +1441,15 @@ static int gout_open(struct moq_session *s, struct dsub *d, struct moq_cache_gro
 	go->d = d;
 	d->n_gouts++;
 	/* moq-lite, Group: type 0x0, GROUP { subscribe id, sequence }: the only
-	 * per-subscriber bytes of the stream. */
-	m.u.group.subscribe_id = d->id;
-	m.u.group.sequence = go->seq;
-	st_send(s, st, MOQ_STREAM_GROUP, &m, 0);
+	 * per-subscriber bytes of the stream (as st_send would write them). */
+	h = tx_reserve(s, &st->tx, 32);
+	if (h) {
+		int hl = moq_group_hdr_encode(h, 32, d->id, go->seq);
+		struct iovec iov = {h, hl > 0 ? (size_t)hl : 0};
+		tx_unreserve(&st->tx, 32 - iov.iov_len);
+		if (iov.iov_len && moq_quic_stream_write(s->conn, st->sid, &iov, 1, 0) >= 0)
+			st->tx_off += iov.iov_len;
+	}
 	go->written = st->tx_off;
 	s->unacked += st->tx_off;
 	s->n->st.groups_out++;
