@@ -2054,6 +2054,14 @@ static void server_accept(struct moq_quic_endpoint *ep, const uint8_t *data, siz
 	if (conn_add_cid(c, scid.data, scid.datalen) != 0 ||
 	    conn_add_cid(c, hd.dcid.data, hd.dcid.datalen) != 0)
 		goto fail_conn;
+	/* After a Retry the client's first DCID (carried in the token) is
+	 * this connection's too: its token-less Initial, late or retransmitted
+	 * when the Retry was lost, reaches it (and is dropped there) instead
+	 * of making a second half-open connection that never completes. When
+	 * the DCID is taken already (that Initial got its own connection),
+	 * nothing is registered. */
+	if (validated && odcid.datalen > 0)
+		(void)conn_add_cid(c, odcid.data, odcid.datalen);
 	c->notified = 0;
 	if (ep->cfg.cb && ep->cfg.cb->conn_new)
 		ep->cfg.cb->conn_new(c, c->user);

@@ -1628,6 +1628,328 @@ START_TEST(test_interop_gtlsclient)
 }
 END_TEST
 
+/* Capture the first token-less client Initial datagram whose DCID is not
+ * @skip_dcid (dir 0). */
+struct cap_initial {
+	uint8_t skip_dcid[20];
+	size_t skip_len;
+	uint8_t buf[1500];
+	size_t len;
+	uint8_t dcid[20];
+	size_t dcid_len;
+};
+
+static int capture_tokenless_initial(void *arg, int dir, uint8_t *d, size_t *len, uint64_t now)
+{
+	struct cap_initial *ci = arg;
+	size_t dl, sl, off;
+
+	(void)now;
+	if (dir != 0 || ci->len > 0 || *len < 8 || !(d[0] & 0x80) || ((d[0] >> 4) & 3) != 0)
+		return 0;
+	dl = d[5];
+	if (dl > 20 || 7 + dl > *len)
+		return 0;
+	sl = d[6 + dl];
+	off = 7 + dl + sl;
+	if (sl > 20 || off >= *len || d[off] != 0) /* token length 0 */
+		return 0;
+	if (ci->skip_len == dl && memcmp(ci->skip_dcid, d + 6, dl) == 0)
+		return 0;
+	memcpy(ci->buf, d, *len);
+	ci->len = *len;
+	memcpy(ci->dcid, d + 6, dl);
+	ci->dcid_len = dl;
+	return 0;
+}
+
+static int srv_two_established(void *arg)
+{
+	(void)arg;
+	return cli.conns[0].established && cli.conns[1].established && srv.nconns >= 2 &&
+	       srv.conns[0].established && srv.conns[1].established;
+}
+
+/* A client that was asked to Retry may still have its first, token-less
+ * Initial in flight (or retransmit it when the Retry is lost): arriving
+ * late, it carries the DCID the Retry token vouches for and belongs to the
+ * connection made from the token, not to a second half-open one. */
+START_TEST(test_retry_late_initial)
+{
+	struct moq_quic_config s = base_cfg(MOQ_QUIC_SERVER, &srv);
+	struct moq_quic_link_config lc;
+	struct moq_quic_stats st;
+	struct moq_quic_addr c2 = addr4("10.0.0.1", 40001);
+	struct cap_initial ci;
+	int err;
+
+	memset(&ci, 0, sizeof(ci));
+	memset(&lc, 0, sizeof(lc));
+	lc.dir[1].loss_ppm = 1000000; /* the first client's answers are lost */
+	s.retry = MOQ_QUIC_RETRY_AUTO;
+	s.retry_threshold = 1;
+	setup_pair(&s, NULL, &lc);
+	moq_quic_link_set_filter(lnk, capture_tokenless_initial, &ci);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, count_half_open, NULL, 1000000000ull), 0);
+	ck_assert_uint_gt(ci.len, 0);
+	memcpy(ci.skip_dcid, ci.dcid, ci.dcid_len); /* the first client's */
+	ci.skip_len = ci.dcid_len;
+	ci.len = 0;
+	/* the path heals; the second client, seeing half_open at the
+	 * threshold, is asked to Retry */
+	moq_quic_link_free(lnk);
+	lnk = moq_quic_link_new(NULL, cli.ep, srv.ep);
+	moq_quic_link_set_filter(lnk, capture_tokenless_initial, &ci);
+	cli.conns[1].c = moq_quic_connect(cli.ep, &c2, &saddr, &cli, moq_quic_link_now(lnk), &err);
+	ck_assert_ptr_nonnull(cli.conns[1].c);
+	cli.nconns = 2;
+	ck_assert_int_eq(moq_quic_link_run(lnk, srv_two_established, NULL, 5ull * 1000000000), 0);
+	ck_assert_uint_gt(ci.len, 0);
+	moq_quic_endpoint_stats(srv.ep, &st);
+	ck_assert_uint_ge(st.retry_sent, 1);
+	ck_assert_uint_eq(st.conns_accepted, 2);
+	ck_assert_uint_eq(st.half_open, 0);
+	/* the second client's token-less Initial arrives late, below the
+	 * Retry threshold now */
+	ck_assert_int_eq(moq_quic_link_inject(lnk, 0, ci.buf, ci.len, &c2, &saddr), 0);
+	moq_quic_link_run(lnk, NULL, NULL, 20000000ull);
+	moq_quic_endpoint_stats(srv.ep, &st);
+	ck_assert_uint_eq(st.conns_accepted, 2);
+	ck_assert_uint_eq(st.half_open, 0);
+	ck_assert_uint_eq(st.conns_active, 2);
+	ck_assert_int_eq(srv.nconns, 2);
+	ck_assert_int_eq(cli.conns[1].closed, 0);
+	ck_assert_int_eq(srv.conns[1].closed, 0);
+	teardown_pair();
+}
+END_TEST
+
+/* ---- many handshakes: half-open accounting under loss, timeouts, refusals */
+
+#define HS_N 24
+
+struct hs_conn {
+	struct moq_quic_conn *c;
+	int server;
+	int established;
+	int closed;
+	uint64_t code;
+	uint16_t port; /* client's port (server side: the remote's) */
+};
+
+struct hs_state {
+	struct hs_conn cli[HS_N];
+	struct hs_conn srv[4 * HS_N];
+	int nsrv;
+	int srv_pending; /* server conns neither established nor closed */
+	int srv_live;    /* server conns established, not closed */
+	uint8_t seen_dcid[4 * HS_N][20];
+	int nseen;
+	uint64_t dropped_first;
+	uint32_t prng;
+	int bad_step; /* first invariant failure, reported after the run */
+	char why[160];
+};
+
+static struct hs_state hs;
+
+static void hs_conn_new(struct moq_quic_conn *c, void *user)
+{
+	struct hs_conn *h;
+
+	(void)user;
+	if (hs.nsrv >= 4 * HS_N)
+		return;
+	h = &hs.srv[hs.nsrv++];
+	h->c = c;
+	h->server = 1;
+	h->port = ntohs(moq_quic_conn_remote(c)->u.in4.sin_port);
+	hs.srv_pending++;
+	moq_quic_conn_set_user(c, h);
+}
+
+static int hs_established(struct moq_quic_conn *c, void *user, const char *alpn)
+{
+	struct hs_conn *h = user;
+
+	(void)c;
+	(void)alpn;
+	if (h == NULL)
+		return 0;
+	h->established = 1;
+	if (h->server) {
+		hs.srv_pending--;
+		hs.srv_live++;
+	}
+	return 0;
+}
+
+static void hs_closed(struct moq_quic_conn *c, void *user, const struct moq_quic_close_info *info)
+{
+	struct hs_conn *h = user;
+
+	(void)c;
+	if (h == NULL)
+		return;
+	h->closed = 1;
+	h->code = info->code;
+	h->c = NULL;
+	if (h->server) {
+		if (h->established)
+			hs.srv_live--;
+		else
+			hs.srv_pending--;
+	}
+}
+
+static const struct moq_quic_callbacks hs_cbs = {
+        .conn_new = hs_conn_new,
+        .established = hs_established,
+        .conn_closed = hs_closed,
+};
+
+/* Loss on the Initial flight: the first client Initial of every DCID is
+ * dropped (the client retransmits it), a third of the server's long-header
+ * datagrams are lost (the client retransmits its Initial, same DCID, to a
+ * server that already has the connection), and every server datagram to a
+ * client whose CID byte 1 is 0 mod 6 is lost (handshake timeouts). */
+static int hs_filter(void *arg, int dir, uint8_t *d, size_t *len, uint64_t now)
+{
+	size_t dl;
+	int i;
+
+	(void)arg;
+	(void)now;
+	if (*len < 7 || !(d[0] & 0x80)) {
+		/* short header to a client: its DCID is the client's CID */
+		if (dir == 1 && *len > 2 && d[2] % 6 == 0)
+			return 1;
+		return 0;
+	}
+	dl = d[5];
+	if (dl > 20 || 6 + dl > *len)
+		return 0;
+	if (dir == 1) {
+		if (dl >= 2 && d[7] % 6 == 0)
+			return 1;
+		hs.prng = hs.prng * 1103515245u + 12345u;
+		return (hs.prng >> 16) % 3 == 0;
+	}
+	if (((d[0] >> 4) & 3) != 0)
+		return 0;
+	for (i = 0; i < hs.nseen; i++)
+		if (memcmp(hs.seen_dcid[i], d + 6, dl) == 0)
+			return 0;
+	if (hs.nseen < 4 * HS_N) {
+		memset(hs.seen_dcid[hs.nseen], 0, 20);
+		memcpy(hs.seen_dcid[hs.nseen++], d + 6, dl);
+	}
+	hs.dropped_first++;
+	return 1;
+}
+
+/* Checked after every step: the server's half-open count is the number of
+ * connections it handed out that neither completed nor closed, and never
+ * above its limit. */
+static int hs_check(void *arg)
+{
+	struct moq_quic_stats st;
+	uint32_t max_half_open = *(const uint32_t *)arg;
+
+	moq_quic_endpoint_stats(srv.ep, &st);
+	if (hs.bad_step == 0 &&
+	    (st.half_open != (uint64_t)hs.srv_pending || st.half_open > max_half_open)) {
+		hs.bad_step = 1;
+		snprintf(hs.why, sizeof(hs.why),
+		         "half_open %llu, server conns pending %d (limit %u) at %llu ns",
+		         (unsigned long long)st.half_open, hs.srv_pending, max_half_open,
+		         (unsigned long long)moq_quic_link_now(lnk));
+	}
+	return 0;
+}
+
+START_TEST(test_half_open_accounting)
+{
+	struct moq_quic_config s = base_cfg(MOQ_QUIC_SERVER, &srv);
+	struct moq_quic_config c = base_cfg(MOQ_QUIC_CLIENT, &cli);
+	struct moq_quic_stats st, cst;
+	uint32_t max_half_open = 6;
+	int i, j, est = 0, refused = 0, timed_out = 0, err;
+
+	memset(&hs, 0, sizeof(hs));
+	hs.prng = 7;
+	s.cb = &hs_cbs;
+	s.user = NULL;
+	s.max_conns = 12;
+	s.max_half_open = max_half_open;
+	s.handshake_timeout_ns = 3000000000ull;
+	c.cb = &hs_cbs;
+	c.user = NULL;
+	c.handshake_timeout_ns = 2000000000ull; /* gives up before the server */
+	setup_pair(&s, &c, NULL);
+	moq_quic_link_set_filter(lnk, hs_filter, NULL);
+	for (i = 0; i < HS_N; i++) {
+		struct moq_quic_addr a = addr4("10.0.1.1", (uint16_t)(41000 + i));
+
+		hs.cli[i].port = (uint16_t)(41000 + i);
+		hs.cli[i].c = moq_quic_connect(cli.ep, &a, &saddr, &hs.cli[i],
+		                               moq_quic_link_now(lnk), &err);
+		ck_assert_msg(hs.cli[i].c != NULL, "connect %d: %s", i, moq_err_str(err));
+		/* a few at a time: 2 handshakes started per virtual ms */
+		if (i % 2 == 1)
+			moq_quic_link_run(lnk, hs_check, &max_half_open, 1000000ull);
+	}
+	/* past every client's and server's handshake timeout */
+	moq_quic_link_run(lnk, hs_check, &max_half_open, 8ull * 1000000000);
+	ck_assert_msg(hs.bad_step == 0, "%s", hs.why);
+
+	moq_quic_endpoint_stats(srv.ep, &st);
+	for (i = 0; i < HS_N; i++) {
+		if (hs.cli[i].established && !hs.cli[i].closed)
+			est++;
+		else if (hs.cli[i].closed && hs.cli[i].code == 0x2)
+			refused++; /* CONNECTION_REFUSED */
+		else if (hs.cli[i].closed)
+			timed_out++;
+	}
+	/* each shape happened, and every client ended in one of them */
+	ck_assert_msg(est > 0 && refused > 0 && timed_out > 0,
+	              "established %d refused %d timed out %d", est, refused, timed_out);
+	ck_assert_int_eq(est + refused + timed_out, HS_N);
+	ck_assert_uint_gt(hs.dropped_first, 0);
+	ck_assert_uint_gt(st.handshake_timeouts, 0);
+	ck_assert_uint_gt(st.refused_conns + st.refused_half_open, 0);
+	/* the retransmitted Initials created no second connection */
+	ck_assert_uint_eq(st.conns_accepted, (uint64_t)hs.nsrv);
+	for (i = 0; i < hs.nsrv; i++)
+		for (j = i + 1; j < hs.nsrv; j++)
+			ck_assert_msg(hs.srv[i].port != hs.srv[j].port,
+			              "two server connections for client port %u", hs.srv[i].port);
+	/* nothing half-open is left; the server holds exactly the live ones */
+	ck_assert_uint_eq(st.half_open, 0);
+	ck_assert_int_eq(hs.srv_pending, 0);
+	ck_assert_int_eq(hs.srv_live, est);
+	ck_assert_uint_eq(st.conns_active, (uint64_t)est);
+	ck_assert_uint_eq(st.conns_established, (uint64_t)est);
+	moq_quic_endpoint_stats(cli.ep, &cst);
+	ck_assert_uint_eq(cst.conns_active, (uint64_t)est);
+	ck_assert_uint_eq(cst.half_open, 0);
+
+	/* the clients close: everything goes */
+	for (i = 0; i < HS_N; i++)
+		if (hs.cli[i].c)
+			ck_assert_int_eq(moq_quic_conn_close(hs.cli[i].c, 0, "done"), 0);
+	moq_quic_link_run(lnk, hs_check, &max_half_open, 40ull * 1000000000);
+	ck_assert_msg(hs.bad_step == 0, "%s", hs.why);
+	moq_quic_endpoint_stats(srv.ep, &st);
+	ck_assert_uint_eq(st.half_open, 0);
+	ck_assert_uint_eq(st.conns_active, 0);
+	ck_assert_int_eq(hs.srv_live, 0);
+	teardown_pair();
+}
+END_TEST
+
 Suite *quic_suite(void);
 
 Suite *quic_suite(void)
@@ -1657,6 +1979,8 @@ Suite *quic_suite(void)
 	        {"test_stream_reset_stop_sending", test_stream_reset_stop_sending},
 	        {"test_error_isolated", test_error_isolated},
 	        {"test_limits_conns_half_open", test_limits_conns_half_open},
+	        {"test_half_open_accounting", test_half_open_accounting},
+	        {"test_retry_late_initial", test_retry_late_initial},
 	        {"test_pem_cert", test_pem_cert},
 	        {"test_cert_reload", test_cert_reload},
 	        {"test_bad_config", test_bad_config},
