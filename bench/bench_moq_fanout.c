@@ -1,0 +1,492 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_moq_fanout.c: the relay's fanout path in instructions per payload
+ * byte, split into moq/, quic/ and cache/ (not a timed test).
+ *
+ * One relay node and endpoint; one client endpoint carrying a publisher (its
+ * own node and cache) and N subscribers (another node), joined by quic/'s
+ * in-memory virtual-time link (1 ms each way, no loss). The publisher sends
+ * the moq_session test's media: 15 frames per group, one every 33 ms, a
+ * 6000-6600 byte first frame and 200-1500 byte others. Every subscriber
+ * subscribes to the track; the run lasts G groups, then every subscriber's
+ * payload byte count is checked against what was published.
+ *
+ *   bench_moq_fanout [--subs N] [--groups G] [--callgrind]
+ *
+ * With --callgrind the program runs itself under valgrind's callgrind,
+ * collecting only inside the relay's moq_node_poll (bench_relay_poll), and
+ * prints the instructions per payload byte the relay queued (bytes_out),
+ * split by the source folder of each function (exclusive costs; inlined
+ * code counts where its source is). The ramp (handshakes, subscriptions) is
+ * run uninstrumented when valgrind/callgrind.h is available.
+ */
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "moq.h"
+#include "link.h"
+
+#if defined(__has_include)
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define HAVE_CALLGRIND_H 1
+#endif
+#endif
+#ifndef HAVE_CALLGRIND_H
+#define CALLGRIND_START_INSTRUMENTATION
+#endif
+
+#define MS               1000000ull
+#define SEC              1000000000ull
+#define FRAMES_PER_GROUP 15
+#define FRAME_NS         (33 * MS)
+
+struct sub {
+	struct moq_session *s;
+	int ready;
+	uint64_t bytes, frames, groups;
+	int started;
+	uint64_t first_seq;
+};
+
+static struct {
+	struct moq_cache_counting rcnt, pcnt; /* malloc-backed cache memory */
+	struct moq_cache *rcache, *pcache;
+	struct moq_node *relay, *client, *subnode;
+	struct moq_quic_endpoint *rep, *cep;
+	struct moq_quic_link *lnk;
+	struct moq_cache_track *vt;
+	struct moq_cache_group *g;
+	uint64_t seq, next_frame, max_groups;
+	uint32_t fidx;
+	int pub_ready;
+	struct sub *subs;
+	int nsubs;
+} B;
+
+static uint64_t now(void)
+{
+	return moq_quic_link_now(B.lnk);
+}
+
+static size_t frame_size(uint64_t seq, uint32_t idx)
+{
+	return idx == 0 ? 6000 + (seq % 7) * 100 : 200 + ((seq * 31 + idx * 97) % 1300);
+}
+
+static struct sub *sub_of(struct moq_session *s)
+{
+	struct sub *u = moq_session_user(s);
+	return u && u >= B.subs && u < B.subs + B.nsubs ? u : NULL;
+}
+
+static void cb_ready(struct moq_session *s, void *user)
+{
+	(void)user;
+	if (sub_of(s))
+		sub_of(s)->ready = 1;
+	else
+		B.pub_ready = 1;
+}
+
+static void cb_group_begin(struct moq_session *s, void *user, uint64_t id, uint64_t seq)
+{
+	struct sub *u = sub_of(s);
+
+	(void)user;
+	(void)id;
+	if (u && !u->started) {
+		u->started = 1;
+		u->first_seq = seq;
+	}
+}
+
+static void cb_frame(struct moq_session *s, void *user, uint64_t id, uint64_t seq, int64_t ts,
+                     uint64_t size)
+{
+	(void)user;
+	(void)id;
+	(void)seq;
+	(void)ts;
+	(void)size;
+	if (sub_of(s))
+		sub_of(s)->frames++;
+}
+
+static void cb_frame_data(struct moq_session *s, void *user, uint64_t id, uint64_t seq,
+                          const uint8_t *data, size_t len)
+{
+	(void)user;
+	(void)id;
+	(void)seq;
+	(void)data;
+	if (sub_of(s))
+		sub_of(s)->bytes += len;
+}
+
+static void cb_group_end(struct moq_session *s, void *user, uint64_t id, uint64_t seq, int64_t code)
+{
+	(void)user;
+	(void)id;
+	(void)seq;
+	if (sub_of(s) && code < 0)
+		sub_of(s)->groups++;
+}
+
+static const struct moq_node_callbacks cbs = {
+        .session_ready = cb_ready,
+        .group_begin = cb_group_begin,
+        .frame = cb_frame,
+        .frame_data = cb_frame_data,
+        .group_end = cb_group_end,
+};
+
+static struct moq_quic_addr addr4(const char *ip, uint16_t port)
+{
+	struct moq_quic_addr a;
+
+	memset(&a, 0, sizeof(a));
+	a.u.in4.sin_family = AF_INET;
+	a.u.in4.sin_port = htons(port);
+	inet_pton(AF_INET, ip, &a.u.in4.sin_addr);
+	a.len = sizeof(a.u.in4);
+	return a;
+}
+
+/* The relay's poll, out of line: callgrind collects inside it only. */
+__attribute__((noinline)) int bench_relay_poll(struct moq_node *n, uint64_t t);
+__attribute__((noinline)) int bench_relay_poll(struct moq_node *n, uint64_t t)
+{
+	return moq_node_poll(n, t);
+}
+
+static void pub_tick(uint64_t t)
+{
+	static uint8_t buf[8000];
+
+	while (B.pub_ready && t >= B.next_frame && B.seq < B.max_groups) {
+		size_t sz = frame_size(B.seq, B.fidx);
+		if (!B.g && moq_cache_group_open(B.vt, B.seq, t, &B.g) < 0)
+			exit(3);
+		memset(buf, (int)(B.seq * 31 + B.fidx), sz);
+		if (moq_cache_write_frame(B.g, (int64_t)(B.seq * FRAMES_PER_GROUP + B.fidx) * 33,
+		                          buf, sz) < 0)
+			exit(3);
+		if (++B.fidx == FRAMES_PER_GROUP) {
+			moq_cache_group_finish(B.g);
+			moq_cache_group_unref(B.g);
+			B.g = NULL;
+			B.fidx = 0;
+			B.seq++;
+		}
+		B.next_frame += FRAME_NS;
+	}
+}
+
+static void step(void)
+{
+	pub_tick(now());
+	moq_node_poll(B.client, now());
+	moq_node_poll(B.subnode, now());
+	bench_relay_poll(B.relay, now());
+	moq_quic_link_run(B.lnk, NULL, NULL, 2 * MS);
+}
+
+static int all_ready(void)
+{
+	for (int i = 0; i < B.nsubs; i++)
+		if (!B.subs[i].ready)
+			return 0;
+	return 1;
+}
+
+static int setup(void)
+{
+	struct moq_cache_cfg cc = {0};
+	struct moq_node_cfg nc = {0};
+	struct moq_quic_config q = {0};
+	struct moq_quic_link_config lc = {0};
+	struct moq_node_stats st;
+	const char *const *alpns;
+	size_t nalpn;
+	int err = 0;
+
+	moq_cache_counting_init(&B.rcnt);
+	moq_cache_counting_init(&B.pcnt);
+	cc.alloc = moq_cache_counting_alloc(&B.rcnt);
+	B.rcache = moq_cache_create(&cc);
+	cc.alloc = moq_cache_counting_alloc(&B.pcnt);
+	B.pcache = moq_cache_create(&cc);
+	if (!B.rcache || !B.pcache)
+		return -1;
+	nc.cache = B.rcache;
+	nc.relay = 1;
+	nc.origin = 1000;
+	B.relay = moq_node_create(&nc);
+	nc.relay = 0;
+	nc.cache = B.pcache;
+	nc.origin = 2000;
+	nc.cb = &cbs;
+	B.client = moq_node_create(&nc);
+	nc.cache = NULL;
+	nc.origin = 3000;
+	B.subnode = moq_node_create(&nc);
+	if (!B.relay || !B.client || !B.subnode)
+		return -1;
+	alpns = moq_node_alpns(&nalpn);
+	q.role = MOQ_QUIC_SERVER;
+	q.worker_id = 1;
+	q.alpn = alpns;
+	q.alpn_count = nalpn;
+	q.retry = MOQ_QUIC_RETRY_NEVER;
+	q.max_conns = 8192;
+	q.max_conns_per_addr = 8192;
+	q.max_half_open = 8192;
+	q.max_streams_uni = 100000;
+	q.cb = moq_node_quic_callbacks();
+	q.user = B.relay;
+	B.rep = moq_quic_endpoint_new(&q, &err);
+	q.role = MOQ_QUIC_CLIENT;
+	q.worker_id = 2;
+	q.user = B.client;
+	B.cep = moq_quic_endpoint_new(&q, &err);
+	if (!B.rep || !B.cep)
+		return -1;
+	lc.dir[0].delay_ns = 1 * MS;
+	lc.dir[1].delay_ns = 1 * MS;
+	lc.max_queue = 1 << 20;
+	lc.seed = 7;
+	B.lnk = moq_quic_link_new(&lc, B.cep, B.rep);
+	if (!B.lnk)
+		return -1;
+
+	/* the publisher and its broadcast */
+	{
+		struct moq_quic_addr la = addr4("10.0.0.1", 19999), ra = addr4("10.0.0.2", 4443);
+		if (moq_cache_track_create(B.pcache, "live/room", 9, "video", 5, NULL, &B.vt) < 0 ||
+		    moq_node_publish(B.client, "live/room", 9, 1000000) < 0 ||
+		    !moq_node_connect(B.client, B.cep, &la, &ra, NULL, MOQ_ROLE_PUBLISHER, NULL,
+		                      now(), &err))
+			return -1;
+	}
+	for (uint64_t end = now() + 2 * SEC; now() < end;) {
+		moq_node_stats(B.relay, &st);
+		if (B.pub_ready && st.broadcasts)
+			break;
+		step();
+	}
+	/* the subscribers, connected in waves of 100 */
+	for (int i = 0; i < B.nsubs; i++) {
+		struct moq_quic_addr la = addr4("10.0.0.1", (uint16_t)(20000 + i));
+		struct moq_quic_addr ra = addr4("10.0.0.2", 4443);
+		B.subs[i].s = moq_node_connect(B.subnode, B.cep, &la, &ra, NULL,
+		                               MOQ_ROLE_SUBSCRIBER, &B.subs[i], now(), &err);
+		if (!B.subs[i].s)
+			return -1;
+		if (i % 100 == 99)
+			for (int k = 0; k < 50; k++)
+				step();
+	}
+	for (uint64_t end = now() + 20 * SEC; now() < end && !all_ready();)
+		step();
+	if (!all_ready())
+		return -2;
+	for (int i = 0; i < B.nsubs; i++) {
+		struct moq_sub_params p = {1, false, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE};
+		if (moq_session_subscribe(B.subs[i].s, "live/room", 9, "video", 5, &p) < 0)
+			return -3;
+	}
+	return 0;
+}
+
+/* Exclusive Ir of a callgrind output file by source folder. */
+static int cg_split(const char *path, double *moq, double *quic, double *cache, double *other)
+{
+	static char kinds[65536]; /* file id -> '0' + part */
+	char line[4096];
+	int cur = 3, skip = 0;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return -1;
+	*moq = *quic = *cache = *other = 0;
+	while (fgets(line, sizeof(line), f)) {
+		int callee = !strncmp(line, "cfi=", 4) || !strncmp(line, "cfl=", 4);
+		if (callee || !strncmp(line, "fl=", 3) || !strncmp(line, "fi=", 3) ||
+		    !strncmp(line, "fe=", 3)) {
+			/* "(id) name" defines, "(id)" refers; a callee's file only
+			 * defines its id */
+			char *p = line + (callee ? 4 : 3), *name;
+			long id = -1;
+			int kind;
+			if (*p == '(')
+				id = strtol(p + 1, &name, 10);
+			else
+				name = p;
+			name = strchr(name, ')') ? strchr(name, ')') + 1 : name;
+			while (*name == ' ')
+				name++;
+			if (*name && *name != '\n') {
+				kind = strstr(name, "/moq/") ? 0
+				       : strstr(name, "/quic/") || strstr(name, "ngtcp2") ||
+				                       strstr(name, "wolfssl")
+				               ? 1
+				       : strstr(name, "/cache/") ? 2
+				                                 : 3;
+				if (id >= 0 && id < 65536)
+					kinds[id] = (char)('0' + kind);
+				if (!callee)
+					cur = kind;
+			} else if (!callee) {
+				cur = id >= 0 && id < 65536 && kinds[id] ? kinds[id] - '0' : 3;
+			}
+			continue;
+		}
+		if (!strncmp(line, "calls=", 6)) {
+			skip = 1; /* the next cost line is the call's inclusive cost */
+			continue;
+		}
+		if ((line[0] >= '0' && line[0] <= '9') || line[0] == '+' || line[0] == '-' ||
+		    line[0] == '*') {
+			char *sp = strchr(line, ' ');
+			double v;
+			if (!sp)
+				continue;
+			if (skip) {
+				skip = 0;
+				continue;
+			}
+			v = strtod(sp + 1, NULL);
+			if (cur == 0)
+				*moq += v;
+			else if (cur == 1)
+				*quic += v;
+			else if (cur == 2)
+				*cache += v;
+			else
+				*other += v;
+		}
+	}
+	fclose(f);
+	return 0;
+}
+
+static int run_callgrind(const char *self, int nsubs, uint64_t groups)
+{
+	char out[64], bf[64], ns[24], gs[24];
+	pid_t pid;
+	int status;
+	double m, q, c, o, t;
+	FILE *f;
+	uint64_t bytes = 0;
+
+	snprintf(out, sizeof(out), "/tmp/bench_moq_fanout.%d.cg", (int)getpid());
+	snprintf(bf, sizeof(bf), "/tmp/bench_moq_fanout.%d.bytes", (int)getpid());
+	snprintf(ns, sizeof(ns), "%d", nsubs);
+	snprintf(gs, sizeof(gs), "%" PRIu64, groups);
+	pid = fork();
+	if (pid == 0) {
+		char cgout[96];
+		snprintf(cgout, sizeof(cgout), "--callgrind-out-file=%s", out);
+		execlp("valgrind", "valgrind", "--tool=callgrind", "--quiet", cgout,
+		       "--dump-instr=no", "--compress-strings=yes", "--compress-pos=no",
+#ifdef HAVE_CALLGRIND_H
+		       "--instr-atstart=no",
+#endif
+		       "--toggle-collect=bench_relay_poll", self, "--subs", ns, "--groups", gs,
+		       "--bytes-file", bf, (char *)NULL);
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+	    WEXITSTATUS(status) != 0) {
+		fprintf(stderr, "callgrind run failed\n");
+		return 1;
+	}
+	f = fopen(bf, "r");
+	if (!f || fscanf(f, "%" SCNu64, &bytes) != 1 || !bytes) {
+		fprintf(stderr, "no byte count from the run\n");
+		if (f)
+			fclose(f);
+		return 1;
+	}
+	fclose(f);
+	unlink(bf);
+	if (cg_split(out, &m, &q, &c, &o) < 0)
+		return 1;
+	unlink(out);
+	t = m + q + c + o;
+	printf("relay moq_node_poll, %d subscribers, %" PRIu64
+	       " groups: %.1f M instructions, %" PRIu64 " payload bytes queued\n",
+	       nsubs, groups, t / 1e6, bytes);
+	printf("%-8s %14s %10s %8s\n", "part", "instructions", "instr/B", "share");
+	printf("%-8s %14.0f %10.3f %7.1f%%\n", "moq", m, m / (double)bytes, 100 * m / t);
+	printf("%-8s %14.0f %10.3f %7.1f%%\n", "quic", q, q / (double)bytes, 100 * q / t);
+	printf("%-8s %14.0f %10.3f %7.1f%%\n", "cache", c, c / (double)bytes, 100 * c / t);
+	printf("%-8s %14.0f %10.3f %7.1f%%\n", "other", o, o / (double)bytes, 100 * o / t);
+	printf("%-8s %14.0f %10.3f\n", "total", t, t / (double)bytes);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int cg = 0;
+	const char *bytes_file = NULL;
+	uint64_t groups = 4;
+	struct moq_node_stats st;
+	uint64_t want = 0, bad = 0;
+
+	B.nsubs = 1000;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--subs") && i + 1 < argc)
+			B.nsubs = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--groups") && i + 1 < argc)
+			groups = strtoull(argv[++i], NULL, 0);
+		else if (!strcmp(argv[i], "--callgrind"))
+			cg = 1;
+		else if (!strcmp(argv[i], "--bytes-file") && i + 1 < argc)
+			bytes_file = argv[++i];
+		else {
+			fprintf(stderr, "usage: %s [--subs N] [--groups G] [--callgrind]\n",
+			        argv[0]);
+			return 2;
+		}
+	}
+	if (B.nsubs < 1 || B.nsubs > 8000 || groups < 1)
+		return 2;
+	if (cg)
+		return run_callgrind(argv[0], B.nsubs, groups);
+	B.subs = calloc((size_t)B.nsubs, sizeof(*B.subs));
+	if (!B.subs || setup() < 0) {
+		fprintf(stderr, "setup failed\n");
+		return 1;
+	}
+	/* The measured part: from the first group on. */
+	B.max_groups = groups;
+	B.next_frame = now();
+	CALLGRIND_START_INSTRUMENTATION;
+	for (uint64_t end = now() + groups * FRAMES_PER_GROUP * FRAME_NS + 2 * SEC; now() < end;)
+		step();
+	for (uint64_t s = 0; s < groups; s++)
+		for (uint32_t i = 0; i < FRAMES_PER_GROUP; i++)
+			want += frame_size(s, i);
+	for (int i = 0; i < B.nsubs; i++)
+		if (B.subs[i].groups != groups || B.subs[i].bytes != want)
+			bad++;
+	moq_node_stats(B.relay, &st);
+	printf("%d subscribers, %" PRIu64 " groups: relay out %" PRIu64 " frames %" PRIu64
+	       " bytes; %" PRIu64 " subscribers without every byte\n",
+	       B.nsubs, groups, st.frames_out, st.bytes_out, bad);
+	if (bytes_file) {
+		FILE *f = fopen(bytes_file, "w");
+		if (f) {
+			fprintf(f, "%" PRIu64 "\n", st.bytes_out);
+			fclose(f);
+		}
+	}
+	return bad ? 1 : 0;
+}
