@@ -1564,6 +1564,11 @@ static uint64_t gout_pump(struct moq_session *s, struct gout *go)
 		go->st->tx_off += bytes;
 		s->unacked += bytes;
 		total += bytes;
+		/* A short batch (or a partial frame's view) reached what is
+		 * published: unless the group ended (FIN or reset due now), another
+		 * read would return nothing; new bytes move the track's version. */
+		if ((unsigned)cnt < batch && moq_cache_group_status(go->g, NULL, NULL) == 0)
+			break;
 	}
 	return total;
 }
