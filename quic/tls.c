@@ -601,3 +601,101 @@ void quic_aead_init(void)
 	tls_init_once();
 	aead_ids_init();
 }
+
+/*
+ * HKDF straight through wolfCrypt. ngtcp2's wolfSSL backend derives every
+ * QUIC key (Initial, Handshake, 1-RTT, each key update; RFC 9001, 5.1 and
+ * 6) and our stateless reset tokens with wolfSSL_quic_hkdf*(), which builds
+ * an EVP_PKEY_CTX per call; wolfSSL gives each EVP_PKEY its own DRBG, so
+ * every derivation instantiated and health-tested a SHA-256 DRBG (~60 % of
+ * a server handshake's instructions with the P-256 SP code). The link
+ * redirects the backend's calls here (quic/meson.build: -Wl,--wrap), and
+ * these compute the same RFC 5869 HKDF with wc_HKDF_*: no RNG, no
+ * allocation. A digest other than SHA-256 / SHA-384 (not used by QUIC's
+ * TLS 1.3 suites) goes to wolfSSL's own function.
+ */
+#include <wolfssl/wolfcrypt/hmac.h>
+
+int __real_wolfSSL_quic_hkdf_extract(uint8_t *dest, const WOLFSSL_EVP_MD *md, const uint8_t *secret,
+                                     size_t secretlen, const uint8_t *salt, size_t saltlen);
+int __real_wolfSSL_quic_hkdf_expand(uint8_t *dest, size_t destlen, const WOLFSSL_EVP_MD *md,
+                                    const uint8_t *secret, size_t secretlen, const uint8_t *info,
+                                    size_t infolen);
+int __real_wolfSSL_quic_hkdf(uint8_t *dest, size_t destlen, const WOLFSSL_EVP_MD *md,
+                             const uint8_t *secret, size_t secretlen, const uint8_t *salt,
+                             size_t saltlen, const uint8_t *info, size_t infolen);
+int __wrap_wolfSSL_quic_hkdf_extract(uint8_t *dest, const WOLFSSL_EVP_MD *md, const uint8_t *secret,
+                                     size_t secretlen, const uint8_t *salt, size_t saltlen);
+int __wrap_wolfSSL_quic_hkdf_expand(uint8_t *dest, size_t destlen, const WOLFSSL_EVP_MD *md,
+                                    const uint8_t *secret, size_t secretlen, const uint8_t *info,
+                                    size_t infolen);
+int __wrap_wolfSSL_quic_hkdf(uint8_t *dest, size_t destlen, const WOLFSSL_EVP_MD *md,
+                             const uint8_t *secret, size_t secretlen, const uint8_t *salt,
+                             size_t saltlen, const uint8_t *info, size_t infolen);
+
+/* The wolfCrypt hash type of @md, or -1. */
+static int hkdf_type(const WOLFSSL_EVP_MD *md)
+{
+	static const WOLFSSL_EVP_MD *sha256, *sha384;
+
+	if (sha256 == NULL) {
+		sha256 = wolfSSL_EVP_sha256();
+		sha384 = wolfSSL_EVP_sha384();
+	}
+	if (md == NULL)
+		return -1;
+	/* wolfSSL's EVP_MD is its name string */
+	if (md == sha256 || strcmp((const char *)md, (const char *)sha256) == 0)
+		return WC_SHA256;
+	if (md == sha384 || strcmp((const char *)md, (const char *)sha384) == 0)
+		return WC_SHA384;
+	return -1;
+}
+
+static int hkdf_lens_ok(size_t a, size_t b, size_t c)
+{
+	return a <= UINT32_MAX && b <= UINT32_MAX && c <= UINT32_MAX;
+}
+
+int __wrap_wolfSSL_quic_hkdf_extract(uint8_t *dest, const WOLFSSL_EVP_MD *md, const uint8_t *secret,
+                                     size_t secretlen, const uint8_t *salt, size_t saltlen)
+{
+	int type = hkdf_type(md);
+
+	if (type < 0 || dest == NULL || !hkdf_lens_ok(secretlen, saltlen, 0))
+		return __real_wolfSSL_quic_hkdf_extract(dest, md, secret, secretlen, salt, saltlen);
+	return wc_HKDF_Extract(type, salt, (word32)saltlen, secret, (word32)secretlen, dest) == 0
+	               ? WOLFSSL_SUCCESS
+	               : WOLFSSL_FAILURE;
+}
+
+int __wrap_wolfSSL_quic_hkdf_expand(uint8_t *dest, size_t destlen, const WOLFSSL_EVP_MD *md,
+                                    const uint8_t *secret, size_t secretlen, const uint8_t *info,
+                                    size_t infolen)
+{
+	int type = hkdf_type(md);
+
+	if (type < 0 || dest == NULL || !hkdf_lens_ok(destlen, secretlen, infolen))
+		return __real_wolfSSL_quic_hkdf_expand(dest, destlen, md, secret, secretlen, info,
+		                                       infolen);
+	return wc_HKDF_Expand(type, secret, (word32)secretlen, info, (word32)infolen, dest,
+	                      (word32)destlen) == 0
+	               ? WOLFSSL_SUCCESS
+	               : WOLFSSL_FAILURE;
+}
+
+int __wrap_wolfSSL_quic_hkdf(uint8_t *dest, size_t destlen, const WOLFSSL_EVP_MD *md,
+                             const uint8_t *secret, size_t secretlen, const uint8_t *salt,
+                             size_t saltlen, const uint8_t *info, size_t infolen)
+{
+	int type = hkdf_type(md);
+
+	if (type < 0 || dest == NULL || !hkdf_lens_ok(destlen, secretlen, saltlen) ||
+	    infolen > UINT32_MAX)
+		return __real_wolfSSL_quic_hkdf(dest, destlen, md, secret, secretlen, salt, saltlen,
+		                                info, infolen);
+	return wc_HKDF(type, secret, (word32)secretlen, salt, (word32)saltlen, info,
+	               (word32)infolen, dest, (word32)destlen) == 0
+	               ? WOLFSSL_SUCCESS
+	               : WOLFSSL_FAILURE;
+}

@@ -1950,6 +1950,81 @@ START_TEST(test_half_open_accounting)
 }
 END_TEST
 
+/* ---- HKDF through wolfCrypt (quic/tls.c wraps wolfSSL_quic_hkdf*) */
+
+#include <wolfssl/options.h>
+#include <wolfssl/ssl.h>
+#include <wolfssl/quic.h>
+#include <wolfssl/openssl/evp.h>
+
+int __real_wolfSSL_quic_hkdf_extract(uint8_t *dest, const WOLFSSL_EVP_MD *md, const uint8_t *secret,
+                                     size_t secretlen, const uint8_t *salt, size_t saltlen);
+int __real_wolfSSL_quic_hkdf_expand(uint8_t *dest, size_t destlen, const WOLFSSL_EVP_MD *md,
+                                    const uint8_t *secret, size_t secretlen, const uint8_t *info,
+                                    size_t infolen);
+int __real_wolfSSL_quic_hkdf(uint8_t *dest, size_t destlen, const WOLFSSL_EVP_MD *md,
+                             const uint8_t *secret, size_t secretlen, const uint8_t *salt,
+                             size_t saltlen, const uint8_t *info, size_t infolen);
+
+/* RFC 9001, A.1: the client's Initial secrets for DCID 0x8394c8f03e515708;
+ * then SHA-384 and the one-call HKDF against wolfSSL's own (EVP) result. */
+START_TEST(test_hkdf_wolfcrypt)
+{
+	static const uint8_t salt[] = {0x38, 0x76, 0x2c, 0xf7, 0xf5, 0x59, 0x34, 0xb3, 0x4d, 0x17,
+	                               0x9a, 0xe6, 0xa4, 0xc8, 0x0c, 0xad, 0xcc, 0xbb, 0x7f, 0x0a};
+	static const uint8_t dcid[] = {0x83, 0x94, 0xc8, 0xf0, 0x3e, 0x51, 0x57, 0x08};
+	static const uint8_t initial[] = {0x7d, 0xb5, 0xdf, 0x06, 0xe7, 0xa6, 0x9e, 0x43,
+	                                  0x24, 0x96, 0xad, 0xed, 0xb0, 0x08, 0x51, 0x92,
+	                                  0x35, 0x95, 0x22, 0x15, 0x96, 0xae, 0x2a, 0xe9,
+	                                  0xfb, 0x81, 0x15, 0xc1, 0xe9, 0xed, 0x0a, 0x44};
+	static const uint8_t client_in[] = {0xc0, 0x0c, 0xf1, 0x51, 0xca, 0x5b, 0xe0, 0x75,
+	                                    0xed, 0x0e, 0xbf, 0xb5, 0xc8, 0x03, 0x23, 0xc4,
+	                                    0x2d, 0x6b, 0x7d, 0xb6, 0x78, 0x81, 0x28, 0x9a,
+	                                    0xf4, 0x00, 0x8f, 0x1f, 0x6c, 0x35, 0x7a, 0xea};
+	/* HKDF-Expand-Label(.., "client in", "", 32) (RFC 8446, 7.1) */
+	static const uint8_t label[] = "\x00\x20\x0ftls13 client in\x00";
+	uint8_t a[64], b[64], prk[48];
+	const WOLFSSL_EVP_MD *sha384 = wolfSSL_EVP_sha384();
+	uint8_t info[40];
+	size_t i;
+
+	memset(a, 0, sizeof(a));
+	ck_assert_int_eq(wolfSSL_quic_hkdf_extract(a, wolfSSL_EVP_sha256(), dcid, sizeof(dcid),
+	                                           salt, sizeof(salt)),
+	                 WOLFSSL_SUCCESS);
+	ck_assert_mem_eq(a, initial, 32);
+	ck_assert_int_eq(wolfSSL_quic_hkdf_expand(b, 32, wolfSSL_EVP_sha256(), a, 32, label,
+	                                          sizeof(label) - 1),
+	                 WOLFSSL_SUCCESS);
+	ck_assert_mem_eq(b, client_in, 32);
+	ck_assert_int_eq(__real_wolfSSL_quic_hkdf_expand(a, 32, wolfSSL_EVP_sha256(), initial, 32,
+	                                                 label, sizeof(label) - 1),
+	                 WOLFSSL_SUCCESS);
+	ck_assert_mem_eq(a, client_in, 32);
+
+	for (i = 0; i < sizeof(info); i++)
+		info[i] = (uint8_t)(i * 37 + 1);
+	ck_assert_int_eq(wolfSSL_quic_hkdf_extract(prk, sha384, client_in, 32, info, 17),
+	                 WOLFSSL_SUCCESS);
+	ck_assert_int_eq(__real_wolfSSL_quic_hkdf_extract(a, sha384, client_in, 32, info, 17),
+	                 WOLFSSL_SUCCESS);
+	ck_assert_mem_eq(prk, a, 48);
+	ck_assert_int_eq(wolfSSL_quic_hkdf_expand(a, 60, sha384, prk, 48, info, sizeof(info)),
+	                 WOLFSSL_SUCCESS);
+	ck_assert_int_eq(
+	        __real_wolfSSL_quic_hkdf_expand(b, 60, sha384, prk, 48, info, sizeof(info)),
+	        WOLFSSL_SUCCESS);
+	ck_assert_mem_eq(a, b, 60);
+	ck_assert_int_eq(wolfSSL_quic_hkdf(a, 20, wolfSSL_EVP_sha256(), client_in, 32, salt,
+	                                   sizeof(salt), info, 9),
+	                 WOLFSSL_SUCCESS);
+	ck_assert_int_eq(__real_wolfSSL_quic_hkdf(b, 20, wolfSSL_EVP_sha256(), client_in, 32, salt,
+	                                          sizeof(salt), info, 9),
+	                 WOLFSSL_SUCCESS);
+	ck_assert_mem_eq(a, b, 20);
+}
+END_TEST
+
 Suite *quic_suite(void);
 
 Suite *quic_suite(void)
@@ -1981,6 +2056,7 @@ Suite *quic_suite(void)
 	        {"test_limits_conns_half_open", test_limits_conns_half_open},
 	        {"test_half_open_accounting", test_half_open_accounting},
 	        {"test_retry_late_initial", test_retry_late_initial},
+	        {"test_hkdf_wolfcrypt", test_hkdf_wolfcrypt},
 	        {"test_pem_cert", test_pem_cert},
 	        {"test_cert_reload", test_cert_reload},
 	        {"test_bad_config", test_bad_config},
