@@ -61,7 +61,7 @@ static const struct key keys[] = {
         {"cache-budget", K_SIZE, OFF(cache_budget), 1ull << 20, 1ull << 42,
          "cache byte budget (default 1GiB)"},
         {"max-latency", K_DUR, OFF(max_latency_us), 1000, 3600 * US,
-         "relay-wide group expiry (default 30s; reserved: moq/ applies each track's own)"},
+         "groups older than this expire from the cache (default 5s, moq-lite's default)"},
         {"max-connections", K_U32, OFF(max_connections), 1, 10000000,
          "QUIC connections per worker (default 100000)"},
         {"max-subscribers", K_U32, OFF(max_subscribers), 1, 10000000,
@@ -123,7 +123,7 @@ void moq_pmd_config_defaults(struct moq_pmd_config *cfg)
 	cfg->udp_port = 4443;
 	cfg->mtu = 1500;
 	cfg->cache_budget = 1ull << 30;
-	cfg->max_latency_us = 30 * US;
+	cfg->max_latency_us = 5 * US; /* moq-lite: a track's default max latency */
 	cfg->max_connections = 100000;
 	cfg->max_subscribers = 100000;
 	cfg->max_streams = 1000;

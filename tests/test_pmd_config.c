@@ -55,7 +55,7 @@ START_TEST(defaults)
 	ck_assert_int_eq(parse(&c, no_env, err, NULL), 0);
 	ck_assert_uint_eq(c.udp_port, 4443);
 	ck_assert_uint_eq(c.cache_budget, 1ull << 30);
-	ck_assert_uint_eq(c.max_latency_us, 30000000);
+	ck_assert_uint_eq(c.max_latency_us, 5000000);
 	ck_assert_int_eq(c.backend, MOQ_CFG_BACKEND_DPDK);
 	ck_assert_uint_eq(c.nb_listen, 1);
 	ck_assert_int_eq(c.listen[0].family, AF_INET);
