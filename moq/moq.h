@@ -183,7 +183,10 @@ const char *const *moq_node_alpns(size_t *count);
  * moq_node_poll: write pending fanout data (per session, newest group of
  * the highest priority first, in batches), reset group streams whose group
  * expired / was evicted / lagged, end lingering broadcasts, and run the
- * node's other timers. Returns the number of streams written.
+ * node's other timers. Only sessions with something new are visited (a track
+ * they read moved, an acknowledgement freed budget, a stream or request
+ * changed); every 20 ms every session is checked for work nothing announced.
+ * Returns the number of streams written.
  */
 int moq_node_poll(struct moq_node *n, uint64_t now);
 
