@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cache.h"
 #include "moq.h"
@@ -233,6 +236,26 @@ static const struct moq_node_callbacks node_cb = {
 
 /* ---- life cycle ---------------------------------------------------------- */
 
+/* A hop id of our own (PROTOCOL.md, Announce: loop prevention). moq/'s
+ * default is derived from the node's heap address, which another process
+ * with the same allocation history (two ASan builds: a fixed allocator
+ * region) gets too: the relay then took the publisher's announce for its
+ * own and dropped it as a loop. From the kernel's generator (the clock,
+ * pid and address if that fails); nonzero, under 2^62 (a varint). */
+static uint64_t random_origin(const void *salt)
+{
+	uint64_t v = 0;
+
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v)) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		v = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^
+		    ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)salt;
+		v *= 0x9e3779b97f4a7c15ull;
+	}
+	return (v & 0x3fffffffffffffffull) | 1;
+}
+
 struct moq_lg_client *moq_lg_client_create(const struct moq_lg_client_cfg *cfg, uint64_t now,
                                            int *err)
 {
@@ -306,6 +329,7 @@ struct moq_lg_client *moq_lg_client_create(const struct moq_lg_client_cfg *cfg, 
 	        .cache = cl->cache,
 	        .cache_reader = 0,
 	        .relay = 0,
+	        .origin = cfg->origin ? cfg->origin : random_origin(cl),
 	        .max_sessions = cfg->subscribers + 16,
 	        .cb = &node_cb,
 	        .user = cl,
@@ -543,6 +567,11 @@ run:
 	}
 	work += moq_quic_endpoint_timers(cl->ep, now);
 	return work;
+}
+
+uint64_t moq_lg_client_origin(const struct moq_lg_client *cl)
+{
+	return moq_node_origin(cl->node);
 }
 
 uint64_t moq_lg_client_next_wake(const struct moq_lg_client *cl)

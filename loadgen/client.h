@@ -65,6 +65,7 @@ struct moq_lg_client_cfg {
 	uint64_t cache_budget;              /* publisher cache, 0 = 64 MiB */
 	uint32_t max_handshakes;            /* sessions connecting at once, 0 = 64 */
 	uint32_t max_udp_payload;           /* 0 = quic's default */
+	uint64_t origin;                    /* hop id of the client's node, 0 = random */
 	int verbose;
 };
 
@@ -100,6 +101,11 @@ int moq_lg_client_send(struct moq_lg_client *cl, struct moq_quic_pkt *pkts, size
  * fanout and the endpoint's timers. Returns the number of actions taken.
  */
 int moq_lg_client_poll(struct moq_lg_client *cl, uint64_t now);
+
+/* moq_lg_client_origin: the hop id the client's moq/ node announces with
+ * (cfg.origin, else a random one drawn at create: never derived from an
+ * address, which a peer process can share). */
+uint64_t moq_lg_client_origin(const struct moq_lg_client *cl);
 
 /* moq_lg_client_next_wake: the earliest time poll has work (a frame due, a
  * session to open, a timer), for an I/O loop that sleeps. */
