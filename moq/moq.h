@@ -107,8 +107,8 @@ struct moq_node_cfg {
 				  * only subscribes may leave it NULL */
 	unsigned cache_reader;            /* the node's QSBR reader id in the cache */
 	int relay;                        /* 1: relay routing; 0: client */
-	uint64_t origin;                  /* our hop id (PROTOCOL.md, hop list); 0 = random-ish
-				  * derived from the node address */
+	uint64_t origin;                  /* our hop id (PROTOCOL.md, hop list); 0 = random
+				  * (getrandom), never derived from an address */
 	uint32_t max_sessions;            /* 0 = 4096 */
 	uint32_t max_subscriptions;       /* per session, 0 = 256 (exceeding: reset 11) */
 	uint32_t max_announces;           /* announce requests per session, 0 = 16 */
@@ -151,7 +151,7 @@ struct moq_node_stats {
  * the shared cache, the owning worker keeping the one upstream subscription.
  * Messages between nodes go through per-node mailboxes drained by
  * moq_node_poll (control path; a short spinlock, never per frame). Nodes with
- * origin 0 take @origin as their hop id (0 = derived). Returns NULL when
+ * origin 0 take @origin as their hop id (0 = random, getrandom). Returns NULL when
  * @max_nodes is 0 or memory is short.
  */
 struct moq_hub *moq_hub_create(uint32_t max_nodes, uint64_t origin);

@@ -9,6 +9,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "moq_int.h"
 
@@ -2863,6 +2866,26 @@ static void spin_unlock(atomic_flag *f)
 	atomic_flag_clear_explicit(f, memory_order_release);
 }
 
+/* A hop id (PROTOCOL.md, Announce: loop prevention) for a node or hub
+ * created without one: from the kernel's generator, not from the object's
+ * address, which another process with the same allocation history (two
+ * ASan builds: a fixed allocator region) has too; a relay then drops its
+ * peer's announces as loops. The clock, pid and @salt if getrandom fails.
+ * Nonzero, under 2^62 (a varint). Control path (create only). */
+static uint64_t hop_id_random(const void *salt)
+{
+	uint64_t v = 0;
+
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v)) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		v = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^
+		    ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)salt;
+		v *= 0x9e3779b97f4a7c15ull;
+	}
+	return (v & 0x3fffffffffffffffull) | 1;
+}
+
 struct moq_hub *moq_hub_create(uint32_t max_nodes, uint64_t origin)
 {
 	struct moq_hub *h;
@@ -2881,7 +2904,7 @@ struct moq_hub *moq_hub_create(uint32_t max_nodes, uint64_t origin)
 		return NULL;
 	}
 	h->max = max_nodes;
-	h->origin = origin ? origin : ((((uint64_t)(uintptr_t)h >> 4) & 0x3fffffffffffull) | 1);
+	h->origin = origin ? origin : hop_id_random(h);
 	atomic_flag_clear(&h->lock);
 	for (uint32_t i = 0; i < max_nodes; i++)
 		atomic_flag_clear(&h->box[i].lock);
@@ -3172,7 +3195,7 @@ struct moq_node *moq_node_create(const struct moq_node_cfg *cfg)
 		return NULL;
 	n->cfg = *cfg;
 	if (!n->cfg.origin)
-		n->cfg.origin = (((uint64_t)(uintptr_t)n >> 4) & 0x3fffffffffffull) | 1;
+		n->cfg.origin = hop_id_random(n);
 	if (!n->cfg.max_sessions)
 		n->cfg.max_sessions = 4096;
 	if (!n->cfg.max_subscriptions)

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "moq.h"
 #include "link.h"
@@ -1557,6 +1559,53 @@ START_TEST(test_cascade)
 }
 END_TEST
 
+/* A node's (and a hub's) default hop id in a child process. */
+static uint64_t origin_in_child(int hub)
+{
+	int fd[2];
+	uint64_t o = 0;
+	pid_t pid;
+	int st = 0;
+
+	ck_assert_int_eq(pipe(fd), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct moq_node_cfg nc = {0};
+		struct moq_hub *h = hub ? moq_hub_create(2, 0) : NULL;
+		struct moq_node *n = hub ? NULL : moq_node_create(&nc);
+		if (h) {
+			nc.hub = h;
+			n = moq_node_create(&nc);
+		}
+		o = n ? moq_node_origin(n) : 0;
+		_exit(write(fd[1], &o, sizeof(o)) == (ssize_t)sizeof(o) ? 0 : 1);
+	}
+	close(fd[1]);
+	ck_assert_int_eq(read(fd[0], &o, sizeof(o)), (int)sizeof(o));
+	close(fd[0]);
+	waitpid(pid, &st, 0);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	return o;
+}
+
+/* Two processes with the same allocation history (forked from one state;
+ * two ASan builds, whose allocator uses a fixed region) get different
+ * default hop ids: an address-derived one was the same in moqdp-relay and
+ * moqdp-load, and the relay dropped the publisher's announce as a loop. */
+START_TEST(test_origin_not_from_address)
+{
+	for (int hub = 0; hub < 2; hub++) {
+		uint64_t a = origin_in_child(hub), b = origin_in_child(hub);
+		ck_assert_uint_ne(a, 0);
+		ck_assert_uint_ne(b, 0);
+		ck_assert_uint_lt(a, 1ull << 62); /* a varint */
+		ck_assert_msg(a != b, "%s: two processes, one hop id %llx", hub ? "hub" : "node",
+		              (unsigned long long)a);
+	}
+}
+END_TEST
+
 Suite *moq_session_suite(void);
 
 Suite *moq_session_suite(void)
@@ -1573,6 +1622,7 @@ Suite *moq_session_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, test_stalled_subscriber, 0, 3);
 	tcase_add_test(tc, test_announce_flow);
+	tcase_add_test(tc, test_origin_not_from_address);
 	tcase_add_test(tc, test_publisher_linger);
 	tcase_add_loop_test(tc, test_malformed, 0, sizeof(bad_cases) / sizeof(bad_cases[0]));
 	tcase_add_loop_test(tc, test_versions, 0, 3);
