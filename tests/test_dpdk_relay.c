@@ -183,7 +183,8 @@ static long long metric(const char *body, const char *name)
 	char key[128];
 	const char *p;
 
-	snprintf(key, sizeof(key), "\n%s ", name);
+	if ((size_t)snprintf(key, sizeof(key), "\n%s ", name) >= sizeof(key))
+		return -1; /* no metric has a name that long */
 	p = body ? strstr(body, key) : NULL;
 	return p ? atoll(p + strlen(key)) : -1;
 }
