@@ -111,6 +111,14 @@ struct moq_node_cfg {
 				  * (getrandom), never derived from an address */
 	uint32_t max_sessions;            /* 0 = 4096 */
 	uint32_t max_subscriptions;       /* per session, 0 = 256 (exceeding: reset 11) */
+	uint32_t max_subscribers;         /* active downstream subscriptions of the node
+					   * (of the relay with a hub), 0 = unlimited;
+					   * exceeding: the SUBSCRIBE is reset 11 */
+	uint32_t max_tracks;              /* tracks the node serves through upstream
+					   * subscriptions (of the relay with a hub: a track
+					   * counts once per node whose subscribers read
+					   * it), 0 = unlimited; a SUBSCRIBE to a new one
+					   * beyond it is reset 11 */
 	uint32_t max_announces;           /* announce requests per session, 0 = 16 */
 	uint32_t max_group_streams;       /* fanout group streams in flight per session,
 				     * 0 = 64 */
@@ -139,9 +147,13 @@ struct moq_node_stats {
 	uint64_t groups_out, frames_out, bytes_out; /* fanout (payload bytes queued) */
 	uint64_t groups_fin;                        /* fanout group streams finished */
 	uint64_t resets_old, resets_evicted, resets_lagged, resets_dropped, resets_cancel;
-	uint64_t groups_skipped; /* not sent: gone before a stream could open */
-	uint64_t refused_bounds; /* requests refused by a configured limit */
-	uint64_t loops_refused;  /* announces dropped by loop prevention */
+	uint64_t groups_skipped;       /* not sent: gone before a stream could open */
+	uint64_t refused_bounds;       /* requests refused by a configured limit */
+	uint64_t loops_refused;        /* announces dropped by loop prevention */
+	uint64_t subscribers;          /* active downstream subscriptions now (this node) */
+	uint64_t tracks;               /* upstream tracks counted against max_tracks now */
+	uint64_t subs_refused_limit;   /* SUBSCRIBEs refused by max_subscribers */
+	uint64_t tracks_refused_limit; /* SUBSCRIBEs refused by max_tracks */
 };
 
 /*

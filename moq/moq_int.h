@@ -78,6 +78,7 @@ struct dsub {
 	uint64_t start_seq;
 	uint32_t n_gouts;
 	uint8_t started, ending, done;
+	uint8_t counted; /* holds one unit of cfg.max_subscribers */
 	uint64_t last_version;
 	int64_t end_code; /* ending: -1 END, else reset code */
 };
@@ -115,6 +116,7 @@ struct upstream {
 	uint32_t remote_owner; /* hub: 1 + id of the node subscribing for us */
 	uint32_t nremote;      /* hub: other nodes subscribed through us */
 	uint64_t last_version; /* the cache track's version at the last poll */
+	uint8_t counted;       /* holds one unit of cfg.max_tracks */
 };
 
 /* Hub messages between the nodes of one relay (control path only). */

@@ -32,6 +32,8 @@ static void up_touch(struct upstream *up);
 static void bcast_end(struct moq_node *n, struct bcast *bc);
 static void hub_announce(struct moq_node *n, struct bcast *bc, int active);
 static void tinfo_drop_path(struct moq_node *n, const char *p, size_t pl);
+static bool bound_take(struct moq_node *n, int tracks);
+static void bound_put(struct moq_node *n, int tracks);
 static struct hub_msg *hub_msg_new(struct moq_node *n, int kind, const char *p, size_t pl,
                                    const char *t, size_t tl);
 static void hub_post(struct moq_hub *h, uint32_t to, struct hub_msg *m);
@@ -713,6 +715,8 @@ static void up_free(struct upstream *up)
 	}
 	if (up->remote_owner)
 		hub_send(n, up->remote_owner, HUB_UNSUB, up->path, up->plen, up->track, up->tlen);
+	if (up->counted)
+		bound_put(n, 1);
 	for (struct upstream **pp = &n->ups; *pp; pp = &(*pp)->next)
 		if (*pp == up) {
 			*pp = up->next;
@@ -733,8 +737,11 @@ static void up_free(struct upstream *up)
 	free(up);
 }
 
+/* The upstream of track @t of @p, created when missing. @limited (NULL: a
+ * hub request, which the asking node counted) is set when cfg.max_tracks
+ * refuses a new one. */
 static struct upstream *up_get(struct moq_node *n, const char *p, size_t pl, const char *t,
-                               size_t tl)
+                               size_t tl, int *limited)
 {
 	struct upstream *up;
 
@@ -753,9 +760,19 @@ static struct upstream *up_get(struct moq_node *n, const char *p, size_t pl, con
 			}
 			return up;
 		}
-	up = calloc(1, sizeof(*up));
-	if (!up)
+	if (limited && !bound_take(n, 1)) {
+		*limited = 1;
+		n->st.tracks_refused_limit++;
+		n->st.refused_bounds++;
 		return NULL;
+	}
+	up = calloc(1, sizeof(*up));
+	if (!up) {
+		if (limited)
+			bound_put(n, 1);
+		return NULL;
+	}
+	up->counted = limited != NULL;
 	up->n = n;
 	up->path = memdup0(p, pl);
 	up->track = memdup0(t, tl);
@@ -776,6 +793,8 @@ static struct upstream *up_get(struct moq_node *n, const char *p, size_t pl, con
 	n->ups = up;
 	return up;
 fail:
+	if (up->counted)
+		bound_put(n, 1);
 	free(up->path);
 	free(up->track);
 	free(up);
@@ -822,6 +841,10 @@ static void dsub_cancel(struct moq_session *s, struct dsub *d)
 			gout_reset(s, go, MOQ_CODE_CANCEL);
 	dsub_detach(d);
 	d->done = 1;
+	if (d->counted) {
+		d->counted = 0;
+		bound_put(s->n, 0);
+	}
 	if (d->st && !d->st->fin_sent && !d->st->reset_sent)
 		st_write(s, d->st, NULL, 0, 1);
 }
@@ -838,6 +861,8 @@ static void dsub_free(struct moq_session *s, struct dsub *d)
 			break;
 		}
 	s->ndsubs--;
+	if (d->counted)
+		bound_put(s->n, 0);
 	if (d->track)
 		moq_cache_track_unref(d->track);
 	if (d->st)
@@ -846,15 +871,18 @@ static void dsub_free(struct moq_session *s, struct dsub *d)
 	free(d);
 }
 
-/* SUBSCRIBE from the peer (PROTOCOL.md, Subscribe). */
+/* SUBSCRIBE from the peer (PROTOCOL.md, Subscribe). A request beyond a
+ * configured bound (per session, cfg.max_subscribers, cfg.max_tracks) is
+ * refused with reset 11 bounds (PROTOCOL.md, Error codes). */
 static void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_subscribe *m)
 {
 	struct moq_node *n = s->n;
-	char bbuf[4200], *full;
+	char bbuf[4200], *full = NULL;
 	size_t blen, flen;
-	int rc;
+	int rc, limited = 0;
+	uint64_t code;
 	struct bcast *bc;
-	struct dsub *d;
+	struct dsub *d = NULL;
 
 	if (dsub_find(s, m->id)) {
 		sess_fail(s, MOQ_CODE_DUPLICATE); /* ids are unique per session */
@@ -870,47 +898,43 @@ static void on_subscribe(struct moq_session *s, struct mstream *st, const struct
 		sess_fail(s, MOQ_CODE_DECODE);
 		return;
 	}
+	if (!bound_take(n, 0)) {
+		n->st.subs_refused_limit++;
+		n->st.refused_bounds++;
+		st_refuse(s, st, MOQ_CODE_BOUNDS);
+		return;
+	}
 	blen = (size_t)rc;
+	code = MOQ_CODE_BOUNDS;
 	full = path_join(s->root ? s->root : "", s->rootlen, bbuf, blen, &flen);
-	if (!full) {
-		st_refuse(s, st, MOQ_CODE_BOUNDS);
-		return;
-	}
+	if (!full)
+		goto fail_refuse;
 	bc = n->cfg.cache ? bcast_find(n, full, flen) : NULL;
-	if (!bc || bc->pub == s) {
-		free(full);
-		st_refuse(s, st, MOQ_CODE_NOT_FOUND);
-		return;
-	}
+	code = MOQ_CODE_NOT_FOUND;
+	if (!bc || bc->pub == s)
+		goto fail_refuse;
+	code = MOQ_CODE_BOUNDS;
 	d = calloc(1, sizeof(*d));
-	if (!d) {
-		free(full);
-		st_refuse(s, st, MOQ_CODE_BOUNDS);
-		return;
-	}
+	if (!d)
+		goto fail_refuse;
 	d->s = s;
 	d->st = st;
 	d->id = m->id;
 	d->p = (struct moq_sub_params){m->priority, m->ordered, m->max_latency_ms, m->start,
 	                               m->end};
 	d->end_code = -1;
+	d->counted = 1;
 	if (bc->local) {
 		d->track =
 		        moq_cache_track_lookup(n->cfg.cache, full, flen, m->track.p, m->track.len);
-		if (!d->track) {
-			free(d);
-			free(full);
-			st_refuse(s, st, MOQ_CODE_NOT_FOUND);
-			return;
-		}
+		code = MOQ_CODE_NOT_FOUND;
+		if (!d->track)
+			goto fail_refuse;
 	} else {
-		struct upstream *up = up_get(n, full, flen, m->track.p, m->track.len);
-		if (!up) {
-			free(d);
-			free(full);
-			st_refuse(s, st, MOQ_CODE_UNROUTABLE);
-			return;
-		}
+		struct upstream *up = up_get(n, full, flen, m->track.p, m->track.len, &limited);
+		code = limited ? MOQ_CODE_BOUNDS : MOQ_CODE_UNROUTABLE;
+		if (!up)
+			goto fail_refuse;
 		d->up = up;
 		d->unext = up->dsubs;
 		up->dsubs = d;
@@ -933,6 +957,12 @@ static void on_subscribe(struct moq_session *s, struct mstream *st, const struct
 	s->ndsubs++;
 	if (d->up)
 		up_changed(d->up);
+	return;
+fail_refuse:
+	free(d);
+	free(full);
+	bound_put(n, 0);
+	st_refuse(s, st, code);
 }
 
 static void on_subscribe_update(struct moq_session *s, struct mstream *st,
@@ -2850,10 +2880,45 @@ struct hub_box {
 struct moq_hub {
 	uint32_t max;
 	uint64_t origin;
+	_Atomic uint64_t nsubs;   /* downstream subscriptions of every node */
+	_Atomic uint64_t ntracks; /* counted upstream tracks of every node */
 	atomic_flag lock;
 	struct moq_node **nodes;
 	struct hub_box *box;
 };
+
+/* Node bounds cfg.max_subscribers (@tracks 0) and cfg.max_tracks (@tracks
+ * 1): take one unit when under the bound (0 = unlimited). With a hub the
+ * bound is relay-wide: one atomic add on the hub's count (control path, one
+ * per SUBSCRIBE). The node's own count is in its stats. */
+static bool bound_take(struct moq_node *n, int tracks)
+{
+	uint32_t max = tracks ? n->cfg.max_tracks : n->cfg.max_subscribers;
+	uint64_t *mine = tracks ? &n->st.tracks : &n->st.subscribers;
+
+	if (n->hub) {
+		_Atomic uint64_t *all = tracks ? &n->hub->ntracks : &n->hub->nsubs;
+		if (atomic_fetch_add(all, 1) >= max && max) {
+			atomic_fetch_sub(all, 1);
+			return false;
+		}
+	} else if (max && *mine >= max) {
+		return false;
+	}
+	(*mine)++;
+	return true;
+}
+
+/* Give back a unit taken with bound_take. */
+static void bound_put(struct moq_node *n, int tracks)
+{
+	if (tracks)
+		n->st.tracks--;
+	else
+		n->st.subscribers--;
+	if (n->hub)
+		atomic_fetch_sub(tracks ? &n->hub->ntracks : &n->hub->nsubs, 1);
+}
 
 static void spin_lock(atomic_flag *f)
 {
@@ -3110,7 +3175,7 @@ static void hub_handle(struct moq_node *n, struct hub_msg *m)
 	case HUB_SUB:
 		if (bc && bc->local)
 			return; /* served straight from the shared cache */
-		up = up_get(n, m->path, m->plen, m->track, m->tlen);
+		up = up_get(n, m->path, m->plen, m->track, m->tlen, NULL);
 		if (!up)
 			return;
 		up->nremote++;

@@ -367,11 +367,13 @@ static int stall_filter(void *arg, int dir, uint8_t *data, size_t *len, uint64_t
 	return 0;
 }
 
-static uint32_t relay_max_subs; /* 0 = default */
-static uint32_t relay_window;   /* 0 = default */
-static uint32_t relay_streams;  /* 0 = default max_group_streams */
-static int with_hub;            /* h_init: two relay workers */
-static int with_cascade;        /* h_init: a second relay (own cache) behind the first */
+static uint32_t relay_max_subs;        /* 0 = default */
+static uint32_t relay_window;          /* 0 = default */
+static uint32_t relay_max_subscribers; /* node bound, 0 = unlimited */
+static uint32_t relay_max_tracks;      /* node bound, 0 = unlimited */
+static uint32_t relay_streams;         /* 0 = default max_group_streams */
+static int with_hub;                   /* h_init: two relay workers */
+static int with_cascade;               /* h_init: a second relay (own cache) behind the first */
 static struct moq_quic_config client_qcfg;
 
 static void h_init(const char *alpn, uint64_t relay_budget)
@@ -400,6 +402,8 @@ static void h_init(const char *alpn, uint64_t relay_budget)
 	nc.origin = 1000;
 	nc.session_queue = 512 * 1024;
 	nc.max_subscriptions = relay_max_subs;
+	nc.max_subscribers = relay_max_subscribers;
+	nc.max_tracks = relay_max_tracks;
 	nc.track.window = relay_window;
 	nc.max_group_streams = relay_streams;
 	if (with_hub) {
@@ -424,6 +428,8 @@ static void h_init(const char *alpn, uint64_t relay_budget)
 	}
 	H.relay = moq_node_create(&nc);
 	nc.max_subscriptions = 0;
+	nc.max_subscribers = 0;
+	nc.max_tracks = 0;
 	nc.track.window = 0;
 	nc.max_group_streams = 0;
 	nc.hub = NULL;
@@ -1178,6 +1184,191 @@ START_TEST(test_bounds)
 }
 END_TEST
 
+static int sub3_refused(void)
+{
+	return H.subs[3].sub_closed;
+}
+
+static int first_sub; /* subs_done: the subscribers from it to 3 */
+static int subs_done(void)
+{
+	for (int i = first_sub; i < 4; i++)
+		if (H.subs[i].last_seq == UINT64_MAX || H.subs[i].last_seq < want_last)
+			return 0;
+	return 1;
+}
+
+/* A subscriber that got every group from 0 to want_last whole, byte-exact. */
+static void check_exact(const struct sub *u, int i)
+{
+	ck_assert_msg(u->errors == 0, "sub %d: %llu errors", i, (unsigned long long)u->errors);
+	ck_assert_uint_eq(u->first_seq, 0);
+	ck_assert_uint_eq(u->groups_reset, 0);
+	ck_assert_uint_eq(u->groups_complete, want_last + 1);
+	ck_assert_uint_eq(u->frames, (want_last + 1) * FRAMES_PER_GROUP);
+	ck_assert_uint_eq(u->bytes, expected_bytes(0, want_last));
+	ck_assert(!u->sub_closed);
+}
+
+/* Node bound max_subscribers = 3: the 4th SUBSCRIBE (another session) is
+ * refused with 11 bounds while the 3 others get every group byte-exact; after
+ * one unsubscribes, the 4th is accepted and served. */
+START_TEST(test_max_subscribers)
+{
+	struct moq_node_stats rs;
+	struct sub *d;
+	uint64_t dseq;
+
+	relay_max_subscribers = 3;
+	h_init(NULL, 0);
+	relay_max_subscribers = 0;
+	h_publisher();
+	for (int i = 0; i < 4; i++)
+		h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	d = &H.subs[3];
+	for (int i = 0; i < 3; i++)
+		h_subscribe(&H.subs[i], 1);
+	h_run(50 * MS, 0);
+	h_subscribe(d, 1);
+	ck_assert(h_until(sub3_refused, 1 * SEC, 0));
+	ck_assert_int_eq(d->sub_closed_code, MOQ_CODE_BOUNDS);
+	ck_assert(!d->closed); /* the subscribe stream only, not the session */
+	moq_node_stats(H.relay, &rs);
+	ck_assert_uint_eq(rs.subscribers, 3);
+	ck_assert_uint_eq(rs.subs_refused_limit, 1);
+	ck_assert_uint_eq(rs.refused_bounds, 1);
+
+	want_last = 2;
+	H.subs[3].last_seq = want_last; /* refused: not waited for */
+	first_sub = 0;
+	ck_assert_msg(h_until(subs_done, 10 * SEC, 3), "the 3 admitted did not get 3 groups");
+	h_run(50 * MS, 3);
+	for (int i = 0; i < 3; i++)
+		check_exact(&H.subs[i], i);
+	ck_assert_uint_eq(d->groups_complete + d->bytes + d->errors, 0);
+
+	/* One leaves: the relay's count drops and the 4th gets in. */
+	ck_assert_int_eq(moq_session_unsubscribe(H.subs[0].s, (uint64_t)H.subs[0].id), 0);
+	h_run(50 * MS, 3);
+	moq_node_stats(H.relay, &rs);
+	ck_assert_uint_eq(rs.subscribers, 2);
+	d->sub_closed = 0;
+	d->sub_closed_code = 0;
+	d->last_seq = UINT64_MAX;
+	h_subscribe(d, 1);
+	h_run(50 * MS, 3);
+	dseq = H.seq - 1; /* 3 groups written: it starts at the newest, 2 */
+	moq_node_stats(H.relay, &rs);
+	ck_assert_uint_eq(rs.subscribers, 3);
+	ck_assert_uint_eq(rs.subs_refused_limit, 1);
+	want_last = 4;
+	first_sub = 1;
+	ck_assert(h_until(subs_done, 10 * SEC, 5));
+	h_run(50 * MS, 5);
+	ck_assert(!d->sub_closed);
+	ck_assert_uint_eq(d->errors, 0);
+	ck_assert_uint_eq(d->first_seq, dseq);
+	ck_assert(d->got_start && d->start_group == dseq);
+	ck_assert_uint_eq(d->groups_complete, 5 - dseq);
+	ck_assert_uint_eq(d->bytes, expected_bytes(dseq, 4));
+	for (int i = 1; i < 3; i++)
+		check_exact(&H.subs[i], i);
+	fprintf(stderr,
+	        "# max_subscribers 3: 4th refused (11), admitted after an unsubscribe at group "
+	        "%llu: %llu groups %llu bytes; the others %llu groups %llu bytes each\n",
+	        (unsigned long long)dseq, (unsigned long long)d->groups_complete,
+	        (unsigned long long)d->bytes, (unsigned long long)H.subs[1].groups_complete,
+	        (unsigned long long)H.subs[1].bytes);
+	h_fini();
+}
+END_TEST
+
+static int sub2_refused(void)
+{
+	return H.subs[2].sub_closed;
+}
+
+static int sub3_two_groups(void)
+{
+	return H.subs[3].groups_complete >= 2 && H.subs[0].groups_complete >= 3;
+}
+
+/* Node bound max_tracks = 2: a SUBSCRIBE to a 3rd track is refused with 11;
+ * another subscriber of a track already served is not; when a track's last
+ * subscriber leaves, the 3rd track is accepted. */
+START_TEST(test_max_tracks)
+{
+	struct moq_node_stats rs;
+	struct moq_sub_params p = {1, false, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE};
+	struct moq_cache_track *vt3 = NULL;
+	struct sub *a, *b, *c, *e;
+
+	relay_max_tracks = 2;
+	h_init(NULL, 0);
+	relay_max_tracks = 0;
+	h_publisher();
+	ck_assert_int_eq(
+	        moq_cache_track_create(H.pcache, "live/room", 9, "video2", 6, NULL, &H.vt2), 0);
+	ck_assert_int_eq(moq_cache_track_create(H.pcache, "live/room", 9, "video3", 6, NULL, &vt3),
+	                 0);
+	for (int i = 0; i < 4; i++)
+		h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	a = &H.subs[0];
+	b = &H.subs[1];
+	c = &H.subs[2];
+	e = &H.subs[3];
+	h_subscribe(a, 1);
+	b->id = moq_session_subscribe(b->s, "live/room", 9, "video2", 6, &p);
+	ck_assert_int_ge(b->id, 0);
+	h_run(50 * MS, 0);
+	c->id = moq_session_subscribe(c->s, "live/room", 9, "video3", 6, &p);
+	ck_assert_int_ge(c->id, 0);
+	ck_assert(h_until(sub2_refused, 1 * SEC, 0));
+	ck_assert_int_eq(c->sub_closed_code, MOQ_CODE_BOUNDS);
+	/* A track already served takes no new slot. */
+	h_subscribe(e, 1);
+	ck_assert(h_until(sub3_two_groups, 10 * SEC, 4));
+	moq_node_stats(H.relay, &rs);
+	ck_assert_uint_eq(rs.tracks, 2);
+	ck_assert_uint_eq(rs.upstream_subs, 2);
+	ck_assert_uint_eq(rs.subscribers, 3);
+	ck_assert_uint_eq(rs.tracks_refused_limit, 1);
+	ck_assert_uint_eq(rs.subs_refused_limit, 0);
+	ck_assert(!e->sub_closed && !b->sub_closed);
+	ck_assert_uint_ge(b->groups_complete, 3);
+	for (int i = 0; i < 4; i++)
+		if (i != 2) {
+			ck_assert_uint_eq(H.subs[i].errors, 0);
+			ck_assert_uint_eq(H.subs[i].groups_reset, 0);
+		}
+
+	/* video2's only subscriber leaves: its slot frees, video3 gets in. */
+	ck_assert_int_eq(moq_session_unsubscribe(b->s, (uint64_t)b->id), 0);
+	h_run(50 * MS, 4);
+	moq_node_stats(H.relay, &rs);
+	ck_assert_uint_eq(rs.tracks, 1);
+	ck_assert_uint_eq(rs.upstream_subs, 1);
+	c->sub_closed = 0;
+	c->id = moq_session_subscribe(c->s, "live/room", 9, "video3", 6, &p);
+	ck_assert_int_ge(c->id, 0);
+	h_run(200 * MS, 4);
+	moq_node_stats(H.relay, &rs);
+	ck_assert(!c->sub_closed);
+	ck_assert_uint_eq(rs.tracks, 2);
+	ck_assert_uint_eq(rs.upstream_subs, 2);
+	ck_assert_uint_eq(rs.tracks_refused_limit, 1);
+	ck_assert_uint_eq(a->errors + e->errors + c->errors, 0);
+	fprintf(stderr,
+	        "# max_tracks 2: 3rd track refused (11), accepted after video2's last "
+	        "unsubscribe; video subscribers %llu and %llu groups\n",
+	        (unsigned long long)a->groups_complete, (unsigned long long)e->groups_complete);
+	moq_cache_track_unref(vt3);
+	h_fini();
+}
+END_TEST
+
 static int pub_closed(void)
 {
 	return H.pub.closed;
@@ -1628,6 +1819,8 @@ Suite *moq_session_suite(void)
 	tcase_add_loop_test(tc, test_versions, 0, 3);
 	tcase_add_test(tc, test_track_fetch_goaway);
 	tcase_add_test(tc, test_bounds);
+	tcase_add_test(tc, test_max_subscribers);
+	tcase_add_test(tc, test_max_tracks);
 	tcase_add_test(tc, test_priority);
 	tcase_add_test(tc, test_subscribe_range);
 	tcase_add_test(tc, test_setup_path_root);
