@@ -72,6 +72,10 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->cert_reload_errors += w->qs.cert_reload_errors;
 		s->conns_old_cert += w->qs.conns_old_cert;
 		s->sessions += w->ns.sessions;
+		s->subscribers += w->ns.subscribers;
+		s->tracks += w->ns.tracks;
+		s->subs_refused_limit += w->ns.subs_refused_limit;
+		s->tracks_refused_limit += w->ns.tracks_refused_limit;
 		/* with a hub every worker's origin table holds every broadcast
 		 * (mirrored): the largest table is the count, not the sum */
 		if (w->ns.broadcasts > s->broadcasts)
@@ -130,11 +134,11 @@ int moq_relay_stats_line(const struct moq_relay_stats *now, const struct moq_rel
 	int n;
 
 	n = snprintf(buf, len,
-	             "conns=%" PRIu64 " sessions=%" PRIu64 " bcasts=%" PRIu64
+	             "conns=%" PRIu64 " sessions=%" PRIu64 " subs=%" PRIu64 " bcasts=%" PRIu64
 	             " in=%.3fGbps out=%.3fGbps rx=%.3fMpps "
 	             "tx=%.3fMpps busy=%.1f%% cache=%.1f/%.0fMiB drops=%" PRIu64
 	             " redirects=%" PRIu64 " rx_nombuf=%" PRIu64,
-	             now->conns, now->sessions, now->broadcasts,
+	             now->conns, now->sessions, now->subscribers, now->broadcasts,
 	             rate(now->rx_bytes, p->rx_bytes, secs) * 8 / 1e9,
 	             rate(now->tx_bytes, p->tx_bytes, secs) * 8 / 1e9,
 	             rate(now->rx_pkts, p->rx_pkts, secs) / 1e6,
@@ -222,6 +226,16 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	       s->conns_total);
 	metric(&o, "sessions", "gauge", "moq-lite sessions open.", s->sessions);
 	metric(&o, "broadcasts", "gauge", "Broadcasts announced to the relay.", s->broadcasts);
+	metric(&o, "subscribers", "gauge", "Active downstream subscriptions (--max-subscribers).",
+	       s->subscribers);
+	metric(&o, "tracks", "gauge", "Upstream tracks served, summed over workers (--max-tracks).",
+	       s->tracks);
+	put(&o,
+	    "# HELP moqdp_subscribes_refused_total SUBSCRIBEs refused by a relay limit.\n"
+	    "# TYPE moqdp_subscribes_refused_total counter\n"
+	    "moqdp_subscribes_refused_total{reason=\"max_subscribers\"} %" PRIu64 "\n"
+	    "moqdp_subscribes_refused_total{reason=\"max_tracks\"} %" PRIu64 "\n",
+	    s->subs_refused_limit, s->tracks_refused_limit);
 	metric(&o, "groups_in_total", "counter", "Groups ingested into the cache.", s->groups_in);
 	metric(&o, "frames_in_total", "counter", "Frames ingested into the cache.", s->frames_in);
 	metric(&o, "media_in_bytes_total", "counter", "Media payload bytes ingested.",

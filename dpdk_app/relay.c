@@ -797,6 +797,9 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 			nc.cache = r->cache;
 			nc.relay = 1;
 			nc.max_sessions = r->cfg.max_connections;
+			/* relay-wide bounds: the hub's counts join the workers */
+			nc.max_subscribers = r->cfg.max_subscribers;
+			nc.max_tracks = r->cfg.max_tracks;
 			nc.cache_reader = i; /* the node registers and reports quiescence */
 			nc.hub = r->hub;     /* NULL with one worker */
 			/* --max-latency: expiry of the cache tracks the relay

@@ -61,6 +61,10 @@ struct moq_relay_stats {
 	uint64_t conns, conns_total, half_open;
 	uint64_t sessions;   /* moq-lite sessions open (publishers + subscribers) */
 	uint64_t broadcasts; /* announced (the largest worker origin table: the hub mirrors each) */
+	uint64_t subscribers;        /* active downstream subscriptions (--max-subscribers) */
+	uint64_t tracks;             /* upstream tracks served, per worker summed (--max-tracks) */
+	uint64_t subs_refused_limit; /* SUBSCRIBEs refused by --max-subscribers */
+	uint64_t tracks_refused_limit;                    /* SUBSCRIBEs refused by --max-tracks */
 	uint64_t groups_in, frames_in, media_bytes_in;    /* ingested into the cache */
 	uint64_t groups_out, frames_out, media_bytes_out; /* fanout, queued to QUIC */
 	uint64_t group_resets; /* old + evicted + lagged + dropped + cancelled */
@@ -107,7 +111,7 @@ void moq_relay_destroy(struct moq_relay *r);
 void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *out);
 
 /*
- * moq_relay_stats_line: the one-line summary ("conns=.. sessions=.. in=..Gbps
+ * moq_relay_stats_line: the one-line summary ("conns=.. sessions=.. subs=.. in=..Gbps
  * out=..Gbps rx=..Mpps busy=..% cache=../.. drops=..") from @now and the
  * previous sample @prev (rates over the interval; NULL = totals). Returns
  * the length written (truncated to @len).

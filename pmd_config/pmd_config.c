@@ -65,10 +65,11 @@ static const struct key keys[] = {
         {"max-connections", K_U32, OFF(max_connections), 1, 10000000,
          "QUIC connections per worker (default 100000)"},
         {"max-subscribers", K_U32, OFF(max_subscribers), 1, 10000000,
-         "default 100000 (reserved: not enforced yet)"},
+         "active subscriptions, relay-wide; beyond: SUBSCRIBE reset 11 (default 100000)"},
         {"max-streams", K_U32, OFF(max_streams), 1, 1000000, "per connection (default 1000)"},
         {"max-tracks", K_U32, OFF(max_tracks), 1, 10000000,
-         "default 10000 (reserved: not enforced yet)"},
+         "upstream tracks served, relay-wide (once per worker reading one); beyond: "
+         "SUBSCRIBE to a new track reset 11 (default 10000)"},
         {"idle-timeout", K_DUR, OFF(idle_timeout_us), 1000, 3600 * US,
          "QUIC idle timeout (default 30s)"},
         {"backend", K_BACKEND, OFF(backend), 0, 0, "dpdk or kernel (default dpdk)"},

@@ -380,6 +380,11 @@ START_TEST(tap_health_metrics_telemetry_signals)
 	ck_assert_ptr_nonnull(strstr(r, "# TYPE moqdp_rx_packets_total counter\n"));
 	ck_assert_ptr_nonnull(strstr(r, "moqdp_net_dropped_total{reason=\"ip4_frag\"} "));
 	ck_assert_ptr_nonnull(strstr(r, "moqdp_cache_budget_bytes 1073741824\n"));
+	ck_assert_ptr_nonnull(strstr(r, "# TYPE moqdp_subscribers gauge\nmoqdp_subscribers 0\n"));
+	ck_assert_ptr_nonnull(
+	        strstr(r, "moqdp_subscribes_refused_total{reason=\"max_subscribers\"} 0\n"));
+	ck_assert_ptr_nonnull(
+	        strstr(r, "moqdp_subscribes_refused_total{reason=\"max_tracks\"} 0\n"));
 	ck_assert_ptr_null(strstr(r, "conn=")); /* no per-connection labels */
 	r = http_get(port, "/nope");
 	ck_assert_ptr_nonnull(strstr(r, "404 Not Found"));
@@ -427,8 +432,8 @@ START_TEST(tap_health_metrics_telemetry_signals)
 	        strstr(wait_err("reload: no --cert", 5000), "reload: no --cert configured"));
 	ck_assert_ptr_nonnull(strstr(http_get(port, "/health"), "200 OK"));
 	/* the stats line, every 300 ms */
-	ck_assert_ptr_nonnull(strstr(wait_err("conns=0 sessions=0 bcasts=0 in=", 3000),
-	                             "conns=0 sessions=0 bcasts=0 in="));
+	ck_assert_ptr_nonnull(strstr(wait_err("conns=0 sessions=0 subs=0 bcasts=0 in=", 3000),
+	                             "conns=0 sessions=0 subs=0 bcasts=0 in="));
 	/* SIGQUIT: drains (no connections: at once) and exits 0 */
 	kill(child, SIGQUIT);
 	ck_assert_int_eq(wait_exit(10000), 0);
