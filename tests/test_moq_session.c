@@ -1369,6 +1369,62 @@ START_TEST(test_max_tracks)
 }
 END_TEST
 
+static int sub2_got_group(void)
+{
+	return H.subs[2].groups_complete >= 1 && H.subs[1].groups_complete >= 2;
+}
+
+/* With a hub the bound is relay-wide: max_subscribers 2 with one subscriber
+ * on each worker refuses a third on worker 2 (11), which gets in once the
+ * one on worker 1 leaves. */
+START_TEST(test_max_subscribers_hub)
+{
+	struct moq_node_stats r1, r2;
+	struct sub *a, *b, *c;
+
+	relay_max_subscribers = 2;
+	with_hub = 1;
+	h_init(NULL, 0);
+	with_hub = 0;
+	relay_max_subscribers = 0;
+	h_publisher(); /* on worker 1 */
+	c = &H.subs[H.nsubs++];
+	h_connect(c, MOQ_ROLE_SUBSCRIBER, NULL); /* worker 1 */
+	H.use2 = 1;
+	a = &H.subs[H.nsubs++];
+	b = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	h_connect(b, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_subscribe(c, 1);
+	h_subscribe(a, 1);
+	h_run(50 * MS, 0);
+	h_subscribe(b, 1);
+	ck_assert(h_until(sub2_refused, 1 * SEC, 0));
+	ck_assert_int_eq(b->sub_closed_code, MOQ_CODE_BOUNDS);
+	moq_node_stats(H.relay, &r1);
+	moq_node_stats(H.relay2, &r2);
+	ck_assert_uint_eq(r1.subscribers, 1);
+	ck_assert_uint_eq(r2.subscribers, 1);
+	ck_assert_uint_eq(r1.subs_refused_limit + r2.subs_refused_limit, 1);
+	ck_assert_uint_eq(r2.subs_refused_limit, 1);
+
+	ck_assert_int_eq(moq_session_unsubscribe(c->s, (uint64_t)c->id), 0);
+	h_run(50 * MS, 0);
+	b->sub_closed = 0;
+	h_subscribe(b, 1);
+	ck_assert(h_until(sub2_got_group, 10 * SEC, 4));
+	moq_node_stats(H.relay, &r1);
+	moq_node_stats(H.relay2, &r2);
+	ck_assert(!b->sub_closed && !a->sub_closed);
+	ck_assert_uint_eq(r1.subscribers, 0);
+	ck_assert_uint_eq(r2.subscribers, 2);
+	ck_assert_uint_eq(a->errors + b->errors, 0);
+	ck_assert_uint_eq(a->groups_reset + b->groups_reset, 0);
+	h_fini();
+}
+END_TEST
+
 static int pub_closed(void)
 {
 	return H.pub.closed;
@@ -1821,6 +1877,7 @@ Suite *moq_session_suite(void)
 	tcase_add_test(tc, test_bounds);
 	tcase_add_test(tc, test_max_subscribers);
 	tcase_add_test(tc, test_max_tracks);
+	tcase_add_test(tc, test_max_subscribers_hub);
 	tcase_add_test(tc, test_priority);
 	tcase_add_test(tc, test_subscribe_range);
 	tcase_add_test(tc, test_setup_path_root);
