@@ -189,6 +189,20 @@ static long long metric(const char *body, const char *name)
 	return p ? atoll(p + strlen(key)) : -1;
 }
 
+/* The delivery figures of moqdp-load's summary (its wording is kept stable
+ * for these tests): frames verified, groups missing, errors. */
+static void load_delivery(const char *load, unsigned long long *delivered,
+                          unsigned long long *missing, unsigned long long *errors)
+{
+	const char *p = strstr(load, "delivered ");
+
+	ck_assert_msg(p && sscanf(p, "delivered %llu frames verified", delivered) == 1, "%s", load);
+	p = strstr(p, "reset, ");
+	ck_assert_msg(p && sscanf(p, "reset, %llu missing", missing) == 1, "%s", load);
+	p = strstr(load, "errors ");
+	ck_assert_msg(p && sscanf(p, "errors %llu", errors) == 1, "%s", load);
+}
+
 /* /metrics from @port once metric @name reaches @want (the relay copies its
  * workers' counters to the main lcore at 10 Hz, so a scrape right after the
  * load generator exits can be one copy behind), or after 2 s the last body. */
@@ -783,13 +797,7 @@ START_TEST(media_through_tap)
 	p = strstr(load, "subscribers ");
 	ck_assert_msg(p && sscanf(p, "subscribers %llu of %llu ready", &ready, &nsubs) == 2, "%s",
 	              load);
-	p = strstr(load, "delivered ");
-	ck_assert_msg(p && sscanf(p, "delivered %llu frames verified", &delivered) == 1, "%s",
-	              load);
-	p = strstr(p, "reset, ");
-	ck_assert_msg(p && sscanf(p, "reset, %llu missing", &missing) == 1, "%s", load);
-	p = strstr(load, "errors ");
-	ck_assert_msg(p && sscanf(p, "errors %llu", &errors) == 1, "%s", load);
+	load_delivery(load, &delivered, &missing, &errors);
 	ck_assert_uint_eq(nsubs, 20);
 	ck_assert_uint_eq(ready, 20);
 	ck_assert_uint_gt(delivered, 1000); /* 3 s of video + audio to 20 subscribers */
@@ -943,13 +951,7 @@ START_TEST(media_over_memif)
 	ck_assert_msg(rc == 0, "moqdp-load exit %d: %s", rc, load);
 	p = strstr(load, "subscribers ");
 	ck_assert_msg(p && sscanf(p, "subscribers %llu of", &ready) == 1, "%s", load);
-	p = strstr(load, "delivered ");
-	ck_assert_msg(p && sscanf(p, "delivered %llu frames verified", &delivered) == 1, "%s",
-	              load);
-	p = strstr(p, "reset, ");
-	ck_assert_msg(p && sscanf(p, "reset, %llu missing", &missing) == 1, "%s", load);
-	p = strstr(load, "errors ");
-	ck_assert_msg(p && sscanf(p, "errors %llu", &errors) == 1, "%s", load);
+	load_delivery(load, &delivered, &missing, &errors);
 	ck_assert_uint_eq(ready, 20);
 	ck_assert_uint_gt(delivered, 1000);
 	ck_assert_uint_eq(missing, 0);
@@ -979,7 +981,6 @@ START_TEST(media_kernel_backend)
 	                       "127.0.0.2",  "--publish", "--subscribers", "20",
 	                       "--duration", "3",         "--quiet",       NULL};
 	unsigned long long delivered = 0, missing = 1, errors = 1;
-	const char *p;
 	int rc;
 
 	snprintf(sudp, sizeof(sudp), "%u", udp);
@@ -990,13 +991,7 @@ START_TEST(media_kernel_backend)
 	ck_assert_msg(wait_http(mport, "/health", 15000) != NULL, "stderr: %s", slurp(errpath));
 	rc = run_load(largs, load, sizeof(load), 30000);
 	ck_assert_msg(rc == 0, "moqdp-load exit %d: %s", rc, load);
-	p = strstr(load, "delivered ");
-	ck_assert_msg(p && sscanf(p, "delivered %llu frames verified", &delivered) == 1, "%s",
-	              load);
-	p = strstr(p, "reset, ");
-	ck_assert_msg(p && sscanf(p, "reset, %llu missing", &missing) == 1, "%s", load);
-	p = strstr(load, "errors ");
-	ck_assert_msg(p && sscanf(p, "errors %llu", &errors) == 1, "%s", load);
+	load_delivery(load, &delivered, &missing, &errors);
 	ck_assert_uint_gt(delivered, 1000);
 	ck_assert_uint_eq(missing, 0);
 	ck_assert_uint_eq(errors, 0);
@@ -1168,7 +1163,6 @@ START_TEST(media_over_af_packet)
 	                       local,        "--publish", "--subscribers", "10",
 	                       "--duration", "3",         "--quiet",       NULL};
 	unsigned long long delivered = 0, missing = 1, errors = 1;
-	const char *p;
 	int rc;
 
 	snprintf(va, sizeof(va), "moqa%d", (int)getpid() % 100000);
@@ -1198,13 +1192,7 @@ START_TEST(media_over_af_packet)
 	snprintf(cmd, sizeof(cmd), "ip link del %s", va); /* removes both ends */
 	ck_assert_int_eq(system(cmd), 0);
 	ck_assert_msg(rc == 0, "moqdp-load exit %d: %s", rc, load);
-	p = strstr(load, "delivered ");
-	ck_assert_msg(p && sscanf(p, "delivered %llu frames verified", &delivered) == 1, "%s",
-	              load);
-	p = strstr(p, "reset, ");
-	ck_assert_msg(p && sscanf(p, "reset, %llu missing", &missing) == 1, "%s", load);
-	p = strstr(load, "errors ");
-	ck_assert_msg(p && sscanf(p, "errors %llu", &errors) == 1, "%s", load);
+	load_delivery(load, &delivered, &missing, &errors);
 	ck_assert_uint_gt(delivered, 500);
 	ck_assert_uint_eq(missing, 0);
 	ck_assert_uint_eq(errors, 0);
@@ -1248,13 +1236,7 @@ static void check_two_workers(const char *name, const char *load, unsigned int m
 	ck_assert_msg(p && sscanf(p, "subscribers %llu of %llu ready, %llu failed, %llu stalled",
 	                          &ready, &nsubs, &failed, &stalled) == 4,
 	              "%s", load);
-	p = strstr(load, "delivered ");
-	ck_assert_msg(p && sscanf(p, "delivered %llu frames verified", &delivered) == 1, "%s",
-	              load);
-	p = strstr(p, "reset, ");
-	ck_assert_msg(p && sscanf(p, "reset, %llu missing", &missing) == 1, "%s", load);
-	p = strstr(load, "errors ");
-	ck_assert_msg(p && sscanf(p, "errors %llu", &errors) == 1, "%s", load);
+	load_delivery(load, &delivered, &missing, &errors);
 	ck_assert_uint_eq(nsubs, 20);
 	ck_assert_msg(ready == 20 && failed == 0 && stalled == 0, "%s", load);
 	ck_assert_uint_gt(delivered, 1000);
