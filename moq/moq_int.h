@@ -163,6 +163,7 @@ struct gout {
 	int64_t prev_ts;
 	uint8_t priority;
 	uint8_t fin, reset, fetch, hdr_sent;
+	uint8_t done; /* on the session's gdone list */
 	uint64_t written, acked;
 };
 
@@ -223,8 +224,14 @@ struct moq_session {
 	uint32_t ndsubs;
 	struct usub *usubs;
 	uint32_t nusubs, nann_in;
-	struct gout *gouts;
-	uint32_t ngouts;
+	struct gout *gouts; /* streams still being written (may hold done ones) */
+	/* FIN sent or reset, waiting for acknowledgements and for QUIC to close
+	 * the stream (seconds with a slow subscriber, and audio opens a stream
+	 * per frame): kept off @gouts so fanout visits only streams it writes.
+	 * A FIN'd one whose group went stale is reset from the FIN_CHECK_NS
+	 * pass (moq_node_poll). */
+	struct gout *gdone;
+	uint32_t ngouts; /* both lists: each holds a QUIC stream */
 	uint64_t next_sub_id;
 	uint64_t unacked;          /* fanout bytes queued and not acknowledged */
 	uint64_t budget;           /* this poll's limit for unacked */
@@ -255,6 +262,7 @@ struct moq_node {
 	struct moq_session *work; /* the pending list moq_node_poll is visiting */
 	struct moq_session *watch;
 	uint64_t last_full; /* last safety-net pass over every session */
+	uint64_t last_fin_check; /* last pass over FIN'd streams (FIN_CHECK_NS) */
 	struct bcast *bcasts;
 	struct upstream *ups;
 	struct tinfo *tinfos;

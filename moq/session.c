@@ -23,6 +23,7 @@
 #define MIN_BUDGET (64u * 1024u) /* smallest per-session fanout budget */
 #define MAX_TINFO  1024u         /* TRACK_INFO answers a relay node keeps */
 #define FULL_NS    20000000ull   /* safety-net check of every session every 20 ms */
+#define FIN_CHECK_NS 100000000ull /* FIN'd streams with stale groups: every 100 ms */
 
 static void sess_fail(struct moq_session *s, uint64_t code);
 static void st_process(struct moq_session *s, struct mstream *st);
@@ -353,6 +354,25 @@ static void gout_release(struct moq_session *s, struct gout *go)
 	go->next = s->go_pool;
 	s->go_pool = go;
 	s->go_pool_len++;
+}
+
+/* A stream that writes no more (FIN sent or reset) leaves the live list
+ * (@pp points at its link there) for gdone; returns the next on the live
+ * list. */
+static inline bool gout_is_done(const struct gout *go)
+{
+	return go->reset || go->fin;
+}
+
+static struct gout *gout_retire(struct moq_session *s, struct gout **pp)
+{
+	struct gout *go = *pp;
+
+	*pp = go->next;
+	go->done = 1;
+	go->next = s->gdone;
+	s->gdone = go;
+	return *pp;
 }
 
 static struct mstream *st_new(struct moq_session *s, int64_t sid, uint8_t kind, int local)
@@ -853,6 +873,9 @@ static void dsub_free(struct moq_session *s, struct dsub *d)
 {
 	dsub_detach(d);
 	for (struct gout *go = s->gouts; go; go = go->next)
+		if (go->d == d)
+			go->d = NULL;
+	for (struct gout *go = s->gdone; go; go = go->next)
 		if (go->d == d)
 			go->d = NULL;
 	for (struct dsub **pp = &s->dsubs; *pp; pp = &(*pp)->next)
@@ -1757,10 +1780,15 @@ static bool sess_stale(struct moq_session *s)
 	for (struct dsub *d = s->dsubs; d; d = d->next)
 		if (!d->done && d->track && moq_cache_track_version(d->track) != d->last_version)
 			return true;
-	for (struct gout *go = s->gouts; go; go = go->next)
-		if (!go->reset && !go->fin &&
+	for (struct gout **pp = &s->gouts, *go = *pp; go; pp = &go->next, go = *pp) {
+		while (go && gout_is_done(go))
+			go = gout_retire(s, pp);
+		if (go &&
 		    (go->fetch || moq_cache_group_status(go->g, NULL, NULL) != 0))
 			return true;
+		if (!go)
+			break;
+	}
 	return false;
 }
 
@@ -1788,10 +1816,12 @@ static int fanout_session(struct moq_session *s)
 		n->sortbuf = nb;
 		n->sortcap = s->ngouts * 2;
 	}
-	for (struct gout *go = s->gouts; go; go = go->next) {
+	for (struct gout **pp = &s->gouts, *go = *pp; go; pp = &go->next, go = *pp) {
 		int stc;
-		if (go->reset || (go->fin && go->acked >= go->written))
-			continue;
+		while (go && gout_is_done(go))
+			go = gout_retire(s, pp);
+		if (!go)
+			break;
 		/* A group that expired, was evicted or pushed out of the window
 		 * resets its stream with the matching code, even when the
 		 * subscriber is too slow to be written to, and even when all of
@@ -1865,6 +1895,9 @@ static int up_restart(struct upstream *up)
 
 	for (struct dsub *d = up->dsubs; d; d = d->unext) {
 		for (struct gout *go = d->s->gouts; go; go = go->next)
+			if (go->d == d)
+				gout_reset(d->s, go, MOQ_CODE_CANCEL);
+		for (struct gout *go = d->s->gdone; go; go = go->next)
 			if (go->d == d)
 				gout_reset(d->s, go, MOQ_CODE_CANCEL);
 		d->ending = 1;
@@ -2452,7 +2485,7 @@ static void st_free(struct moq_session *s, struct mstream *st)
 			s->unacked -= go->written - go->acked;
 		if (go->d && go->d->n_gouts)
 			go->d->n_gouts--;
-		for (struct gout **pp = &s->gouts; *pp; pp = &(*pp)->next)
+		for (struct gout **pp = go->done ? &s->gdone : &s->gouts; *pp; pp = &(*pp)->next)
 			if (*pp == go) {
 				*pp = go->next;
 				break;
@@ -3373,6 +3406,28 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 		for (s = n->sessions; s; s = s->next)
 			if (!s->queued && s->ready && !s->closing && s->conn && sess_stale(s))
 				sess_mark(s);
+	}
+	/* A FIN'd stream still unacknowledged whose group expired, was evicted
+	 * or fell out of the window is reset, so its stale tail is not
+	 * retransmitted (RFC 9000, 3.1). Not on every visit: a slow subscriber
+	 * holds dozens of these per session. */
+	if (now - n->last_fin_check >= FIN_CHECK_NS) {
+		n->last_fin_check = now;
+		for (s = n->sessions; s; s = s->next) {
+			if (s->closing || !s->conn)
+				continue;
+			for (struct gout *go = s->gdone; go; go = go->next) {
+				int stc;
+				if (go->reset || go->acked >= go->written)
+					continue;
+				stc = moq_cache_group_status(go->g, NULL, NULL);
+				if (stc == MOQ_ERR_EVICTED || stc == MOQ_ERR_OLD ||
+				    stc == MOQ_ERR_LAGGED) {
+					gout_reset(s, go, err_code(stc));
+					sess_mark(s);
+				}
+			}
+		}
 	}
 	/* Visit the marked sessions only; marks made meanwhile (a session
 	 * that opened a group stream, ...) are for the next poll. */
