@@ -6,7 +6,8 @@
  * entries) so nothing ever moves under a reader:
  *  - frame records, one per frame, laid out as the public struct
  *    moq_cache_frame (timestamp, group byte offset, contiguous data pointer
- *    or NULL, size, index): a batch read of complete frames copies them;
+ *    or NULL, size, index, arrival time): a batch read of complete frames
+ *    copies them;
  *  - pieces: every payload byte of the group lives in exactly one piece, a
  *    contiguous run of memory, in group offset order: an exact-fit frame is
  *    one piece, block-stored bytes are runs inside the group's blocks.
@@ -19,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
+#include <time.h>
 
 /* --- small atomics --------------------------------------------------------- */
 
@@ -55,7 +57,9 @@ struct piece {
 _Static_assert(MOQ_CACHE_GROUP_MAX_FRAMES == CHUNK0 * ((1u << FCHUNKS) - 1u),
                "frame limit matches the record chunks");
 _Static_assert(MOQ_CACHE_GROUP_CAP <= P_LEN, "a length fits");
-_Static_assert(sizeof(struct moq_cache_frame) == 40, "frame record layout");
+_Static_assert(sizeof(struct moq_cache_frame) == 48, "frame record layout");
+_Static_assert(sizeof(struct moq_cache_frame) + sizeof(struct piece) <= MOQ_CACHE_FRAME_OVERHEAD,
+               "frame overhead billed covers its record and a piece");
 
 static inline uint32_t chunk_of(uint32_t i)
 {
@@ -161,7 +165,9 @@ struct moq_cache {
 	struct moq_cache_track **buckets;      /* atomic heads */
 	struct moq_cache_group *ghead, *gtail; /* live groups, by open order */
 	struct retire *rhead, *rtail;
-	uint32_t stuck; /* atomic: over budget with nothing evictable */
+	uint32_t stuck;               /* atomic: over budget with nothing evictable */
+	uint64_t (*clock)(void *ctx); /* frame arrival stamps (never NULL) */
+	void *clock_ctx;
 	/* counters (under the lock) */
 	uint64_t ngroups, ntracks, removed[5], pending;
 };
@@ -450,6 +456,25 @@ unsigned moq_cache_reclaim(struct moq_cache *c)
 
 /* --- cache --------------------------------------------------------------- */
 
+/* The default arrival clock: CLOCK_MONOTONIC in ns (vDSO, no system call on
+ * the usual clock sources). */
+static uint64_t mono_ns(void *ctx)
+{
+	struct timespec ts;
+
+	(void)ctx;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* frame_bytes: read the arrival clock only if the frame completes */
+#define CLOCK_READ UINT64_MAX
+
+static inline uint64_t arrival_now(const struct moq_cache *c)
+{
+	return c->clock(c->clock_ctx);
+}
+
 struct moq_cache *moq_cache_create(const struct moq_cache_cfg *cfg)
 {
 	struct moq_cache *c;
@@ -470,6 +495,8 @@ struct moq_cache *moq_cache_create(const struct moq_cache_cfg *cfg)
 	c->gp = 1;
 	c->nreaders = nr;
 	c->bmask = nb - 1;
+	c->clock = cfg->clock != NULL ? cfg->clock : mono_ns;
+	c->clock_ctx = cfg->clock_ctx;
 	c->readers = c->a.alloc(c->a.ctx, sizeof(struct reader) * nr, 64);
 	if (c->readers == NULL)
 		goto fail_readers;
@@ -1076,17 +1103,22 @@ static int frame_start(struct moq_cache_group *g, int64_t ts, uint32_t size)
 	r->start = 0;
 	r->len = size;
 	r->index = g->w_nstarted++;
+	r->arrival = 0;
 	g->open = true;
 	g->open_missing = size;
 	g->open_piece = NONE;
 	return 0;
 }
 
-/* The open frame has all of its bytes: point its record at them when they
- * are one run, and count it complete. */
-static void frame_end(struct moq_cache_group *g)
+/* The open frame has all of its bytes (at @now, the arrival clock): point its
+ * record at them when they are one run, stamp it and count it complete. The
+ * stamp is written before publish() release-stores the byte count, so a
+ * reader that sees the frame's last byte sees its arrival. */
+static void frame_end(struct moq_cache_group *g, uint64_t now)
 {
 	struct moq_cache_frame *r = rec_at(g, g->w_ncomplete);
+
+	r->arrival = now;
 
 	if (r->size > 0 && g->open_piece == g->w_npieces - 1) {
 		const struct piece *p = piece_at(g, g->open_piece);
@@ -1098,8 +1130,9 @@ static void frame_end(struct moq_cache_group *g)
 	g->open_piece = NONE;
 }
 
-/* Bytes of the open frame; exact-fit when they are all of it and small. */
-static int frame_bytes(struct moq_cache_group *g, const uint8_t *data, uint32_t len)
+/* Bytes of the open frame; exact-fit when they are all of it and small.
+ * @now: the arrival clock, or CLOCK_READ = read it if the frame completes. */
+static int frame_bytes(struct moq_cache_group *g, const uint8_t *data, uint32_t len, uint64_t now)
 {
 	const struct moq_cache_frame *r = rec_at(g, g->w_ncomplete);
 	int rc;
@@ -1127,11 +1160,12 @@ static int frame_bytes(struct moq_cache_group *g, const uint8_t *data, uint32_t 
 			return rc;
 	}
 	if (g->open_missing == 0)
-		frame_end(g);
+		frame_end(g, now != CLOCK_READ ? now : arrival_now(g->cache));
 	return 0;
 }
 
-static int put_frame(struct moq_cache_group *g, int64_t ts, const void *data, uint32_t len)
+static int put_frame(struct moq_cache_group *g, int64_t ts, const void *data, uint32_t len,
+                     uint64_t now)
 {
 	struct wsave s;
 	int rc;
@@ -1139,7 +1173,7 @@ static int put_frame(struct moq_cache_group *g, int64_t ts, const void *data, ui
 	wsave(g, &s);
 	rc = frame_start(g, ts, len);
 	if (rc == 0)
-		rc = frame_bytes(g, data, len);
+		rc = frame_bytes(g, data, len, now);
 	if (rc < 0)
 		wrestore(g, &s);
 	return rc;
@@ -1158,7 +1192,7 @@ int moq_cache_write_frame(struct moq_cache_group *g, int64_t timestamp, const vo
 		return MOQ_ERR_TOO_LARGE;
 	if (data == NULL && len > 0)
 		return MOQ_ERR_INVAL;
-	rc = put_frame(g, timestamp, data, (uint32_t)len);
+	rc = put_frame(g, timestamp, data, (uint32_t)len, arrival_now(g->cache));
 	if (rc < 0)
 		return rc;
 	publish(g);
@@ -1170,7 +1204,7 @@ int moq_cache_write_frame(struct moq_cache_group *g, int64_t timestamp, const vo
 int moq_cache_write_frames(struct moq_cache_group *g, const struct moq_cache_frame_in *in,
                            unsigned n)
 {
-	uint64_t total = 0;
+	uint64_t total = 0, now;
 	unsigned i;
 	int rc = wcheck(g);
 
@@ -1190,8 +1224,9 @@ int moq_cache_write_frames(struct moq_cache_group *g, const struct moq_cache_fra
 	if ((uint64_t)g->w_nstarted + n > MOQ_CACHE_GROUP_MAX_FRAMES)
 		return MOQ_ERR_LIMIT;
 	total = 0;
+	now = n > 0 ? arrival_now(g->cache) : 0; /* one stamp for the batch */
 	for (i = 0; i < n; i++) {
-		rc = put_frame(g, in[i].timestamp, in[i].data, (uint32_t)in[i].len);
+		rc = put_frame(g, in[i].timestamp, in[i].data, (uint32_t)in[i].len, now);
 		if (rc < 0)
 			break;
 		total += in[i].len + MOQ_CACHE_FRAME_OVERHEAD;
@@ -1222,7 +1257,7 @@ int64_t moq_cache_frame_begin(struct moq_cache_group *g, int64_t timestamp, size
 		return rc;
 	}
 	if (size == 0)
-		frame_end(g);
+		frame_end(g, arrival_now(g->cache));
 	publish(g);
 	bill(g, MOQ_CACHE_FRAME_OVERHEAD);
 	maybe_evict(g->cache);
@@ -1244,7 +1279,7 @@ int64_t moq_cache_frame_append(struct moq_cache_group *g, const void *data, size
 	if (len == 0)
 		return g->open_missing;
 	wsave(g, &s);
-	rc = frame_bytes(g, data, (uint32_t)len);
+	rc = frame_bytes(g, data, (uint32_t)len, CLOCK_READ);
 	if (rc < 0) {
 		wrestore(g, &s);
 		return rc;
@@ -1412,8 +1447,11 @@ static inline int read_frames(struct moq_cache_group *g, struct moq_cache_cursor
 	buf->start = pos;
 	buf->len = (uint32_t)(end - x);
 	buf->index = f;
+	buf->arrival = 0;
 	if (end == r->offset + r->size) {
-		/* it completed meanwhile: this view ends it */
+		/* it completed meanwhile: this view ends it (its arrival was
+		 * stored before the bytes we acquired) */
+		buf->arrival = r->arrival;
 		cur->frame = f + 1;
 		cur->pos = 0;
 		cur->piece = 0;

@@ -32,8 +32,11 @@
  * MOQ_CACHE_GROUP_OVERHEAD per group. Over the byte budget, groups are evicted
  * oldest first (by open order, across tracks); a track's newest group is never
  * evicted. A group older than its track's max_latency (and not the newest) is
- * expired. Clock values are supplied by the caller (nanoseconds from any fixed
- * origin); the cache makes no system calls.
+ * expired. Clock values for expiry are supplied by the caller (nanoseconds
+ * from any fixed origin). Every frame is stamped with its arrival time from
+ * the configured clock (struct moq_cache_cfg.clock, once per write that
+ * completes frames); the cache makes no other clock reads and no system
+ * calls.
  *
  * Errors are 0 / counts / negative MOQ_ERR_* (common/moq_err.h). Readers of a
  * removed group get MOQ_ERR_EVICTED (byte budget, protocol reset code 31),
@@ -80,7 +83,7 @@
 /* Frames per group (index chunks of 2, 4, 8, ... records): 2 * (2^15 - 1). */
 #define MOQ_CACHE_GROUP_MAX_FRAMES (2u * ((1u << 15) - 1u))
 /* Billing: fixed overhead per frame and per group, in bytes. They match the
- * index memory a frame (its 40-byte record and a 16-byte piece, in chunks
+ * index memory a frame (its 48-byte record and a 16-byte piece, in chunks
  * grown by doubling) and a group (its descriptor with the first chunks
  * inline) really hold. */
 #define MOQ_CACHE_FRAME_OVERHEAD 64u
@@ -148,6 +151,13 @@ struct moq_cache_cfg {
 	uint64_t budget;              /* bytes billed before eviction; 0 = no limit */
 	uint32_t max_readers;         /* QSBR reader ids 0..max_readers-1; 0 = default */
 	uint32_t buckets;             /* track table buckets (power of two); 0 = default */
+	/* The arrival clock (struct moq_cache_frame.arrival): nanoseconds on a
+	 * monotonic clock, read once per write call that completes a frame (a
+	 * write_frames batch reads it once), on the writer's thread. NULL =
+	 * CLOCK_MONOTONIC (clock_gettime, vDSO). The relay points it at the
+	 * clock its workers pass to moq_node_latency_commit (moq.h). */
+	uint64_t (*clock)(void *ctx);
+	void *clock_ctx;
 };
 
 struct moq_cache_track_cfg {
@@ -402,6 +412,10 @@ struct moq_cache_frame {
 			      * frame was returned in pieces) */
 	uint32_t len;        /* bytes in this view */
 	uint32_t index;      /* frame number in the group (0-based) */
+	uint64_t arrival;    /* when the frame was complete in the cache (ns, the
+			      * cfg clock: the write of a whole frame, or the
+			      * append of a chunked frame's last byte); 0 in a
+			      * view that does not end the frame */
 };
 
 /* complete: this view ends the frame. */

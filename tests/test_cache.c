@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cache.h"
 
@@ -1138,6 +1139,143 @@ START_TEST(stats_count_removals)
 }
 END_TEST
 
+/* An injected arrival clock: returns *ctx and counts its reads. */
+static unsigned clock_reads;
+
+static uint64_t test_clock(void *ctx)
+{
+	clock_reads++;
+	return *(const uint64_t *)ctx;
+}
+
+START_TEST(arrival_stamps_from_clock)
+{
+	struct moq_cache_cfg cfg = {0};
+	struct moq_cache_track *t;
+	struct moq_cache_group *g;
+	struct moq_cache_cursor cur = {0}, cur2 = {0};
+	struct moq_cache_frame fb[8], f;
+	struct moq_cache_frame_in in[3];
+	uint64_t clk = 0; /* a clock at 0 is a valid time too */
+	uint8_t *p = pattern(4, 9000);
+	unsigned reads;
+	int i;
+
+	moq_cache_counting_init(&cnt);
+	cfg.alloc = moq_cache_counting_alloc(&cnt);
+	cfg.max_readers = 4;
+	cfg.buckets = 16;
+	cfg.clock = test_clock;
+	cfg.clock_ctx = &clk;
+	cache = moq_cache_create(&cfg);
+	ck_assert_ptr_nonnull(cache);
+	t = mktrack("b", "v", 0, 0);
+	/* the group's open time is the caller's; it stamps nothing */
+	g = mkgroup(t, 0, 777);
+	clock_reads = 0;
+	/* 0: a small whole frame, stamped at its write (time 0) */
+	ck_assert_int_eq(moq_cache_write_frame(g, 1, p, 100), 0);
+	ck_assert_uint_eq(clock_reads, 1);
+	/* 1: a large whole frame (group blocks) */
+	clk = 1000;
+	ck_assert_int_eq(moq_cache_write_frame(g, 2, p, 9000), 0);
+	/* 2: chunked: begin and a first chunk read no clock; the chunk with
+	 * the last byte stamps it */
+	clk = 2000;
+	reads = clock_reads;
+	ck_assert_int_eq(moq_cache_frame_begin(g, 3, 5000), 5000);
+	ck_assert_int_eq(moq_cache_frame_append(g, p, 3000), 2000);
+	ck_assert_uint_eq(clock_reads, reads);
+	/* a reader of the arriving frame gets a view with no arrival yet */
+	ck_assert_int_eq(moq_cache_read_frames(g, &cur2, fb, 8), 2);
+	ck_assert_uint_eq(fb[0].arrival, 0);
+	ck_assert_uint_eq(fb[1].arrival, 1000);
+	ck_assert_int_eq(moq_cache_read_frames(g, &cur2, fb, 8), 1);
+	ck_assert(!moq_cache_frame_complete(&fb[0]));
+	ck_assert_uint_eq(fb[0].arrival, 0);
+	clk = 2500;
+	ck_assert_int_eq(moq_cache_frame_append(g, p + 3000, 2000), 0);
+	ck_assert_uint_eq(clock_reads, reads + 1);
+	/* the view that ends it carries the stamp */
+	ck_assert_int_eq(moq_cache_read_frames(g, &cur2, fb, 8), 1);
+	ck_assert(moq_cache_frame_complete(&fb[0]));
+	ck_assert_uint_eq(fb[0].start, 3000);
+	ck_assert_uint_eq(fb[0].arrival, 2500);
+	/* 3: an empty frame is complete at its begin */
+	clk = 3000;
+	ck_assert_int_eq(moq_cache_frame_begin(g, 4, 0), 0);
+	/* 4: a small frame arriving whole in its first chunk (exact fit) */
+	clk = 4000;
+	ck_assert_int_eq(moq_cache_frame_begin(g, 5, 50), 50);
+	clk = 4100;
+	ck_assert_int_eq(moq_cache_frame_append(g, p, 50), 0);
+	/* 5..7: a batch: one clock read, one stamp for all of it */
+	clk = 5000;
+	reads = clock_reads;
+	for (i = 0; i < 3; i++) {
+		in[i].timestamp = 10 + i;
+		in[i].data = p;
+		in[i].len = i == 1 ? 4000 : 10;
+	}
+	ck_assert_int_eq(moq_cache_write_frames(g, in, 3), 3);
+	ck_assert_uint_eq(clock_reads, reads + 1);
+	/* a failed write reads no clock into any record */
+	clk = 6000;
+	ck_assert_int_eq(moq_cache_frame_append(g, p, 1), MOQ_ERR_STATE);
+	/* a batch read copies every stamp, per frame, in order */
+	ck_assert_int_eq(moq_cache_read_frames(g, &cur, fb, 8), 8);
+	{
+		static const uint64_t want[8] = {0, 1000, 2500, 3000, 4100, 5000, 5000, 5000};
+
+		for (i = 0; i < 8; i++) {
+			ck_assert_uint_eq(fb[i].index, (unsigned)i);
+			ck_assert_uint_eq(fb[i].arrival, want[i]);
+			if (i > 0)
+				ck_assert_uint_ge(fb[i].arrival, fb[i - 1].arrival);
+		}
+	}
+	ck_assert_int_eq(moq_cache_read_frame(g, &cur, &f), 0);
+	free(p);
+	moq_cache_group_unref(g);
+	moq_cache_track_unref(t);
+	teardown_all();
+}
+END_TEST
+
+START_TEST(arrival_default_clock_is_monotonic)
+{
+	struct moq_cache_track *t;
+	struct moq_cache_group *g;
+	struct moq_cache_cursor cur = {0};
+	struct moq_cache_frame fb[8];
+	struct timespec a, b;
+	uint64_t t0, t1;
+	uint8_t *p = pattern(5, 3000);
+	int i;
+
+	mk(0); /* no clock configured: CLOCK_MONOTONIC */
+	t = mktrack("b", "v", 0, 0);
+	g = mkgroup(t, 0, 0);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	for (i = 0; i < 8; i++)
+		ck_assert_int_eq(moq_cache_write_frame(g, i, p, i & 1 ? 3000 : 20), 0);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	t0 = (uint64_t)a.tv_sec * 1000000000ull + (uint64_t)a.tv_nsec;
+	t1 = (uint64_t)b.tv_sec * 1000000000ull + (uint64_t)b.tv_nsec;
+	ck_assert_int_eq(moq_cache_read_frames(g, &cur, fb, 8), 8);
+	for (i = 0; i < 8; i++) {
+		ck_assert_uint_ge(fb[i].arrival, t0);
+		ck_assert_uint_le(fb[i].arrival, t1);
+		if (i > 0)
+			ck_assert_uint_ge(fb[i].arrival, fb[i - 1].arrival);
+	}
+	free(p);
+	moq_cache_group_unref(g);
+	moq_cache_track_unref(t);
+	teardown_all();
+}
+END_TEST
+
 Suite *cache_suite(void);
 
 Suite *cache_suite(void)
@@ -1167,6 +1305,8 @@ Suite *cache_suite(void)
 	tcase_add_test(tc, frame_limit_per_group);
 	tcase_add_test(tc, two_groups_open_at_once);
 	tcase_add_test(tc, stats_count_removals);
+	tcase_add_test(tc, arrival_stamps_from_clock);
+	tcase_add_test(tc, arrival_default_clock_is_monotonic);
 	suite_add_tcase(s, tc);
 	return s;
 }
