@@ -18,8 +18,10 @@
 /* The publisher's cache byte budget when none is given: 5 s of a 4 Mbps
  * track is 2.5 MB, so 64 MiB keeps every group until it expires. */
 #define DEFAULT_CACHE_BUDGET (64ull << 20)
-/* moq_cache_expire is a control-path call: every 10 ms is plenty. */
-#define EXPIRE_EVERY_NS 10000000ull
+/* moq_cache_expire is a control-path call that walks every group of every
+ * track; opening a group already expires its own track's old groups, so
+ * this only catches a track that stopped: every 100 ms is plenty. */
+#define EXPIRE_EVERY_NS 100000000ull
 /* Frames written per track per poll at most (a stalled loop catches up over
  * a few polls rather than in one burst). */
 #define MAX_FRAMES_PER_POLL 16
@@ -72,6 +74,9 @@ struct moq_lg_client {
 	uint32_t opened;     /* sessions started */
 	uint32_t connecting; /* subscriber sessions in their handshake */
 	uint64_t ramp_t0;    /* ramp origin; 0 = not yet */
+	/* earliest retry_at of any subscriber (0 = none): poll walks the
+	 * subscribers only then, not on every call */
+	uint64_t next_retry;
 	int stopping;
 	struct moq_lg_hist lat, hs;
 	uint64_t subs_ready_total, subs_closed, subs_failed, retries, refused, connect_errors;
@@ -90,6 +95,15 @@ static int track_of(const struct lg_sub *u, uint64_t id)
 static struct lg_sub *sub_of(struct moq_session *s)
 {
 	return moq_session_user(s);
+}
+
+/* A subscription of @u is to be retried at @at. */
+static void retry_later(struct lg_sub *u, unsigned i, uint64_t at)
+{
+	struct moq_lg_client *cl = u->cl;
+	u->retry_at[i] = at;
+	if (!cl->next_retry || at < cl->next_retry)
+		cl->next_retry = at;
 }
 
 static void subscribe_track(struct lg_sub *u, unsigned i)
@@ -112,7 +126,7 @@ static void subscribe_track(struct lg_sub *u, unsigned i)
 		u->ids[i] = id;
 	} else {
 		u->ids[i] = -1;
-		u->retry_at[i] = cl->now + MOQ_LG_RETRY_NS;
+		retry_later(u, i, cl->now + MOQ_LG_RETRY_NS);
 	}
 }
 
@@ -170,7 +184,7 @@ static void on_sub_closed(struct moq_session *s, void *user, uint64_t id, int64_
 	u->ids[i] = -1;
 	if (code == MOQ_CODE_NOT_FOUND && !cl->stopping) {
 		/* not announced yet: try again shortly */
-		u->retry_at[i] = cl->now + MOQ_LG_RETRY_NS;
+		retry_later(u, i, cl->now + MOQ_LG_RETRY_NS);
 		cl->retries++;
 	} else if (code >= 0) {
 		cl->refused++;
@@ -542,16 +556,28 @@ int moq_lg_client_poll(struct moq_lg_client *cl, uint64_t now)
 			work++;
 		}
 	}
-	/* subscriptions to retry */
-	for (uint32_t k = 0; k < cl->opened; k++) {
-		struct lg_sub *u = &cl->subs[k];
-		if (u->state != SUB_READY)
-			continue;
-		for (unsigned i = 0; i < cl->cfg.ntracks; i++)
-			if (u->retry_at[i] && now >= u->retry_at[i]) {
-				subscribe_track(u, i);
-				work++;
+	/* subscriptions to retry: a walk over every subscriber, so only when
+	 * the earliest one is due (the walk finds the next earliest; retries
+	 * made meanwhile lower it through retry_later) */
+	if (cl->next_retry && now >= cl->next_retry) {
+		uint64_t next = 0;
+		cl->next_retry = 0;
+		for (uint32_t k = 0; k < cl->opened; k++) {
+			struct lg_sub *u = &cl->subs[k];
+			for (unsigned i = 0; i < cl->cfg.ntracks; i++) {
+				if (!u->retry_at[i])
+					continue;
+				if (u->state == SUB_READY && now >= u->retry_at[i]) {
+					subscribe_track(u, i);
+					work++;
+				} else if (u->state == SUB_READY &&
+				           (!next || u->retry_at[i] < next)) {
+					next = u->retry_at[i];
+				}
 			}
+		}
+		if (next && (!cl->next_retry || next < cl->next_retry))
+			cl->next_retry = next;
 	}
 run:
 	if (now >= cl->next_expire) {
@@ -581,6 +607,8 @@ uint64_t moq_lg_client_next_wake(const struct moq_lg_client *cl)
 		t = cl->next_expire;
 	if (cl->next_node_poll < t)
 		t = cl->next_node_poll;
+	if (cl->next_retry && cl->next_retry < t && !cl->stopping)
+		t = cl->next_retry;
 	if (cl->pub_started && !cl->stopping)
 		for (unsigned i = 0; i < cl->cfg.ntracks; i++) {
 			uint64_t n = moq_lg_gen_next(&cl->pt[i].gen);

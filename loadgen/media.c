@@ -478,9 +478,16 @@ static void win_set(struct moq_lg_rx *r, uint64_t seq, int on)
 
 static struct moq_lg_rx_group *find_group(struct moq_lg_rx *r, uint64_t seq)
 {
+	struct moq_lg_rx_group *h = &r->g[r->hint];
+	if (h->used && h->seq == seq)
+		return h;
+	if (r->nused == 0)
+		return NULL;
 	for (unsigned i = 0; i < MOQ_LG_RX_GROUPS; i++)
-		if (r->g[i].used && r->g[i].seq == seq)
+		if (r->g[i].used && r->g[i].seq == seq) {
+			r->hint = i;
 			return &r->g[i];
+		}
 	return NULL;
 }
 
@@ -508,11 +515,14 @@ int moq_lg_rx_group_begin(struct moq_lg_rx *r, uint64_t seq)
 			r->first_seq = seq;
 	}
 	struct moq_lg_rx_group *g = NULL;
-	for (unsigned i = 0; i < MOQ_LG_RX_GROUPS; i++)
-		if (!r->g[i].used) {
-			g = &r->g[i];
-			break;
-		}
+	if (r->nused < MOQ_LG_RX_GROUPS) {
+		/* the hint's slot is usually the one the last group freed */
+		unsigned i = r->hint;
+		while (r->g[i].used)
+			i = (i + 1) % MOQ_LG_RX_GROUPS;
+		g = &r->g[i];
+		r->hint = i;
+	}
 	win_set(r, seq, 1);
 	r->seen++;
 	if (!g) {
@@ -522,6 +532,7 @@ int moq_lg_rx_group_begin(struct moq_lg_rx *r, uint64_t seq)
 	memset(g, 0, sizeof(*g));
 	g->used = 1;
 	g->seq = seq;
+	r->nused++;
 	return 0;
 }
 
@@ -656,6 +667,7 @@ int moq_lg_rx_group_end(struct moq_lg_rx *r, uint64_t seq, int64_t code)
 			r->c.groups_reset_code[code]++;
 	}
 	g->used = 0;
+	r->nused--;
 	return 0;
 }
 

@@ -203,6 +203,10 @@ struct moq_lg_rx {
 	uint64_t seen; /* groups begun (distinct) */
 	/* bitmap of sequences seen in [newest - 1023, newest] */
 	uint64_t window[16];
+	/* slot of the group last begun or looked up: chunks of one group
+	 * stream arrive back to back, so lookups start there */
+	uint32_t hint;
+	uint32_t nused; /* slots in use */
 	struct moq_lg_rx_group g[MOQ_LG_RX_GROUPS];
 	struct moq_lg_counts c;
 	struct moq_lg_hist *hist; /* borrowed; may be shared; NULL = none */
