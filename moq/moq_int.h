@@ -231,6 +231,7 @@ struct moq_session {
 	 * A FIN'd one whose group went stale is reset from the FIN_CHECK_NS
 	 * pass (moq_node_poll). */
 	struct gout *gdone;
+	uint8_t walk_all; /* the next fanout visit walks every live stream */
 	uint32_t ngouts; /* both lists: each holds a QUIC stream */
 	uint64_t next_sub_id;
 	uint64_t unacked;          /* fanout bytes queued and not acknowledged */
@@ -270,8 +271,6 @@ struct moq_node {
 	uint64_t now;
 	uint64_t last_reclaim;
 	struct moq_node_stats st;
-	struct gout **sortbuf;
-	uint32_t sortcap;
 	struct moq_hub *hub;
 	uint32_t hub_id;
 };

@@ -849,6 +849,7 @@ static void dsub_detach(struct dsub *d)
 }
 
 static void gout_reset(struct moq_session *s, struct gout *go, uint64_t code);
+static void gout_resort(struct moq_session *s);
 static int up_restart(struct upstream *up);
 
 /* The subscriber unsubscribed (or reset the stream): cancel in-flight
@@ -1004,6 +1005,7 @@ static void on_subscribe_update(struct moq_session *s, struct mstream *st,
 	for (struct gout *go = s->gouts; go; go = go->next)
 		if (go->d == d)
 			go->priority = m->priority;
+	gout_resort(s);
 	if (d->up)
 		up_changed(d->up);
 }
@@ -1461,6 +1463,43 @@ static uint64_t err_code(int err)
 	}
 }
 
+/* PROTOCOL.md, Priority: subscriber priority, then newest group; < 0 when
+ * @x goes before @y. */
+static int gout_order(const struct gout *x, const struct gout *y)
+{
+	if (x->priority != y->priority)
+		return x->priority > y->priority ? -1 : 1;
+	if (x->seq != y->seq)
+		return x->seq > y->seq ? -1 : 1;
+	return 0;
+}
+
+/* The live list is kept in send order, so fanout walks it without sorting
+ * and stops where the budget ends. A new group is the newest: it goes in
+ * at the head of its priority, usually the list's head. */
+static void gout_link(struct moq_session *s, struct gout *go)
+{
+	struct gout **pp = &s->gouts;
+
+	while (*pp && gout_order(*pp, go) <= 0)
+		pp = &(*pp)->next;
+	go->next = *pp;
+	*pp = go;
+}
+
+/* Priorities changed (SUBSCRIBE_UPDATE): put the live list back in order. */
+static void gout_resort(struct moq_session *s)
+{
+	struct gout *go = s->gouts;
+
+	s->gouts = NULL;
+	while (go) {
+		struct gout *nx = go->next;
+		gout_link(s, go);
+		go = nx;
+	}
+}
+
 static struct gout *gout_new(struct moq_session *s, struct mstream *st, struct moq_cache_group *g,
                              uint8_t priority)
 {
@@ -1473,8 +1512,7 @@ static struct gout *gout_new(struct moq_session *s, struct mstream *st, struct m
 	go->seq = moq_cache_group_seq(g);
 	go->priority = priority;
 	st->go = go;
-	go->next = s->gouts;
-	s->gouts = go;
+	gout_link(s, go);
 	s->ngouts++;
 	return go;
 }
@@ -1757,18 +1795,6 @@ static void dsub_advance(struct moq_session *s, struct dsub *d)
 	}
 }
 
-static int gout_cmp(const void *a, const void *b)
-{
-	const struct gout *x = *(struct gout *const *)a, *y = *(struct gout *const *)b;
-
-	/* PROTOCOL.md, Priority: subscriber priority, then newest group. */
-	if (x->priority != y->priority)
-		return x->priority > y->priority ? -1 : 1;
-	if (x->seq != y->seq)
-		return x->seq > y->seq ? -1 : 1;
-	return 0;
-}
-
 /* The safety net, every FULL_NS: could @s have work that nothing marked?
  * A track version it has not seen, a group stream to open that could not be,
  * a stream waiting at the budget, or a live stream whose group ended or was
@@ -1796,11 +1822,13 @@ static bool sess_stale(struct moq_session *s)
 static int fanout_session(struct moq_session *s)
 {
 	struct moq_node *n = s->n;
-	uint32_t k = 0;
+	struct gout *go, **pp;
 	int written = 0;
 	int fetching = 0;
+	bool all = s->walk_all;
 
 	s->retry = 0;
+	s->walk_all = 0;
 	for (struct dsub *d = s->dsubs; d; d = d->next)
 		dsub_advance(s, d);
 	if (s->closing || !s->ngouts)
@@ -1809,64 +1837,52 @@ static int fanout_session(struct moq_session *s)
 	 * only when the floor is reached. */
 	s->budget = n->cfg.session_queue < MIN_BUDGET ? n->cfg.session_queue : MIN_BUDGET;
 	s->budget_fresh = s->budget == n->cfg.session_queue;
-	if (n->sortcap < s->ngouts) {
-		struct gout **nb = realloc(n->sortbuf, s->ngouts * 2 * sizeof(*nb));
-		if (!nb)
-			return 0;
-		n->sortbuf = nb;
-		n->sortcap = s->ngouts * 2;
-	}
-	for (struct gout **pp = &s->gouts, *go = *pp; go; pp = &go->next, go = *pp) {
+	/* The live list is in send order (gout_link): pump each while the
+	 * budget lasts. Past the budget only two things are due: a group
+	 * that expired, was evicted or pushed out of the window resets its
+	 * stream with the matching code, even when the subscriber is too slow
+	 * to be written to; a stream whose group is complete and all sent
+	 * gets its FIN whatever the budget. A slow subscriber holds dozens of
+	 * streams: past the budget the walk stops, except on the FIN_CHECK_NS
+	 * pass (walk_all). */
+	for (pp = &s->gouts; (go = *pp);) {
 		int stc;
-		while (go && gout_is_done(go))
-			go = gout_retire(s, pp);
-		if (!go)
-			break;
-		/* A group that expired, was evicted or pushed out of the window
-		 * resets its stream with the matching code, even when the
-		 * subscriber is too slow to be written to, and even when all of
-		 * it is queued but not yet acknowledged. */
+		if (gout_is_done(go)) {
+			gout_retire(s, pp);
+			continue;
+		}
 		stc = moq_cache_group_status(go->g, NULL, NULL);
 		if (stc == MOQ_ERR_EVICTED || stc == MOQ_ERR_OLD || stc == MOQ_ERR_LAGGED) {
 			gout_reset(s, go, err_code(stc));
+			gout_retire(s, pp);
 			continue;
 		}
-		if (!go->fin) {
-			/* insertion sort: a session has a handful of streams */
-			uint32_t j = k++;
-			while (j > 0 && gout_cmp(&go, &n->sortbuf[j - 1]) < 0) {
-				n->sortbuf[j] = n->sortbuf[j - 1];
-				j--;
-			}
-			n->sortbuf[j] = go;
-			fetching |= go->fetch;
-		}
-	}
-	for (uint32_t i = 0; i < k && budget_left(s); i++)
-		if (gout_pump(s, n->sortbuf[i]))
-			written++;
-	/* Out of budget with streams left: the next ack wakes us. A fetch
-	 * follows its group without a subscription's version: keep polling. */
-	if (!budget_left(s))
-		s->blocked = 1;
-	if (fetching)
-		sess_mark(s);
-	/* A stream whose group is complete and all sent still needs its FIN,
-	 * whatever the budget. */
-	for (uint32_t i = 0; i < k; i++) {
-		struct gout *go = n->sortbuf[i];
-		if (!go->fin && !go->reset && !budget_left(s)) {
+		fetching |= go->fetch;
+		if (budget_left(s)) {
+			if (gout_pump(s, go))
+				written++;
+		} else if (!all) {
+			break;
+		} else if (stc == MOQ_ERR_CLOSED) {
 			uint64_t bytes;
 			uint32_t frames;
-			if (moq_cache_group_status(go->g, &bytes, &frames) == MOQ_ERR_CLOSED &&
-			    go->cur.frame >= frames) {
+			moq_cache_group_status(go->g, &bytes, &frames);
+			if (go->cur.frame >= frames) {
 				uint64_t q = s->budget;
 				s->budget = UINT64_MAX;
 				gout_pump(s, go);
 				s->budget = q;
 			}
 		}
+		if (*pp == go)
+			pp = &go->next;
 	}
+	/* Out of budget with streams left: the next ack wakes us. A fetch
+	 * follows its group without a subscription's version: keep polling. */
+	if (!budget_left(s))
+		s->blocked = 1;
+	if (fetching)
+		sess_mark(s);
 	return written;
 }
 
@@ -3362,7 +3378,6 @@ void moq_node_destroy(struct moq_node *n)
 		moq_cache_reader_unregister(n->cfg.cache, n->cfg.cache_reader);
 	if (n->hub)
 		hub_unregister(n->hub, n->hub_id);
-	free(n->sortbuf);
 	free(n);
 }
 
@@ -3416,6 +3431,10 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 		for (s = n->sessions; s; s = s->next) {
 			if (s->closing || !s->conn)
 				continue;
+			if (s->gouts && s->blocked) {
+				s->walk_all = 1;
+				sess_mark(s);
+			}
 			for (struct gout *go = s->gdone; go; go = go->next) {
 				int stc;
 				if (go->reset || go->acked >= go->written)
