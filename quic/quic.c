@@ -566,6 +566,7 @@ static void ready_add(struct moq_quic_conn *c)
 	if (c->in_ready || c->state == CS_DEAD || c->state == CS_DRAINING)
 		return;
 	c->in_ready = 1;
+	ep->rcount++;
 	c->rnext = NULL;
 	c->rprev = ep->rtail;
 	if (ep->rtail)
@@ -589,6 +590,7 @@ static void ready_del(struct moq_quic_conn *c)
 		c->rnext->rprev = c->rprev;
 	else
 		ep->rtail = c->rprev;
+	ep->rcount--;
 	c->in_ready = 0;
 	c->rnext = c->rprev = NULL;
 }
@@ -2310,13 +2312,8 @@ int moq_quic_endpoint_send(struct moq_quic_endpoint *ep, struct moq_quic_pkt *pk
 
 		if (i >= n)
 			break;
-		if (rounds == 0) {
-			/* count the list once */
-			struct moq_quic_conn *x;
-
-			for (x = ep->rhead; x; x = x->rnext)
-				rounds++;
-		}
+		if (rounds == 0)
+			rounds = ep->rcount; /* those ready now, once each */
 		if (k >= rounds)
 			break;
 		ready_del(c);

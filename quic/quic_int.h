@@ -171,6 +171,7 @@ struct moq_quic_endpoint {
 
 	/* ready list */
 	struct moq_quic_conn *rhead, *rtail;
+	size_t rcount; /* connections on the ready list */
 
 	/* every connection */
 	struct moq_quic_conn *ahead;
