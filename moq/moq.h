@@ -323,4 +323,90 @@ void moq_session_close(struct moq_session *s, uint64_t code);
 int64_t moq_session_write_raw(struct moq_session *s, int bidi, const uint8_t *data, size_t len,
                               int fin);
 
+/* --- relay-added latency ------------------------------------------------ */
+
+/*
+ * What is measured (DESIGN.md, Decisions: relay-added latency): for every
+ * frame a node's fanout hands to a subscriber's QUIC stream, the time from
+ * the frame being complete in the cache (struct moq_cache_frame.arrival,
+ * stamped by the cache's clock at ingest) to the moq_node_latency_commit()
+ * that ends the worker iteration which wrote the frame's last byte to the
+ * stream (after that iteration's encryption and TX burst). One sample per
+ * frame and subscriber; FETCH replies are not counted. What QUIC holds back
+ * (congestion / flow control) after the write is not included. A subscriber
+ * that joins mid-group gets the group's earlier frames at once: they count
+ * with their age. The cache's clock and the commit's @now_ns must be the
+ * same clock.
+ *
+ * Per frame written the node appends the arrival to a bounded pending list
+ * (MOQ_LAT_PENDING entries; one frame delivered to many subscribers in the
+ * same iteration shares an entry with a count), no clock read, no syscall;
+ * a delivery that finds it full is counted in overflow, not measured.
+ */
+
+/* Log-linear histogram of nanoseconds: bucket 0 below 2^10 ns (~1 us), then
+ * 16 buckets per power of two up to 2^34 ns (~17 s), the last bucket above.
+ * A bucket is 1/16 of its lower bound wide (6.25 %); quantiles report its
+ * middle (<= 3.2 % off). */
+#define MOQ_LAT_SUB_BITS  4u
+#define MOQ_LAT_MIN_SHIFT 10u
+#define MOQ_LAT_MAX_SHIFT 34u
+#define MOQ_LAT_BUCKETS   (2u + (MOQ_LAT_MAX_SHIFT - MOQ_LAT_MIN_SHIFT) * (1u << MOQ_LAT_SUB_BITS))
+/* Pending arrivals per node between commits: 4,096 distinct frames per
+ * worker iteration (a frame sent to every subscriber is one entry). */
+#define MOQ_LAT_PENDING 4096u
+
+/* A latency histogram (plain counters; copy it, merge it, subtract it). */
+struct moq_lat_hist {
+	uint64_t samples;  /* frame deliveries measured */
+	uint64_t overflow; /* deliveries not measured: the pending list was full */
+	uint64_t sum_ns;
+	uint64_t max_ns;
+	uint64_t bucket[MOQ_LAT_BUCKETS];
+};
+
+/* A summary of a histogram. Quantiles are 0 without samples. */
+struct moq_latency {
+	uint64_t samples, overflow;
+	double p50_us, p90_us, p99_us, max_us, mean_us;
+};
+
+/*
+ * moq_node_latency_commit: count the deliveries pending since the last
+ * commit at @now_ns (the node's thread, once per worker iteration, after its
+ * TX burst; the cache's clock). An arrival later than @now_ns counts as 0.
+ * Cheap with nothing pending.
+ */
+void moq_node_latency_commit(struct moq_node *n, uint64_t now_ns);
+
+/* moq_node_latency_pending: entries waiting for a commit (0 = a caller may
+ * skip reading its clock). */
+uint32_t moq_node_latency_pending(const struct moq_node *n);
+
+/* moq_node_latency_hist: copy @n's histogram into @out (the node's thread,
+ * or a reader that accepts a copy torn between two commits). */
+void moq_node_latency_hist(const struct moq_node *n, struct moq_lat_hist *out);
+
+/* moq_node_latency: the summary of @n's histogram since it was created. */
+void moq_node_latency(const struct moq_node *n, struct moq_latency *out);
+
+/* moq_lat_hist_merge: add @src into @dst (several workers' histograms). */
+void moq_lat_hist_merge(struct moq_lat_hist *dst, const struct moq_lat_hist *src);
+
+/*
+ * moq_lat_hist_sub: @dst -= @base, where @base is an earlier copy of the
+ * same (merged) histogram: what was counted since. Counts saturate at 0;
+ * max_ns becomes the upper bound of the highest bucket left, capped at
+ * @dst's max.
+ */
+void moq_lat_hist_sub(struct moq_lat_hist *dst, const struct moq_lat_hist *base);
+
+/* moq_lat_hist_quantile: the @q (0..1) quantile of @h in ns (the middle of
+ * its bucket, capped at max_ns), 0 without samples. */
+uint64_t moq_lat_hist_quantile(const struct moq_lat_hist *h, double q);
+
+/* moq_lat_hist_summary: samples, overflow, p50 / p90 / p99 / max / mean of
+ * @h in microseconds into @out. */
+void moq_lat_hist_summary(const struct moq_lat_hist *h, struct moq_latency *out);
+
 #endif /* MOQ_MOQ_MOQ_H */

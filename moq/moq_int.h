@@ -273,6 +273,19 @@ struct moq_node {
 	struct moq_node_stats st;
 	struct moq_hub *hub;
 	uint32_t hub_id;
+	/* relay-added latency (moq.h): arrivals of frames written since the
+	 * last moq_node_latency_commit, a frame sent to several subscribers
+	 * once with a count, and the histogram of what was committed */
+	uint32_t lat_npend;
+	struct lat_pend {
+		uint64_t arrival;
+		uint64_t count;
+	} lat_pend[MOQ_LAT_PENDING];
+	struct moq_lat_hist lat;
 };
+
+/* session.c, relay-added latency: note the arrivals of the complete frames
+ * among @f[0..@cnt) just written to a subscriber's stream. */
+void moq_lat_record(struct moq_node *n, const struct moq_cache_frame *f, unsigned cnt);
 
 #endif /* MOQ_MOQ_MOQ_INT_H */

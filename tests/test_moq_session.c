@@ -1853,6 +1853,210 @@ START_TEST(test_origin_not_from_address)
 }
 END_TEST
 
+/* ------------------------------------------- relay-added latency (moq.h) */
+
+/* Publish frame @idx of group 0 of "video" now (the group stays open, in
+ * H.g; pub_tick is kept off with max_groups 0). */
+static void lat_write_frame(uint32_t idx)
+{
+	uint8_t buf[8000];
+	size_t sz = frame_size(0, idx);
+
+	if (!H.g)
+		ck_assert_int_eq(moq_cache_group_open(H.vt, 0, now(), &H.g), 0);
+	for (size_t i = 0; i < sz; i++)
+		buf[i] = frame_byte(0, idx, i);
+	ck_assert_int_eq(moq_cache_write_frame(H.g, frame_ts(0, idx), buf, sz), 0);
+}
+
+/* The arrival the relay's cache stamped on frame @idx of group 0. */
+static uint64_t lat_relay_arrival(uint32_t idx)
+{
+	struct moq_cache_track *t = moq_cache_track_lookup(H.rcache, "live/room", 9, "video", 5);
+	struct moq_cache_group *g = NULL;
+	struct moq_cache_cursor cur = {0};
+	struct moq_cache_frame fb[32];
+	uint64_t a = 0;
+	int n;
+
+	ck_assert_ptr_nonnull(t);
+	ck_assert_int_eq(moq_cache_track_group(t, 0, &g), 0);
+	while ((n = moq_cache_read_frames(g, &cur, fb, 32)) > 0) {
+		if (fb[n - 1].index < idx)
+			continue;
+		ck_assert(moq_cache_frame_complete(&fb[idx - fb[0].index]));
+		a = fb[idx - fb[0].index].arrival;
+		break;
+	}
+	moq_cache_group_unref(g);
+	moq_cache_track_unref(t);
+	ck_assert_uint_ne(a, 0);
+	return a;
+}
+
+static uint64_t lat_want_frames;
+static int lat_all_frames(void)
+{
+	for (int i = 0; i < H.nsubs; i++)
+		if (H.subs[i].frames < lat_want_frames)
+			return 0;
+	return 1;
+}
+
+/* Deliver frame @idx to every subscriber, then commit at its relay arrival
+ * + @delay (ns; negative: a commit clock behind the arrival). */
+static void lat_round(uint32_t idx, int64_t delay)
+{
+	uint64_t a;
+
+	lat_write_frame(idx);
+	lat_want_frames = idx + 1;
+	ck_assert_msg(h_until(lat_all_frames, 2 * SEC, 0), "frame %u not delivered", idx);
+	/* one frame to every subscriber in one poll: one pending entry */
+	ck_assert_uint_eq(moq_node_latency_pending(H.relay), 1);
+	a = lat_relay_arrival(idx);
+	moq_node_latency_commit(H.relay, (uint64_t)((int64_t)a + delay));
+	ck_assert_uint_eq(moq_node_latency_pending(H.relay), 0);
+}
+
+static void lat_assert_near(double got_us, double want_us)
+{
+	/* a bucket is 1/16 of its lower bound wide; its middle is reported:
+	 * off by at most half of that */
+	ck_assert_msg(got_us <= want_us * (1 + 1.0 / 32) && got_us >= want_us * (1 - 1.0 / 32),
+	              "latency %.3f us, want %.3f us", got_us, want_us);
+}
+
+/* A frame delivered to N subscribers is N samples, each the commit time
+ * minus the frame's arrival in the relay's cache; quantiles, merge, and the
+ * difference of two copies (a window). */
+START_TEST(test_relay_latency)
+{
+	const int N = 5;
+	struct moq_latency l;
+	struct moq_lat_hist h1, h2, m;
+	uint64_t total = 0;
+
+	h_init(NULL, 0);
+	h_publisher();
+	for (int i = 0; i < N; i++)
+		h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert_msg(h_until(all_ready, 5 * SEC, 0), "subscribers not ready");
+	for (int i = 0; i < N; i++)
+		h_subscribe(&H.subs[i], 1);
+	h_run(50 * MS, 0);
+	moq_node_latency(H.relay, &l);
+	ck_assert_uint_eq(l.samples, 0);
+	ck_assert_uint_eq(moq_node_latency_pending(H.relay), 0);
+
+	/* 5 ms: N samples, all 5 ms */
+	lat_round(0, 5 * MS);
+	moq_node_latency(H.relay, &l);
+	ck_assert_uint_eq(l.samples, N);
+	ck_assert_uint_eq(l.overflow, 0);
+	ck_assert(l.max_us == 5000.0);
+	lat_assert_near(l.p50_us, 5000);
+	lat_assert_near(l.p99_us, 5000);
+	ck_assert(l.mean_us == 5000.0);
+	/* a commit with nothing pending changes nothing */
+	moq_node_latency_commit(H.relay, now() + 10 * SEC);
+	moq_node_latency(H.relay, &l);
+	ck_assert_uint_eq(l.samples, N);
+
+	/* 700 us: half of the samples; p50 is the lower half, p90 the upper */
+	lat_round(1, 700 * 1000);
+	moq_node_latency(H.relay, &l);
+	ck_assert_uint_eq(l.samples, 2 * N);
+	lat_assert_near(l.p50_us, 700);
+	lat_assert_near(l.p90_us, 5000);
+	ck_assert(l.max_us == 5000.0);
+	ck_assert(l.mean_us == 2850.0);
+	moq_node_latency_hist(H.relay, &h1);
+	for (unsigned b = 0; b < MOQ_LAT_BUCKETS; b++)
+		total += h1.bucket[b];
+	ck_assert_uint_eq(total, 2 * N);
+	ck_assert_uint_eq(h1.sum_ns, (uint64_t)N * (5 * MS + 700 * 1000));
+
+	/* 1.5 s and 3 us; a commit clock behind the arrival counts 0 */
+	lat_round(2, 1500 * MS);
+	lat_round(3, 3000);
+	lat_round(4, -1000);
+	moq_node_latency_hist(H.relay, &h2);
+	moq_lat_hist_summary(&h2, &l);
+	ck_assert_uint_eq(l.samples, 5 * N);
+	ck_assert(l.max_us == 1500000.0);
+	/* N each of 0, 3 us, 700 us, 5 ms, 1.5 s: the median is 700 us */
+	lat_assert_near(l.p50_us, 700);
+	ck_assert_uint_lt(moq_lat_hist_quantile(&h2, 0.2), 1024); /* the zeros: < 1 us */
+	lat_assert_near((double)moq_lat_hist_quantile(&h2, 0.4) / 1e3, 3);
+	lat_assert_near(l.p99_us, 1500000);
+
+	/* merge: two workers with the same figures */
+	memset(&m, 0, sizeof(m));
+	moq_lat_hist_merge(&m, &h2);
+	moq_lat_hist_merge(&m, &h1);
+	ck_assert_uint_eq(m.samples, 7 * N);
+	ck_assert_uint_eq(m.max_ns, 1500 * MS);
+	ck_assert_uint_eq(m.sum_ns, h1.sum_ns + h2.sum_ns);
+
+	/* the window between the two copies: rounds 2..4 only */
+	moq_lat_hist_sub(&h2, &h1);
+	moq_lat_hist_summary(&h2, &l);
+	ck_assert_uint_eq(l.samples, 3 * N);
+	ck_assert(l.max_us == 1500000.0);
+	lat_assert_near(l.p50_us, 3);
+	ck_assert_uint_eq(h2.sum_ns, (uint64_t)N * (1500 * MS + 3000));
+	/* a window without the 1.5 s samples has a max from its buckets */
+	moq_node_latency_hist(H.relay, &h2);
+	lat_round(5, 40 * 1000);
+	moq_node_latency_hist(H.relay, &m);
+	moq_lat_hist_sub(&m, &h2);
+	ck_assert_uint_eq(m.samples, N);
+	ck_assert_uint_ge(m.max_ns, 40 * 1000);
+	ck_assert_uint_le(m.max_ns, 40 * 1000 * 17 / 16 + 1);
+	for (int i = 0; i < N; i++)
+		ck_assert_uint_eq(H.subs[i].errors, 0);
+	h_fini();
+}
+END_TEST
+
+/* Deliveries beyond the pending list between two commits are counted as
+ * overflow, not measured; after a commit the list takes new ones again.
+ * Frames with distinct arrivals take an entry each: MOQ_LAT_PENDING + 100
+ * frames of one group to one subscriber, no commit in between. */
+START_TEST(test_relay_latency_overflow)
+{
+	const uint32_t nframes = MOQ_LAT_PENDING + 100;
+	struct moq_latency l;
+	struct moq_node_stats rs;
+
+	h_init(NULL, 0);
+	h_publisher();
+	h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 5 * SEC, 0));
+	h_subscribe(&H.subs[0], 1);
+	h_run(50 * MS, 0);
+	for (uint32_t i = 0; i < nframes; i++)
+		lat_write_frame(i);
+	lat_want_frames = nframes;
+	ck_assert(h_until(lat_all_frames, 30 * SEC, 0));
+	moq_node_stats(H.relay, &rs);
+	ck_assert_uint_eq(rs.frames_out, nframes);
+	ck_assert_uint_le(moq_node_latency_pending(H.relay), MOQ_LAT_PENDING);
+	moq_node_latency_commit(H.relay, now() + 100 * SEC); /* after every arrival */
+	moq_node_latency(H.relay, &l);
+	ck_assert_uint_gt(l.overflow, 0);
+	ck_assert_uint_eq(l.samples + l.overflow, nframes);
+	ck_assert_uint_eq(moq_node_latency_pending(H.relay), 0);
+	/* measured again after the commit */
+	lat_round(nframes, 1 * MS);
+	moq_node_latency(H.relay, &l);
+	ck_assert_uint_eq(l.samples + l.overflow, nframes + 1);
+	ck_assert_uint_eq(H.subs[0].errors, 0);
+	h_fini();
+}
+END_TEST
+
 Suite *moq_session_suite(void);
 
 Suite *moq_session_suite(void)
@@ -1885,6 +2089,8 @@ Suite *moq_session_suite(void)
 	tcase_add_test(tc, test_two_workers);
 	tcase_add_test(tc, test_cascade);
 	tcase_add_test(tc, test_duplicate_and_frame_too_large);
+	tcase_add_test(tc, test_relay_latency);
+	tcase_add_test(tc, test_relay_latency_overflow);
 	suite_add_tcase(s, tc);
 	return s;
 }
