@@ -251,5 +251,8 @@ int moq_relay_kernel_poll(struct moq_relay *r, struct relay_worker *w, uint64_t 
 			break;
 	}
 	w->next_expiry = moq_quic_endpoint_next_expiry(w->ep);
+	/* relay-added latency (moq.h): what this iteration wrote is sent */
+	if (moq_node_latency_pending(w->node) != 0)
+		moq_node_latency_commit(w->node, moq_relay_clock_ns(r));
 	return work;
 }

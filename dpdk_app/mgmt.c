@@ -22,14 +22,45 @@
 
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
+#include <rte_mempool.h>
 #include <rte_telemetry.h>
 
 #include "moq_err.h"
 #include "relay_int.h"
 
+/* The relay's mbuf pools: one per socket with ports, the kernel backend's
+ * redirect pool. */
+static uint64_t mbufs_total(const struct moq_relay *r)
+{
+	uint64_t n = r->kpool != NULL ? r->kpool->size : 0;
+
+	for (unsigned int i = 0; i < RTE_MAX_NUMA_NODES; i++)
+		if (r->pools[i] != NULL)
+			n += r->pools[i]->size;
+	return n;
+}
+
+uint64_t moq_relay_mbufs_sample(struct moq_relay *r)
+{
+	uint64_t n = r->kpool != NULL ? rte_mempool_in_use_count(r->kpool) : 0;
+	uint64_t peak = __atomic_load_n(&r->mbufs_peak, __ATOMIC_RELAXED);
+
+	for (unsigned int i = 0; i < RTE_MAX_NUMA_NODES; i++)
+		if (r->pools[i] != NULL)
+			n += rte_mempool_in_use_count(r->pools[i]);
+	__atomic_store_n(&r->mbufs_in_use, n, __ATOMIC_RELAXED);
+	while (n > peak && !__atomic_compare_exchange_n(&r->mbufs_peak, &peak, n, 0,
+	                                                __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+	return n;
+}
+
 void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 {
 	memset(s, 0, sizeof(*s));
+	s->mbufs_in_use = moq_relay_mbufs_sample(r);
+	s->mbufs_peak = __atomic_load_n(&r->mbufs_peak, __ATOMIC_RELAXED);
+	s->mbufs_total = mbufs_total(r);
 	s->workers = r->nb_workers;
 	s->ports = r->nb_ports;
 	s->tsc_hz = rte_get_tsc_hz();
@@ -108,6 +139,7 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		wc->redirected_in = st->redirected_in;
 		wc->busy_tsc = st->busy_tsc;
 		wc->idle_tsc = st->idle_tsc;
+		moq_lat_hist_merge(&s->relay_lat, &w->lat);
 	}
 	for (unsigned int pi = 0; pi < r->nb_ports; pi++) {
 		struct rte_eth_stats es;
@@ -124,6 +156,20 @@ static double rate(uint64_t a, uint64_t b, double secs)
 	return secs > 0 ? (double)(a - b) / secs : 0;
 }
 
+void moq_relay_latency_reset(struct moq_relay *r, struct moq_latency *last)
+{
+	struct moq_relay_stats s;
+
+	moq_relay_stats(r, &s);
+	if (last != NULL) {
+		struct moq_lat_hist h = s.relay_lat;
+
+		moq_lat_hist_sub(&h, &r->lat_base);
+		moq_lat_hist_summary(&h, last);
+	}
+	r->lat_base = s.relay_lat;
+}
+
 int moq_relay_stats_line(const struct moq_relay_stats *now, const struct moq_relay_stats *prev,
                          char *buf, size_t len)
 {
@@ -131,13 +177,19 @@ int moq_relay_stats_line(const struct moq_relay_stats *now, const struct moq_rel
 	const struct moq_relay_stats *p = prev ? prev : &zero;
 	double secs = (double)(now->uptime_ns - p->uptime_ns) / 1e9;
 	uint64_t busy = now->busy_tsc - p->busy_tsc, idle = now->idle_tsc - p->idle_tsc;
+	struct moq_lat_hist lat = now->relay_lat;
+	struct moq_latency l;
 	int n;
+
+	moq_lat_hist_sub(&lat, &p->relay_lat); /* this interval's */
+	moq_lat_hist_summary(&lat, &l);
 
 	n = snprintf(buf, len,
 	             "conns=%" PRIu64 " sessions=%" PRIu64 " subs=%" PRIu64 " bcasts=%" PRIu64
 	             " in=%.3fGbps out=%.3fGbps rx=%.3fMpps "
 	             "tx=%.3fMpps busy=%.1f%% cache=%.1f/%.0fMiB drops=%" PRIu64
-	             " redirects=%" PRIu64 " rx_nombuf=%" PRIu64,
+	             " redirects=%" PRIu64 " rx_nombuf=%" PRIu64 " lat=%.0f/%.0f/%.0fus"
+	             " mbufs=%" PRIu64 "/%" PRIu64,
 	             now->conns, now->sessions, now->subscribers, now->broadcasts,
 	             rate(now->rx_bytes, p->rx_bytes, secs) * 8 / 1e9,
 	             rate(now->tx_bytes, p->tx_bytes, secs) * 8 / 1e9,
@@ -147,7 +199,8 @@ int moq_relay_stats_line(const struct moq_relay_stats *now, const struct moq_rel
 	             (double)now->cache_used / 1048576, (double)now->cache_budget / 1048576,
 	             (now->net_drops + now->tx_drops + now->redirect_drops + now->quic_dropped) -
 	                     (p->net_drops + p->tx_drops + p->redirect_drops + p->quic_dropped),
-	             now->redirected - p->redirected, now->rx_nombuf);
+	             now->redirected - p->redirected, now->rx_nombuf, l.p50_us, l.p99_us, l.max_us,
+	             now->mbufs_in_use, now->mbufs_peak);
 	return n < 0 ? 0 : (n >= (int)len ? (int)len - 1 : n);
 }
 
@@ -212,6 +265,32 @@ static void worker_metrics(struct mbuf_w *o, const struct moq_relay_stats *s)
 	              "Datagrams of this worker's connections that arrived on another.",
 	              WOFF(redirected_in));
 #undef WOFF
+}
+
+/* Relay-added latency as a summary (since start; moq.h says what is
+ * measured): quantiles from the merged histogram, _sum, _count, and the
+ * deliveries not measured. */
+static void lat_metrics(struct mbuf_w *o, const struct moq_lat_hist *h)
+{
+	static const double q[] = {0.5, 0.9, 0.99};
+
+	put(o, "# HELP moqdp_relay_latency_seconds Relay-added latency per frame and subscriber: "
+	       "frame complete in the cache to the end of the worker iteration that wrote its "
+	       "last byte to QUIC and sent the TX burst.\n"
+	       "# TYPE moqdp_relay_latency_seconds summary\n");
+	for (unsigned int i = 0; i < sizeof(q) / sizeof(q[0]); i++)
+		put(o, "moqdp_relay_latency_seconds{quantile=\"%g\"} %.9f\n", q[i],
+		    (double)moq_lat_hist_quantile(h, q[i]) / 1e9);
+	put(o,
+	    "moqdp_relay_latency_seconds_sum %.9f\nmoqdp_relay_latency_seconds_count %" PRIu64 "\n",
+	    (double)h->sum_ns / 1e9, h->samples);
+	put(o,
+	    "# HELP moqdp_relay_latency_max_seconds Largest relay-added latency since start.\n"
+	    "# TYPE moqdp_relay_latency_max_seconds gauge\nmoqdp_relay_latency_max_seconds "
+	    "%.9f\n",
+	    (double)h->max_ns / 1e9);
+	metric(o, "relay_latency_unmeasured_total", "counter",
+	       "Deliveries not measured (a worker's pending list was full).", h->overflow);
 }
 
 int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
@@ -298,6 +377,11 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	       s->cache_expired);
 	metric(&o, "cache_lagged_total", "counter", "Groups pushed out of a track's window.",
 	       s->cache_lagged);
+	metric(&o, "mbufs_in_use", "gauge", "Mbufs of the relay's pools in use.", s->mbufs_in_use);
+	metric(&o, "mbufs_in_use_peak", "gauge",
+	       "Most mbufs in use seen (sampled every ~10 ms and at every read).", s->mbufs_peak);
+	metric(&o, "mbufs", "gauge", "Mbufs in the relay's pools.", s->mbufs_total);
+	lat_metrics(&o, &s->relay_lat);
 	put(&o,
 	    "# HELP moqdp_uptime_seconds Time since start.\n# TYPE moqdp_uptime_seconds "
 	    "gauge\nmoqdp_uptime_seconds %.3f\n",
@@ -438,6 +522,29 @@ void moq_relay_mgmt_poll(struct moq_relay *r, int timeout_ms)
 /* rte_telemetry callbacks carry no user pointer: the one relay of the process. */
 static struct moq_relay *tel_relay;
 
+/* relay_lat_* of @h into dict @d: us (rounded) and ns. */
+static void tel_latency(struct rte_tel_data *d, const struct moq_lat_hist *h)
+{
+	static const struct {
+		const char *us, *ns;
+		double q;
+	} f[] = {{"relay_lat_p50_us", "relay_lat_p50_ns", 0.5},
+	         {"relay_lat_p90_us", "relay_lat_p90_ns", 0.9},
+	         {"relay_lat_p99_us", "relay_lat_p99_ns", 0.99}};
+
+	rte_tel_data_add_dict_u64(d, "relay_lat_samples", h->samples);
+	rte_tel_data_add_dict_u64(d, "relay_lat_overflow", h->overflow);
+	for (unsigned int i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+		uint64_t v = moq_lat_hist_quantile(h, f[i].q);
+
+		rte_tel_data_add_dict_u64(d, f[i].us, (v + 500) / 1000);
+		rte_tel_data_add_dict_u64(d, f[i].ns, v);
+	}
+	rte_tel_data_add_dict_u64(d, "relay_lat_max_us", (h->max_ns + 500) / 1000);
+	rte_tel_data_add_dict_u64(d, "relay_lat_max_ns", h->max_ns);
+	rte_tel_data_add_dict_u64(d, "relay_lat_sum_ns", h->sum_ns);
+}
+
 static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *d)
 {
 	struct moq_relay_stats s;
@@ -468,6 +575,32 @@ static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *d
 	rte_tel_data_add_dict_u64(d, "broadcasts", s.broadcasts);
 	rte_tel_data_add_dict_u64(d, "frames_in", s.frames_in);
 	rte_tel_data_add_dict_u64(d, "frames_out", s.frames_out);
+	rte_tel_data_add_dict_u64(d, "mbufs_in_use", s.mbufs_in_use);
+	rte_tel_data_add_dict_u64(d, "mbufs_peak", s.mbufs_peak);
+	rte_tel_data_add_dict_u64(d, "mbufs_total", s.mbufs_total);
+	/* relay-added latency since start or the last /moqdp/latency_reset */
+	moq_lat_hist_sub(&s.relay_lat, &tel_relay->lat_base);
+	tel_latency(d, &s.relay_lat);
+	return 0;
+}
+
+/* /moqdp/latency_reset: a new window for /moqdp/stats' relay_lat_*; answers
+ * with the window that ended. */
+static int tel_latency_reset(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	struct moq_latency l;
+
+	(void)cmd;
+	(void)params;
+	if (tel_relay == NULL)
+		return -1;
+	moq_relay_latency_reset(tel_relay, &l);
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_u64(d, "relay_lat_samples", l.samples);
+	rte_tel_data_add_dict_u64(d, "relay_lat_overflow", l.overflow);
+	rte_tel_data_add_dict_u64(d, "relay_lat_p50_ns", (uint64_t)(l.p50_us * 1e3));
+	rte_tel_data_add_dict_u64(d, "relay_lat_p99_ns", (uint64_t)(l.p99_us * 1e3));
+	rte_tel_data_add_dict_u64(d, "relay_lat_max_ns", (uint64_t)(l.max_us * 1e3));
 	return 0;
 }
 
@@ -551,6 +684,9 @@ void moq_relay_telemetry_register(struct moq_relay *r)
 	                           "Cache budget and use. No parameters");
 	rte_telemetry_register_cmd("/moqdp/tracks", tel_tracks,
 	                           "Tracks in the cache. No parameters");
+	rte_telemetry_register_cmd("/moqdp/latency_reset", tel_latency_reset,
+	                           "Start a new window for /moqdp/stats relay_lat_*; returns "
+	                           "the one that ended. No parameters");
 }
 
 void moq_relay_telemetry_unregister(struct moq_relay *r)

@@ -56,6 +56,25 @@ uint64_t moq_relay_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t moq_relay_clock_ns(const struct moq_relay *r)
+{
+	return (uint64_t)(((unsigned __int128)(rte_rdtsc() - r->tsc0) * r->tsc_mult) >> 32);
+}
+
+/* The cache's arrival clock (cache.h): the same as the workers' commits. */
+static uint64_t cache_clock(void *ctx)
+{
+	return moq_relay_clock_ns(ctx);
+}
+
+/* Relay-added latency (moq.h): the deliveries this iteration handed to QUIC
+ * and sent (after the TX burst) are measured now. */
+static inline void lat_commit(struct moq_relay *r, struct relay_worker *w)
+{
+	if (w->node != NULL && moq_node_latency_pending(w->node) != 0)
+		moq_node_latency_commit(w->node, moq_relay_clock_ns(r));
+}
+
 /* addresses ------------------------------------------------------------- */
 
 void moq_relay_addr_from(struct moq_quic_addr *a, int family, const uint8_t *ip, uint16_t port)
@@ -274,6 +293,7 @@ static int dpdk_poll(struct moq_relay *r, struct relay_worker *w, uint64_t now)
 		announce_pending(r, w);
 	for (unsigned int pi = 0; pi < r->nb_ports; pi++)
 		tx_flush(r, w, pi);
+	lat_commit(r, w);
 	return work;
 }
 
@@ -309,6 +329,7 @@ int moq_relay_poll(struct moq_relay *r, unsigned int wi)
 	if (w->ep != NULL && now - w->stats_ns >= 100000000ull) { /* 10 Hz copy for main */
 		moq_quic_endpoint_stats(w->ep, &w->qs);
 		moq_node_stats(w->node, &w->ns);
+		moq_node_latency_hist(w->node, &w->lat);
 		w->stats_ns = now;
 	}
 	t1 = rte_rdtsc();
@@ -856,6 +877,8 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 	r->cfg = *cfg;
 	r->http_fd = -1;
 	r->t0_ns = moq_relay_now_ns();
+	r->tsc0 = rte_rdtsc();
+	r->tsc_mult = (uint64_t)((1000000000ull << 32) / rte_get_tsc_hz());
 	if (cfg->backend == MOQ_CFG_BACKEND_DPDK) {
 		if (pick_ports(r, err, errlen) != 0 || pick_workers(r, lcores, err, errlen) != 0 ||
 		    assign_addresses(r, err, errlen) != 0 || setup_ports(r, err, errlen) != 0)
@@ -881,6 +904,8 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 		cc.alloc.free = cache_free;
 		cc.budget = cfg->cache_budget;
 		cc.max_readers = r->nb_workers;
+		cc.clock = cache_clock; /* the workers' latency commits use it too */
+		cc.clock_ctx = r;
 		r->cache = moq_cache_create(&cc);
 		if (r->cache == NULL) {
 			rfail(err, errlen, "--cache-budget: cannot create the cache");
@@ -1045,7 +1070,11 @@ int moq_relay_run(struct moq_relay *r)
 			link_check(r, 0);
 			last_link = t;
 		}
-		moq_relay_mgmt_poll(r, 50); /* waits up to 50 ms for a client */
+		moq_relay_mgmt_poll(r, 10);                   /* waits up to 10 ms for a client */
+		if (t - r->mbufs_sampled_ns >= 10000000ull) { /* peak mbufs: ~10 ms */
+			moq_relay_mbufs_sample(r);
+			r->mbufs_sampled_ns = t;
+		}
 		if (__atomic_exchange_n(&r->reload, 0, __ATOMIC_RELAXED))
 			do_reload(r);
 		if (__atomic_load_n(&r->drain, __ATOMIC_RELAXED) && drain_deadline == 0) {

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "moq.h"
 #include "net.h"
 #include "pmd_config.h"
 
@@ -74,6 +75,13 @@ struct moq_relay_stats {
 	                                                       * --max-latency, window */
 	uint64_t uptime_ns;
 	struct moq_relay_worker_counters worker[MOQ_RELAY_MAX_WORKERS]; /* 0..workers-1 */
+	/* mbufs of the relay's pools (rte_mempool_in_use_count, summed over
+	 * its pools): now, the largest value sampled (main lcore, every
+	 * ~10 ms, and at every stats read), and the pools' size */
+	uint64_t mbufs_in_use, mbufs_peak, mbufs_total;
+	/* relay-added latency (moq.h, moq_node_latency_commit): every worker's
+	 * histogram merged, since start (the workers' copies, 10 Hz) */
+	struct moq_lat_hist relay_lat;
 };
 
 /*
@@ -109,6 +117,30 @@ void moq_relay_destroy(struct moq_relay *r);
 
 /* moq_relay_stats: sum the workers' counters into @out. */
 void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *out);
+
+/*
+ * moq_relay_clock_ns: the relay's latency clock, nanoseconds from the TSC
+ * (constant and the same on every lcore; no system call): the cache stamps
+ * frame arrivals with it and every worker commits its latency samples with
+ * it after its TX burst (moq.h, moq_node_latency_commit).
+ */
+uint64_t moq_relay_clock_ns(const struct moq_relay *r);
+
+/*
+ * moq_relay_mbufs_sample: read the relay's pools' mbufs in use now and raise
+ * the peak (any thread; rte_mempool_in_use_count walks the lcore caches:
+ * control path only). Returns the mbufs in use.
+ */
+uint64_t moq_relay_mbufs_sample(struct moq_relay *r);
+
+/*
+ * moq_relay_latency_reset: start a new measurement window: /moqdp/stats
+ * reports relay-added latency since now (the previous window's summary in
+ * @last when not NULL). /metrics keeps counting since start. Call it from
+ * the telemetry thread (the /moqdp/latency_reset command) or while no
+ * telemetry client is served.
+ */
+void moq_relay_latency_reset(struct moq_relay *r, struct moq_latency *last);
 
 /*
  * moq_relay_stats_line: the one-line summary ("conns=.. sessions=.. subs=.. in=..Gbps

@@ -68,6 +68,7 @@ struct relay_worker {
 	uint64_t drain_start, drain_close_at;
 	struct moq_quic_stats qs; /* copied from the endpoint at 10 Hz */
 	struct moq_node_stats ns; /* copied from the node at 10 Hz */
+	struct moq_lat_hist lat;  /* the node's relay-added latency, copied at 10 Hz */
 } __rte_cache_aligned;
 
 struct relay_port {
@@ -101,6 +102,14 @@ struct moq_relay {
 	uint64_t http_requests;
 	uint64_t t0_ns;
 	char fingerprint[100];
+	/* moq_relay_clock_ns: ns = (tsc - tsc0) * tsc_mult >> 32 */
+	uint64_t tsc0, tsc_mult;
+	/* mbufs in use (moq_relay_mbufs_sample; atomics: the main lcore and the
+	 * telemetry thread sample) */
+	uint64_t mbufs_in_use, mbufs_peak, mbufs_sampled_ns;
+	/* relay-added latency: the merged histogram at the last
+	 * /moqdp/latency_reset (telemetry thread only) */
+	struct moq_lat_hist lat_base;
 };
 
 uint64_t moq_relay_now_ns(void);

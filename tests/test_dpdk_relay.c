@@ -905,6 +905,90 @@ START_TEST(drain_with_sessions)
 }
 END_TEST
 
+/* The value of sample @name (with its labels) in a /metrics body as a
+ * double, or -1. */
+static double metric_d(const char *body, const char *name)
+{
+	char key[160];
+	const char *p;
+
+	if ((size_t)snprintf(key, sizeof(key), "\n%s ", name) >= sizeof(key))
+		return -1;
+	p = body ? strstr(body, key) : NULL;
+	return p ? strtod(p + strlen(key), NULL) : -1;
+}
+
+/* The integer @key of a telemetry JSON answer, or -1. */
+static long long tel_value(const char *json, const char *key)
+{
+	char k[96];
+	const char *p;
+
+	snprintf(k, sizeof(k), "\"%s\":", key);
+	p = strstr(json, k);
+	return p ? atoll(p + strlen(k)) : -1; /* atoll skips a space */
+}
+
+/* After a media run whose subscribers verified @delivered frames: the
+ * relay measured relay-added latency for every frame it wrote to each of
+ * them (/metrics summary, telemetry /moqdp/stats), its quantiles in order
+ * and plausible, and its peak mbufs in use; /moqdp/latency_reset opens a
+ * new (empty) window. @r is a /metrics body scraped once frames_out caught
+ * up on /metrics @port; @prefix the relay's --file-prefix (telemetry). */
+static void check_latency_mbufs(const char *name, unsigned int port, const char *r,
+                                const char *prefix, unsigned long long delivered, int dpdk)
+{
+	double p50 = metric_d(r, "moqdp_relay_latency_seconds{quantile=\"0.5\"}");
+	double p90 = metric_d(r, "moqdp_relay_latency_seconds{quantile=\"0.9\"}");
+	double p99 = metric_d(r, "moqdp_relay_latency_seconds{quantile=\"0.99\"}");
+	double max = metric_d(r, "moqdp_relay_latency_max_seconds");
+	double sum = metric_d(r, "moqdp_relay_latency_seconds_sum");
+	long long count = metric(r, "moqdp_relay_latency_seconds_count");
+	long long unmeasured = metric(r, "moqdp_relay_latency_unmeasured_total");
+	long long frames_out = metric(r, "moqdp_frames_out_total");
+	long long peak = metric(r, "moqdp_mbufs_in_use_peak"), total = metric(r, "moqdp_mbufs");
+	char tel[8192];
+
+	/* one sample per frame and subscriber (a failed stream write is
+	 * counted out but not measured) */
+	ck_assert_int_eq(unmeasured, 0);
+	ck_assert_int_ge(count, (long long)delivered);
+	ck_assert_int_le(count, frames_out);
+	ck_assert_msg(p50 > 1e-6 && p50 <= p90 && p90 <= p99 && p99 <= max,
+	              "%s: p50 %g p90 %g p99 %g max %g", name, p50, p90, p99, max);
+	/* frames wait in the relay for one poll iteration, not for the
+	 * network; the shared 2-core machine preempts it now and then */
+	ck_assert_msg(p50 < 0.1 && max < 5.0, "%s: p50 %g s, max %g s", name, p50, max);
+	ck_assert(sum >= p50 * 0.5 * (double)count && sum <= max * (double)count);
+	ck_assert_int_gt(total, 0);
+	ck_assert_int_le(peak, total);
+	if (dpdk)
+		ck_assert_int_gt(peak, 0); /* TX bursts were in flight at some sample */
+	ck_assert_int_eq(telemetry(prefix, "/moqdp/stats", tel, sizeof(tel)), 0);
+	ck_assert_int_ge(tel_value(tel, "relay_lat_samples"), count);
+	ck_assert_int_gt(tel_value(tel, "relay_lat_p50_ns"), 0);
+	ck_assert_int_le(tel_value(tel, "relay_lat_p50_ns"), tel_value(tel, "relay_lat_p99_ns"));
+	ck_assert_int_le(tel_value(tel, "relay_lat_p99_ns"), tel_value(tel, "relay_lat_max_ns"));
+	ck_assert_int_eq(tel_value(tel, "mbufs_total"), total);
+	ck_assert_int_ge(tel_value(tel, "mbufs_peak"), peak);
+	ck_assert_int_ge(tel_value(tel, "mbufs_peak"), tel_value(tel, "mbufs_in_use"));
+	fprintf(stderr,
+	        "%s: relay-added latency %lld samples, p50 %.1f us, p90 %.1f us, p99 %.1f us, max "
+	        "%.1f us; mbufs in use now %lld, peak %lld of %lld\n",
+	        name, count, p50 * 1e6, p90 * 1e6, p99 * 1e6, max * 1e6,
+	        tel_value(tel, "mbufs_in_use"), tel_value(tel, "mbufs_peak"), total);
+	/* a new window: the one that ended is answered, the new one is empty
+	 * (the load generator is gone) */
+	ck_assert_int_eq(telemetry(prefix, "/moqdp/latency_reset", tel, sizeof(tel)), 0);
+	ck_assert_int_ge(tel_value(tel, "relay_lat_samples"), count);
+	ck_assert_int_eq(telemetry(prefix, "/moqdp/stats", tel, sizeof(tel)), 0);
+	ck_assert_int_eq(tel_value(tel, "relay_lat_samples"), 0);
+	ck_assert_int_eq(tel_value(tel, "relay_lat_p99_ns"), 0);
+	/* /metrics counts since start */
+	ck_assert_int_ge(metric(http_get(port, "/metrics"), "moqdp_relay_latency_seconds_count"),
+	                 count);
+}
+
 /* Two DPDK processes over net_memif: the relay (server side) and moqdp-load
  * (client side, its DPDK mode uses dpdk_app's network stack too). */
 START_TEST(media_over_memif)
@@ -960,6 +1044,8 @@ START_TEST(media_over_memif)
 	ck_assert_int_ge(metric(r, "moqdp_frames_out_total"), (long long)delivered);
 	ck_assert_int_eq(metric(r, "moqdp_rx_nombuf_total"), 0);
 	fprintf(stderr, "media_over_memif: %llu frames verified by 20 subscribers\n", delivered);
+	check_latency_mbufs("media_over_memif", port, r, rprefix + strlen("--file-prefix="),
+	                    delivered, 1);
 	kill(child, SIGINT);
 	ck_assert_int_eq(wait_exit(10000), 0);
 	unlink(sock);
@@ -1005,6 +1091,8 @@ START_TEST(media_kernel_backend)
 	        "of several\n",
 	        delivered, metric(r, "moqdp_tx_packets_total"),
 	        metric(r, "moqdp_tx_gso_sends_total"));
+	check_latency_mbufs("media_kernel_backend", mport, r, prefix + strlen("--file-prefix="),
+	                    delivered, 0);
 	kill(child, SIGTERM);
 	ck_assert_int_eq(wait_exit(10000), 0);
 }
