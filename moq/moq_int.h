@@ -117,6 +117,9 @@ struct upstream {
 	uint32_t nremote;      /* hub: other nodes subscribed through us */
 	uint64_t last_version; /* the cache track's version at the last poll */
 	uint8_t counted;       /* holds one unit of cfg.max_tracks */
+	uint8_t dirty;         /* on the node's dirty_ups: aggregate at the next poll */
+	uint8_t agg_set;       /* agg is what the current subscribers ask */
+	struct upstream *dnext;
 };
 
 /* Hub messages between the nodes of one relay (control path only). */
@@ -263,6 +266,9 @@ struct moq_node {
 	struct moq_session *work; /* the pending list moq_node_poll is visiting */
 	struct moq_session *watch;
 	uint64_t last_full; /* last safety-net pass over every session */
+	/* upstreams whose subscribers left or changed their parameters: their
+	 * aggregate is recomputed once, at the next poll (up_changed) */
+	struct upstream *dirty_ups;
 	uint64_t last_fin_check; /* last pass over FIN'd streams (FIN_CHECK_NS) */
 	struct bcast *bcasts;
 	struct upstream *ups;

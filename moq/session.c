@@ -685,19 +685,16 @@ static void up_open(struct upstream *up, struct moq_session *pub)
 }
 
 /* Re-aggregate after a change of subscribers; update or open upstream. */
-static void up_changed(struct upstream *up)
+/* Apply aggregate @a to @up: open the upstream subscription, or update it
+ * when the aggregate changed. */
+static void up_apply(struct upstream *up, const struct moq_subscribe_update *a)
 {
-	struct moq_subscribe_update a;
 	struct moq_node *n = up->n;
 
-	if (!up->dsubs && !up->nremote) {
-		up_free(up);
-		return;
-	}
-	up_agg(up, &a);
+	up->agg_set = 1;
 	if (!up->us) {
 		struct bcast *bc = bcast_find(n, up->path, up->plen);
-		up->agg = a;
+		up->agg = *a;
 		if (bc && bc->pub && !bc->pub->closing) {
 			up_open(up, bc->pub);
 		} else if (bc && bc->owner && !up->remote_owner) {
@@ -708,12 +705,81 @@ static void up_changed(struct upstream *up)
 		}
 		return;
 	}
-	if (memcmp(&a, &up->agg, sizeof(a)) != 0) {
+	if (memcmp(a, &up->agg, sizeof(*a)) != 0) {
 		struct moq_msg m = {.type = MOQ_MSG_SUBSCRIBE_UPDATE};
-		up->agg = a;
-		m.u.subscribe_update = a;
+		up->agg = *a;
+		m.u.subscribe_update = *a;
 		if (!up->us->closed)
 			st_send(up->us->s, up->us->st, -1, &m, 0);
+	}
+}
+
+/* Recompute @up's aggregate over all its subscribers (or free it when none
+ * is left). */
+static void up_recompute(struct upstream *up)
+{
+	struct moq_subscribe_update a;
+
+	if (!up->dsubs && !up->nremote) {
+		up_free(up);
+		return;
+	}
+	up_agg(up, &a);
+	up_apply(up, &a);
+}
+
+/* A subscriber of @up left, changed its parameters, or a worker's interest
+ * changed: the aggregate of a running upstream subscription is recomputed
+ * at the next poll, once however many changed (a walk over every subscriber
+ * per change is quadratic in a ramp or a mass disconnect). */
+static void up_changed(struct upstream *up)
+{
+	struct moq_node *n = up->n;
+
+	/* Opening (no upstream subscription yet) and closing (no subscriber
+	 * left) happen now; only an update of a running one waits. */
+	if (!up->us || (!up->dsubs && !up->nremote)) {
+		up_recompute(up);
+		return;
+	}
+	if (up->dirty)
+		return;
+	up->dirty = 1;
+	up->dnext = n->dirty_ups;
+	n->dirty_ups = up;
+}
+
+/* Subscriber @d joined @up: the aggregate grows by its parameters alone
+ * (PROTOCOL.md, Priority; the rules of up_agg). */
+static void up_added(struct upstream *up, const struct dsub *d)
+{
+	struct moq_subscribe_update a = up->agg;
+
+	if (up->dirty || !up->agg_set || !up->us || up->ndsubs <= 1 || up->nremote) {
+		up_changed(up);
+		return;
+	}
+	if (d->p.priority > a.priority)
+		a.priority = d->p.priority;
+	a.ordered = a.ordered && d->p.ordered;
+	if (d->p.max_latency_ms > a.max_latency_ms)
+		a.max_latency_ms = d->p.max_latency_ms;
+	if (a.start != MOQ_GROUP_NONE && (d->p.start == MOQ_GROUP_NONE || d->p.start < a.start))
+		a.start = d->p.start;
+	if (a.end != MOQ_GROUP_NONE && (d->p.end == MOQ_GROUP_NONE || d->p.end > a.end))
+		a.end = d->p.end;
+	up_apply(up, &a);
+}
+
+static void ups_settle(struct moq_node *n)
+{
+	struct upstream *up;
+
+	while ((up = n->dirty_ups)) {
+		n->dirty_ups = up->dnext;
+		up->dirty = 0;
+		up->dnext = NULL;
+		up_recompute(up);
 	}
 }
 
@@ -737,6 +803,12 @@ static void up_free(struct upstream *up)
 		hub_send(n, up->remote_owner, HUB_UNSUB, up->path, up->plen, up->track, up->tlen);
 	if (up->counted)
 		bound_put(n, 1);
+	if (up->dirty)
+		for (struct upstream **pp = &n->dirty_ups; *pp; pp = &(*pp)->dnext)
+			if (*pp == up) {
+				*pp = up->dnext;
+				break;
+			}
 	for (struct upstream **pp = &n->ups; *pp; pp = &(*pp)->next)
 		if (*pp == up) {
 			*pp = up->next;
@@ -980,7 +1052,7 @@ static void on_subscribe(struct moq_session *s, struct mstream *st, const struct
 	s->dsubs = d;
 	s->ndsubs++;
 	if (d->up)
-		up_changed(d->up);
+		up_added(d->up, d);
 	return;
 fail_refuse:
 	free(d);
@@ -3393,6 +3465,7 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 
 	n->now = now;
 	hub_drain(n);
+	ups_settle(n);
 	/* DESIGN.md, Threads: poll each relayed track's published counter
 	 * once; a change marks its subscribers' sessions. */
 	for (struct upstream *up = n->ups; up; up = up->next) {
