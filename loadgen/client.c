@@ -30,8 +30,17 @@
 /* Subscribers start this long after the publisher is up (its announce has
  * to reach the relay first). */
 #define SUB_START_DELAY_NS 100000000ull
-/* moq_node_poll at least this often when no frame was published. */
+/* moq_node_poll of the publisher's node at least this often when no frame
+ * was published. */
 #define NODE_POLL_NS 1000000ull
+/* moq_node_poll of the subscribers' node: it has nothing to fan out (its
+ * sessions write SUBSCRIBEs directly and verify what they receive in the
+ * QUIC callbacks); its poll only retries control writes that waited for
+ * stream credit and carries out deferred closes, but every 20 ms of its
+ * calls walks all its sessions (moq/'s safety net) and every 100 ms again
+ * (stale FIN'd streams). At 1,000 subscribers those walks were 8-10 % of
+ * moqdp-load (a cache miss or two per session). */
+#define SUB_NODE_POLL_NS 100000000ull
 
 enum sub_state { SUB_IDLE = 0, SUB_CONNECTING, SUB_READY, SUB_CLOSED };
 
@@ -56,10 +65,11 @@ struct moq_lg_client {
 	struct moq_lg_client_cfg cfg;
 	struct moq_quic_addr *locals;
 	struct moq_quic_endpoint *ep;
-	struct moq_node *node;
+	struct moq_node *node;  /* the publisher's session (and its cache) */
+	struct moq_node *snode; /* the subscribers' sessions; NULL without */
 	struct moq_cache *cache;
 	struct moq_cache_counting counting;
-	uint64_t now, start_ns, next_expire, next_node_poll;
+	uint64_t now, start_ns, next_expire, next_node_poll, next_snode_poll;
 
 	/* publisher */
 	struct lg_sub pub;
@@ -344,7 +354,7 @@ struct moq_lg_client *moq_lg_client_create(const struct moq_lg_client_cfg *cfg, 
 	        .cache_reader = 0,
 	        .relay = 0,
 	        .origin = cfg->origin ? cfg->origin : random_origin(cl),
-	        .max_sessions = cfg->subscribers + 16,
+	        .max_sessions = 16, /* the publisher's session */
 	        .cb = &node_cb,
 	        .user = cl,
 	};
@@ -353,7 +363,22 @@ struct moq_lg_client *moq_lg_client_create(const struct moq_lg_client_cfg *cfg, 
 		goto fail_node;
 	if (cfg->publish &&
 	    moq_node_publish(cl->node, cfg->broadcast, strlen(cfg->broadcast), TIMESCALE_US) < 0)
-		goto fail_ep;
+		goto fail_snode;
+	/* The subscribers on a node of their own (no cache: nothing they
+	 * receive is kept), polled rarely (SUB_NODE_POLL_NS). Both nodes share
+	 * the endpoint: a client connection's callbacks reach the session that
+	 * opened it, whose node is its own. */
+	if (cfg->subscribers) {
+		struct moq_node_cfg sc = {
+		        .origin = random_origin(&nc),
+		        .max_sessions = cfg->subscribers + 16,
+		        .cb = &node_cb,
+		        .user = cl,
+		};
+		cl->snode = moq_node_create(&sc);
+		if (!cl->snode)
+			goto fail_snode;
+	}
 
 	size_t nalpn;
 	const char *const *alpn = moq_node_alpns(&nalpn);
@@ -380,6 +405,8 @@ struct moq_lg_client *moq_lg_client_create(const struct moq_lg_client_cfg *cfg, 
 	return cl;
 
 fail_ep:
+	moq_node_destroy(cl->snode);
+fail_snode:
 	moq_node_destroy(cl->node);
 fail_node:
 fail_tracks:
@@ -406,6 +433,7 @@ void moq_lg_client_destroy(struct moq_lg_client *cl)
 	if (!cl)
 		return;
 	moq_quic_endpoint_free(cl->ep); /* releases every session */
+	moq_node_destroy(cl->snode);
 	moq_node_destroy(cl->node);
 	for (unsigned i = 0; i < MOQ_LG_MAX_TRACKS; i++) {
 		if (cl->pt[i].g)
@@ -456,7 +484,8 @@ static void connect_one(struct moq_lg_client *cl, struct lg_sub *u, const struct
 	int e = 0;
 	u->connect_ns = cl->now;
 	u->state = SUB_CONNECTING;
-	u->s = moq_node_connect(cl->node, cl->ep, l, &cl->cfg.relay, NULL, role, u, cl->now, &e);
+	u->s = moq_node_connect(u->is_pub ? cl->node : cl->snode, cl->ep, l, &cl->cfg.relay, NULL,
+	                        role, u, cl->now, &e);
 	if (!u->s) {
 		u->state = SUB_CLOSED;
 		u->failed = 1;
@@ -584,12 +613,16 @@ run:
 		moq_cache_expire(cl->cache, now);
 		cl->next_expire = now + EXPIRE_EVERY_NS;
 	}
-	/* moq_node_poll visits every session; only the publisher's has fanout
-	 * to write: at once after new frames, else every NODE_POLL_NS (window
-	 * opened by ACKs, retried control writes) */
+	/* the publisher's node has fanout to write: at once after new frames,
+	 * else every NODE_POLL_NS (window opened by ACKs, retried control
+	 * writes); the subscribers' every SUB_NODE_POLL_NS */
 	if (published || now >= cl->next_node_poll || cl->stopping) {
 		work += moq_node_poll(cl->node, now);
 		cl->next_node_poll = now + NODE_POLL_NS;
+	}
+	if (cl->snode && (now >= cl->next_snode_poll || cl->stopping)) {
+		work += moq_node_poll(cl->snode, now);
+		cl->next_snode_poll = now + SUB_NODE_POLL_NS;
 	}
 	work += moq_quic_endpoint_timers(cl->ep, now);
 	return work;
@@ -607,6 +640,8 @@ uint64_t moq_lg_client_next_wake(const struct moq_lg_client *cl)
 		t = cl->next_expire;
 	if (cl->next_node_poll < t)
 		t = cl->next_node_poll;
+	if (cl->snode && cl->next_snode_poll < t)
+		t = cl->next_snode_poll;
 	if (cl->next_retry && cl->next_retry < t && !cl->stopping)
 		t = cl->next_retry;
 	if (cl->pub_started && !cl->stopping)

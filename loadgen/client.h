@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * client.h: the load generator's MoQ client: one publisher and any number
- * of subscribers on one QUIC client endpoint and one moq/ node, driven by an
- * I/O loop it does not own (kernel sockets or DPDK ports in main.c, the
- * in-memory link in tests).
+ * of subscribers on one QUIC client endpoint, driven by an I/O loop it does
+ * not own (kernel sockets or DPDK ports in main.c, the in-memory link in
+ * tests). The publisher's session is on a moq/ node with the cache it
+ * publishes from, the subscribers' on a second node without a cache that
+ * is polled rarely (its periodic walks visit every session).
  *
  *  - publisher: a session with role publisher announces one broadcast whose
  *    tracks are synthetic media (media.h); due frames are written into the
