@@ -60,9 +60,15 @@
 #include "net.h"
 
 #define BURST 32
-/* Send / receive bursts per loop iteration at most (bounded work per
- * iteration). */
-#define TX_ROUNDS 16
+/* Packet buffers per moq_lg_client_send call: each call of
+ * moq_quic_endpoint_send counts its whole list of ready connections and
+ * visits each at most once, and at 1,000 subscribers nearly every one is
+ * ready with one ACK: 32 buffers a call walked that list ~30 times to write
+ * 1,000 ACKs. 128 a call costs 4 walks. */
+#define TX_BATCH 128
+/* Send batches / receive bursts per loop iteration at most (bounded work
+ * per iteration: 512 packets out, 256 in). */
+#define TX_ROUNDS 4
 #define RX_ROUNDS 8
 /* DPDK port set-up: descriptors and mbufs (rx + tx rings, bursts in flight
  * and the per-lcore cache). */
@@ -463,15 +469,17 @@ static int kernel_rx(struct kio *k, unsigned i, struct moq_lg_client *cl,
 
 static int kernel_tx(struct kio *k, struct moq_lg_client *cl, struct io_stats *io)
 {
-	static uint8_t bufs[BURST][MOQ_QUIC_MAX_UDP_PAYLOAD];
-	struct moq_quic_pkt pkts[BURST];
+	static uint8_t bufs[TX_BATCH][MOQ_QUIC_MAX_UDP_PAYLOAD];
+	struct moq_quic_pkt pkts[TX_BATCH];
 	int total = 0;
 	for (int round = 0; round < TX_ROUNDS; round++) {
-		for (int j = 0; j < BURST; j++) {
+		if (!moq_quic_endpoint_pending(moq_lg_client_endpoint(cl)))
+			break;
+		for (int j = 0; j < TX_BATCH; j++) {
 			pkts[j].data = bufs[j];
 			pkts[j].cap = sizeof(bufs[j]);
 		}
-		int n = moq_lg_client_send(cl, pkts, BURST, moq_lg_now_ns());
+		int n = moq_lg_client_send(cl, pkts, TX_BATCH, moq_lg_now_ns());
 		if (n <= 0)
 			break;
 		/* sendmmsg per run of packets from the same local address */
@@ -479,8 +487,8 @@ static int kernel_tx(struct kio *k, struct moq_lg_client *cl, struct io_stats *i
 		while (j < n) {
 			uint32_t ip = ntohl(pkts[j].local.u.in4.sin_addr.s_addr);
 			unsigned s = ip - k->base;
-			struct mmsghdr msgs[BURST];
-			struct iovec iov[BURST];
+			struct mmsghdr msgs[TX_BATCH];
+			struct iovec iov[TX_BATCH];
 			int m = 0;
 			while (j + m < n && ntohl(pkts[j + m].local.u.in4.sin_addr.s_addr) == ip) {
 				struct moq_quic_pkt *p = &pkts[j + m];
@@ -505,7 +513,7 @@ static int kernel_tx(struct kio *k, struct moq_lg_client *cl, struct io_stats *i
 			j += m;
 		}
 		total += n;
-		if (n < BURST)
+		if (n < TX_BATCH)
 			break;
 	}
 	return total;
@@ -713,22 +721,25 @@ static int dpdk_rx(struct dio *d, struct moq_lg_client *cl, struct io_stats *io)
 
 static int dpdk_tx(struct dio *d, struct moq_lg_client *cl, struct io_stats *io)
 {
-	struct rte_mbuf *ms[BURST], *out[BURST * 2];
-	struct moq_quic_pkt pkts[BURST];
+	struct rte_mbuf *ms[TX_BATCH], *out[TX_BATCH * 2];
+	struct moq_quic_pkt pkts[TX_BATCH];
 	int total = 0;
 	for (int round = 0; round < TX_ROUNDS; round++) {
-		if (rte_pktmbuf_alloc_bulk(d->pool, ms, BURST) != 0) {
+		/* nothing to write: no mbufs taken and given back */
+		if (!moq_quic_endpoint_pending(moq_lg_client_endpoint(cl)))
+			break;
+		if (rte_pktmbuf_alloc_bulk(d->pool, ms, TX_BATCH) != 0) {
 			io->tx_drops++;
 			break;
 		}
-		for (int j = 0; j < BURST; j++) {
+		for (int j = 0; j < TX_BATCH; j++) {
 			pkts[j].data = rte_pktmbuf_mtod(ms[j], uint8_t *);
 			pkts[j].cap = rte_pktmbuf_tailroom(ms[j]);
 			if (pkts[j].cap > MOQ_QUIC_MAX_UDP_PAYLOAD)
 				pkts[j].cap = MOQ_QUIC_MAX_UDP_PAYLOAD;
 		}
 		uint64_t now = moq_lg_now_ns();
-		int n = moq_lg_client_send(cl, pkts, BURST, now);
+		int n = moq_lg_client_send(cl, pkts, TX_BATCH, now);
 		if (n < 0)
 			n = 0;
 		uint16_t no = 0;
@@ -753,8 +764,8 @@ static int dpdk_tx(struct dio *d, struct moq_lg_client *cl, struct io_stats *io)
 				rte_pktmbuf_free(m);
 			}
 		}
-		for (int j = n; j < BURST; j++)
-			rte_pktmbuf_free(ms[j]);
+		if (n < TX_BATCH)
+			rte_pktmbuf_free_bulk(ms + n, (unsigned)(TX_BATCH - n));
 		uint16_t s = 0;
 		while (s < no) {
 			uint16_t k = rte_eth_tx_burst(d->port, 0, out + s, (uint16_t)(no - s));
@@ -768,7 +779,7 @@ static int dpdk_tx(struct dio *d, struct moq_lg_client *cl, struct io_stats *io)
 			io->tx_drops++;
 		}
 		total += n;
-		if (n < BURST)
+		if (n < TX_BATCH)
 			break;
 	}
 	return total;
