@@ -338,10 +338,11 @@ int64_t moq_session_write_raw(struct moq_session *s, int bidi, const uint8_t *da
  * with their age. The cache's clock and the commit's @now_ns must be the
  * same clock.
  *
- * Per frame written the node appends the arrival to a bounded pending list
- * (MOQ_LAT_PENDING entries; one frame delivered to many subscribers in the
- * same iteration shares an entry with a count), no clock read, no syscall;
- * a delivery that finds it full is counted in overflow, not measured.
+ * Per frame written the node notes the arrival in a bounded pending table
+ * (MOQ_LAT_PENDING slots hashed by arrival: one frame delivered to many
+ * subscribers in the same iteration takes one slot with a count), no clock
+ * read, no syscall; a delivery that finds no slot is counted in overflow,
+ * not measured.
  */
 
 /* Log-linear histogram of nanoseconds: bucket 0 below 2^10 ns (~1 us), then
@@ -352,8 +353,8 @@ int64_t moq_session_write_raw(struct moq_session *s, int bidi, const uint8_t *da
 #define MOQ_LAT_MIN_SHIFT 10u
 #define MOQ_LAT_MAX_SHIFT 34u
 #define MOQ_LAT_BUCKETS   (2u + (MOQ_LAT_MAX_SHIFT - MOQ_LAT_MIN_SHIFT) * (1u << MOQ_LAT_SUB_BITS))
-/* Pending arrivals per node between commits: 4,096 distinct frames per
- * worker iteration (a frame sent to every subscriber is one entry). */
+/* Pending arrivals per node between commits: up to 4,096 distinct frames
+ * per worker iteration (a frame sent to every subscriber is one slot). */
 #define MOQ_LAT_PENDING 4096u
 
 /* A latency histogram (plain counters; copy it, merge it, subtract it). */

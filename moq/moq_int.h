@@ -280,13 +280,16 @@ struct moq_node {
 	struct moq_hub *hub;
 	uint32_t hub_id;
 	/* relay-added latency (moq.h): arrivals of frames written since the
-	 * last moq_node_latency_commit, a frame sent to several subscribers
-	 * once with a count, and the histogram of what was committed */
-	uint32_t lat_npend;
+	 * last moq_node_latency_commit, a table hashed by arrival (a frame
+	 * sent to several subscribers takes one slot with a count; count 0 =
+	 * free), the slots in use in lat_used[0..lat_npend), the last slot hit,
+	 * and the histogram of what was committed */
+	uint32_t lat_npend, lat_last;
 	struct lat_pend {
 		uint64_t arrival;
 		uint64_t count;
 	} lat_pend[MOQ_LAT_PENDING];
+	uint16_t lat_used[MOQ_LAT_PENDING];
 	struct moq_lat_hist lat;
 };
 

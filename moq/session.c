@@ -3913,44 +3913,60 @@ static void lat_bounds(unsigned b, uint64_t *lo, uint64_t *hi)
 	*hi = (uint64_t)((1u << MOQ_LAT_SUB_BITS) + m + 1) << (e - MOQ_LAT_SUB_BITS);
 }
 
-/* Per write to a subscriber's stream: a frame is usually written to many
- * subscribers in one iteration, interleaved with the session's other tracks,
- * so the last few entries are searched for its arrival before a new one is
- * taken. */
-#define LAT_PROBE 4u
+/* Per write to a subscriber's stream. A frame is written to many subscribers
+ * in one iteration, and under load to each at its own position in the
+ * stream, so the pending arrivals are a table hashed by arrival (a slot per
+ * distinct frame, with a count) rather than a list of deliveries: the
+ * same-as-last-time check takes the usual case, else a multiplicative hash
+ * and at most LAT_PROBES linear probes; a delivery that finds no slot is
+ * counted in overflow. */
+#define LAT_PROBES 8u
+_Static_assert((MOQ_LAT_PENDING & (MOQ_LAT_PENDING - 1)) == 0 && MOQ_LAT_PENDING <= 65536,
+               "the pending table is a power of two with 16-bit slot numbers");
+
+static inline void lat_note(struct moq_node *n, uint64_t a)
+{
+	struct lat_pend *p = &n->lat_pend[n->lat_last];
+	uint32_t h;
+
+	if (p->count != 0 && p->arrival == a) {
+		p->count++;
+		return;
+	}
+	h = (uint32_t)((a * 0x9e3779b97f4a7c15ull) >> 40);
+	for (uint32_t k = 0; k < LAT_PROBES; k++) {
+		uint32_t i = (h + k) & (MOQ_LAT_PENDING - 1);
+
+		p = &n->lat_pend[i];
+		if (p->count == 0) {
+			p->arrival = a;
+			p->count = 1;
+			n->lat_used[n->lat_npend++] = (uint16_t)i;
+			n->lat_last = i;
+			return;
+		}
+		if (p->arrival == a) {
+			p->count++;
+			n->lat_last = i;
+			return;
+		}
+	}
+	n->lat.overflow++;
+}
 
 void moq_lat_record(struct moq_node *n, const struct moq_cache_frame *f, unsigned cnt)
 {
-	for (unsigned i = 0; i < cnt; i++) {
-		uint32_t k, np = n->lat_npend;
-		uint64_t a;
-
-		if (!moq_cache_frame_complete(&f[i]))
-			continue;
-		a = f[i].arrival;
-		for (k = np; k > 0 && np - k < LAT_PROBE; k--)
-			if (n->lat_pend[k - 1].arrival == a) {
-				n->lat_pend[k - 1].count++;
-				break;
-			}
-		if (k > 0 && np - k < LAT_PROBE)
-			continue;
-		if (np == MOQ_LAT_PENDING) {
-			n->lat.overflow++;
-			continue;
-		}
-		n->lat_pend[np].arrival = a;
-		n->lat_pend[np].count = 1;
-		n->lat_npend = np + 1;
-	}
+	for (unsigned i = 0; i < cnt; i++)
+		if (moq_cache_frame_complete(&f[i]))
+			lat_note(n, f[i].arrival);
 }
 
 void moq_node_latency_commit(struct moq_node *n, uint64_t now_ns)
 {
 	struct moq_lat_hist *h = &n->lat;
 
-	for (uint32_t i = 0; i < n->lat_npend; i++) {
-		const struct lat_pend *p = &n->lat_pend[i];
+	for (uint32_t k = 0; k < n->lat_npend; k++) {
+		struct lat_pend *p = &n->lat_pend[n->lat_used[k]];
 		uint64_t d = now_ns > p->arrival ? now_ns - p->arrival : 0;
 
 		h->bucket[lat_bucket(d)] += p->count;
@@ -3958,6 +3974,7 @@ void moq_node_latency_commit(struct moq_node *n, uint64_t now_ns)
 		h->sum_ns += d * p->count;
 		if (d > h->max_ns)
 			h->max_ns = d;
+		p->count = 0;
 	}
 	n->lat_npend = 0;
 }

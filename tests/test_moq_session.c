@@ -2020,8 +2020,45 @@ START_TEST(test_relay_latency)
 }
 END_TEST
 
-/* Deliveries beyond the pending list between two commits are counted as
- * overflow, not measured; after a commit the list takes new ones again.
+/* Frames written to several subscribers each, interleaved, without a commit
+ * in between: one pending slot per distinct frame, every delivery counted. */
+START_TEST(test_relay_latency_frames_interleaved)
+{
+	const int N = 5;
+	const uint32_t F = 20;
+	struct moq_latency l;
+
+	h_init(NULL, 0);
+	h_publisher();
+	for (int i = 0; i < N; i++)
+		h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 5 * SEC, 0));
+	for (int i = 0; i < N; i++)
+		h_subscribe(&H.subs[i], 1);
+	h_run(50 * MS, 0);
+	for (uint32_t f = 0; f < F; f++) {
+		lat_write_frame(f);
+		h_run(2 * MS, 0); /* ingested one by one: arrivals differ */
+	}
+	lat_want_frames = F;
+	ck_assert(h_until(lat_all_frames, 5 * SEC, 0));
+	ck_assert_uint_eq(moq_node_latency_pending(H.relay), F);
+	moq_node_latency_commit(H.relay, lat_relay_arrival(F - 1) + 1 * MS);
+	moq_node_latency(H.relay, &l);
+	ck_assert_uint_eq(l.samples, (uint64_t)N * F);
+	ck_assert_uint_eq(l.overflow, 0);
+	/* the last frame waited 1 ms, the first longer (the relay cache's
+	 * clock is real time, not the link's virtual time) */
+	ck_assert(l.max_us >= 1000.0 && l.max_us < 10e6);
+	ck_assert(l.p50_us >= 1000.0 * (1 - 1.0 / 32));
+	for (int i = 0; i < N; i++)
+		ck_assert_uint_eq(H.subs[i].errors, 0);
+	h_fini();
+}
+END_TEST
+
+/* Deliveries beyond the pending table between two commits are counted as
+ * overflow, not measured; after a commit the table takes new ones again.
  * Frames with distinct arrivals take an entry each: MOQ_LAT_PENDING + 100
  * frames of one group to one subscriber, no commit in between. */
 START_TEST(test_relay_latency_overflow)
@@ -2090,6 +2127,7 @@ Suite *moq_session_suite(void)
 	tcase_add_test(tc, test_cascade);
 	tcase_add_test(tc, test_duplicate_and_frame_too_large);
 	tcase_add_test(tc, test_relay_latency);
+	tcase_add_test(tc, test_relay_latency_frames_interleaved);
 	tcase_add_test(tc, test_relay_latency_overflow);
 	suite_add_tcase(s, tc);
 	return s;
