@@ -20,7 +20,7 @@
  * verified byte (thread CPU clock, noisy on a shared machine).
  *
  *   bench_loadgen_client [--subs N] [--tracks SPEC] [--seconds S] [--warm S]
- *                        [--step-us U] [--ramp R] [--tx-burst N]
+ *                        [--step-us U] [--ramp R] [--tx-burst N] [--thp 0|1]
  */
 #include <arpa/inet.h>
 #include <inttypes.h>
@@ -37,6 +37,8 @@
  * --tx-burst (moqdp-load's TX_BATCH by default) */
 #define BURST        32
 #define MAX_TX_BURST 512
+/* --thp 1: moq_lg_heap_hugepages as moqdp-load does */
+#define HEAP_RESERVE (1ull << 30)
 #define START_NS     1000000000ull
 /* relay: moq_cache_expire as often as dpdk_app's worker */
 #define RELAY_EXPIRE_NS 10000000ull
@@ -215,11 +217,12 @@ static __attribute__((noinline, noclone)) void relay_steady_iter(struct bench *b
 static void usage(void)
 {
 	fprintf(stderr, "usage: bench_loadgen_client [--subs N] [--tracks SPEC] [--seconds S] "
-	                "[--warm S] [--step-us U] [--ramp R] [--tx-burst N]\n");
+	                "[--warm S] [--step-us U] [--ramp R] [--tx-burst N] [--thp 0|1]\n");
 }
 
 int main(int argc, char **argv)
 {
+	int thp = 1;                         /* as moqdp-load */
 	uint32_t subs = 100, tx_burst = 128; /* moqdp-load's TX_BATCH */
 	double seconds = 1.0, warm = 0.5, ramp = 0;
 	uint64_t step = 20000; /* 20 us */
@@ -240,6 +243,8 @@ int main(int argc, char **argv)
 			step = (uint64_t)(strtod(v, NULL) * 1000);
 		else if (!strcmp(argv[i], "--ramp"))
 			ramp = strtod(v, NULL);
+		else if (!strcmp(argv[i], "--thp"))
+			thp = atoi(v);
 		else if (!strcmp(argv[i], "--tx-burst"))
 			tx_burst = (uint32_t)strtoul(v, NULL, 10);
 		else if (!strcmp(argv[i], "--tracks"))
@@ -255,6 +260,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	long marked = thp ? moq_lg_heap_hugepages(HEAP_RESERVE) : 0;
 	static struct bench b;
 	g_bench = &b;
 	b.tx_burst = tx_burst;
@@ -346,13 +352,13 @@ int main(int argc, char **argv)
 	uint64_t bytes = r1.c.bytes_ok - r0.c.bytes_ok;
 	uint64_t frames = r1.c.frames_ok - r0.c.frames_ok;
 	uint64_t pub = r1.pub_bytes - r0.pub_bytes;
-	printf("subs=%u tx_burst=%u ready_s=%.2f window_s=%.2f step_us=%.1f frames=%" PRIu64
-	       " bytes=%" PRIu64 " keep_up=%.3f errors=%" PRIu64 " reset=%" PRIu64
+	printf("subs=%u tx_burst=%u thp_mb=%ld ready_s=%.2f window_s=%.2f step_us=%.1f "
+	       "frames=%" PRIu64 " bytes=%" PRIu64 " keep_up=%.3f errors=%" PRIu64 " reset=%" PRIu64
 	       " stalled=%" PRIu64
 	       " client_ns_per_B=%.2f relay_ns_per_B=%.2f client_cpu_s=%.3f relay_cpu_s=%.3f"
 	       " pkts_r2c=%" PRIu64 " pkts_c2r=%" PRIu64 "\n",
-	       subs, b.tx_burst, (double)(ready_at - START_NS) / 1e9, dt, (double)step / 1e3,
-	       frames, bytes, pub ? (double)bytes / ((double)pub * subs) : 0,
+	       subs, b.tx_burst, marked >> 20, (double)(ready_at - START_NS) / 1e9, dt,
+	       (double)step / 1e3, frames, bytes, pub ? (double)bytes / ((double)pub * subs) : 0,
 	       moq_lg_counts_errors(&r1.c), r1.c.groups_reset - r0.c.groups_reset, ex.subs_stalled,
 	       bytes ? (double)b.client_ns / (double)bytes : 0,
 	       bytes ? (double)relay_ns / (double)bytes : 0, (double)b.client_ns / 1e9,

@@ -5,9 +5,12 @@
  */
 #include "client.h"
 
+#include <malloc.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -724,4 +727,46 @@ void moq_lg_client_report(struct moq_lg_client *cl, uint64_t now, int final,
 void moq_lg_client_reset_latency(struct moq_lg_client *cl)
 {
 	moq_lg_hist_reset(&cl->lat);
+}
+
+/* ---- heap ---------------------------------------------------------------- */
+
+/* The x86-64 transparent huge page. */
+#define HUGE_PAGE (2ull << 20)
+/* An allocation that grows the heap: under malloc's default mmap threshold
+ * (128 KiB), so it comes from the brk heap. */
+#define GROW_CHUNK (120u << 10)
+#define GROW_TRIES 8
+
+long moq_lg_heap_hugepages(size_t reserve)
+{
+	void *p[GROW_TRIES];
+	int n = 0;
+
+	if (reserve < 2 * HUGE_PAGE || reserve > (1ull << 30))
+		return MOQ_ERR_INVAL;
+	/* every growth of the heap is by at least @reserve, and free() does
+	 * not give it back (a trimmed and regrown heap is a new mapping
+	 * without the advice) */
+	mallopt(M_TOP_PAD, (int)reserve);
+	mallopt(M_TRIM_THRESHOLD, (int)reserve);
+	char *lo = sbrk(0);
+	/* what the heap's top holds already is used first: allocate until the
+	 * heap has grown */
+	while (n < GROW_TRIES && (size_t)((char *)sbrk(0) - lo) < reserve / 2) {
+		p[n] = malloc(GROW_CHUNK);
+		if (!p[n])
+			break;
+		n++;
+	}
+	char *hi = sbrk(0);
+	for (int i = 0; i < n; i++)
+		free(p[i]);
+	uintptr_t a = ((uintptr_t)lo + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+	uintptr_t b = (uintptr_t)hi & ~(uintptr_t)(HUGE_PAGE - 1);
+	if (hi == (char *)-1 || lo == (char *)-1 || b <= a)
+		return 0;
+	if (madvise((void *)a, b - a, MADV_HUGEPAGE) != 0)
+		return MOQ_ERR_IO;
+	return (long)(b - a);
 }

@@ -144,4 +144,18 @@ struct moq_lg_client_extra {
 void moq_lg_client_report(struct moq_lg_client *cl, uint64_t now, int final,
                           struct moq_lg_report *out, struct moq_lg_client_extra *extra);
 
+/*
+ * moq_lg_heap_hugepages: back the main malloc heap with transparent huge
+ * pages, for a process that keeps thousands of connections' state on it
+ * (ngtcp2, quic/, moq/ and the verifiers allocate with malloc): the heap
+ * grows by @reserve bytes at a time (mallopt M_TOP_PAD, and is not trimmed
+ * below it), is grown once now, and that range is marked MADV_HUGEPAGE.
+ * Memory is still only committed when touched. Call once, early, before the
+ * heap fills (later growth beyond @reserve gets ordinary pages). A no-op
+ * (returns 0) when malloc does not use the brk heap (a sanitizer's
+ * allocator). Returns the bytes marked, MOQ_ERR_INVAL (@reserve under 4 MiB
+ * or over 1 GiB) or MOQ_ERR_IO (madvise refused: no THP in the kernel).
+ */
+long moq_lg_heap_hugepages(size_t reserve);
+
 #endif /* MOQ_LOADGEN_CLIENT_H */
