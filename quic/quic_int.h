@@ -173,6 +173,10 @@ struct moq_quic_endpoint {
 	struct moq_quic_conn *rhead, *rtail;
 	size_t rcount; /* connections on the ready list */
 
+	/* spare stream records, with their entry arrays (strm_new) */
+	struct quic_strm *sfree;
+	uint32_t nsfree;
+
 	/* every connection */
 	struct moq_quic_conn *ahead;
 
