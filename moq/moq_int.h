@@ -165,7 +165,7 @@ struct gout {
 	uint64_t seq;
 	int64_t prev_ts;
 	uint8_t priority;
-	uint8_t fin, reset, fetch, hdr_sent;
+	uint8_t fin, reset, fetch;
 	uint8_t done; /* on the session's gdone list */
 	uint64_t written, acked;
 };

@@ -1657,6 +1657,7 @@ static uint64_t gout_pump(struct moq_session *s, struct gout *go)
 	struct iovec iov[MAX_IOV];
 	unsigned batch = n->cfg.batch;
 	uint64_t total = 0;
+	int stc = 0;
 
 	if (batch > 32)
 		batch = 32;
@@ -1665,7 +1666,7 @@ static uint64_t gout_pump(struct moq_session *s, struct gout *go)
 		unsigned ni = 0;
 		uint64_t bytes = 0;
 		long rc;
-		int i;
+		int i, fin = 0;
 
 		if (cnt == 0)
 			break;
@@ -1722,7 +1723,15 @@ static uint64_t gout_pump(struct moq_session *s, struct gout *go)
 				n->st.frames_out++;
 			n->st.bytes_out += f->len;
 		}
-		rc = moq_quic_stream_write(s->conn, go->st->sid, iov, ni, 0);
+		/* A short batch: the group may be complete and all read, then
+		 * the FIN goes with these bytes. */
+		if ((unsigned)cnt < batch) {
+			uint64_t gb;
+			uint32_t frames;
+			stc = moq_cache_group_status(go->g, &gb, &frames);
+			fin = stc == MOQ_ERR_CLOSED && go->cur.frame >= frames;
+		}
+		rc = moq_quic_stream_write(s->conn, go->st->sid, iov, ni, fin);
 		if (rc < 0) {
 			gout_reset(s, go, MOQ_CODE_CANCEL);
 			break;
@@ -1731,13 +1740,18 @@ static uint64_t gout_pump(struct moq_session *s, struct gout *go)
 		go->st->tx_off += bytes;
 		s->unacked += bytes;
 		total += bytes;
+		if (fin) {
+			go->fin = 1;
+			go->st->fin_sent = 1;
+			n->st.groups_fin++;
+		}
 		/* relay-added latency: frames whose last byte QUIC now has */
 		if (!go->fetch)
 			moq_lat_record(n, fb, (unsigned)i);
 		/* A short batch (or a partial frame's view) reached what is
 		 * published: unless the group ended (FIN or reset due now), another
 		 * read would return nothing; new bytes move the track's version. */
-		if ((unsigned)cnt < batch && moq_cache_group_status(go->g, NULL, NULL) == 0)
+		if (fin || ((unsigned)cnt < batch && stc == 0))
 			break;
 	}
 	return total;
