@@ -37,7 +37,7 @@
  * --tx-burst (moqdp-load's TX_BATCH by default) */
 #define BURST        32
 #define MAX_TX_BURST 512
-/* --thp 1: moq_lg_heap_hugepages as moqdp-load does */
+/* --thp 1: moq_lg_heap_hugepages as moqdp-load --thp does */
 #define HEAP_RESERVE (1ull << 30)
 #define START_NS     1000000000ull
 /* relay: moq_cache_expire as often as dpdk_app's worker */
@@ -222,7 +222,7 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-	int thp = 1;                         /* as moqdp-load */
+	int thp = 0;                         /* as moqdp-load (--thp there) */
 	uint32_t subs = 100, tx_burst = 128; /* moqdp-load's TX_BATCH */
 	double seconds = 1.0, warm = 0.5, ramp = 0;
 	uint64_t step = 20000; /* 20 us */

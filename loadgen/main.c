@@ -29,9 +29,9 @@
  *   --busy-poll            dpdk: never sleep (default: an idle iteration sleeps until
  *                          the next timer or frame, at most IDLE_SLEEP_MAX_NS, so a
  *                          shared machine's relay lcores keep their CPU)
- *   --no-thp               keep the malloc heap on ordinary pages (default: the first
- *                          HEAP_RESERVE bytes on transparent huge pages,
- *                          moq_lg_heap_hugepages)
+ *   --thp                  put the first HEAP_RESERVE bytes of the malloc heap on
+ *                          transparent huge pages (moq_lg_heap_hugepages; default off,
+ *                          see HEAP_RESERVE)
  *   --verbose
  *
  * Prints a live line on stderr, a JSON line per second and a final summary.
@@ -85,13 +85,15 @@
 /* DPDK mode: the longest sleep of an idle iteration (a received packet waits
  * at most this long in the RX ring). */
 #define IDLE_SLEEP_MAX_NS 100000ull
-/* The malloc heap's first growth, on transparent huge pages: every
+/* --thp: the malloc heap's first growth on transparent huge pages. Every
  * connection's state (ngtcp2, quic/, moq/, the verifiers) is on the heap and
- * at 1,000 subscribers each packet touches a different connection's pages;
- * with 4 KiB pages the TLB misses (costly in a VM) showed as seconds of
- * latency. bench_loadgen_client --subs 1000: client 23-24 -> 16-18 ns per
- * verified byte. 1 GiB of address space, committed only when touched (the
- * program holds ~300 MB at 1,000 subscribers). */
+ * at 1,000 subscribers each packet touches another connection's pages:
+ * bench_loadgen_client --subs 1000 (client and relay in one process, 2 s)
+ * client 23-24 -> 16-18 ns per verified byte. Off by default: with ngtcp2
+ * 0.12.1 a received uni stream is never freed (one per group), the heap
+ * grows ~35 MB/s at 1,000 subscribers and each new huge page is cleared
+ * whole: clear_page_erms was 13-29 % of moqdp-load in bench-fanout. 1 GiB
+ * of address space, committed only when touched. */
 #define HEAP_RESERVE (1ull << 30)
 
 static volatile sig_atomic_t quit, mark;
@@ -105,7 +107,7 @@ static void on_signal(int sig)
 }
 
 struct opts {
-	int kernel, publish, quiet, verbose, busy_poll, no_thp;
+	int kernel, publish, quiet, verbose, busy_poll, thp;
 	uint32_t subscribers, conns_per_addr, max_handshakes;
 	double ramp, duration, warmup;
 	char tracks[256], broadcast[128], json[256];
@@ -127,7 +129,7 @@ static void usage(void)
 	        "args: --relay IP:PORT --local IP[/LEN] --publish --subscribers N --ramp R/s\n"
 	        "      --tracks video:1M,audio --broadcast PATH --duration S --conns-per-addr N\n"
 	        "      --max-handshakes N\n"
-	        "      --warmup S --json FILE|- --quiet --port N --busy-poll --no-thp --verbose\n");
+	        "      --warmup S --json FILE|- --quiet --port N --busy-poll --thp --verbose\n");
 }
 
 static int parse_args(struct opts *o, int argc, char **argv)
@@ -152,8 +154,8 @@ static int parse_args(struct opts *o, int argc, char **argv)
 			o->quiet = 1;
 		} else if (!strcmp(a, "--busy-poll")) {
 			o->busy_poll = 1;
-		} else if (!strcmp(a, "--no-thp")) {
-			o->no_thp = 1;
+		} else if (!strcmp(a, "--thp")) {
+			o->thp = 1;
 		} else if (!strcmp(a, "--verbose")) {
 			o->verbose = 1;
 		} else if (!strcmp(a, "--subscribers")) {
@@ -837,7 +839,7 @@ int main(int argc, char **argv)
 	}
 	if (parse_args(&o, app_argc, app_argv) < 0)
 		return 2;
-	if (!o.no_thp) {
+	if (o.thp) {
 		long marked = moq_lg_heap_hugepages(HEAP_RESERVE);
 		if (marked < 0 || o.verbose)
 			fprintf(stderr, "moqdp-load: heap on huge pages: %s (%ld MiB)\n",
