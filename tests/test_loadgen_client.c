@@ -358,6 +358,141 @@ START_TEST(bad_config_refused)
 }
 END_TEST
 
+/* Write @gen's due frames into @t (a track of the relay's own cache, a
+ * broadcast the relay publishes itself) up to @now. */
+static void relay_publish_due(struct moq_cache_track *t, struct moq_lg_gen *gen, uint8_t *buf,
+                              uint64_t now)
+{
+	while (moq_lg_gen_next(gen) <= now) {
+		struct moq_lg_frame_info fi;
+		int len = moq_lg_gen_frame(gen, now, buf, MOQ_LG_FRAME_MAX, &fi);
+		ck_assert_int_gt(len, 0);
+		struct moq_cache_group *g = NULL;
+		ck_assert_int_eq(moq_cache_group_open(t, fi.group, now, &g), 0);
+		ck_assert_int_eq(moq_cache_write_frame(g, fi.pts_us, buf, (size_t)len), 0);
+		moq_cache_group_finish(g);
+		moq_cache_group_unref(g);
+	}
+}
+
+/* Subscribers whose broadcast is not there yet are refused "not found" and
+ * retry every MOQ_LG_RETRY_NS (the client walks its subscribers only when a
+ * retry is due); once the relay has the broadcast every subscription gets
+ * through and every frame verifies, and the retries stop. */
+START_TEST(subscriptions_retried_until_announced)
+{
+	struct relay r;
+	relay_init(&r);
+	struct moq_quic_addr local = addr4("10.1.0.10", 5000);
+	struct moq_lg_client_cfg cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.subscribers = 3;
+	cfg.tracks[0] = moq_lg_track_audio(1);
+	cfg.ntracks = 1;
+	snprintf(cfg.broadcast, sizeof(cfg.broadcast), "loadgen/late");
+	cfg.relay = addr4("10.1.0.1", 4443);
+	cfg.locals = &local;
+	cfg.nlocals = 1;
+	int e = 0;
+	struct moq_lg_client *cl = moq_lg_client_create(&cfg, 1000000000ull, &e);
+	ck_assert_ptr_nonnull(cl);
+	struct moq_quic_link_config lc;
+	memset(&lc, 0, sizeof(lc));
+	lc.dir[0].delay_ns = lc.dir[1].delay_ns = 1000000;
+	lc.start_ns = 1000000000ull;
+	struct moq_quic_link *l = moq_quic_link_new(&lc, moq_lg_client_endpoint(cl), r.ep);
+	ck_assert_ptr_nonnull(l);
+
+	/* 0.7 s without the broadcast: refused, retried (~3 times each) */
+	run_for(l, cl, &r, &cfg.relay, &local, 700000000ull, NULL);
+	struct moq_lg_report rep;
+	struct moq_lg_client_extra ex;
+	moq_lg_client_report(cl, moq_quic_link_now(l), 0, &rep, &ex);
+	ck_assert_uint_eq(rep.subs_ready, 3);
+	ck_assert_uint_eq(rep.c.frames_ok, 0);
+	ck_assert_uint_ge(ex.sub_retries, 3 * 2);
+	ck_assert_uint_le(ex.sub_retries, 3 * 4);
+	ck_assert_uint_eq(ex.sub_refused, 0);
+
+	/* the relay publishes it itself, frames follow every 20 ms */
+	struct moq_cache_track *t = NULL;
+	struct moq_cache_track_cfg tc = {0};
+	ck_assert_int_eq(moq_cache_track_create(r.cache, "loadgen/late", 12, "audio", 5, &tc, &t),
+	                 0);
+	ck_assert_int_eq(moq_node_publish(r.node, "loadgen/late", 12, 1000000), 0);
+	struct moq_lg_gen gen;
+	uint64_t t0 = moq_quic_link_now(l);
+	moq_lg_gen_init(&gen, &cfg.tracks[0], t0, 7);
+	uint8_t *buf = malloc(MOQ_LG_FRAME_MAX);
+	ck_assert_ptr_nonnull(buf);
+	const uint8_t junk = 0;
+	uint64_t tick_due = 0;
+	while (moq_quic_link_now(l) < t0 + 1000000000ull) {
+		uint64_t now = moq_quic_link_now(l);
+		relay_publish_due(t, &gen, buf, now);
+		moq_lg_client_poll(cl, now);
+		moq_node_poll(r.node, now);
+		moq_cache_expire(r.cache, now);
+		/* keeps the link's clock from jumping past the next frame (as
+		 * run_for) */
+		if (now >= tick_due) {
+			ck_assert_int_eq(moq_quic_link_inject(l, 1, &junk, 1, &cfg.relay, &local),
+			                 0);
+			tick_due = now + 500000;
+		}
+		moq_quic_link_step(l);
+	}
+	uint64_t retries = 0;
+	moq_lg_client_report(cl, moq_quic_link_now(l), 0, &rep, &ex);
+	retries = ex.sub_retries;
+	ck_assert_uint_eq(moq_lg_counts_errors(&rep.c), 0);
+	/* ~1 s of 50 frames/s to each, less the first retry's wait */
+	ck_assert_uint_gt(rep.c.frames_ok, 3 * 30);
+	ck_assert_uint_eq(ex.sub_refused, 0);
+	/* no more retries once subscribed */
+	run_for(l, cl, &r, &cfg.relay, &local, 500000000ull, NULL);
+	moq_lg_client_report(cl, moq_quic_link_now(l), 0, &rep, &ex);
+	ck_assert_uint_eq(ex.sub_retries, retries);
+
+	free(buf);
+	moq_cache_track_unref(t);
+	moq_quic_link_free(l);
+	moq_lg_client_destroy(cl);
+	relay_free(&r);
+}
+END_TEST
+
+/* moq_lg_heap_hugepages in a child process (it changes malloc's settings
+ * for the rest of the process): bad sizes refused; a good one marks part of
+ * the brk heap (or nothing under a sanitizer's allocator) and malloc keeps
+ * working over it. */
+START_TEST(heap_hugepages)
+{
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int ok = moq_lg_heap_hugepages(1u << 20) == MOQ_ERR_INVAL &&
+		         moq_lg_heap_hugepages((size_t)2 << 30) == MOQ_ERR_INVAL;
+		long marked = moq_lg_heap_hugepages(64u << 20);
+		ok = ok && (marked >= 0 || marked == MOQ_ERR_IO) && marked <= (64l << 20);
+		for (int i = 0; ok && i < 64; i++) {
+			uint8_t *p = malloc(100000);
+			if (!p) {
+				ok = 0;
+				break;
+			}
+			memset(p, i, 100000);
+			ok = p[99999] == (uint8_t)i;
+			free(p);
+		}
+		_exit(ok ? 0 : 1);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+END_TEST
+
 Suite *loadgen_client_suite(void);
 Suite *loadgen_client_suite(void)
 {
@@ -369,6 +504,8 @@ Suite *loadgen_client_suite(void)
 	tcase_add_test(tc, bad_config_refused);
 	tcase_add_test(tc, origin_not_from_address);
 	tcase_add_test(tc, announce_reaches_relay);
+	tcase_add_test(tc, subscriptions_retried_until_announced);
+	tcase_add_test(tc, heap_hugepages);
 	suite_add_tcase(s, tc);
 	return s;
 }
