@@ -21,6 +21,7 @@
  *
  *   bench_loadgen_client [--subs N] [--tracks SPEC] [--seconds S] [--warm S]
  *                        [--step-us U] [--ramp R] [--tx-burst N] [--thp 0|1]
+ *                        [--relay-max-streams N]
  */
 #include <arpa/inet.h>
 #include <inttypes.h>
@@ -83,7 +84,7 @@ static uint64_t cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static int relay_init(struct relay *r, uint32_t max_conns)
+static int relay_init(struct relay *r, uint32_t max_conns, uint64_t max_streams)
 {
 	moq_cache_counting_init(&r->cnt);
 	struct moq_cache_cfg cc = {.alloc = moq_cache_counting_alloc(&r->cnt),
@@ -104,6 +105,7 @@ static int relay_init(struct relay *r, uint32_t max_conns)
 	        .max_conns = max_conns,
 	        .max_half_open = max_conns,
 	        .max_conns_per_addr = max_conns,
+	        .max_streams_uni = max_streams,
 	        .cb = moq_node_quic_callbacks(),
 	        .user = r->node,
 	        .retry = MOQ_QUIC_RETRY_NEVER,
@@ -217,13 +219,19 @@ static __attribute__((noinline, noclone)) void relay_steady_iter(struct bench *b
 static void usage(void)
 {
 	fprintf(stderr, "usage: bench_loadgen_client [--subs N] [--tracks SPEC] [--seconds S] "
-	                "[--warm S] [--step-us U] [--ramp R] [--tx-burst N] [--thp 0|1]\n");
+	                "[--warm S] [--step-us U] [--ramp R] [--tx-burst N] [--thp 0|1] "
+	                "[--relay-max-streams N]\n");
 }
 
 int main(int argc, char **argv)
 {
-	int thp = 0;                         /* as moqdp-load (--thp there) */
-	uint32_t subs = 100, tx_burst = 128; /* moqdp-load's TX_BATCH */
+	int thp = 0; /* as moqdp-load (--thp there) */
+	uint32_t subs = 100, tx_burst = 128;
+	/* uni streams the relay grants each connection (0 = quic/'s 1000, as
+	 * moqdp-relay's --max-streams): with ngtcp2 0.12.1 a received uni
+	 * stream is never closed, so the publisher runs out after 1000 groups
+	 * (~20 s of 50 audio groups/s) and every subscriber stalls */
+	uint64_t relay_streams = 0; /* moqdp-load's TX_BATCH */
 	double seconds = 1.0, warm = 0.5, ramp = 0;
 	uint64_t step = 20000; /* 20 us */
 	const char *tracks = "video:1M,audio";
@@ -243,6 +251,8 @@ int main(int argc, char **argv)
 			step = (uint64_t)(strtod(v, NULL) * 1000);
 		else if (!strcmp(argv[i], "--ramp"))
 			ramp = strtod(v, NULL);
+		else if (!strcmp(argv[i], "--relay-max-streams"))
+			relay_streams = strtoull(v, NULL, 10);
 		else if (!strcmp(argv[i], "--thp"))
 			thp = atoi(v);
 		else if (!strcmp(argv[i], "--tx-burst"))
@@ -265,7 +275,7 @@ int main(int argc, char **argv)
 	g_bench = &b;
 	b.tx_burst = tx_burst;
 	b.bufs = calloc(MAX_TX_BURST, sizeof(*b.bufs));
-	if (!b.bufs || relay_init(&b.r, subs + 16) < 0) {
+	if (!b.bufs || relay_init(&b.r, subs + 16, relay_streams) < 0) {
 		fprintf(stderr, "bench_loadgen_client: relay set-up failed\n");
 		return 1;
 	}
