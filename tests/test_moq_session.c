@@ -274,6 +274,15 @@ static void cb_group_end(struct moq_session *s, void *user, uint64_t id, uint64_
 	if (!u)
 		return;
 	g = grp_of(u, id, seq, 0);
+	if (!g && code >= 0) {
+		/* reset before its first frame (a group the publisher dropped
+		 * reaches us as its header and a RESET_STREAM): a reset */
+		u->groups_reset++;
+		if (id < 8)
+			u->reset_by_id[id]++;
+		u->resets_by_code[code < 64 ? code : 63]++;
+		return;
+	}
 	if (!g) {
 		u->errors++;
 		return;

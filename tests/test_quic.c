@@ -547,6 +547,61 @@ START_TEST(test_1000_streams)
 }
 END_TEST
 
+/* A peer's unidirectional streams are closed once read to their FIN, and
+ * each one closed gives the sender its stream credit back: with 8 streams
+ * granted the server sends 200 over time. ngtcp2 0.12.1 never closed them
+ * (scripts/patches/ngtcp2-0.12.1-remote-uni-close.patch): the 9th open was
+ * refused for good, and a publisher stalled after --max-streams groups. */
+#define UNI_GRANT 8
+#define UNI_TOTAL 200
+
+static int uni_round_done(void *arg)
+{
+	uint64_t want = *(uint64_t *)arg;
+
+	return cli.conns[0].rx_fins >= want && cli.conns[0].streams_closed >= want;
+}
+
+START_TEST(test_received_uni_streams_close)
+{
+	struct moq_quic_config c = base_cfg(MOQ_QUIC_CLIENT, &cli);
+	uint64_t sent = 0;
+	int rounds = 0;
+	static uint8_t bufs[UNI_TOTAL][100]; /* stream writes are zero-copy */
+
+	c.max_streams_uni = UNI_GRANT;
+	setup_pair(NULL, &c, NULL);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, both_established, NULL, 5ull * 1000000000), 0);
+	while (sent < UNI_TOTAL && rounds++ < 4 * UNI_TOTAL / UNI_GRANT) {
+		int64_t sid;
+		uint64_t n = 0;
+
+		/* every stream the credit allows now, each complete */
+		while (sent < UNI_TOTAL && moq_quic_stream_open(srv.conns[0].c, 0, &sid) == 0) {
+			uint8_t *buf = bufs[sent];
+			struct iovec iov = {buf, sizeof(bufs[0])};
+			for (size_t k = 0; k < sizeof(bufs[0]); k++)
+				buf[k] = pat(sid, k);
+			ck_assert_int_eq(moq_quic_stream_write(srv.conns[0].c, sid, &iov, 1, 1),
+			                 (long)sizeof(bufs[0]));
+			sent++;
+			n++;
+		}
+		ck_assert_uint_le(n, UNI_GRANT);
+		moq_quic_link_run(lnk, uni_round_done, &sent, 2ull * 1000000000);
+		/* and the MAX_STREAMS the closes earned reaches the server */
+		moq_quic_link_run(lnk, NULL, NULL, 50ull * 1000000);
+	}
+	ck_assert_uint_eq(sent, UNI_TOTAL);
+	ck_assert_uint_eq(cli.conns[0].rx_fins, UNI_TOTAL);
+	ck_assert_uint_eq(cli.conns[0].streams_closed, UNI_TOTAL);
+	ck_assert_uint_eq(cli.conns[0].rx_bytes, UNI_TOTAL * 100);
+	ck_assert_uint_eq(cli.conns[0].rx_bad_order, 0);
+	teardown_pair();
+}
+END_TEST
+
 /* Retry a key update while ngtcp2 is not ready (a few rounds). */
 static int update_soon(struct moq_quic_conn *c)
 {
@@ -2040,6 +2095,7 @@ Suite *quic_suite(void)
 	        {"test_transfer_bbr", test_transfer_bbr},
 	        {"test_stream_urgency", test_stream_urgency},
 	        {"test_1000_streams", test_1000_streams},
+	        {"test_received_uni_streams_close", test_received_uni_streams_close},
 	        {"test_key_update", test_key_update},
 	        {"test_retry", test_retry},
 	        {"test_retry_bad_token", test_retry_bad_token},
