@@ -88,6 +88,7 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->tx_pkts += st->tx_pkts;
 		s->tx_bytes += st->tx_bytes;
 		s->tx_drops += st->tx_drops + st->tx_nombuf + st->tx_unresolved;
+		s->tx_ring_full += st->tx_ring_full;
 		s->redirected += st->redirected;
 		s->redirect_drops += st->redirect_drops;
 		s->goaways += st->goaways;
@@ -339,7 +340,10 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	       s->rx_nombuf);
 	metric(&o, "rx_missed_total", "counter", "Frames the NIC dropped (imissed).", s->imissed);
 	metric(&o, "tx_dropped_total", "counter",
-	       "Frames not sent (ring full, no mbuf, unresolved).", s->tx_drops);
+	       "Frames not sent (TX buffer full, no mbuf, unresolved).", s->tx_drops);
+	metric(&o, "tx_ring_full_total", "counter",
+	       "TX bursts the ring did not take whole (the rest waits; no new packets meanwhile).",
+	       s->tx_ring_full);
 	metric(&o, "redirected_total", "counter", "Datagrams forwarded to their owner lcore.",
 	       s->redirected);
 	metric(&o, "redirect_dropped_total", "counter", "Datagrams for unknown or full lcores.",
@@ -564,6 +568,7 @@ static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *d
 	rte_tel_data_add_dict_u64(d, "rx_datagrams", s.rx_udp);
 	rte_tel_data_add_dict_u64(d, "rx_nombuf", s.rx_nombuf);
 	rte_tel_data_add_dict_u64(d, "tx_dropped", s.tx_drops);
+	rte_tel_data_add_dict_u64(d, "tx_ring_full", s.tx_ring_full);
 	rte_tel_data_add_dict_u64(d, "net_dropped", s.net_drops);
 	rte_tel_data_add_dict_u64(d, "redirected", s.redirected);
 	rte_tel_data_add_dict_u64(d, "redirect_dropped", s.redirect_drops);

@@ -129,29 +129,58 @@ static void announce_pending(struct moq_relay *r, struct relay_worker *w);
 
 /* TX -------------------------------------------------------------------- */
 
+/* Hand the queued frames to the port. What the ring does not take stays
+ * queued for the next iteration, and the worker makes no new QUIC packets
+ * while any is left (dpdk_poll): dropping them cost a loss, a retransmission
+ * and a congestion-window cut on the connection, all work the relay had
+ * already paid for (a memif peer or a NIC slower than the relay's burst). */
 static void tx_flush(struct moq_relay *r, struct relay_worker *w, unsigned int pi)
 {
 	uint16_t n = w->nb_tx[pi], sent;
 
 	if (n == 0)
 		return;
+	/* a full ring is asked again only after ~2 us: polling its indexes
+	 * as fast as the loop runs took the cache lines from the peer that
+	 * empties it (a memif load generator received a third less) */
+	if (w->tx_retry_tsc != 0 && n < MOQ_RELAY_TXBUF && rte_rdtsc() < w->tx_retry_tsc)
+		return;
+	w->tx_retry_tsc = 0;
 	sent = rte_eth_tx_burst(r->ports[pi].port_id, (uint16_t)w->id, w->tx[pi], n);
 	for (uint16_t i = 0; i < sent; i++) {
 		w->st.tx_pkts++;
 		w->st.tx_bytes += rte_pktmbuf_pkt_len(w->tx[pi][i]);
 	}
 	if (sent < n) {
-		w->st.tx_drops += n - sent;
-		rte_pktmbuf_free_bulk(&w->tx[pi][sent], n - sent);
+		w->st.tx_ring_full++;
+		w->tx_retry_tsc = rte_rdtsc() + rte_get_tsc_hz() / 500000;
+		memmove(&w->tx[pi][0], &w->tx[pi][sent], (size_t)(n - sent) * sizeof(w->tx[pi][0]));
 	}
-	w->nb_tx[pi] = 0;
+	w->nb_tx[pi] = (uint16_t)(n - sent);
 }
 
 static void tx_add(struct moq_relay *r, struct relay_worker *w, unsigned int pi, struct rte_mbuf *m)
 {
 	if (w->nb_tx[pi] == MOQ_RELAY_TXBUF)
 		tx_flush(r, w, pi);
+	if (w->nb_tx[pi] == MOQ_RELAY_TXBUF) { /* the ring still takes nothing */
+		rte_pktmbuf_free(m);
+		w->st.tx_drops++;
+		return;
+	}
 	w->tx[pi][w->nb_tx[pi]++] = m;
+}
+
+/* Frames left from an earlier flush on any port (the ring was full). */
+static int tx_backlog(struct moq_relay *r, struct relay_worker *w)
+{
+	for (unsigned int pi = 0; pi < r->nb_ports; pi++) {
+		if (w->nb_tx[pi] > 0)
+			tx_flush(r, w, pi);
+		if (w->nb_tx[pi] > 0)
+			return 1;
+	}
+	return 0;
 }
 
 /* Fill a burst of QUIC packets into fresh mbufs, wrap and queue them. */
@@ -279,8 +308,10 @@ static int dpdk_poll(struct moq_relay *r, struct relay_worker *w, uint64_t now)
 			work += moq_quic_endpoint_timers(w->ep, now);
 		/* fanout: pending subscriber data, expiry resets (moq.h) */
 		work += moq_node_poll(w->node, now);
-		/* a few bursts per iteration, then poll RX again */
-		for (int b = 0; b < 4 && moq_quic_endpoint_pending(w->ep); b++) {
+		/* a few bursts per iteration, then poll RX again; none while
+		 * the TX ring has not taken the last ones */
+		for (int b = 0; b < 4 && moq_quic_endpoint_pending(w->ep) && !tx_backlog(r, w);
+		     b++) {
 			int k = dpdk_send(r, w, now);
 
 			work += k;

@@ -45,7 +45,8 @@ struct moq_relay_stats {
 	uint64_t rx_l4_partial;                        /* accepted with a kernel partial checksum */
 	uint64_t rx_nombuf;                            /* ports' rte_eth_stats */
 	uint64_t imissed;
-	uint64_t tx_drops;       /* TX ring full / no mbuf */
+	uint64_t tx_drops;       /* TX buffer full / no mbuf */
+	uint64_t tx_ring_full;   /* TX ring full: packets held for the next iteration */
 	uint64_t redirected;     /* datagrams sent to their owner worker */
 	uint64_t redirect_drops; /* owner's ring full / unknown worker */
 	uint64_t busy_tsc, idle_tsc;

@@ -29,6 +29,7 @@
 struct relay_worker_stats {
 	uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes;
 	uint64_t tx_drops, tx_nombuf, tx_unresolved;
+	uint64_t tx_ring_full; /* flushes that left packets for the next iteration */
 	uint64_t redirected, redirected_in, redirect_drops;
 	uint64_t busy_tsc, idle_tsc;
 	uint64_t goaways, drain_closes; /* SIGQUIT: GOAWAY sent, connections closed */
@@ -57,6 +58,7 @@ struct relay_worker {
 	struct relay_kbuf *kbuf;     /* its datagram buffers */
 	int kgso;                    /* the kernel takes UDP_SEGMENT */
 	struct rte_mbuf *tx[MOQ_RELAY_MAX_PORTS][MOQ_RELAY_TXBUF];
+	uint64_t tx_retry_tsc; /* the ring was full: no flush before this TSC */
 	uint16_t nb_tx[MOQ_RELAY_MAX_PORTS];
 	struct relay_worker_stats st __rte_cache_aligned;
 	/* Open connections (for the drain): open addressing on the pointer,
