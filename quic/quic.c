@@ -6,6 +6,7 @@
  */
 #include "quic_int.h"
 
+#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -2773,5 +2774,18 @@ int moq_quic_stream_set_urgency(struct moq_quic_conn *c, int64_t sid, uint8_t ur
 	s->urgency = urgency;
 	if (was)
 		pend_add(c, s);
+	return 0;
+}
+
+int moq_quic_addr_ip4(const char *ip, uint16_t port, struct moq_quic_addr *out)
+{
+	if (out == NULL)
+		return MOQ_ERR_INVAL;
+	memset(out, 0, sizeof(*out));
+	if (ip == NULL || inet_pton(AF_INET, ip, &out->u.in4.sin_addr) != 1)
+		return MOQ_ERR_INVAL;
+	out->u.in4.sin_family = AF_INET;
+	out->u.in4.sin_port = htons(port);
+	out->len = sizeof(out->u.in4);
 	return 0;
 }

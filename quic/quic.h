@@ -393,6 +393,13 @@ int moq_quic_endpoint_reload_cert(struct moq_quic_endpoint *ep, const char *cert
  */
 char *moq_quic_fingerprint_str(const uint8_t fp[32], char *buf, size_t buflen);
 
+/*
+ * moq_quic_addr_ip4: fill @out with IPv4 address @ip (dotted quad) and UDP
+ * @port (host order). Returns 0, or MOQ_ERR_INVAL (@ip is not an IPv4
+ * address; @out is then zeroed).
+ */
+int moq_quic_addr_ip4(const char *ip, uint16_t port, struct moq_quic_addr *out);
+
 /* moq_quic_endpoint_worker: the worker id this endpoint encodes in its CIDs. */
 uint8_t moq_quic_endpoint_worker(const struct moq_quic_endpoint *ep);
 

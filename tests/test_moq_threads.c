@@ -47,11 +47,7 @@ static struct moq_quic_addr addr4(const char *ip, uint16_t port)
 {
 	struct moq_quic_addr a;
 
-	memset(&a, 0, sizeof(a));
-	a.u.in4.sin_family = AF_INET;
-	a.u.in4.sin_port = htons(port);
-	inet_pton(AF_INET, ip, &a.u.in4.sin_addr);
-	a.len = sizeof(a.u.in4);
+	moq_quic_addr_ip4(ip, port, &a);
 	return a;
 }
 

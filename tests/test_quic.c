@@ -199,11 +199,7 @@ static struct moq_quic_addr addr4(const char *ip, uint16_t port)
 {
 	struct moq_quic_addr a;
 
-	memset(&a, 0, sizeof(a));
-	a.u.in4.sin_family = AF_INET;
-	a.u.in4.sin_port = htons(port);
-	inet_pton(AF_INET, ip, &a.u.in4.sin_addr);
-	a.len = sizeof(a.u.in4);
+	moq_quic_addr_ip4(ip, port, &a);
 	return a;
 }
 
@@ -599,6 +595,23 @@ START_TEST(test_received_uni_streams_close)
 	ck_assert_uint_eq(cli.conns[0].rx_bytes, UNI_TOTAL * 100);
 	ck_assert_uint_eq(cli.conns[0].rx_bad_order, 0);
 	teardown_pair();
+}
+END_TEST
+
+START_TEST(test_addr_ip4)
+{
+	struct moq_quic_addr a;
+
+	ck_assert_int_eq(moq_quic_addr_ip4("10.1.2.3", 4443, &a), 0);
+	ck_assert_int_eq(a.u.in4.sin_family, AF_INET);
+	ck_assert_uint_eq(ntohs(a.u.in4.sin_port), 4443);
+	ck_assert_uint_eq(ntohl(a.u.in4.sin_addr.s_addr), 0x0a010203u);
+	ck_assert_uint_eq(a.len, sizeof(a.u.in4));
+	ck_assert_int_eq(moq_quic_addr_ip4("10.1.2", 1, &a), MOQ_ERR_INVAL);
+	ck_assert_uint_eq(a.len, 0);
+	ck_assert_int_eq(moq_quic_addr_ip4("::1", 1, &a), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_quic_addr_ip4(NULL, 1, &a), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_quic_addr_ip4("1.2.3.4", 1, NULL), MOQ_ERR_INVAL);
 }
 END_TEST
 
@@ -2096,6 +2109,7 @@ Suite *quic_suite(void)
 	        {"test_stream_urgency", test_stream_urgency},
 	        {"test_1000_streams", test_1000_streams},
 	        {"test_received_uni_streams_close", test_received_uni_streams_close},
+	        {"test_addr_ip4", test_addr_ip4},
 	        {"test_key_update", test_key_update},
 	        {"test_retry", test_retry},
 	        {"test_retry_bad_token", test_retry_bad_token},
