@@ -305,8 +305,8 @@ static int setup(void)
 	{
 		struct moq_quic_addr la = addr4("10.0.0.1", 19999), ra = addr4("10.0.0.2", 4443);
 		if (moq_cache_track_create(B.pcache, "live/room", 9, "video", 5, NULL, &B.vt) < 0 ||
-		    (B.audio &&
-		     moq_cache_track_create(B.pcache, "live/room", 9, "audio", 5, NULL, &B.at) < 0) ||
+		    (B.audio && moq_cache_track_create(B.pcache, "live/room", 9, "audio", 5, NULL,
+		                                       &B.at) < 0) ||
 		    moq_node_publish(B.client, "live/room", 9, 1000000) < 0 ||
 		    !moq_node_connect(B.client, B.cep, &la, &ra, NULL, MOQ_ROLE_PUBLISHER, NULL,
 		                      now(), &err))
@@ -339,7 +339,8 @@ static int setup(void)
 		B.subs[i].vid = moq_session_subscribe(B.subs[i].s, "live/room", 9, "video", 5, &p);
 		if (B.subs[i].vid < 0)
 			return -3;
-		if (B.audio && moq_session_subscribe(B.subs[i].s, "live/room", 9, "audio", 5, &p) < 0)
+		if (B.audio &&
+		    moq_session_subscribe(B.subs[i].s, "live/room", 9, "audio", 5, &p) < 0)
 			return -3;
 	}
 	return 0;

@@ -235,7 +235,7 @@ struct moq_session {
 	 * pass (moq_node_poll). */
 	struct gout *gdone;
 	uint8_t walk_all; /* the next fanout visit walks every live stream */
-	uint32_t ngouts; /* both lists: each holds a QUIC stream */
+	uint32_t ngouts;  /* both lists: each holds a QUIC stream */
 	uint64_t next_sub_id;
 	uint64_t unacked;          /* fanout bytes queued and not acknowledged */
 	uint64_t budget;           /* this poll's limit for unacked */

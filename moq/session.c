@@ -18,12 +18,12 @@
 /* Control path allocations only: sessions, streams, subscriptions. The data
  * path (frames) allocates nothing but pooled header chunks. */
 
-#define POOL_MAX   64            /* spare tx chunks kept per session */
-#define RECLAIM_NS 100000000ull  /* cache reclaim from poll every 100 ms */
-#define MIN_BUDGET (64u * 1024u) /* smallest per-session fanout budget */
-#define MAX_TINFO  1024u         /* TRACK_INFO answers a relay node keeps */
-#define FULL_NS    20000000ull   /* safety-net check of every session every 20 ms */
-#define FIN_CHECK_NS 100000000ull /* FIN'd streams with stale groups: every 100 ms */
+#define POOL_MAX     64            /* spare tx chunks kept per session */
+#define RECLAIM_NS   100000000ull  /* cache reclaim from poll every 100 ms */
+#define MIN_BUDGET   (64u * 1024u) /* smallest per-session fanout budget */
+#define MAX_TINFO    1024u         /* TRACK_INFO answers a relay node keeps */
+#define FULL_NS      20000000ull   /* safety-net check of every session every 20 ms */
+#define FIN_CHECK_NS 100000000ull  /* FIN'd streams with stale groups: every 100 ms */
 
 static void sess_fail(struct moq_session *s, uint64_t code);
 static void st_process(struct moq_session *s, struct mstream *st);
@@ -1899,8 +1899,7 @@ static bool sess_stale(struct moq_session *s)
 	for (struct gout **pp = &s->gouts, *go = *pp; go; pp = &go->next, go = *pp) {
 		while (go && gout_is_done(go))
 			go = gout_retire(s, pp);
-		if (go &&
-		    (go->fetch || moq_cache_group_status(go->g, NULL, NULL) != 0))
+		if (go && (go->fetch || moq_cache_group_status(go->g, NULL, NULL) != 0))
 			return true;
 		if (!go)
 			break;
