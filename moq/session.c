@@ -577,12 +577,26 @@ static void bcast_unlink(struct moq_node *n, struct bcast *bc)
 
 /* --------------------------------------------------------- upstreams */
 
+/* PROTOCOL.md, Priority: priority max, ordered only if all ask,
+ * max_latency max, start min, end max (any unbounded: unbounded). Grows
+ * aggregate @a by one subscriber's parameters @p. */
+static void agg_add(struct moq_subscribe_update *a, const struct moq_sub_params *p)
+{
+	if (p->priority > a->priority)
+		a->priority = p->priority;
+	a->ordered = a->ordered && p->ordered;
+	if (p->max_latency_ms > a->max_latency_ms)
+		a->max_latency_ms = p->max_latency_ms;
+	if (a->start != MOQ_GROUP_NONE && (p->start == MOQ_GROUP_NONE || p->start < a->start))
+		a->start = p->start;
+	if (a->end != MOQ_GROUP_NONE && (p->end == MOQ_GROUP_NONE || p->end > a->end))
+		a->end = p->end;
+}
+
 static void up_agg(struct upstream *up, struct moq_subscribe_update *a)
 {
 	bool first = true;
 
-	/* PROTOCOL.md, Priority: priority max, ordered only if all ask,
-	 * max_latency max, start min, end max (any unbounded: unbounded). */
 	memset(a, 0, sizeof(*a));
 	a->start = a->end = MOQ_GROUP_NONE;
 	for (struct dsub *d = up->dsubs; d; d = d->unext) {
@@ -593,16 +607,7 @@ static void up_agg(struct upstream *up, struct moq_subscribe_update *a)
 			first = false;
 			continue;
 		}
-		if (d->p.priority > a->priority)
-			a->priority = d->p.priority;
-		a->ordered = a->ordered && d->p.ordered;
-		if (d->p.max_latency_ms > a->max_latency_ms)
-			a->max_latency_ms = d->p.max_latency_ms;
-		if (a->start != MOQ_GROUP_NONE &&
-		    (d->p.start == MOQ_GROUP_NONE || d->p.start < a->start))
-			a->start = d->p.start;
-		if (a->end != MOQ_GROUP_NONE && (d->p.end == MOQ_GROUP_NONE || d->p.end > a->end))
-			a->end = d->p.end;
+		agg_add(a, &d->p);
 	}
 	/* A live subscriber (no start) needs the live edge: the upstream
 	 * subscription starts there too. */
@@ -759,15 +764,7 @@ static void up_added(struct upstream *up, const struct dsub *d)
 		up_changed(up);
 		return;
 	}
-	if (d->p.priority > a.priority)
-		a.priority = d->p.priority;
-	a.ordered = a.ordered && d->p.ordered;
-	if (d->p.max_latency_ms > a.max_latency_ms)
-		a.max_latency_ms = d->p.max_latency_ms;
-	if (a.start != MOQ_GROUP_NONE && (d->p.start == MOQ_GROUP_NONE || d->p.start < a.start))
-		a.start = d->p.start;
-	if (a.end != MOQ_GROUP_NONE && (d->p.end == MOQ_GROUP_NONE || d->p.end > a.end))
-		a.end = d->p.end;
+	agg_add(&a, &d->p);
 	up_apply(up, &a);
 }
 
@@ -1519,6 +1516,13 @@ static void gout_reset(struct moq_session *s, struct gout *go, uint64_t code)
 	}
 }
 
+/* Cache status of a group that went stale: expired, evicted or pushed out
+ * of the window; its stream is reset with err_code(). */
+static inline bool group_stale(int stc)
+{
+	return stc == MOQ_ERR_EVICTED || stc == MOQ_ERR_OLD || stc == MOQ_ERR_LAGGED;
+}
+
 static uint64_t err_code(int err)
 {
 	switch (err) {
@@ -1726,9 +1730,8 @@ static uint64_t gout_pump(struct moq_session *s, struct gout *go)
 		/* A short batch: the group may be complete and all read, then
 		 * the FIN goes with these bytes. */
 		if ((unsigned)cnt < batch) {
-			uint64_t gb;
 			uint32_t frames;
-			stc = moq_cache_group_status(go->g, &gb, &frames);
+			stc = moq_cache_group_status(go->g, NULL, &frames);
 			fin = stc == MOQ_ERR_CLOSED && go->cur.frame >= frames;
 		}
 		rc = moq_quic_stream_write(s->conn, go->st->sid, iov, ni, fin);
@@ -1935,13 +1938,14 @@ static int fanout_session(struct moq_session *s)
 	 * streams: past the budget the walk stops, except on the FIN_CHECK_NS
 	 * pass (walk_all). */
 	for (pp = &s->gouts; (go = *pp);) {
+		uint32_t frames = 0;
 		int stc;
 		if (gout_is_done(go)) {
 			gout_retire(s, pp);
 			continue;
 		}
-		stc = moq_cache_group_status(go->g, NULL, NULL);
-		if (stc == MOQ_ERR_EVICTED || stc == MOQ_ERR_OLD || stc == MOQ_ERR_LAGGED) {
+		stc = moq_cache_group_status(go->g, NULL, &frames);
+		if (group_stale(stc)) {
 			gout_reset(s, go, err_code(stc));
 			gout_retire(s, pp);
 			continue;
@@ -1952,16 +1956,12 @@ static int fanout_session(struct moq_session *s)
 				written++;
 		} else if (!all) {
 			break;
-		} else if (stc == MOQ_ERR_CLOSED) {
-			uint64_t bytes;
-			uint32_t frames;
-			moq_cache_group_status(go->g, &bytes, &frames);
-			if (go->cur.frame >= frames) {
-				uint64_t q = s->budget;
-				s->budget = UINT64_MAX;
-				gout_pump(s, go);
-				s->budget = q;
-			}
+		} else if (stc == MOQ_ERR_CLOSED && go->cur.frame >= frames) {
+			/* complete (its frame count final) and all sent: the FIN */
+			uint64_t q = s->budget;
+			s->budget = UINT64_MAX;
+			gout_pump(s, go);
+			s->budget = q;
 		}
 		if (*pp == go)
 			pp = &go->next;
@@ -3530,8 +3530,7 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 				if (go->reset || go->acked >= go->written)
 					continue;
 				stc = moq_cache_group_status(go->g, NULL, NULL);
-				if (stc == MOQ_ERR_EVICTED || stc == MOQ_ERR_OLD ||
-				    stc == MOQ_ERR_LAGGED) {
+				if (group_stale(stc)) {
 					gout_reset(s, go, err_code(stc));
 					sess_mark(s);
 				}
