@@ -22,6 +22,12 @@
 #define QUIC_CONN_MAX_TOKENS 8
 /* Size of a queued stateless reply slot (VN, Retry, reset, CLOSE). */
 #define QUIC_SL_SLOT 512
+/* RFC 9000, 10.3: a stateless reset is at least 21 bytes (1 + 4 unpredictable
+ * + 16 token); ngtcp2 wants >= 5 random bytes, so >= 22. Triggers of up to
+ * 43 bytes are answered one byte shorter (10.3, "Detecting a Stateless
+ * Reset"), longer ones with a random length below the trigger. */
+#define SRESET_MIN_LEN       (1 + NGTCP2_MIN_STATELESS_RESET_RANDLEN + NGTCP2_STATELESS_RESET_TOKENLEN)
+#define SRESET_SHORT_TRIGGER 43
 
 enum conn_state {
 	CS_HANDSHAKE = 0,
@@ -191,6 +197,116 @@ struct moq_quic_endpoint {
 	struct moq_quic_stats st;
 	uint64_t now; /* latest timestamp the caller gave */
 };
+
+/* ---------------------------------------------------------------- hashing */
+
+static inline uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	return x;
+}
+
+static uint64_t hash_bytes(uint64_t key, const uint8_t *p, size_t len)
+{
+	uint64_t h = key ^ (len * 0x9e3779b97f4a7c15ULL);
+	size_t i;
+
+	for (i = 0; i + 8 <= len; i += 8) {
+		uint64_t w;
+
+		memcpy(&w, p + i, 8);
+		h = mix64(h ^ w);
+	}
+	if (i < len) {
+		uint64_t w = 0;
+
+		memcpy(&w, p + i, len - i);
+		h = mix64(h ^ w ^ 0x5bd1e995);
+	}
+	return h;
+}
+
+/* ------------------------------------------------------------ ready list */
+
+static void ready_add(struct moq_quic_conn *c)
+{
+	struct moq_quic_endpoint *ep = c->ep;
+
+	if (c->in_ready || c->state == CS_DEAD || c->state == CS_DRAINING)
+		return;
+	c->in_ready = 1;
+	ep->rcount++;
+	c->rnext = NULL;
+	c->rprev = ep->rtail;
+	if (ep->rtail)
+		ep->rtail->rnext = c;
+	else
+		ep->rhead = c;
+	ep->rtail = c;
+}
+
+static void ready_del(struct moq_quic_conn *c)
+{
+	struct moq_quic_endpoint *ep = c->ep;
+
+	if (!c->in_ready)
+		return;
+	if (c->rprev)
+		c->rprev->rnext = c->rnext;
+	else
+		ep->rhead = c->rnext;
+	if (c->rnext)
+		c->rnext->rprev = c->rprev;
+	else
+		ep->rtail = c->rprev;
+	ep->rcount--;
+	c->in_ready = 0;
+	c->rnext = c->rprev = NULL;
+}
+
+static void pend_add(struct moq_quic_conn *c, struct quic_strm *s)
+{
+	if (s->in_pend || s->blocked || s->wr_closed)
+		return;
+	s->in_pend = 1;
+	s->pnext = NULL;
+	s->pprev = c->pend_tail[s->urgency];
+	if (c->pend_tail[s->urgency])
+		c->pend_tail[s->urgency]->pnext = s;
+	else
+		c->pend_head[s->urgency] = s;
+	c->pend_tail[s->urgency] = s;
+	c->npend++;
+	c->pend_mask |= (uint8_t)(1u << s->urgency);
+}
+
+static void pend_del(struct moq_quic_conn *c, struct quic_strm *s)
+{
+	if (!s->in_pend)
+		return;
+	if (s->pprev)
+		s->pprev->pnext = s->pnext;
+	else
+		c->pend_head[s->urgency] = s->pnext;
+	if (s->pnext)
+		s->pnext->pprev = s->pprev;
+	else
+		c->pend_tail[s->urgency] = s->pprev;
+	if (c->pend_head[s->urgency] == NULL)
+		c->pend_mask &= (uint8_t) ~(1u << s->urgency);
+	s->in_pend = 0;
+	s->pnext = s->pprev = NULL;
+	c->npend--;
+}
+
+static int strm_has_unsent(const struct quic_strm *s)
+{
+	return s->sent_off < s->end_off || (s->fin_queued && !s->fin_sent);
+}
 
 int quic_tls_ctx_new(struct moq_quic_endpoint *ep);
 void quic_tls_ctx_free(struct moq_quic_endpoint *ep);

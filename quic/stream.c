@@ -1,0 +1,331 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * stream.c: streams: the map by id, the zero-copy send queues of caller
+ * memory, spare stream records, and the moq_quic_stream_* calls.
+ */
+#include "quic_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Stream map initial size (power of two). */
+#define SMAP_INIT 16
+
+/* -------------------------------------------------------------- streams */
+
+static uint32_t smap_slot(const struct moq_quic_conn *c, int64_t id)
+{
+	return (uint32_t)mix64((uint64_t)id) & (c->smap_cap - 1);
+}
+
+static struct quic_strm *smap_find(const struct moq_quic_conn *c, int64_t id)
+{
+	uint32_t i;
+
+	if (c->smap_cap == 0)
+		return NULL;
+	i = smap_slot(c, id);
+	for (;;) {
+		struct quic_strm *s = c->smap[i];
+
+		if (s == NULL)
+			return NULL;
+		if (s->id == id)
+			return s;
+		i = (i + 1) & (c->smap_cap - 1);
+	}
+}
+
+static int smap_put_raw(struct quic_strm **map, uint32_t cap, struct quic_strm *s)
+{
+	uint32_t i = (uint32_t)mix64((uint64_t)s->id) & (cap - 1);
+
+	while (map[i] != NULL)
+		i = (i + 1) & (cap - 1);
+	map[i] = s;
+	return 0;
+}
+
+static int smap_add(struct moq_quic_conn *c, struct quic_strm *s)
+{
+	if ((c->smap_n + 1) * 2 > c->smap_cap) {
+		uint32_t ncap = c->smap_cap ? c->smap_cap * 2 : SMAP_INIT, i;
+		struct quic_strm **nm = calloc(ncap, sizeof(*nm));
+
+		if (nm == NULL)
+			return MOQ_ERR_NOMEM;
+		for (i = 0; i < c->smap_cap; i++)
+			if (c->smap[i])
+				smap_put_raw(nm, ncap, c->smap[i]);
+		free(c->smap);
+		c->smap = nm;
+		c->smap_cap = ncap;
+	}
+	smap_put_raw(c->smap, c->smap_cap, s);
+	c->smap_n++;
+	return 0;
+}
+
+static void smap_del(struct moq_quic_conn *c, int64_t id)
+{
+	uint32_t mask = c->smap_cap - 1, i, j;
+
+	if (c->smap_cap == 0)
+		return;
+	i = smap_slot(c, id);
+	for (;;) {
+		if (c->smap[i] == NULL)
+			return;
+		if (c->smap[i]->id == id)
+			break;
+		i = (i + 1) & mask;
+	}
+	j = i;
+	for (;;) {
+		uint32_t h;
+
+		j = (j + 1) & mask;
+		if (c->smap[j] == NULL)
+			break;
+		h = smap_slot(c, c->smap[j]->id);
+		if ((j > i && (h <= i || h > j)) || (j < i && (h <= i && h > j))) {
+			c->smap[i] = c->smap[j];
+			i = j;
+		}
+	}
+	c->smap[i] = NULL;
+	c->smap_n--;
+}
+
+/* Stream records are recycled per endpoint with their entry arrays: moq-lite
+ * opens a stream per group, and audio has a group per frame (50 streams a
+ * second per subscriber): a calloc and a realloc per stream were 11% of the
+ * relay's fanout instructions (bench_moq_fanout --subs 1000 --audio). */
+#define STRM_SPARE_MAX  4096u
+#define STRM_SPARE_ENTS 64u /* larger entry arrays are not kept */
+
+/* A zeroed stream record: a spare one (keeping its entry array) or a new one. */
+static struct quic_strm *strm_get(struct moq_quic_endpoint *ep)
+{
+	struct quic_strm *s = ep->sfree;
+
+	if (s != NULL) {
+		struct sq_ent *ents = s->ents;
+		uint32_t cap = s->cap;
+
+		ep->sfree = s->pnext;
+		ep->nsfree--;
+		memset(s, 0, sizeof(*s));
+		s->ents = ents;
+		s->cap = cap;
+	} else if ((s = calloc(1, sizeof(*s))) == NULL) {
+		return NULL;
+	}
+	s->urgency = MOQ_QUIC_URGENCY_DEFAULT;
+	return s;
+}
+
+/* Back to the spares (or freed): @s is in no list or map. */
+static void strm_put(struct moq_quic_endpoint *ep, struct quic_strm *s)
+{
+	if (ep->nsfree < STRM_SPARE_MAX && s->cap <= STRM_SPARE_ENTS) {
+		s->pnext = ep->sfree;
+		ep->sfree = s;
+		ep->nsfree++;
+		return;
+	}
+	free(s->ents);
+	free(s);
+}
+
+static struct quic_strm *strm_new(struct moq_quic_conn *c, int64_t id)
+{
+	struct quic_strm *s = strm_get(c->ep);
+
+	if (s == NULL)
+		return NULL;
+	s->id = id;
+	if (smap_add(c, s) != 0) {
+		strm_put(c->ep, s);
+		return NULL;
+	}
+	return s;
+}
+
+static void strm_free(struct moq_quic_conn *c, struct quic_strm *s)
+{
+	pend_del(c, s);
+	smap_del(c, s->id);
+	strm_put(c->ep, s);
+}
+
+/* Drop fully acknowledged entries from the front. */
+static void strm_ack(struct quic_strm *s, uint64_t acked)
+{
+	if (acked <= s->acked_off)
+		return;
+	s->acked_off = acked;
+	while (s->head < s->n && s->head_off + s->ents[s->head].len <= acked &&
+	       s->head < s->send_idx) {
+		s->head_off += s->ents[s->head].len;
+		s->head++;
+	}
+	if (s->head == s->n) {
+		s->send_idx -= s->head;
+		s->n = s->head = 0;
+	} else if (s->head > 32 && s->head * 2 > s->n) {
+		memmove(s->ents, s->ents + s->head, (s->n - s->head) * sizeof(*s->ents));
+		s->n -= s->head;
+		s->send_idx -= s->head;
+		s->head = 0;
+	}
+}
+
+int moq_quic_stream_open(struct moq_quic_conn *c, int bidi, int64_t *sid)
+{
+	struct quic_strm *s;
+	int64_t id;
+	int rv;
+
+	if (c == NULL || sid == NULL)
+		return MOQ_ERR_INVAL;
+	if (c->state != CS_ESTABLISHED || c->notified)
+		return MOQ_ERR_STATE;
+	s = strm_get(c->ep);
+	if (s == NULL)
+		return MOQ_ERR_NOMEM;
+	rv = bidi ? ngtcp2_conn_open_bidi_stream(c->q, &id, s)
+	          : ngtcp2_conn_open_uni_stream(c->q, &id, s);
+	if (rv != 0) {
+		strm_put(c->ep, s);
+		if (rv == NGTCP2_ERR_STREAM_ID_BLOCKED) {
+			c->ep->st.refused_streams++;
+			return MOQ_ERR_AGAIN;
+		}
+		return MOQ_ERR_NOMEM;
+	}
+	s->id = id;
+	if (smap_add(c, s) != 0) {
+		ngtcp2_conn_set_stream_user_data(c->q, id, NULL);
+		ngtcp2_conn_shutdown_stream(c->q, id, 0);
+		strm_put(c->ep, s);
+		return MOQ_ERR_NOMEM;
+	}
+	*sid = id;
+	return 0;
+}
+
+long moq_quic_stream_write(struct moq_quic_conn *c, int64_t sid, const struct iovec *iov,
+                           size_t iovcnt, int fin)
+{
+	struct quic_strm *s;
+	size_t k, need = 0;
+	long total = 0;
+
+	if (c == NULL || (iov == NULL && iovcnt > 0))
+		return MOQ_ERR_INVAL;
+	if (c->state != CS_ESTABLISHED || c->notified)
+		return MOQ_ERR_STATE;
+	s = smap_find(c, sid);
+	/* a receive-only stream: the peer's unidirectional one */
+	if (s == NULL || (!ngtcp2_is_bidi_stream(sid) && !ngtcp2_conn_is_local_stream(c->q, sid)))
+		return MOQ_ERR_NOTFOUND;
+	if (s->fin_queued || s->wr_closed)
+		return MOQ_ERR_CLOSED;
+	for (k = 0; k < iovcnt; k++)
+		if (iov[k].iov_len > 0)
+			need++;
+	if (s->n + need > s->cap) {
+		uint32_t ncap = s->cap ? s->cap : 8;
+		struct sq_ent *ne;
+
+		/* reclaim acknowledged entries first */
+		if (s->head > 0) {
+			memmove(s->ents, s->ents + s->head, (s->n - s->head) * sizeof(*s->ents));
+			s->n -= s->head;
+			s->send_idx -= s->head;
+			s->head = 0;
+		}
+		while (s->n + need > ncap)
+			ncap *= 2;
+		if (ncap != s->cap) {
+			ne = realloc(s->ents, ncap * sizeof(*ne));
+			if (ne == NULL)
+				return MOQ_ERR_NOMEM;
+			s->ents = ne;
+			s->cap = ncap;
+		}
+	}
+	for (k = 0; k < iovcnt; k++) {
+		if (iov[k].iov_len == 0)
+			continue;
+		s->ents[s->n].base = iov[k].iov_base;
+		s->ents[s->n].len = iov[k].iov_len;
+		s->n++;
+		s->end_off += iov[k].iov_len;
+		total += (long)iov[k].iov_len;
+	}
+	if (fin)
+		s->fin_queued = 1;
+	if (strm_has_unsent(s))
+		pend_add(c, s);
+	ready_add(c);
+	return total;
+}
+
+long moq_quic_stream_queued(const struct moq_quic_conn *c, int64_t sid)
+{
+	const struct quic_strm *s = c ? smap_find(c, sid) : NULL;
+
+	if (s == NULL)
+		return MOQ_ERR_NOTFOUND;
+	return (long)(s->end_off - s->acked_off);
+}
+
+int moq_quic_stream_reset(struct moq_quic_conn *c, int64_t sid, uint64_t app_err)
+{
+	struct quic_strm *s;
+
+	if (c == NULL || c->state >= CS_CLOSING)
+		return MOQ_ERR_NOTFOUND;
+	s = smap_find(c, sid);
+	if (s == NULL)
+		return MOQ_ERR_NOTFOUND;
+	/* RFC 9000, 19.4: RESET_STREAM abandons what was not delivered. */
+	if (ngtcp2_conn_shutdown_stream_write(c->q, sid, app_err) != 0)
+		return MOQ_ERR_NOTFOUND;
+	s->wr_closed = 1;
+	s->local_reset = 1;
+	pend_del(c, s);
+	ready_add(c);
+	return 0;
+}
+
+int moq_quic_stream_stop_sending(struct moq_quic_conn *c, int64_t sid, uint64_t app_err)
+{
+	if (c == NULL || c->state >= CS_CLOSING || smap_find(c, sid) == NULL)
+		return MOQ_ERR_NOTFOUND;
+	/* RFC 9000, 19.5 */
+	if (ngtcp2_conn_shutdown_stream_read(c->q, sid, app_err) != 0)
+		return MOQ_ERR_NOTFOUND;
+	ready_add(c);
+	return 0;
+}
+
+int moq_quic_stream_set_urgency(struct moq_quic_conn *c, int64_t sid, uint8_t urgency)
+{
+	struct quic_strm *s;
+	int was;
+
+	if (c == NULL || urgency >= MOQ_QUIC_URGENCY_LEVELS)
+		return MOQ_ERR_INVAL;
+	s = smap_find(c, sid);
+	if (s == NULL)
+		return MOQ_ERR_NOTFOUND;
+	was = s->in_pend;
+	pend_del(c, s);
+	s->urgency = urgency;
+	if (was)
+		pend_add(c, s);
+	return 0;
+}

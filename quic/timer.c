@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * timer.c: the timer heap: each connection keyed by its next expiry
+ * (ngtcp2's, or the end of its closing / draining period).
+ */
+#include "quic_int.h"
+
+/* ------------------------------------------------------------ timer heap */
+
+static void heap_swap(struct moq_quic_endpoint *ep, uint32_t a, uint32_t b)
+{
+	struct moq_quic_conn *t = ep->heap[a];
+
+	ep->heap[a] = ep->heap[b];
+	ep->heap[b] = t;
+	ep->heap[a]->hidx = a;
+	ep->heap[b]->hidx = b;
+}
+
+static void heap_up(struct moq_quic_endpoint *ep, uint32_t i)
+{
+	while (i > 0) {
+		uint32_t p = (i - 1) / 2;
+
+		if (ep->heap[p]->hkey <= ep->heap[i]->hkey)
+			break;
+		heap_swap(ep, p, i);
+		i = p;
+	}
+}
+
+static void heap_down(struct moq_quic_endpoint *ep, uint32_t i)
+{
+	for (;;) {
+		uint32_t l = 2 * i + 1, r = l + 1, m = i;
+
+		if (l < ep->heap_n && ep->heap[l]->hkey < ep->heap[m]->hkey)
+			m = l;
+		if (r < ep->heap_n && ep->heap[r]->hkey < ep->heap[m]->hkey)
+			m = r;
+		if (m == i)
+			return;
+		heap_swap(ep, i, m);
+		i = m;
+	}
+}
+
+static void heap_remove(struct moq_quic_endpoint *ep, struct moq_quic_conn *c)
+{
+	uint32_t i = c->hidx;
+
+	if (i == UINT32_MAX)
+		return;
+	ep->heap_n--;
+	if (i != ep->heap_n) {
+		ep->heap[i] = ep->heap[ep->heap_n];
+		ep->heap[i]->hidx = i;
+		heap_down(ep, i);
+		heap_up(ep, i);
+	}
+	c->hidx = UINT32_MAX;
+}
+
+/* The heap holds max_conns entries (allocated up front). */
+static void heap_set(struct moq_quic_endpoint *ep, struct moq_quic_conn *c, uint64_t key)
+{
+	if (key == UINT64_MAX) {
+		heap_remove(ep, c);
+		return;
+	}
+	if (c->hidx == UINT32_MAX) {
+		c->hidx = ep->heap_n++;
+		ep->heap[c->hidx] = c;
+		c->hkey = key;
+		heap_up(ep, c->hidx);
+		return;
+	}
+	c->hkey = key;
+	heap_down(ep, c->hidx);
+	heap_up(ep, c->hidx);
+}
+
+static void conn_update_timer(struct moq_quic_conn *c)
+{
+	uint64_t key;
+
+	if (c->state == CS_DEAD)
+		key = 0;
+	else if (c->state >= CS_CLOSING)
+		key = c->deadline;
+	else
+		key = ngtcp2_conn_get_expiry(c->q);
+	heap_set(c->ep, c, key);
+}
+
+int moq_quic_endpoint_timers(struct moq_quic_endpoint *ep, uint64_t now)
+{
+	int done = 0;
+
+	if (ep == NULL)
+		return MOQ_ERR_INVAL;
+	ep->now = now;
+	while (ep->heap_n > 0 && ep->heap[0]->hkey <= now) {
+		struct moq_quic_conn *c = ep->heap[0];
+		int rv;
+
+		done++;
+		if (c->state >= CS_CLOSING) {
+			/* end of the closing / draining period */
+			conn_free(c);
+			continue;
+		}
+		c->in_ng = 1;
+		rv = ngtcp2_conn_handle_expiry(c->q, now);
+		c->in_ng = 0;
+		if (rv != 0)
+			conn_fail(c, rv, now);
+		else
+			conn_after_ng(c, now);
+		if (c->state == CS_DEAD) {
+			conn_free(c);
+			continue;
+		}
+		ready_add(c);
+		conn_update_timer(c);
+		/* an expiry ngtcp2 does not clear (pacing) is retried by _send */
+		if (c->hidx != UINT32_MAX && c->hkey <= now)
+			heap_set(ep, c, now + 1);
+	}
+	return done;
+}
+
+uint64_t moq_quic_endpoint_next_expiry(const struct moq_quic_endpoint *ep)
+{
+	if (ep == NULL || ep->heap_n == 0)
+		return UINT64_MAX;
+	return ep->heap[0]->hkey;
+}
