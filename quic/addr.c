@@ -28,8 +28,7 @@ static int addr_key(const struct moq_quic_addr *a, uint8_t *fam, uint8_t ip[16])
 }
 
 /* Find (or with @create, make) the entry of @a's IP; NULL when full. */
-static struct addr_ent *atab_get(struct moq_quic_endpoint *ep, const struct moq_quic_addr *a,
-                                 int create)
+struct addr_ent *atab_get(struct moq_quic_endpoint *ep, const struct moq_quic_addr *a, int create)
 {
 	uint8_t fam, ip[16];
 	uint32_t mask = ep->atab_cap - 1, i, n;
@@ -57,7 +56,7 @@ static struct addr_ent *atab_get(struct moq_quic_endpoint *ep, const struct moq_
 
 /* Entries are never removed (count drops to 0) to keep probing simple; the
  * table is rebuilt when it fills with zero-count entries. */
-static void atab_compact(struct moq_quic_endpoint *ep)
+void atab_compact(struct moq_quic_endpoint *ep)
 {
 	struct addr_ent *old = ep->atab;
 	uint32_t i, cap = ep->atab_cap;

@@ -120,7 +120,7 @@ static void *mem_realloc(void *ptr, size_t size, void *user_data)
 	return np;
 }
 
-static int mem_init(struct moq_quic_endpoint *ep)
+int mem_init(struct moq_quic_endpoint *ep)
 {
 	ep->mem_cache = calloc(1, sizeof(struct quic_mem));
 	if (ep->mem_cache == NULL)
@@ -133,7 +133,7 @@ static int mem_init(struct moq_quic_endpoint *ep)
 	return 0;
 }
 
-static void mem_fini(struct moq_quic_endpoint *ep)
+void mem_fini(struct moq_quic_endpoint *ep)
 {
 	struct quic_mem *m = ep->mem_cache;
 	int c;

@@ -19,8 +19,8 @@ static uint32_t ktab_slot(const struct moq_quic_endpoint *ep, const struct ktab 
 	return (uint32_t)hash_bytes(ep->hash_key, id, len) & (t->cap - 1);
 }
 
-static struct moq_quic_conn *ktab_find(const struct moq_quic_endpoint *ep, const struct ktab *t,
-                                       const uint8_t *id, size_t len)
+struct moq_quic_conn *ktab_find(const struct moq_quic_endpoint *ep, const struct ktab *t,
+                                const uint8_t *id, size_t len)
 {
 	uint32_t i = ktab_slot(ep, t, id, len);
 
@@ -96,7 +96,7 @@ static void ktab_del(const struct moq_quic_endpoint *ep, struct ktab *t, const u
 	t->n--;
 }
 
-static int ktab_init(struct ktab *t, uint64_t entries)
+int ktab_init(struct ktab *t, uint64_t entries)
 {
 	t->cap = 16;
 	while (t->cap < entries * 2 && t->cap < (1u << 30))
@@ -107,7 +107,7 @@ static int ktab_init(struct ktab *t, uint64_t entries)
 	return t->keys && t->vals ? 0 : MOQ_ERR_NOMEM;
 }
 
-static void ktab_fini(struct ktab *t)
+void ktab_fini(struct ktab *t)
 {
 	free(t->keys);
 	free(t->vals);
@@ -115,15 +115,14 @@ static void ktab_fini(struct ktab *t)
 	t->vals = NULL;
 }
 
-static struct moq_quic_conn *ctab_find(const struct moq_quic_endpoint *ep, const uint8_t *id,
-                                       size_t len)
+struct moq_quic_conn *ctab_find(const struct moq_quic_endpoint *ep, const uint8_t *id, size_t len)
 {
 	return ktab_find(ep, &ep->ctab, id, len);
 }
 
 /* The peer's stateless reset tokens (RFC 9000, 10.3.1: a datagram whose
  * last 16 bytes match one is a reset for that connection). */
-static void conn_add_token(struct moq_quic_conn *c, const uint8_t *token)
+void conn_add_token(struct moq_quic_conn *c, const uint8_t *token)
 {
 	uint32_t i;
 
@@ -137,7 +136,7 @@ static void conn_add_token(struct moq_quic_conn *c, const uint8_t *token)
 	memcpy(c->tokens[c->ntokens++], token, NGTCP2_STATELESS_RESET_TOKENLEN);
 }
 
-static void conn_del_token(struct moq_quic_conn *c, const uint8_t *token)
+void conn_del_token(struct moq_quic_conn *c, const uint8_t *token)
 {
 	uint32_t i;
 
@@ -151,7 +150,7 @@ static void conn_del_token(struct moq_quic_conn *c, const uint8_t *token)
 	}
 }
 
-static int conn_add_cid(struct moq_quic_conn *c, const uint8_t *id, size_t len)
+int conn_add_cid(struct moq_quic_conn *c, const uint8_t *id, size_t len)
 {
 	int rv;
 
@@ -166,7 +165,7 @@ static int conn_add_cid(struct moq_quic_conn *c, const uint8_t *id, size_t len)
 	return 0;
 }
 
-static void conn_del_cid(struct moq_quic_conn *c, const uint8_t *id, size_t len)
+void conn_del_cid(struct moq_quic_conn *c, const uint8_t *id, size_t len)
 {
 	uint32_t i;
 

@@ -96,7 +96,7 @@ static void info_from_ccerr(struct moq_quic_close_info *info,
 }
 
 /* Tell the application once; afterwards no callback reaches it for @c. */
-static void conn_notify(struct moq_quic_conn *c, struct moq_quic_close_info *info)
+void conn_notify(struct moq_quic_conn *c, struct moq_quic_close_info *info)
 {
 	struct moq_quic_endpoint *ep = c->ep;
 
@@ -128,7 +128,7 @@ static void conn_notify_ccerr(struct moq_quic_conn *c, int local)
 	conn_notify(c, &info);
 }
 
-static void conn_half_open_done(struct moq_quic_conn *c)
+void conn_half_open_done(struct moq_quic_conn *c)
 {
 	if (c->half_open) {
 		c->half_open = 0;
@@ -138,8 +138,8 @@ static void conn_half_open_done(struct moq_quic_conn *c)
 
 /* Enter the closing period with @e (RFC 9000, 10.2.1): one CONNECTION_CLOSE
  * is written now and resent (rate-limited) while packets keep arriving. */
-static void conn_start_closing(struct moq_quic_conn *c, const ngtcp2_connection_close_error *e,
-                               uint64_t now)
+void conn_start_closing(struct moq_quic_conn *c, const ngtcp2_connection_close_error *e,
+                        uint64_t now)
 {
 	ngtcp2_path_storage ps;
 	ngtcp2_pkt_info pi;
@@ -197,7 +197,7 @@ static void conn_drop(struct moq_quic_conn *c, struct moq_quic_close_info *info)
 }
 
 /* Handle a fatal ngtcp2 error @rv on @c (RFC 9000, 10.2). */
-static void conn_fail(struct moq_quic_conn *c, int rv, uint64_t now)
+void conn_fail(struct moq_quic_conn *c, int rv, uint64_t now)
 {
 	ngtcp2_connection_close_error e;
 	struct moq_quic_close_info info;
@@ -269,7 +269,7 @@ static void conn_fail(struct moq_quic_conn *c, int rv, uint64_t now)
 }
 
 /* Finish an application close requested during a callback. */
-static void conn_after_ng(struct moq_quic_conn *c, uint64_t now)
+void conn_after_ng(struct moq_quic_conn *c, uint64_t now)
 {
 	if (c->close_req && c->state < CS_CLOSING) {
 		ngtcp2_connection_close_error e;
@@ -282,7 +282,7 @@ static void conn_after_ng(struct moq_quic_conn *c, uint64_t now)
 	}
 }
 
-static void conn_free(struct moq_quic_conn *c)
+void conn_free(struct moq_quic_conn *c)
 {
 	struct moq_quic_endpoint *ep = c->ep;
 	uint32_t i;

@@ -29,7 +29,7 @@ static void rand_cb(uint8_t *dest, size_t destlen, const ngtcp2_rand_ctx *rand_c
 }
 
 /* Our CID format: byte 0 = owning worker, bytes 1.. = CSPRNG output. */
-static void make_cid(struct moq_quic_endpoint *ep, ngtcp2_cid *cid)
+void make_cid(struct moq_quic_endpoint *ep, ngtcp2_cid *cid)
 {
 	cid->datalen = MOQ_QUIC_CID_LEN;
 	quic_rand(ep, cid->data + 1, MOQ_QUIC_CID_LEN - 1);
@@ -291,7 +291,7 @@ static void log_cb(void *user_data, const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-static void setup_callbacks(struct moq_quic_endpoint *ep)
+void setup_callbacks(struct moq_quic_endpoint *ep)
 {
 	ngtcp2_callbacks *cb = &ep->cbs;
 
@@ -328,7 +328,7 @@ static void setup_callbacks(struct moq_quic_endpoint *ep)
 	cb->dcid_status = dcid_status_cb;
 }
 
-static void settings_init(struct moq_quic_endpoint *ep, ngtcp2_settings *s, uint64_t now)
+void settings_init(struct moq_quic_endpoint *ep, ngtcp2_settings *s, uint64_t now)
 {
 	ngtcp2_settings_default(s);
 	s->initial_ts = now;
@@ -352,7 +352,7 @@ static void settings_init(struct moq_quic_endpoint *ep, ngtcp2_settings *s, uint
 		s->log_printf = log_cb;
 }
 
-static void params_init(struct moq_quic_endpoint *ep, ngtcp2_transport_params *p)
+void params_init(struct moq_quic_endpoint *ep, ngtcp2_transport_params *p)
 {
 	ngtcp2_transport_params_default(p);
 	p->initial_max_stream_data_bidi_local = ep->cfg.max_stream_data;
@@ -365,9 +365,8 @@ static void params_init(struct moq_quic_endpoint *ep, ngtcp2_transport_params *p
 	p->active_connection_id_limit = ACTIVE_CID_LIMIT;
 }
 
-static struct moq_quic_conn *conn_alloc(struct moq_quic_endpoint *ep,
-                                        const struct moq_quic_addr *local,
-                                        const struct moq_quic_addr *remote, void *user)
+struct moq_quic_conn *conn_alloc(struct moq_quic_endpoint *ep, const struct moq_quic_addr *local,
+                                 const struct moq_quic_addr *remote, void *user)
 {
 	struct moq_quic_conn *c = calloc(1, sizeof(*c));
 
@@ -388,8 +387,8 @@ static struct moq_quic_conn *conn_alloc(struct moq_quic_endpoint *ep,
 	return c;
 }
 
-static void path_of(ngtcp2_path *path, const struct moq_quic_addr *local,
-                    const struct moq_quic_addr *remote)
+void path_of(ngtcp2_path *path, const struct moq_quic_addr *local,
+             const struct moq_quic_addr *remote)
 {
 	memset(path, 0, sizeof(*path));
 	path->local.addr = (ngtcp2_sockaddr *)(uintptr_t)&local->u.sa;

@@ -1,19 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * quic.c: the QUIC endpoint: CID table, version negotiation, Retry,
- * stateless reset, limits, connections (ngtcp2 callbacks), zero-copy stream
- * send queues, the burst write loop and the timer heap.
+ * endpoint.c: the QUIC endpoint: its configuration and limits, the
+ * worker a datagram belongs to, each datagram routed by CID (or answered
+ * with version negotiation, Retry, a refusal or a stateless reset), server
+ * accept and client connect, stats. The other concerns have their own files:
+ * conn.c, stream.c, send.c, timer.c, close.c, cid.c, addr.c, stateless.c,
+ * alloc.c, tls.c.
  */
 #include "quic_int.h"
 
-#include <arpa/inet.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <ngtcp2/ngtcp2_crypto_wolfssl.h>
-
 
 /* Defaults (quic.h documents them). */
 #define DEF_MAX_CONNS      1024

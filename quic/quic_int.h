@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * quic_int.h: private structures of the QUIC endpoint (quic.c, tls.c).
+ * quic_int.h: private structures of the QUIC endpoint, the helpers the
+ * files of quic/ share, and the hot small ones as static inline (hashing,
+ * the ready list, the pending-stream list).
  */
 #ifndef MOQ_QUIC_QUIC_INT_H
 #define MOQ_QUIC_QUIC_INT_H
 
 #include "quic.h"
+
+#include <string.h>
 
 #include <wolfssl/options.h>
 #include <wolfssl/ssl.h>
@@ -210,7 +214,7 @@ static inline uint64_t mix64(uint64_t x)
 	return x;
 }
 
-static uint64_t hash_bytes(uint64_t key, const uint8_t *p, size_t len)
+static inline uint64_t hash_bytes(uint64_t key, const uint8_t *p, size_t len)
 {
 	uint64_t h = key ^ (len * 0x9e3779b97f4a7c15ULL);
 	size_t i;
@@ -232,7 +236,7 @@ static uint64_t hash_bytes(uint64_t key, const uint8_t *p, size_t len)
 
 /* ------------------------------------------------------------ ready list */
 
-static void ready_add(struct moq_quic_conn *c)
+static inline void ready_add(struct moq_quic_conn *c)
 {
 	struct moq_quic_endpoint *ep = c->ep;
 
@@ -249,7 +253,7 @@ static void ready_add(struct moq_quic_conn *c)
 	ep->rtail = c;
 }
 
-static void ready_del(struct moq_quic_conn *c)
+static inline void ready_del(struct moq_quic_conn *c)
 {
 	struct moq_quic_endpoint *ep = c->ep;
 
@@ -267,8 +271,9 @@ static void ready_del(struct moq_quic_conn *c)
 	c->in_ready = 0;
 	c->rnext = c->rprev = NULL;
 }
+/* ------------------------------------------------------ pending streams */
 
-static void pend_add(struct moq_quic_conn *c, struct quic_strm *s)
+static inline void pend_add(struct moq_quic_conn *c, struct quic_strm *s)
 {
 	if (s->in_pend || s->blocked || s->wr_closed)
 		return;
@@ -284,7 +289,7 @@ static void pend_add(struct moq_quic_conn *c, struct quic_strm *s)
 	c->pend_mask |= (uint8_t)(1u << s->urgency);
 }
 
-static void pend_del(struct moq_quic_conn *c, struct quic_strm *s)
+static inline void pend_del(struct moq_quic_conn *c, struct quic_strm *s)
 {
 	if (!s->in_pend)
 		return;
@@ -303,11 +308,75 @@ static void pend_del(struct moq_quic_conn *c, struct quic_strm *s)
 	c->npend--;
 }
 
-static int strm_has_unsent(const struct quic_strm *s)
+static inline int strm_has_unsent(const struct quic_strm *s)
 {
 	return s->sent_off < s->end_off || (s->fin_queued && !s->fin_sent);
 }
 
+/* ---------------------------------------------- shared between the files */
+
+/* alloc.c: the size-class cache handed to ngtcp2 as ep->mem. */
+int mem_init(struct moq_quic_endpoint *ep);
+void mem_fini(struct moq_quic_endpoint *ep);
+
+/* cid.c: byte strings (CIDs, reset tokens) -> connections. */
+int ktab_init(struct ktab *t, uint64_t entries);
+void ktab_fini(struct ktab *t);
+struct moq_quic_conn *ktab_find(const struct moq_quic_endpoint *ep, const struct ktab *t,
+                                const uint8_t *id, size_t len);
+struct moq_quic_conn *ctab_find(const struct moq_quic_endpoint *ep, const uint8_t *id, size_t len);
+void conn_add_token(struct moq_quic_conn *c, const uint8_t *token);
+void conn_del_token(struct moq_quic_conn *c, const uint8_t *token);
+int conn_add_cid(struct moq_quic_conn *c, const uint8_t *id, size_t len);
+void conn_del_cid(struct moq_quic_conn *c, const uint8_t *id, size_t len);
+
+/* addr.c: connections per remote IP. */
+struct addr_ent *atab_get(struct moq_quic_endpoint *ep, const struct moq_quic_addr *a, int create);
+void atab_compact(struct moq_quic_endpoint *ep);
+
+/* timer.c: the timer heap. */
+void heap_remove(struct moq_quic_endpoint *ep, struct moq_quic_conn *c);
+void conn_update_timer(struct moq_quic_conn *c);
+
+/* stream.c: stream records. */
+struct quic_strm *strm_new(struct moq_quic_conn *c, int64_t id);
+void strm_free(struct moq_quic_conn *c, struct quic_strm *s);
+void strm_ack(struct quic_strm *s, uint64_t acked);
+
+/* close.c: closing, draining and freeing connections. */
+void conn_notify(struct moq_quic_conn *c, struct moq_quic_close_info *info);
+void conn_half_open_done(struct moq_quic_conn *c);
+void conn_start_closing(struct moq_quic_conn *c, const ngtcp2_connection_close_error *e,
+                        uint64_t now);
+void conn_fail(struct moq_quic_conn *c, int rv, uint64_t now);
+void conn_after_ng(struct moq_quic_conn *c, uint64_t now);
+void conn_free(struct moq_quic_conn *c);
+
+/* conn.c: ngtcp2 glue. */
+void make_cid(struct moq_quic_endpoint *ep, ngtcp2_cid *cid);
+void setup_callbacks(struct moq_quic_endpoint *ep);
+void settings_init(struct moq_quic_endpoint *ep, ngtcp2_settings *s, uint64_t now);
+void params_init(struct moq_quic_endpoint *ep, ngtcp2_transport_params *p);
+struct moq_quic_conn *conn_alloc(struct moq_quic_endpoint *ep, const struct moq_quic_addr *local,
+                                 const struct moq_quic_addr *remote, void *user);
+void path_of(ngtcp2_path *path, const struct moq_quic_addr *local,
+             const struct moq_quic_addr *remote);
+
+/* stateless.c: replies without connection state, queued for _send. */
+void send_version_negotiation(struct moq_quic_endpoint *ep, const ngtcp2_version_cid *vc,
+                              size_t dgram_len, const struct moq_quic_addr *local,
+                              const struct moq_quic_addr *remote);
+void send_retry(struct moq_quic_endpoint *ep, const ngtcp2_pkt_hd *hd, size_t dgram_len,
+                const struct moq_quic_addr *local, const struct moq_quic_addr *remote,
+                uint64_t now);
+void send_stateless_close(struct moq_quic_endpoint *ep, const ngtcp2_pkt_hd *hd, uint64_t code,
+                          size_t dgram_len, const struct moq_quic_addr *local,
+                          const struct moq_quic_addr *remote);
+void send_stateless_reset(struct moq_quic_endpoint *ep, const uint8_t *dcid, size_t dcidlen,
+                          size_t dgram_len, const struct moq_quic_addr *local,
+                          const struct moq_quic_addr *remote, uint64_t now);
+
+/* tls.c */
 int quic_tls_ctx_new(struct moq_quic_endpoint *ep);
 void quic_tls_ctx_free(struct moq_quic_endpoint *ep);
 int quic_tls_conn_new(struct moq_quic_conn *c);

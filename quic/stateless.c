@@ -42,9 +42,9 @@ static void sl_commit(struct moq_quic_endpoint *ep, struct sl_pkt *p, size_t len
 	ep->slq_n++;
 }
 
-static void send_version_negotiation(struct moq_quic_endpoint *ep, const ngtcp2_version_cid *vc,
-                                     size_t dgram_len, const struct moq_quic_addr *local,
-                                     const struct moq_quic_addr *remote)
+void send_version_negotiation(struct moq_quic_endpoint *ep, const ngtcp2_version_cid *vc,
+                              size_t dgram_len, const struct moq_quic_addr *local,
+                              const struct moq_quic_addr *remote)
 {
 	/* RFC 9000, 6.1: list what we support; RFC 8999, 6: echo the CIDs
 	 * swapped. */
@@ -69,9 +69,8 @@ static void send_version_negotiation(struct moq_quic_endpoint *ep, const ngtcp2_
 	sl_commit(ep, p, (size_t)n, dgram_len, local, remote);
 }
 
-static void send_retry(struct moq_quic_endpoint *ep, const ngtcp2_pkt_hd *hd, size_t dgram_len,
-                       const struct moq_quic_addr *local, const struct moq_quic_addr *remote,
-                       uint64_t now)
+void send_retry(struct moq_quic_endpoint *ep, const ngtcp2_pkt_hd *hd, size_t dgram_len,
+                const struct moq_quic_addr *local, const struct moq_quic_addr *remote, uint64_t now)
 {
 	uint8_t token[NGTCP2_CRYPTO_MAX_RETRY_TOKENLEN];
 	ngtcp2_cid scid;
@@ -103,9 +102,9 @@ static void send_retry(struct moq_quic_endpoint *ep, const ngtcp2_pkt_hd *hd, si
 
 /* A CONNECTION_CLOSE in an Initial packet, without creating state
  * (refusals and invalid tokens, RFC 9000, 8.1.2 / 5.2.2). */
-static void send_stateless_close(struct moq_quic_endpoint *ep, const ngtcp2_pkt_hd *hd,
-                                 uint64_t code, size_t dgram_len, const struct moq_quic_addr *local,
-                                 const struct moq_quic_addr *remote)
+void send_stateless_close(struct moq_quic_endpoint *ep, const ngtcp2_pkt_hd *hd, uint64_t code,
+                          size_t dgram_len, const struct moq_quic_addr *local,
+                          const struct moq_quic_addr *remote)
 {
 	ngtcp2_ssize n;
 	struct sl_pkt *p = sl_slot(ep);
@@ -124,9 +123,9 @@ static void send_stateless_close(struct moq_quic_endpoint *ep, const ngtcp2_pkt_
 /* RFC 9000, 10.3: a stateless reset for a short-header packet we have no
  * connection for; always shorter than the trigger (so two endpoints cannot
  * loop), rate-limited by a token bucket. */
-static void send_stateless_reset(struct moq_quic_endpoint *ep, const uint8_t *dcid, size_t dcidlen,
-                                 size_t dgram_len, const struct moq_quic_addr *local,
-                                 const struct moq_quic_addr *remote, uint64_t now)
+void send_stateless_reset(struct moq_quic_endpoint *ep, const uint8_t *dcid, size_t dcidlen,
+                          size_t dgram_len, const struct moq_quic_addr *local,
+                          const struct moq_quic_addr *remote, uint64_t now)
 {
 	uint8_t token[NGTCP2_STATELESS_RESET_TOKENLEN];
 	uint8_t rnd[SRESET_SHORT_TRIGGER];

@@ -138,7 +138,7 @@ static void strm_put(struct moq_quic_endpoint *ep, struct quic_strm *s)
 	free(s);
 }
 
-static struct quic_strm *strm_new(struct moq_quic_conn *c, int64_t id)
+struct quic_strm *strm_new(struct moq_quic_conn *c, int64_t id)
 {
 	struct quic_strm *s = strm_get(c->ep);
 
@@ -152,7 +152,7 @@ static struct quic_strm *strm_new(struct moq_quic_conn *c, int64_t id)
 	return s;
 }
 
-static void strm_free(struct moq_quic_conn *c, struct quic_strm *s)
+void strm_free(struct moq_quic_conn *c, struct quic_strm *s)
 {
 	pend_del(c, s);
 	smap_del(c, s->id);
@@ -160,7 +160,7 @@ static void strm_free(struct moq_quic_conn *c, struct quic_strm *s)
 }
 
 /* Drop fully acknowledged entries from the front. */
-static void strm_ack(struct quic_strm *s, uint64_t acked)
+void strm_ack(struct quic_strm *s, uint64_t acked)
 {
 	if (acked <= s->acked_off)
 		return;

@@ -45,7 +45,7 @@ static void heap_down(struct moq_quic_endpoint *ep, uint32_t i)
 	}
 }
 
-static void heap_remove(struct moq_quic_endpoint *ep, struct moq_quic_conn *c)
+void heap_remove(struct moq_quic_endpoint *ep, struct moq_quic_conn *c)
 {
 	uint32_t i = c->hidx;
 
@@ -80,7 +80,7 @@ static void heap_set(struct moq_quic_endpoint *ep, struct moq_quic_conn *c, uint
 	heap_up(ep, c->hidx);
 }
 
-static void conn_update_timer(struct moq_quic_conn *c)
+void conn_update_timer(struct moq_quic_conn *c)
 {
 	uint64_t key;
 
