@@ -626,10 +626,27 @@ static int env_key(const char *kv, char *key, size_t keylen, const char **val)
 	return 1;
 }
 
-/* Environment variables of the test harness, not configuration keys. */
+/*
+ * MOQDP_* environment variables that are not relay options, so the relay
+ * started with them set does not refuse to run (see pmd_config.h):
+ *   EAL            the EAL arguments of dpdk_app/moqdp-relay.service
+ *                  (ExecStart=moqdp-relay $MOQDP_EAL --);
+ *   BUILD_DIR, FUZZ_BUILD_DIR, FUZZ_RUNS, DEPS_ROOT, DEPS_PREFIX, PATCH_DIR,
+ *   HUGEPAGES      read by scripts/ (test, fuzz, setup), which start relays;
+ *   TEST_*         the test harness.
+ * Any other MOQDP_<KEY> must be a key of keys[].
+ */
+static const char *const env_not_options[] = {
+        "EAL",       "BUILD_DIR",   "FUZZ_BUILD_DIR", "FUZZ_RUNS",
+        "DEPS_ROOT", "DEPS_PREFIX", "PATCH_DIR",      "HUGEPAGES",
+};
+
 static int env_ignored(const char *key)
 {
-	return strncmp(key, "TEST", 4) == 0;
+	for (size_t i = 0; i < sizeof(env_not_options) / sizeof(env_not_options[0]); i++)
+		if (strcmp(key, env_not_options[i]) == 0)
+			return 1;
+	return strncmp(key, "TEST_", 5) == 0;
 }
 
 int moq_pmd_config_parse(struct moq_pmd_config *cfg, int argc, char *const *argv, char *const *envp,

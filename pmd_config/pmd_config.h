@@ -8,7 +8,12 @@
  *   2. environment variables MOQDP_<KEY> (upper case, '-' written as '_');
  *   3. relay arguments after EAL's `--`: `--key value` or `--key=value`.
  *
- * Unknown keys are rejected in all three. Values take units: durations
+ * Unknown keys are rejected in all three. A few MOQDP_* names are not relay
+ * options and are skipped: MOQDP_EAL (the EAL arguments of the systemd unit,
+ * dpdk_app/moqdp-relay.service), the variables of scripts/ (MOQDP_BUILD_DIR,
+ * MOQDP_FUZZ_BUILD_DIR, MOQDP_FUZZ_RUNS, MOQDP_DEPS_ROOT, MOQDP_DEPS_PREFIX,
+ * MOQDP_PATCH_DIR, MOQDP_HUGEPAGES) and MOQDP_TEST_* (the test harness).
+ * Values take units: durations
  * `30s`, `500ms`, `250us`, `2m`; sizes `8GiB`, `64MiB`, `4KiB`, `1500` (bytes).
  * A bad value fails the whole parse with one line naming the option.
  *

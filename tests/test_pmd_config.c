@@ -360,6 +360,32 @@ START_TEST(environment)
 }
 END_TEST
 
+/* The environment dpdk_app/moqdp-relay.service gives the relay: MOQDP_EAL is
+ * the unit's EAL arguments, not a relay option; other unknown MOQDP_* still
+ * stop the parse with one line naming them. */
+START_TEST(environment_not_options)
+{
+	struct moq_pmd_config c;
+	char err[MOQ_CFG_ERR_MAX];
+	char *unit_env[] = {"MOQDP_EAL=-l 0-2 --socket-mem=2048 --file-prefix=moqdp",
+	                    "MOQDP_PORT=7002", NULL};
+	char *scripts_env[] = {"MOQDP_BUILD_DIR=build", "MOQDP_DEPS_PREFIX=/opt/moqdp/deps/x",
+	                       "MOQDP_FUZZ_RUNS=10", "MOQDP_TEST_EAL=--no-huge", NULL};
+	char *bogus[] = {"MOQDP_EAL=-l 0", "MOQDP_BOGUS=1", NULL};
+	char *eal_prefix[] = {"MOQDP_EALX=1", NULL};
+
+	ck_assert_msg(parse(&c, unit_env, err, NULL) == 0, "unit environment refused: %s", err);
+	ck_assert_uint_eq(c.udp_port, 7002);
+	ck_assert_msg(parse(&c, scripts_env, err, NULL) == 0, "scripts' environment refused: %s",
+	              err);
+	ck_assert_int_eq(parse(&c, bogus, err, NULL), MOQ_ERR_CONFIG);
+	ck_assert_str_eq(err, "MOQDP_BOGUS: unknown option");
+	/* the list is of whole names, not prefixes */
+	ck_assert_int_eq(parse(&c, eal_prefix, err, NULL), MOQ_ERR_CONFIG);
+	ck_assert_str_eq(err, "MOQDP_EALX: unknown option");
+}
+END_TEST
+
 START_TEST(config_file)
 {
 	struct moq_pmd_config c;
@@ -485,6 +511,7 @@ Suite *pmd_config_suite(void)
 	tcase_add_test(tc, argv_shape);
 	tcase_add_test(tc, set_keeps_config_on_error);
 	tcase_add_test(tc, environment);
+	tcase_add_test(tc, environment_not_options);
 	tcase_add_test(tc, config_file);
 	tcase_add_test(tc, cross_checks);
 	tcase_add_test(tc, profiles_documented);
