@@ -10,16 +10,28 @@
  *     checksums verify in the kernel);
  *   - sustained ingest with a small pool: the pool's in-use count returns to
  *     its idle level after every iteration and rx_nombuf stays 0.
- * Needs root (net_tap creates a kernel interface); the interface is removed at
- * the end. Each wait is bounded.
+ * The kernel end of the tap lives in a network namespace the test creates
+ * (moqdp-tap-<pid>): once the relay has started the port, the interface is
+ * moved there (net_tap keeps its file descriptor) and its addresses are set
+ * inside it, so the test's 10.213.x.x / 2001:db8:: subnet never appears in
+ * the root namespace. Every kernel-side socket is opened in that namespace
+ * (ns_socket: a thread that setns(2)es, since a socket stays in the
+ * namespace it was created in); commands run with `ip -n` / `ip netns exec`.
+ * Needs root (net_tap creates a kernel interface); the interface and the
+ * namespace are removed at the end. Each wait is bounded.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* setns */
+#endif
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +51,8 @@
 
 static struct moq_relay *relay;
 static char ifname[32], vdev[96];
+static char netns[32]; /* the kernel end's namespace */
+static int netns_fd = -1;
 static uint8_t net_id;
 static uint16_t tap_port;
 static char kip[32], rip[32];   /* kernel side / relay side addresses */
@@ -63,6 +77,32 @@ static int sh(const char *fmt, ...)
 	vsnprintf(cmd, sizeof(cmd), fmt, ap);
 	va_end(ap);
 	return system(cmd);
+}
+
+/* A socket in the test's namespace: socket(2) from a thread that joined it
+ * (setns changes only the calling thread's namespace). */
+struct ns_sock_req {
+	int domain, type, protocol, fd, err;
+};
+
+static void *ns_sock_thread(void *arg)
+{
+	struct ns_sock_req *r = arg;
+
+	r->fd = setns(netns_fd, CLONE_NEWNET) == 0 ? socket(r->domain, r->type, r->protocol) : -1;
+	r->err = errno;
+	return NULL;
+}
+
+static int ns_socket(int domain, int type, int protocol)
+{
+	struct ns_sock_req r = {domain, type, protocol, -1, 0};
+	pthread_t th;
+
+	ck_assert_int_eq(pthread_create(&th, NULL, ns_sock_thread, &r), 0);
+	pthread_join(th, NULL);
+	ck_assert_msg(r.fd >= 0, "socket in namespace %s: %s", netns, strerror(r.err));
+	return r.fd;
 }
 
 static struct moq_net *rnet(void)
@@ -92,6 +132,16 @@ static void setup(void)
 	snprintf(rip, sizeof(rip), "10.213.%u.2", net_id);
 	snprintf(kip6, sizeof(kip6), "2001:db8:%x::1", net_id);
 	snprintf(rip6, sizeof(rip6), "2001:db8:%x::2", net_id);
+	snprintf(netns, sizeof(netns), "moqdp-tap-%d", (int)getpid());
+	sh("ip netns del %s >/dev/null 2>&1", netns); /* a stale one of an old pid */
+	ck_assert_int_eq(sh("ip netns add %s", netns), 0);
+	{
+		char path[64];
+
+		snprintf(path, sizeof(path), "/var/run/netns/%s", netns);
+		netns_fd = open(path, O_RDONLY | O_CLOEXEC);
+		ck_assert_int_ge(netns_fd, 0);
+	}
 	{
 		char args[64];
 
@@ -99,11 +149,6 @@ static void setup(void)
 		ck_assert_int_eq(rte_eal_hotplug_add("vdev", vdev, args), 0);
 	}
 	ck_assert_int_eq(rte_eth_dev_get_port_by_name(vdev, &tap_port), 0);
-	/* the kernel side: an address on the subnet, and up */
-	ck_assert_int_eq(sh("ip addr add %s/24 dev %s && ip link set %s up", kip, ifname, ifname),
-	                 0);
-	sh("sysctl -qw net.ipv6.conf.%s.disable_ipv6=0 >/dev/null 2>&1", ifname);
-	ck_assert_int_eq(sh("ip -6 addr add %s/64 dev %s nodad", kip6, ifname), 0);
 
 	argv[argc++] = "--listen";
 	snprintf(arg, sizeof(arg), "%s/24,%s/64", rip, rip6);
@@ -129,14 +174,31 @@ static void setup(void)
 	relay = moq_relay_create(&cfg, err, sizeof(err));
 	ck_assert_msg(relay != NULL, "relay: %s", err);
 	ck_assert_uint_eq(moq_relay_port_id(relay, 0), tap_port);
+	/* the kernel side, moved into the namespace once the port is started
+	 * (net_tap brings the interface up by name in the root namespace):
+	 * an address on the subnet, and up */
+	ck_assert_int_eq(sh("ip link set %s netns %s", ifname, netns), 0);
+	ck_assert_int_eq(sh("ip -n %s addr add %s/24 dev %s && ip -n %s link set %s up", netns, kip,
+	                    ifname, netns, ifname),
+	                 0);
+	sh("ip netns exec %s sysctl -qw net.ipv6.conf.%s.disable_ipv6=0 >/dev/null 2>&1", netns,
+	   ifname);
+	ck_assert_int_eq(sh("ip -n %s -6 addr add %s/64 dev %s nodad", netns, kip6, ifname), 0);
+	/* nothing of it is left in the root namespace */
+	ck_assert_int_ne(sh("ip link show %s >/dev/null 2>&1", ifname), 0);
+	ck_assert_int_ne(sh("ip -o addr show to %s | grep -q .", kip), 0);
 }
 
 static void teardown(void)
 {
 	moq_relay_destroy(relay);
 	relay = NULL;
-	rte_eal_hotplug_remove("vdev", vdev);
-	sh("ip link del %s >/dev/null 2>&1", ifname);
+	rte_eal_hotplug_remove("vdev", vdev); /* closes the tap: the interface goes */
+	sh("ip -n %s link del %s >/dev/null 2>&1", netns, ifname);
+	if (netns_fd >= 0)
+		close(netns_fd);
+	netns_fd = -1;
+	sh("ip netns del %s", netns);
 }
 
 /* ICMP checksum (RFC 1071). */
@@ -157,7 +219,7 @@ START_TEST(kernel_pings_relay)
 {
 	struct sockaddr_in to = {.sin_family = AF_INET};
 	uint8_t req[64] = {8, 0, 0, 0, 0x4d, 0x51, 0, 1}, buf[256];
-	int fd = socket(AF_INET, SOCK_RAW | SOCK_NONBLOCK, IPPROTO_ICMP), got = 0;
+	int fd = ns_socket(AF_INET, SOCK_RAW | SOCK_NONBLOCK, IPPROTO_ICMP), got = 0;
 	uint64_t end;
 	uint16_t c;
 
@@ -191,7 +253,7 @@ START_TEST(kernel_pings_relay_v6)
 {
 	struct sockaddr_in6 to = {.sin6_family = AF_INET6};
 	uint8_t req[40] = {128, 0, 0, 0, 0x36, 0x36, 0, 2}, buf[256];
-	int fd = socket(AF_INET6, SOCK_RAW | SOCK_NONBLOCK, IPPROTO_ICMPV6), got = 0;
+	int fd = ns_socket(AF_INET6, SOCK_RAW | SOCK_NONBLOCK, IPPROTO_ICMPV6), got = 0;
 	struct moq_net_stats before = rnet()->stats;
 	uint64_t end;
 
@@ -220,7 +282,7 @@ START_TEST(kernel_pings_relay_v6)
 	{
 		struct sockaddr_in6 u = {.sin6_family = AF_INET6, .sin6_port = htons(4443)};
 		uint8_t d[1200] = {0};
-		int ufd = socket(AF_INET6, SOCK_DGRAM, 0);
+		int ufd = ns_socket(AF_INET6, SOCK_DGRAM, 0);
 
 		u.sin6_addr = to.sin6_addr;
 		before = rnet()->stats;
@@ -241,19 +303,20 @@ START_TEST(relay_resolves_kernel)
 	uint8_t ip[4], mac[6], req[128], kmac[6];
 	size_t req_len = 0;
 	struct rte_mbuf *m;
-	char path[96];
+	char cmd[160];
 	FILE *f;
 	int rc = MOQ_ERR_AGAIN;
 	uint64_t end;
 
 	inet_pton(AF_INET, kip, ip);
-	snprintf(path, sizeof(path), "/sys/class/net/%s/address", ifname);
-	f = fopen(path, "r");
+	/* the interface's sysfs is the namespace's: read it from inside */
+	snprintf(cmd, sizeof(cmd), "ip netns exec %s cat /sys/class/net/%s/address", netns, ifname);
+	f = popen(cmd, "r");
 	ck_assert_ptr_nonnull(f);
 	ck_assert_int_eq(fscanf(f, "%hhx:%hhx:%hhx:%hhx:%hhx:%hhx", &kmac[0], &kmac[1], &kmac[2],
 	                        &kmac[3], &kmac[4], &kmac[5]),
 	                 6);
-	fclose(f);
+	pclose(f);
 	for (end = now_ms() + 3000; rc != 0 && now_ms() < end;) {
 		rc = moq_net_resolve(rnet(), 4, ip, (uint64_t)now_ms() * 1000000, mac, req,
 		                     sizeof(req), &req_len);
@@ -273,7 +336,7 @@ END_TEST
 static int udp_to_relay(uint16_t port, const uint8_t *data, size_t len)
 {
 	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(port)};
-	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	int fd = ns_socket(AF_INET, SOCK_DGRAM, 0);
 	ssize_t n;
 
 	inet_pton(AF_INET, rip, &to.sin_addr);
@@ -291,7 +354,7 @@ START_TEST(software_udp_to_kernel)
 	socklen_t alen = sizeof(la);
 	uint8_t kb[4], mac[6], req[128], pl[300], buf[512];
 	size_t req_len;
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0), got = 0;
+	int fd = ns_socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0), got = 0;
 	const struct moq_net_iface *ifc = rnet()->iface;
 	uint64_t end;
 
@@ -352,7 +415,7 @@ START_TEST(kernel_udp_in)
 	/* 3000 bytes on a 1500 MTU link: the kernel fragments it (DF clear) */
 	{
 		struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(4443)};
-		int fd = socket(AF_INET, SOCK_DGRAM, 0), pmtu = IP_PMTUDISC_DONT;
+		int fd = ns_socket(AF_INET, SOCK_DGRAM, 0), pmtu = IP_PMTUDISC_DONT;
 
 		setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
 		inet_pton(AF_INET, rip, &to.sin_addr);
@@ -430,7 +493,7 @@ START_TEST(quic_handshake_over_tap)
 		inet_pton(AF_INET, rip, &remote.u.in4.sin_addr);
 		remote.len = sizeof(remote.u.in4);
 	}
-	fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	fd = ns_socket(v6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
 	ck_assert_int_eq(bind(fd, &local.u.sa, v6 ? sizeof(local.u.in6) : sizeof(local.u.in4)), 0);
 	getsockname(fd, &local.u.sa, &alen);
 	local.len = alen;
@@ -472,7 +535,7 @@ static void *sender(void *arg)
 {
 	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(4443)};
 	uint8_t d[1200];
-	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	int fd = ns_socket(AF_INET, SOCK_DGRAM, 0);
 	uint64_t end = now_ms() + 1500;
 
 	(void)arg;
