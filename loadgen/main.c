@@ -38,7 +38,6 @@
  * Exits 0 when nothing was corrupt or out of order and, with subscribers,
  * media was delivered; 1 otherwise; 2 for bad arguments.
  */
-#define _GNU_SOURCE /* recvmmsg, sendmmsg */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -401,9 +400,10 @@ static int summary(struct moq_lg_client *cl, uint64_t now, FILE *json, const str
 
 struct kio {
 	int ep;
-	int fds[MAX_LOCALS];
+	struct moq_net_ksock socks[MAX_LOCALS];
 	unsigned n;
-	uint32_t base; /* host order */
+	uint32_t base;           /* host order */
+	struct moq_net_kbuf *kb; /* the receive and send bursts (net.h) */
 };
 
 static int kernel_open(struct kio *k, struct moq_quic_addr *locals, unsigned n)
@@ -413,25 +413,20 @@ static int kernel_open(struct kio *k, struct moq_quic_addr *locals, unsigned n)
 		return -1;
 	k->n = 0;
 	k->base = ntohl(locals[0].u.in4.sin_addr.s_addr);
+	k->kb = calloc(1, moq_net_kbuf_size());
+	if (!k->kb)
+		return -1;
 	for (unsigned i = 0; i < n; i++) {
-		int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
-		if (fd < 0)
-			return -1;
-		int sz = 4 << 20;
-		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
-		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
-		if (bind(fd, &locals[i].u.sa, locals[i].len) < 0) {
+		socklen_t sl = locals[i].len;
+		if (moq_net_ksock_open(&k->socks[i], &locals[i].u.sa, locals[i].len, 0, 4 << 20,
+		                       &locals[i].u.sa, &sl) < 0) {
 			char ip[32];
 			inet_ntop(AF_INET, &locals[i].u.in4.sin_addr, ip, sizeof(ip));
 			fprintf(stderr, "moqdp-load: bind %s: %s\n", ip, strerror(errno));
-			close(fd);
 			return -1;
 		}
-		socklen_t sl = locals[i].len;
-		getsockname(fd, &locals[i].u.sa, &sl);
 		struct epoll_event ev = {.events = EPOLLIN, .data.u32 = i};
-		epoll_ctl(k->ep, EPOLL_CTL_ADD, fd, &ev);
-		k->fds[i] = fd;
+		epoll_ctl(k->ep, EPOLL_CTL_ADD, k->socks[i].fd, &ev);
 		k->n++;
 	}
 	return 0;
@@ -440,43 +435,32 @@ static int kernel_open(struct kio *k, struct moq_quic_addr *locals, unsigned n)
 static void kernel_close(struct kio *k)
 {
 	for (unsigned i = 0; i < k->n; i++)
-		close(k->fds[i]);
+		moq_net_ksock_close(&k->socks[i]);
 	if (k->ep >= 0)
 		close(k->ep);
+	free(k->kb);
 }
 
 static int kernel_rx(struct kio *k, unsigned i, struct moq_lg_client *cl,
                      const struct moq_quic_addr *locals, struct io_stats *io)
 {
-	static uint8_t bufs[BURST][2048];
-	struct mmsghdr msgs[BURST];
-	struct iovec iov[BURST];
-	struct sockaddr_storage from[BURST];
+	struct moq_net_kdgram d[MOQ_NET_KIO_BURST];
 	int total = 0;
 	for (;;) {
-		for (int j = 0; j < BURST; j++) {
-			iov[j].iov_base = bufs[j];
-			iov[j].iov_len = sizeof(bufs[j]);
-			memset(&msgs[j], 0, sizeof(msgs[j]));
-			msgs[j].msg_hdr.msg_iov = &iov[j];
-			msgs[j].msg_hdr.msg_iovlen = 1;
-			msgs[j].msg_hdr.msg_name = &from[j];
-			msgs[j].msg_hdr.msg_namelen = sizeof(from[j]);
-		}
-		int n = recvmmsg(k->fds[i], msgs, BURST, MSG_DONTWAIT, NULL);
+		int n = moq_net_krecv(k->kb, k->socks[i].fd, d);
 		if (n <= 0)
 			break;
 		uint64_t now = moq_lg_now_ns();
 		for (int j = 0; j < n; j++) {
 			struct moq_quic_addr remote;
 			memset(&remote, 0, sizeof(remote));
-			memcpy(&remote.u, &from[j], sizeof(struct sockaddr_in));
+			memcpy(&remote.u, d[j].addr, sizeof(struct sockaddr_in));
 			remote.len = sizeof(struct sockaddr_in);
-			moq_lg_client_recv(cl, bufs[j], msgs[j].msg_len, &locals[i], &remote, now);
+			moq_lg_client_recv(cl, d[j].data, d[j].len, &locals[i], &remote, now);
 		}
 		io->rx_pkts += (uint64_t)n;
 		total += n;
-		if (n < BURST)
+		if (n < MOQ_NET_KIO_BURST)
 			break;
 	}
 	return total;
@@ -502,26 +486,30 @@ static int kernel_tx(struct kio *k, struct moq_lg_client *cl, struct io_stats *i
 		while (j < n) {
 			uint32_t ip = ntohl(pkts[j].local.u.in4.sin_addr.s_addr);
 			unsigned s = ip - k->base;
-			struct mmsghdr msgs[TX_BATCH];
-			struct iovec iov[TX_BATCH];
+			struct moq_net_kdgram d[TX_BATCH];
 			int m = 0;
 			while (j + m < n && ntohl(pkts[j + m].local.u.in4.sin_addr.s_addr) == ip) {
 				struct moq_quic_pkt *p = &pkts[j + m];
-				iov[m].iov_base = p->data;
-				iov[m].iov_len = p->len;
-				memset(&msgs[m], 0, sizeof(msgs[m]));
-				msgs[m].msg_hdr.msg_iov = &iov[m];
-				msgs[m].msg_hdr.msg_iovlen = 1;
-				msgs[m].msg_hdr.msg_name = &p->remote.u.sa;
-				msgs[m].msg_hdr.msg_namelen = p->remote.len;
+				d[m].data = p->data;
+				d[m].len = p->len;
+				d[m].addr = &p->remote.u.sa;
+				d[m].addrlen = p->remote.len;
 				m++;
 			}
 			if (s >= k->n) {
 				io->tx_drops += (uint64_t)m;
 			} else {
-				int sent = sendmmsg(k->fds[s], msgs, (unsigned)m, 0);
-				if (sent < 0)
-					sent = 0;
+				/* bursts of MOQ_NET_KIO_BURST until one is not taken whole */
+				int sent = 0;
+				while (sent < m) {
+					int c = m - sent < MOQ_NET_KIO_BURST ? m - sent
+					                                     : MOQ_NET_KIO_BURST;
+					int x = moq_net_ksend(k->kb, &k->socks[s], d + sent, c,
+					                      NULL);
+					sent += x;
+					if (x < c)
+						break;
+				}
 				io->tx_pkts += (uint64_t)sent;
 				io->tx_drops += (uint64_t)(m - sent);
 			}
@@ -904,7 +892,7 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGUSR1, &sa, NULL);
 
-	struct kio k = {.ep = -1};
+	struct kio k = {.ep = -1, .kb = NULL};
 	struct dio d;
 	memset(&d, 0, sizeof(d));
 	if (o.kernel) {

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * net.h: the relay's small network stack: Ethernet, ARP, IPv4, IPv6 with
- * neighbour discovery, UDP and ICMP/ICMPv6 echo.
+ * net.h: the packet layer shared by the relay (dpdk_app/) and the load
+ * generator (loadgen/): a small network stack (Ethernet, ARP, IPv4, IPv6
+ * with neighbour discovery, UDP and ICMP/ICMPv6 echo) and the kernel-socket
+ * I/O (UDP sockets, recvmmsg / sendmmsg bursts, UDP GSO).
  *
- * Two layers:
+ * The stack has two layers:
  *   - byte-buffer functions (moq_net_rx, moq_net_udp_build, the ARP/ND
  *     builders): pure, no EAL, unit tested on plain arrays;
  *   - mbuf functions (moq_net_rx_mbuf, moq_net_udp_encap_mbuf): what workers
@@ -18,11 +20,13 @@
  * One struct moq_net per worker lcore (its neighbour cache and counters are
  * that lcore's alone); the interface it points to is shared, read-only.
  */
-#ifndef MOQ_DPDK_APP_NET_H
-#define MOQ_DPDK_APP_NET_H
+#ifndef MOQ_NET_NET_H
+#define MOQ_NET_NET_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include <sys/socket.h>
 
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
@@ -271,4 +275,78 @@ int moq_net_udp_encap_mbuf(struct moq_net *n, struct rte_mbuf *m, int family, co
                            uint16_t sport, uint16_t dport, uint8_t ecn, uint64_t now_ns,
                            struct rte_mempool *pool, struct rte_mbuf **solicit);
 
-#endif /* MOQ_DPDK_APP_NET_H */
+/* kernel sockets (kernel_io.c) ------------------------------------------
+ * UDP sockets read and written in bursts with recvmmsg / sendmmsg, and UDP
+ * GSO (Linux 4.18+, UDP_SEGMENT) on send: the relay's --backend kernel and
+ * moqdp-load --kernel. No EAL; a syscall per burst, none per datagram. */
+
+/* Datagrams per moq_net_krecv / moq_net_ksend: DPDK's burst (MOQ_PMD_BURST). */
+#define MOQ_NET_KIO_BURST 32
+/* Receive buffer per datagram: larger than any datagram on a 1500/9000 link
+ * we accept. */
+#define MOQ_NET_KIO_RX_MAX 2048
+/* Linux: UDP_MAX_SEGMENTS is 64 per GSO send. */
+#define MOQ_NET_KIO_GSO_MAX_SEGS 64
+
+/* moq_net_ksock_open flags. */
+#define MOQ_NET_KSOCK_REUSEPORT (1u << 0) /* SO_REUSEPORT: one socket per worker */
+#define MOQ_NET_KSOCK_GSO       (1u << 1) /* use UDP GSO when the kernel has it */
+
+/* A bound UDP socket. */
+struct moq_net_ksock {
+	int fd;  /* non-blocking, close-on-exec; -1 when closed */
+	int gso; /* sends may carry several datagrams (UDP_SEGMENT) */
+};
+
+/* The buffers and message headers of a burst (kernel_io.c): allocate
+ * moq_net_kbuf_size() bytes, zeroed, one per thread; any socket may use it. */
+struct moq_net_kbuf;
+
+/* One datagram: received (data into the kbuf, @addr its source) or to send
+ * (@addr its destination). */
+struct moq_net_kdgram {
+	void *data;
+	size_t len;
+	struct sockaddr *addr;
+	socklen_t addrlen;
+};
+
+/*
+ * moq_net_ksock_open: a non-blocking UDP socket of @addr's family bound to
+ * @addr (@addrlen bytes), with MOQ_NET_KSOCK_* @flags and, when @bufsize > 0,
+ * SO_RCVBUF and SO_SNDBUF of @bufsize bytes. With MOQ_NET_KSOCK_GSO, @s->gso
+ * says whether the kernel takes UDP_SEGMENT. The bound address is written to
+ * @bound (*@bound_len bytes in, its length out) when not NULL. Returns 0, or
+ * MOQ_ERR_IO with errno set (@s->fd is -1).
+ */
+int moq_net_ksock_open(struct moq_net_ksock *s, const struct sockaddr *addr, socklen_t addrlen,
+                       unsigned int flags, int bufsize, struct sockaddr *bound,
+                       socklen_t *bound_len);
+
+/* moq_net_ksock_close: close @s (nothing when already closed). */
+void moq_net_ksock_close(struct moq_net_ksock *s);
+
+/* moq_net_kbuf_size: the bytes a struct moq_net_kbuf takes. */
+size_t moq_net_kbuf_size(void);
+
+/*
+ * moq_net_krecv: receive up to MOQ_NET_KIO_BURST datagrams from @fd without
+ * blocking into @kb and describe each in @d[] (its data and source address
+ * point into @kb, valid until the next call with @kb). Returns how many
+ * (0 when none was waiting or on an error).
+ */
+int moq_net_krecv(struct moq_net_kbuf *kb, int fd, struct moq_net_kdgram *d);
+
+/*
+ * moq_net_ksend: send @pk[0..@k) (@k <= MOQ_NET_KIO_BURST) on @s with one
+ * sendmmsg, without blocking. With @s->gso, a run of datagrams to one peer
+ * whose sizes are equal (the last may be shorter) goes down as one message,
+ * segmented by the kernel (or the NIC): one pass through the stack instead
+ * of one per datagram; each such message adds 1 to *@gso_msgs. EIO (the
+ * route's device cannot do GSO) turns @s->gso off. Returns the datagrams
+ * sent, always the first ones of @pk: the rest were not.
+ */
+int moq_net_ksend(struct moq_net_kbuf *kb, struct moq_net_ksock *s, const struct moq_net_kdgram *pk,
+                  int k, uint64_t *gso_msgs);
+
+#endif /* MOQ_NET_NET_H */
