@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * mgmt.c: observability, all on the main lcore and off the data path:
- * counters summed over workers, the stats line, Prometheus text on a small
- * HTTP listener (kernel socket; /health and /metrics), rte_telemetry
- * commands (/moqdp/stats, /moqdp/conns, /moqdp/tracks, /moqdp/cache).
+ * mgmt.c: observability, all on the main lcore and off the data path: the
+ * stats line, Prometheus text on a small HTTP listener (kernel socket;
+ * /health and /metrics), rte_telemetry commands (/moqdp/stats,
+ * /moqdp/conns, /moqdp/tracks, /moqdp/cache). The counters summed over
+ * workers come from relay.c (moq_relay_stats, mgmt.h).
  */
-#define _GNU_SOURCE /* recvmmsg, sendmmsg, accept4 */
+#define _GNU_SOURCE /* accept4 */
+#include "mgmt.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -20,137 +23,13 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include <rte_cycles.h>
-#include <rte_ethdev.h>
-#include <rte_mempool.h>
 #include <rte_telemetry.h>
 
 #include "moq_err.h"
-#include "relay_int.h"
-
-/* The relay's mbuf pools: one per socket with ports, the kernel backend's
- * redirect pool. */
-static uint64_t mbufs_total(const struct moq_relay *r)
-{
-	uint64_t n = r->kpool != NULL ? r->kpool->size : 0;
-
-	for (unsigned int i = 0; i < RTE_MAX_NUMA_NODES; i++)
-		if (r->pools[i] != NULL)
-			n += r->pools[i]->size;
-	return n;
-}
-
-uint64_t moq_relay_mbufs_sample(struct moq_relay *r)
-{
-	uint64_t n = r->kpool != NULL ? rte_mempool_in_use_count(r->kpool) : 0;
-	uint64_t peak = __atomic_load_n(&r->mbufs_peak, __ATOMIC_RELAXED);
-
-	for (unsigned int i = 0; i < RTE_MAX_NUMA_NODES; i++)
-		if (r->pools[i] != NULL)
-			n += rte_mempool_in_use_count(r->pools[i]);
-	__atomic_store_n(&r->mbufs_in_use, n, __ATOMIC_RELAXED);
-	while (n > peak && !__atomic_compare_exchange_n(&r->mbufs_peak, &peak, n, 0,
-	                                                __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		;
-	return n;
-}
-
-void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
-{
-	memset(s, 0, sizeof(*s));
-	s->mbufs_in_use = moq_relay_mbufs_sample(r);
-	s->mbufs_peak = __atomic_load_n(&r->mbufs_peak, __ATOMIC_RELAXED);
-	s->mbufs_total = mbufs_total(r);
-	s->workers = r->nb_workers;
-	s->ports = r->nb_ports;
-	s->tsc_hz = rte_get_tsc_hz();
-	s->cache_budget = r->cfg.cache_budget;
-	s->uptime_ns = moq_relay_now_ns() - r->t0_ns;
-	if (r->cache != NULL) {
-		struct moq_cache_stats cs;
-
-		moq_cache_stats(r->cache, &cs); /* the group lock, briefly */
-		s->cache_used = cs.used;
-		s->cache_tracks = cs.tracks;
-		s->cache_groups = cs.groups;
-		s->cache_evicted = cs.evicted;
-		s->cache_expired = cs.expired;
-		s->cache_lagged = cs.lagged;
-	}
-	s->announcements = r->announcements;
-	for (unsigned int i = 0; i < r->nb_workers; i++) {
-		const struct relay_worker *w = r->w[i];
-		const struct relay_worker_stats *st = &w->st;
-		struct moq_relay_worker_counters *wc = &s->worker[i];
-
-		s->rx_pkts += st->rx_pkts;
-		s->rx_bytes += st->rx_bytes;
-		s->tx_pkts += st->tx_pkts;
-		s->tx_bytes += st->tx_bytes;
-		s->tx_drops += st->tx_drops + st->tx_nombuf + st->tx_unresolved;
-		s->tx_ring_full += st->tx_ring_full;
-		s->redirected += st->redirected;
-		s->redirect_drops += st->redirect_drops;
-		s->goaways += st->goaways;
-		s->gso_msgs += st->gso_msgs;
-		s->drain_closes += st->drain_closes;
-		s->busy_tsc += st->busy_tsc;
-		s->idle_tsc += st->idle_tsc;
-		s->conns += w->qs.conns_active;
-		s->half_open += w->qs.half_open;
-		s->conns_total += w->qs.conns_accepted;
-		s->quic_dropped += w->qs.pkts_dropped;
-		s->cert_reloads += w->qs.cert_reloads;
-		s->cert_reload_errors += w->qs.cert_reload_errors;
-		s->conns_old_cert += w->qs.conns_old_cert;
-		s->sessions += w->ns.sessions;
-		s->subscribers += w->ns.subscribers;
-		s->tracks += w->ns.tracks;
-		s->subs_refused_limit += w->ns.subs_refused_limit;
-		s->tracks_refused_limit += w->ns.tracks_refused_limit;
-		/* with a hub every worker's origin table holds every broadcast
-		 * (mirrored): the largest table is the count, not the sum */
-		if (w->ns.broadcasts > s->broadcasts)
-			s->broadcasts = w->ns.broadcasts;
-		s->groups_in += w->ns.groups_in;
-		s->frames_in += w->ns.frames_in;
-		s->media_bytes_in += w->ns.bytes_in;
-		s->groups_out += w->ns.groups_out;
-		s->frames_out += w->ns.frames_out;
-		s->media_bytes_out += w->ns.bytes_out;
-		s->group_resets += w->ns.resets_old + w->ns.resets_evicted + w->ns.resets_lagged +
-		                   w->ns.resets_dropped + w->ns.resets_cancel;
-		for (unsigned int pi = 0; pi < r->nb_ports; pi++) {
-			const struct moq_net_stats *ns = &w->net[pi]->stats;
-
-			s->rx_udp += ns->rx_udp;
-			s->rx_l4_partial += ns->rx_l4_partial;
-			for (int d = 0; d < MOQ_NET_DROP_MAX; d++) {
-				s->net_drop[d] += ns->drop[d];
-				s->net_drops += ns->drop[d];
-			}
-		}
-		if (r->cfg.backend == MOQ_CFG_BACKEND_KERNEL)
-			s->rx_udp += st->rx_pkts;
-		wc->conns = w->qs.conns_active;
-		wc->conns_total = w->qs.conns_accepted;
-		wc->sessions = w->ns.sessions;
-		wc->frames_in = w->ns.frames_in;
-		wc->frames_out = w->ns.frames_out;
-		wc->redirected_in = st->redirected_in;
-		wc->busy_tsc = st->busy_tsc;
-		wc->idle_tsc = st->idle_tsc;
-		moq_lat_hist_merge(&s->relay_lat, &w->lat);
-	}
-	for (unsigned int pi = 0; pi < r->nb_ports; pi++) {
-		struct rte_eth_stats es;
-
-		if (rte_eth_stats_get(r->ports[pi].port_id, &es) == 0) {
-			s->rx_nombuf += es.rx_nombuf;
-			s->imissed += es.imissed;
-		}
-	}
-}
+#include "net.h"
+#include "pmd_config.h"
+#include "quic.h"
+#include "io.h"
 
 static double rate(uint64_t a, uint64_t b, double secs)
 {
@@ -159,16 +38,17 @@ static double rate(uint64_t a, uint64_t b, double secs)
 
 void moq_relay_latency_reset(struct moq_relay *r, struct moq_latency *last)
 {
+	struct relay_mgmt *m = moq_relay_mgmt_of(r);
 	struct moq_relay_stats s;
 
 	moq_relay_stats(r, &s);
 	if (last != NULL) {
 		struct moq_lat_hist h = s.relay_lat;
 
-		moq_lat_hist_sub(&h, &r->lat_base);
+		moq_lat_hist_sub(&h, &m->lat_base);
 		moq_lat_hist_summary(&h, last);
 	}
-	r->lat_base = s.relay_lat;
+	m->lat_base = s.relay_lat;
 }
 
 int moq_relay_stats_line(const struct moq_relay_stats *now, const struct moq_relay_stats *prev,
@@ -401,7 +281,8 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 
 /* HTTP ------------------------------------------------------------------ */
 
-int moq_relay_mgmt_open(struct moq_relay *r, char *err, size_t errlen)
+int moq_relay_mgmt_open(struct relay_mgmt *m, struct moq_relay *r, const char *addr, char *err,
+                        size_t errlen)
 {
 	struct moq_cfg_addr a;
 	struct moq_quic_addr sa;
@@ -410,9 +291,10 @@ int moq_relay_mgmt_open(struct moq_relay *r, char *err, size_t errlen)
 	unsigned int port;
 	socklen_t len = sizeof(sa.u);
 
-	if (r->cfg.mgmt[0] == '\0')
+	m->relay = r;
+	if (addr[0] == '\0')
 		return 0;
-	snprintf(host, sizeof(host), "%s", r->cfg.mgmt);
+	snprintf(host, sizeof(host), "%s", addr);
 	colon = strrchr(host, ':');
 	*colon = '\0';
 	port = (unsigned int)atoi(colon + 1);
@@ -421,30 +303,29 @@ int moq_relay_mgmt_open(struct moq_relay *r, char *err, size_t errlen)
 		host[strlen(host) - 1] = '\0';
 	}
 	if (moq_pmd_parse_addr(host, &a) != 0) {
-		snprintf(err, errlen, "--mgmt: '%s' is not host:port", r->cfg.mgmt);
+		snprintf(err, errlen, "--mgmt: '%s' is not host:port", addr);
 		return MOQ_ERR_CONFIG;
 	}
 	moq_relay_addr_from(&sa, a.family == AF_INET ? 4 : 6, a.addr, (uint16_t)port);
 	fd = socket(a.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
 	    bind(fd, &sa.u.sa, sa.len) != 0 || listen(fd, 16) != 0) {
-		snprintf(err, errlen, "--mgmt: cannot listen on %s: %s", r->cfg.mgmt,
-		         strerror(errno));
+		snprintf(err, errlen, "--mgmt: cannot listen on %s: %s", addr, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return MOQ_ERR_IO;
 	}
 	getsockname(fd, &sa.u.sa, &len);
-	r->http_port = a.family == AF_INET ? ntohs(sa.u.in4.sin_port) : ntohs(sa.u.in6.sin6_port);
-	r->http_fd = fd;
+	m->http_port = a.family == AF_INET ? ntohs(sa.u.in4.sin_port) : ntohs(sa.u.in6.sin6_port);
+	m->http_fd = fd;
 	return 0;
 }
 
-void moq_relay_mgmt_close(struct moq_relay *r)
+void moq_relay_mgmt_close(struct relay_mgmt *m)
 {
-	if (r->http_fd >= 0)
-		close(r->http_fd);
-	r->http_fd = -1;
+	if (m->http_fd >= 0)
+		close(m->http_fd);
+	m->http_fd = -1;
 }
 
 static void respond(int fd, const char *status, const char *type, const char *body, size_t blen)
@@ -466,7 +347,7 @@ static void respond(int fd, const char *status, const char *type, const char *bo
 	}
 }
 
-static void serve(struct moq_relay *r, int fd)
+static void serve(struct relay_mgmt *m, int fd)
 {
 	static char body[65536]; /* 64 workers: ~22 KB of per-worker series */
 	char req[1024];
@@ -480,11 +361,11 @@ static void serve(struct moq_relay *r, int fd)
 	if (n <= 0)
 		return;
 	req[n] = '\0';
-	r->http_requests++;
+	m->http_requests++;
 	if (strncmp(req, "GET ", 4) != 0) {
 		respond(fd, "405 Method Not Allowed", "text/plain", "GET only\n", 9);
 	} else if (strncmp(req + 4, "/health ", 8) == 0 || strncmp(req + 4, "/health?", 8) == 0) {
-		int draining = __atomic_load_n(&r->drain, __ATOMIC_RELAXED);
+		int draining = moq_relay_draining(m->relay);
 
 		if (draining)
 			respond(fd, "503 Service Unavailable", "text/plain", "draining\n", 9);
@@ -493,7 +374,7 @@ static void serve(struct moq_relay *r, int fd)
 	} else if (strncmp(req + 4, "/metrics ", 9) == 0) {
 		int len;
 
-		moq_relay_stats(r, &s);
+		moq_relay_stats(m->relay, &s);
 		len = moq_relay_metrics(&s, body, sizeof(body));
 		if (len < 0)
 			respond(fd, "500 Internal Server Error", "text/plain", "too large\n", 10);
@@ -504,19 +385,19 @@ static void serve(struct moq_relay *r, int fd)
 	}
 }
 
-void moq_relay_mgmt_poll(struct moq_relay *r, int timeout_ms)
+void moq_relay_mgmt_poll(struct relay_mgmt *m, int timeout_ms)
 {
-	struct pollfd p = {r->http_fd, POLLIN, 0};
+	struct pollfd p = {m->http_fd, POLLIN, 0};
 	int fd;
 
-	if (r->http_fd < 0) {
+	if (m->http_fd < 0) {
 		poll(NULL, 0, timeout_ms);
 		return;
 	}
 	if (poll(&p, 1, timeout_ms) <= 0)
 		return;
-	while ((fd = accept4(r->http_fd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
-		serve(r, fd);
+	while ((fd = accept4(m->http_fd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+		serve(m, fd);
 		close(fd);
 	}
 }
@@ -524,7 +405,7 @@ void moq_relay_mgmt_poll(struct moq_relay *r, int timeout_ms)
 /* telemetry ------------------------------------------------------------- */
 
 /* rte_telemetry callbacks carry no user pointer: the one relay of the process. */
-static struct moq_relay *tel_relay;
+static struct relay_mgmt *tel_relay;
 
 /* relay_lat_* of @h into dict @d: us (rounded) and ns. */
 static void tel_latency(struct rte_tel_data *d, const struct moq_lat_hist *h)
@@ -557,7 +438,7 @@ static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *d
 	(void)params;
 	if (tel_relay == NULL)
 		return -1;
-	moq_relay_stats(tel_relay, &s);
+	moq_relay_stats(tel_relay->relay, &s);
 	rte_tel_data_start_dict(d);
 	rte_tel_data_add_dict_u64(d, "workers", s.workers);
 	rte_tel_data_add_dict_u64(d, "ports", s.ports);
@@ -599,7 +480,7 @@ static int tel_latency_reset(const char *cmd, const char *params, struct rte_tel
 	(void)params;
 	if (tel_relay == NULL)
 		return -1;
-	moq_relay_latency_reset(tel_relay, &l);
+	moq_relay_latency_reset(tel_relay->relay, &l);
 	rte_tel_data_start_dict(d);
 	rte_tel_data_add_dict_u64(d, "relay_lat_samples", l.samples);
 	rte_tel_data_add_dict_u64(d, "relay_lat_overflow", l.overflow);
@@ -611,73 +492,79 @@ static int tel_latency_reset(const char *cmd, const char *params, struct rte_tel
 
 static int tel_conns(const char *cmd, const char *params, struct rte_tel_data *d)
 {
+	struct relay_mgmt_worker w[MOQ_RELAY_MAX_WORKERS];
+	unsigned int n;
+
 	(void)cmd;
 	(void)params;
 	if (tel_relay == NULL)
 		return -1;
 	rte_tel_data_start_dict(d);
-	for (unsigned int i = 0; i < tel_relay->nb_workers; i++) {
+	n = moq_relay_mgmt_workers(tel_relay->relay, w);
+	for (unsigned int i = 0; i < n; i++) {
 		char k[32];
 
 		snprintf(k, sizeof(k), "worker%u", i);
-		rte_tel_data_add_dict_u64(d, k, tel_relay->w[i]->qs.conns_active);
+		rte_tel_data_add_dict_u64(d, k, w[i].conns_active);
 		snprintf(k, sizeof(k), "worker%u_accepted", i);
-		rte_tel_data_add_dict_u64(d, k, tel_relay->w[i]->qs.conns_accepted);
+		rte_tel_data_add_dict_u64(d, k, w[i].conns_accepted);
 		snprintf(k, sizeof(k), "worker%u_sessions", i);
-		rte_tel_data_add_dict_u64(d, k, tel_relay->w[i]->ns.sessions);
+		rte_tel_data_add_dict_u64(d, k, w[i].sessions);
 	}
 	return 0;
 }
 
 static int tel_cache(const char *cmd, const char *params, struct rte_tel_data *d)
 {
+	struct relay_mgmt_cache c;
+
 	(void)cmd;
 	(void)params;
 	if (tel_relay == NULL)
 		return -1;
 	rte_tel_data_start_dict(d);
-	rte_tel_data_add_dict_u64(d, "budget_bytes", tel_relay->cfg.cache_budget);
-	rte_tel_data_add_dict_u64(d, "used_bytes", moq_cache_used(tel_relay->cache));
-	rte_tel_data_add_dict_u64(d, "max_latency_us", tel_relay->cfg.max_latency_us);
-	{
-		struct moq_cache_stats cs;
-
-		moq_cache_stats(tel_relay->cache, &cs);
-		rte_tel_data_add_dict_u64(d, "tracks", cs.tracks);
-		rte_tel_data_add_dict_u64(d, "groups", cs.groups);
-		rte_tel_data_add_dict_u64(d, "evicted", cs.evicted);
-		rte_tel_data_add_dict_u64(d, "expired", cs.expired);
-		rte_tel_data_add_dict_u64(d, "lagged", cs.lagged);
-	}
+	moq_relay_mgmt_cache(tel_relay->relay, &c);
+	rte_tel_data_add_dict_u64(d, "budget_bytes", c.budget);
+	rte_tel_data_add_dict_u64(d, "used_bytes", c.used);
+	rte_tel_data_add_dict_u64(d, "max_latency_us", c.max_latency_us);
+	rte_tel_data_add_dict_u64(d, "tracks", c.tracks);
+	rte_tel_data_add_dict_u64(d, "groups", c.groups);
+	rte_tel_data_add_dict_u64(d, "evicted", c.evicted);
+	rte_tel_data_add_dict_u64(d, "expired", c.expired);
+	rte_tel_data_add_dict_u64(d, "lagged", c.lagged);
 	return 0;
 }
 
 /* moq/ has no way to list broadcasts yet: the counts per worker. */
 static int tel_tracks(const char *cmd, const char *params, struct rte_tel_data *d)
 {
+	struct relay_mgmt_worker w[MOQ_RELAY_MAX_WORKERS];
+	unsigned int n;
+
 	(void)cmd;
 	(void)params;
 	if (tel_relay == NULL)
 		return -1;
 	rte_tel_data_start_dict(d);
-	for (unsigned int i = 0; i < tel_relay->nb_workers; i++) {
+	n = moq_relay_mgmt_workers(tel_relay->relay, w);
+	for (unsigned int i = 0; i < n; i++) {
 		char k[48];
 
 		snprintf(k, sizeof(k), "worker%u_broadcasts", i);
-		rte_tel_data_add_dict_u64(d, k, tel_relay->w[i]->ns.broadcasts);
+		rte_tel_data_add_dict_u64(d, k, w[i].broadcasts);
 		snprintf(k, sizeof(k), "worker%u_upstream_subs", i);
-		rte_tel_data_add_dict_u64(d, k, tel_relay->w[i]->ns.upstream_subs);
+		rte_tel_data_add_dict_u64(d, k, w[i].upstream_subs);
 		snprintf(k, sizeof(k), "worker%u_groups_in", i);
-		rte_tel_data_add_dict_u64(d, k, tel_relay->w[i]->ns.groups_in);
+		rte_tel_data_add_dict_u64(d, k, w[i].groups_in);
 	}
 	return 0;
 }
 
-void moq_relay_telemetry_register(struct moq_relay *r)
+void moq_relay_telemetry_register(struct relay_mgmt *m)
 {
 	static int registered;
 
-	tel_relay = r;
+	tel_relay = m;
 	if (registered)
 		return;
 	registered = 1;
@@ -694,8 +581,8 @@ void moq_relay_telemetry_register(struct moq_relay *r)
 	                           "the one that ended. No parameters");
 }
 
-void moq_relay_telemetry_unregister(struct moq_relay *r)
+void moq_relay_telemetry_unregister(struct relay_mgmt *m)
 {
-	if (tel_relay == r)
+	if (tel_relay == m)
 		tel_relay = NULL;
 }

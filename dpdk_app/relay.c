@@ -328,6 +328,18 @@ static int dpdk_poll(struct moq_relay *r, struct relay_worker *w, uint64_t now)
 	return work;
 }
 
+/* The DPDK backend (io.h): its state is the worker's own (ports, TX
+ * buffers, network contexts), set up by moq_relay_create. */
+static int dpdk_io_poll(struct relay_io *io, uint64_t now)
+{
+	return dpdk_poll(io->relay, container_of(io, struct relay_worker, io), now);
+}
+
+static const struct relay_io_ops dpdk_ops = {
+        .name = "dpdk",
+        .poll = dpdk_io_poll,
+};
+
 /* SIGHUP, on the worker: its endpoint takes the certificate files for new
  * connections (quic.h: blocks ~1-2 ms for the files; existing connections
  * keep the old one). A failure leaves the endpoint as it was and is counted
@@ -349,10 +361,7 @@ int moq_relay_poll(struct moq_relay *r, unsigned int wi)
 	w = r->w[wi];
 	t0 = rte_rdtsc();
 	now = moq_relay_now_ns();
-	if (r->cfg.backend == MOQ_CFG_BACKEND_KERNEL)
-		work = moq_relay_kernel_poll(r, w, now);
-	else
-		work = dpdk_poll(r, w, now);
+	work = r->io_ops->poll(&w->io, now);
 	if (__atomic_load_n(&r->drain, __ATOMIC_RELAXED) && w->conns != NULL)
 		drain_step(r, w, now);
 	if (w->ep != NULL && __atomic_load_n(&r->reload_gen, __ATOMIC_ACQUIRE) != w->reload_seen)
@@ -819,12 +828,12 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 		r->w[i] = w;
 		w->id = i;
 		w->lcore = lcores[i];
-		w->fd = -1;
 		snprintf(name, sizeof(name), "moqdp_rd_%u_%d", i, (int)getpid());
 		w->ring = rte_ring_create(name, r->cfg.redirect_ring, sock, RING_F_SC_DEQ);
 		if (w->ring == NULL)
 			return rfail(err, errlen, "--redirect-ring: cannot create ring %s: %s",
 			             name, rte_strerror(rte_errno));
+		r->rings[i] = w->ring;
 		for (unsigned int q = 0; q < r->cfg.nb_queues; q++) {
 			if (r->cfg.queues[q].lcore != lcores[i] || w->nb_rxq == MOQ_RELAY_MAX_RXQ)
 				continue;
@@ -874,8 +883,16 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 		if (w->ep == NULL)
 			return rfail(err, errlen, "%s: cannot set up TLS/QUIC (%s)",
 			             r->cfg.cert[0] ? "--cert" : "worker", moq_err_str(qerr));
-		if (r->cfg.backend == MOQ_CFG_BACKEND_KERNEL &&
-		    moq_relay_kernel_open(r, w, err, errlen) != 0)
+		w->io.relay = r;
+		w->io.id = i;
+		w->io.nb_workers = r->nb_workers;
+		w->io.ep = w->ep;
+		w->io.node = w->node;
+		w->io.ring = w->ring;
+		w->io.rings = r->rings;
+		w->io.pool = r->kpool;
+		w->io.st = &w->st;
+		if (r->io_ops->open != NULL && r->io_ops->open(&w->io, &r->cfg, err, errlen) != 0)
 			return MOQ_ERR_CONFIG;
 	}
 	return 0;
@@ -906,7 +923,8 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 		return NULL;
 	}
 	r->cfg = *cfg;
-	r->http_fd = -1;
+	r->io_ops = cfg->backend == MOQ_CFG_BACKEND_KERNEL ? &moq_relay_kernel_ops : &dpdk_ops;
+	r->mgmt.http_fd = -1;
 	r->t0_ns = moq_relay_now_ns();
 	r->tsc0 = rte_rdtsc();
 	r->tsc_mult = (uint64_t)((1000000000ull << 32) / rte_get_tsc_hz());
@@ -962,9 +980,9 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 			r->ports[i].link_up = -1; /* unknown: the first check reports it */
 		announce(r);
 	}
-	if (moq_relay_mgmt_open(r, err, errlen) != 0)
+	if (moq_relay_mgmt_open(&r->mgmt, r, r->cfg.mgmt, err, errlen) != 0)
 		goto fail;
-	moq_relay_telemetry_register(r);
+	moq_relay_telemetry_register(&r->mgmt);
 	return r;
 
 fail:
@@ -976,8 +994,8 @@ void moq_relay_destroy(struct moq_relay *r)
 {
 	if (r == NULL)
 		return;
-	moq_relay_telemetry_unregister(r);
-	moq_relay_mgmt_close(r);
+	moq_relay_telemetry_unregister(&r->mgmt);
+	moq_relay_mgmt_close(&r->mgmt);
 	/* every endpoint first: closing a session may post to another
 	 * worker's node through the hub (moq.h) */
 	for (unsigned int i = 0; i < MOQ_RELAY_MAX_WORKERS; i++)
@@ -992,9 +1010,8 @@ void moq_relay_destroy(struct moq_relay *r)
 			continue;
 		moq_node_destroy(w->node);
 		rte_free(w->conns);
-		if (w->fd >= 0)
-			close(w->fd);
-		rte_free(w->kbuf);
+		if (r->io_ops != NULL && r->io_ops->close != NULL)
+			r->io_ops->close(&w->io);
 		if (w->ring != NULL) {
 			struct rte_mbuf *m;
 
@@ -1101,7 +1118,7 @@ int moq_relay_run(struct moq_relay *r)
 			link_check(r, 0);
 			last_link = t;
 		}
-		moq_relay_mgmt_poll(r, 10);                   /* waits up to 10 ms for a client */
+		moq_relay_mgmt_poll(&r->mgmt, 10);            /* waits up to 10 ms for a client */
 		if (t - r->mbufs_sampled_ns >= 10000000ull) { /* peak mbufs: ~10 ms */
 			moq_relay_mbufs_sample(r);
 			r->mbufs_sampled_ns = t;
@@ -1139,6 +1156,174 @@ int moq_relay_run(struct moq_relay *r)
 	return 0;
 }
 
+/* counters -------------------------------------------------------------- */
+
+/* The relay's mbuf pools: one per socket with ports, the kernel backend's
+ * redirect pool. */
+static uint64_t mbufs_total(const struct moq_relay *r)
+{
+	uint64_t n = r->kpool != NULL ? r->kpool->size : 0;
+
+	for (unsigned int i = 0; i < RTE_MAX_NUMA_NODES; i++)
+		if (r->pools[i] != NULL)
+			n += r->pools[i]->size;
+	return n;
+}
+
+uint64_t moq_relay_mbufs_sample(struct moq_relay *r)
+{
+	uint64_t n = r->kpool != NULL ? rte_mempool_in_use_count(r->kpool) : 0;
+	uint64_t peak = __atomic_load_n(&r->mbufs_peak, __ATOMIC_RELAXED);
+
+	for (unsigned int i = 0; i < RTE_MAX_NUMA_NODES; i++)
+		if (r->pools[i] != NULL)
+			n += rte_mempool_in_use_count(r->pools[i]);
+	__atomic_store_n(&r->mbufs_in_use, n, __ATOMIC_RELAXED);
+	while (n > peak && !__atomic_compare_exchange_n(&r->mbufs_peak, &peak, n, 0,
+	                                                __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+	return n;
+}
+
+void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->mbufs_in_use = moq_relay_mbufs_sample(r);
+	s->mbufs_peak = __atomic_load_n(&r->mbufs_peak, __ATOMIC_RELAXED);
+	s->mbufs_total = mbufs_total(r);
+	s->workers = r->nb_workers;
+	s->ports = r->nb_ports;
+	s->tsc_hz = rte_get_tsc_hz();
+	s->cache_budget = r->cfg.cache_budget;
+	s->uptime_ns = moq_relay_now_ns() - r->t0_ns;
+	if (r->cache != NULL) {
+		struct moq_cache_stats cs;
+
+		moq_cache_stats(r->cache, &cs); /* the group lock, briefly */
+		s->cache_used = cs.used;
+		s->cache_tracks = cs.tracks;
+		s->cache_groups = cs.groups;
+		s->cache_evicted = cs.evicted;
+		s->cache_expired = cs.expired;
+		s->cache_lagged = cs.lagged;
+	}
+	s->announcements = r->announcements;
+	for (unsigned int i = 0; i < r->nb_workers; i++) {
+		const struct relay_worker *w = r->w[i];
+		const struct relay_worker_stats *st = &w->st;
+		struct moq_relay_worker_counters *wc = &s->worker[i];
+
+		s->rx_pkts += st->rx_pkts;
+		s->rx_bytes += st->rx_bytes;
+		s->tx_pkts += st->tx_pkts;
+		s->tx_bytes += st->tx_bytes;
+		s->tx_drops += st->tx_drops + st->tx_nombuf + st->tx_unresolved;
+		s->tx_ring_full += st->tx_ring_full;
+		s->redirected += st->redirected;
+		s->redirect_drops += st->redirect_drops;
+		s->goaways += st->goaways;
+		s->gso_msgs += st->gso_msgs;
+		s->drain_closes += st->drain_closes;
+		s->busy_tsc += st->busy_tsc;
+		s->idle_tsc += st->idle_tsc;
+		s->conns += w->qs.conns_active;
+		s->half_open += w->qs.half_open;
+		s->conns_total += w->qs.conns_accepted;
+		s->quic_dropped += w->qs.pkts_dropped;
+		s->cert_reloads += w->qs.cert_reloads;
+		s->cert_reload_errors += w->qs.cert_reload_errors;
+		s->conns_old_cert += w->qs.conns_old_cert;
+		s->sessions += w->ns.sessions;
+		s->subscribers += w->ns.subscribers;
+		s->tracks += w->ns.tracks;
+		s->subs_refused_limit += w->ns.subs_refused_limit;
+		s->tracks_refused_limit += w->ns.tracks_refused_limit;
+		/* with a hub every worker's origin table holds every broadcast
+		 * (mirrored): the largest table is the count, not the sum */
+		if (w->ns.broadcasts > s->broadcasts)
+			s->broadcasts = w->ns.broadcasts;
+		s->groups_in += w->ns.groups_in;
+		s->frames_in += w->ns.frames_in;
+		s->media_bytes_in += w->ns.bytes_in;
+		s->groups_out += w->ns.groups_out;
+		s->frames_out += w->ns.frames_out;
+		s->media_bytes_out += w->ns.bytes_out;
+		s->group_resets += w->ns.resets_old + w->ns.resets_evicted + w->ns.resets_lagged +
+		                   w->ns.resets_dropped + w->ns.resets_cancel;
+		for (unsigned int pi = 0; pi < r->nb_ports; pi++) {
+			const struct moq_net_stats *ns = &w->net[pi]->stats;
+
+			s->rx_udp += ns->rx_udp;
+			s->rx_l4_partial += ns->rx_l4_partial;
+			for (int d = 0; d < MOQ_NET_DROP_MAX; d++) {
+				s->net_drop[d] += ns->drop[d];
+				s->net_drops += ns->drop[d];
+			}
+		}
+		if (r->cfg.backend == MOQ_CFG_BACKEND_KERNEL)
+			s->rx_udp += st->rx_pkts;
+		wc->conns = w->qs.conns_active;
+		wc->conns_total = w->qs.conns_accepted;
+		wc->sessions = w->ns.sessions;
+		wc->frames_in = w->ns.frames_in;
+		wc->frames_out = w->ns.frames_out;
+		wc->redirected_in = st->redirected_in;
+		wc->busy_tsc = st->busy_tsc;
+		wc->idle_tsc = st->idle_tsc;
+		moq_lat_hist_merge(&s->relay_lat, &w->lat);
+	}
+	for (unsigned int pi = 0; pi < r->nb_ports; pi++) {
+		struct rte_eth_stats es;
+
+		if (rte_eth_stats_get(r->ports[pi].port_id, &es) == 0) {
+			s->rx_nombuf += es.rx_nombuf;
+			s->imissed += es.imissed;
+		}
+	}
+}
+
+/* for the management side (mgmt.h) --------------------------------------- */
+
+struct relay_mgmt *moq_relay_mgmt_of(struct moq_relay *r)
+{
+	return &r->mgmt;
+}
+
+int moq_relay_draining(const struct moq_relay *r)
+{
+	return __atomic_load_n(&r->drain, __ATOMIC_RELAXED);
+}
+
+unsigned int moq_relay_mgmt_workers(const struct moq_relay *r, struct relay_mgmt_worker *out)
+{
+	for (unsigned int i = 0; i < r->nb_workers; i++) {
+		const struct relay_worker *w = r->w[i];
+
+		out[i].conns_active = w->qs.conns_active;
+		out[i].conns_accepted = w->qs.conns_accepted;
+		out[i].sessions = w->ns.sessions;
+		out[i].broadcasts = w->ns.broadcasts;
+		out[i].upstream_subs = w->ns.upstream_subs;
+		out[i].groups_in = w->ns.groups_in;
+	}
+	return r->nb_workers;
+}
+
+void moq_relay_mgmt_cache(const struct moq_relay *r, struct relay_mgmt_cache *c)
+{
+	struct moq_cache_stats cs;
+
+	c->budget = r->cfg.cache_budget;
+	c->used = moq_cache_used(r->cache);
+	c->max_latency_us = r->cfg.max_latency_us;
+	moq_cache_stats(r->cache, &cs);
+	c->tracks = cs.tracks;
+	c->groups = cs.groups;
+	c->evicted = cs.evicted;
+	c->expired = cs.expired;
+	c->lagged = cs.lagged;
+}
+
 /* accessors ------------------------------------------------------------- */
 
 int moq_relay_port_id(const struct moq_relay *r, unsigned int i)
@@ -1158,7 +1343,7 @@ struct rte_mempool *moq_relay_pool(struct moq_relay *r, unsigned int i)
 
 unsigned int moq_relay_http_port(const struct moq_relay *r)
 {
-	return r->http_port;
+	return r->mgmt.http_port;
 }
 
 void moq_relay_fingerprint(const struct moq_relay *r, char *buf, size_t len)

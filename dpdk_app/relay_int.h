@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * relay_int.h: the relay's internal state, shared by relay.c, kernel.c and
- * mgmt.c. Not a public header.
+ * relay_int.h: the relay's internal state, relay.c's alone. The kernel
+ * backend sees a worker through io.h, the management side the relay through
+ * mgmt.h; neither includes this header. Not a public header.
  */
 #ifndef MOQ_DPDK_APP_RELAY_INT_H
 #define MOQ_DPDK_APP_RELAY_INT_H
@@ -19,25 +20,13 @@
 #include "moq.h"
 #include "quic.h"
 #include "relay.h"
+#include "io.h"
+#include "mgmt.h"
 
 #define MOQ_RELAY_MAX_PORTS 8
 #define MOQ_RELAY_MAX_RXQ   16
 /* TX mbufs buffered per port before a tx_burst: two bursts. */
 #define MOQ_RELAY_TXBUF 64
-
-/* Counters a worker writes and the main lcore reads. */
-struct relay_worker_stats {
-	uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes;
-	uint64_t tx_drops, tx_nombuf, tx_unresolved;
-	uint64_t tx_ring_full; /* flushes that left packets for the next iteration */
-	uint64_t redirected, redirected_in, redirect_drops;
-	uint64_t busy_tsc, idle_tsc;
-	uint64_t goaways, drain_closes; /* SIGQUIT: GOAWAY sent, connections closed */
-	uint64_t conn_set_full;         /* a connection the drain set could not track */
-	uint64_t gso_msgs;              /* kernel backend: GSO sends of several datagrams */
-};
-
-struct relay_kbuf;
 
 struct relay_worker {
 	struct moq_relay *relay;
@@ -53,10 +42,6 @@ struct relay_worker {
 	struct rte_ring *ring; /* datagrams of our connections from other workers */
 	struct rte_mempool *pool;
 	uint64_t next_expiry, stats_ns;
-	int fd;                      /* kernel backend: this worker's SO_REUSEPORT socket */
-	struct moq_quic_addr klocal; /* its bound address */
-	struct relay_kbuf *kbuf;     /* its datagram buffers */
-	int kgso;                    /* the kernel takes UDP_SEGMENT */
 	struct rte_mbuf *tx[MOQ_RELAY_MAX_PORTS][MOQ_RELAY_TXBUF];
 	uint64_t tx_retry_tsc; /* the ring was full: no flush before this TSC */
 	uint16_t nb_tx[MOQ_RELAY_MAX_PORTS];
@@ -71,6 +56,7 @@ struct relay_worker {
 	struct moq_quic_stats qs; /* copied from the endpoint at 10 Hz */
 	struct moq_node_stats ns; /* copied from the node at 10 Hz */
 	struct moq_lat_hist lat;  /* the node's relay-added latency, copied at 10 Hz */
+	struct relay_io io;       /* what the I/O backend sees of this worker (io.h) */
 } __rte_cache_aligned;
 
 struct relay_port {
@@ -89,6 +75,8 @@ struct moq_relay {
 	struct relay_port ports[MOQ_RELAY_MAX_PORTS];
 	uint16_t port_index[RTE_MAX_ETHPORTS];
 	struct relay_worker *w[MOQ_RELAY_MAX_WORKERS];
+	struct rte_ring *rings[MOQ_RELAY_MAX_WORKERS]; /* w[i]->ring (relay_io.rings) */
+	const struct relay_io_ops *io_ops;             /* the backend's (io.h) */
 	struct rte_mempool *pools[RTE_MAX_NUMA_NODES];
 	struct rte_mempool *kpool; /* kernel backend: redirect copies */
 	struct moq_cache *cache;   /* shared by all workers (cache.h) */
@@ -97,11 +85,9 @@ struct moq_relay {
 	uint32_t announce_pending; /* ports whose link came up: worker 0 announces */
 	uint64_t announcements;
 	uint64_t reloads, reload_failed;
-	uint32_t reload_gen; /* SIGHUP, checked on the main lcore: workers reload their
+	uint32_t reload_gen;    /* SIGHUP, checked on the main lcore: workers reload their
 	                      * endpoints' certificate when it moves */
-	int http_fd;
-	unsigned int http_port;
-	uint64_t http_requests;
+	struct relay_mgmt mgmt; /* the HTTP listener, telemetry (mgmt.h) */
 	uint64_t t0_ns;
 	char fingerprint[100];
 	/* moq_relay_clock_ns: ns = (tsc - tsc0) * tsc_mult >> 32 */
@@ -109,23 +95,8 @@ struct moq_relay {
 	/* mbufs in use (moq_relay_mbufs_sample; atomics: the main lcore and the
 	 * telemetry thread sample) */
 	uint64_t mbufs_in_use, mbufs_peak, mbufs_sampled_ns;
-	/* relay-added latency: the merged histogram at the last
-	 * /moqdp/latency_reset (telemetry thread only) */
-	struct moq_lat_hist lat_base;
 };
 
 uint64_t moq_relay_now_ns(void);
-void moq_relay_addr_from(struct moq_quic_addr *a, int family, const uint8_t *ip, uint16_t port);
-
-/* kernel.c: the kernel-socket backend */
-int moq_relay_kernel_open(struct moq_relay *r, struct relay_worker *w, char *err, size_t errlen);
-int moq_relay_kernel_poll(struct moq_relay *r, struct relay_worker *w, uint64_t now);
-
-/* mgmt.c: HTTP listener, telemetry */
-int moq_relay_mgmt_open(struct moq_relay *r, char *err, size_t errlen);
-void moq_relay_mgmt_poll(struct moq_relay *r, int timeout_ms);
-void moq_relay_mgmt_close(struct moq_relay *r);
-void moq_relay_telemetry_register(struct moq_relay *r);
-void moq_relay_telemetry_unregister(struct moq_relay *r);
 
 #endif /* MOQ_DPDK_APP_RELAY_INT_H */

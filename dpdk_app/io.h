@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * io.h: the relay's I/O backends behind one ops table: DPDK ports (relay.c)
+ * and kernel sockets (kernel.c). relay.c picks the table for --backend and
+ * calls it once per worker iteration (a function pointer per burst of 32,
+ * never per packet); a backend sees its worker only through struct relay_io.
+ * Not a public header; it does not include relay_int.h.
+ */
+#ifndef MOQ_DPDK_APP_IO_H
+#define MOQ_DPDK_APP_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pmd_config.h"
+#include "quic.h"
+
+struct moq_relay;
+struct moq_node;
+struct rte_mempool;
+struct rte_ring;
+
+/* Counters a worker writes and the main lcore reads. */
+struct relay_worker_stats {
+	uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes;
+	uint64_t tx_drops, tx_nombuf, tx_unresolved;
+	uint64_t tx_ring_full; /* flushes that left packets for the next iteration */
+	uint64_t redirected, redirected_in, redirect_drops;
+	uint64_t busy_tsc, idle_tsc;
+	uint64_t goaways, drain_closes; /* SIGQUIT: GOAWAY sent, connections closed */
+	uint64_t conn_set_full;         /* a connection the drain set could not track */
+	uint64_t gso_msgs;              /* kernel backend: GSO sends of several datagrams */
+};
+
+/* What a backend sees of its worker; relay.c fills it before open. */
+struct relay_io {
+	struct moq_relay *relay; /* for moq_relay_clock_ns (relay.h) */
+	unsigned int id;         /* the worker's index */
+	unsigned int nb_workers;
+	struct moq_quic_endpoint *ep;
+	struct moq_node *node;         /* the worker's moq-lite sessions (moq.h) */
+	struct rte_ring *ring;         /* datagrams of our connections from other workers */
+	struct rte_ring *const *rings; /* every worker's ring, [nb_workers] */
+	struct rte_mempool *pool;      /* kernel backend: redirect copies */
+	struct relay_worker_stats *st; /* the worker's counters */
+	void *priv;                    /* the backend's own per-worker state */
+};
+
+/* A backend. open and close may be NULL. */
+struct relay_io_ops {
+	const char *name;
+	/* set up worker @io's I/O from @cfg; 0, or a MOQ_ERR_* with one line
+	 * in @err */
+	int (*open)(struct relay_io *io, const struct moq_pmd_config *cfg, char *err,
+	            size_t errlen);
+	/* one iteration: receive bursts, the redirect ring, timers, the moq
+	 * node, send bursts; returns the packets handled (0 = idle) */
+	int (*poll)(struct relay_io *io, uint64_t now);
+	/* free what open set up (also after a failed or no open) */
+	void (*close)(struct relay_io *io);
+};
+
+/* kernel.c: the kernel-socket backend. */
+extern const struct relay_io_ops moq_relay_kernel_ops;
+
+/* relay.c: a moq_quic_addr for @ip (4 or 16 bytes by @family 4 / 6) and
+ * @port (host order). */
+void moq_relay_addr_from(struct moq_quic_addr *a, int family, const uint8_t *ip, uint16_t port);
+
+#endif /* MOQ_DPDK_APP_IO_H */
