@@ -7,9 +7,14 @@
 
 #include "moq.h"
 
+#include <stdatomic.h>
+#include <stdlib.h>
+
 /* Bytes kept for the stream's own outgoing data (control messages and frame
  * headers) until the peer acknowledges them (quic.h: no copies). */
 #define TXCHUNK_DATA 1000u
+
+#define POOL_MAX     64            /* spare tx chunks kept per session */
 
 struct txchunk {
 	struct txchunk *next;
@@ -141,6 +146,16 @@ struct hub_msg {
 	uint32_t nhops;
 	uint64_t hops[MOQ_MAX_HOPS];
 	struct moq_track_info ti; /* HUB_TRACK_INFO */
+};
+
+struct moq_hub {
+	uint32_t max;
+	uint64_t origin;
+	_Atomic uint64_t nsubs;   /* downstream subscriptions of every node */
+	_Atomic uint64_t ntracks; /* counted upstream tracks of every node */
+	atomic_flag lock;
+	struct moq_node **nodes;
+	struct hub_box *box;
 };
 
 /* A TRACK_INFO answer the relay learned (or is asking for). */
@@ -296,5 +311,80 @@ struct moq_node {
 /* session.c, relay-added latency: note the arrivals of the complete frames
  * among @f[0..@cnt) just written to a subscriber's stream. */
 void moq_lat_record(struct moq_node *n, const struct moq_cache_frame *f, unsigned cnt);
+
+/* sess_mark: @s has fanout work (a track it reads moved, an ack freed budget,
+ * a stream or request changed, a deferred close): moq_node_poll visits it at
+ * its next call. Sessions with nothing new are not visited at all. */
+static void sess_mark(struct moq_session *s)
+{
+	if (!s->queued && !s->freed) {
+		s->queued = 1;
+		s->pnext = s->n->pending;
+		s->n->pending = s;
+	}
+}
+
+/* Cache status of a group that went stale: expired, evicted or pushed out
+ * of the window; its stream is reset with err_code(). */
+static inline bool group_stale(int stc)
+{
+	return stc == MOQ_ERR_EVICTED || stc == MOQ_ERR_OLD || stc == MOQ_ERR_LAGGED;
+}
+
+/* tx_reserve: @len contiguous bytes appended to @tb that stay at their
+ * address until the stream is freed (ngtcp2 references them until acked). */
+static uint8_t *tx_reserve(struct moq_session *s, struct txbuf *tb, size_t len)
+{
+	struct txchunk *c = tb->tail;
+	uint8_t *p;
+
+	if (!c || c->cap - c->len < len) {
+		if (len <= TXCHUNK_DATA && s->pool) {
+			c = s->pool;
+			s->pool = c->next;
+			s->pool_len--;
+		} else {
+			size_t cap = len > TXCHUNK_DATA ? len : TXCHUNK_DATA;
+			c = malloc(sizeof(*c) + cap);
+			if (!c)
+				return NULL;
+			c->cap = (uint32_t)cap;
+			c->data = (uint8_t *)(c + 1);
+		}
+		c->next = NULL;
+		c->len = 0;
+		if (tb->tail)
+			tb->tail->next = c;
+		else
+			tb->head = c;
+		tb->tail = c;
+	}
+	p = c->data + c->len;
+	c->len += (uint32_t)len;
+	return p;
+}
+
+/* Give back the unused tail of the last reservation. */
+static void tx_unreserve(struct txbuf *tb, size_t len)
+{
+	tb->tail->len -= (uint32_t)len;
+}
+
+/* Carry out a deferred close (frees @s). Returns nonzero when it did. */
+static int sess_flush(struct moq_session *s)
+{
+	if (!s->closing || s->depth || !s->conn)
+		return 0;
+	/* conn_closed frees the session during this call. */
+	moq_quic_conn_close(s->conn, s->close_code, NULL);
+	return 1;
+}
+
+/* Something changed for every subscriber of @up (it ended, ...). */
+static void up_touch(struct upstream *up)
+{
+	for (struct dsub *d = up->dsubs; d; d = d->unext)
+		sess_mark(d->s);
+}
 
 #endif /* MOQ_MOQ_MOQ_INT_H */
