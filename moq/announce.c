@@ -48,7 +48,7 @@ static int ann_send(struct moq_session *s, struct mstream *st, struct bcast *bc,
 }
 
 /* Tell every matching announce stream of every session about @bc. */
-static void ann_notify(struct moq_node *n, struct bcast *bc, int active)
+void ann_notify(struct moq_node *n, struct bcast *bc, int active)
 {
 	for (struct moq_session *s = n->sessions; s; s = s->next) {
 		if (s->closing || !s->nann_in)
@@ -64,7 +64,7 @@ static void ann_notify(struct moq_node *n, struct bcast *bc, int active)
 	}
 }
 
-static int ann_in_start(struct moq_session *s, struct mstream *st, const struct moq_announce_req *r)
+int ann_in_start(struct moq_session *s, struct mstream *st, const struct moq_announce_req *r)
 {
 	struct moq_node *n = s->n;
 	char buf[4200];
@@ -107,7 +107,7 @@ static int ann_in_start(struct moq_session *s, struct mstream *st, const struct 
 }
 
 /* An ANNOUNCE on a request we made. */
-static int on_announce(struct moq_session *s, struct mstream *st, const struct moq_announce *a)
+int on_announce(struct moq_session *s, struct mstream *st, const struct moq_announce *a)
 {
 	struct moq_node *n = s->n;
 	char sbuf[4200], *full;
@@ -197,7 +197,7 @@ static int on_announce(struct moq_session *s, struct mstream *st, const struct m
 }
 
 /* The announce stream we opened closed: all of its broadcasts are gone. */
-static void ann_out_gone(struct moq_session *s, struct mstream *st)
+void ann_out_gone(struct moq_session *s, struct mstream *st)
 {
 	struct moq_node *n = s->n;
 	struct bcast *bc, *nx;
@@ -212,7 +212,7 @@ static void ann_out_gone(struct moq_session *s, struct mstream *st)
 	}
 }
 
-static int ann_request(struct moq_session *s, const char *prefix, size_t len, int *err)
+int ann_request(struct moq_session *s, const char *prefix, size_t len, int *err)
 {
 	struct mstream *st;
 	struct moq_msg m = {.type = MOQ_MSG_ANNOUNCE_REQ};

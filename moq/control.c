@@ -249,8 +249,7 @@ static int kind_of(const struct moq_session *s, int uni, uint64_t type)
 	}
 }
 
-static void stream_data(struct moq_session *s, int64_t sid, const uint8_t *data, size_t len,
-                        int fin)
+void stream_data(struct moq_session *s, int64_t sid, const uint8_t *data, size_t len, int fin)
 {
 	struct moq_node *n = s->n;
 	struct mstream *st = smap_get(&s->streams, sid);

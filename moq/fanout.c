@@ -20,6 +20,7 @@
 
 /* ---------------------------------------------------------------- fanout */
 
+/* Spare group-stream records, as st_alloc keeps streams (POOL_MAX). */
 static struct gout *gout_alloc(struct moq_session *s)
 {
 	struct gout *go = s->go_pool;
@@ -32,7 +33,7 @@ static struct gout *gout_alloc(struct moq_session *s)
 	return go;
 }
 
-static void gout_release(struct moq_session *s, struct gout *go)
+void gout_release(struct moq_session *s, struct gout *go)
 {
 	if (s->go_pool_len >= POOL_MAX) {
 		free(go);
@@ -62,7 +63,7 @@ static struct gout *gout_retire(struct moq_session *s, struct gout **pp)
 	return *pp;
 }
 
-static void gout_reset(struct moq_session *s, struct gout *go, uint64_t code)
+void gout_reset(struct moq_session *s, struct gout *go, uint64_t code)
 {
 	struct moq_node *n = s->n;
 
@@ -97,7 +98,7 @@ static void gout_reset(struct moq_session *s, struct gout *go, uint64_t code)
 	}
 }
 
-static uint64_t err_code(int err)
+uint64_t err_code(int err)
 {
 	switch (err) {
 	case MOQ_ERR_OLD:
@@ -138,7 +139,7 @@ static void gout_link(struct moq_session *s, struct gout *go)
 }
 
 /* Priorities changed (SUBSCRIBE_UPDATE): put the live list back in order. */
-static void gout_resort(struct moq_session *s)
+void gout_resort(struct moq_session *s)
 {
 	struct gout *go = s->gouts;
 
@@ -150,8 +151,8 @@ static void gout_resort(struct moq_session *s)
 	}
 }
 
-static struct gout *gout_new(struct moq_session *s, struct mstream *st, struct moq_cache_group *g,
-                             uint8_t priority)
+struct gout *gout_new(struct moq_session *s, struct mstream *st, struct moq_cache_group *g,
+                      uint8_t priority)
 {
 	struct gout *go = gout_alloc(s);
 

@@ -27,7 +27,7 @@ struct hub_box {
  * 1): take one unit when under the bound (0 = unlimited). With a hub the
  * bound is relay-wide: one atomic add on the hub's count (control path, one
  * per SUBSCRIBE). The node's own count is in its stats. */
-static bool bound_take(struct moq_node *n, int tracks)
+bool bound_take(struct moq_node *n, int tracks)
 {
 	uint32_t max = tracks ? n->cfg.max_tracks : n->cfg.max_subscribers;
 	uint64_t *mine = tracks ? &n->st.tracks : &n->st.subscribers;
@@ -46,7 +46,7 @@ static bool bound_take(struct moq_node *n, int tracks)
 }
 
 /* Give back a unit taken with bound_take. */
-static void bound_put(struct moq_node *n, int tracks)
+void bound_put(struct moq_node *n, int tracks)
 {
 	if (tracks)
 		n->st.tracks--;
@@ -73,7 +73,7 @@ static void spin_unlock(atomic_flag *f)
  * ASan builds: a fixed allocator region) has too; a relay then drops its
  * peer's announces as loops. The clock, pid and @salt if getrandom fails.
  * Nonzero, under 2^62 (a varint). Control path (create only). */
-static uint64_t hop_id_random(const void *salt)
+uint64_t hop_id_random(const void *salt)
 {
 	uint64_t v = 0;
 
@@ -134,7 +134,7 @@ void moq_hub_destroy(struct moq_hub *h)
 	free(h);
 }
 
-static int hub_register(struct moq_hub *h, struct moq_node *n)
+int hub_register(struct moq_hub *h, struct moq_node *n)
 {
 	int id = -1;
 
@@ -149,7 +149,7 @@ static int hub_register(struct moq_hub *h, struct moq_node *n)
 	return id;
 }
 
-static void hub_unregister(struct moq_hub *h, uint32_t id)
+void hub_unregister(struct moq_hub *h, uint32_t id)
 {
 	struct hub_msg *m;
 
@@ -167,8 +167,8 @@ static void hub_unregister(struct moq_hub *h, uint32_t id)
 	}
 }
 
-static struct hub_msg *hub_msg_new(struct moq_node *n, int kind, const char *p, size_t pl,
-                                   const char *t, size_t tl)
+struct hub_msg *hub_msg_new(struct moq_node *n, int kind, const char *p, size_t pl, const char *t,
+                            size_t tl)
 {
 	struct hub_msg *m = calloc(1, sizeof(*m));
 
@@ -190,7 +190,7 @@ static struct hub_msg *hub_msg_new(struct moq_node *n, int kind, const char *p, 
 }
 
 /* Queue @m for node @to (0-based); dropped when that node is gone. */
-static void hub_post(struct moq_hub *h, uint32_t to, struct hub_msg *m)
+void hub_post(struct moq_hub *h, uint32_t to, struct hub_msg *m)
 {
 	struct hub_box *b = &h->box[to];
 	int live;
@@ -213,8 +213,8 @@ static void hub_post(struct moq_hub *h, uint32_t to, struct hub_msg *m)
 }
 
 /* @to1 is 1 + the node id (struct bcast owner encoding). */
-static void hub_send(struct moq_node *n, uint32_t to1, int kind, const char *p, size_t pl,
-                     const char *t, size_t tl)
+void hub_send(struct moq_node *n, uint32_t to1, int kind, const char *p, size_t pl, const char *t,
+              size_t tl)
 {
 	struct hub_msg *m;
 
@@ -226,7 +226,7 @@ static void hub_send(struct moq_node *n, uint32_t to1, int kind, const char *p, 
 }
 
 /* Tell the other nodes that a broadcast we own is active or ended. */
-static void hub_announce(struct moq_node *n, struct bcast *bc, int active)
+void hub_announce(struct moq_node *n, struct bcast *bc, int active)
 {
 	if (!n->hub || bc->owner)
 		return;
@@ -349,7 +349,7 @@ static void hub_handle(struct moq_node *n, struct hub_msg *m)
 	}
 }
 
-static void hub_drain(struct moq_node *n)
+void hub_drain(struct moq_node *n)
 {
 	struct hub_box *b;
 	struct hub_msg *m;

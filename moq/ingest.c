@@ -9,7 +9,7 @@
 
 /* ---------------------------------------------------------------- ingest */
 
-static struct usub *usub_find(struct moq_session *s, uint64_t id)
+struct usub *usub_find(struct moq_session *s, uint64_t id)
 {
 	for (struct usub *us = s->usubs; us; us = us->next)
 		if (us->id == id)
@@ -50,7 +50,7 @@ static int up_restart(struct upstream *up)
 	return 0;
 }
 
-static void gin_end(struct moq_session *s, struct gin *gi, int64_t code)
+void gin_end(struct moq_session *s, struct gin *gi, int64_t code)
 {
 	struct moq_node *n = s->n;
 
@@ -82,7 +82,7 @@ static void gin_refuse(struct moq_session *s, struct mstream *st, uint64_t code)
 		moq_quic_stream_stop_sending(s->conn, st->sid, code);
 }
 
-static void gin_data(struct moq_session *s, struct mstream *st, const uint8_t *p, size_t len)
+void gin_data(struct moq_session *s, struct mstream *st, const uint8_t *p, size_t len)
 {
 	struct moq_node *n = s->n;
 	struct gin *gi = st->gi;

@@ -13,7 +13,7 @@
 
 /* ---------------------------------------------------------------- utils */
 
-static char *memdup0(const void *p, size_t len)
+char *memdup0(const void *p, size_t len)
 {
 	char *d = malloc(len + 1);
 
@@ -26,7 +26,7 @@ static char *memdup0(const void *p, size_t len)
 }
 
 /* Normalise @p into a new string (PROTOCOL.md, path). */
-static char *path_dup(const char *p, size_t len, size_t *out_len)
+char *path_dup(const char *p, size_t len, size_t *out_len)
 {
 	char *d = malloc(len + 1);
 	int n;
@@ -44,7 +44,7 @@ static char *path_dup(const char *p, size_t len, size_t *out_len)
 }
 
 /* Join two normalised paths into a new normalised string. */
-static char *path_join(const char *a, size_t al, const char *b, size_t bl, size_t *out_len)
+char *path_join(const char *a, size_t al, const char *b, size_t bl, size_t *out_len)
 {
 	char *d = malloc(al + bl + 2);
 	size_t o = 0;
@@ -66,7 +66,7 @@ static char *path_join(const char *a, size_t al, const char *b, size_t bl, size_
 	return d;
 }
 
-static bool hops_have(const uint64_t *hops, uint32_t n, uint64_t h)
+bool hops_have(const uint64_t *hops, uint32_t n, uint64_t h)
 {
 	if (h == 0)
 		return false;
@@ -78,7 +78,7 @@ static bool hops_have(const uint64_t *hops, uint32_t n, uint64_t h)
 
 /* ----------------------------------------------------- origin table */
 
-static struct bcast *bcast_find(struct moq_node *n, const char *p, size_t len)
+struct bcast *bcast_find(struct moq_node *n, const char *p, size_t len)
 {
 	for (struct bcast *b = n->bcasts; b; b = b->next)
 		if (b->len == len && memcmp(b->path, p, len) == 0)
@@ -86,7 +86,7 @@ static struct bcast *bcast_find(struct moq_node *n, const char *p, size_t len)
 	return NULL;
 }
 
-static struct bcast *bcast_add(struct moq_node *n, const char *p, size_t len)
+struct bcast *bcast_add(struct moq_node *n, const char *p, size_t len)
 {
 	struct bcast *b = calloc(1, sizeof(*b));
 
@@ -104,7 +104,7 @@ static struct bcast *bcast_add(struct moq_node *n, const char *p, size_t len)
 	return b;
 }
 
-static void bcast_unlink(struct moq_node *n, struct bcast *bc)
+void bcast_unlink(struct moq_node *n, struct bcast *bc)
 {
 	for (struct bcast **pp = &n->bcasts; *pp; pp = &(*pp)->next)
 		if (*pp == bc) {
@@ -117,7 +117,7 @@ static void bcast_unlink(struct moq_node *n, struct bcast *bc)
 }
 
 /* End every upstream of @bc's path: its subscribers get END. */
-static void bcast_end(struct moq_node *n, struct bcast *bc)
+void bcast_end(struct moq_node *n, struct bcast *bc)
 {
 	if (!bc->owner)
 		hub_announce(n, bc, 0);

@@ -1,38 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * session.c: moq-lite sessions over quic/, the relay's origin table,
- * upstream aggregation, ingest into the cache and fanout from it
- * (docs/PROTOCOL.md, docs/DESIGN.md).
+ * session.c: moq-lite sessions over quic/: creating and freeing a session
+ * and its streams, deferred closes, SETUP, and the QUIC callbacks that drive
+ * it (docs/PROTOCOL.md, docs/DESIGN.md). The other parts of moq/ sessions and
+ * routing are in the files beside it, by concern (moq_int.h).
  */
 #include "moq.h"
 
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "moq_int.h"
 
 /* Control path allocations only: sessions, streams, subscriptions. The data
  * path (frames) allocates nothing but pooled header chunks. */
-
-static void sess_fail(struct moq_session *s, uint64_t code);
-static void st_process(struct moq_session *s, struct mstream *st);
-static void dsub_detach(struct dsub *d);
-static void up_free(struct upstream *up);
-static void up_touch(struct upstream *up);
-static void bcast_end(struct moq_node *n, struct bcast *bc);
-static void hub_announce(struct moq_node *n, struct bcast *bc, int active);
-static void tinfo_drop_path(struct moq_node *n, const char *p, size_t pl);
-static bool bound_take(struct moq_node *n, int tracks);
-static void bound_put(struct moq_node *n, int tracks);
-static struct hub_msg *hub_msg_new(struct moq_node *n, int kind, const char *p, size_t pl,
-                                   const char *t, size_t tl);
-static void hub_post(struct moq_hub *h, uint32_t to, struct hub_msg *m);
-static void hub_send(struct moq_node *n, uint32_t to1, int kind, const char *p, size_t pl,
-                     const char *t, size_t tl);
 
 /* ------------------------------------------------------ pending sessions */
 
@@ -62,7 +43,7 @@ static void sess_unlist(struct moq_session *s)
 
 /* -------------------------------------------------------------- sessions */
 
-static struct moq_session *sess_new(struct moq_node *n, struct moq_quic_conn *c, int server)
+struct moq_session *sess_new(struct moq_node *n, struct moq_quic_conn *c, int server)
 {
 	struct moq_session *s;
 
@@ -139,7 +120,7 @@ static void st_free(struct moq_session *s, struct mstream *st)
 }
 
 /* The connection is gone: free the session and everything it holds. */
-static void sess_free(struct moq_session *s, uint64_t code, int local)
+void sess_free(struct moq_session *s, uint64_t code, int local)
 {
 	struct moq_node *n = s->n;
 
@@ -195,7 +176,7 @@ static void sess_free(struct moq_session *s, uint64_t code, int local)
 }
 
 /* Close the session with @code at the end of the current callback. */
-static void sess_fail(struct moq_session *s, uint64_t code)
+void sess_fail(struct moq_session *s, uint64_t code)
 {
 	if (s->closing)
 		return;

@@ -18,7 +18,7 @@ static uint32_t smap_slot(const struct smap *m, int64_t k)
 	return (uint32_t)(((uint64_t)k * 0x9E3779B97F4A7C15ull) >> 32) & (m->cap - 1);
 }
 
-static struct mstream *smap_get(const struct smap *m, int64_t k)
+struct mstream *smap_get(const struct smap *m, int64_t k)
 {
 	if (!m->cap)
 		return NULL;
@@ -69,7 +69,7 @@ static int smap_put(struct smap *m, int64_t k, struct mstream *v)
 	return 0;
 }
 
-static void smap_del(struct smap *m, int64_t k)
+void smap_del(struct smap *m, int64_t k)
 {
 	uint32_t i, j;
 
@@ -109,7 +109,7 @@ static void chunk_put(struct moq_session *s, struct txchunk *c)
 	}
 }
 
-static void tx_free(struct moq_session *s, struct txbuf *tb)
+void tx_free(struct moq_session *s, struct txbuf *tb)
 {
 	struct txchunk *c = tb->head, *nx;
 
@@ -124,7 +124,7 @@ static void tx_free(struct moq_session *s, struct txbuf *tb)
 /* A control stream's bytes all come from its txbuf, so stream offsets are
  * txbuf offsets: chunks the peer acknowledged are released (a long-lived
  * announce stream does not grow with every ANNOUNCE it ever sent). */
-static void tx_release_acked(struct moq_session *s, struct txbuf *tb, uint64_t acked)
+void tx_release_acked(struct moq_session *s, struct txbuf *tb, uint64_t acked)
 {
 	while (tb->head && tb->head != tb->tail && tb->head_off + tb->head->len <= acked) {
 		struct txchunk *c = tb->head;
@@ -150,7 +150,7 @@ static struct mstream *st_alloc(struct moq_session *s)
 	return st;
 }
 
-static void st_release(struct moq_session *s, struct mstream *st)
+void st_release(struct moq_session *s, struct mstream *st)
 {
 	if (s->st_pool_len >= POOL_MAX) {
 		free(st);
@@ -161,7 +161,9 @@ static void st_release(struct moq_session *s, struct mstream *st)
 	s->st_pool_len++;
 }
 
-static struct mstream *st_new(struct moq_session *s, int64_t sid, uint8_t kind, int local)
+/* inline: st_open's copy is on the fanout path (a stream per group); the
+ * prototype in moq_int.h makes this the external definition control.c calls. */
+inline struct mstream *st_new(struct moq_session *s, int64_t sid, uint8_t kind, int local)
 {
 	struct mstream *st = st_alloc(s);
 
@@ -177,7 +179,7 @@ static struct mstream *st_new(struct moq_session *s, int64_t sid, uint8_t kind, 
 	return st;
 }
 
-static struct mstream *st_open(struct moq_session *s, int bidi, uint8_t kind, int *err)
+struct mstream *st_open(struct moq_session *s, int bidi, uint8_t kind, int *err)
 {
 	int64_t sid;
 	int rc;
@@ -201,8 +203,7 @@ static struct mstream *st_open(struct moq_session *s, int bidi, uint8_t kind, in
 }
 
 /* Write @len bytes (copied into the stream's tx buffer) and/or FIN. */
-static int st_write(struct moq_session *s, struct mstream *st, const void *data, size_t len,
-                    int fin)
+int st_write(struct moq_session *s, struct mstream *st, const void *data, size_t len, int fin)
 {
 	struct iovec iov = {NULL, 0};
 	long rc;
@@ -227,8 +228,8 @@ static int st_write(struct moq_session *s, struct mstream *st, const void *data,
 }
 
 /* Encode @m (prefixed with the stream type when @stype >= 0) and write it. */
-static int st_send(struct moq_session *s, struct mstream *st, int64_t stype,
-                   const struct moq_msg *m, int fin)
+int st_send(struct moq_session *s, struct mstream *st, int64_t stype, const struct moq_msg *m,
+            int fin)
 {
 	uint8_t buf[8 + 4200];
 	size_t off = 0;
@@ -249,7 +250,7 @@ static int st_send(struct moq_session *s, struct mstream *st, int64_t stype,
 	return st_write(s, st, buf, off, fin);
 }
 
-static void st_reset(struct moq_session *s, struct mstream *st, uint64_t code)
+void st_reset(struct moq_session *s, struct mstream *st, uint64_t code)
 {
 	if (!s->conn)
 		return;
@@ -260,7 +261,7 @@ static void st_reset(struct moq_session *s, struct mstream *st, uint64_t code)
 }
 
 /* Refuse a peer stream: stop its sending side and reset ours. */
-static void st_refuse(struct moq_session *s, struct mstream *st, uint64_t code)
+void st_refuse(struct moq_session *s, struct mstream *st, uint64_t code)
 {
 	if (!s->conn)
 		return;

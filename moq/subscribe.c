@@ -37,13 +37,9 @@ static void dsub_detach(struct dsub *d)
 	up_changed(up);
 }
 
-static void gout_reset(struct moq_session *s, struct gout *go, uint64_t code);
-static void gout_resort(struct moq_session *s);
-static int up_restart(struct upstream *up);
-
 /* The subscriber unsubscribed (or reset the stream): cancel in-flight
  * groups, leave the upstream, FIN our side. */
-static void dsub_cancel(struct moq_session *s, struct dsub *d)
+void dsub_cancel(struct moq_session *s, struct dsub *d)
 {
 	sess_mark(s);
 	for (struct gout *go = s->gouts; go; go = go->next)
@@ -59,7 +55,7 @@ static void dsub_cancel(struct moq_session *s, struct dsub *d)
 		st_write(s, d->st, NULL, 0, 1);
 }
 
-static void dsub_free(struct moq_session *s, struct dsub *d)
+void dsub_free(struct moq_session *s, struct dsub *d)
 {
 	dsub_detach(d);
 	for (struct gout *go = s->gouts; go; go = go->next)
@@ -87,7 +83,7 @@ static void dsub_free(struct moq_session *s, struct dsub *d)
 /* SUBSCRIBE from the peer (PROTOCOL.md, Subscribe). A request beyond a
  * configured bound (per session, cfg.max_subscribers, cfg.max_tracks) is
  * refused with reset 11 bounds (PROTOCOL.md, Error codes). */
-static void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_subscribe *m)
+void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_subscribe *m)
 {
 	struct moq_node *n = s->n;
 	char bbuf[4200], *full = NULL;
@@ -178,8 +174,8 @@ fail_refuse:
 	st_refuse(s, st, code);
 }
 
-static void on_subscribe_update(struct moq_session *s, struct mstream *st,
-                                const struct moq_subscribe_update *m)
+void on_subscribe_update(struct moq_session *s, struct mstream *st,
+                         const struct moq_subscribe_update *m)
 {
 	struct dsub *d = st->d;
 

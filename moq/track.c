@@ -11,18 +11,18 @@
 
 #include "moq_int.h"
 
-#define MAX_TINFO    1024u         /* TRACK_INFO answers a relay node keeps */
+#define MAX_TINFO 1024u /* TRACK_INFO answers a relay node keeps */
 
 /* ---------------------------------------------------------- track info */
 
-static void tinfo_free(struct tinfo *ti)
+void tinfo_free(struct tinfo *ti)
 {
 	free(ti->path);
 	free(ti->track);
 	free(ti);
 }
 
-static struct tinfo *tinfo_new(const char *p, size_t pl, const char *t, size_t tl)
+struct tinfo *tinfo_new(const char *p, size_t pl, const char *t, size_t tl)
 {
 	struct tinfo *ti = calloc(1, sizeof(*ti));
 	if (!ti)
@@ -42,8 +42,7 @@ static struct tinfo *tinfo_new(const char *p, size_t pl, const char *t, size_t t
 
 /* The relay's TRACK_INFO cache entry for @p / @t: bounded (MAX_TINFO; then
  * NULL and the caller answers defaults), freed when the broadcast ends. */
-static struct tinfo *tinfo_get(struct moq_node *n, const char *p, size_t pl, const char *t,
-                               size_t tl)
+struct tinfo *tinfo_get(struct moq_node *n, const char *p, size_t pl, const char *t, size_t tl)
 {
 	struct tinfo *ti;
 
@@ -63,11 +62,10 @@ static struct tinfo *tinfo_get(struct moq_node *n, const char *p, size_t pl, con
 }
 
 static void track_reply(struct moq_session *s, struct mstream *st, const struct moq_track_info *t);
-static const struct moq_track_info default_info;
 
 /* @bc ended: forget what we learned about its tracks; waiting requests get
  * the defaults. */
-static void tinfo_drop_path(struct moq_node *n, const char *p, size_t pl)
+void tinfo_drop_path(struct moq_node *n, const char *p, size_t pl)
 {
 	for (struct tinfo **pp = &n->tinfos; *pp;) {
 		struct tinfo *ti = *pp;
@@ -99,11 +97,11 @@ static void track_reply(struct moq_session *s, struct mstream *st, const struct 
 	st->ti = NULL;
 }
 
-static const struct moq_track_info default_info = {0, false, MOQ_DEFAULT_MAX_LATENCY_MS, 1000};
+const struct moq_track_info default_info = {0, false, MOQ_DEFAULT_MAX_LATENCY_MS, 1000};
 
 /* TRACK_INFO for @ti is known: answer the requests waiting here and the
  * other workers that asked us through the hub. */
-static void tinfo_learned(struct moq_node *n, struct tinfo *ti, const struct moq_track_info *info)
+void tinfo_learned(struct moq_node *n, struct tinfo *ti, const struct moq_track_info *info)
 {
 	ti->have = 1;
 	ti->ti = *info;
@@ -127,7 +125,7 @@ static void tinfo_learned(struct moq_node *n, struct tinfo *ti, const struct moq
 
 /* Ask whoever can answer TRACK for @ti: the publisher (lite-05), the worker
  * that owns the broadcast, or nobody (the defaults). */
-static void tinfo_ask(struct moq_node *n, struct bcast *bc, struct tinfo *ti)
+void tinfo_ask(struct moq_node *n, struct bcast *bc, struct tinfo *ti)
 {
 	struct moq_session *pub = bc->pub;
 
@@ -153,7 +151,7 @@ static void tinfo_ask(struct moq_node *n, struct bcast *bc, struct tinfo *ti)
 	tinfo_learned(n, ti, &default_info);
 }
 
-static void on_track(struct moq_session *s, struct mstream *st, const struct moq_track *t)
+void on_track(struct moq_session *s, struct mstream *st, const struct moq_track *t)
 {
 	struct moq_node *n = s->n;
 	char bbuf[4200], *full;
@@ -194,8 +192,7 @@ static void on_track(struct moq_session *s, struct mstream *st, const struct moq
 	tinfo_ask(n, bc, ti);
 }
 
-static void on_track_info(struct moq_session *s, struct mstream *st,
-                          const struct moq_track_info *info)
+void on_track_info(struct moq_session *s, struct mstream *st, const struct moq_track_info *info)
 {
 	struct moq_node *n = s->n;
 	struct tinfo *ti = st->ti;

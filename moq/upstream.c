@@ -53,7 +53,7 @@ static void up_agg(struct upstream *up, struct moq_subscribe_update *a)
 }
 
 /* Strip the session's root from a full path for the wire. */
-static struct moq_str wire_path(const struct moq_session *s, const char *p, size_t len)
+struct moq_str wire_path(const struct moq_session *s, const char *p, size_t len)
 {
 	size_t off = 0;
 
@@ -62,8 +62,8 @@ static struct moq_str wire_path(const struct moq_session *s, const char *p, size
 	return (struct moq_str){p, len};
 }
 
-static struct usub *usub_open(struct moq_session *s, const char *b, size_t bl, const char *t,
-                              size_t tl, const struct moq_subscribe_update *p, int *err)
+struct usub *usub_open(struct moq_session *s, const char *b, size_t bl, const char *t, size_t tl,
+                       const struct moq_subscribe_update *p, int *err)
 {
 	struct usub *us;
 	struct mstream *st;
@@ -105,7 +105,7 @@ static struct usub *usub_open(struct moq_session *s, const char *b, size_t bl, c
 }
 
 /* Unsubscribe: FIN our side (PROTOCOL.md, Subscribe: FIN = unsubscribe). */
-static void usub_close(struct usub *us)
+void usub_close(struct usub *us)
 {
 	if (us->closed)
 		return;
@@ -114,7 +114,7 @@ static void usub_close(struct usub *us)
 		st_write(us->s, us->st, NULL, 0, 1);
 }
 
-static void up_open(struct upstream *up, struct moq_session *pub)
+void up_open(struct upstream *up, struct moq_session *pub)
 {
 	int err;
 
@@ -173,7 +173,7 @@ static void up_recompute(struct upstream *up)
  * changed: the aggregate of a running upstream subscription is recomputed
  * at the next poll, once however many changed (a walk over every subscriber
  * per change is quadratic in a ramp or a mass disconnect). */
-static void up_changed(struct upstream *up)
+void up_changed(struct upstream *up)
 {
 	struct moq_node *n = up->n;
 
@@ -192,7 +192,7 @@ static void up_changed(struct upstream *up)
 
 /* Subscriber @d joined @up: the aggregate grows by its parameters alone
  * (PROTOCOL.md, Priority; the rules of up_agg). */
-static void up_added(struct upstream *up, const struct dsub *d)
+void up_added(struct upstream *up, const struct dsub *d)
 {
 	struct moq_subscribe_update a = up->agg;
 
@@ -204,7 +204,7 @@ static void up_added(struct upstream *up, const struct dsub *d)
 	up_apply(up, &a);
 }
 
-static void ups_settle(struct moq_node *n)
+void ups_settle(struct moq_node *n)
 {
 	struct upstream *up;
 
@@ -216,7 +216,7 @@ static void ups_settle(struct moq_node *n)
 	}
 }
 
-static void up_free(struct upstream *up)
+void up_free(struct upstream *up)
 {
 	struct moq_node *n = up->n;
 	if (up->us) {
@@ -258,8 +258,8 @@ static void up_free(struct upstream *up)
 /* The upstream of track @t of @p, created when missing. @limited (NULL: a
  * hub request, which the asking node counted) is set when cfg.max_tracks
  * refuses a new one. */
-static struct upstream *up_get(struct moq_node *n, const char *p, size_t pl, const char *t,
-                               size_t tl, int *limited)
+struct upstream *up_get(struct moq_node *n, const char *p, size_t pl, const char *t, size_t tl,
+                        int *limited)
 {
 	struct upstream *up;
 
@@ -319,8 +319,7 @@ fail:
 	return NULL;
 }
 
-static struct upstream *up_find(struct moq_node *n, const char *p, size_t pl, const char *t,
-                                size_t tl)
+struct upstream *up_find(struct moq_node *n, const char *p, size_t pl, const char *t, size_t tl)
 {
 	for (struct upstream *up = n->ups; up; up = up->next)
 		if (up->plen == pl && up->tlen == tl && memcmp(up->path, p, pl) == 0 &&
