@@ -67,7 +67,6 @@ void ann_notify(struct moq_node *n, struct bcast *bc, int active)
 int ann_in_start(struct moq_session *s, struct mstream *st, const struct moq_announce_req *r)
 {
 	struct moq_node *n = s->n;
-	char buf[4200];
 	int rc;
 	uint64_t count = 0;
 
@@ -76,10 +75,10 @@ int ann_in_start(struct moq_session *s, struct mstream *st, const struct moq_ann
 		st_refuse(s, st, MOQ_CODE_BOUNDS);
 		return 0;
 	}
-	rc = moq_path_norm(buf, sizeof(buf), r->prefix.p, r->prefix.len);
+	rc = path_norm_join(s->root, s->rootlen, r->prefix.p, r->prefix.len, &st->prefix,
+	                    &st->plen);
 	if (rc < 0)
 		return MOQ_CODE_DECODE;
-	st->prefix = path_join(s->root ? s->root : "", s->rootlen, buf, (size_t)rc, &st->plen);
 	if (!st->prefix) {
 		st_refuse(s, st, MOQ_CODE_BOUNDS);
 		return 0;
@@ -110,7 +109,7 @@ int ann_in_start(struct moq_session *s, struct mstream *st, const struct moq_ann
 int on_announce(struct moq_session *s, struct mstream *st, const struct moq_announce *a)
 {
 	struct moq_node *n = s->n;
-	char sbuf[4200], *full;
+	char *full;
 	size_t flen;
 	int rc;
 	uint64_t hops[MOQ_MAX_HOPS + 1];
@@ -118,10 +117,9 @@ int on_announce(struct moq_session *s, struct mstream *st, const struct moq_anno
 	int active = a->status != MOQ_ANNOUNCE_ENDED;
 	struct bcast *bc;
 
-	rc = moq_path_norm(sbuf, sizeof(sbuf), a->suffix.p, a->suffix.len);
+	rc = path_norm_join(st->prefix, st->plen, a->suffix.p, a->suffix.len, &full, &flen);
 	if (rc < 0)
 		return MOQ_CODE_DECODE;
-	full = path_join(st->prefix, st->plen, sbuf, (size_t)rc, &flen);
 	if (!full)
 		return MOQ_CODE_BOUNDS;
 	memcpy(hops, a->hops, nh * sizeof(hops[0]));

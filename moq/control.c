@@ -397,21 +397,22 @@ static void on_setup(struct moq_session *s, const struct moq_setup *m)
 static void on_fetch(struct moq_session *s, struct mstream *st, const struct moq_fetch *f)
 {
 	struct moq_node *n = s->n;
-	char bbuf[4200], *full;
+	char *full;
 	size_t flen;
-	int rc = moq_path_norm(bbuf, sizeof(bbuf), f->broadcast.p, f->broadcast.len);
+	int rc;
 	struct moq_cache_track *t;
 	struct moq_cache_group *g;
 
+	rc = path_norm_join(s->root, s->rootlen, f->broadcast.p, f->broadcast.len, &full, &flen);
 	if (rc < 0) {
 		sess_fail(s, MOQ_CODE_DECODE);
 		return;
 	}
 	if (!n->cfg.cache) {
+		free(full);
 		st_refuse(s, st, MOQ_CODE_NOT_FOUND);
 		return;
 	}
-	full = path_join(s->root ? s->root : "", s->rootlen, bbuf, (size_t)rc, &flen);
 	t = full ? moq_cache_track_lookup(n->cfg.cache, full, flen, f->track.p, f->track.len)
 	         : NULL;
 	free(full);

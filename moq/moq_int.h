@@ -334,6 +334,8 @@ void st_refuse(struct moq_session *s, struct mstream *st, uint64_t code);
 char *memdup0(const void *p, size_t len);
 char *path_dup(const char *p, size_t len, size_t *out_len);
 char *path_join(const char *a, size_t al, const char *b, size_t bl, size_t *out_len);
+int path_norm_join(const char *base, size_t bl, const char *p, size_t len, char **out,
+                   size_t *out_len);
 bool hops_have(const uint64_t *hops, uint32_t n, uint64_t h);
 struct bcast *bcast_find(struct moq_node *n, const char *p, size_t len);
 struct bcast *bcast_add(struct moq_node *n, const char *p, size_t len);

@@ -66,6 +66,32 @@ char *path_join(const char *a, size_t al, const char *b, size_t bl, size_t *out_
 	return d;
 }
 
+/* A path from a control message, normalised: messages are at most
+ * cfg.max_msg <= 4096 bytes (moq_node_create), so it always fits. */
+#define PATH_NORM_BUF 4200
+
+/*
+ * Normalise the path @p (@len bytes, from the peer; PROTOCOL.md, path) and
+ * join it under @base (@bl bytes, normalised; NULL = ""): the session's root
+ * for the paths a peer names, the announce stream's prefix for the suffixes
+ * it announces. *@out is the new string (*@out_len bytes, the caller frees
+ * it), or NULL when the joined path has more than MOQ_PATH_MAX_SEGMENTS
+ * segments or memory ran out. Returns 0, or moq_path_norm's error
+ * (MOQ_ERR_DECODE, MOQ_ERR_TOO_LARGE) when @p is not a path (*@out NULL).
+ */
+int path_norm_join(const char *base, size_t bl, const char *p, size_t len, char **out,
+                   size_t *out_len)
+{
+	char buf[PATH_NORM_BUF];
+	int rc = moq_path_norm(buf, sizeof(buf), p, len);
+
+	*out = NULL;
+	if (rc < 0)
+		return rc;
+	*out = path_join(base ? base : "", bl, buf, (size_t)rc, out_len);
+	return 0;
+}
+
 bool hops_have(const uint64_t *hops, uint32_t n, uint64_t h)
 {
 	if (h == 0)

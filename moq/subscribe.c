@@ -86,8 +86,8 @@ void dsub_free(struct moq_session *s, struct dsub *d)
 void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_subscribe *m)
 {
 	struct moq_node *n = s->n;
-	char bbuf[4200], *full = NULL;
-	size_t blen, flen;
+	char *full = NULL;
+	size_t flen;
 	int rc, limited = 0;
 	uint64_t code;
 	struct bcast *bc;
@@ -102,20 +102,19 @@ void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_su
 		st_refuse(s, st, MOQ_CODE_BOUNDS);
 		return;
 	}
-	rc = moq_path_norm(bbuf, sizeof(bbuf), m->broadcast.p, m->broadcast.len);
+	rc = path_norm_join(s->root, s->rootlen, m->broadcast.p, m->broadcast.len, &full, &flen);
 	if (rc < 0) {
 		sess_fail(s, MOQ_CODE_DECODE);
 		return;
 	}
 	if (!bound_take(n, 0)) {
+		free(full);
 		n->st.subs_refused_limit++;
 		n->st.refused_bounds++;
 		st_refuse(s, st, MOQ_CODE_BOUNDS);
 		return;
 	}
-	blen = (size_t)rc;
 	code = MOQ_CODE_BOUNDS;
-	full = path_join(s->root ? s->root : "", s->rootlen, bbuf, blen, &flen);
 	if (!full)
 		goto fail_refuse;
 	bc = n->cfg.cache ? bcast_find(n, full, flen) : NULL;

@@ -154,17 +154,17 @@ void tinfo_ask(struct moq_node *n, struct bcast *bc, struct tinfo *ti)
 void on_track(struct moq_session *s, struct mstream *st, const struct moq_track *t)
 {
 	struct moq_node *n = s->n;
-	char bbuf[4200], *full;
+	char *full;
 	size_t flen;
-	int rc = moq_path_norm(bbuf, sizeof(bbuf), t->broadcast.p, t->broadcast.len);
+	int rc;
 	struct bcast *bc;
 	struct tinfo *ti;
 
+	rc = path_norm_join(s->root, s->rootlen, t->broadcast.p, t->broadcast.len, &full, &flen);
 	if (rc < 0) {
 		sess_fail(s, MOQ_CODE_DECODE);
 		return;
 	}
-	full = path_join(s->root ? s->root : "", s->rootlen, bbuf, (size_t)rc, &flen);
 	bc = full ? bcast_find(n, full, flen) : NULL;
 	if (!bc) {
 		free(full);
