@@ -35,7 +35,7 @@
 
 /* Where datagrams are sent and received. */
 enum moq_cfg_backend {
-	MOQ_CFG_BACKEND_DPDK = 0, /* DPDK ports, the network stack in dpdk_app/net.h */
+	MOQ_CFG_BACKEND_DPDK = 0, /* DPDK ports, the network stack in net/net.h */
 	MOQ_CFG_BACKEND_KERNEL,   /* one kernel UDP socket per worker, recvmmsg/sendmmsg */
 };
 
