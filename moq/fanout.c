@@ -555,7 +555,6 @@ static int fanout_session(struct moq_session *s)
 int moq_node_poll(struct moq_node *n, uint64_t now)
 {
 	int written = 0;
-	struct bcast *bc, *nx;
 	struct moq_session *s;
 
 	n->now = now;
@@ -581,12 +580,9 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 				break;
 			}
 	}
-	/* Lingering broadcasts whose publisher did not come back end now. */
-	for (bc = n->bcasts; bc; bc = nx) {
-		nx = bc->next;
-		if (bc->linger_until && now >= bc->linger_until)
-			bcast_end(n, bc);
-	}
+	/* Lingering broadcasts whose publisher did not come back end now (a
+	 * queue in deadline order: its head only). */
+	bcast_linger_expire(n, now);
 	/* Every FULL_NS, a session with work nothing marked is marked. */
 	if (now - n->last_full >= FULL_NS) {
 		n->last_full = now;

@@ -165,6 +165,11 @@ void on_track(struct moq_session *s, struct mstream *st, const struct moq_track 
 		sess_fail(s, MOQ_CODE_DECODE);
 		return;
 	}
+	if (!names_fit(n, full, flen, t->track.len)) {
+		free(full);
+		st_refuse(s, st, MOQ_CODE_BOUNDS);
+		return;
+	}
 	bc = full ? bcast_find(n, full, flen) : NULL;
 	if (!bc) {
 		free(full);
