@@ -174,6 +174,43 @@ static void lat_metrics(struct mbuf_w *o, const struct moq_lat_hist *h)
 	       "Deliveries not measured (a worker's pending list was full).", h->overflow);
 }
 
+/* Per-peer bounds (one series per bound, named by its option) and
+ * broadcast ownership. */
+static void bounds_metrics(struct mbuf_w *o, const struct moq_relay_stats *s)
+{
+	const struct {
+		const char *bound;
+		uint64_t v;
+	} b[] = {
+	        {"max_broadcasts", s->ann_refused_relay},
+	        {"max_session_broadcasts", s->ann_refused_session},
+	        {"max_announce_requests", s->ann_req_refused},
+	        {"max_session_subscriptions", s->subs_refused_session},
+	        {"max_session_fetches", s->fetches_refused},
+	        {"max_broadcast_name", s->names_refused_broadcast},
+	        {"max_track_name", s->names_refused_track},
+	        {"max_message", s->msgs_refused_size},
+	};
+
+	put(o, "# HELP moqdp_bounds_refused_total Requests refused by a per-peer bound "
+	       "(reset or session closed with 11).\n# TYPE moqdp_bounds_refused_total counter\n");
+	for (size_t i = 0; i < sizeof(b) / sizeof(b[0]); i++)
+		put(o, "moqdp_bounds_refused_total{bound=\"%s\"} %" PRIu64 "\n", b[i].bound,
+		    b[i].v);
+	metric(o, "control_rx_buffer_bytes", "gauge",
+	       "Control-stream receive buffers held (partial messages only).", s->ctl_rx_bytes);
+	metric(o, "broadcasts_replaced_total", "counter",
+	       "Live broadcasts a newer publisher replaced (the older waits as a backup).",
+	       s->bcast_replaced);
+	metric(o, "broadcast_failovers_total", "counter",
+	       "Broadcasts a backup or standby route took over.", s->bcast_failovers);
+	metric(o, "announces_duplicate_total", "counter",
+	       "Duplicate ANNOUNCEs in one session on lite-03/04 (session closed with 12).",
+	       s->ann_duplicates);
+	metric(o, "announces_restart_total", "counter",
+	       "Duplicate (restart) ANNOUNCEs in one session on lite-05.", s->ann_restarts);
+}
+
 int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 {
 	struct mbuf_w o = {buf, len, 0, 0};
@@ -276,6 +313,7 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	for (int d = 0; d < MOQ_NET_DROP_MAX; d++)
 		put(&o, "moqdp_net_dropped_total{reason=\"%s\"} %" PRIu64 "\n",
 		    moq_net_drop_name(d), s->net_drop[d]);
+	bounds_metrics(&o, s);
 	return o.over ? MOQ_ERR_TOO_LARGE : (int)o.off;
 }
 

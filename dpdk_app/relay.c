@@ -861,6 +861,15 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 			/* relay-wide bounds: the hub's counts join the workers */
 			nc.max_subscribers = r->cfg.max_subscribers;
 			nc.max_tracks = r->cfg.max_tracks;
+			/* per-peer bounds */
+			nc.max_broadcasts = r->cfg.max_broadcasts;
+			nc.max_session_broadcasts = r->cfg.max_session_broadcasts;
+			nc.max_announces = r->cfg.max_announce_requests;
+			nc.max_subscriptions = r->cfg.max_session_subscriptions;
+			nc.max_fetches = r->cfg.max_session_fetches;
+			nc.max_broadcast_name = r->cfg.max_broadcast_name;
+			nc.max_track_name = r->cfg.max_track_name;
+			nc.max_msg = r->cfg.max_message;
 			nc.cache_reader = i; /* the node registers and reports quiescence */
 			nc.hub = r->hub;     /* NULL with one worker */
 			/* --max-latency: expiry of the cache tracks the relay
@@ -1238,6 +1247,19 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->tracks += w->ns.tracks;
 		s->subs_refused_limit += w->ns.subs_refused_limit;
 		s->tracks_refused_limit += w->ns.tracks_refused_limit;
+		s->ann_refused_relay += w->ns.ann_refused_relay;
+		s->ann_refused_session += w->ns.ann_refused_session;
+		s->ann_req_refused += w->ns.ann_req_refused;
+		s->subs_refused_session += w->ns.subs_refused_session;
+		s->fetches_refused += w->ns.fetches_refused;
+		s->names_refused_broadcast += w->ns.names_refused_broadcast;
+		s->names_refused_track += w->ns.names_refused_track;
+		s->msgs_refused_size += w->ns.msgs_refused_size;
+		s->ctl_rx_bytes += w->ns.ctl_rx_bytes;
+		s->bcast_replaced += w->ns.bcast_replaced;
+		s->bcast_failovers += w->ns.bcast_failovers;
+		s->ann_duplicates += w->ns.ann_duplicates;
+		s->ann_restarts += w->ns.ann_restarts;
 		/* with a hub every worker's origin table holds every broadcast
 		 * (mirrored): the largest table is the count, not the sum */
 		if (w->ns.broadcasts > s->broadcasts)

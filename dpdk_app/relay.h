@@ -83,6 +83,18 @@ struct moq_relay_stats {
 	/* relay-added latency (moq.h, moq_node_latency_commit): every worker's
 	 * histogram merged, since start (the workers' copies, 10 Hz) */
 	struct moq_lat_hist relay_lat;
+	/* per-peer bounds and broadcast ownership (moq.h, struct
+	 * moq_node_stats), summed over workers */
+	uint64_t ann_refused_relay;       /* --max-broadcasts */
+	uint64_t ann_refused_session;     /* --max-session-broadcasts */
+	uint64_t ann_req_refused;         /* --max-announce-requests */
+	uint64_t subs_refused_session;    /* --max-session-subscriptions */
+	uint64_t fetches_refused;         /* --max-session-fetches */
+	uint64_t names_refused_broadcast; /* --max-broadcast-name */
+	uint64_t names_refused_track;     /* --max-track-name */
+	uint64_t msgs_refused_size;       /* --max-message */
+	uint64_t ctl_rx_bytes;            /* control-stream receive buffers now */
+	uint64_t bcast_replaced, bcast_failovers, ann_duplicates, ann_restarts;
 };
 
 /*

@@ -92,6 +92,31 @@ static const struct key keys[] = {
         {"drain-timeout", K_DUR, OFF(drain_timeout_us), 0, 600 * US,
          "SIGQUIT grace period (default 10s)"},
         {"config", K_PATH, OFF(config), 0, 0, "config file (command line / MOQDP_CONFIG only)"},
+        /* Per-peer bounds (moq.h, struct moq_node_cfg); each refusal is a
+	 * moqdp_bounds_refused_total{bound=...} counter. */
+        {"max-broadcasts", K_U32, OFF(max_broadcasts), 1, 10000000,
+         "broadcasts in the origin table; an ANNOUNCE beyond closes its session with 11 "
+         "(default 16384)"},
+        {"max-session-broadcasts", K_U32, OFF(max_session_broadcasts), 1, 10000000,
+         "broadcasts one session may announce (live or backup); beyond: closed with 11 "
+         "(default 1024)"},
+        {"max-announce-requests", K_U32, OFF(max_announce_requests), 1, 1000000,
+         "announce requests per session; beyond: reset 11 (default 16)"},
+        {"max-session-subscriptions", K_U32, OFF(max_session_subscriptions), 1, 1000000,
+         "subscriptions per session; beyond: SUBSCRIBE reset 11 (default 256)"},
+        {"max-session-fetches", K_U32, OFF(max_session_fetches), 1, 1000000,
+         "FETCH replies in flight per session; beyond: reset 11 (default 16)"},
+        /* a name travels in one control message: at most --max-message */
+        {"max-broadcast-name", K_U32, OFF(max_broadcast_name), 1, 4096,
+         "bytes of a broadcast path; longer: request reset 11, ANNOUNCE closes the session "
+         "(default 1024)"},
+        {"max-track-name", K_U32, OFF(max_track_name), 1, 4096,
+         "bytes of a track name; longer: request reset 11 (default 256)"},
+        /* 64: room for a SUBSCRIBE with short names; 4096: the encoders'
+	 * buffers (moq_node_create caps max_msg there) */
+        {"max-message", K_U32, OFF(max_message), 64, 4096,
+         "largest control message a peer may declare; larger: session closed with 11 "
+         "(default 4096)"},
 };
 
 #define NB_KEYS (sizeof(keys) / sizeof(keys[0]))
@@ -136,6 +161,14 @@ void moq_pmd_config_defaults(struct moq_pmd_config *cfg)
 	cfg->stats_interval_us = 5 * US;
 	snprintf(cfg->mgmt, sizeof(cfg->mgmt), "127.0.0.1:9464");
 	cfg->drain_timeout_us = 10 * US;
+	cfg->max_broadcasts = 16384;          /* MOQ_DEFAULT_MAX_BROADCASTS */
+	cfg->max_session_broadcasts = 1024;   /* MOQ_DEFAULT_MAX_SESSION_BROADCASTS */
+	cfg->max_announce_requests = 16;      /* moq_node_create's default */
+	cfg->max_session_subscriptions = 256; /* moq_node_create's default */
+	cfg->max_session_fetches = 16;        /* MOQ_DEFAULT_MAX_FETCHES */
+	cfg->max_broadcast_name = 1024;       /* MOQ_DEFAULT_MAX_BROADCAST_NAME */
+	cfg->max_track_name = 256;            /* MOQ_DEFAULT_MAX_TRACK_NAME */
+	cfg->max_message = 4096;              /* moq_node_create's default */
 }
 
 /* Splits "<number><unit>" and returns the number; *end is the unit. */

@@ -94,6 +94,16 @@ struct moq_pmd_config {
 	char mgmt[64];                 /* "host:port" of the HTTP listener; "" = off */
 	uint64_t drain_timeout_us;     /* SIGQUIT grace period */
 	char config[MOQ_CFG_PATH_MAX]; /* the config file that was read, if any */
+
+	/* per-peer bounds (moq.h, struct moq_node_cfg) */
+	uint32_t max_broadcasts;            /* origin table */
+	uint32_t max_session_broadcasts;    /* announced by one session */
+	uint32_t max_announce_requests;     /* per session */
+	uint32_t max_session_subscriptions; /* per session */
+	uint32_t max_session_fetches;       /* in flight per session */
+	uint32_t max_broadcast_name;        /* bytes */
+	uint32_t max_track_name;            /* bytes */
+	uint32_t max_message;               /* control message bytes */
 };
 
 /*

@@ -1548,6 +1548,73 @@ START_TEST(media_kernel_two_workers)
 }
 END_TEST
 
+/* The per-peer bound options reach the relay's nodes and each refusal is a
+ * /metrics series: with --max-track-name 4 every SUBSCRIBE of moqdp-load
+ * ("video", "audio") is refused (reset 11) and counted under its option's
+ * name; the other bounds' series are there at 0. */
+START_TEST(bounds_options_metrics)
+{
+	unsigned int udp = 40000 + (unsigned int)(getpid() + 13) % 20000, mport = udp + 1;
+	char sudp[16], mgmt[32], prefix[64], relay[40], load[8192], *r;
+	const char *args[] = {prefix,
+	                      "--no-huge",
+	                      "-m",
+	                      "512",
+	                      "--no-pci",
+	                      "-l",
+	                      "0-1",
+	                      "--",
+	                      "--backend",
+	                      "kernel",
+	                      "--listen",
+	                      "127.0.0.1",
+	                      "--port",
+	                      sudp,
+	                      "--mgmt",
+	                      mgmt,
+	                      "--max-track-name",
+	                      "4",
+	                      "--max-session-broadcasts",
+	                      "8",
+	                      "--max-message",
+	                      "1024",
+	                      "--stats-interval",
+	                      "0",
+	                      NULL};
+	const char *largs[] = {"--kernel",   "--relay",   relay,           "--local",
+	                       "127.0.0.2",  "--publish", "--subscribers", "3",
+	                       "--duration", "2",         "--quiet",       NULL};
+	static const char *const bounds[] = {"max_broadcasts",
+	                                     "max_session_broadcasts",
+	                                     "max_announce_requests",
+	                                     "max_session_subscriptions",
+	                                     "max_session_fetches",
+	                                     "max_broadcast_name",
+	                                     "max_message"};
+	char key[96];
+
+	snprintf(sudp, sizeof(sudp), "%u", udp);
+	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", mport);
+	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-bo-%d", (int)getpid());
+	snprintf(relay, sizeof(relay), "127.0.0.1:%u", udp);
+	spawn(args);
+	ck_assert_msg(wait_http(mport, "/health", 15000) != NULL, "stderr: %s", slurp(errpath));
+	run_load(largs, load, sizeof(load), 30000); /* its subscriptions all fail */
+	r = metrics_when(mport, "moqdp_bounds_refused_total{bound=\"max_track_name\"}", 3);
+	ck_assert_msg(metric(r, "moqdp_bounds_refused_total{bound=\"max_track_name\"}") >= 3,
+	              "%s\nload: %s", r, load);
+	for (size_t i = 0; i < sizeof(bounds) / sizeof(bounds[0]); i++) {
+		snprintf(key, sizeof(key), "moqdp_bounds_refused_total{bound=\"%s\"}", bounds[i]);
+		ck_assert_msg(metric(r, key) == 0, "%s", key);
+	}
+	ck_assert_int_eq(metric(r, "moqdp_control_rx_buffer_bytes"), 0);
+	ck_assert_int_eq(metric(r, "moqdp_broadcasts_replaced_total"), 0);
+	ck_assert_int_eq(metric(r, "moqdp_frames_out_total"), 0);
+	kill(child, SIGTERM);
+	ck_assert_int_eq(wait_exit(10000), 0);
+}
+END_TEST
+
 Suite *dpdk_relay_suite(void);
 
 Suite *dpdk_relay_suite(void)
@@ -1568,6 +1635,7 @@ Suite *dpdk_relay_suite(void)
 	tcase_add_test(tc, cert_files_and_reload);
 	tcase_add_test(tc, media_over_af_packet);
 	tcase_add_test(tc, max_latency_expires_groups);
+	tcase_add_test(tc, bounds_options_metrics);
 	suite_add_tcase(s, tc);
 	/* several workers (CK_RUN_CASE=workers runs them alone) */
 	tc = tcase_create("workers");

@@ -252,6 +252,14 @@ static const struct {
         {"--drain-timeout", "1h", "--drain-timeout:"},
         {"--config", "/nonexistent/moqdp.conf", "--config: cannot open '/nonexistent/moqdp.conf'"},
         {"--bogus", "1", "--bogus: unknown option"},
+        {"--max-broadcasts", "0", "--max-broadcasts:"},
+        {"--max-session-broadcasts", "many", "--max-session-broadcasts:"},
+        {"--max-announce-requests", "0", "--max-announce-requests:"},
+        {"--max-session-subscriptions", "-1", "--max-session-subscriptions:"},
+        {"--max-session-fetches", "0", "--max-session-fetches:"},
+        {"--max-broadcast-name", "4097", "--max-broadcast-name:"},
+        {"--max-track-name", "0", "--max-track-name:"},
+        {"--max-message", "63", "--max-message: '63' is not an integer in [64, 4096]"},
 };
 
 START_TEST(bad_option)
@@ -493,6 +501,40 @@ START_TEST(profiles_documented)
 }
 END_TEST
 
+/* The per-peer bounds: defaults as moq.h's MOQ_DEFAULT_* and moq_node_create's,
+ * and every one settable. */
+START_TEST(bounds_options)
+{
+	struct moq_pmd_config c;
+	char err[MOQ_CFG_ERR_MAX];
+
+	ck_assert_int_eq(parse(&c, no_env, err, NULL), 0);
+	ck_assert_uint_eq(c.max_broadcasts, 16384);
+	ck_assert_uint_eq(c.max_session_broadcasts, 1024);
+	ck_assert_uint_eq(c.max_announce_requests, 16);
+	ck_assert_uint_eq(c.max_session_subscriptions, 256);
+	ck_assert_uint_eq(c.max_session_fetches, 16);
+	ck_assert_uint_eq(c.max_broadcast_name, 1024);
+	ck_assert_uint_eq(c.max_track_name, 256);
+	ck_assert_uint_eq(c.max_message, 4096);
+	ck_assert_int_eq(parse(&c, no_env, err, "--max-broadcasts", "100",
+	                       "--max-session-broadcasts", "10", "--max-announce-requests", "2",
+	                       "--max-session-subscriptions", "3", "--max-session-fetches", "4",
+	                       "--max-broadcast-name", "64", "--max-track-name", "32",
+	                       "--max-message", "512", NULL),
+	                 0);
+	ck_assert_msg(err[0] == '\0', "%s", err);
+	ck_assert_uint_eq(c.max_broadcasts, 100);
+	ck_assert_uint_eq(c.max_session_broadcasts, 10);
+	ck_assert_uint_eq(c.max_announce_requests, 2);
+	ck_assert_uint_eq(c.max_session_subscriptions, 3);
+	ck_assert_uint_eq(c.max_session_fetches, 4);
+	ck_assert_uint_eq(c.max_broadcast_name, 64);
+	ck_assert_uint_eq(c.max_track_name, 32);
+	ck_assert_uint_eq(c.max_message, 512);
+}
+END_TEST
+
 Suite *pmd_config_suite(void);
 
 Suite *pmd_config_suite(void)
@@ -515,6 +557,7 @@ Suite *pmd_config_suite(void)
 	tcase_add_test(tc, config_file);
 	tcase_add_test(tc, cross_checks);
 	tcase_add_test(tc, profiles_documented);
+	tcase_add_test(tc, bounds_options);
 	suite_add_tcase(s, tc);
 	return s;
 }
