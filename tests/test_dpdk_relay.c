@@ -1548,6 +1548,162 @@ START_TEST(media_kernel_two_workers)
 }
 END_TEST
 
+/* Issue 12, defect 1: frames that span more cache pieces than one fanout
+ * write has iovecs. moqdp-load's video: 2 MB frames at 2 fps in 5 s groups
+ * and keyframes of up to 4 MiB (--keyframe-max; the first two groups' are
+ * 4 MiB, 64 pieces); subscribers join at 0, 1.25 and 2.5 s, so the last two
+ * get the first group's frames so far in one batch of more than 128
+ * pieces. Every frame verifies (CRC); no group is reset, missing or cut
+ * short; nobody stalls. @args start the relay; moqdp-load runs on DPDK with
+ * @lprefix / @lvdev when @lvdev is given, else --kernel. */
+static void large_frames_run(const char *name, const char *const *args, unsigned int mport,
+                             const char *lprefix, const char *lvdev, const char *relay,
+                             const char *local)
+{
+	const char *largs[40];
+	const char *tail[] = {"--relay",
+	                      relay,
+	                      "--local",
+	                      local,
+	                      "--publish",
+	                      "--subscribers",
+	                      "3",
+	                      "--ramp",
+	                      "0.8",
+	                      "--duration",
+	                      "8",
+	                      "--tracks",
+	                      "video:32M:fps=2:gop=10:key=1",
+	                      "--keyframe-max",
+	                      "4Mi",
+	                      "--quiet",
+	                      NULL};
+	const char *eal[] = {lprefix,    "--no-huge", "-m",  "512",
+	                     "--no-pci", "-l",        "0-1", "--log-level=lib.eal:error",
+	                     lvdev,      "--",        NULL};
+	unsigned long long delivered = 0, ready = 0, failed = 1, stalled = 1, complete = 0,
+	                   resets = 1, missing = 1, partial = 1, errors = 1;
+	char load[8192], *r;
+	const char *p;
+	int n = 0, rc;
+
+	if (lvdev) {
+		for (int i = 0; eal[i]; i++)
+			largs[n++] = eal[i];
+	} else {
+		largs[n++] = "--kernel";
+	}
+	for (int i = 0; tail[i]; i++)
+		largs[n++] = tail[i];
+	largs[n] = NULL;
+	spawn(args);
+	ck_assert_msg(wait_http(mport, "/health", 15000) != NULL, "stderr: %s", slurp(errpath));
+	rc = run_load(largs, load, sizeof(load), 60000);
+	ck_assert_msg(rc == 0, "%s: moqdp-load exit %d: %s", name, rc, load);
+	p = strstr(load, "subscribers ");
+	ck_assert_msg(p && sscanf(p, "subscribers %llu of", &ready) == 1, "%s", load);
+	p = strstr(p, "ready, ");
+	ck_assert_msg(p && sscanf(p, "ready, %llu failed, %llu stalled", &failed, &stalled) == 2,
+	              "%s", load);
+	load_delivery(load, &delivered, &missing, &errors);
+	p = strstr(load, "MB), ");
+	ck_assert_msg(p && sscanf(p,
+	                          "MB), %llu groups complete, %llu reset, %llu missing, %llu "
+	                          "partial frames",
+	                          &complete, &resets, &missing, &partial) == 4,
+	              "%s", load);
+	r = http_get(mport, "/metrics");
+	ck_assert_msg(ready == 3 && failed == 0 && stalled == 0 && errors == 0 && resets == 0 &&
+	                      missing == 0 && partial == 0,
+	              "%s: %s; relay: %lld group streams reset, %lld sessions closed for errors, "
+	              "%lld expired, %lld evicted",
+	              name, load, metric(r, "moqdp_group_resets_total"),
+	              metric(r, "moqdp_sessions_closed_error_total"),
+	              metric(r, "moqdp_cache_expired_total"),
+	              metric(r, "moqdp_cache_evicted_total"));
+	/* 8 s of 2 frames/s to subscribers joining over 2.5 s: the first
+	 * group (5 s) complete at each */
+	ck_assert_msg(delivered >= 3 * 5 && complete >= 3, "%s: %s", name, load);
+	r = metrics_when(mport, "moqdp_frames_out_total", (long long)delivered);
+	ck_assert_int_ge(metric(r, "moqdp_frames_out_total"), (long long)delivered);
+	fprintf(stderr,
+	        "%s: %llu frames verified (2 MB, keyframes up to 4 MiB), %llu groups complete\n",
+	        name, delivered, complete);
+	kill(child, SIGINT);
+	ck_assert_int_eq(wait_exit(10000), 0);
+}
+
+START_TEST(large_frames_over_memif)
+{
+	char sock[64], rvdev[128], lvdev[128], rprefix[64], lprefix[64], mgmt[32];
+	unsigned int port = 24000 + (unsigned int)getpid() % 20000;
+	const char *args[] = {rprefix,
+	                      "--no-huge",
+	                      "-m",
+	                      "512",
+	                      "--no-pci",
+	                      "-l",
+	                      "0-1",
+	                      "--log-level=lib.eal:error",
+	                      rvdev,
+	                      "--",
+	                      "--listen",
+	                      "10.77.0.1/24",
+	                      "--mgmt",
+	                      mgmt,
+	                      "--stats-interval",
+	                      "0",
+	                      "--max-latency",
+	                      "30s",
+	                      NULL};
+
+	snprintf(sock, sizeof(sock), "/tmp/moqdp-memif-lf-%d.sock", (int)getpid());
+	snprintf(rvdev, sizeof(rvdev), "--vdev=net_memif0,role=server,socket=%s", sock);
+	snprintf(lvdev, sizeof(lvdev), "--vdev=net_memif0,role=client,socket=%s", sock);
+	snprintf(rprefix, sizeof(rprefix), "--file-prefix=moqdp-relay-lfr-%d", (int)getpid());
+	snprintf(lprefix, sizeof(lprefix), "--file-prefix=moqdp-relay-lfl-%d", (int)getpid());
+	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", port);
+	large_frames_run("large_frames_over_memif", args, port, lprefix, lvdev, "10.77.0.1:4443",
+	                 "10.77.0.2/24");
+	unlink(sock);
+}
+END_TEST
+
+START_TEST(large_frames_kernel_backend)
+{
+	unsigned int udp = 40000 + (unsigned int)getpid() % 20000, mport = udp + 1;
+	char sudp[16], mgmt[32], prefix[64], relay[40];
+	const char *args[] = {prefix,
+	                      "--no-huge",
+	                      "-m",
+	                      "512",
+	                      "--no-pci",
+	                      "-l",
+	                      "0-1",
+	                      "--",
+	                      "--backend",
+	                      "kernel",
+	                      "--listen",
+	                      "127.0.0.1",
+	                      "--port",
+	                      sudp,
+	                      "--mgmt",
+	                      mgmt,
+	                      "--stats-interval",
+	                      "0",
+	                      "--max-latency",
+	                      "30s",
+	                      NULL};
+
+	snprintf(sudp, sizeof(sudp), "%u", udp);
+	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", mport);
+	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-lfk-%d", (int)getpid());
+	snprintf(relay, sizeof(relay), "127.0.0.1:%u", udp);
+	large_frames_run("large_frames_kernel_backend", args, mport, NULL, NULL, relay,
+	                 "127.0.0.2");
+}
+END_TEST
+
 Suite *dpdk_relay_suite(void);
 
 Suite *dpdk_relay_suite(void)
@@ -1575,6 +1731,14 @@ Suite *dpdk_relay_suite(void)
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, media_two_workers);
 	tcase_add_test(tc, media_kernel_two_workers);
+	suite_add_tcase(s, tc);
+	/* issue 12: frames over the iovec budget of one write
+	 * (CK_RUN_CASE=large_frames) */
+	tc = tcase_create("large_frames");
+	tcase_add_checked_fixture(tc, NULL, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, large_frames_over_memif);
+	tcase_add_test(tc, large_frames_kernel_backend);
 	suite_add_tcase(s, tc);
 	return s;
 }
