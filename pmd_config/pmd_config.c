@@ -92,6 +92,13 @@ static const struct key keys[] = {
         {"drain-timeout", K_DUR, OFF(drain_timeout_us), 0, 600 * US,
          "SIGQUIT grace period (default 10s)"},
         {"config", K_PATH, OFF(config), 0, 0, "config file (command line / MOQDP_CONFIG only)"},
+        /* moq-relay's names (rs/moq-relay/src/auth.rs) */
+        {"auth-key", K_PATH, OFF(auth_key), 0, 0,
+         "JWK file (JSON or base64url) that signs tokens (?jwt=); default: no auth"},
+        {"auth-key-dir", K_PATH, OFF(auth_key_dir), 0, 0,
+         "directory of {kid}.jwk keys, chosen by the token's kid"},
+        {"auth-public", K_PATH, OFF(auth_public), 0, 0,
+         "prefixes (comma-separated) open without a token, \"\" = all"},
 };
 
 #define NB_KEYS (sizeof(keys) / sizeof(keys[0]))
@@ -440,6 +447,8 @@ static int set_value(struct moq_pmd_config *cfg, const struct key *k, const char
 			return fail(err, errlen, "%s: path longer than %d bytes", lbl,
 			            MOQ_CFG_PATH_MAX - 1);
 		snprintf(field, MOQ_CFG_PATH_MAX, "%s", v);
+		if (k->off == OFF(auth_public))
+			cfg->auth_public_set = 1; /* "" is a value: every path */
 		return 0;
 	case K_BACKEND:
 		if (strcmp(v, "dpdk") == 0)
@@ -719,6 +728,8 @@ int moq_pmd_config_parse(struct moq_pmd_config *cfg, int argc, char *const *argv
 
 int moq_pmd_config_check(const struct moq_pmd_config *cfg, char *err, size_t errlen)
 {
+	if (cfg->auth_key[0] != '\0' && cfg->auth_key_dir[0] != '\0')
+		return fail(err, errlen, "--auth-key-dir: cannot be combined with --auth-key");
 	if ((cfg->cert[0] != '\0') != (cfg->key[0] != '\0'))
 		return fail(err, errlen, "%s: required when %s is given",
 		            cfg->cert[0] ? "--key" : "--cert", cfg->cert[0] ? "--cert" : "--key");

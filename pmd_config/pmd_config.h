@@ -94,6 +94,12 @@ struct moq_pmd_config {
 	char mgmt[64];                 /* "host:port" of the HTTP listener; "" = off */
 	uint64_t drain_timeout_us;     /* SIGQUIT grace period */
 	char config[MOQ_CFG_PATH_MAX]; /* the config file that was read, if any */
+
+	/* auth (auth.h; docs/DEPLOY.md, Auth): empty = off */
+	char auth_key[MOQ_CFG_PATH_MAX];     /* a JWK file */
+	char auth_key_dir[MOQ_CFG_PATH_MAX]; /* a directory of {kid}.jwk */
+	char auth_public[MOQ_CFG_PATH_MAX];  /* comma-separated prefixes; "" = all */
+	int auth_public_set;                 /* auth_public was given (it may be "") */
 };
 
 /*

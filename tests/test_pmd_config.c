@@ -207,6 +207,15 @@ START_TEST(command_line)
 }
 END_TEST
 
+/* 300 bytes: longer than MOQ_CFG_PATH_MAX */
+#define LONG_PATH                                                                                  \
+	"/"                                                                                        \
+	"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"                             \
+	"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"                             \
+	"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"                             \
+	"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"                             \
+	"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+
 /* One bad value per key: the error names the option, and only it. */
 static const struct {
 	const char *opt, *val, *want;
@@ -251,6 +260,9 @@ static const struct {
         {"--mgmt", "127.0.0.1:0", "--mgmt:"},
         {"--drain-timeout", "1h", "--drain-timeout:"},
         {"--config", "/nonexistent/moqdp.conf", "--config: cannot open '/nonexistent/moqdp.conf'"},
+        {"--auth-key", LONG_PATH, "--auth-key: path longer than 255 bytes"},
+        {"--auth-key-dir", LONG_PATH, "--auth-key-dir: path longer than 255 bytes"},
+        {"--auth-public", LONG_PATH, "--auth-public: path longer than 255 bytes"},
         {"--bogus", "1", "--bogus: unknown option"},
 };
 
@@ -461,6 +473,39 @@ START_TEST(cross_checks)
 }
 END_TEST
 
+/* --auth-key / --auth-key-dir / --auth-public: moq-relay's names, from
+ * every source; "" is a value for --auth-public (every path public). */
+START_TEST(auth_options)
+{
+	struct moq_pmd_config c;
+	char err[MOQ_CFG_ERR_MAX];
+	char *env[] = {"MOQDP_AUTH_PUBLIC=", "MOQDP_AUTH_KEY_DIR=/etc/moqdp/keys", NULL};
+	char *path;
+
+	ck_assert_int_eq(parse(&c, no_env, err, NULL), 0);
+	ck_assert_str_eq(c.auth_key, "");
+	ck_assert_int_eq(c.auth_public_set, 0);
+	ck_assert_int_eq(
+	        parse(&c, no_env, err, "--auth-key", "/k.jwk", "--auth-public", "anon,demo", NULL),
+	        0);
+	ck_assert_str_eq(c.auth_key, "/k.jwk");
+	ck_assert_str_eq(c.auth_public, "anon,demo");
+	ck_assert_int_eq(c.auth_public_set, 1);
+	ck_assert_int_eq(parse(&c, env, err, NULL), 0);
+	ck_assert_str_eq(c.auth_key_dir, "/etc/moqdp/keys");
+	ck_assert_str_eq(c.auth_public, "");
+	ck_assert_int_eq(c.auth_public_set, 1);
+	path = write_tmp("auth-key = /a.jwk\nauth-public = \"\"\n");
+	ck_assert_int_eq(parse(&c, no_env, err, "--config", path, NULL), 0);
+	ck_assert_str_eq(c.auth_key, "/a.jwk");
+	ck_assert_int_eq(c.auth_public_set, 1);
+	ck_assert_str_eq(c.auth_public, "");
+	unlink(path);
+	ck_assert_int_eq(parse(&c, env, err, "--auth-key", "/k.jwk", NULL), MOQ_ERR_CONFIG);
+	ck_assert_str_eq(err, "--auth-key-dir: cannot be combined with --auth-key");
+}
+END_TEST
+
 /* docs/DEPLOY.md's PMD table lists every profile of pmd_profile.c. */
 START_TEST(profiles_documented)
 {
@@ -514,6 +559,7 @@ Suite *pmd_config_suite(void)
 	tcase_add_test(tc, environment_not_options);
 	tcase_add_test(tc, config_file);
 	tcase_add_test(tc, cross_checks);
+	tcase_add_test(tc, auth_options);
 	tcase_add_test(tc, profiles_documented);
 	suite_add_tcase(s, tc);
 	return s;
