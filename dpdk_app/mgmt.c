@@ -241,6 +241,18 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	metric(&o, "cert_reload_errors_total", "counter",
 	       "SIGHUP: worker endpoints that refused it (the old one stays).",
 	       s->cert_reload_errors);
+	put(&o,
+	    "# HELP moqdp_auth_refused_total Sessions closed or requests refused with 6 "
+	    "(--auth-*).\n"
+	    "# TYPE moqdp_auth_refused_total counter\n"
+	    "moqdp_auth_refused_total{reason=\"setup\"} %" PRIu64 "\n"
+	    "moqdp_auth_refused_total{reason=\"expired\"} %" PRIu64 "\n"
+	    "moqdp_auth_refused_total{reason=\"request\"} %" PRIu64 "\n",
+	    s->auth_refused, s->auth_expired, s->auth_denied);
+	metric(&o, "auth_reloads_total", "counter", "SIGHUP: auth key sets swapped in.",
+	       s->auth_reloads);
+	metric(&o, "auth_reload_errors_total", "counter",
+	       "SIGHUP: auth key files refused (the old keys stay).", s->auth_reload_errors);
 	metric(&o, "connections_old_cert", "gauge",
 	       "Open connections still on a replaced certificate.", s->conns_old_cert);
 	put(&o,

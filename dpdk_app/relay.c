@@ -30,6 +30,7 @@
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
+#include "auth.h"
 #include "moq_err.h"
 #include "pmd_port.h"
 #include "quic.h"
@@ -863,6 +864,7 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 			nc.max_tracks = r->cfg.max_tracks;
 			nc.cache_reader = i; /* the node registers and reports quiescence */
 			nc.hub = r->hub;     /* NULL with one worker */
+			nc.auth = r->auth;   /* NULL: no --auth-* */
 			/* --max-latency: expiry of the cache tracks the relay
 			 * creates for its upstream subscriptions */
 			nc.track.max_latency = r->cfg.max_latency_us * 1000;
@@ -970,6 +972,18 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 			goto fail;
 		}
 	}
+	/* --auth-key / --auth-key-dir / --auth-public: read the keys now; a bad
+	 * one is one line naming the option */
+	if (cfg->auth_key[0] || cfg->auth_key_dir[0] || cfg->auth_public_set) {
+		struct moq_auth_cfg ac = {
+		        .key = cfg->auth_key[0] ? cfg->auth_key : NULL,
+		        .key_dir = cfg->auth_key_dir[0] ? cfg->auth_key_dir : NULL,
+		        .public_prefixes = cfg->auth_public_set ? cfg->auth_public : NULL,
+		};
+		r->auth = moq_auth_create(&ac, err, errlen);
+		if (r->auth == NULL)
+			goto fail;
+	}
 	cb_relay = r;
 	if (setup_workers(r, lcores, err, errlen) != 0)
 		goto fail;
@@ -1032,6 +1046,7 @@ void moq_relay_destroy(struct moq_relay *r)
 		rte_mempool_free(r->pools[s]);
 	rte_mempool_free(r->kpool);
 	moq_hub_destroy(r->hub); /* after every node */
+	moq_auth_destroy(r->auth);
 	moq_cache_destroy(r->cache);
 	if (cb_relay == r)
 		cb_relay = NULL;
@@ -1075,8 +1090,24 @@ static void do_reload(struct moq_relay *r)
 	uint8_t fp[32];
 	int qerr = 0;
 
+	if (r->auth != NULL) {
+		/* built here, on the main lcore; the workers' nodes see the new
+		 * set at their next session set-up (auth.h) */
+		char aerr[256];
+		struct moq_auth_stats as;
+
+		if (moq_auth_reload(r->auth, aerr, sizeof(aerr)) != 0) {
+			fprintf(stderr, "moqdp-relay: reload: %s; keeping the old keys\n", aerr);
+		} else {
+			moq_auth_get_stats(r->auth, &as);
+			fprintf(stderr, "moqdp-relay: reload: auth keys reloaded (%" PRIu64 ")\n",
+			        as.keys);
+		}
+	}
 	if (r->cfg.cert[0] == '\0') {
-		fprintf(stderr, "moqdp-relay: reload: no --cert configured, nothing to reload\n");
+		if (r->auth == NULL)
+			fprintf(stderr,
+			        "moqdp-relay: reload: no --cert configured, nothing to reload\n");
 		return;
 	}
 	ep = make_endpoint(&r->cfg, 0, NULL, NULL, &qerr);
@@ -1208,6 +1239,13 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->cache_lagged = cs.lagged;
 	}
 	s->announcements = r->announcements;
+	if (r->auth != NULL) {
+		struct moq_auth_stats as;
+
+		moq_auth_get_stats(r->auth, &as);
+		s->auth_reloads = as.reloads;
+		s->auth_reload_errors = as.reload_failed;
+	}
 	for (unsigned int i = 0; i < r->nb_workers; i++) {
 		const struct relay_worker *w = r->w[i];
 		const struct relay_worker_stats *st = &w->st;
@@ -1238,6 +1276,9 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->tracks += w->ns.tracks;
 		s->subs_refused_limit += w->ns.subs_refused_limit;
 		s->tracks_refused_limit += w->ns.tracks_refused_limit;
+		s->auth_refused += w->ns.auth_refused;
+		s->auth_expired += w->ns.auth_expired;
+		s->auth_denied += w->ns.auth_denied;
 		/* with a hub every worker's origin table holds every broadcast
 		 * (mirrored): the largest table is the count, not the sum */
 		if (w->ns.broadcasts > s->broadcasts)

@@ -67,6 +67,9 @@ struct moq_relay_stats {
 	uint64_t tracks;             /* upstream tracks served, per worker summed (--max-tracks) */
 	uint64_t subs_refused_limit; /* SUBSCRIBEs refused by --max-subscribers */
 	uint64_t tracks_refused_limit;                    /* SUBSCRIBEs refused by --max-tracks */
+	uint64_t auth_refused, auth_expired;              /* sessions closed with 6 (--auth-*) */
+	uint64_t auth_denied;                             /* requests outside the token: reset 6 */
+	uint64_t auth_reloads, auth_reload_errors;        /* SIGHUP: key sets swapped / kept */
 	uint64_t groups_in, frames_in, media_bytes_in;    /* ingested into the cache */
 	uint64_t groups_out, frames_out, media_bytes_out; /* fanout, queued to QUIC */
 	uint64_t group_resets; /* old + evicted + lagged + dropped + cancelled */

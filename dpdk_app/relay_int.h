@@ -81,6 +81,7 @@ struct moq_relay {
 	struct rte_mempool *kpool; /* kernel backend: redirect copies */
 	struct moq_cache *cache;   /* shared by all workers (cache.h) */
 	struct moq_hub *hub;       /* joins the workers' nodes (moq.h); NULL with one */
+	struct moq_auth *auth;     /* --auth-*: the key set the nodes check (auth.h); NULL = off */
 	int quit, drain, reload;
 	uint32_t announce_pending; /* ports whose link came up: worker 0 announces */
 	uint64_t announcements;

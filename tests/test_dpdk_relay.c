@@ -1548,6 +1548,104 @@ START_TEST(media_kernel_two_workers)
 }
 END_TEST
 
+/* --auth-key (moq-relay's tokens): moqdp-load publishes and subscribes with
+ * a token (the committed HS256 fixture: root demo, put alice, get "") and is
+ * refused without one (6 after the handshake); a publisher outside its put
+ * reaches nobody; SIGHUP swaps the key (the old token is refused after); a
+ * bad key file is one line at start. Kernel backend on loopback. */
+START_TEST(auth_tokens_kernel_backend)
+{
+	unsigned int udp = 40000 + (unsigned int)(getpid() + 23) % 20000, mport = udp + 1;
+	char sudp[16], mgmt[32], prefix[64], relay[40], load[8192], key[96], cmd[512], *r;
+	const char *args[] = {
+	        prefix,       "--no-huge", "-m",        "512",    "--no-pci",         "-l",
+	        "0-1",        "--",        "--backend", "kernel", "--listen",         "127.0.0.1",
+	        "--port",     sudp,        "--mgmt",    mgmt,     "--stats-interval", "0",
+	        "--auth-key", key,         NULL};
+	const char *with[] = {"--kernel",      "--relay",
+	                      relay,           "--local",
+	                      "127.0.0.2",     "--publish",
+	                      "--subscribers", "5",
+	                      "--duration",    "2",
+	                      "--broadcast",   "demo/alice/load",
+	                      "--token",       AUTH_FIXTURES "/hs256.jwt",
+	                      "--quiet",       NULL};
+	const char *without[] = {"--kernel",   "--relay",   relay,           "--local",
+	                         "127.0.0.2",  "--publish", "--subscribers", "5",
+	                         "--duration", "2",         "--broadcast",   "demo/alice/load",
+	                         "--quiet",    NULL};
+	const char *bob[] = {"--kernel",      "--relay",
+	                     relay,           "--local",
+	                     "127.0.0.2",     "--publish",
+	                     "--subscribers", "3",
+	                     "--duration",    "2",
+	                     "--broadcast",   "demo/bob/load",
+	                     "--token",       AUTH_FIXTURES "/hs256.jwt",
+	                     "--quiet",       NULL};
+	unsigned long long delivered = 0, missing = 1, errors = 1;
+	int rc;
+
+	snprintf(sudp, sizeof(sudp), "%u", udp);
+	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", mport);
+	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-au-%d", (int)getpid());
+	snprintf(relay, sizeof(relay), "127.0.0.1:%u", udp);
+	snprintf(key, sizeof(key), "/tmp/moqdp-auth-test-%d.jwk", (int)getpid());
+
+	/* a key file that is not a key: one line naming the option, exit 1 */
+	snprintf(cmd, sizeof(cmd),
+	         "echo '{\"kty\":\"oct\",\"alg\":\"HS256\",\"k\":\"c2hvcnQ\"}' > %s", key);
+	ck_assert_int_eq(system(cmd), 0);
+	spawn(args);
+	ck_assert_int_eq(wait_exit(15000), 1);
+	r = strstr(slurp(errpath), "moqdp-relay: --auth-key: ");
+	ck_assert_msg(r && strstr(r, "shorter than 32 bytes") &&
+	                      strstr(r, "shorter than 32 bytes") < strchr(r, '\n'),
+	              "%s", slurp(errpath));
+
+	snprintf(cmd, sizeof(cmd), "cp %s/hs256.jwk %s", AUTH_FIXTURES, key);
+	ck_assert_int_eq(system(cmd), 0);
+	spawn(args);
+	ck_assert_msg(wait_http(mport, "/health", 15000) != NULL, "stderr: %s", slurp(errpath));
+	rc = run_load(with, load, sizeof(load), 30000);
+	ck_assert_msg(rc == 0, "moqdp-load with a token: exit %d: %s", rc, load);
+	load_delivery(load, &delivered, &missing, &errors);
+	ck_assert_uint_gt(delivered, 100);
+	ck_assert_uint_eq(missing, 0);
+	ck_assert_uint_eq(errors, 0);
+
+	/* without a token: every session is closed with 6 after its handshake */
+	rc = run_load(without, load, sizeof(load), 30000);
+	ck_assert_msg(rc == 1, "moqdp-load without a token: exit %d: %s", rc, load);
+	load_delivery(load, &delivered, &missing, &errors);
+	ck_assert_uint_eq(delivered, 0);
+	r = metrics_when(mport, "moqdp_auth_refused_total{reason=\"setup\"}", 6);
+	ck_assert_int_ge(metric(r, "moqdp_auth_refused_total{reason=\"setup\"}"), 6);
+
+	/* the token may put under alice only: bob's broadcast reaches nobody */
+	rc = run_load(bob, load, sizeof(load), 30000);
+	ck_assert_msg(rc == 1, "moqdp-load as bob: exit %d: %s", rc, load);
+	load_delivery(load, &delivered, &missing, &errors);
+	ck_assert_uint_eq(delivered, 0);
+
+	/* SIGHUP: another key; the old token is refused from then on */
+	snprintf(cmd, sizeof(cmd), "cp %s/es256.jwk %s", AUTH_FIXTURES, key);
+	ck_assert_int_eq(system(cmd), 0);
+	kill(child, SIGHUP);
+	ck_assert_int_eq(wait_metric(mport, "moqdp_auth_reloads_total", 1, 5000), 1);
+	rc = run_load(with, load, sizeof(load), 30000);
+	ck_assert_msg(rc == 1, "moqdp-load with the old token: exit %d: %s", rc, load);
+	/* a broken file on SIGHUP keeps the keys */
+	snprintf(cmd, sizeof(cmd), "echo broken > %s", key);
+	ck_assert_int_eq(system(cmd), 0);
+	kill(child, SIGHUP);
+	ck_assert_int_eq(wait_metric(mport, "moqdp_auth_reload_errors_total", 1, 5000), 1);
+	ck_assert_ptr_nonnull(strstr(wait_err("keeping the old keys", 5000), "--auth-key: "));
+	kill(child, SIGTERM);
+	ck_assert_int_eq(wait_exit(10000), 0);
+	unlink(key);
+}
+END_TEST
+
 Suite *dpdk_relay_suite(void);
 
 Suite *dpdk_relay_suite(void)
@@ -1568,6 +1666,7 @@ Suite *dpdk_relay_suite(void)
 	tcase_add_test(tc, cert_files_and_reload);
 	tcase_add_test(tc, media_over_af_packet);
 	tcase_add_test(tc, max_latency_expires_groups);
+	tcase_add_test(tc, auth_tokens_kernel_backend);
 	suite_add_tcase(s, tc);
 	/* several workers (CK_RUN_CASE=workers runs them alone) */
 	tc = tcase_create("workers");
