@@ -30,6 +30,7 @@
 #define ND_NA             136
 #define ND_OPT_SLL        1
 #define ND_OPT_TLL        2
+#define ND_NA_OVERRIDE    0x20 /* RFC 4861, 4.4: the O flag, first byte after the checksum */
 /* RFC 4861, 6.1.2 / 7.1.1: ND packets are sent with hop limit 255. */
 #define ND_HOP_LIMIT 255
 /* Default TTL / hop limit of what the relay sends (RFC 1700's 64). */
@@ -708,8 +709,16 @@ static enum moq_net_verdict rx_nd(struct moq_net *n, const uint8_t *f, const uin
 	}
 	n->stats.rx_nd++;
 	if (ic[0] == ND_NA) {
-		/* learn the target from its link-layer option (or the frame) */
-		moq_net_neigh_learn(n, 6, target, lladdr ? lladdr : f + 6, now);
+		/* RFC 4861, 7.2.5: an advertisement updates an entry that
+		 * exists (being resolved, or resolved); with none it is
+		 * silently discarded. Without the Override flag it does not
+		 * replace a known, different link-layer address. */
+		const uint8_t *ll = lladdr ? lladdr : f + 6;
+		struct moq_net_neigh *e = neigh_find(n, 6, target);
+
+		if (e != NULL &&
+		    (!e->resolved || (ic[4] & ND_NA_OVERRIDE) || memcmp(e->mac, ll, 6) == 0))
+			moq_net_neigh_learn(n, 6, target, ll, now);
 		return MOQ_NET_DONE;
 	}
 	if (!ip6_is_unicast_ours(ifc, target))

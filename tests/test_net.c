@@ -302,7 +302,23 @@ START_TEST(gratuitous_arp_and_na)
 		ck_assert_int_eq(
 		        moq_net_rx(&pn, out, (size_t)n, 0, T0, &u, reply, sizeof(reply), &rlen),
 		        MOQ_NET_DONE);
-		ck_assert_uint_eq(pn.stats.neigh_learned, 1);
+		ck_assert_uint_eq(pn.stats.rx_nd, 1);
+		/* RFC 4861, 7.2.5: no entry for us yet, so none is made; a
+		 * peer that knows us updates its entry */
+		ck_assert_uint_eq(pn.stats.neigh_learned, 0);
+		moq_net_neigh_learn(&pn, 6, tf_our_ip6, tf_peer_mac, T0);
+		ck_assert_int_eq(
+		        moq_net_rx(&pn, out, (size_t)n, 0, T0, &u, reply, sizeof(reply), &rlen),
+		        MOQ_NET_DONE);
+		{
+			uint8_t m[6], rq[128];
+			size_t rql;
+
+			ck_assert_int_eq(
+			        moq_net_resolve(&pn, 6, tf_our_ip6, T0, m, rq, sizeof(rq), &rql),
+			        0);
+			ck_assert_int_eq(memcmp(m, tf_our_mac, 6), 0);
+		}
 	}
 }
 END_TEST
@@ -454,6 +470,55 @@ START_TEST(nd_resolve_and_malformed)
 	len = tf_ns(frame, tf_our_ip6);
 	frame[60] ^= 0xff; /* corrupt: checksum */
 	expect_drop(len, 0, MOQ_NET_DROP_ICMP_CSUM);
+}
+END_TEST
+
+/* RFC 4861, 7.2.5: a Neighbor Advertisement updates an entry that exists
+ * (one we are resolving, or a resolved one); with no entry it is silently
+ * discarded, so an unsolicited NA cannot fill the cache. */
+START_TEST(na_updates_only_existing)
+{
+	static const uint8_t mac_a[6] = {0x02, 0, 0, 0, 0, 0xaa},
+	                     mac_b[6] = {0x02, 0, 0, 0, 0, 0xbb};
+	static const uint8_t stranger[16] = {0x20, 0x01, 0x0d, 0xb8, [15] = 0x77};
+	uint8_t mac[6], req[128];
+	size_t req_len, len;
+
+	/* unsolicited (Override), no entry: handled, nothing learned */
+	len = tf_na(frame, stranger, mac_a, 0x20);
+	ck_assert_int_eq(rx(len, 0), MOQ_NET_DONE);
+	ck_assert_uint_eq(net.stats.rx_nd, 1);
+	ck_assert_uint_eq(net.stats.neigh_learned, 0);
+	len = tf_na(frame, tf_peer_ip6, mac_a, 0x20);
+	ck_assert_int_eq(rx(len, 0), MOQ_NET_DONE);
+	ck_assert_uint_eq(net.stats.neigh_learned, 0);
+	/* nothing to send to: the stranger is asked for (no entry made by the NA) */
+	ck_assert_int_eq(moq_net_resolve(&net, 6, stranger, T0, mac, req, sizeof(req), &req_len),
+	                 MOQ_ERR_AGAIN);
+	ck_assert_uint_eq(req_len, 86);
+
+	/* we solicit the peer: its solicited NA completes the entry */
+	ck_assert_int_eq(moq_net_resolve(&net, 6, tf_peer_ip6, T0, mac, req, sizeof(req), &req_len),
+	                 MOQ_ERR_AGAIN);
+	len = tf_na(frame, tf_peer_ip6, mac_a, 0x60);
+	ck_assert_int_eq(rx(len, 0), MOQ_NET_DONE);
+	ck_assert_uint_eq(net.stats.neigh_learned, 1);
+	ck_assert_int_eq(moq_net_resolve(&net, 6, tf_peer_ip6, T0, mac, req, sizeof(req), &req_len),
+	                 0);
+	ck_assert_int_eq(memcmp(mac, mac_a, 6), 0);
+	/* now an unsolicited NA with Override updates it (a changed MAC) */
+	len = tf_na(frame, tf_peer_ip6, mac_b, 0x20);
+	ck_assert_int_eq(rx(len, 0), MOQ_NET_DONE);
+	ck_assert_int_eq(moq_net_resolve(&net, 6, tf_peer_ip6, T0, mac, req, sizeof(req), &req_len),
+	                 0);
+	ck_assert_int_eq(memcmp(mac, mac_b, 6), 0);
+	/* without Override it does not replace a known, different address */
+	len = tf_na(frame, tf_peer_ip6, mac_a, 0x00);
+	ck_assert_int_eq(rx(len, 0), MOQ_NET_DONE);
+	ck_assert_int_eq(moq_net_resolve(&net, 6, tf_peer_ip6, T0, mac, req, sizeof(req), &req_len),
+	                 0);
+	ck_assert_int_eq(memcmp(mac, mac_b, 6), 0);
+	ck_assert_uint_eq(net.stats.neigh_learned, 1);
 }
 END_TEST
 
@@ -741,6 +806,7 @@ Suite *net_suite(void)
 	tcase_add_test(tc, icmp6_echo);
 	tcase_add_test(tc, nd_solicit_answered);
 	tcase_add_test(tc, nd_resolve_and_malformed);
+	tcase_add_test(tc, na_updates_only_existing);
 	tcase_add_test(tc, eth_malformed);
 	tcase_add_test(tc, ip4_malformed);
 	tcase_add_test(tc, ip6_malformed);
