@@ -841,11 +841,19 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 			w->rxq[w->nb_rxq++].queue = r->cfg.queues[q].queue;
 		}
 		for (unsigned int pi = 0; pi < r->nb_ports; pi++) {
+			struct relay_port *p = &r->ports[pi];
+
 			w->net[pi] = rte_zmalloc_socket("moqdp_net", sizeof(struct moq_net),
 			                                RTE_CACHE_LINE_SIZE, sock);
-			if (w->net[pi] == NULL)
+			if (p->neigh == NULL &&
+			    (p->neigh = rte_malloc_socket("moqdp_neigh", sizeof(*p->neigh),
+			                                  RTE_CACHE_LINE_SIZE, p->pp.socket)) !=
+			            NULL)
+				moq_net_neigh_table_init(p->neigh);
+			if (w->net[pi] == NULL || p->neigh == NULL)
 				return rfail(err, errlen, "worker %u: out of memory", i);
-			moq_net_init(w->net[pi], &r->ports[pi].ifc);
+			moq_net_init(w->net[pi], &p->ifc);
+			moq_net_share(w->net[pi], p->neigh);
 		}
 		w->pool = r->nb_ports > 0 ? r->ports[0].pool : r->kpool;
 		for (unsigned int pi = 0; pi < r->nb_ports; pi++)
@@ -1026,8 +1034,10 @@ void moq_relay_destroy(struct moq_relay *r)
 		}
 		rte_free(w);
 	}
-	for (unsigned int i = 0; i < r->nb_ports; i++)
+	for (unsigned int i = 0; i < r->nb_ports; i++) {
 		moq_pmd_port_stop(&r->ports[i].pp);
+		rte_free(r->ports[i].neigh);
+	}
 	for (unsigned int s = 0; s < RTE_MAX_NUMA_NODES; s++)
 		rte_mempool_free(r->pools[s]);
 	rte_mempool_free(r->kpool);

@@ -65,6 +65,9 @@ struct relay_port {
 	uint8_t ip4[4], ip6[16];
 	struct moq_pmd_port pp;
 	struct moq_net_iface ifc;
+	/* the workers' shared neighbour table on this link (net.h): an ARP
+	 * reply reaches one RX queue, every worker may need what it says */
+	struct moq_net_neigh_table *neigh;
 	struct rte_mempool *pool;
 	int link_up; /* last seen by the main lcore; -1 = not yet */
 };

@@ -768,6 +768,111 @@ START_TEST(gateway_and_stale)
 }
 END_TEST
 
+/* Two workers' contexts on one link share a neighbour table: what one
+ * learns from ARP / ND (RSS hands those frames to one queue) the other
+ * resolves with; a UDP sender stays in the receiving context's own cache. */
+START_TEST(shared_neighbour_table)
+{
+	static const uint8_t far[4] = {192, 0, 2, 7}, gw[4] = {10, 0, 0, 1};
+	static const uint8_t gw_mac[6] = {2, 0, 0, 0, 0, 0x11}, mac_b[6] = {2, 0, 0, 0, 0, 0xbb};
+	static struct moq_net_neigh_table t;
+	static struct moq_net other;
+	uint8_t mac[6], req[128], pl[8] = {0};
+	size_t req_len, len;
+
+	memcpy(ifc.gw4, gw, 4);
+	ifc.has_gw4 = 1;
+	moq_net_neigh_table_init(&t);
+	moq_net_share(&net, &t);
+	moq_net_init(&other, &ifc);
+	moq_net_share(&other, &t);
+
+	/* the other worker asks for the gateway; the reply reaches this one */
+	ck_assert_int_eq(moq_net_resolve(&other, 4, far, T0, mac, req, sizeof(req), &req_len),
+	                 MOQ_ERR_AGAIN);
+	ck_assert_uint_eq(req_len, 42);
+	len = tf_arp_req(frame, tf_our_ip4);
+	memcpy(frame, tf_our_mac, 6);
+	w16(frame + 14 + 6, 2);
+	memcpy(frame + 14 + 8, gw_mac, 6);
+	memcpy(frame + 14 + 14, gw, 4);
+	memcpy(frame + 14 + 18, tf_our_mac, 6);
+	ck_assert_int_eq(rx(len, 0), MOQ_NET_DONE);
+	/* within the second: no new request, the shared answer is used */
+	ck_assert_int_eq(
+	        moq_net_resolve(&other, 4, far, T0 + 1000, mac, req, sizeof(req), &req_len), 0);
+	ck_assert_uint_eq(req_len, 0);
+	ck_assert_int_eq(memcmp(mac, gw_mac, 6), 0);
+	ck_assert_uint_eq(other.stats.neigh_shared, 1);
+	ck_assert_uint_eq(other.stats.tx_solicits, 1);
+
+	/* stale on the other worker: a newer confirmation seen here refreshes
+	 * it without a request of its own */
+	len = tf_arp_req(frame, tf_our_ip4);
+	memcpy(frame, tf_our_mac, 6);
+	w16(frame + 14 + 6, 2);
+	memcpy(frame + 14 + 8, gw_mac, 6);
+	memcpy(frame + 14 + 14, gw, 4);
+	memcpy(frame + 14 + 18, tf_our_mac, 6);
+	ck_assert_int_eq(moq_net_rx(&net, frame, len, 0, T0 + MOQ_NET_NEIGH_TTL_NS, &u, reply,
+	                            sizeof(reply), &rlen),
+	                 MOQ_NET_DONE);
+	ck_assert_int_eq(moq_net_resolve(&other, 4, far, T0 + MOQ_NET_NEIGH_TTL_NS + 10, mac, req,
+	                                 sizeof(req), &req_len),
+	                 0);
+	ck_assert_uint_eq(req_len, 0);
+	ck_assert_uint_eq(other.stats.neigh_shared, 2);
+
+	/* a gratuitous ARP with a new MAC, for a sender only the table knows */
+	len = tf_arp_req(frame, gw);
+	memcpy(frame + 14 + 8, mac_b, 6);
+	memcpy(frame + 14 + 14, gw, 4);
+	moq_net_init(&net, &ifc);
+	moq_net_share(&net, &t);
+	ck_assert_int_eq(moq_net_rx(&net, frame, len, 0, T0 + MOQ_NET_NEIGH_TTL_NS + 15, &u, reply,
+	                            sizeof(reply), &rlen),
+	                 MOQ_NET_DROPPED);
+	ck_assert_uint_eq(net.stats.drop[MOQ_NET_DROP_ARP_OTHER], 1);
+	/* the other worker's entry is fresh, and still takes the new MAC */
+	ck_assert_int_eq(moq_net_resolve(&other, 4, far, T0 + MOQ_NET_NEIGH_TTL_NS + 20, mac, req,
+	                                 sizeof(req), &req_len),
+	                 0);
+	ck_assert_int_eq(memcmp(mac, mac_b, 6), 0);
+	ck_assert_uint_eq(req_len, 0);
+
+	/* IPv6: the other worker solicits, this one gets the solicited NA
+	 * (no entry of its own: the table's unresolved mark lets it in) */
+	ck_assert_int_eq(
+	        moq_net_resolve(&other, 6, tf_peer_ip6, T0, mac, req, sizeof(req), &req_len),
+	        MOQ_ERR_AGAIN);
+	len = tf_na(frame, tf_peer_ip6, tf_peer_mac, 0x60);
+	ck_assert_int_eq(rx(len, 0), MOQ_NET_DONE);
+	ck_assert_int_eq(
+	        moq_net_resolve(&other, 6, tf_peer_ip6, T0 + 1000, mac, req, sizeof(req), &req_len),
+	        0);
+	ck_assert_int_eq(memcmp(mac, tf_peer_mac, 6), 0);
+	/* an unsolicited NA for an address nobody asked for fills nothing */
+	{
+		static const uint8_t stranger[16] = {0x20, 0x01, 0x0d, 0xb8, [15] = 0x77};
+
+		len = tf_na(frame, stranger, tf_peer_mac, 0x20);
+		ck_assert_int_eq(rx(len, 0), MOQ_NET_DONE);
+		ck_assert_int_eq(
+		        moq_net_resolve(&other, 6, stranger, T0, mac, req, sizeof(req), &req_len),
+		        MOQ_ERR_AGAIN);
+	}
+
+	/* a UDP sender refreshes the receiving context only (per packet) */
+	len = tf_udp4(frame, pl, sizeof(pl));
+	ck_assert_int_eq(rx(len, 0), MOQ_NET_UDP);
+	ck_assert_int_eq(moq_net_resolve(&net, 4, tf_peer_ip4, T0, mac, req, sizeof(req), &req_len),
+	                 0);
+	ck_assert_int_eq(
+	        moq_net_resolve(&other, 4, tf_peer_ip4, T0, mac, req, sizeof(req), &req_len),
+	        MOQ_ERR_AGAIN);
+}
+END_TEST
+
 START_TEST(drop_names)
 {
 	for (int i = 0; i < MOQ_NET_DROP_MAX; i++) {
@@ -815,6 +920,7 @@ Suite *net_suite(void)
 	tcase_add_loop_test(tc, every_truncation_dropped, 0, 5);
 	tcase_add_test(tc, neighbour_cache_bounded);
 	tcase_add_test(tc, gateway_and_stale);
+	tcase_add_test(tc, shared_neighbour_table);
 	tcase_add_test(tc, drop_names);
 	suite_add_tcase(s, tc);
 	return s;
