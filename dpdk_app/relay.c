@@ -183,23 +183,42 @@ static int tx_backlog(struct moq_relay *r, struct relay_worker *w)
 	return 0;
 }
 
+/* Up to @n mbufs from @pool into @mb; returns how many. A burst at once;
+ * near exhaustion, where rte_pktmbuf_alloc_bulk is all or nothing, halving
+ * bulks down to single mbufs (at most ~2 log2(n) tries, and only then). */
+static unsigned int mbufs_upto(struct rte_mempool *pool, struct rte_mbuf **mb, unsigned int n)
+{
+	unsigned int got = 0, b = n / 2;
+
+	if (rte_pktmbuf_alloc_bulk(pool, mb, n) == 0)
+		return n;
+	while (b > 0 && got < n) {
+		if (got + b <= n && rte_pktmbuf_alloc_bulk(pool, mb + got, b) == 0)
+			got += b;
+		else
+			b /= 2;
+	}
+	return got;
+}
+
 /* Fill a burst of QUIC packets into fresh mbufs, wrap and queue them. */
 static int dpdk_send(struct moq_relay *r, struct relay_worker *w, uint64_t now)
 {
 	struct rte_mbuf *mb[MOQ_PMD_BURST];
 	struct moq_quic_pkt pk[MOQ_PMD_BURST];
+	unsigned int nb = mbufs_upto(w->pool, mb, MOQ_PMD_BURST);
 	int k;
 
-	if (rte_pktmbuf_alloc_bulk(w->pool, mb, MOQ_PMD_BURST) != 0) {
+	if (nb == 0) {
 		w->st.tx_nombuf++;
 		return 0;
 	}
-	for (int i = 0; i < MOQ_PMD_BURST; i++) {
+	for (unsigned int i = 0; i < nb; i++) {
 		pk[i].data = rte_pktmbuf_mtod(mb[i], uint8_t *);
 		pk[i].cap = rte_pktmbuf_tailroom(mb[i]);
 		pk[i].user = mb[i];
 	}
-	k = moq_quic_endpoint_send(w->ep, pk, MOQ_PMD_BURST, now);
+	k = moq_quic_endpoint_send(w->ep, pk, nb, now);
 	if (k < 0)
 		k = 0;
 	for (int i = 0; i < k; i++) {
@@ -226,8 +245,8 @@ static int dpdk_send(struct moq_relay *r, struct relay_worker *w, uint64_t now)
 		if (sol != NULL)
 			tx_add(r, w, pi, sol);
 	}
-	if (k < MOQ_PMD_BURST)
-		rte_pktmbuf_free_bulk(&mb[k], (unsigned int)(MOQ_PMD_BURST - k));
+	if ((unsigned int)k < nb)
+		rte_pktmbuf_free_bulk(&mb[k], nb - (unsigned int)k);
 	return k;
 }
 
@@ -678,9 +697,12 @@ static int setup_ports(struct moq_relay *r, char *err, size_t errlen)
 			rxd = r->nb_ports * (unsigned int)nb_rxq * p->pp.nb_rxd;
 			txd = r->nb_ports * r->nb_workers * p->pp.nb_txd;
 			/* + what QUIC holds between send and TX completion: a burst
-			 * per worker per port in the TX buffers */
+			 * per worker per port in the TX buffers; + what the
+			 * redirect rings hold (received mbufs on their way to the
+			 * owner worker: --redirect-ring - 1 per worker) */
 			n = moq_pmd_pool_size(rxd, txd, r->nb_workers + 1,
-			                      r->nb_workers * r->nb_ports * MOQ_RELAY_TXBUF);
+			                      r->nb_workers * r->nb_ports * MOQ_RELAY_TXBUF +
+			                              r->nb_workers * (r->cfg.redirect_ring - 1));
 			if (r->cfg.pool_mbufs != 0)
 				n = r->cfg.pool_mbufs;
 			r->pools[p->pp.socket] = moq_pmd_pool_create("relay", p->pp.socket, n,

@@ -9,7 +9,9 @@
  * process.
  *   - a gateway's MAC learned by the worker that got the ARP reply (queue 0:
  *     an ARP frame has no IP header to hash) reaches the worker that owns
- *     an off-link client's connection (issue 12, defect 5).
+ *     an off-link client's connection (issue 12, defect 5);
+ *   - near pool exhaustion a worker still sends with the mbufs there are;
+ *   - the pool is sized for the redirect rings too (issue 12, defect 8).
  */
 #include <arpa/inet.h>
 #include <check.h>
@@ -52,8 +54,9 @@ static unsigned int seq;
 
 /* The relay at 10.50.0.2/24, its gateway 10.50.0.1, a client off-link. */
 static const uint8_t relay_ip[4] = {10, 50, 0, 2}, gw_ip[4] = {10, 50, 0, 1};
-static const uint8_t far_ip[4] = {10, 60, 0, 5};
+static const uint8_t onlink_ip[4] = {10, 50, 0, 9}, far_ip[4] = {10, 60, 0, 5};
 static const uint8_t gw_mac[6] = {0x02, 0, 0, 0, 0x0a, 0x01};
+static const uint8_t cli_mac[6] = {0x02, 0, 0, 0, 0x0a, 0x09};
 
 static uint64_t now_ns(void)
 {
@@ -298,6 +301,71 @@ START_TEST(gateway_learned_by_any_worker)
 }
 END_TEST
 
+/* Defect 8: with fewer free mbufs than a burst of 32, a worker still sends
+ * (rte_pktmbuf_alloc_bulk is all or nothing: it sent nothing). */
+START_TEST(send_near_pool_exhaustion)
+{
+	static struct rte_mbuf *held[65536];
+	struct rte_mempool *pool;
+	struct moq_relay_stats st;
+	struct client c;
+	struct seen s = {0};
+	unsigned int nheld = 0, sent_before;
+	uint64_t end;
+
+	relay_up(NULL);
+	pool = moq_relay_pool(relay, 0);
+	client_open(&c, onlink_ip, cli_mac);
+	/* take every mbuf of the relay's pool, then give 8 back */
+	while (nheld < 65536 && (held[nheld] = rte_pktmbuf_alloc(pool)) != NULL)
+		nheld++;
+	ck_assert_uint_gt(nheld, 8);
+	ck_assert_uint_lt(nheld, 65536);
+	rte_pktmbuf_free_bulk(&held[nheld - 8], 8);
+	nheld -= 8;
+	client_send(&c, 1); /* the client's Initial: the relay has a flight to send */
+	for (int i = 0; i < 20; i++) {
+		moq_relay_poll(relay, 1);
+		link_take(&c, cli_mac, &s);
+		usleep(1000);
+	}
+	sent_before = s.udp[1];
+	/* everything back: the handshake completes */
+	rte_pktmbuf_free_bulk(held, nheld);
+	for (end = now_ns() + 5000000000ull; established == 0 && now_ns() < end;) {
+		client_send(&c, 1);
+		moq_relay_poll(relay, 1);
+		link_take(&c, cli_mac, &s);
+		usleep(1000);
+	}
+	moq_relay_stats(relay, &st);
+	fprintf(stderr,
+	        "send_near_pool_exhaustion: %u mbufs taken, 8 left: %u datagrams sent (tx drops "
+	        "%" PRIu64 ")\n",
+	        nheld + 8, sent_before, st.tx_drops);
+	ck_assert_msg(sent_before > 0, "nothing sent with 8 mbufs free");
+	ck_assert_int_eq(established, 1);
+	moq_quic_endpoint_free(c.ep);
+}
+END_TEST
+
+/* Defect 8: the pool holds what the redirect rings can hold besides the
+ * descriptors: two workers x 8192 slots. */
+START_TEST(pool_counts_redirect_rings)
+{
+	static const char *const extra[] = {"--redirect-ring", "8192", "--rx-desc", "512",
+	                                    "--tx-desc",       "512",  NULL};
+	struct moq_relay_stats st;
+
+	relay_up(extra);
+	moq_relay_stats(relay, &st);
+	fprintf(stderr, "pool_counts_redirect_rings: %" PRIu64 " mbufs in the pool\n",
+	        st.mbufs_total);
+	/* 2 x 8191 in the rings + 2 x 512 RX + 2 x 512 TX descriptors */
+	ck_assert_uint_ge(st.mbufs_total, 2 * 8191 + 2 * 512 + 2 * 512);
+}
+END_TEST
+
 Suite *dpdk_workers_suite(void);
 
 Suite *dpdk_workers_suite(void)
@@ -308,6 +376,8 @@ Suite *dpdk_workers_suite(void)
 	tcase_add_checked_fixture(tc, NULL, teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, gateway_learned_by_any_worker);
+	tcase_add_test(tc, send_near_pool_exhaustion);
+	tcase_add_test(tc, pool_counts_redirect_rings);
 	suite_add_tcase(s, tc);
 	return s;
 }
