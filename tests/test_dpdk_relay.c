@@ -1548,6 +1548,85 @@ START_TEST(media_kernel_two_workers)
 }
 END_TEST
 
+/* Issue 12 ------------------------------------------------------------------
+ * (new cases are kept together here and in their own TCase, "issue12") */
+
+/* Whether the relay @pid catches signal @sig yet (its handler is installed):
+ * /proc/PID/status SigCgt. */
+static int catches(pid_t pid, int sig)
+{
+	char path[64], line[256];
+	unsigned long long mask = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (sscanf(line, "SigCgt: %llx", &mask) == 1)
+			break;
+	fclose(f);
+	return (mask >> (sig - 1)) & 1;
+}
+
+/* Send @sig to the starting relay as soon as it catches it, before it
+ * serves /health on @mport; returns whether it was still starting then. */
+static int signal_during_startup(unsigned int mport, int sig)
+{
+	uint64_t end = now_ms() + 10000;
+	int starting;
+
+	while (!catches(child, sig) && now_ms() < end)
+		usleep(200);
+	ck_assert_msg(catches(child, sig), "the relay never caught signal %d", sig);
+	starting = http_get(mport, "/health") == NULL;
+	kill(child, sig);
+	return starting;
+}
+
+/* Defect 8: a SIGHUP or SIGQUIT while the relay starts (EAL, ports,
+ * endpoints: hundreds of ms) quit it. SIGHUP during start-up is a reload
+ * once it runs, SIGQUIT a drain (with no connection: it stops at once). */
+START_TEST(signals_during_startup)
+{
+	unsigned int udp = 40000 + (unsigned int)(getpid() + 13) % 20000, mport = udp + 1;
+	char sudp[16], mgmt[32], prefix[64], *e;
+	const char *args[] = {
+	        prefix,   "--no-huge", "-m",        "512",    "--no-pci",         "-l",
+	        "0-1",    "--",        "--backend", "kernel", "--listen",         "127.0.0.1",
+	        "--port", sudp,        "--mgmt",    mgmt,     "--stats-interval", "0",
+	        NULL};
+	int starting;
+
+	snprintf(sudp, sizeof(sudp), "%u", udp);
+	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", mport);
+	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-sg-%d", (int)getpid());
+	/* SIGHUP: the relay comes up, and reloads */
+	spawn(args);
+	starting = signal_during_startup(mport, SIGHUP);
+	ck_assert_msg(wait_http(mport, "/health", 15000) != NULL,
+	              "SIGHUP during start-up: no /health; stderr: %s", slurp(errpath));
+	e = wait_err("reload:", 3000);
+	ck_assert_msg(strstr(e, "moqdp-relay: reload: no --cert configured") != NULL, "%s", e);
+	fprintf(stderr,
+	        "signals_during_startup: SIGHUP %s start-up: the relay came up and reloaded\n",
+	        starting ? "during" : "after");
+	kill(child, SIGTERM);
+	ck_assert_int_eq(wait_exit(10000), 0);
+	/* SIGQUIT: the relay comes up and drains */
+	spawn(args);
+	starting = signal_during_startup(mport, SIGQUIT);
+	ck_assert_int_eq(wait_exit(15000), 0);
+	e = slurp(errpath);
+	ck_assert_msg(strstr(e, "moqdp-relay: draining") != NULL, "SIGQUIT during start-up: %s", e);
+	ck_assert_ptr_nonnull(strstr(e, "moqdp-relay: drained (0 connections left"));
+	fprintf(stderr,
+	        "signals_during_startup: SIGQUIT %s start-up: the relay came up and drained\n",
+	        starting ? "during" : "after");
+}
+END_TEST
+
 Suite *dpdk_relay_suite(void);
 
 Suite *dpdk_relay_suite(void)
@@ -1575,6 +1654,12 @@ Suite *dpdk_relay_suite(void)
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, media_two_workers);
 	tcase_add_test(tc, media_kernel_two_workers);
+	suite_add_tcase(s, tc);
+	/* issue 12's defects (CK_RUN_CASE=issue12 runs them alone) */
+	tc = tcase_create("issue12");
+	tcase_add_checked_fixture(tc, NULL, teardown);
+	tcase_set_timeout(tc, 90);
+	tcase_add_test(tc, signals_during_startup);
 	suite_add_tcase(s, tc);
 	return s;
 }
