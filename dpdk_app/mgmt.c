@@ -145,6 +145,9 @@ static void worker_metrics(struct mbuf_w *o, const struct moq_relay_stats *s)
 	worker_metric(o, s, "redirected_in_total", "counter",
 	              "Datagrams of this worker's connections that arrived on another.",
 	              WOFF(redirected_in));
+	worker_metric(o, s, "cert_generation", "gauge",
+	              "The certificate generation new connections on this worker get.",
+	              WOFF(cert_generation));
 #undef WOFF
 }
 
@@ -243,6 +246,11 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	       s->cert_reload_errors);
 	metric(&o, "connections_old_cert", "gauge",
 	       "Open connections still on a replaced certificate.", s->conns_old_cert);
+	metric(&o, "cert_generation", "gauge",
+	       "The certificate generation: 1 at start, + 1 per SIGHUP that loaded one.",
+	       s->cert_generation);
+	metric(&o, "cert_pem_loads_total", "counter",
+	       "PEM certificate chains read and parsed (start and SIGHUP).", s->cert_pem_loads);
 	put(&o,
 	    "# HELP moqdp_busy_seconds_total Worker time spent on packets.\n"
 	    "# TYPE moqdp_busy_seconds_total counter\nmoqdp_busy_seconds_total %.6f\n",

@@ -1240,6 +1240,8 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->cache_lagged = cs.lagged;
 	}
 	s->announcements = r->announcements;
+	s->cert_generation = 1 + __atomic_load_n(&r->reload_gen, __ATOMIC_RELAXED);
+	s->cert_pem_loads = moq_quic_tls_pem_loads();
 	for (unsigned int i = 0; i < r->nb_workers; i++) {
 		const struct relay_worker *w = r->w[i];
 		const struct relay_worker_stats *st = &w->st;
@@ -1300,6 +1302,7 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		wc->frames_in = w->ns.frames_in;
 		wc->frames_out = w->ns.frames_out;
 		wc->redirected_in = st->redirected_in;
+		wc->cert_generation = 1 + __atomic_load_n(&w->reload_seen, __ATOMIC_RELAXED);
 		wc->busy_tsc = st->busy_tsc;
 		wc->idle_tsc = st->idle_tsc;
 		moq_lat_hist_merge(&s->relay_lat, &w->lat);

@@ -34,6 +34,7 @@ struct moq_relay_worker_counters {
 	uint64_t frames_in;          /* ingested from publishers on this worker */
 	uint64_t frames_out;         /* queued to subscribers on this worker */
 	uint64_t redirected_in;      /* datagrams other workers handed over */
+	uint64_t cert_generation;    /* the relay's certificate generation it serves */
 	uint64_t busy_tsc, idle_tsc;
 };
 
@@ -58,6 +59,8 @@ struct moq_relay_stats {
 	uint64_t cert_reloads;               /* SIGHUP: endpoints that took the new certificate */
 	uint64_t cert_reload_errors;         /* ... that refused it (kept the old one) */
 	uint64_t conns_old_cert;             /* open connections on a replaced certificate */
+	uint64_t cert_generation;            /* 1 at start, + 1 per SIGHUP that loaded one */
+	uint64_t cert_pem_loads;             /* PEM chains read (quic.h, moq_quic_tls_pem_loads) */
 	uint64_t gso_msgs;                   /* kernel backend: UDP GSO sends */
 	uint64_t announcements;              /* gratuitous ARP / unsolicited NA sent */
 	uint64_t conns, conns_total, half_open;

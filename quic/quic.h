@@ -388,6 +388,14 @@ int moq_quic_endpoint_reload_cert(struct moq_quic_endpoint *ep, const char *cert
                                   const char *key_file);
 
 /*
+ * moq_quic_tls_pem_loads: how many times this process has read and parsed a
+ * PEM certificate chain for a server TLS context (endpoints, reloads): a
+ * counter for tests and metrics (a reload should read the files once, not
+ * once per worker).
+ */
+uint64_t moq_quic_tls_pem_loads(void);
+
+/*
  * moq_quic_fingerprint_str: format a 32-byte fingerprint as "AB:CD:..." into
  * @buf (at least 96 bytes). Returns @buf.
  */

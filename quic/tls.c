@@ -33,6 +33,7 @@
 #define SELF_SIGNED_DAYS 14
 
 static int tls_inited;
+static uint64_t pem_loads; /* moq_quic_tls_pem_loads (atomic) */
 
 static void tls_init_once(void)
 {
@@ -295,6 +296,7 @@ static int tls_ctx_build(struct moq_quic_endpoint *ep, const char *cert_file, co
 		goto fail_ctx;
 
 	if (server && cert_file != NULL) {
+		__atomic_add_fetch(&pem_loads, 1, __ATOMIC_RELAXED);
 		if (wolfSSL_CTX_use_certificate_chain_file(ctx, cert_file) != WOLFSSL_SUCCESS) {
 			rv = load_err(cert_file);
 			goto fail_ctx;
@@ -332,6 +334,11 @@ static int tls_ctx_build(struct moq_quic_endpoint *ep, const char *cert_file, co
 fail_ctx:
 	wolfSSL_CTX_free(ctx);
 	return rv;
+}
+
+uint64_t moq_quic_tls_pem_loads(void)
+{
+	return __atomic_load_n(&pem_loads, __ATOMIC_RELAXED);
 }
 
 int quic_tls_ctx_new(struct moq_quic_endpoint *ep)
