@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -359,14 +360,21 @@ static const struct relay_io_ops dpdk_ops = {
         .poll = dpdk_io_poll,
 };
 
-/* SIGHUP, on the worker: its endpoint takes the certificate files for new
- * connections (quic.h: blocks ~1-2 ms for the files; existing connections
- * keep the old one). A failure leaves the endpoint as it was and is counted
- * in its stats (cert_reload_errors). */
-static void reload_cert(struct moq_relay *r, struct relay_worker *w)
+/* SIGHUP, on the worker: its endpoint takes the context the main lcore
+ * built (quic.h, moq_quic_endpoint_set_tls: a reference, no file read, no
+ * parse) for new connections; existing connections keep theirs. Then the
+ * worker says it has moved on (the main lcore frees @t's handle once every
+ * worker has). */
+static void tls_take(struct relay_worker *w, const struct relay_tls *t)
 {
-	w->reload_seen = __atomic_load_n(&r->reload_gen, __ATOMIC_ACQUIRE);
-	moq_quic_endpoint_reload_cert(w->ep, r->cfg.cert, r->cfg.key); /* both set (start) */
+	moq_quic_endpoint_set_tls(w->ep, t->tls);
+	__atomic_store_n(&w->tls_gen, t->gen, __ATOMIC_RELEASE);
+}
+
+static void tls_drop(struct relay_tls *t)
+{
+	moq_quic_tls_free(t->tls); /* endpoints and connections keep theirs */
+	free(t);
 }
 
 int moq_relay_poll(struct moq_relay *r, unsigned int wi)
@@ -383,8 +391,12 @@ int moq_relay_poll(struct moq_relay *r, unsigned int wi)
 	work = r->io_ops->poll(&w->io, now);
 	if (__atomic_load_n(&r->drain, __ATOMIC_RELAXED) && w->conns != NULL)
 		drain_step(r, w, now);
-	if (w->ep != NULL && __atomic_load_n(&r->reload_gen, __ATOMIC_ACQUIRE) != w->reload_seen)
-		reload_cert(r, w);
+	if (w->ep != NULL) {
+		const struct relay_tls *t = __atomic_load_n(&r->tls, __ATOMIC_ACQUIRE);
+
+		if (t->gen != w->tls_gen)
+			tls_take(w, t);
+	}
 	if (w->ep != NULL && now - w->stats_ns >= 100000000ull) { /* 10 Hz copy for main */
 		moq_quic_endpoint_stats(w->ep, &w->qs);
 		moq_node_stats(w->node, &w->ns);
@@ -515,7 +527,7 @@ static void drain_step(struct moq_relay *r, struct relay_worker *w, uint64_t now
 
 static struct moq_quic_endpoint *make_endpoint(const struct moq_pmd_config *cfg, unsigned int id,
                                                const uint8_t *secret, struct moq_node *node,
-                                               int *err)
+                                               struct moq_quic_tls *tls, int *err)
 {
 	struct moq_quic_config qc;
 	size_t nalpn;
@@ -523,8 +535,7 @@ static struct moq_quic_endpoint *make_endpoint(const struct moq_pmd_config *cfg,
 	memset(&qc, 0, sizeof(qc));
 	qc.role = MOQ_QUIC_SERVER;
 	qc.worker_id = (uint8_t)id;
-	qc.cert_file = cfg->cert[0] ? cfg->cert : NULL;
-	qc.key_file = cfg->key[0] ? cfg->key : NULL;
+	qc.tls = tls; /* the relay's, shared by every worker */
 	qc.alpn = moq_node_alpns(&nalpn);
 	qc.alpn_count = nalpn;
 	/* moq.h wiring: the node's callbacks, the node as config.user */
@@ -838,6 +849,27 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 		return rfail(err, errlen, "cannot read /dev/urandom");
 	}
 	fclose(f);
+	/* the certificate, read once for every worker (or one self-signed
+	 * certificate they all serve) */
+	{
+		struct relay_tls *t = calloc(1, sizeof(*t));
+		uint8_t fp[32];
+		int qerr = MOQ_ERR_NOMEM;
+
+		if (t != NULL)
+			t->tls = moq_quic_tls_new(r->cfg.cert[0] ? r->cfg.cert : NULL,
+			                          r->cfg.key[0] ? r->cfg.key : NULL, &qerr);
+		if (t == NULL || t->tls == NULL) {
+			free(t);
+			return rfail(err, errlen, "%s: cannot set up TLS/QUIC (%s)",
+			             r->cfg.cert[0] ? "--cert" : "worker", moq_err_str(qerr));
+		}
+		t->gen = 1;
+		r->tls = t;
+		r->tls_gen_now = 1;
+		moq_quic_tls_fingerprint(t->tls, fp);
+		moq_quic_fingerprint_str(fp, r->fingerprint, sizeof(r->fingerprint));
+	}
 	for (unsigned int i = 0; i < r->nb_workers; i++) {
 		int sock = (int)rte_lcore_to_socket_id(lcores[i]);
 		struct relay_worker *w;
@@ -909,10 +941,11 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 		if (w->conns == NULL)
 			return rfail(err, errlen, "--max-connections: no memory for %u connections",
 			             r->cfg.max_connections);
-		w->ep = make_endpoint(&r->cfg, i, secret, w->node, &qerr);
+		w->ep = make_endpoint(&r->cfg, i, secret, w->node, r->tls->tls, &qerr);
 		if (w->ep == NULL)
-			return rfail(err, errlen, "%s: cannot set up TLS/QUIC (%s)",
-			             r->cfg.cert[0] ? "--cert" : "worker", moq_err_str(qerr));
+			return rfail(err, errlen, "worker %u: cannot set up QUIC (%s)", i,
+			             moq_err_str(qerr));
+		w->tls_gen = r->tls->gen;
 		w->io.relay = r;
 		w->io.id = i;
 		w->io.nb_workers = r->nb_workers;
@@ -946,7 +979,6 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 {
 	unsigned int lcores[MOQ_RELAY_MAX_WORKERS];
 	struct moq_relay *r = rte_zmalloc("moqdp_relay", sizeof(*r), RTE_CACHE_LINE_SIZE);
-	uint8_t fp[32];
 
 	if (r == NULL) {
 		rfail(err, errlen, "out of memory");
@@ -1003,8 +1035,6 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 	cb_relay = r;
 	if (setup_workers(r, lcores, err, errlen) != 0)
 		goto fail;
-	if (r->nb_workers > 0 && moq_quic_endpoint_fingerprint(r->w[0]->ep, fp) == 0)
-		moq_quic_fingerprint_str(fp, r->fingerprint, sizeof(r->fingerprint));
 	if (cfg->backend == MOQ_CFG_BACKEND_DPDK) {
 		for (unsigned int i = 0; i < r->nb_ports; i++)
 			r->ports[i].link_up = -1; /* unknown: the first check reports it */
@@ -1063,6 +1093,14 @@ void moq_relay_destroy(struct moq_relay *r)
 	for (unsigned int s = 0; s < RTE_MAX_NUMA_NODES; s++)
 		rte_mempool_free(r->pools[s]);
 	rte_mempool_free(r->kpool);
+	while (r->tls_retired != NULL) {
+		struct relay_tls *t = r->tls_retired;
+
+		r->tls_retired = t->next;
+		tls_drop(t);
+	}
+	if (r->tls != NULL)
+		tls_drop(r->tls);
 	moq_hub_destroy(r->hub); /* after every node */
 	moq_cache_destroy(r->cache);
 	if (cb_relay == r)
@@ -1097,31 +1135,62 @@ void moq_relay_reload(struct moq_relay *r)
 	__atomic_store_n(&r->reload, 1, __ATOMIC_RELAXED);
 }
 
-/* SIGHUP: load the configured certificate into a scratch endpoint; a bad
- * one keeps the old. A good one is taken by every worker's endpoint from its
- * own loop (reload_gen) for new connections; existing connections keep
- * theirs. */
+/* Main lcore: free the handles of replaced certificates that no worker can
+ * still be taking: one is being taken only by a worker whose tls_gen is
+ * older than it, and a worker that has taken it or a newer one never reads
+ * it again (workers always take the newest). */
+static void tls_reap(struct moq_relay *r)
+{
+	for (struct relay_tls **pp = &r->tls_retired; *pp != NULL;) {
+		struct relay_tls *t = *pp;
+		unsigned int i;
+
+		for (i = 0; i < r->nb_workers; i++)
+			if ((int32_t)(__atomic_load_n(&r->w[i]->tls_gen, __ATOMIC_ACQUIRE) -
+			              t->gen) < 0)
+				break;
+		if (i < r->nb_workers) {
+			pp = &t->next;
+			continue;
+		}
+		*pp = t->next;
+		tls_drop(t);
+	}
+}
+
+/* SIGHUP: build a TLS context from the configured files here, on the main
+ * lcore, once (quic.h: ~1-2 ms); a bad one keeps the old. A good one is
+ * published (the relay's tls pointer, a new generation): every worker's
+ * endpoint takes it from its own loop for new connections (tls_take), so
+ * all serve the same certificate and none reads a file; existing
+ * connections keep theirs. */
 static void do_reload(struct moq_relay *r)
 {
-	struct moq_quic_endpoint *ep;
+	struct relay_tls *t, *old;
 	uint8_t fp[32];
-	int qerr = 0;
+	int qerr = MOQ_ERR_NOMEM;
 
 	if (r->cfg.cert[0] == '\0') {
 		fprintf(stderr, "moqdp-relay: reload: no --cert configured, nothing to reload\n");
 		return;
 	}
-	ep = make_endpoint(&r->cfg, 0, NULL, NULL, &qerr);
-	if (ep == NULL) {
+	t = calloc(1, sizeof(*t));
+	if (t != NULL)
+		t->tls = moq_quic_tls_new(r->cfg.cert, r->cfg.key, &qerr);
+	if (t == NULL || t->tls == NULL) {
+		free(t);
 		fprintf(stderr, "moqdp-relay: reload: %s is not usable (%s); keeping the old one\n",
 		        r->cfg.cert, moq_err_str(qerr));
 		r->reload_failed++;
 		return;
 	}
-	if (moq_quic_endpoint_fingerprint(ep, fp) == 0)
-		moq_quic_fingerprint_str(fp, r->fingerprint, sizeof(r->fingerprint));
-	moq_quic_endpoint_free(ep);
-	__atomic_add_fetch(&r->reload_gen, 1, __ATOMIC_RELEASE);
+	moq_quic_tls_fingerprint(t->tls, fp);
+	moq_quic_fingerprint_str(fp, r->fingerprint, sizeof(r->fingerprint));
+	t->gen = r->tls->gen + 1;
+	old = __atomic_exchange_n(&r->tls, t, __ATOMIC_ACQ_REL);
+	old->next = r->tls_retired;
+	r->tls_retired = old;
+	__atomic_store_n(&r->tls_gen_now, t->gen, __ATOMIC_RELAXED);
 	fprintf(stderr,
 	        "moqdp-relay: reload: %s is valid; new connections get it (sha-256 %s), open "
 	        "ones keep theirs\n",
@@ -1157,6 +1226,8 @@ int moq_relay_run(struct moq_relay *r)
 		}
 		if (__atomic_exchange_n(&r->reload, 0, __ATOMIC_RELAXED))
 			do_reload(r);
+		if (r->tls_retired != NULL)
+			tls_reap(r);
 		if (__atomic_load_n(&r->drain, __ATOMIC_RELAXED) && drain_deadline == 0) {
 			drain_deadline = t + r->cfg.drain_timeout_us * 1000;
 			fprintf(stderr, "moqdp-relay: draining (up to %" PRIu64 " ms)\n",
@@ -1240,7 +1311,7 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->cache_lagged = cs.lagged;
 	}
 	s->announcements = r->announcements;
-	s->cert_generation = 1 + __atomic_load_n(&r->reload_gen, __ATOMIC_RELAXED);
+	s->cert_generation = __atomic_load_n(&r->tls_gen_now, __ATOMIC_RELAXED);
 	s->cert_pem_loads = moq_quic_tls_pem_loads();
 	for (unsigned int i = 0; i < r->nb_workers; i++) {
 		const struct relay_worker *w = r->w[i];
@@ -1302,7 +1373,7 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		wc->frames_in = w->ns.frames_in;
 		wc->frames_out = w->ns.frames_out;
 		wc->redirected_in = st->redirected_in;
-		wc->cert_generation = 1 + __atomic_load_n(&w->reload_seen, __ATOMIC_RELAXED);
+		wc->cert_generation = __atomic_load_n(&w->tls_gen, __ATOMIC_RELAXED);
 		wc->busy_tsc = st->busy_tsc;
 		wc->idle_tsc = st->idle_tsc;
 		moq_lat_hist_merge(&s->relay_lat, &w->lat);

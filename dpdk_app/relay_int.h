@@ -51,7 +51,7 @@ struct relay_worker {
 	struct moq_quic_conn **conns;
 	uint32_t conn_cap;
 	int draining;
-	uint32_t reload_seen; /* the relay's reload_gen this worker applied */
+	uint32_t tls_gen; /* the relay_tls generation its endpoint serves (atomic) */
 	uint64_t drain_start, drain_close_at;
 	struct moq_quic_stats qs; /* copied from the endpoint at 10 Hz */
 	struct moq_node_stats ns; /* copied from the node at 10 Hz */
@@ -72,6 +72,14 @@ struct relay_port {
 	int link_up; /* last seen by the main lcore; -1 = not yet */
 };
 
+/* A certificate generation: a TLS context every worker's endpoint shares
+ * (quic.h, moq_quic_tls_new), gen 1 at start. */
+struct relay_tls {
+	struct moq_quic_tls *tls;
+	uint32_t gen;
+	struct relay_tls *next; /* tls_retired */
+};
+
 struct moq_relay {
 	struct moq_pmd_config cfg;
 	unsigned int nb_ports, nb_workers;
@@ -88,8 +96,13 @@ struct moq_relay {
 	uint32_t announce_pending; /* ports whose link came up: worker 0 announces */
 	uint64_t announcements;
 	uint64_t reloads, reload_failed;
-	uint32_t reload_gen;    /* SIGHUP, checked on the main lcore: workers reload their
-	                      * endpoints' certificate when it moves */
+	/* the certificate: built once on the main lcore (start, SIGHUP) and
+	 * taken by every worker's endpoint from its own loop when the pointer
+	 * moves (atomic); the ones replaced wait in tls_retired (main lcore
+	 * only) until every worker has taken a newer one */
+	struct relay_tls *tls;
+	struct relay_tls *tls_retired;
+	uint32_t tls_gen_now;   /* tls->gen, for readers on other threads (atomic) */
 	struct relay_mgmt mgmt; /* the HTTP listener, telemetry (mgmt.h) */
 	uint64_t t0_ns;
 	char fingerprint[100];

@@ -1627,6 +1627,127 @@ START_TEST(signals_during_startup)
 }
 END_TEST
 
+/* Run @cmd (a shell line); its first output line into @out (trimmed). */
+static void sh_line(const char *cmd, char *out, size_t len)
+{
+	FILE *f = popen(cmd, "r");
+
+	ck_assert_ptr_nonnull(f);
+	out[0] = '\0';
+	ck_assert_ptr_nonnull(fgets(out, (int)len, f));
+	ck_assert_int_eq(pclose(f), 0);
+	out[strcspn(out, "\n")] = '\0';
+}
+
+/* Defect 8: SIGHUP made every worker read and parse the PEM files in its
+ * own loop (~1-2 ms each, on the data path) and the workers could end up
+ * on different certificates. Two workers: the files are read once at start
+ * and once per SIGHUP (on the main lcore), both workers serve the new
+ * generation, and new connections on each worker get the new certificate. */
+START_TEST(cert_reload_once_for_all_workers)
+{
+	unsigned int udp = 40000 + (unsigned int)(getpid() + 17) % 20000, mport = udp + 1;
+	char dir[64], cert[96], key[96], cmd[1024], fp1[128], fp2[128], got[128];
+	char sudp[16], mgmt[32], prefix[64], *r, *e;
+	const char *args[] = {prefix,
+	                      "--no-huge",
+	                      "-m",
+	                      "512",
+	                      "--no-pci",
+	                      "--lcores",
+	                      "0@0,1@1,2@1",
+	                      "--",
+	                      "--backend",
+	                      "kernel",
+	                      "--listen",
+	                      "127.0.0.1",
+	                      "--port",
+	                      sudp,
+	                      "--mgmt",
+	                      mgmt,
+	                      "--queues",
+	                      "(0,0,1),(0,1,2)",
+	                      "--stats-interval",
+	                      "0",
+	                      "--cert",
+	                      cert,
+	                      "--key",
+	                      key,
+	                      NULL};
+	long long loads0, loads1, acc[2] = {0, 0};
+	unsigned int clients = 0;
+	uint8_t raw[32];
+
+	snprintf(dir, sizeof(dir), "/tmp/moqdp-cert2w-%d", (int)getpid());
+	snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
+	snprintf(key, sizeof(key), "%s/key.pem", dir);
+	snprintf(sudp, sizeof(sudp), "%u", udp);
+	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", mport);
+	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-c2-%d", (int)getpid());
+	snprintf(cmd, sizeof(cmd),
+	         "mkdir -p %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
+	         "-nodes -keyout %s -out %s -days 2 -subj /CN=relay.test >/dev/null 2>&1 && "
+	         "openssl x509 -in %s -noout -fingerprint -sha256 | sed 's/.*=//'",
+	         dir, key, cert, cert);
+	sh_line(cmd, fp1, sizeof(fp1));
+	spawn(args);
+	ck_assert_msg(wait_http(mport, "/health", 15000) != NULL, "stderr: %s", slurp(errpath));
+	r = http_get(mport, "/metrics");
+	loads0 = metric(r, "moqdp_cert_pem_loads_total");
+	ck_assert_int_eq(metric(r, "moqdp_workers"), 2);
+	ck_assert_int_eq(metric(r, "moqdp_cert_generation"), 1);
+
+	/* a new key and certificate in place, then SIGHUP */
+	snprintf(cmd, sizeof(cmd),
+	         "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "
+	         "%s/key2.pem -out %s/cert2.pem -days 2 -subj /CN=relay2.test >/dev/null 2>&1 && "
+	         "cp %s/key2.pem %s && cp %s/cert2.pem %s && "
+	         "openssl x509 -in %s -noout -fingerprint -sha256 | sed 's/.*=//'",
+	         dir, dir, dir, key, dir, cert, cert);
+	sh_line(cmd, fp2, sizeof(fp2));
+	ck_assert_str_ne(fp1, fp2);
+	kill(child, SIGHUP);
+	e = wait_err(fp2, 5000);
+	ck_assert_msg(strstr(e, fp2) != NULL, "new fingerprint %s not in: %s", fp2, e);
+	ck_assert_int_eq(wait_metric(mport, "moqdp_worker_cert_generation{worker=\"0\"}", 2, 3000),
+	                 2);
+	ck_assert_int_eq(wait_metric(mport, "moqdp_worker_cert_generation{worker=\"1\"}", 2, 3000),
+	                 2);
+	r = http_get(mport, "/metrics");
+	loads1 = metric(r, "moqdp_cert_pem_loads_total");
+	ck_assert_int_eq(metric(r, "moqdp_cert_generation"), 2);
+	/* new connections on both workers (the kernel spreads them by 4-tuple)
+	 * get the new certificate */
+	while (clients < 24 && (acc[0] == 0 || acc[1] == 0)) {
+		struct qclient q;
+
+		qclient_open(&q, udp);
+		ck_assert_int_eq(moq_quic_conn_peer_fingerprint(q.c, raw), 0);
+		ck_assert_str_eq(moq_quic_fingerprint_str(raw, got, sizeof(got)), fp2);
+		qclient_close(&q);
+		clients++;
+		usleep(150000); /* the workers publish their counters at 10 Hz */
+		r = http_get(mport, "/metrics");
+		acc[0] = worker_metric(r, "moqdp_worker_connections_accepted_total", 0);
+		acc[1] = worker_metric(r, "moqdp_worker_connections_accepted_total", 1);
+	}
+	fprintf(stderr,
+	        "cert_reload_once_for_all_workers: PEM chains read: %lld at start, %lld for one "
+	        "SIGHUP; %u new connections (worker 0: %lld, worker 1: %lld) all got %s\n",
+	        loads0, loads1 - loads0, clients, acc[0], acc[1], fp2);
+	ck_assert_msg(acc[0] > 0 && acc[1] > 0, "connections on one worker only: %lld / %lld",
+	              acc[0], acc[1]);
+	ck_assert_msg(loads0 == 1, "PEM chain read %lld times at start (2 workers), want 1",
+	              loads0);
+	ck_assert_msg(loads1 - loads0 == 1, "PEM chain read %lld times for one SIGHUP, want 1",
+	              loads1 - loads0);
+	kill(child, SIGTERM);
+	ck_assert_int_eq(wait_exit(10000), 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 Suite *dpdk_relay_suite(void);
 
 Suite *dpdk_relay_suite(void)
@@ -1660,6 +1781,7 @@ Suite *dpdk_relay_suite(void)
 	tcase_add_checked_fixture(tc, NULL, teardown);
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, signals_during_startup);
+	tcase_add_test(tc, cert_reload_once_for_all_workers);
 	suite_add_tcase(s, tc);
 	return s;
 }
