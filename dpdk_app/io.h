@@ -30,6 +30,7 @@ struct relay_worker_stats {
 	uint64_t goaways, drain_closes; /* SIGQUIT: GOAWAY sent, connections closed */
 	uint64_t conn_set_full;         /* a connection the drain set could not track */
 	uint64_t gso_msgs;              /* kernel backend: GSO sends of several datagrams */
+	uint64_t rx_truncated;          /* kernel backend: datagrams over --mtu, dropped */
 };
 
 /* What a backend sees of its worker; relay.c fills it before open. */

@@ -44,18 +44,26 @@ static int kernel_open(struct relay_io *io, const struct moq_pmd_config *cfg, ch
                        size_t errlen)
 {
 	const struct moq_cfg_addr *a = &cfg->listen[0];
+	/* the largest datagram --mtu carries (IPv4: 20 + 8 bytes of headers),
+	 * at least MOQ_NET_KIO_RX_MAX; a longer one is dropped and counted
+	 * (net.h, moq_net_krecv), never handed to QUIC cut */
+	size_t rx_max = cfg->mtu > 28 ? (size_t)cfg->mtu - 28 : 0;
 	struct moq_quic_addr bind_to;
 	struct relay_kernel *k;
 	socklen_t len;
 
+	if (rx_max < MOQ_NET_KIO_RX_MAX)
+		rx_max = MOQ_NET_KIO_RX_MAX;
 	k = rte_zmalloc("moqdp_kbuf", sizeof(*k), RTE_CACHE_LINE_SIZE);
 	if (k != NULL)
-		k->kb = rte_zmalloc("moqdp_kbuf", moq_net_kbuf_size(), RTE_CACHE_LINE_SIZE);
+		k->kb = rte_malloc("moqdp_kbuf", moq_net_kbuf_size_for(rx_max),
+		                   RTE_CACHE_LINE_SIZE);
 	if (k == NULL || k->kb == NULL) {
 		rte_free(k);
 		snprintf(err, errlen, "worker %u: out of memory", io->id);
 		return MOQ_ERR_NOMEM;
 	}
+	moq_net_kbuf_init(k->kb, rx_max);
 	k->ks.fd = -1;
 	io->priv = k;
 	moq_relay_addr_from(&bind_to, a->family == AF_INET ? 4 : 6, a->addr, cfg->udp_port);
@@ -171,6 +179,7 @@ static int kernel_poll(struct relay_io *w, uint64_t now)
 	int n, work = 0;
 
 	n = moq_net_krecv(kb->kb, kb->ks.fd, d);
+	w->st->rx_truncated = moq_net_kbuf_truncated(kb->kb);
 	for (int i = 0; i < n; i++) {
 		struct moq_quic_addr remote;
 

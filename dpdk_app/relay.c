@@ -1367,6 +1367,8 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		}
 		if (r->cfg.backend == MOQ_CFG_BACKEND_KERNEL)
 			s->rx_udp += st->rx_pkts;
+		s->net_drop[MOQ_NET_DROP_RX_TRUNC] += st->rx_truncated;
+		s->net_drops += st->rx_truncated;
 		wc->conns = w->qs.conns_active;
 		wc->conns_total = w->qs.conns_accepted;
 		wc->sessions = w->ns.sessions;

@@ -124,12 +124,12 @@ static uint32_t phdr6(const uint8_t *src, const uint8_t *dst, uint8_t proto, uin
 }
 
 static const char *const drop_names[MOQ_NET_DROP_MAX] = {
-        "eth_short", "eth_dst",   "eth_type",    "arp_short",  "arp_format", "arp_op",
-        "arp_other", "ip4_short", "ip4_version", "ip4_hlen",   "ip4_len",    "ip4_csum",
-        "ip4_frag",  "ip4_dst",   "ip4_src",     "ip4_proto",  "ip6_short",  "ip6_version",
-        "ip6_len",   "ip6_dst",   "ip6_src",     "ip6_frag",   "ip6_proto",  "udp_short",
-        "udp_len",   "udp_csum",  "udp_port",    "icmp_short", "icmp_csum",  "icmp_type",
-        "nd_format", "no_room",
+        "eth_short", "eth_dst",   "eth_type",     "arp_short",  "arp_format", "arp_op",
+        "arp_other", "ip4_short", "ip4_version",  "ip4_hlen",   "ip4_len",    "ip4_csum",
+        "ip4_frag",  "ip4_dst",   "ip4_src",      "ip4_proto",  "ip6_short",  "ip6_version",
+        "ip6_len",   "ip6_dst",   "ip6_src",      "ip6_frag",   "ip6_proto",  "udp_short",
+        "udp_len",   "udp_csum",  "udp_port",     "icmp_short", "icmp_csum",  "icmp_type",
+        "nd_format", "no_room",   "rx_truncated",
 };
 
 const char *moq_net_drop_name(int reason)

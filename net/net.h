@@ -87,6 +87,7 @@ enum moq_net_drop {
 	MOQ_NET_DROP_ICMP_TYPE, /* types other than echo request / NS / NA */
 	MOQ_NET_DROP_ND_FORMAT, /* hop limit != 255, bad option, bad target */
 	MOQ_NET_DROP_NO_ROOM,   /* the reply does not fit the reply buffer / no mbuf */
+	MOQ_NET_DROP_RX_TRUNC,  /* kernel sockets: a datagram longer than the receive buffer */
 	MOQ_NET_DROP_MAX
 };
 
@@ -333,8 +334,9 @@ int moq_net_udp_encap_mbuf(struct moq_net *n, struct rte_mbuf *m, int family, co
 
 /* Datagrams per moq_net_krecv / moq_net_ksend: DPDK's burst (MOQ_PMD_BURST). */
 #define MOQ_NET_KIO_BURST 32
-/* Receive buffer per datagram: larger than any datagram on a 1500/9000 link
- * we accept. */
+/* Receive buffer per datagram by default (moq_net_kbuf_size): a 1500-byte
+ * link's largest datagram with room to spare. A buffer for jumbo frames is
+ * sized with moq_net_kbuf_size_for. */
 #define MOQ_NET_KIO_RX_MAX 2048
 /* Linux: UDP_MAX_SEGMENTS is 64 per GSO send. */
 #define MOQ_NET_KIO_GSO_MAX_SEGS 64
@@ -350,7 +352,9 @@ struct moq_net_ksock {
 };
 
 /* The buffers and message headers of a burst (kernel_io.c): allocate
- * moq_net_kbuf_size() bytes, zeroed, one per thread; any socket may use it. */
+ * moq_net_kbuf_size() bytes, zeroed (datagrams of up to MOQ_NET_KIO_RX_MAX
+ * bytes), or moq_net_kbuf_size_for(max) bytes passed to moq_net_kbuf_init;
+ * one per thread; any socket may use it. */
 struct moq_net_kbuf;
 
 /* One datagram: received (data into the kbuf, @addr its source) or to send
@@ -377,14 +381,27 @@ int moq_net_ksock_open(struct moq_net_ksock *s, const struct sockaddr *addr, soc
 /* moq_net_ksock_close: close @s (nothing when already closed). */
 void moq_net_ksock_close(struct moq_net_ksock *s);
 
-/* moq_net_kbuf_size: the bytes a struct moq_net_kbuf takes. */
+/* moq_net_kbuf_size: the bytes a struct moq_net_kbuf takes (datagrams of up
+ * to MOQ_NET_KIO_RX_MAX bytes). */
 size_t moq_net_kbuf_size(void);
+
+/* moq_net_kbuf_size_for: the bytes of a kbuf that receives datagrams of up
+ * to @rx_max bytes (e.g. the link MTU - 28); moq_net_kbuf_init then sets
+ * it up. */
+size_t moq_net_kbuf_size_for(size_t rx_max);
+void moq_net_kbuf_init(struct moq_net_kbuf *kb, size_t rx_max);
+
+/* moq_net_kbuf_truncated: datagrams moq_net_krecv dropped with @kb because
+ * they were longer than its buffers (MSG_TRUNC): never handed up cut. */
+uint64_t moq_net_kbuf_truncated(const struct moq_net_kbuf *kb);
 
 /*
  * moq_net_krecv: receive up to MOQ_NET_KIO_BURST datagrams from @fd without
  * blocking into @kb and describe each in @d[] (its data and source address
- * point into @kb, valid until the next call with @kb). Returns how many
- * (0 when none was waiting or on an error).
+ * point into @kb, valid until the next call with @kb). A datagram longer
+ * than @kb's buffers is dropped, not described, and counted
+ * (moq_net_kbuf_truncated). Returns how many were described (0 when none
+ * was waiting or on an error).
  */
 int moq_net_krecv(struct moq_net_kbuf *kb, int fd, struct moq_net_kdgram *d);
 

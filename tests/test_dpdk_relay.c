@@ -1748,6 +1748,85 @@ START_TEST(cert_reload_once_for_all_workers)
 }
 END_TEST
 
+/* Send @len bytes to 127.0.0.1:@udp from @fd: a QUIC long header of an
+ * unknown version (RFC 9000, 6: the server answers a datagram of at least
+ * 1200 bytes with Version Negotiation), the rest padding. Returns whether
+ * a Version Negotiation packet came back within @ms. */
+static int vn_probe(int fd, unsigned int udp, size_t len, unsigned int ms)
+{
+	static uint8_t d[16384];
+	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)udp)};
+	uint8_t rb[2048];
+	uint64_t end = now_ms() + ms;
+
+	memset(d, 0, len);
+	d[0] = 0xc0;
+	memcpy(d + 1, "\x1a\x2a\x3a\x4a", 4); /* a reserved version: never ours */
+	d[5] = 8;                             /* DCID */
+	memset(d + 6, 0x11, 8);
+	d[14] = 8; /* SCID */
+	memset(d + 15, 0x22, 8);
+	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(sendto(fd, d, len, 0, (struct sockaddr *)&to, sizeof(to)), (ssize_t)len);
+	while (now_ms() < end) {
+		ssize_t n = recv(fd, rb, sizeof(rb), MSG_DONTWAIT);
+
+		if (n >= 5 && (rb[0] & 0x80) && memcmp(rb + 1, "\0\0\0\0", 4) == 0)
+			return 1;
+		usleep(5000);
+	}
+	return 0;
+}
+
+/* Defect 8: the kernel backend read every datagram into 2,048 bytes and
+ * handed what fit to QUIC, unchecked. With --mtu 9000 a 5,000-byte datagram
+ * is received whole; one larger than the MTU allows is dropped and counted,
+ * never processed truncated. */
+START_TEST(kernel_jumbo_datagrams)
+{
+	unsigned int udp = 40000 + (unsigned int)(getpid() + 19) % 20000, mport = udp + 1;
+	char sudp[16], mgmt[32], prefix[64], *r;
+	const char *args[] = {
+	        prefix,   "--no-huge", "-m",     "512",      "--no-pci",         "-l",     "0-1",
+	        "--",     "--backend", "kernel", "--listen", "127.0.0.1",        "--port", sudp,
+	        "--mgmt", mgmt,        "--mtu",  "9000",     "--stats-interval", "0",      NULL};
+	struct sockaddr_in la = {.sin_family = AF_INET};
+	long long rx_bytes, trunc;
+	int fd, vn_small, vn_big;
+
+	snprintf(sudp, sizeof(sudp), "%u", udp);
+	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", mport);
+	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-j-%d", (int)getpid());
+	spawn(args);
+	ck_assert_msg(wait_http(mport, "/health", 15000) != NULL, "stderr: %s", slurp(errpath));
+	fd = socket(AF_INET, SOCK_DGRAM, 0);
+	la.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&la, sizeof(la)), 0);
+	/* 5,000 bytes: within --mtu 9000, received and answered whole */
+	vn_small = vn_probe(fd, udp, 5000, 2000);
+	usleep(150000);
+	rx_bytes = metric(http_get(mport, "/metrics"), "moqdp_rx_bytes_total");
+	/* 9,500 bytes: more than a 9000-byte MTU carries; dropped, counted */
+	vn_big = vn_probe(fd, udp, 9500, 500);
+	usleep(150000);
+	r = http_get(mport, "/metrics");
+	trunc = metric(r, "moqdp_net_dropped_total{reason=\"rx_truncated\"}");
+	fprintf(stderr,
+	        "kernel_jumbo_datagrams: 5000-byte datagram: %lld bytes received, %s; 9500-byte "
+	        "datagram: %s, %lld counted truncated\n",
+	        rx_bytes, vn_small ? "answered" : "not answered",
+	        vn_big ? "answered (processed truncated)" : "not answered", trunc);
+	close(fd);
+	ck_assert_msg(vn_small, "no Version Negotiation for a 5000-byte datagram");
+	ck_assert_int_eq(rx_bytes, 5000);
+	ck_assert_msg(!vn_big, "a 9500-byte datagram was processed truncated");
+	ck_assert_int_eq(trunc, 1);
+	ck_assert_int_eq(metric(r, "moqdp_rx_bytes_total"), 5000);
+	kill(child, SIGTERM);
+	ck_assert_int_eq(wait_exit(10000), 0);
+}
+END_TEST
+
 Suite *dpdk_relay_suite(void);
 
 Suite *dpdk_relay_suite(void)
@@ -1782,6 +1861,7 @@ Suite *dpdk_relay_suite(void)
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, signals_during_startup);
 	tcase_add_test(tc, cert_reload_once_for_all_workers);
+	tcase_add_test(tc, kernel_jumbo_datagrams);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -3,8 +3,13 @@
  * test_net.c: the network stack on byte buffers (no EAL): every parser and
  * builder, and every malformed case is dropped and counted under its reason.
  */
+#include <arpa/inet.h>
 #include <check.h>
+#include <netinet/in.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "moq_err.h"
 #include "net.h"
@@ -873,6 +878,57 @@ START_TEST(shared_neighbour_table)
 }
 END_TEST
 
+/* Kernel sockets on loopback: a datagram longer than the kbuf's buffers is
+ * dropped and counted (MSG_TRUNC), never handed up cut; a kbuf sized for
+ * jumbo datagrams takes it whole. */
+START_TEST(krecv_truncation)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t alen = sizeof(a);
+	struct moq_net_ksock ks;
+	struct moq_net_kdgram d[MOQ_NET_KIO_BURST];
+	struct moq_net_kbuf *small = calloc(1, moq_net_kbuf_size());
+	struct moq_net_kbuf *big = malloc(moq_net_kbuf_size_for(9000));
+	static uint8_t pl[5000];
+	int fd = socket(AF_INET, SOCK_DGRAM, 0), n = 0;
+
+	ck_assert(small != NULL && big != NULL && fd >= 0);
+	moq_net_kbuf_init(big, 9000);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(moq_net_ksock_open(&ks, (struct sockaddr *)&a, sizeof(a), 0, 0,
+	                                    (struct sockaddr *)&a, &alen),
+	                 0);
+	memset(pl, 0x5a, sizeof(pl));
+	/* 5000 bytes then 100: the first is too long for 2048-byte buffers */
+	ck_assert_int_eq(sendto(fd, pl, 5000, 0, (struct sockaddr *)&a, alen), 5000);
+	ck_assert_int_eq(sendto(fd, pl, 100, 0, (struct sockaddr *)&a, alen), 100);
+	for (int i = 0; i < 100 && n == 0; i++) {
+		n = moq_net_krecv(small, ks.fd, d);
+		if (n == 0)
+			usleep(1000);
+	}
+	ck_assert_int_eq(n, 1);
+	ck_assert_uint_eq(d[0].len, 100);
+	ck_assert_uint_eq(moq_net_kbuf_truncated(small), 1);
+	/* a kbuf for 9000-byte datagrams takes it whole */
+	ck_assert_int_eq(sendto(fd, pl, 5000, 0, (struct sockaddr *)&a, alen), 5000);
+	n = 0;
+	for (int i = 0; i < 100 && n == 0; i++) {
+		n = moq_net_krecv(big, ks.fd, d);
+		if (n == 0)
+			usleep(1000);
+	}
+	ck_assert_int_eq(n, 1);
+	ck_assert_uint_eq(d[0].len, 5000);
+	ck_assert_int_eq(memcmp(d[0].data, pl, 5000), 0);
+	ck_assert_uint_eq(moq_net_kbuf_truncated(big), 0);
+	moq_net_ksock_close(&ks);
+	close(fd);
+	free(small);
+	free(big);
+}
+END_TEST
+
 START_TEST(drop_names)
 {
 	for (int i = 0; i < MOQ_NET_DROP_MAX; i++) {
@@ -922,6 +978,7 @@ Suite *net_suite(void)
 	tcase_add_test(tc, gateway_and_stale);
 	tcase_add_test(tc, shared_neighbour_table);
 	tcase_add_test(tc, drop_names);
+	tcase_add_test(tc, krecv_truncation);
 	suite_add_tcase(s, tc);
 	return s;
 }
