@@ -25,12 +25,26 @@
 #include "relay.h"
 #include "io.h"
 
+/* A socket that did not take a whole burst is asked again after this long
+ * (a syscall per retry, not one per loop iteration; the DPDK path waits
+ * ~2 us for a full TX ring, a send buffer drains at the kernel's pace). */
+#define KSEND_RETRY_NS 20000ull
+
 /* A worker's kernel-socket state (relay_io.priv). */
 struct relay_kernel {
 	struct moq_net_ksock ks;     /* this worker's SO_REUSEPORT socket */
 	struct moq_quic_addr klocal; /* its bound address */
 	struct moq_net_kbuf *kb;     /* its receive / send bursts (net.h) */
 	uint64_t next_expiry;
+	/* Backpressure, as on the DPDK path: what the socket did not take
+	 * (EAGAIN: its send buffer is full) is held, in order, and sent
+	 * first; no new QUIC packets are made while any is held (dropping
+	 * them cost a loss, a retransmission and a cwnd cut each). The held
+	 * datagrams' bytes stay in tx[] (not reused meanwhile). */
+	struct moq_net_kdgram held[MOQ_PMD_BURST];
+	struct moq_quic_addr held_to[MOQ_PMD_BURST];
+	int nheld;
+	uint64_t retry_ns; /* held: no send before this */
 	uint8_t tx[MOQ_PMD_BURST][MOQ_QUIC_MAX_UDP_PAYLOAD];
 };
 
@@ -139,15 +153,63 @@ static void kdeliver(struct relay_io *w, const uint8_t *data, size_t len,
 	w->st->redirected++;
 }
 
+/* The socket will take it later: its send buffer is full (EAGAIN), the
+ * device queue is (ENOBUFS), GSO was just turned off (EIO, net.h). */
+static int send_later(int e)
+{
+	return e == EAGAIN || e == EWOULDBLOCK || e == ENOBUFS || e == EINTR || e == EIO;
+}
+
 /*
- * Send a burst (net.h, moq_net_ksend: a run of datagrams to one peer of
- * equal size goes down as one UDP GSO message where the kernel takes it).
+ * Send @d[0..@n) (the held datagrams, or a new burst) with one sendmmsg
+ * (net.h, moq_net_ksend: a run of datagrams to one peer of equal size goes
+ * down as one UDP GSO message where the kernel takes it) and hold what the
+ * socket did not take (destinations copied). A datagram the kernel refuses
+ * for good (EMSGSIZE, EPERM, ...) is dropped and counted, so it cannot hold
+ * the worker up. Returns the datagrams sent.
  */
+static int kxmit(struct relay_io *w, struct relay_kernel *kb, const struct moq_net_kdgram *d, int n,
+                 uint64_t now)
+{
+	struct moq_net_kdgram keep[MOQ_PMD_BURST];
+	struct moq_quic_addr keep_to[MOQ_PMD_BURST];
+	int sent, skip, e;
+
+	errno = 0;
+	sent = moq_net_ksend(kb->kb, &kb->ks, d, n, &w->st->gso_msgs);
+	e = errno;
+	for (int x = 0; x < sent; x++) {
+		w->st->tx_pkts++;
+		w->st->tx_bytes += d[x].len;
+	}
+	skip = sent;
+	kb->retry_ns = 0;
+	if (sent == 0 && n > 0 && !send_later(e)) {
+		w->st->tx_drops++; /* this one: the rest right after */
+		skip = 1;
+	} else if (sent < n) {
+		w->st->tx_ring_full++;
+		kb->retry_ns = now + KSEND_RETRY_NS;
+	}
+	for (int i = skip; i < n; i++) { /* @d may be kb->held: copy first */
+		keep[i - skip] = d[i];
+		memcpy(&keep_to[i - skip].u, d[i].addr, d[i].addrlen);
+	}
+	kb->nheld = n - skip;
+	for (int i = 0; i < kb->nheld; i++) {
+		kb->held[i] = keep[i];
+		kb->held_to[i] = keep_to[i];
+		kb->held[i].addr = &kb->held_to[i].u.sa;
+	}
+	return sent;
+}
+
+/* Make a burst of QUIC packets and send it (kxmit). Only with nothing held. */
 static int ksend(struct relay_io *w, struct relay_kernel *kb, uint64_t now)
 {
 	struct moq_quic_pkt pk[MOQ_PMD_BURST];
 	struct moq_net_kdgram d[MOQ_PMD_BURST];
-	int k, sent;
+	int k;
 
 	for (int i = 0; i < MOQ_PMD_BURST; i++) {
 		pk[i].data = kb->tx[i];
@@ -162,12 +224,7 @@ static int ksend(struct relay_io *w, struct relay_kernel *kb, uint64_t now)
 		d[i].addr = &pk[i].remote.u.sa;
 		d[i].addrlen = pk[i].remote.len;
 	}
-	sent = moq_net_ksend(kb->kb, &kb->ks, d, k, &w->st->gso_msgs);
-	for (int x = 0; x < sent; x++) {
-		w->st->tx_pkts++;
-		w->st->tx_bytes += pk[x].len;
-	}
-	w->st->tx_drops += (uint64_t)(k - sent);
+	kxmit(w, kb, d, k, now);
 	return k;
 }
 
@@ -202,7 +259,10 @@ static int kernel_poll(struct relay_io *w, uint64_t now)
 		work += moq_quic_endpoint_timers(w->ep, now);
 	/* fanout: pending subscriber data, expiry resets (moq.h) */
 	work += moq_node_poll(w->node, now);
-	for (int b = 0; b < 4 && moq_quic_endpoint_pending(w->ep); b++) {
+	/* what the socket did not take first; new packets only once it did */
+	if (kb->nheld > 0 && now >= kb->retry_ns)
+		work += kxmit(w, kb, kb->held, kb->nheld, now);
+	for (int b = 0; b < 4 && kb->nheld == 0 && moq_quic_endpoint_pending(w->ep); b++) {
 		int k = ksend(w, kb, now);
 
 		work += k;

@@ -1827,6 +1827,162 @@ START_TEST(kernel_jumbo_datagrams)
 }
 END_TEST
 
+/* A network namespace of the test's own (loopback only) and children run
+ * in it with `ip netns exec` (the relay's telemetry socket is a file path:
+ * reachable from here). */
+static char test_ns[48];
+
+static void ns_make(const char *tag)
+{
+	char cmd[256];
+
+	snprintf(test_ns, sizeof(test_ns), "moqdp-%s-%d", tag, (int)getpid());
+	snprintf(cmd, sizeof(cmd),
+	         "ip netns del %s >/dev/null 2>&1; ip netns add %s && ip -n %s link set lo up",
+	         test_ns, test_ns, test_ns);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static void ns_teardown(void)
+{
+	char cmd[128];
+
+	teardown();
+	if (test_ns[0] != '\0') {
+		snprintf(cmd, sizeof(cmd), "ip netns del %s >/dev/null 2>&1", test_ns);
+		if (system(cmd) != 0)
+			fprintf(stderr, "cannot delete namespace %s\n", test_ns);
+		test_ns[0] = '\0';
+	}
+}
+
+/* argv for `ip netns exec <test_ns> @prog @args...` into @argv (@max). */
+static void ns_argv(char **argv, int max, const char *prog, const char *const *args)
+{
+	int n = 0;
+
+	argv[n++] = "ip";
+	argv[n++] = "netns";
+	argv[n++] = "exec";
+	argv[n++] = test_ns;
+	argv[n++] = (char *)prog;
+	for (; *args && n < max - 1; args++)
+		argv[n++] = (char *)*args;
+	argv[n] = NULL;
+}
+
+/* spawn() inside test_ns (ip netns exec execs the relay: same pid). */
+static pid_t spawn_ns(const char *const *args)
+{
+	posix_spawn_file_actions_t fa;
+	char *argv[48];
+	pid_t pid;
+
+	snprintf(errpath, sizeof(errpath), "/tmp/moqdp-relay-test-%d.err", (int)getpid());
+	note_prefix(child_prefix, sizeof(child_prefix), args);
+	ns_argv(argv, 48, MOQDP_RELAY_PATH, args);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 2, errpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	ck_assert_int_eq(posix_spawnp(&pid, "ip", &fa, NULL, argv, environ), 0);
+	posix_spawn_file_actions_destroy(&fa);
+	child = pid;
+	return pid;
+}
+
+/* run_load() inside test_ns (moqdp-load --kernel: no EAL prefix). */
+static int run_load_ns(const char *const *args, char *out, size_t len, unsigned int ms)
+{
+	posix_spawn_file_actions_t fa;
+	char path[64], *argv[40];
+	int st = -1;
+	pid_t pid;
+	uint64_t end = now_ms() + ms;
+
+	snprintf(path, sizeof(path), "/tmp/moqdp-load-test-%d.err", (int)getpid());
+	ns_argv(argv, 40, MOQDP_LOAD_PATH, args);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 2, path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	ck_assert_int_eq(posix_spawnp(&pid, "ip", &fa, NULL, argv, environ), 0);
+	posix_spawn_file_actions_destroy(&fa);
+	while (waitpid(pid, &st, WNOHANG) != pid) {
+		if (now_ms() > end) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			st = -1;
+			break;
+		}
+		usleep(20000);
+	}
+	snprintf(out, len, "%s", slurp(path));
+	unlink(path);
+	return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Defect 8: the kernel backend dropped what the socket did not take
+ * (EAGAIN: its send buffer full), a loss, a retransmission and a cwnd cut
+ * each, where the DPDK path holds them for the next iteration. Loopback in
+ * a namespace of the test's own, shaped by tbf (20 Mbit/s, deep queue):
+ * the queued datagrams stay charged to the relay's socket, keyframe bursts
+ * fill its send buffer. Nothing may be dropped; the socket's pushback is
+ * counted in tx_ring_full. */
+START_TEST(kernel_send_backpressure)
+{
+	unsigned int udp = 40000 + (unsigned int)(getpid() + 23) % 20000;
+	char sudp[16], prefix[64], relay[40], load[8192], tel[4096], cmd[256];
+	const char *args[] = {
+	        prefix,   "--no-huge", "-m",        "512",    "--no-pci",         "-l",
+	        "0-1",    "--",        "--backend", "kernel", "--listen",         "127.0.0.1",
+	        "--port", sudp,        "--mgmt",    "",       "--stats-interval", "0",
+	        NULL};
+	const char *largs[] = {"--kernel",   "--relay",   relay,           "--local",
+	                       "127.0.0.2",  "--publish", "--subscribers", "10",
+	                       "--duration", "4",         "--quiet",       NULL};
+	unsigned long long delivered = 0, missing = 0, errors = 1;
+	long long dropped, full, sent;
+	uint64_t end;
+	int rc;
+
+	snprintf(sudp, sizeof(sudp), "%u", udp);
+	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-bp-%d", (int)getpid());
+	snprintf(relay, sizeof(relay), "127.0.0.1:%u", udp);
+	ns_make("bp");
+	snprintf(cmd, sizeof(cmd),
+	         "ip netns exec %s tc qdisc add dev lo root tbf rate 20mbit burst 20kb limit 32mb",
+	         test_ns);
+	ck_assert_int_eq(system(cmd), 0);
+	spawn_ns(args);
+	for (end = now_ms() + 15000;
+	     telemetry(prefix + strlen("--file-prefix="), "/moqdp/stats", tel, sizeof(tel)) != 0 &&
+	     now_ms() < end;)
+		usleep(50000);
+	ck_assert_msg(now_ms() < end, "relay did not come up: %s", slurp(errpath));
+	rc = run_load_ns(largs, load, sizeof(load), 40000);
+	ck_assert_msg(rc >= 0, "moqdp-load: %s", load);
+	load_delivery(load, &delivered, &missing, &errors);
+	usleep(200000);
+	ck_assert_int_eq(
+	        telemetry(prefix + strlen("--file-prefix="), "/moqdp/stats", tel, sizeof(tel)), 0);
+	dropped = tel_value(tel, "tx_dropped");
+	full = tel_value(tel, "tx_ring_full");
+	sent = tel_value(tel, "tx_packets");
+	fprintf(stderr,
+	        "kernel_send_backpressure: %lld datagrams sent, %lld dropped, %lld sends the "
+	        "socket did not take whole; %llu frames verified, %llu groups missing, %llu "
+	        "errors\n",
+	        sent, dropped, full, delivered, missing, errors);
+	ck_assert_int_gt(sent, 0);
+	ck_assert_msg(dropped == 0, "%lld datagrams the socket did not take were dropped",
+	              dropped);
+	ck_assert_msg(full > 0, "the socket never pushed back: the test did not load it");
+	ck_assert_uint_gt(delivered, 0);
+	ck_assert_uint_eq(errors, 0);
+	kill(child, SIGTERM);
+	ck_assert_int_eq(wait_exit(10000), 0);
+}
+END_TEST
+
 Suite *dpdk_relay_suite(void);
 
 Suite *dpdk_relay_suite(void)
@@ -1857,11 +2013,12 @@ Suite *dpdk_relay_suite(void)
 	suite_add_tcase(s, tc);
 	/* issue 12's defects (CK_RUN_CASE=issue12 runs them alone) */
 	tc = tcase_create("issue12");
-	tcase_add_checked_fixture(tc, NULL, teardown);
+	tcase_add_checked_fixture(tc, NULL, ns_teardown);
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, signals_during_startup);
 	tcase_add_test(tc, cert_reload_once_for_all_workers);
 	tcase_add_test(tc, kernel_jumbo_datagrams);
+	tcase_add_test(tc, kernel_send_backpressure);
 	suite_add_tcase(s, tc);
 	return s;
 }
