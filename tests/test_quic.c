@@ -1608,11 +1608,27 @@ START_TEST(test_shared_tls)
 	assert_peer_fp(0, fp_a);
 
 	/* a new context: built once, taken by each endpoint without a file */
-	tb = moq_quic_tls_new(b_cert, b_key, &err);
-	ck_assert_ptr_nonnull(tb);
+	{
+		struct timespec t0, t1, t2;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		tb = moq_quic_tls_new(b_cert, b_key, &err);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		ck_assert_ptr_nonnull(tb);
+		ck_assert_int_eq(moq_quic_endpoint_set_tls(srv.ep, tb), 0);
+		clock_gettime(CLOCK_MONOTONIC, &t2);
+		fprintf(stderr,
+		        "test_shared_tls: moq_quic_tls_new (PEM read and parsed, once) %.0f us; "
+		        "moq_quic_endpoint_set_tls (per worker) %.1f us\n",
+		        ((double)(t1.tv_sec - t0.tv_sec) * 1e9 +
+		         (double)(t1.tv_nsec - t0.tv_nsec)) /
+		                1e3,
+		        ((double)(t2.tv_sec - t1.tv_sec) * 1e9 +
+		         (double)(t2.tv_nsec - t1.tv_nsec)) /
+		                1e3);
+	}
 	moq_quic_tls_fingerprint(tb, fp_b);
 	ck_assert_int_ne(memcmp(fp_a, fp_b, 32), 0);
-	ck_assert_int_eq(moq_quic_endpoint_set_tls(srv.ep, tb), 0);
 	ck_assert_int_eq(moq_quic_endpoint_set_tls(ep2, tb), 0);
 	ck_assert_int_eq(moq_quic_endpoint_set_tls(ep2, tb), 0); /* already on it */
 	ck_assert_uint_eq(moq_quic_tls_pem_loads(), loads + 2);
