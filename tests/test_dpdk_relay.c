@@ -1973,8 +1973,7 @@ START_TEST(kernel_send_backpressure)
 	        "errors\n",
 	        sent, dropped, full, delivered, missing, errors);
 	ck_assert_int_gt(sent, 0);
-	ck_assert_msg(dropped == 0, "%lld datagrams the socket did not take were dropped",
-	              dropped);
+	ck_assert_msg(dropped == 0, "%lld datagrams the socket did not take were dropped", dropped);
 	ck_assert_msg(full > 0, "the socket never pushed back: the test did not load it");
 	ck_assert_uint_gt(delivered, 0);
 	ck_assert_uint_eq(errors, 0);
