@@ -835,8 +835,12 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 			             name, rte_strerror(rte_errno));
 		r->rings[i] = w->ring;
 		for (unsigned int q = 0; q < r->cfg.nb_queues; q++) {
-			if (r->cfg.queues[q].lcore != lcores[i] || w->nb_rxq == MOQ_RELAY_MAX_RXQ)
+			if (r->cfg.queues[q].lcore != lcores[i])
 				continue;
+			if (w->nb_rxq == MOQ_RELAY_MAX_RXQ) /* moq_pmd_config_check refuses it */
+				return rfail(err, errlen,
+				             "--queues: lcore %u polls more than %d queues",
+				             lcores[i], MOQ_RELAY_MAX_RXQ);
 			w->rxq[w->nb_rxq].pi = r->port_index[r->cfg.queues[q].port];
 			w->rxq[w->nb_rxq++].queue = r->cfg.queues[q].queue;
 		}

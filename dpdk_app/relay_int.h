@@ -24,7 +24,7 @@
 #include "mgmt.h"
 
 #define MOQ_RELAY_MAX_PORTS 8
-#define MOQ_RELAY_MAX_RXQ   16
+#define MOQ_RELAY_MAX_RXQ   MOQ_CFG_MAX_LCORE_QUEUES /* refused beyond (pmd_config.h) */
 /* TX mbufs buffered per port before a tx_burst: two bursts. */
 #define MOQ_RELAY_TXBUF 64
 

@@ -74,7 +74,8 @@ static const struct key keys[] = {
          "QUIC idle timeout (default 30s)"},
         {"backend", K_BACKEND, OFF(backend), 0, 0, "dpdk or kernel (default dpdk)"},
         {"queues", K_QUEUES, OFF(queues), 0, 0,
-         "\"(port,queue,lcore),...\" RX queue to lcore map (default: queue 0 of each port)"},
+         "\"(port,queue,lcore),...\" RX queue to lcore map, at most 16 queues per lcore "
+         "(default: queue 0 of each port)"},
         {"portmask", K_MASK, OFF(portmask), 0, 0, "hex mask of ports to use (default all)"},
         /* 64..32768: the range DPDK PMDs accept; clamped to the device's limits later. */
         {"rx-desc", K_U16, OFF(rx_desc), 64, 32768, "RX descriptors per queue (default: profile)"},
@@ -729,6 +730,18 @@ int moq_pmd_config_check(const struct moq_pmd_config *cfg, char *err, size_t err
 				return fail(err, errlen,
 				            "--queues: (port %u, queue %u) is given twice",
 				            cfg->queues[i].port, cfg->queues[i].queue);
+	for (unsigned int i = 0; i < cfg->nb_queues; i++) {
+		unsigned int first = 1, n = 0;
+
+		for (unsigned int j = 0; j < cfg->nb_queues; j++)
+			if (cfg->queues[j].lcore == cfg->queues[i].lcore) {
+				first &= j >= i;
+				n++;
+			}
+		if (first && n > MOQ_CFG_MAX_LCORE_QUEUES)
+			return fail(err, errlen, "--queues: lcore %u polls %u queues (at most %d)",
+			            cfg->queues[i].lcore, n, MOQ_CFG_MAX_LCORE_QUEUES);
+	}
 	for (unsigned int i = 0; i < cfg->nb_queues; i++) {
 		if (cfg->portmask != 0 &&
 		    (cfg->queues[i].port >= 64 || !(cfg->portmask & (1ull << cfg->queues[i].port))))

@@ -33,6 +33,9 @@
 #define MOQ_CFG_PATH_MAX   256
 #define MOQ_CFG_ERR_MAX    256 /* a good size for the caller's error buffer */
 
+/* RX queues one lcore polls (l3fwd's MAX_RX_QUEUE_PER_LCORE); more are refused */
+#define MOQ_CFG_MAX_LCORE_QUEUES 16
+
 /* Where datagrams are sent and received. */
 enum moq_cfg_backend {
 	MOQ_CFG_BACKEND_DPDK = 0, /* DPDK ports, the network stack in net/net.h */
@@ -127,7 +130,8 @@ int moq_pmd_config_set(struct moq_pmd_config *cfg, const char *key, const char *
 
 /*
  * moq_pmd_config_check: the checks across keys (cert without key, a
- * (port,queue) given twice, ...), run by moq_pmd_config_parse after all
+ * (port,queue) given twice, more than MOQ_CFG_MAX_LCORE_QUEUES queues on one
+ * lcore, ...), run by moq_pmd_config_parse after all
  * sources. Returns 0 or MOQ_ERR_CONFIG with @err set.
  */
 int moq_pmd_config_check(const struct moq_pmd_config *cfg, char *err, size_t errlen);
