@@ -184,6 +184,14 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	metric(&o, "connections_half_open", "gauge", "Handshakes in progress.", s->half_open);
 	metric(&o, "connections_accepted_total", "counter", "QUIC connections accepted.",
 	       s->conns_total);
+	put(&o,
+	    "# HELP moqdp_connections_refused_total New QUIC connections refused by a relay "
+	    "limit.\n"
+	    "# TYPE moqdp_connections_refused_total counter\n"
+	    "moqdp_connections_refused_total{reason=\"max_connections\"} %" PRIu64 "\n"
+	    "moqdp_connections_refused_total{reason=\"half_open\"} %" PRIu64 "\n"
+	    "moqdp_connections_refused_total{reason=\"per_addr\"} %" PRIu64 "\n",
+	    s->conns_refused_max, s->conns_refused_half_open, s->conns_refused_per_addr);
 	metric(&o, "sessions", "gauge", "moq-lite sessions open.", s->sessions);
 	metric(&o, "broadcasts", "gauge", "Broadcasts announced to the relay.", s->broadcasts);
 	metric(&o, "subscribers", "gauge", "Active downstream subscriptions (--max-subscribers).",
@@ -457,6 +465,9 @@ static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *d
 	rte_tel_data_add_dict_u64(d, "busy_tsc", s.busy_tsc);
 	rte_tel_data_add_dict_u64(d, "idle_tsc", s.idle_tsc);
 	rte_tel_data_add_dict_u64(d, "connections", s.conns);
+	rte_tel_data_add_dict_u64(d, "conns_refused_max", s.conns_refused_max);
+	rte_tel_data_add_dict_u64(d, "conns_refused_half_open", s.conns_refused_half_open);
+	rte_tel_data_add_dict_u64(d, "conns_refused_per_addr", s.conns_refused_per_addr);
 	rte_tel_data_add_dict_u64(d, "sessions", s.sessions);
 	rte_tel_data_add_dict_u64(d, "broadcasts", s.broadcasts);
 	rte_tel_data_add_dict_u64(d, "frames_in", s.frames_in);

@@ -513,6 +513,8 @@ static struct moq_quic_endpoint *make_endpoint(const struct moq_pmd_config *cfg,
 	qc.user = node;
 	qc.secret = secret;
 	qc.max_conns = cfg->max_connections;
+	/* --max-conns-per-addr 0 = unlimited; quic/ reads 0 as its default */
+	qc.max_conns_per_addr = cfg->max_conns_per_addr != 0 ? cfg->max_conns_per_addr : UINT32_MAX;
 	qc.max_streams_uni = cfg->max_streams;
 	qc.max_streams_bidi = cfg->max_streams;
 	qc.idle_timeout_ns = cfg->idle_timeout_us * 1000;
@@ -1234,6 +1236,9 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->half_open += w->qs.half_open;
 		s->conns_total += w->qs.conns_accepted;
 		s->quic_dropped += w->qs.pkts_dropped;
+		s->conns_refused_max += w->qs.refused_conns;
+		s->conns_refused_half_open += w->qs.refused_half_open;
+		s->conns_refused_per_addr += w->qs.refused_per_addr;
 		s->cert_reloads += w->qs.cert_reloads;
 		s->cert_reload_errors += w->qs.cert_reload_errors;
 		s->conns_old_cert += w->qs.conns_old_cert;

@@ -61,7 +61,10 @@ struct moq_relay_stats {
 	uint64_t gso_msgs;                   /* kernel backend: UDP GSO sends */
 	uint64_t announcements;              /* gratuitous ARP / unsolicited NA sent */
 	uint64_t conns, conns_total, half_open;
-	uint64_t sessions;   /* moq-lite sessions open (publishers + subscribers) */
+	uint64_t conns_refused_max;       /* new connections refused: --max-connections */
+	uint64_t conns_refused_half_open; /* ... handshakes in progress at quic/'s bound */
+	uint64_t conns_refused_per_addr;  /* ... --max-conns-per-addr */
+	uint64_t sessions;                /* moq-lite sessions open (publishers + subscribers) */
 	uint64_t broadcasts; /* announced (the largest worker origin table: the hub mirrors each) */
 	uint64_t subscribers;        /* active downstream subscriptions (--max-subscribers) */
 	uint64_t tracks;             /* upstream tracks served, per worker summed (--max-tracks) */

@@ -64,6 +64,10 @@ static const struct key keys[] = {
          "groups older than this expire from the cache (default 5s, moq-lite's default)"},
         {"max-connections", K_U32, OFF(max_connections), 1, 10000000,
          "QUIC connections per worker (default 100000)"},
+        /* 0 = unlimited; 10000000: --max-connections' bound */
+        {"max-conns-per-addr", K_U32, OFF(max_conns_per_addr), 0, 10000000,
+         "QUIC connections from one remote IP address, per worker; beyond: refused, "
+         "0 = unlimited (default 1024)"},
         {"max-subscribers", K_U32, OFF(max_subscribers), 1, 10000000,
          "active subscriptions, relay-wide; beyond: SUBSCRIBE reset 11 (default 100000)"},
         {"max-streams", K_U32, OFF(max_streams), 1, 1000000, "per connection (default 1000)"},
@@ -127,6 +131,11 @@ void moq_pmd_config_defaults(struct moq_pmd_config *cfg)
 	cfg->cache_budget = 1ull << 30;
 	cfg->max_latency_us = 5 * US; /* moq-lite: a track's default max latency */
 	cfg->max_connections = 100000;
+	/* viewers behind one NAT (an office, a campus, carrier-grade NAT) share an
+	 * address: 1024 lets that many in while one host still cannot take more
+	 * than ~1 % of a worker's --max-connections (quic/'s own default, 64,
+	 * refused the 65th viewer behind a NAT) */
+	cfg->max_conns_per_addr = 1024;
 	cfg->max_subscribers = 100000;
 	cfg->max_streams = 1000;
 	cfg->max_tracks = 10000;

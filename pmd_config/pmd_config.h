@@ -76,6 +76,7 @@ struct moq_pmd_config {
 
 	/* limits */
 	uint32_t max_connections;
+	uint32_t max_conns_per_addr; /* per worker and remote IP address; 0 = unlimited */
 	uint32_t max_subscribers;
 	uint32_t max_streams; /* per connection */
 	uint32_t max_tracks;

@@ -1556,6 +1556,93 @@ START_TEST(media_kernel_two_workers)
 }
 END_TEST
 
+/* Options honoured (issue 12, defect 7) --------------------------------- */
+
+/* A QUIC client from 127.0.0.1 to @ip:@udp on a socket connected to it (so
+ * only replies from that address are read); handshake within @ms. Returns 1
+ * when established. Free with qclient_close. */
+static int qclient_try(struct qclient *q, const char *ip, unsigned int udp, unsigned int ms)
+{
+	static const char *const alpn[] = {"moq-lite-04"};
+	static const struct moq_quic_callbacks cb = {.established = on_established};
+	struct moq_quic_config qc = {0};
+	struct sockaddr_in la = {.sin_family = AF_INET};
+	socklen_t alen = sizeof(la);
+	int err = 0;
+
+	memset(q, 0, sizeof(*q));
+	qc.role = MOQ_QUIC_CLIENT;
+	qc.alpn = alpn;
+	qc.alpn_count = 1;
+	qc.cb = &cb;
+	q->ep = moq_quic_endpoint_new(&qc, &err);
+	ck_assert_ptr_nonnull(q->ep);
+	q->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	la.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(q->fd, (struct sockaddr *)&la, sizeof(la)), 0);
+	getsockname(q->fd, (struct sockaddr *)&la, &alen);
+	q->local.u.in4 = la;
+	q->local.len = sizeof(la);
+	ck_assert_int_eq(moq_quic_addr_ip4(ip, (uint16_t)udp, &q->remote), 0);
+	ck_assert_int_eq(connect(q->fd, &q->remote.u.sa, q->remote.len), 0);
+	established = 0;
+	q->c = moq_quic_connect(q->ep, &q->local, &q->remote, NULL, now_ms() * 1000000ull, &err);
+	ck_assert_ptr_nonnull(q->c);
+	qclient_pump(q, ms);
+	return established;
+}
+
+/* The relay (kernel backend on loopback, one worker) with @extra options
+ * (NULL-terminated); returns its management port. */
+static unsigned int relay_kernel_start(unsigned int udp, const char *tag, const char *const *extra)
+{
+	static char sudp[16], mgmt[32], prefix[64];
+	const char *args[40] = {prefix,   "--no-huge", "-m",     "256",       "--no-pci",
+	                        "-l",     "0-1",       "--",     "--backend", "kernel",
+	                        "--port", sudp,        "--mgmt", mgmt,        "--stats-interval",
+	                        "0"};
+	unsigned int n = 16, mport = udp + 1;
+
+	snprintf(sudp, sizeof(sudp), "%u", udp);
+	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", mport);
+	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-%s-%d", tag, (int)getpid());
+	for (; *extra != NULL && n < 39; extra++)
+		args[n++] = *extra;
+	args[n] = NULL;
+	spawn(args);
+	ck_assert_msg(wait_http(mport, "/health", 15000) != NULL, "stderr: %s", slurp(errpath));
+	return mport;
+}
+
+/* --max-conns-per-addr 2: the third connection from 127.0.0.1 is refused
+ * (quic/'s stateless CONNECTION_CLOSE) and counted in /metrics and
+ * /moqdp/stats; the first two stay up. */
+START_TEST(max_conns_per_addr)
+{
+	unsigned int udp = 40000 + (unsigned int)(getpid() + 13) % 20000, mport;
+	const char *extra[] = {"--listen", "127.0.0.1", "--max-conns-per-addr", "2", NULL};
+	struct qclient q[3];
+	char prefix[64], tel[4096], *r;
+
+	mport = relay_kernel_start(udp, "pa", extra);
+	ck_assert_int_eq(qclient_try(&q[0], "127.0.0.1", udp, 5000), 1);
+	ck_assert_int_eq(qclient_try(&q[1], "127.0.0.1", udp, 5000), 1);
+	ck_assert_int_eq(qclient_try(&q[2], "127.0.0.1", udp, 1500), 0);
+	r = metrics_when(mport, "moqdp_connections_refused_total{reason=\"per_addr\"}", 1);
+	ck_assert_int_eq(metric(r, "moqdp_connections_refused_total{reason=\"per_addr\"}"), 1);
+	ck_assert_int_eq(metric(r, "moqdp_connections_refused_total{reason=\"max_connections\"}"),
+	                 0);
+	ck_assert_int_eq(metric(r, "moqdp_connections"), 2);
+	snprintf(prefix, sizeof(prefix), "moqdp-relay-pa-%d", (int)getpid());
+	ck_assert_int_eq(telemetry(prefix, "/moqdp/stats", tel, sizeof(tel)), 0);
+	ck_assert_msg(strstr(tel, "\"conns_refused_per_addr\":1") != NULL, "%s", tel);
+	for (int i = 0; i < 3; i++)
+		qclient_close(&q[i]);
+	kill(child, SIGTERM);
+	ck_assert_int_eq(wait_exit(10000), 0);
+}
+END_TEST
+
 Suite *dpdk_relay_suite(void);
 
 Suite *dpdk_relay_suite(void)
@@ -1583,6 +1670,12 @@ Suite *dpdk_relay_suite(void)
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, media_two_workers);
 	tcase_add_test(tc, media_kernel_two_workers);
+	suite_add_tcase(s, tc);
+	/* options honoured or refused (issue 12; CK_RUN_CASE=options) */
+	tc = tcase_create("options");
+	tcase_add_checked_fixture(tc, NULL, teardown);
+	tcase_set_timeout(tc, 90);
+	tcase_add_test(tc, max_conns_per_addr);
 	suite_add_tcase(s, tc);
 	return s;
 }

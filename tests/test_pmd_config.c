@@ -204,6 +204,11 @@ START_TEST(command_line)
 	ck_assert_int_eq(parse(&c, no_env, err, "--cache_budget", "64MiB", "--mgmt", "", NULL), 0);
 	ck_assert_uint_eq(c.cache_budget, 64ull << 20);
 	ck_assert_str_eq(c.mgmt, "");
+	ck_assert_uint_eq(c.max_conns_per_addr, 1024); /* the default */
+	ck_assert_int_eq(parse(&c, no_env, err, "--max-conns-per-addr", "0", NULL), 0);
+	ck_assert_uint_eq(c.max_conns_per_addr, 0); /* unlimited */
+	ck_assert_int_eq(parse(&c, no_env, err, "--max-conns-per-addr=2", NULL), 0);
+	ck_assert_uint_eq(c.max_conns_per_addr, 2);
 }
 END_TEST
 
@@ -230,6 +235,8 @@ static const struct {
         {"--max-latency", "2h", "--max-latency: 2h is out of range"},
         {"--max-latency", "10us", "--max-latency: 10us is out of range"},
         {"--max-connections", "0", "--max-connections:"},
+        {"--max-conns-per-addr", "-1", "--max-conns-per-addr: '-1' is not an integer"},
+        {"--max-conns-per-addr", "10000001", "--max-conns-per-addr:"},
         {"--max-subscribers", "-5", "--max-subscribers:"},
         {"--max-streams", "ten", "--max-streams:"},
         {"--max-tracks", "99999999999", "--max-tracks:"},
