@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * kernel.c: the kernel-socket backend (io.h). Each worker binds its own UDP
- * socket to the listen address with SO_REUSEPORT (the kernel spreads flows
- * by 4-tuple, as RSS does), reads and writes bursts of 32 with recvmmsg /
+ * socket to every --listen address with SO_REUSEPORT (the kernel spreads
+ * flows by 4-tuple, as RSS does), reads and writes bursts of 32 with recvmmsg /
  * sendmmsg (net.h's kernel I/O) and runs the same QUIC endpoint as the DPDK
  * path. A datagram whose CID names another worker is copied into an mbuf
  * and sent to that worker's ring, as on DPDK.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -27,9 +28,11 @@
 
 /* A worker's kernel-socket state (relay_io.priv). */
 struct relay_kernel {
-	struct moq_net_ksock ks;     /* this worker's SO_REUSEPORT socket */
-	struct moq_quic_addr klocal; /* its bound address */
-	struct moq_net_kbuf *kb;     /* its receive / send bursts (net.h) */
+	/* this worker's SO_REUSEPORT sockets, one per --listen address */
+	struct moq_net_ksock ks[MOQ_CFG_MAX_LISTEN];
+	struct moq_quic_addr klocal[MOQ_CFG_MAX_LISTEN]; /* their bound addresses */
+	unsigned int nb_ks;
+	struct moq_net_kbuf *kb; /* its receive / send bursts (net.h) */
 	uint64_t next_expiry;
 	uint8_t tx[MOQ_PMD_BURST][MOQ_QUIC_MAX_UDP_PAYLOAD];
 };
@@ -43,10 +46,7 @@ struct kdgram {
 static int kernel_open(struct relay_io *io, const struct moq_pmd_config *cfg, char *err,
                        size_t errlen)
 {
-	const struct moq_cfg_addr *a = &cfg->listen[0];
-	struct moq_quic_addr bind_to;
 	struct relay_kernel *k;
-	socklen_t len;
 
 	k = rte_zmalloc("moqdp_kbuf", sizeof(*k), RTE_CACHE_LINE_SIZE);
 	if (k != NULL)
@@ -56,18 +56,25 @@ static int kernel_open(struct relay_io *io, const struct moq_pmd_config *cfg, ch
 		snprintf(err, errlen, "worker %u: out of memory", io->id);
 		return MOQ_ERR_NOMEM;
 	}
-	k->ks.fd = -1;
 	io->priv = k;
-	moq_relay_addr_from(&bind_to, a->family == AF_INET ? 4 : 6, a->addr, cfg->udp_port);
-	len = sizeof(k->klocal.u);
-	if (moq_net_ksock_open(&k->ks, &bind_to.u.sa, bind_to.len,
-	                       MOQ_NET_KSOCK_REUSEPORT | MOQ_NET_KSOCK_GSO, 0, &k->klocal.u.sa,
-	                       &len) != 0) {
-		snprintf(err, errlen, "--listen/--port: cannot bind UDP port %u: %s", cfg->udp_port,
-		         strerror(errno));
-		return MOQ_ERR_IO;
+	for (unsigned int i = 0; i < cfg->nb_listen && i < MOQ_CFG_MAX_LISTEN; i++) {
+		const struct moq_cfg_addr *a = &cfg->listen[i];
+		struct moq_quic_addr bind_to;
+		socklen_t len = sizeof(k->klocal[i].u);
+		char ip[INET6_ADDRSTRLEN];
+
+		moq_relay_addr_from(&bind_to, a->family == AF_INET ? 4 : 6, a->addr, cfg->udp_port);
+		if (moq_net_ksock_open(&k->ks[i], &bind_to.u.sa, bind_to.len,
+		                       MOQ_NET_KSOCK_REUSEPORT | MOQ_NET_KSOCK_GSO, 0,
+		                       &k->klocal[i].u.sa, &len) != 0) {
+			snprintf(err, errlen, "--listen/--port: cannot bind UDP %s port %u: %s",
+			         inet_ntop(a->family, a->addr, ip, sizeof(ip)) ? ip : "?",
+			         cfg->udp_port, strerror(errno));
+			return MOQ_ERR_IO;
+		}
+		k->klocal[i].len = len;
+		k->nb_ks = i + 1;
 	}
-	k->klocal.len = len;
 	return 0;
 }
 
@@ -77,7 +84,8 @@ static void kernel_close(struct relay_io *io)
 
 	if (k == NULL)
 		return;
-	moq_net_ksock_close(&k->ks);
+	for (unsigned int i = 0; i < k->nb_ks; i++)
+		moq_net_ksock_close(&k->ks[i]);
 	rte_free(k->kb);
 	rte_free(k);
 	io->priv = NULL;
@@ -131,6 +139,45 @@ static void kdeliver(struct relay_io *w, const uint8_t *data, size_t len,
 	w->st->redirected++;
 }
 
+/* The socket bound to @local (a connection's local address, as its
+ * datagrams arrived: klocal[]). */
+static unsigned int ksock_of(const struct relay_kernel *kb, const struct moq_quic_addr *local)
+{
+	for (unsigned int i = 1; i < kb->nb_ks; i++) {
+		const struct moq_quic_addr *b = &kb->klocal[i];
+
+		if (b->u.sa.sa_family != local->u.sa.sa_family)
+			continue;
+		if (b->u.sa.sa_family == AF_INET
+		            ? b->u.in4.sin_addr.s_addr == local->u.in4.sin_addr.s_addr
+		            : memcmp(&b->u.in6.sin6_addr, &local->u.in6.sin6_addr, 16) == 0)
+			return i;
+	}
+	return 0;
+}
+
+/* moq_net_ksend on the socket of each datagram's local address, in runs of
+ * one socket; stops at the first run not sent whole. Returns the datagrams
+ * sent, the first ones of @d. */
+static int ksend_socks(struct relay_kernel *kb, const struct moq_quic_pkt *pk,
+                       const struct moq_net_kdgram *d, int k, uint64_t *gso_msgs)
+{
+	int sent = 0;
+
+	while (sent < k) {
+		unsigned int s = ksock_of(kb, &pk[sent].local);
+		int run = 1, n;
+
+		while (sent + run < k && ksock_of(kb, &pk[sent + run].local) == s)
+			run++;
+		n = moq_net_ksend(kb->kb, &kb->ks[s], &d[sent], run, gso_msgs);
+		sent += n;
+		if (n < run)
+			break;
+	}
+	return sent;
+}
+
 /*
  * Send a burst (net.h, moq_net_ksend: a run of datagrams to one peer of
  * equal size goes down as one UDP GSO message where the kernel takes it).
@@ -154,7 +201,7 @@ static int ksend(struct relay_io *w, struct relay_kernel *kb, uint64_t now)
 		d[i].addr = &pk[i].remote.u.sa;
 		d[i].addrlen = pk[i].remote.len;
 	}
-	sent = moq_net_ksend(kb->kb, &kb->ks, d, k, &w->st->gso_msgs);
+	sent = ksend_socks(kb, pk, d, k, &w->st->gso_msgs);
 	for (int x = 0; x < sent; x++) {
 		w->st->tx_pkts++;
 		w->st->tx_bytes += pk[x].len;
@@ -170,16 +217,18 @@ static int kernel_poll(struct relay_io *w, uint64_t now)
 	struct rte_mbuf *mb[MOQ_PMD_BURST];
 	int n, work = 0;
 
-	n = moq_net_krecv(kb->kb, kb->ks.fd, d);
-	for (int i = 0; i < n; i++) {
-		struct moq_quic_addr remote;
+	for (unsigned int s = 0; s < kb->nb_ks; s++) {
+		n = moq_net_krecv(kb->kb, kb->ks[s].fd, d);
+		for (int i = 0; i < n; i++) {
+			struct moq_quic_addr remote;
 
-		w->st->rx_pkts++;
-		w->st->rx_bytes += d[i].len;
-		from_sockaddr(&remote, (const struct sockaddr_storage *)d[i].addr);
-		kdeliver(w, d[i].data, d[i].len, &kb->klocal, &remote, now, 1);
+			w->st->rx_pkts++;
+			w->st->rx_bytes += d[i].len;
+			from_sockaddr(&remote, (const struct sockaddr_storage *)d[i].addr);
+			kdeliver(w, d[i].data, d[i].len, &kb->klocal[s], &remote, now, 1);
+		}
+		work += n > 0 ? n : 0;
 	}
-	work += n > 0 ? n : 0;
 	n = (int)rte_ring_sc_dequeue_burst(w->ring, (void **)mb, MOQ_PMD_BURST, NULL);
 	for (int i = 0; i < n; i++) {
 		const struct kdgram *k = rte_pktmbuf_mtod(mb[i], const struct kdgram *);

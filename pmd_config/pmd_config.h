@@ -39,7 +39,7 @@
 /* Where datagrams are sent and received. */
 enum moq_cfg_backend {
 	MOQ_CFG_BACKEND_DPDK = 0, /* DPDK ports, the network stack in net/net.h */
-	MOQ_CFG_BACKEND_KERNEL,   /* one kernel UDP socket per worker, recvmmsg/sendmmsg */
+	MOQ_CFG_BACKEND_KERNEL,   /* kernel UDP sockets (per worker and --listen address) */
 };
 
 /* An IPv4 or IPv6 address with a prefix length (the on-link subnet). */

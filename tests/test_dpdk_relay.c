@@ -1643,6 +1643,28 @@ START_TEST(max_conns_per_addr)
 }
 END_TEST
 
+/* --listen 127.0.0.1,127.0.0.2 on the kernel backend: a socket per address
+ * (per worker); a client reaches each, and its replies come from the address
+ * it sent to (the clients' sockets are connected). */
+START_TEST(kernel_listen_every_address)
+{
+	unsigned int udp = 40000 + (unsigned int)(getpid() + 17) % 20000, mport;
+	const char *extra[] = {"--listen", "127.0.0.1,127.0.0.2", NULL};
+	struct qclient q[2];
+	char *r;
+
+	mport = relay_kernel_start(udp, "la", extra);
+	ck_assert_msg(qclient_try(&q[0], "127.0.0.1", udp, 5000) == 1, "127.0.0.1");
+	ck_assert_msg(qclient_try(&q[1], "127.0.0.2", udp, 5000) == 1, "127.0.0.2");
+	r = metrics_when(mport, "moqdp_connections", 2);
+	ck_assert_int_eq(metric(r, "moqdp_connections"), 2);
+	for (int i = 0; i < 2; i++)
+		qclient_close(&q[i]);
+	kill(child, SIGTERM);
+	ck_assert_int_eq(wait_exit(10000), 0);
+}
+END_TEST
+
 Suite *dpdk_relay_suite(void);
 
 Suite *dpdk_relay_suite(void)
@@ -1676,6 +1698,7 @@ Suite *dpdk_relay_suite(void)
 	tcase_add_checked_fixture(tc, NULL, teardown);
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, max_conns_per_addr);
+	tcase_add_test(tc, kernel_listen_every_address);
 	suite_add_tcase(s, tc);
 	return s;
 }
