@@ -14,6 +14,7 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -36,12 +37,20 @@ static double rate(uint64_t a, uint64_t b, double secs)
 	return secs > 0 ? (double)(a - b) / secs : 0;
 }
 
-void moq_relay_latency_reset(struct moq_relay *r, struct moq_latency *last)
+/* rte_telemetry callbacks carry no user pointer: the one relay of the
+ * process. DPDK serves each telemetry client on a thread of its own: a
+ * handler holds tel_lock while it reads the relay (and lat_base), and
+ * unregistering takes it, so once moq_relay_telemetry_unregister returns no
+ * handler is inside the relay (moq_relay_destroy calls it before it frees
+ * anything). */
+static pthread_mutex_t tel_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct relay_mgmt *tel_relay;
+
+static void latency_reset(struct relay_mgmt *m, struct moq_latency *last)
 {
-	struct relay_mgmt *m = moq_relay_mgmt_of(r);
 	struct moq_relay_stats s;
 
-	moq_relay_stats(r, &s);
+	moq_relay_stats(m->relay, &s);
 	if (last != NULL) {
 		struct moq_lat_hist h = s.relay_lat;
 
@@ -49,6 +58,13 @@ void moq_relay_latency_reset(struct moq_relay *r, struct moq_latency *last)
 		moq_lat_hist_summary(&h, last);
 	}
 	m->lat_base = s.relay_lat;
+}
+
+void moq_relay_latency_reset(struct moq_relay *r, struct moq_latency *last)
+{
+	pthread_mutex_lock(&tel_lock);
+	latency_reset(moq_relay_mgmt_of(r), last);
+	pthread_mutex_unlock(&tel_lock);
 }
 
 int moq_relay_stats_line(const struct moq_relay_stats *now, const struct moq_relay_stats *prev,
@@ -412,8 +428,19 @@ void moq_relay_mgmt_poll(struct relay_mgmt *m, int timeout_ms)
 
 /* telemetry ------------------------------------------------------------- */
 
-/* rte_telemetry callbacks carry no user pointer: the one relay of the process. */
-static struct relay_mgmt *tel_relay;
+/* Run @fill for the registered relay under tel_lock; -1 when there is none
+ * (not yet, or destroyed). */
+static int tel_locked(int (*fill)(struct relay_mgmt *m, struct rte_tel_data *d),
+                      struct rte_tel_data *d)
+{
+	int rc = -1;
+
+	pthread_mutex_lock(&tel_lock);
+	if (tel_relay != NULL)
+		rc = fill(tel_relay, d);
+	pthread_mutex_unlock(&tel_lock);
+	return rc;
+}
 
 /* relay_lat_* of @h into dict @d: us (rounded) and ns. */
 static void tel_latency(struct rte_tel_data *d, const struct moq_lat_hist *h)
@@ -438,15 +465,11 @@ static void tel_latency(struct rte_tel_data *d, const struct moq_lat_hist *h)
 	rte_tel_data_add_dict_u64(d, "relay_lat_sum_ns", h->sum_ns);
 }
 
-static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *d)
+static int stats_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 {
 	struct moq_relay_stats s;
 
-	(void)cmd;
-	(void)params;
-	if (tel_relay == NULL)
-		return -1;
-	moq_relay_stats(tel_relay->relay, &s);
+	moq_relay_stats(m->relay, &s);
 	rte_tel_data_start_dict(d);
 	rte_tel_data_add_dict_u64(d, "workers", s.workers);
 	rte_tel_data_add_dict_u64(d, "ports", s.ports);
@@ -476,22 +499,25 @@ static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *d
 	rte_tel_data_add_dict_u64(d, "mbufs_peak", s.mbufs_peak);
 	rte_tel_data_add_dict_u64(d, "mbufs_total", s.mbufs_total);
 	/* relay-added latency since start or the last /moqdp/latency_reset */
-	moq_lat_hist_sub(&s.relay_lat, &tel_relay->lat_base);
+	moq_lat_hist_sub(&s.relay_lat, &m->lat_base);
 	tel_latency(d, &s.relay_lat);
 	return 0;
 }
 
+static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	(void)cmd;
+	(void)params;
+	return tel_locked(stats_fill, d);
+}
+
 /* /moqdp/latency_reset: a new window for /moqdp/stats' relay_lat_*; answers
  * with the window that ended. */
-static int tel_latency_reset(const char *cmd, const char *params, struct rte_tel_data *d)
+static int latency_reset_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 {
 	struct moq_latency l;
 
-	(void)cmd;
-	(void)params;
-	if (tel_relay == NULL)
-		return -1;
-	moq_relay_latency_reset(tel_relay->relay, &l);
+	latency_reset(m, &l);
 	rte_tel_data_start_dict(d);
 	rte_tel_data_add_dict_u64(d, "relay_lat_samples", l.samples);
 	rte_tel_data_add_dict_u64(d, "relay_lat_overflow", l.overflow);
@@ -501,17 +527,20 @@ static int tel_latency_reset(const char *cmd, const char *params, struct rte_tel
 	return 0;
 }
 
-static int tel_conns(const char *cmd, const char *params, struct rte_tel_data *d)
+static int tel_latency_reset(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	(void)cmd;
+	(void)params;
+	return tel_locked(latency_reset_fill, d);
+}
+
+static int conns_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 {
 	struct relay_mgmt_worker w[MOQ_RELAY_MAX_WORKERS];
 	unsigned int n;
 
-	(void)cmd;
-	(void)params;
-	if (tel_relay == NULL)
-		return -1;
 	rte_tel_data_start_dict(d);
-	n = moq_relay_mgmt_workers(tel_relay->relay, w);
+	n = moq_relay_mgmt_workers(m->relay, w);
 	for (unsigned int i = 0; i < n; i++) {
 		char k[32];
 
@@ -525,16 +554,19 @@ static int tel_conns(const char *cmd, const char *params, struct rte_tel_data *d
 	return 0;
 }
 
-static int tel_cache(const char *cmd, const char *params, struct rte_tel_data *d)
+static int tel_conns(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	(void)cmd;
+	(void)params;
+	return tel_locked(conns_fill, d);
+}
+
+static int cache_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 {
 	struct relay_mgmt_cache c;
 
-	(void)cmd;
-	(void)params;
-	if (tel_relay == NULL)
-		return -1;
 	rte_tel_data_start_dict(d);
-	moq_relay_mgmt_cache(tel_relay->relay, &c);
+	moq_relay_mgmt_cache(m->relay, &c);
 	rte_tel_data_add_dict_u64(d, "budget_bytes", c.budget);
 	rte_tel_data_add_dict_u64(d, "used_bytes", c.used);
 	rte_tel_data_add_dict_u64(d, "max_latency_us", c.max_latency_us);
@@ -546,18 +578,21 @@ static int tel_cache(const char *cmd, const char *params, struct rte_tel_data *d
 	return 0;
 }
 
+static int tel_cache(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	(void)cmd;
+	(void)params;
+	return tel_locked(cache_fill, d);
+}
+
 /* moq/ has no way to list broadcasts yet: the counts per worker. */
-static int tel_tracks(const char *cmd, const char *params, struct rte_tel_data *d)
+static int tracks_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 {
 	struct relay_mgmt_worker w[MOQ_RELAY_MAX_WORKERS];
 	unsigned int n;
 
-	(void)cmd;
-	(void)params;
-	if (tel_relay == NULL)
-		return -1;
 	rte_tel_data_start_dict(d);
-	n = moq_relay_mgmt_workers(tel_relay->relay, w);
+	n = moq_relay_mgmt_workers(m->relay, w);
 	for (unsigned int i = 0; i < n; i++) {
 		char k[48];
 
@@ -571,11 +606,20 @@ static int tel_tracks(const char *cmd, const char *params, struct rte_tel_data *
 	return 0;
 }
 
+static int tel_tracks(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	(void)cmd;
+	(void)params;
+	return tel_locked(tracks_fill, d);
+}
+
 void moq_relay_telemetry_register(struct relay_mgmt *m)
 {
 	static int registered;
 
+	pthread_mutex_lock(&tel_lock);
 	tel_relay = m;
+	pthread_mutex_unlock(&tel_lock);
 	if (registered)
 		return;
 	registered = 1;
@@ -594,6 +638,8 @@ void moq_relay_telemetry_register(struct relay_mgmt *m)
 
 void moq_relay_telemetry_unregister(struct relay_mgmt *m)
 {
+	pthread_mutex_lock(&tel_lock); /* waits for a handler inside the relay */
 	if (tel_relay == m)
 		tel_relay = NULL;
+	pthread_mutex_unlock(&tel_lock);
 }

@@ -1665,6 +1665,151 @@ START_TEST(kernel_listen_every_address)
 }
 END_TEST
 
+/* Telemetry clients on their own threads (DPDK serves each on a thread of its
+ * own) asking back to back while the relay runs and while it stops. */
+struct tel_hammer {
+	char prefix[64];
+	volatile int stop;
+	unsigned long replies, answered;
+	char bad[256]; /* the first inconsistency seen */
+};
+
+static void *tel_hammer_thread(void *arg)
+{
+	static const char *const cmds[] = {"/moqdp/stats", "/moqdp/conns", "/moqdp/tracks",
+	                                   "/moqdp/cache"};
+	static const char *const counters[] = {"rx_packets", "tx_packets", "frames_in",
+	                                       "frames_out", "relay_lat_samples"};
+	long long last[5] = {0};
+	struct tel_hammer *h = arg;
+	char out[16384];
+
+	for (unsigned int i = 0; !h->stop; i++) {
+		const char *cmd = cmds[i % 4];
+
+		if (telemetry(h->prefix, cmd, out, sizeof(out)) != 0) {
+			usleep(2000); /* not up yet, or gone */
+			continue;
+		}
+		h->replies++;
+		if (strstr(out, "\":{") == NULL)
+			continue; /* null: no relay registered (yet, or any more) */
+		h->answered++;
+		/* counters never go back: each worker's published copy is
+		 * read whole and only ever replaced by a later one */
+		for (int k = 0; i % 4 == 0 && k < 5; k++) {
+			long long v = tel_value(out, counters[k]);
+
+			if (v < last[k] && h->bad[0] == '\0')
+				snprintf(h->bad, sizeof(h->bad), "%s: %s went from %lld to %lld",
+				         cmd, counters[k], last[k], v);
+			if (v > last[k])
+				last[k] = v;
+		}
+		/* a worker's open connections were all accepted by it */
+		for (unsigned int w = 0; i % 4 == 1 && w < 2; w++) {
+			char k1[32], k2[32];
+			long long open, acc;
+
+			snprintf(k1, sizeof(k1), "worker%u", w);
+			snprintf(k2, sizeof(k2), "worker%u_accepted", w);
+			open = tel_value(out, k1);
+			acc = tel_value(out, k2);
+			if ((open < 0 || acc < 0 || open > acc) && h->bad[0] == '\0')
+				snprintf(h->bad, sizeof(h->bad),
+				         "%s: worker %u: %lld open, %lld accepted", cmd, w, open,
+				         acc);
+		}
+	}
+	return NULL;
+}
+
+/* The relay on the kernel backend with two workers (loopback): moqdp-load
+ * publishes and @subs subscribers (one loopback address each) read for 3 s;
+ * its summary into @load. Returns the management port. */
+static unsigned int relay_two_workers_media(unsigned int udp, const char *tag, int subs, char *load,
+                                            size_t len)
+{
+	static char sudp[16], mgmt[32], prefix[64];
+	char relay[40], nsubs[16];
+	const char *args[] = {prefix,
+	                      "--no-huge",
+	                      "-m",
+	                      "512",
+	                      "--no-pci",
+	                      "--lcores",
+	                      "0@0,1@1,2@1",
+	                      "--",
+	                      "--backend",
+	                      "kernel",
+	                      "--listen",
+	                      "127.0.0.1",
+	                      "--port",
+	                      sudp,
+	                      "--mgmt",
+	                      mgmt,
+	                      "--queues",
+	                      "(0,0,1),(0,1,2)",
+	                      "--stats-interval",
+	                      "0",
+	                      NULL};
+	const char *largs[] = {"--kernel",         "--relay",   relay,           "--local",
+	                       "127.0.0.2",        "--publish", "--subscribers", nsubs,
+	                       "--conns-per-addr", "1",         "--duration",    "3",
+	                       "--quiet",          NULL};
+	unsigned int mport = udp + 1;
+	int rc;
+
+	snprintf(sudp, sizeof(sudp), "%u", udp);
+	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", mport);
+	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-%s-%d", tag, (int)getpid());
+	snprintf(relay, sizeof(relay), "127.0.0.1:%u", udp);
+	snprintf(nsubs, sizeof(nsubs), "%d", subs);
+	spawn(args);
+	ck_assert_msg(wait_http(mport, "/health", 15000) != NULL, "stderr: %s", slurp(errpath));
+	rc = run_load(largs, load, len, 30000);
+	ck_assert_msg(rc == 0, "moqdp-load exit %d: %s", rc, load);
+	return mport;
+}
+
+/* Issue 12, defect 8: telemetry handlers read what the workers publish (a
+ * sequence count per worker), never the workers' own structs, and the relay
+ * unregisters them (waiting for one inside) before it frees anything. Three
+ * telemetry clients hammer the relay while two workers carry media and
+ * while it stops: every answer is consistent and the relay exits 0. */
+START_TEST(telemetry_while_running_and_stopping)
+{
+	unsigned int udp = 40000 + (unsigned int)(getpid() + 19) % 20000;
+	struct tel_hammer h[3];
+	pthread_t t[3];
+	char load[8192];
+	unsigned long answered = 0;
+	unsigned long long delivered = 0, missing = 1, errors = 1;
+
+	for (int i = 0; i < 3; i++) {
+		memset(&h[i], 0, sizeof(h[i]));
+		snprintf(h[i].prefix, sizeof(h[i].prefix), "moqdp-relay-th-%d", (int)getpid());
+		ck_assert_int_eq(pthread_create(&t[i], NULL, tel_hammer_thread, &h[i]), 0);
+	}
+	relay_two_workers_media(udp, "th", 5, load, sizeof(load));
+	load_delivery(load, &delivered, &missing, &errors);
+	ck_assert_msg(delivered > 0 && errors == 0, "%s", load);
+	kill(child, SIGTERM); /* stop while the clients keep asking */
+	ck_assert_int_eq(wait_exit(10000), 0);
+	for (int i = 0; i < 3; i++) {
+		h[i].stop = 1;
+		pthread_join(t[i], NULL);
+		ck_assert_msg(h[i].bad[0] == '\0', "%s", h[i].bad);
+		answered += h[i].answered;
+	}
+	fprintf(stderr,
+	        "telemetry_while_running_and_stopping: %lu telemetry answers from 3 "
+	        "threads, consistent; relay exit 0\n",
+	        answered);
+	ck_assert_uint_gt(answered, 100);
+}
+END_TEST
+
 Suite *dpdk_relay_suite(void);
 
 Suite *dpdk_relay_suite(void)
@@ -1699,6 +1844,7 @@ Suite *dpdk_relay_suite(void)
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, max_conns_per_addr);
 	tcase_add_test(tc, kernel_listen_every_address);
+	tcase_add_test(tc, telemetry_while_running_and_stopping);
 	suite_add_tcase(s, tc);
 	return s;
 }
