@@ -585,24 +585,24 @@ static int tel_cache(const char *cmd, const char *params, struct rte_tel_data *d
 	return tel_locked(cache_fill, d);
 }
 
-/* moq/ has no way to list broadcasts yet: the counts per worker. */
+/* Relay-wide figures (moq/ has no way to list tracks yet): broadcasts
+ * announced (each once, though the hub mirrors it into every worker's origin
+ * table), tracks and groups in the cache all workers share, upstream
+ * subscriptions and downstream subscribers summed over workers, groups
+ * ingested and group streams fanned out. */
 static int tracks_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 {
-	struct relay_mgmt_worker w[MOQ_RELAY_MAX_WORKERS];
-	unsigned int n;
+	struct moq_relay_stats s;
 
+	moq_relay_stats(m->relay, &s);
 	rte_tel_data_start_dict(d);
-	n = moq_relay_mgmt_workers(m->relay, w);
-	for (unsigned int i = 0; i < n; i++) {
-		char k[48];
-
-		snprintf(k, sizeof(k), "worker%u_broadcasts", i);
-		rte_tel_data_add_dict_u64(d, k, w[i].broadcasts);
-		snprintf(k, sizeof(k), "worker%u_upstream_subs", i);
-		rte_tel_data_add_dict_u64(d, k, w[i].upstream_subs);
-		snprintf(k, sizeof(k), "worker%u_groups_in", i);
-		rte_tel_data_add_dict_u64(d, k, w[i].groups_in);
-	}
+	rte_tel_data_add_dict_u64(d, "broadcasts", s.broadcasts);
+	rte_tel_data_add_dict_u64(d, "tracks", s.cache_tracks);
+	rte_tel_data_add_dict_u64(d, "groups", s.cache_groups);
+	rte_tel_data_add_dict_u64(d, "upstream_subs", s.upstream_subs);
+	rte_tel_data_add_dict_u64(d, "subscribers", s.subscribers);
+	rte_tel_data_add_dict_u64(d, "groups_in", s.groups_in);
+	rte_tel_data_add_dict_u64(d, "groups_out", s.groups_out);
 	return 0;
 }
 
@@ -630,7 +630,8 @@ void moq_relay_telemetry_register(struct relay_mgmt *m)
 	rte_telemetry_register_cmd("/moqdp/cache", tel_cache,
 	                           "Cache budget and use. No parameters");
 	rte_telemetry_register_cmd("/moqdp/tracks", tel_tracks,
-	                           "Tracks in the cache. No parameters");
+	                           "Broadcasts, tracks, subscriptions, relay-wide. No "
+	                           "parameters");
 	rte_telemetry_register_cmd("/moqdp/latency_reset", tel_latency_reset,
 	                           "Start a new window for /moqdp/stats relay_lat_*; returns "
 	                           "the one that ended. No parameters");

@@ -1309,6 +1309,7 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->sessions += sn.ns.sessions;
 		s->subscribers += sn.ns.subscribers;
 		s->tracks += sn.ns.tracks;
+		s->upstream_subs += sn.ns.upstream_subs;
 		s->subs_refused_limit += sn.ns.subs_refused_limit;
 		s->tracks_refused_limit += sn.ns.tracks_refused_limit;
 		/* with a hub every worker's origin table holds every broadcast
@@ -1372,9 +1373,6 @@ unsigned int moq_relay_mgmt_workers(const struct moq_relay *r, struct relay_mgmt
 		out[i].conns_active = sn.qs.conns_active;
 		out[i].conns_accepted = sn.qs.conns_accepted;
 		out[i].sessions = sn.ns.sessions;
-		out[i].broadcasts = sn.ns.broadcasts;
-		out[i].upstream_subs = sn.ns.upstream_subs;
-		out[i].groups_in = sn.ns.groups_in;
 	}
 	return r->nb_workers;
 }

@@ -71,6 +71,7 @@ struct moq_relay_stats {
 	uint64_t broadcasts; /* announced (the largest worker origin table: the hub mirrors each) */
 	uint64_t subscribers;        /* active downstream subscriptions (--max-subscribers) */
 	uint64_t tracks;             /* upstream tracks served, per worker summed (--max-tracks) */
+	uint64_t upstream_subs;      /* upstream subscriptions open, summed over workers */
 	uint64_t subs_refused_limit; /* SUBSCRIBEs refused by --max-subscribers */
 	uint64_t tracks_refused_limit;                    /* SUBSCRIBEs refused by --max-tracks */
 	uint64_t groups_in, frames_in, media_bytes_in;    /* ingested into the cache */
