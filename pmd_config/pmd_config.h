@@ -102,7 +102,7 @@ struct moq_pmd_config {
 
 /*
  * moq_pmd_config_defaults: fill @cfg with the defaults (listen 0.0.0.0:4443,
- * 1 GiB cache, 30 s max latency, dpdk backend, stats every 5 s, ...).
+ * 1 GiB cache, 5 s max latency, dpdk backend, stats every 5 s, ...).
  */
 void moq_pmd_config_defaults(struct moq_pmd_config *cfg);
 

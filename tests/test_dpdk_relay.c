@@ -1440,7 +1440,7 @@ START_TEST(media_two_workers)
 END_TEST
 
 /* --max-latency 100ms: the relay's cache tracks expire groups older than
- * 100 ms (not the newest), where the default (30 s) expires none in a 3 s
+ * 100 ms (not the newest), where the default (5 s) expires none in a 3 s
  * run (media_kernel_backend); subscribers still verify what they get. */
 START_TEST(max_latency_expires_groups)
 {
