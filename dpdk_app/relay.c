@@ -29,6 +29,7 @@
 #include <rte_lcore.h>
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
+#include <rte_pause.h>
 #include <rte_ring.h>
 
 #include "moq_err.h"
@@ -360,6 +361,69 @@ static const struct relay_io_ops dpdk_ops = {
         .poll = dpdk_io_poll,
 };
 
+/* published figures ------------------------------------------------------ */
+
+#define SNAP_WORDS (sizeof(struct relay_snap) / sizeof(uint64_t))
+_Static_assert(sizeof(struct relay_snap) % sizeof(uint64_t) == 0,
+               "struct relay_snap is uint64_t words only");
+
+/* The worker: publish @src as its figures (a seqlock, Boehm's "Can seqlocks
+ * get along with programming language memory models?", 2012: the count odd
+ * while writing, the words relaxed atomics between release fences). */
+static void snap_publish(struct relay_worker *w, const struct relay_snap *src)
+{
+	const uint64_t *s = (const uint64_t *)(const void *)src;
+	uint64_t *d = (uint64_t *)(void *)&w->snap;
+	uint32_t seq = __atomic_load_n(&w->snap_seq, __ATOMIC_RELAXED);
+
+	__atomic_store_n(&w->snap_seq, seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	for (size_t i = 0; i < SNAP_WORDS; i++)
+		__atomic_store_n(&d[i], s[i], __ATOMIC_RELAXED);
+	__atomic_store_n(&w->snap_seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+/* Any thread: worker @w's last published figures into @out. */
+static void snap_read(const struct relay_worker *w, struct relay_snap *out)
+{
+	const uint64_t *s = (const uint64_t *)(const void *)&w->snap;
+	uint64_t *d = (uint64_t *)(void *)out;
+	uint32_t a, b;
+
+	do {
+		while ((a = __atomic_load_n(&w->snap_seq, __ATOMIC_ACQUIRE)) & 1)
+			rte_pause();
+		for (size_t i = 0; i < SNAP_WORDS; i++)
+			d[i] = __atomic_load_n(&s[i], __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		b = __atomic_load_n(&w->snap_seq, __ATOMIC_RELAXED);
+	} while (a != b);
+}
+
+/* The worker: gather and publish its figures. */
+static void publish_stats(struct moq_relay *r, struct relay_worker *w)
+{
+	struct relay_snap sn;
+
+	memset(&sn, 0, sizeof(sn));
+	sn.st = w->st;
+	if (w->ep != NULL)
+		moq_quic_endpoint_stats(w->ep, &sn.qs);
+	if (w->node != NULL) {
+		moq_node_stats(w->node, &sn.ns);
+		moq_node_latency_hist(w->node, &sn.lat);
+	}
+	for (unsigned int pi = 0; pi < r->nb_ports; pi++) {
+		const struct moq_net_stats *ns = &w->net[pi]->stats;
+
+		sn.rx_udp += ns->rx_udp;
+		sn.rx_l4_partial += ns->rx_l4_partial;
+		for (int d = 0; d < MOQ_NET_DROP_MAX; d++)
+			sn.net_drop[d] += ns->drop[d];
+	}
+	snap_publish(w, &sn);
+}
+
 /* SIGHUP, on the worker: its endpoint takes the context the main lcore
  * built (quic.h, moq_quic_endpoint_set_tls: a reference, no file read, no
  * parse) for new connections; existing connections keep theirs. Then the
@@ -397,10 +461,8 @@ int moq_relay_poll(struct moq_relay *r, unsigned int wi)
 		if (t->gen != w->tls_gen)
 			tls_take(w, t);
 	}
-	if (w->ep != NULL && now - w->stats_ns >= 100000000ull) { /* 10 Hz copy for main */
-		moq_quic_endpoint_stats(w->ep, &w->qs);
-		moq_node_stats(w->node, &w->ns);
-		moq_node_latency_hist(w->node, &w->lat);
+	if (w->ep != NULL && now - w->stats_ns >= 100000000ull) { /* 10 Hz, for the others */
+		publish_stats(r, w);
 		w->stats_ns = now;
 	}
 	t1 = rte_rdtsc();
@@ -543,6 +605,8 @@ static struct moq_quic_endpoint *make_endpoint(const struct moq_pmd_config *cfg,
 	qc.user = node;
 	qc.secret = secret;
 	qc.max_conns = cfg->max_connections;
+	/* --max-conns-per-addr 0 = unlimited; quic/ reads 0 as its default */
+	qc.max_conns_per_addr = cfg->max_conns_per_addr != 0 ? cfg->max_conns_per_addr : UINT32_MAX;
 	qc.max_streams_uni = cfg->max_streams;
 	qc.max_streams_bidi = cfg->max_streams;
 	qc.idle_timeout_ns = cfg->idle_timeout_us * 1000;
@@ -769,7 +833,7 @@ static uint16_t announce_build(struct moq_relay *r, unsigned int pi, struct rte_
 	if (p->ifc.has_ip6 && (len = moq_net_na_build(&p->ifc, buf, sizeof(buf))) > 0 &&
 	    (m[n] = rte_pktmbuf_alloc(p->pool)) != NULL)
 		memcpy(rte_pktmbuf_append(m[n++], (uint16_t)len), buf, (size_t)len);
-	r->announcements += n;
+	__atomic_add_fetch(&r->announcements, n, __ATOMIC_RELAXED);
 	return n;
 }
 
@@ -889,8 +953,12 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 			             name, rte_strerror(rte_errno));
 		r->rings[i] = w->ring;
 		for (unsigned int q = 0; q < r->cfg.nb_queues; q++) {
-			if (r->cfg.queues[q].lcore != lcores[i] || w->nb_rxq == MOQ_RELAY_MAX_RXQ)
+			if (r->cfg.queues[q].lcore != lcores[i])
 				continue;
+			if (w->nb_rxq == MOQ_RELAY_MAX_RXQ) /* moq_pmd_config_check refuses it */
+				return rfail(err, errlen,
+				             "--queues: lcore %u polls more than %d queues",
+				             lcores[i], MOQ_RELAY_MAX_RXQ);
 			w->rxq[w->nb_rxq].pi = r->port_index[r->cfg.queues[q].port];
 			w->rxq[w->nb_rxq++].queue = r->cfg.queues[q].queue;
 		}
@@ -1117,6 +1185,7 @@ static int worker_main(void *arg)
 
 	while (!__atomic_load_n(&r->quit, __ATOMIC_RELAXED))
 		moq_relay_poll(r, w->id);
+	publish_stats(r, w); /* the final figures (the stopped line) */
 	return 0;
 }
 
@@ -1310,14 +1379,15 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->cache_expired = cs.expired;
 		s->cache_lagged = cs.lagged;
 	}
-	s->announcements = r->announcements;
+	s->announcements = __atomic_load_n(&r->announcements, __ATOMIC_RELAXED);
 	s->cert_generation = __atomic_load_n(&r->tls_gen_now, __ATOMIC_RELAXED);
 	s->cert_pem_loads = moq_quic_tls_pem_loads();
 	for (unsigned int i = 0; i < r->nb_workers; i++) {
-		const struct relay_worker *w = r->w[i];
-		const struct relay_worker_stats *st = &w->st;
+		struct relay_snap sn;
+		const struct relay_worker_stats *st = &sn.st;
 		struct moq_relay_worker_counters *wc = &s->worker[i];
 
+		snap_read(r->w[i], &sn);
 		s->rx_pkts += st->rx_pkts;
 		s->rx_bytes += st->rx_bytes;
 		s->tx_pkts += st->tx_pkts;
@@ -1331,54 +1401,54 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->drain_closes += st->drain_closes;
 		s->busy_tsc += st->busy_tsc;
 		s->idle_tsc += st->idle_tsc;
-		s->conns += w->qs.conns_active;
-		s->half_open += w->qs.half_open;
-		s->conns_total += w->qs.conns_accepted;
-		s->quic_dropped += w->qs.pkts_dropped;
-		s->cert_reloads += w->qs.cert_reloads;
-		s->cert_reload_errors += w->qs.cert_reload_errors;
-		s->conns_old_cert += w->qs.conns_old_cert;
-		s->sessions += w->ns.sessions;
-		s->subscribers += w->ns.subscribers;
-		s->tracks += w->ns.tracks;
-		s->subs_refused_limit += w->ns.subs_refused_limit;
-		s->tracks_refused_limit += w->ns.tracks_refused_limit;
+		s->conns += sn.qs.conns_active;
+		s->half_open += sn.qs.half_open;
+		s->conns_total += sn.qs.conns_accepted;
+		s->quic_dropped += sn.qs.pkts_dropped;
+		s->conns_refused_max += sn.qs.refused_conns;
+		s->conns_refused_half_open += sn.qs.refused_half_open;
+		s->conns_refused_per_addr += sn.qs.refused_per_addr;
+		s->cert_reloads += sn.qs.cert_reloads;
+		s->cert_reload_errors += sn.qs.cert_reload_errors;
+		s->conns_old_cert += sn.qs.conns_old_cert;
+		s->sessions += sn.ns.sessions;
+		s->subscribers += sn.ns.subscribers;
+		s->tracks += sn.ns.tracks;
+		s->upstream_subs += sn.ns.upstream_subs;
+		s->subs_refused_limit += sn.ns.subs_refused_limit;
+		s->tracks_refused_limit += sn.ns.tracks_refused_limit;
 		/* with a hub every worker's origin table holds every broadcast
 		 * (mirrored): the largest table is the count, not the sum */
-		if (w->ns.broadcasts > s->broadcasts)
-			s->broadcasts = w->ns.broadcasts;
-		s->groups_in += w->ns.groups_in;
-		s->frames_in += w->ns.frames_in;
-		s->media_bytes_in += w->ns.bytes_in;
-		s->groups_out += w->ns.groups_out;
-		s->frames_out += w->ns.frames_out;
-		s->media_bytes_out += w->ns.bytes_out;
-		s->group_resets += w->ns.resets_old + w->ns.resets_evicted + w->ns.resets_lagged +
-		                   w->ns.resets_dropped + w->ns.resets_cancel;
-		for (unsigned int pi = 0; pi < r->nb_ports; pi++) {
-			const struct moq_net_stats *ns = &w->net[pi]->stats;
-
-			s->rx_udp += ns->rx_udp;
-			s->rx_l4_partial += ns->rx_l4_partial;
-			for (int d = 0; d < MOQ_NET_DROP_MAX; d++) {
-				s->net_drop[d] += ns->drop[d];
-				s->net_drops += ns->drop[d];
-			}
+		if (sn.ns.broadcasts > s->broadcasts)
+			s->broadcasts = sn.ns.broadcasts;
+		s->groups_in += sn.ns.groups_in;
+		s->frames_in += sn.ns.frames_in;
+		s->media_bytes_in += sn.ns.bytes_in;
+		s->groups_out += sn.ns.groups_out;
+		s->frames_out += sn.ns.frames_out;
+		s->media_bytes_out += sn.ns.bytes_out;
+		s->group_resets += sn.ns.resets_old + sn.ns.resets_evicted + sn.ns.resets_lagged +
+		                   sn.ns.resets_dropped + sn.ns.resets_cancel;
+		s->rx_udp += sn.rx_udp;
+		s->rx_l4_partial += sn.rx_l4_partial;
+		for (int d = 0; d < MOQ_NET_DROP_MAX; d++) {
+			s->net_drop[d] += sn.net_drop[d];
+			s->net_drops += sn.net_drop[d];
 		}
 		if (r->cfg.backend == MOQ_CFG_BACKEND_KERNEL)
 			s->rx_udp += st->rx_pkts;
 		s->net_drop[MOQ_NET_DROP_RX_TRUNC] += st->rx_truncated;
 		s->net_drops += st->rx_truncated;
-		wc->conns = w->qs.conns_active;
-		wc->conns_total = w->qs.conns_accepted;
-		wc->sessions = w->ns.sessions;
-		wc->frames_in = w->ns.frames_in;
-		wc->frames_out = w->ns.frames_out;
+		wc->conns = sn.qs.conns_active;
+		wc->conns_total = sn.qs.conns_accepted;
+		wc->sessions = sn.ns.sessions;
+		wc->frames_in = sn.ns.frames_in;
+		wc->frames_out = sn.ns.frames_out;
 		wc->redirected_in = st->redirected_in;
-		wc->cert_generation = __atomic_load_n(&w->tls_gen, __ATOMIC_RELAXED);
+		wc->cert_generation = __atomic_load_n(&r->w[i]->tls_gen, __ATOMIC_RELAXED);
 		wc->busy_tsc = st->busy_tsc;
 		wc->idle_tsc = st->idle_tsc;
-		moq_lat_hist_merge(&s->relay_lat, &w->lat);
+		moq_lat_hist_merge(&s->relay_lat, &sn.lat);
 	}
 	for (unsigned int pi = 0; pi < r->nb_ports; pi++) {
 		struct rte_eth_stats es;
@@ -1405,14 +1475,12 @@ int moq_relay_draining(const struct moq_relay *r)
 unsigned int moq_relay_mgmt_workers(const struct moq_relay *r, struct relay_mgmt_worker *out)
 {
 	for (unsigned int i = 0; i < r->nb_workers; i++) {
-		const struct relay_worker *w = r->w[i];
+		struct relay_snap sn;
 
-		out[i].conns_active = w->qs.conns_active;
-		out[i].conns_accepted = w->qs.conns_accepted;
-		out[i].sessions = w->ns.sessions;
-		out[i].broadcasts = w->ns.broadcasts;
-		out[i].upstream_subs = w->ns.upstream_subs;
-		out[i].groups_in = w->ns.groups_in;
+		snap_read(r->w[i], &sn);
+		out[i].conns_active = sn.qs.conns_active;
+		out[i].conns_accepted = sn.qs.conns_accepted;
+		out[i].sessions = sn.ns.sessions;
 	}
 	return r->nb_workers;
 }

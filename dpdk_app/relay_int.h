@@ -24,9 +24,24 @@
 #include "mgmt.h"
 
 #define MOQ_RELAY_MAX_PORTS 8
-#define MOQ_RELAY_MAX_RXQ   16
+#define MOQ_RELAY_MAX_RXQ   MOQ_CFG_MAX_LCORE_QUEUES /* refused beyond (pmd_config.h) */
 /* TX mbufs buffered per port before a tx_burst: two bursts. */
 #define MOQ_RELAY_TXBUF 64
+
+/* What a worker publishes for the main lcore and the telemetry threads (at
+ * 10 Hz and when it stops; relay.c, snap_publish / snap_read): its counters,
+ * its endpoint's and node's stats, its latency histogram and its network
+ * contexts' figures. Only uint64_t words: copied word by word with relaxed
+ * atomics inside a sequence count, so a reader gets one consistent copy,
+ * never a torn one, and never reads what the worker is writing. */
+struct relay_snap {
+	struct relay_worker_stats st;
+	struct moq_quic_stats qs;
+	struct moq_node_stats ns;
+	struct moq_lat_hist lat;
+	uint64_t rx_udp, rx_l4_partial;      /* moq_net_stats, summed over ports */
+	uint64_t net_drop[MOQ_NET_DROP_MAX]; /* ... per reason */
+};
 
 struct relay_worker {
 	struct moq_relay *relay;
@@ -53,10 +68,10 @@ struct relay_worker {
 	int draining;
 	uint32_t tls_gen; /* the relay_tls generation its endpoint serves (atomic) */
 	uint64_t drain_start, drain_close_at;
-	struct moq_quic_stats qs; /* copied from the endpoint at 10 Hz */
-	struct moq_node_stats ns; /* copied from the node at 10 Hz */
-	struct moq_lat_hist lat;  /* the node's relay-added latency, copied at 10 Hz */
-	struct relay_io io;       /* what the I/O backend sees of this worker (io.h) */
+	struct relay_io io; /* what the I/O backend sees of this worker (io.h) */
+	/* the published figures: written by the worker, read by any thread */
+	uint32_t snap_seq __rte_cache_aligned; /* odd while the worker writes */
+	struct relay_snap snap;
 } __rte_cache_aligned;
 
 struct relay_port {
@@ -94,7 +109,7 @@ struct moq_relay {
 	struct moq_hub *hub;       /* joins the workers' nodes (moq.h); NULL with one */
 	int quit, drain, reload;
 	uint32_t announce_pending; /* ports whose link came up: worker 0 announces */
-	uint64_t announcements;
+	uint64_t announcements;    /* atomic: worker 0 and the main lcore add */
 	uint64_t reloads, reload_failed;
 	/* the certificate: built once on the main lcore (start, SIGHUP) and
 	 * taken by every worker's endpoint from its own loop when the pointer

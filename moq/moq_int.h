@@ -1,15 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * moq_int.h: private structures of moq/ sessions and routing (session.c).
+ * moq_int.h: private structures of moq/ sessions and routing, shared by the
+ * files of moq/ (session.c and the ones beside it, one per concern).
  */
 #ifndef MOQ_MOQ_MOQ_INT_H
 #define MOQ_MOQ_MOQ_INT_H
 
 #include "moq.h"
 
+#include <stdatomic.h>
+#include <stdlib.h>
+
 /* Bytes kept for the stream's own outgoing data (control messages and frame
  * headers) until the peer acknowledges them (quic.h: no copies). */
 #define TXCHUNK_DATA 1000u
+
+#define POOL_MAX     64 /* spare tx chunks, streams and group streams kept per session */
 
 struct txchunk {
 	struct txchunk *next;
@@ -141,6 +147,16 @@ struct hub_msg {
 	uint32_t nhops;
 	uint64_t hops[MOQ_MAX_HOPS];
 	struct moq_track_info ti; /* HUB_TRACK_INFO */
+};
+
+struct moq_hub {
+	uint32_t max;
+	uint64_t origin;
+	_Atomic uint64_t nsubs;   /* downstream subscriptions of every node */
+	_Atomic uint64_t ntracks; /* counted upstream tracks of every node */
+	atomic_flag lock;
+	struct moq_node **nodes;
+	struct hub_box *box;
 };
 
 /* A TRACK_INFO answer the relay learned (or is asking for). */
@@ -293,8 +309,185 @@ struct moq_node {
 	struct moq_lat_hist lat;
 };
 
-/* session.c, relay-added latency: note the arrivals of the complete frames
+/* latency.c, relay-added latency: note the arrivals of the complete frames
  * among @f[0..@cnt) just written to a subscriber's stream. */
 void moq_lat_record(struct moq_node *n, const struct moq_cache_frame *f, unsigned cnt);
+
+/* The parts of moq/ share these (each is documented at its definition). */
+
+/* stream.c: the stream map, tx buffers, streams */
+struct mstream *smap_get(const struct smap *m, int64_t k);
+void smap_del(struct smap *m, int64_t k);
+void tx_free(struct moq_session *s, struct txbuf *tb);
+void tx_release_acked(struct moq_session *s, struct txbuf *tb, uint64_t acked);
+void st_release(struct moq_session *s, struct mstream *st);
+void gout_release(struct moq_session *s, struct gout *go);
+struct mstream *st_new(struct moq_session *s, int64_t sid, uint8_t kind, int local);
+struct mstream *st_open(struct moq_session *s, int bidi, uint8_t kind, int *err);
+int st_write(struct moq_session *s, struct mstream *st, const void *data, size_t len, int fin);
+int st_send(struct moq_session *s, struct mstream *st, int64_t stype, const struct moq_msg *m,
+            int fin);
+void st_reset(struct moq_session *s, struct mstream *st, uint64_t code);
+void st_refuse(struct moq_session *s, struct mstream *st, uint64_t code);
+
+/* origin.c: paths, the origin table */
+char *memdup0(const void *p, size_t len);
+char *path_dup(const char *p, size_t len, size_t *out_len);
+char *path_join(const char *a, size_t al, const char *b, size_t bl, size_t *out_len);
+int path_norm_join(const char *base, size_t bl, const char *p, size_t len, char **out,
+                   size_t *out_len);
+bool hops_have(const uint64_t *hops, uint32_t n, uint64_t h);
+struct bcast *bcast_find(struct moq_node *n, const char *p, size_t len);
+struct bcast *bcast_add(struct moq_node *n, const char *p, size_t len);
+void bcast_unlink(struct moq_node *n, struct bcast *bc);
+void bcast_end(struct moq_node *n, struct bcast *bc);
+
+/* announce.c: announce streams */
+void ann_notify(struct moq_node *n, struct bcast *bc, int active);
+int ann_in_start(struct moq_session *s, struct mstream *st, const struct moq_announce_req *r);
+int on_announce(struct moq_session *s, struct mstream *st, const struct moq_announce *a);
+void ann_out_gone(struct moq_session *s, struct mstream *st);
+int ann_request(struct moq_session *s, const char *prefix, size_t len, int *err);
+
+/* upstream.c: the relay's upstream subscriptions */
+struct moq_str wire_path(const struct moq_session *s, const char *p, size_t len);
+struct usub *usub_open(struct moq_session *s, const char *b, size_t bl, const char *t, size_t tl,
+                       const struct moq_subscribe_update *p, int *err);
+void usub_close(struct usub *us);
+void up_open(struct upstream *up, struct moq_session *pub);
+void up_changed(struct upstream *up);
+void up_added(struct upstream *up, const struct dsub *d);
+void ups_settle(struct moq_node *n);
+void up_free(struct upstream *up);
+struct upstream *up_get(struct moq_node *n, const char *p, size_t pl, const char *t, size_t tl,
+                        int *limited);
+struct upstream *up_find(struct moq_node *n, const char *p, size_t pl, const char *t, size_t tl);
+
+/* subscribe.c: the peer's subscriptions */
+void dsub_cancel(struct moq_session *s, struct dsub *d);
+void dsub_free(struct moq_session *s, struct dsub *d);
+void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_subscribe *m);
+void on_subscribe_update(struct moq_session *s, struct mstream *st,
+                         const struct moq_subscribe_update *m);
+
+/* track.c: TRACK / TRACK_INFO */
+void tinfo_free(struct tinfo *ti);
+struct tinfo *tinfo_new(const char *p, size_t pl, const char *t, size_t tl);
+struct tinfo *tinfo_get(struct moq_node *n, const char *p, size_t pl, const char *t, size_t tl);
+void tinfo_drop_path(struct moq_node *n, const char *p, size_t pl);
+void tinfo_learned(struct moq_node *n, struct tinfo *ti, const struct moq_track_info *info);
+void tinfo_ask(struct moq_node *n, struct bcast *bc, struct tinfo *ti);
+void on_track(struct moq_session *s, struct mstream *st, const struct moq_track *t);
+void on_track_info(struct moq_session *s, struct mstream *st, const struct moq_track_info *info);
+extern const struct moq_track_info default_info;
+
+/* fanout.c: group streams out */
+void gout_reset(struct moq_session *s, struct gout *go, uint64_t code);
+uint64_t err_code(int err);
+void gout_resort(struct moq_session *s);
+struct gout *gout_new(struct moq_session *s, struct mstream *st, struct moq_cache_group *g,
+                      uint8_t priority);
+
+/* ingest.c: group streams in */
+struct usub *usub_find(struct moq_session *s, uint64_t id);
+void gin_end(struct moq_session *s, struct gin *gi, int64_t code);
+void gin_data(struct moq_session *s, struct mstream *st, const uint8_t *p, size_t len);
+
+/* control.c: control stream input */
+void stream_data(struct moq_session *s, int64_t sid, const uint8_t *data, size_t len, int fin);
+
+/* session.c: sessions */
+struct moq_session *sess_new(struct moq_node *n, struct moq_quic_conn *c, int server);
+void sess_free(struct moq_session *s, uint64_t code, int local);
+void sess_fail(struct moq_session *s, uint64_t code);
+
+/* hub.c: the hub between workers, relay-wide bounds */
+bool bound_take(struct moq_node *n, int tracks);
+void bound_put(struct moq_node *n, int tracks);
+uint64_t hop_id_random(const void *salt);
+int hub_register(struct moq_hub *h, struct moq_node *n);
+void hub_unregister(struct moq_hub *h, uint32_t id);
+struct hub_msg *hub_msg_new(struct moq_node *n, int kind, const char *p, size_t pl, const char *t,
+                            size_t tl);
+void hub_post(struct moq_hub *h, uint32_t to, struct hub_msg *m);
+void hub_send(struct moq_node *n, uint32_t to1, int kind, const char *p, size_t pl, const char *t,
+              size_t tl);
+void hub_announce(struct moq_node *n, struct bcast *bc, int active);
+void hub_drain(struct moq_node *n);
+
+/* sess_mark: @s has fanout work (a track it reads moved, an ack freed budget,
+ * a stream or request changed, a deferred close): moq_node_poll visits it at
+ * its next call. Sessions with nothing new are not visited at all. */
+static inline void sess_mark(struct moq_session *s)
+{
+	if (!s->queued && !s->freed) {
+		s->queued = 1;
+		s->pnext = s->n->pending;
+		s->n->pending = s;
+	}
+}
+
+/* Cache status of a group that went stale: expired, evicted or pushed out
+ * of the window; its stream is reset with err_code(). */
+static inline bool group_stale(int stc)
+{
+	return stc == MOQ_ERR_EVICTED || stc == MOQ_ERR_OLD || stc == MOQ_ERR_LAGGED;
+}
+
+/* tx_reserve: @len contiguous bytes appended to @tb that stay at their
+ * address until the stream is freed (ngtcp2 references them until acked). */
+static inline uint8_t *tx_reserve(struct moq_session *s, struct txbuf *tb, size_t len)
+{
+	struct txchunk *c = tb->tail;
+	uint8_t *p;
+
+	if (!c || c->cap - c->len < len) {
+		if (len <= TXCHUNK_DATA && s->pool) {
+			c = s->pool;
+			s->pool = c->next;
+			s->pool_len--;
+		} else {
+			size_t cap = len > TXCHUNK_DATA ? len : TXCHUNK_DATA;
+			c = malloc(sizeof(*c) + cap);
+			if (!c)
+				return NULL;
+			c->cap = (uint32_t)cap;
+			c->data = (uint8_t *)(c + 1);
+		}
+		c->next = NULL;
+		c->len = 0;
+		if (tb->tail)
+			tb->tail->next = c;
+		else
+			tb->head = c;
+		tb->tail = c;
+	}
+	p = c->data + c->len;
+	c->len += (uint32_t)len;
+	return p;
+}
+
+/* Give back the unused tail of the last reservation. */
+static inline void tx_unreserve(struct txbuf *tb, size_t len)
+{
+	tb->tail->len -= (uint32_t)len;
+}
+
+/* Carry out a deferred close (frees @s). Returns nonzero when it did. */
+static inline int sess_flush(struct moq_session *s)
+{
+	if (!s->closing || s->depth || !s->conn)
+		return 0;
+	/* conn_closed frees the session during this call. */
+	moq_quic_conn_close(s->conn, s->close_code, NULL);
+	return 1;
+}
+
+/* Something changed for every subscriber of @up (it ended, ...). */
+static inline void up_touch(struct upstream *up)
+{
+	for (struct dsub *d = up->dsubs; d; d = d->unext)
+		sess_mark(d->s);
+}
 
 #endif /* MOQ_MOQ_MOQ_INT_H */

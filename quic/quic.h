@@ -211,7 +211,7 @@ struct moq_quic_config {
 	/* Limits (each refusal is counted in struct moq_quic_stats). */
 	uint32_t max_conns;            /* 0 = 1024 */
 	uint32_t max_half_open;        /* 0 = 256: handshakes in progress */
-	uint32_t max_conns_per_addr;   /* 0 = 64: per remote IP address */
+	uint32_t max_conns_per_addr;   /* 0 = 64: per remote IP address; UINT32_MAX = none */
 	uint64_t max_streams_bidi;     /* 0 = 100: peer-opened, per connection */
 	uint64_t max_streams_uni;      /* 0 = 1000 */
 	uint64_t max_stream_data;      /* 0 = 1 MiB: receive window per stream */

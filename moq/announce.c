@@ -1,0 +1,236 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * announce.c: ANNOUNCE_PLEASE / ANNOUNCE streams: answering a peer's
+ * interest with the matching broadcasts, and learning broadcasts from the
+ * announce streams we opened (docs/PROTOCOL.md, Announce).
+ */
+#include "moq.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "moq_int.h"
+
+/* ------------------------------------------------------------ announce */
+
+/* Whether announce stream @st (ANN_IN of @s) should hear about @bc. */
+static bool ann_match(struct moq_session *s, struct mstream *st, struct bcast *bc, size_t *off)
+{
+	if (!s->server && s->role == MOQ_ROLE_SUBSCRIBER)
+		return false; /* a subscribe-only client session publishes nothing */
+	if (bc->pub == s)
+		return false; /* never echo a broadcast to its publisher */
+	if (!moq_path_has_prefix(st->prefix, st->plen, bc->path, bc->len, off))
+		return false;
+	/* PROTOCOL.md, Announce: loop prevention. */
+	if (hops_have(bc->hops, bc->nhops, st->exclude_hop) ||
+	    hops_have(bc->hops, bc->nhops, s->peer_origin))
+		return false;
+	return bc->nhops + 1 <= MOQ_MAX_HOPS;
+}
+
+static int ann_send(struct moq_session *s, struct mstream *st, struct bcast *bc, size_t off,
+                    int active)
+{
+	struct moq_msg m = {.type = MOQ_MSG_ANNOUNCE};
+	struct moq_announce *a = &m.u.announce;
+
+	a->status = active ? MOQ_ANNOUNCE_ACTIVE : MOQ_ANNOUNCE_ENDED;
+	a->suffix.p = bc->path + off;
+	a->suffix.len = bc->len - off;
+	a->hop_count = bc->nhops;
+	memcpy(a->hops, bc->hops, bc->nhops * sizeof(bc->hops[0]));
+	/* lite-05: the receiver stamps our origin (from ANNOUNCE_OK); earlier
+	 * versions carry the sender's own hop. */
+	if (s->v < MOQ_LITE_05)
+		a->hops[a->hop_count++] = s->n->cfg.origin;
+	return st_send(s, st, -1, &m, 0);
+}
+
+/* Tell every matching announce stream of every session about @bc. */
+void ann_notify(struct moq_node *n, struct bcast *bc, int active)
+{
+	for (struct moq_session *s = n->sessions; s; s = s->next) {
+		if (s->closing || !s->nann_in)
+			continue;
+		for (uint32_t i = 0; i < s->streams.cap; i++) {
+			struct mstream *st = s->streams.vals[i];
+			size_t off;
+			if (!st || st->kind != SK_ANN_IN || !st->got_first || st->fin_sent)
+				continue;
+			if (ann_match(s, st, bc, &off))
+				ann_send(s, st, bc, off, active);
+		}
+	}
+}
+
+int ann_in_start(struct moq_session *s, struct mstream *st, const struct moq_announce_req *r)
+{
+	struct moq_node *n = s->n;
+	int rc;
+	uint64_t count = 0;
+
+	if (s->nann_in >= n->cfg.max_announces) {
+		n->st.refused_bounds++;
+		st_refuse(s, st, MOQ_CODE_BOUNDS);
+		return 0;
+	}
+	rc = path_norm_join(s->root, s->rootlen, r->prefix.p, r->prefix.len, &st->prefix,
+	                    &st->plen);
+	if (rc < 0)
+		return MOQ_CODE_DECODE;
+	if (!st->prefix) {
+		st_refuse(s, st, MOQ_CODE_BOUNDS);
+		return 0;
+	}
+	st->exclude_hop = r->exclude_hop;
+	s->nann_in++;
+	for (struct bcast *bc = n->bcasts; bc; bc = bc->next) {
+		size_t off;
+		if (ann_match(s, st, bc, &off))
+			count++;
+	}
+	/* lite-05: ANNOUNCE_OK { our hop id, how many initial announces }. */
+	if (s->v >= MOQ_LITE_05) {
+		struct moq_msg m = {.type = MOQ_MSG_ANNOUNCE_OK};
+		m.u.announce_ok.origin = n->cfg.origin;
+		m.u.announce_ok.active = count;
+		st_send(s, st, -1, &m, 0);
+	}
+	for (struct bcast *bc = n->bcasts; bc; bc = bc->next) {
+		size_t off;
+		if (ann_match(s, st, bc, &off))
+			ann_send(s, st, bc, off, 1);
+	}
+	return 0;
+}
+
+/* An ANNOUNCE on a request we made. */
+int on_announce(struct moq_session *s, struct mstream *st, const struct moq_announce *a)
+{
+	struct moq_node *n = s->n;
+	char *full;
+	size_t flen;
+	int rc;
+	uint64_t hops[MOQ_MAX_HOPS + 1];
+	uint32_t nh = a->hop_count;
+	int active = a->status != MOQ_ANNOUNCE_ENDED;
+	struct bcast *bc;
+
+	rc = path_norm_join(st->prefix, st->plen, a->suffix.p, a->suffix.len, &full, &flen);
+	if (rc < 0)
+		return MOQ_CODE_DECODE;
+	if (!full)
+		return MOQ_CODE_BOUNDS;
+	memcpy(hops, a->hops, nh * sizeof(hops[0]));
+	/* lite-05: stamp the responder's origin from ANNOUNCE_OK (0 = none). */
+	if (s->v >= MOQ_LITE_05 && st->ann_origin && nh < MOQ_MAX_HOPS)
+		hops[nh++] = st->ann_origin;
+	if (active && hops_have(hops, nh, n->cfg.origin)) {
+		n->st.loops_refused++; /* PROTOCOL.md, Announce: loop prevention */
+		free(full);
+		return 0;
+	}
+	if (!n->cfg.relay) {
+		if (n->cfg.cb && n->cfg.cb->announce)
+			n->cfg.cb->announce(s, n->cfg.user, full, flen, active);
+		free(full);
+		return 0;
+	}
+	bc = bcast_find(n, full, flen);
+	if (active) {
+		int fresh = 0;
+		if (!bc) {
+			bc = bcast_add(n, full, flen);
+			if (!bc) {
+				free(full);
+				return 0;
+			}
+			fresh = 1;
+		} else if (bc->local) {
+			free(full);
+			return 0; /* our own broadcast wins */
+		}
+		if (bc->owner) {
+			/* Another worker had it (its publisher reconnected here):
+			 * ours now. */
+			uint32_t old = bc->owner;
+			bc->owner = 0;
+			for (struct upstream *up = n->ups; up; up = up->next)
+				if (up->remote_owner == old && up->plen == flen &&
+				    memcmp(up->path, full, flen) == 0) {
+					hub_send(n, old, HUB_UNSUB, up->path, up->plen, up->track,
+					         up->tlen);
+					up->remote_owner = 0;
+				}
+		}
+		if (bc->pub != s) {
+			/* A new publisher (or a reconnect within the linger): splice
+			 * the upstream subscriptions over to it. */
+			bc->pub = s;
+			bc->linger_until = 0;
+			for (struct upstream *up = n->ups; up; up = up->next)
+				if (up->plen == flen && memcmp(up->path, full, flen) == 0 &&
+				    !up->ended) {
+					if (up->us) {
+						usub_close(up->us);
+						up->us->up = NULL;
+						up->us = NULL;
+						n->st.upstream_subs--;
+					}
+					if (up->dsubs || up->nremote)
+						up_open(up, s);
+				}
+		}
+		bc->nhops = nh;
+		memcpy(bc->hops, hops, nh * sizeof(hops[0]));
+		if (fresh)
+			ann_notify(n, bc, 1);
+		hub_announce(n, bc, 1);
+	} else if (bc && bc->pub == s) {
+		bcast_end(n, bc);
+	}
+	free(full);
+	return 0;
+}
+
+/* The announce stream we opened closed: all of its broadcasts are gone. */
+void ann_out_gone(struct moq_session *s, struct mstream *st)
+{
+	struct moq_node *n = s->n;
+	struct bcast *bc, *nx;
+
+	if (!n->cfg.relay)
+		return;
+	for (bc = n->bcasts; bc; bc = nx) {
+		nx = bc->next;
+		if (bc->pub == s &&
+		    moq_path_has_prefix(st->prefix, st->plen, bc->path, bc->len, NULL))
+			bcast_end(n, bc);
+	}
+}
+
+int ann_request(struct moq_session *s, const char *prefix, size_t len, int *err)
+{
+	struct mstream *st;
+	struct moq_msg m = {.type = MOQ_MSG_ANNOUNCE_REQ};
+	size_t plen;
+	char *p = path_dup(prefix, len, &plen);
+
+	if (!p) {
+		*err = MOQ_ERR_INVAL;
+		return -1;
+	}
+	st = st_open(s, 1, SK_ANN_OUT, err);
+	if (!st) {
+		free(p);
+		return -1;
+	}
+	/* Paths heard on this stream are rooted at the session's root. */
+	st->prefix = path_join(s->root ? s->root : "", s->rootlen, p, plen, &st->plen);
+	m.u.announce_req.prefix = (struct moq_str){p, plen};
+	m.u.announce_req.exclude_hop = s->n->cfg.origin;
+	*err = st_send(s, st, MOQ_STREAM_ANNOUNCE, &m, 0);
+	free(p);
+	return *err;
+}

@@ -1,0 +1,435 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * control.c: control stream input: stream types, message framing and
+ * dispatch, SETUP and FETCH requests (docs/PROTOCOL.md, Streams).
+ */
+#include "moq.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "moq_int.h"
+
+/* ---------------------------------------------------------- control rx */
+
+static uint64_t msg_err_code(int rc)
+{
+	switch (rc) {
+	case MOQ_ERR_DECODE:
+		return MOQ_CODE_DECODE;
+	case MOQ_ERR_PROTO:
+		return MOQ_CODE_PROTOCOL_VIOLATION;
+	case MOQ_ERR_TOO_LARGE:
+		return MOQ_CODE_BOUNDS;
+	default:
+		return MOQ_CODE_UNEXPECTED_MESSAGE;
+	}
+}
+
+/* The message type expected next on @st, or 0 when none may come. */
+static int expected(const struct moq_session *s, const struct mstream *st)
+{
+	switch (st->kind) {
+	case SK_SETUP_IN:
+		return st->got_first ? 0 : MOQ_MSG_SETUP;
+	case SK_ANN_IN:
+		return st->got_first ? 0 : MOQ_MSG_ANNOUNCE_REQ;
+	case SK_ANN_OUT:
+		return (s->v >= MOQ_LITE_05 && !st->got_first) ? MOQ_MSG_ANNOUNCE_OK
+		                                               : MOQ_MSG_ANNOUNCE;
+	case SK_SUB_IN:
+		return st->got_first ? MOQ_MSG_SUBSCRIBE_UPDATE : MOQ_MSG_SUBSCRIBE;
+	case SK_SUB_OUT:
+		return MOQ_MSG_SUBSCRIBE_REPLY;
+	case SK_TRACK_IN:
+		return st->got_first ? 0 : MOQ_MSG_TRACK;
+	case SK_TRACK_OUT:
+		return st->got_first ? 0 : MOQ_MSG_TRACK_INFO;
+	case SK_FETCH_IN:
+		return st->got_first ? 0 : MOQ_MSG_FETCH;
+	case SK_GOAWAY_IN:
+		return st->got_first ? 0 : MOQ_MSG_GOAWAY;
+	default:
+		return -1; /* bytes are ignored */
+	}
+}
+
+static void on_setup(struct moq_session *s, const struct moq_setup *m);
+static void on_fetch(struct moq_session *s, struct mstream *st, const struct moq_fetch *f);
+
+static void on_sub_reply(struct moq_session *s, struct mstream *st,
+                         const struct moq_subscribe_reply *r)
+{
+	struct moq_node *n = s->n;
+	struct usub *us = st->us;
+
+	if (!us)
+		return;
+	if (us->up) {
+		if (r->kind == MOQ_SUB_END) {
+			us->up->ended = 1;
+			us->up->end_seq = r->group;
+			up_touch(us->up);
+		}
+		return;
+	}
+	if (n->cfg.cb && n->cfg.cb->sub_reply)
+		n->cfg.cb->sub_reply(s, n->cfg.user, us->id, r);
+}
+
+/* Handle one decoded control message. Returns a session close code or 0. */
+static uint64_t on_msg(struct moq_session *s, struct mstream *st, struct moq_msg *m)
+{
+	struct moq_node *n = s->n;
+	int first = !st->got_first;
+
+	st->got_first = 1;
+	switch (m->type) {
+	case MOQ_MSG_SETUP:
+		on_setup(s, &m->u.setup);
+		return 0;
+	case MOQ_MSG_ANNOUNCE_REQ:
+		return (uint64_t)ann_in_start(s, st, &m->u.announce_req);
+	case MOQ_MSG_ANNOUNCE_OK:
+		st->ann_origin = m->u.announce_ok.origin;
+		return 0;
+	case MOQ_MSG_ANNOUNCE:
+		return (uint64_t)on_announce(s, st, &m->u.announce);
+	case MOQ_MSG_SUBSCRIBE:
+		on_subscribe(s, st, &m->u.subscribe);
+		return 0;
+	case MOQ_MSG_SUBSCRIBE_UPDATE:
+		on_subscribe_update(s, st, &m->u.subscribe_update);
+		return 0;
+	case MOQ_MSG_SUBSCRIBE_REPLY:
+		on_sub_reply(s, st, &m->u.subscribe_reply);
+		return 0;
+	case MOQ_MSG_TRACK:
+		on_track(s, st, &m->u.track);
+		return 0;
+	case MOQ_MSG_TRACK_INFO:
+		on_track_info(s, st, &m->u.track_info);
+		return 0;
+	case MOQ_MSG_FETCH:
+		on_fetch(s, st, &m->u.fetch);
+		return 0;
+	case MOQ_MSG_GOAWAY:
+		s->goaway_in = 1;
+		if (n->cfg.cb && n->cfg.cb->goaway)
+			n->cfg.cb->goaway(s, n->cfg.user, m->u.goaway.uri.p, m->u.goaway.uri.len);
+		return 0;
+	default:
+		(void)first;
+		return MOQ_CODE_UNEXPECTED_MESSAGE;
+	}
+}
+
+/* Parse the buffered control bytes of @st and handle a pending FIN. */
+static void st_process(struct moq_session *s, struct mstream *st)
+{
+	struct moq_node *n = s->n;
+
+	/* lite-05: a server acts on a client's requests once its SETUP arrived. */
+	if (s->server && s->v >= MOQ_LITE_05 && !s->setup_in && st->kind != SK_SETUP_IN)
+		return;
+	while (st->rx_len && !s->closing && st->kind != SK_IGNORE) {
+		struct moq_msg m;
+		int t = expected(s, st);
+		int rc;
+		uint64_t code;
+
+		if (t < 0) {
+			st->rx_len = 0;
+			break;
+		}
+		if (t == 0) {
+			sess_fail(s, MOQ_CODE_UNEXPECTED_MESSAGE);
+			return;
+		}
+		rc = moq_msg_decode((enum moq_msg_type)t, s->v, st->rx, st->rx_len, n->cfg.max_msg,
+		                    &m);
+		if (rc == MOQ_ERR_SHORT)
+			break;
+		if (rc < 0) {
+			sess_fail(s, msg_err_code(rc));
+			return;
+		}
+		code = on_msg(s, st, &m);
+		if (code) {
+			sess_fail(s, code);
+			return;
+		}
+		if (s->closing)
+			return;
+		memmove(st->rx, st->rx + rc, st->rx_len - (size_t)rc);
+		st->rx_len -= (uint32_t)rc;
+	}
+	if (!st->rx_fin || s->closing || st->kind == SK_IGNORE)
+		return;
+	/* The peer finished its side. */
+	if (st->rx_len) {
+		sess_fail(s, MOQ_CODE_DECODE); /* a message cut short by FIN */
+		return;
+	}
+	switch (st->kind) {
+	case SK_SETUP_IN:
+		if (!st->got_first)
+			sess_fail(s, MOQ_CODE_DECODE);
+		break;
+	case SK_ANN_IN:
+		if (st->got_first && st->prefix) {
+			s->nann_in--;
+			free(st->prefix);
+			st->prefix = NULL;
+		}
+		st->got_first = 0;
+		st->kind = SK_IGNORE;
+		st_write(s, st, NULL, 0, 1);
+		break;
+	case SK_ANN_OUT:
+		ann_out_gone(s, st);
+		st_write(s, st, NULL, 0, 1);
+		st->kind = SK_IGNORE;
+		break;
+	case SK_SUB_IN:
+		/* PROTOCOL.md, Subscribe: subscriber FIN = unsubscribe. */
+		if (st->d)
+			dsub_cancel(s, st->d);
+		else
+			st_write(s, st, NULL, 0, 1);
+		break;
+	case SK_SUB_OUT:
+		if (st->us) {
+			struct usub *us = st->us;
+			if (us->up) {
+				us->up->ended = 1;
+				us->up->end_seq = UINT64_MAX;
+				up_touch(us->up);
+			} else if (!us->closed && n->cfg.cb && n->cfg.cb->sub_closed) {
+				n->cfg.cb->sub_closed(s, n->cfg.user, us->id, -1);
+			}
+			usub_close(us);
+		}
+		break;
+	case SK_GOAWAY_IN:
+	case SK_PROBE_IN:
+	case SK_TRACK_OUT:
+		if (!st->fin_sent && !st->local)
+			st_write(s, st, NULL, 0, 1);
+		break;
+	default:
+		break;
+	}
+}
+
+static int kind_of(const struct moq_session *s, int uni, uint64_t type)
+{
+	if (uni) {
+		if (type == MOQ_STREAM_GROUP)
+			return SK_GROUP_IN;
+		if (type == MOQ_STREAM_SETUP && s->v >= MOQ_LITE_05)
+			return s->setup_in ? -2 : SK_SETUP_IN; /* twice: violation */
+		return -1;
+	}
+	switch (type) {
+	case MOQ_STREAM_ANNOUNCE:
+		return SK_ANN_IN;
+	case MOQ_STREAM_SUBSCRIBE:
+		return SK_SUB_IN;
+	case MOQ_STREAM_FETCH:
+		return SK_FETCH_IN;
+	case MOQ_STREAM_PROBE:
+		return SK_PROBE_IN;
+	case MOQ_STREAM_GOAWAY:
+		return s->v >= MOQ_LITE_04 ? SK_GOAWAY_IN : -1;
+	case MOQ_STREAM_TRACK:
+		return s->v >= MOQ_LITE_05 ? SK_TRACK_IN : -1;
+	default:
+		return -1;
+	}
+}
+
+void stream_data(struct moq_session *s, int64_t sid, const uint8_t *data, size_t len, int fin)
+{
+	struct moq_node *n = s->n;
+	struct mstream *st = smap_get(&s->streams, sid);
+
+	if (!st) {
+		/* RFC 9000, 2.1: bit 0 is the initiator (1 = server). */
+		int peer = (int)(sid & 1) != (s->server ? 1 : 0);
+		if (!peer)
+			return; /* one of ours, already freed */
+		st = st_new(s, sid, SK_NEW, 0);
+		if (!st) {
+			sess_fail(s, MOQ_CODE_BOUNDS);
+			return;
+		}
+	}
+	if (st->kind == SK_NEW) {
+		bool done = false;
+		uint64_t type = 0;
+		size_t used = moq_varint_rx_push(&st->type_rx, data, len, &done, &type);
+		int k;
+
+		if (used) { /* a FIN-only chunk may come with data == NULL */
+			data += used;
+			len -= used;
+		}
+		if (!done) {
+			if (fin)
+				st->kind = SK_IGNORE;
+			return;
+		}
+		k = kind_of(s, (sid & 2) != 0, type);
+		if (k == -2) {
+			sess_fail(s, MOQ_CODE_PROTOCOL_VIOLATION);
+			return;
+		}
+		if (k < 0) {
+			/* PROTOCOL.md, Streams: an unknown type resets that stream only. */
+			st_refuse(s, st, MOQ_CODE_UNEXPECTED_STREAM);
+			return;
+		}
+		st->kind = (uint8_t)k;
+		if (k == SK_GROUP_IN) {
+			st->gi = calloc(1, sizeof(*st->gi));
+			if (!st->gi) {
+				st_refuse(s, st, MOQ_CODE_BOUNDS);
+				return;
+			}
+			moq_group_rx_init(&st->gi->rx, s->v, true);
+		}
+	}
+	switch (st->kind) {
+	case SK_IGNORE:
+	case SK_PROBE_IN:
+	case SK_RAW:
+		break;
+	case SK_GROUP_IN:
+	case SK_FETCH_OUT:
+		if (!st->gi->refused)
+			gin_data(s, st, data, len);
+		if (fin && !s->closing && !st->gi->refused) {
+			st->rx_fin = 1;
+			if (moq_group_rx_fin(&st->gi->rx) < 0) {
+				sess_fail(s, MOQ_CODE_DECODE);
+				return;
+			}
+			gin_end(s, st->gi, -1);
+		}
+		return;
+	case SK_SETUP_OUT:
+	case SK_GROUP_OUT:
+		break;
+	default:
+		while (len && !s->closing && st->kind != SK_IGNORE) {
+			uint32_t cap = n->cfg.max_msg + 16, take;
+			if (!st->rx) {
+				st->rx = malloc(cap);
+				if (!st->rx) {
+					sess_fail(s, MOQ_CODE_BOUNDS);
+					return;
+				}
+				st->rx_cap = cap;
+			}
+			take = st->rx_cap - st->rx_len;
+			if (take == 0) {
+				sess_fail(s, MOQ_CODE_BOUNDS);
+				return;
+			}
+			if (take > len)
+				take = (uint32_t)len;
+			memcpy(st->rx + st->rx_len, data, take);
+			st->rx_len += take;
+			data += take;
+			len -= take;
+			if (fin && !len)
+				st->rx_fin = 1;
+			st_process(s, st);
+			/* @st may have been refused but is still alive here. */
+		}
+		if (fin && !st->rx_fin && !s->closing) {
+			st->rx_fin = 1;
+			st_process(s, st);
+		}
+		return;
+	}
+	if (fin)
+		st->rx_fin = 1;
+}
+
+static void on_setup(struct moq_session *s, const struct moq_setup *m)
+{
+	struct moq_node *n = s->n;
+
+	s->setup_in = 1;
+	s->peer_origin = m->has_origin ? m->origin : 0;
+	s->peer_role = m->has_role ? m->role : MOQ_ROLE_BOTH;
+	if (s->server && m->has_path && m->path.len) {
+		/* Path roots the session; the query (auth token) is not used. */
+		size_t l = 0;
+		while (l < m->path.len && m->path.p[l] != '?')
+			l++;
+		free(s->root);
+		s->root = path_dup(m->path.p, l, &s->rootlen);
+		if (!s->root) {
+			sess_fail(s, MOQ_CODE_DECODE);
+			return;
+		}
+	}
+	if (n->cfg.relay && s->server && !s->asked_announces &&
+	    s->peer_role != MOQ_ROLE_SUBSCRIBER) {
+		int err;
+		s->asked_announces = 1;
+		ann_request(s, "", 0, &err);
+	}
+	/* Requests that arrived before SETUP can be handled now. */
+	if (s->server) {
+		for (uint32_t i = 0; i < s->streams.cap && !s->closing; i++) {
+			struct mstream *st = s->streams.vals[i];
+			if (st && st->kind != SK_SETUP_IN && (st->rx_len || st->rx_fin))
+				st_process(s, st);
+		}
+	}
+}
+
+/* FETCH: the frames of one cached group, then FIN (PROTOCOL.md, Fetch). */
+static void on_fetch(struct moq_session *s, struct mstream *st, const struct moq_fetch *f)
+{
+	struct moq_node *n = s->n;
+	char *full;
+	size_t flen;
+	int rc;
+	struct moq_cache_track *t;
+	struct moq_cache_group *g;
+
+	rc = path_norm_join(s->root, s->rootlen, f->broadcast.p, f->broadcast.len, &full, &flen);
+	if (rc < 0) {
+		sess_fail(s, MOQ_CODE_DECODE);
+		return;
+	}
+	if (!n->cfg.cache) {
+		free(full);
+		st_refuse(s, st, MOQ_CODE_NOT_FOUND);
+		return;
+	}
+	t = full ? moq_cache_track_lookup(n->cfg.cache, full, flen, f->track.p, f->track.len)
+	         : NULL;
+	free(full);
+	if (!t) {
+		st_refuse(s, st, MOQ_CODE_NOT_FOUND);
+		return;
+	}
+	rc = moq_cache_track_group(t, f->group, &g);
+	moq_cache_track_unref(t);
+	if (rc < 0) {
+		st_refuse(s, st, MOQ_CODE_NOT_FOUND);
+		return;
+	}
+	if (!gout_new(s, st, g, f->priority)) {
+		moq_cache_group_unref(g);
+		st_refuse(s, st, MOQ_CODE_BOUNDS);
+		return;
+	}
+	st->go->fetch = 1;
+}

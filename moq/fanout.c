@@ -1,0 +1,646 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fanout.c: fanout from the cache: group streams per subscriber in send
+ * order, the per-session budget, END / DROP / START on the subscribe stream
+ * (docs/PROTOCOL.md, Subscribe and Priority; docs/DESIGN.md), and
+ * moq_node_poll, which visits the marked sessions and runs the node's timers
+ * (here, so the visit of each session stays one function).
+ */
+#include "moq.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "moq_int.h"
+
+#define RECLAIM_NS   100000000ull  /* cache reclaim from poll every 100 ms */
+#define MIN_BUDGET   (64u * 1024u) /* smallest per-session fanout budget */
+#define FULL_NS      20000000ull   /* safety-net check of every session every 20 ms */
+#define FIN_CHECK_NS 100000000ull  /* FIN'd streams with stale groups: every 100 ms */
+
+/* ---------------------------------------------------------------- fanout */
+
+/* Spare group-stream records, as st_alloc keeps streams (POOL_MAX). */
+static struct gout *gout_alloc(struct moq_session *s)
+{
+	struct gout *go = s->go_pool;
+
+	if (!go)
+		return calloc(1, sizeof(*go));
+	s->go_pool = go->next;
+	s->go_pool_len--;
+	memset(go, 0, sizeof(*go));
+	return go;
+}
+
+void gout_release(struct moq_session *s, struct gout *go)
+{
+	if (s->go_pool_len >= POOL_MAX) {
+		free(go);
+		return;
+	}
+	go->next = s->go_pool;
+	s->go_pool = go;
+	s->go_pool_len++;
+}
+
+/* A stream that writes no more (FIN sent or reset) leaves the live list
+ * (@pp points at its link there) for gdone; returns the next on the live
+ * list. */
+static inline bool gout_is_done(const struct gout *go)
+{
+	return go->reset || go->fin;
+}
+
+static struct gout *gout_retire(struct moq_session *s, struct gout **pp)
+{
+	struct gout *go = *pp;
+
+	*pp = go->next;
+	go->done = 1;
+	go->next = s->gdone;
+	s->gdone = go;
+	return *pp;
+}
+
+void gout_reset(struct moq_session *s, struct gout *go, uint64_t code)
+{
+	struct moq_node *n = s->n;
+
+	if (go->reset || (go->fin && go->acked >= go->written))
+		return;
+	go->reset = 1;
+	/* RFC 9000, 3.1: RESET_STREAM is allowed after FIN until all data is
+	 * acknowledged; the stale tail is then never retransmitted. */
+	if (s->conn && !go->st->reset_sent) {
+		moq_quic_stream_reset(s->conn, go->st->sid, code);
+		go->st->reset_sent = 1;
+	}
+	/* Reset data is never acknowledged: stop billing it. */
+	s->unacked -= go->written - go->acked;
+	go->written = go->acked;
+	switch (code) {
+	case MOQ_CODE_OLD:
+		n->st.resets_old++;
+		break;
+	case MOQ_CODE_EVICTED:
+		n->st.resets_evicted++;
+		break;
+	case MOQ_CODE_LAGGED:
+		n->st.resets_lagged++;
+		break;
+	case MOQ_CODE_DROPPED:
+		n->st.resets_dropped++;
+		break;
+	default:
+		n->st.resets_cancel++;
+		break;
+	}
+}
+
+uint64_t err_code(int err)
+{
+	switch (err) {
+	case MOQ_ERR_OLD:
+		return MOQ_CODE_OLD;
+	case MOQ_ERR_EVICTED:
+		return MOQ_CODE_EVICTED;
+	case MOQ_ERR_LAGGED:
+		return MOQ_CODE_LAGGED;
+	case MOQ_ERR_DROPPED:
+		return MOQ_CODE_DROPPED;
+	default:
+		return MOQ_CODE_CANCEL;
+	}
+}
+
+/* PROTOCOL.md, Priority: subscriber priority, then newest group; < 0 when
+ * @x goes before @y. */
+static int gout_order(const struct gout *x, const struct gout *y)
+{
+	if (x->priority != y->priority)
+		return x->priority > y->priority ? -1 : 1;
+	if (x->seq != y->seq)
+		return x->seq > y->seq ? -1 : 1;
+	return 0;
+}
+
+/* The live list is kept in send order, so fanout walks it without sorting
+ * and stops where the budget ends. A new group is the newest: it goes in
+ * at the head of its priority, usually the list's head. */
+static void gout_link(struct moq_session *s, struct gout *go)
+{
+	struct gout **pp = &s->gouts;
+
+	while (*pp && gout_order(*pp, go) <= 0)
+		pp = &(*pp)->next;
+	go->next = *pp;
+	*pp = go;
+}
+
+/* Priorities changed (SUBSCRIBE_UPDATE): put the live list back in order. */
+void gout_resort(struct moq_session *s)
+{
+	struct gout *go = s->gouts;
+
+	s->gouts = NULL;
+	while (go) {
+		struct gout *nx = go->next;
+		gout_link(s, go);
+		go = nx;
+	}
+}
+
+struct gout *gout_new(struct moq_session *s, struct mstream *st, struct moq_cache_group *g,
+                      uint8_t priority)
+{
+	struct gout *go = gout_alloc(s);
+
+	if (!go)
+		return NULL;
+	go->st = st;
+	go->g = g;
+	go->seq = moq_cache_group_seq(g);
+	go->priority = priority;
+	st->go = go;
+	gout_link(s, go);
+	s->ngouts++;
+	return go;
+}
+
+/* Open one uni stream for group @g of subscription @d. */
+static int gout_open(struct moq_session *s, struct dsub *d, struct moq_cache_group *g)
+{
+	int err;
+	struct mstream *st = st_open(s, 0, SK_GROUP_OUT, &err);
+	struct gout *go;
+	uint8_t *h;
+
+	if (!st)
+		return err;
+	go = gout_new(s, st, g, d->p.priority);
+	if (!go) {
+		st_reset(s, st, MOQ_CODE_CANCEL);
+		return MOQ_ERR_NOMEM;
+	}
+	go->d = d;
+	d->n_gouts++;
+	/* moq-lite, Group: type 0x0, GROUP { subscribe id, sequence }: the only
+	 * per-subscriber bytes of the stream (as st_send would write them). */
+	h = tx_reserve(s, &st->tx, 32);
+	if (h) {
+		int hl = moq_group_hdr_encode(h, 32, d->id, go->seq);
+		struct iovec iov = {h, hl > 0 ? (size_t)hl : 0};
+		tx_unreserve(&st->tx, 32 - iov.iov_len);
+		if (iov.iov_len && moq_quic_stream_write(s->conn, st->sid, &iov, 1, 0) >= 0)
+			st->tx_off += iov.iov_len;
+	}
+	go->written = st->tx_off;
+	s->unacked += st->tx_off;
+	s->n->st.groups_out++;
+	sess_mark(s);
+	return 0;
+}
+
+#define MAX_IOV 128
+
+/* Keep what QUIC holds for this session near its congestion window, so the
+ * ranking (not the order of earlier writes) decides what goes out next:
+ * unacknowledged bytes <= max(2 cwnd, 64 KiB), capped by the configured
+ * session_queue. The cwnd is read (moq_quic_conn_get_info) only once the
+ * floor is reached, at most once per visit. */
+static bool budget_left(struct moq_session *s)
+{
+	struct moq_quic_conn_info ci;
+
+	if (s->unacked < s->budget)
+		return true;
+	if (s->budget_fresh)
+		return false;
+	s->budget_fresh = 1;
+	moq_quic_conn_get_info(s->conn, &ci);
+	s->budget = 2 * ci.cwnd;
+	if (s->budget < MIN_BUDGET)
+		s->budget = MIN_BUDGET;
+	if (s->budget > s->n->cfg.session_queue)
+		s->budget = s->n->cfg.session_queue;
+	return s->unacked < s->budget;
+}
+
+/* Write what is cached and not yet sent of @go, in batches, while the
+ * session's unacknowledged budget allows. Returns bytes queued. */
+static uint64_t gout_pump(struct moq_session *s, struct gout *go)
+{
+	struct moq_node *n = s->n;
+	struct moq_cache_frame fb[32];
+	struct iovec iov[MAX_IOV];
+	unsigned batch = n->cfg.batch;
+	uint64_t total = 0;
+	int stc = 0;
+
+	if (batch > 32)
+		batch = 32;
+	while (!go->fin && !go->reset && budget_left(s)) {
+		int cnt = moq_cache_read_frames(go->g, &go->cur, fb, batch);
+		unsigned ni = 0;
+		uint64_t bytes = 0;
+		long rc;
+		int i, fin = 0;
+
+		if (cnt == 0)
+			break;
+		if (cnt < 0) {
+			if (cnt == MOQ_ERR_CLOSED) {
+				/* moq-lite, Group: FIN at a frame boundary = complete. */
+				if (moq_quic_stream_write(s->conn, go->st->sid, NULL, 0, 1) >= 0) {
+					go->fin = 1;
+					go->st->fin_sent = 1;
+					n->st.groups_fin++;
+				}
+			} else {
+				gout_reset(s, go, err_code(cnt));
+			}
+			break;
+		}
+		for (i = 0; i < cnt; i++) {
+			struct moq_cache_frame *f = &fb[i];
+			if (ni + 2 > MAX_IOV)
+				break; /* cannot happen with batch <= 32 and few pieces */
+			if (f->start == 0) {
+				uint8_t *h = tx_reserve(s, &go->st->tx, 16);
+				int hl;
+				if (!h) {
+					gout_reset(s, go, MOQ_CODE_CANCEL);
+					return total;
+				}
+				hl = moq_frame_hdr_encode(h, 16, s->v, f->timestamp - go->prev_ts,
+				                          f->size);
+				if (hl < 0)
+					hl = 0;
+				tx_unreserve(&go->st->tx, 16 - (size_t)hl);
+				go->prev_ts = f->timestamp;
+				iov[ni].iov_base = h;
+				iov[ni++].iov_len = (size_t)hl;
+				bytes += (size_t)hl;
+			}
+			if (f->len) {
+				if (f->data) {
+					iov[ni].iov_base = (void *)f->data;
+					iov[ni++].iov_len = f->len;
+				} else {
+					int k = moq_cache_group_iov(go->g, f->offset, f->len,
+					                            iov + ni, MAX_IOV - ni);
+					if (k <= 0) {
+						gout_reset(s, go, MOQ_CODE_CANCEL);
+						return total;
+					}
+					ni += (unsigned)k;
+				}
+				bytes += f->len;
+			}
+			if (moq_cache_frame_complete(f))
+				n->st.frames_out++;
+			n->st.bytes_out += f->len;
+		}
+		/* A short batch: the group may be complete and all read, then
+		 * the FIN goes with these bytes. */
+		if ((unsigned)cnt < batch) {
+			uint32_t frames;
+			stc = moq_cache_group_status(go->g, NULL, &frames);
+			fin = stc == MOQ_ERR_CLOSED && go->cur.frame >= frames;
+		}
+		rc = moq_quic_stream_write(s->conn, go->st->sid, iov, ni, fin);
+		if (rc < 0) {
+			gout_reset(s, go, MOQ_CODE_CANCEL);
+			break;
+		}
+		go->written += bytes;
+		go->st->tx_off += bytes;
+		s->unacked += bytes;
+		total += bytes;
+		if (fin) {
+			go->fin = 1;
+			go->st->fin_sent = 1;
+			n->st.groups_fin++;
+		}
+		/* relay-added latency: frames whose last byte QUIC now has */
+		if (!go->fetch)
+			moq_lat_record(n, fb, (unsigned)i);
+		/* A short batch (or a partial frame's view) reached what is
+		 * published: unless the group ended (FIN or reset due now), another
+		 * read would return nothing; new bytes move the track's version. */
+		if (fin || ((unsigned)cnt < batch && stc == 0))
+			break;
+	}
+	return total;
+}
+
+static uint64_t agg_end(const struct dsub *d)
+{
+	return d->p.end;
+}
+
+/* Send END (lite-05) and FIN the subscribe stream: every group in range is
+ * accounted for (PROTOCOL.md, Subscribe). */
+static void dsub_finish(struct moq_session *s, struct dsub *d)
+{
+	if (d->st && !d->st->fin_sent && !d->st->reset_sent) {
+		if (s->v >= MOQ_LITE_05) {
+			struct moq_msg m = {.type = MOQ_MSG_SUBSCRIBE_REPLY};
+			m.u.subscribe_reply.kind = MOQ_SUB_END;
+			m.u.subscribe_reply.group = d->next_seq;
+			st_send(s, d->st, -1, &m, 1);
+		} else {
+			st_write(s, d->st, NULL, 0, 1);
+		}
+	}
+	d->done = 1;
+}
+
+/* DROP { start, end inclusive, code }: lite-05 type 2, lite-03/04 type 1. */
+static void dsub_drop(struct moq_session *s, struct dsub *d, uint64_t start, uint64_t end,
+                      uint64_t code)
+{
+	struct moq_msg m = {.type = MOQ_MSG_SUBSCRIBE_REPLY};
+
+	if (!d->st || d->st->fin_sent || d->st->reset_sent)
+		return;
+	m.u.subscribe_reply.kind = MOQ_SUB_DROP;
+	m.u.subscribe_reply.drop_start = start;
+	m.u.subscribe_reply.drop_end = end;
+	m.u.subscribe_reply.drop_code = code;
+	m.u.subscribe_reply.start = m.u.subscribe_reply.end = MOQ_GROUP_NONE;
+	st_send(s, d->st, -1, &m, 0);
+}
+
+static void dsub_start(struct moq_session *s, struct dsub *d, uint64_t first)
+{
+	struct moq_msg m = {.type = MOQ_MSG_SUBSCRIBE_REPLY};
+	struct moq_subscribe_reply *r = &m.u.subscribe_reply;
+
+	d->started = 1;
+	d->start_seq = d->next_seq = first;
+	r->start = r->end = MOQ_GROUP_NONE;
+	if (s->v >= MOQ_LITE_05) {
+		r->kind = MOQ_SUB_START;
+		r->group = first;
+	} else {
+		r->kind = MOQ_SUB_OK;
+		r->priority = d->p.priority;
+		r->ordered = d->p.ordered;
+		r->max_latency_ms = d->p.max_latency_ms;
+		r->start = first;
+		r->end = d->p.end;
+	}
+	st_send(s, d->st, -1, &m, 0);
+}
+
+/* Open group streams for new groups of @d. */
+static void dsub_advance(struct moq_session *s, struct dsub *d)
+{
+	struct moq_node *n = s->n;
+	uint64_t latest = 0, end = agg_end(d);
+	int rc, lrc;
+	uint64_t ver;
+
+	if (d->done || !d->track)
+		return;
+	ver = moq_cache_track_version(d->track);
+	lrc = moq_cache_track_latest(d->track, &latest);
+	if (lrc == MOQ_ERR_CLOSED) {
+		d->ending = 1;
+	} else if (lrc == 0 && !d->ending) {
+		if (!d->started) {
+			/* A live subscriber starts at the newest group; one asking for
+			 * an older start gets what the cache still has from there. */
+			uint64_t first = latest;
+			if (d->p.start != MOQ_GROUP_NONE && d->p.start > latest)
+				return; /* a future start: wait for it */
+			if (d->p.start != MOQ_GROUP_NONE)
+				first = d->p.start;
+			dsub_start(s, d, first);
+		}
+		while (d->next_seq <= latest && (end == MOQ_GROUP_NONE || d->next_seq <= end) &&
+		       s->ngouts < n->cfg.max_group_streams) {
+			struct moq_cache_group *g;
+			rc = moq_cache_track_group(d->track, d->next_seq, &g);
+			if (rc == 0) {
+				if (gout_open(s, d, g) < 0) {
+					moq_cache_group_unref(g);
+					s->retry = 1;
+					break;
+				}
+				d->next_seq++;
+			} else if (rc == MOQ_ERR_NOTFOUND) {
+				d->next_seq++;
+			} else if (rc == MOQ_ERR_AGAIN) {
+				break;
+			} else {
+				/* Gone before a stream could open: continue at the
+				 * newest group (DESIGN.md, Billing), and account for
+				 * the skipped ones with a DROP (PROTOCOL.md, Subscribe:
+				 * every group in range is finished or dropped). */
+				uint64_t to = d->next_seq < latest ? latest : d->next_seq + 1;
+				dsub_drop(s, d, d->next_seq, to - 1, err_code(rc));
+				n->st.groups_skipped += to - d->next_seq;
+				d->next_seq = to;
+			}
+		}
+	}
+	d->last_version = ver;
+	if (!d->started && !d->ending && !(d->up && d->up->ended))
+		return;
+	if (d->n_gouts == 0) {
+		bool over = d->ending || (end != MOQ_GROUP_NONE && d->next_seq > end);
+		if (d->up && d->up->ended) {
+			uint64_t es = d->up->end_seq;
+			if (es != UINT64_MAX ? d->next_seq >= es
+			                     : (lrc != 0 || d->next_seq > latest))
+				over = true;
+		}
+		if (over)
+			dsub_finish(s, d);
+	}
+}
+
+/* The safety net, every FULL_NS: could @s have work that nothing marked?
+ * A track version it has not seen, a group stream to open that could not be,
+ * a stream waiting at the budget, or a live stream whose group ended or was
+ * removed (FIN / reset due). Cheap: no QUIC call, no cache read. */
+static bool sess_stale(struct moq_session *s)
+{
+	if (s->retry || s->blocked)
+		return true;
+	for (struct dsub *d = s->dsubs; d; d = d->next)
+		if (!d->done && d->track && moq_cache_track_version(d->track) != d->last_version)
+			return true;
+	for (struct gout **pp = &s->gouts, *go = *pp; go; pp = &go->next, go = *pp) {
+		while (go && gout_is_done(go))
+			go = gout_retire(s, pp);
+		if (go && (go->fetch || moq_cache_group_status(go->g, NULL, NULL) != 0))
+			return true;
+		if (!go)
+			break;
+	}
+	return false;
+}
+
+/* Fanout for one session moq_node_poll found marked (sess_mark). */
+static int fanout_session(struct moq_session *s)
+{
+	struct moq_node *n = s->n;
+	struct gout *go, **pp;
+	int written = 0;
+	int fetching = 0;
+	bool all = s->walk_all;
+
+	s->retry = 0;
+	s->walk_all = 0;
+	for (struct dsub *d = s->dsubs; d; d = d->next)
+		dsub_advance(s, d);
+	if (s->closing || !s->ngouts)
+		return 0;
+	/* The budget starts at its floor; budget_left asks QUIC for the cwnd
+	 * only when the floor is reached. */
+	s->budget = n->cfg.session_queue < MIN_BUDGET ? n->cfg.session_queue : MIN_BUDGET;
+	s->budget_fresh = s->budget == n->cfg.session_queue;
+	/* The live list is in send order (gout_link): pump each while the
+	 * budget lasts. Past the budget only two things are due: a group
+	 * that expired, was evicted or pushed out of the window resets its
+	 * stream with the matching code, even when the subscriber is too slow
+	 * to be written to; a stream whose group is complete and all sent
+	 * gets its FIN whatever the budget. A slow subscriber holds dozens of
+	 * streams: past the budget the walk stops, except on the FIN_CHECK_NS
+	 * pass (walk_all). */
+	for (pp = &s->gouts; (go = *pp);) {
+		uint32_t frames = 0;
+		int stc;
+		if (gout_is_done(go)) {
+			gout_retire(s, pp);
+			continue;
+		}
+		stc = moq_cache_group_status(go->g, NULL, &frames);
+		if (group_stale(stc)) {
+			gout_reset(s, go, err_code(stc));
+			gout_retire(s, pp);
+			continue;
+		}
+		fetching |= go->fetch;
+		if (budget_left(s)) {
+			if (gout_pump(s, go))
+				written++;
+		} else if (!all) {
+			break;
+		} else if (stc == MOQ_ERR_CLOSED && go->cur.frame >= frames) {
+			/* complete (its frame count final) and all sent: the FIN */
+			uint64_t q = s->budget;
+			s->budget = UINT64_MAX;
+			gout_pump(s, go);
+			s->budget = q;
+		}
+		if (*pp == go)
+			pp = &go->next;
+	}
+	/* Out of budget with streams left: the next ack wakes us. A fetch
+	 * follows its group without a subscription's version: keep polling. */
+	if (!budget_left(s))
+		s->blocked = 1;
+	if (fetching)
+		sess_mark(s);
+	return written;
+}
+
+/* ------------------------------------------------------------- node poll */
+
+int moq_node_poll(struct moq_node *n, uint64_t now)
+{
+	int written = 0;
+	struct bcast *bc, *nx;
+	struct moq_session *s;
+
+	n->now = now;
+	hub_drain(n);
+	ups_settle(n);
+	/* DESIGN.md, Threads: poll each relayed track's published counter
+	 * once; a change marks its subscribers' sessions. */
+	for (struct upstream *up = n->ups; up; up = up->next) {
+		uint64_t v = moq_cache_track_version(up->ct);
+		if (v != up->last_version) {
+			up->last_version = v;
+			up_touch(up);
+		}
+	}
+	/* Local broadcasts' tracks are watched per session that reads them. */
+	for (s = n->watch; s; s = s->wnext) {
+		if (s->queued || !s->ready || s->closing || !s->conn)
+			continue;
+		for (struct dsub *d = s->dsubs; d; d = d->next)
+			if (!d->up && !d->done && d->track &&
+			    moq_cache_track_version(d->track) != d->last_version) {
+				sess_mark(s);
+				break;
+			}
+	}
+	/* Lingering broadcasts whose publisher did not come back end now. */
+	for (bc = n->bcasts; bc; bc = nx) {
+		nx = bc->next;
+		if (bc->linger_until && now >= bc->linger_until)
+			bcast_end(n, bc);
+	}
+	/* Every FULL_NS, a session with work nothing marked is marked. */
+	if (now - n->last_full >= FULL_NS) {
+		n->last_full = now;
+		for (s = n->sessions; s; s = s->next)
+			if (!s->queued && s->ready && !s->closing && s->conn && sess_stale(s))
+				sess_mark(s);
+	}
+	/* A FIN'd stream still unacknowledged whose group expired, was evicted
+	 * or fell out of the window is reset, so its stale tail is not
+	 * retransmitted (RFC 9000, 3.1). Not on every visit: a slow subscriber
+	 * holds dozens of these per session. */
+	if (now - n->last_fin_check >= FIN_CHECK_NS) {
+		n->last_fin_check = now;
+		for (s = n->sessions; s; s = s->next) {
+			if (s->closing || !s->conn)
+				continue;
+			if (s->gouts && s->blocked) {
+				s->walk_all = 1;
+				sess_mark(s);
+			}
+			for (struct gout *go = s->gdone; go; go = go->next) {
+				int stc;
+				if (go->reset || go->acked >= go->written)
+					continue;
+				stc = moq_cache_group_status(go->g, NULL, NULL);
+				if (group_stale(stc)) {
+					gout_reset(s, go, err_code(stc));
+					sess_mark(s);
+				}
+			}
+		}
+	}
+	/* Visit the marked sessions only; marks made meanwhile (a session
+	 * that opened a group stream, ...) are for the next poll. */
+	n->work = n->pending;
+	n->pending = NULL;
+	while ((s = n->work)) {
+		n->work = s->pnext;
+		s->queued = 0;
+		if (s->ready && !s->closing && s->conn) {
+			s->depth++;
+			written += fanout_session(s);
+			s->depth--;
+		}
+		sess_flush(s);
+	}
+	if (n->cfg.cache) {
+		moq_cache_quiescent(n->cfg.cache, n->cfg.cache_reader);
+		/* Retired index entries are freed after a grace period; group
+		 * opens do it too, but an idle relay must as well. */
+		if (now - n->last_reclaim >= RECLAIM_NS) {
+			moq_cache_reclaim(n->cfg.cache);
+			n->last_reclaim = now;
+		}
+	}
+	return written;
+}

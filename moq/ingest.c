@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ingest.c: group streams from a publisher into the cache (the relay) or
+ * to the application's callbacks (docs/PROTOCOL.md, Group).
+ */
+#include "moq.h"
+
+#include "moq_int.h"
+
+/* ---------------------------------------------------------------- ingest */
+
+struct usub *usub_find(struct moq_session *s, uint64_t id)
+{
+	for (struct usub *us = s->usubs; us; us = us->next)
+		if (us->id == id)
+			return us;
+	return NULL;
+}
+
+/*
+ * The first group of a (re)opened upstream subscription is not above what
+ * the cache holds: the publisher restarted its numbering (a reload that
+ * reconnected within the linger). The old groups cannot continue it: the
+ * subscribers' in-flight groups are cancelled and their subscriptions end
+ * (END, then FIN: they subscribe again), and the track starts over empty.
+ * Returns 0 when @up has a fresh cache track.
+ */
+static int up_restart(struct upstream *up)
+{
+	struct moq_node *n = up->n;
+	struct moq_cache_track *nt = NULL;
+
+	for (struct dsub *d = up->dsubs; d; d = d->unext) {
+		for (struct gout *go = d->s->gouts; go; go = go->next)
+			if (go->d == d)
+				gout_reset(d->s, go, MOQ_CODE_CANCEL);
+		for (struct gout *go = d->s->gdone; go; go = go->next)
+			if (go->d == d)
+				gout_reset(d->s, go, MOQ_CODE_CANCEL);
+		d->ending = 1;
+		sess_mark(d->s);
+	}
+	moq_cache_track_drop(up->ct);
+	if (moq_cache_track_create(n->cfg.cache, up->path, up->plen, up->track, up->tlen,
+	                           &n->cfg.track, &nt) < 0)
+		return MOQ_ERR_NOMEM;
+	moq_cache_track_unref(up->ct);
+	up->ct = nt;
+	up->last_version = 0;
+	return 0;
+}
+
+void gin_end(struct moq_session *s, struct gin *gi, int64_t code)
+{
+	struct moq_node *n = s->n;
+
+	if (gi->g) {
+		if (code < 0)
+			moq_cache_group_finish(gi->g);
+		else
+			moq_cache_group_abort(gi->g);
+		moq_cache_group_unref(gi->g);
+		gi->g = NULL;
+	} else if (gi->have_hdr && !gi->refused && (gi->fetch || (gi->us && !gi->us->up)) &&
+	           n->cfg.cb && n->cfg.cb->group_end) {
+		n->cfg.cb->group_end(s, n->cfg.user, gi->sub_id, gi->seq, code);
+	}
+	gi->refused = 1;
+}
+
+static void gin_refuse(struct moq_session *s, struct mstream *st, uint64_t code)
+{
+	struct gin *gi = st->gi;
+
+	if (gi->g) {
+		moq_cache_group_abort(gi->g);
+		moq_cache_group_unref(gi->g);
+		gi->g = NULL;
+	}
+	gi->refused = 1;
+	if (!st->rx_fin && s->conn)
+		moq_quic_stream_stop_sending(s->conn, st->sid, code);
+}
+
+void gin_data(struct moq_session *s, struct mstream *st, const uint8_t *p, size_t len)
+{
+	struct moq_node *n = s->n;
+	struct gin *gi = st->gi;
+	const struct moq_node_callbacks *cb = n->cfg.cb;
+
+	while (len && !gi->refused) {
+		struct moq_group_ev ev;
+		int rc = moq_group_rx_next(&gi->rx, p, len, &ev);
+
+		if (rc < 0) {
+			sess_fail(s, rc == MOQ_ERR_TOO_LARGE ? MOQ_CODE_FRAME_TOO_LARGE
+			                                     : MOQ_CODE_DECODE);
+			return;
+		}
+		p += rc;
+		len -= (size_t)rc;
+		switch (ev.type) {
+		case MOQ_GEV_HEADER:
+			gi->have_hdr = 1;
+			gi->sub_id = ev.group.subscribe_id;
+			gi->seq = ev.group.sequence;
+			gi->us = usub_find(s, gi->sub_id);
+			if (!gi->us || gi->us->closed) {
+				/* Late group of an ended subscription. */
+				gin_refuse(s, st, MOQ_CODE_CANCEL);
+				return;
+			}
+			n->st.groups_in++;
+			if (gi->us->up) {
+				int orc = moq_cache_group_open(gi->us->up->ct, gi->seq, n->now,
+				                               &gi->g);
+				if (orc == MOQ_ERR_ORDER && !gi->us->got_group &&
+				    up_restart(gi->us->up) == 0)
+					orc = moq_cache_group_open(gi->us->up->ct, gi->seq, n->now,
+					                           &gi->g);
+				if (orc == 0)
+					gi->us->got_group = 1;
+				if (orc < 0) {
+					gi->g = NULL;
+					gin_refuse(s, st,
+					           orc == MOQ_ERR_ORDER ? MOQ_CODE_OLD
+					                                : MOQ_CODE_CANCEL);
+					return;
+				}
+			} else if (cb && cb->group_begin) {
+				cb->group_begin(s, n->cfg.user, gi->sub_id, gi->seq);
+			}
+			break;
+		case MOQ_GEV_FRAME:
+			n->st.frames_in++;
+			if (gi->g) {
+				int64_t r =
+				        moq_cache_frame_begin(gi->g, ev.timestamp, ev.frame_size);
+				if (r < 0) {
+					gin_refuse(s, st, err_code((int)r));
+					return;
+				}
+			} else if (cb && cb->frame) {
+				cb->frame(s, n->cfg.user, gi->sub_id, gi->seq, ev.timestamp,
+				          ev.frame_size);
+			}
+			break;
+		case MOQ_GEV_DATA:
+			n->st.bytes_in += ev.data_len;
+			if (gi->g) {
+				/* The one copy in: receive buffer -> cache. */
+				int64_t r = moq_cache_frame_append(gi->g, ev.data, ev.data_len);
+				if (r < 0) {
+					gin_refuse(s, st, err_code((int)r));
+					return;
+				}
+			} else if (cb && cb->frame_data) {
+				cb->frame_data(s, n->cfg.user, gi->sub_id, gi->seq, ev.data,
+				               ev.data_len);
+			}
+			break;
+		default:
+			break;
+		}
+	}
+}

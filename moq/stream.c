@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * stream.c: the session's streams: the stream-id map, pooled tx buffers
+ * (kept until acknowledged), and opening, writing, resetting and refusing
+ * a stream (docs/PROTOCOL.md, Streams).
+ */
+#include "moq.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "moq_int.h"
+
+/* --------------------------------------------------------- stream map */
+
+static uint32_t smap_slot(const struct smap *m, int64_t k)
+{
+	return (uint32_t)(((uint64_t)k * 0x9E3779B97F4A7C15ull) >> 32) & (m->cap - 1);
+}
+
+struct mstream *smap_get(const struct smap *m, int64_t k)
+{
+	if (!m->cap)
+		return NULL;
+	for (uint32_t i = smap_slot(m, k);; i = (i + 1) & (m->cap - 1)) {
+		if (!m->vals[i])
+			return NULL;
+		if (m->keys[i] == k)
+			return m->vals[i];
+	}
+}
+
+static int smap_put(struct smap *m, int64_t k, struct mstream *v);
+
+static int smap_grow(struct smap *m)
+{
+	struct smap nm;
+	uint32_t cap = m->cap ? m->cap * 2 : 64;
+
+	nm.cap = cap;
+	nm.used = 0;
+	nm.keys = calloc(cap, sizeof(*nm.keys));
+	nm.vals = calloc(cap, sizeof(*nm.vals));
+	if (!nm.keys || !nm.vals) {
+		free(nm.keys);
+		free(nm.vals);
+		return MOQ_ERR_NOMEM;
+	}
+	for (uint32_t i = 0; i < m->cap; i++)
+		if (m->vals[i])
+			smap_put(&nm, m->keys[i], m->vals[i]);
+	free(m->keys);
+	free(m->vals);
+	*m = nm;
+	return 0;
+}
+
+static int smap_put(struct smap *m, int64_t k, struct mstream *v)
+{
+	uint32_t i;
+
+	if ((m->used + 1) * 2 > m->cap && smap_grow(m) < 0)
+		return MOQ_ERR_NOMEM;
+	for (i = smap_slot(m, k); m->vals[i]; i = (i + 1) & (m->cap - 1))
+		;
+	m->keys[i] = k;
+	m->vals[i] = v;
+	m->used++;
+	return 0;
+}
+
+void smap_del(struct smap *m, int64_t k)
+{
+	uint32_t i, j;
+
+	if (!m->cap)
+		return;
+	for (i = smap_slot(m, k);; i = (i + 1) & (m->cap - 1)) {
+		if (!m->vals[i])
+			return;
+		if (m->keys[i] == k)
+			break;
+	}
+	m->vals[i] = NULL;
+	m->used--;
+	/* Backward-shift deletion keeps probe chains intact. */
+	for (j = (i + 1) & (m->cap - 1); m->vals[j]; j = (j + 1) & (m->cap - 1)) {
+		uint32_t h = smap_slot(m, m->keys[j]);
+		bool move = (j > i) ? (h <= i || h > j) : (h <= i && h > j);
+		if (move) {
+			m->keys[i] = m->keys[j];
+			m->vals[i] = m->vals[j];
+			m->vals[j] = NULL;
+			i = j;
+		}
+	}
+}
+
+/* ----------------------------------------------------------- tx buffers */
+
+static void chunk_put(struct moq_session *s, struct txchunk *c)
+{
+	if (c->cap == TXCHUNK_DATA && s->pool_len < POOL_MAX) {
+		c->next = s->pool;
+		s->pool = c;
+		s->pool_len++;
+	} else {
+		free(c);
+	}
+}
+
+void tx_free(struct moq_session *s, struct txbuf *tb)
+{
+	struct txchunk *c = tb->head, *nx;
+
+	for (; c; c = nx) {
+		nx = c->next;
+		chunk_put(s, c);
+	}
+	tb->head = tb->tail = NULL;
+	tb->head_off = 0;
+}
+
+/* A control stream's bytes all come from its txbuf, so stream offsets are
+ * txbuf offsets: chunks the peer acknowledged are released (a long-lived
+ * announce stream does not grow with every ANNOUNCE it ever sent). */
+void tx_release_acked(struct moq_session *s, struct txbuf *tb, uint64_t acked)
+{
+	while (tb->head && tb->head != tb->tail && tb->head_off + tb->head->len <= acked) {
+		struct txchunk *c = tb->head;
+		tb->head = c->next;
+		tb->head_off += c->len;
+		chunk_put(s, c);
+	}
+}
+
+/* -------------------------------------------------------------- streams */
+
+/* Spare stream and group-stream records, so a group per subscriber costs
+ * no allocation in the steady state (POOL_MAX of each per session). */
+static struct mstream *st_alloc(struct moq_session *s)
+{
+	struct mstream *st = s->st_pool;
+
+	if (!st)
+		return calloc(1, sizeof(*st));
+	s->st_pool = st->pool_next;
+	s->st_pool_len--;
+	memset(st, 0, sizeof(*st));
+	return st;
+}
+
+void st_release(struct moq_session *s, struct mstream *st)
+{
+	if (s->st_pool_len >= POOL_MAX) {
+		free(st);
+		return;
+	}
+	st->pool_next = s->st_pool;
+	s->st_pool = st;
+	s->st_pool_len++;
+}
+
+/* inline: st_open's copy is on the fanout path (a stream per group); the
+ * prototype in moq_int.h makes this the external definition control.c calls. */
+inline struct mstream *st_new(struct moq_session *s, int64_t sid, uint8_t kind, int local)
+{
+	struct mstream *st = st_alloc(s);
+
+	if (!st)
+		return NULL;
+	st->sid = sid;
+	st->kind = kind;
+	st->local = (uint8_t)local;
+	if (smap_put(&s->streams, sid, st) < 0) {
+		st_release(s, st);
+		return NULL;
+	}
+	return st;
+}
+
+struct mstream *st_open(struct moq_session *s, int bidi, uint8_t kind, int *err)
+{
+	int64_t sid;
+	int rc;
+	struct mstream *st;
+
+	if (!s->conn || s->closing) {
+		*err = MOQ_ERR_STATE;
+		return NULL;
+	}
+	rc = moq_quic_stream_open(s->conn, bidi, &sid);
+	if (rc < 0) {
+		*err = rc;
+		return NULL;
+	}
+	st = st_new(s, sid, kind, 1);
+	if (!st) {
+		moq_quic_stream_reset(s->conn, sid, MOQ_CODE_CANCEL);
+		*err = MOQ_ERR_NOMEM;
+	}
+	return st;
+}
+
+/* Write @len bytes (copied into the stream's tx buffer) and/or FIN. */
+int st_write(struct moq_session *s, struct mstream *st, const void *data, size_t len, int fin)
+{
+	struct iovec iov = {NULL, 0};
+	long rc;
+
+	if (!s->conn || st->fin_sent || st->reset_sent)
+		return MOQ_ERR_CLOSED;
+	if (len) {
+		uint8_t *p = tx_reserve(s, &st->tx, len);
+		if (!p)
+			return MOQ_ERR_NOMEM;
+		memcpy(p, data, len);
+		iov.iov_base = p;
+		iov.iov_len = len;
+	}
+	rc = moq_quic_stream_write(s->conn, st->sid, &iov, len ? 1 : 0, fin);
+	if (rc < 0)
+		return (int)rc;
+	st->tx_off += len;
+	if (fin)
+		st->fin_sent = 1;
+	return 0;
+}
+
+/* Encode @m (prefixed with the stream type when @stype >= 0) and write it. */
+int st_send(struct moq_session *s, struct mstream *st, int64_t stype, const struct moq_msg *m,
+            int fin)
+{
+	uint8_t buf[8 + 4200];
+	size_t off = 0;
+	int rc;
+
+	if (stype >= 0) {
+		rc = moq_varint_put(buf, sizeof(buf), (uint64_t)stype);
+		if (rc < 0)
+			return rc;
+		off = (size_t)rc;
+	}
+	if (m) {
+		rc = moq_msg_encode(buf + off, sizeof(buf) - off, s->v, m);
+		if (rc < 0)
+			return rc;
+		off += (size_t)rc;
+	}
+	return st_write(s, st, buf, off, fin);
+}
+
+void st_reset(struct moq_session *s, struct mstream *st, uint64_t code)
+{
+	if (!s->conn)
+		return;
+	if (!st->fin_sent && !st->reset_sent && (st->local || !(st->sid & 2))) {
+		moq_quic_stream_reset(s->conn, st->sid, code);
+		st->reset_sent = 1;
+	}
+}
+
+/* Refuse a peer stream: stop its sending side and reset ours. */
+void st_refuse(struct moq_session *s, struct mstream *st, uint64_t code)
+{
+	if (!s->conn)
+		return;
+	if (!st->rx_fin)
+		moq_quic_stream_stop_sending(s->conn, st->sid, code);
+	st_reset(s, st, code);
+	st->kind = SK_IGNORE;
+}

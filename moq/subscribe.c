@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * subscribe.c: SUBSCRIBE from the peer: bounds, routing to a local broadcast or
+ * an upstream, SUBSCRIBE_UPDATE, unsubscribe (docs/PROTOCOL.md, Subscribe).
+ */
+#include "moq.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "moq_int.h"
+
+/* ------------------------------------------------------ subscriptions */
+
+static struct dsub *dsub_find(struct moq_session *s, uint64_t id)
+{
+	for (struct dsub *d = s->dsubs; d; d = d->next)
+		if (d->id == id)
+			return d;
+	return NULL;
+}
+
+/* Leave the upstream (the last subscriber closes it). */
+static void dsub_detach(struct dsub *d)
+{
+	struct upstream *up = d->up;
+
+	if (!up)
+		return;
+	for (struct dsub **pp = &up->dsubs; *pp; pp = &(*pp)->unext)
+		if (*pp == d) {
+			*pp = d->unext;
+			break;
+		}
+	up->ndsubs--;
+	d->up = NULL;
+	up_changed(up);
+}
+
+/* The subscriber unsubscribed (or reset the stream): cancel in-flight
+ * groups, leave the upstream, FIN our side. */
+void dsub_cancel(struct moq_session *s, struct dsub *d)
+{
+	sess_mark(s);
+	for (struct gout *go = s->gouts; go; go = go->next)
+		if (go->d == d && !go->fin && !go->reset)
+			gout_reset(s, go, MOQ_CODE_CANCEL);
+	dsub_detach(d);
+	d->done = 1;
+	if (d->counted) {
+		d->counted = 0;
+		bound_put(s->n, 0);
+	}
+	if (d->st && !d->st->fin_sent && !d->st->reset_sent)
+		st_write(s, d->st, NULL, 0, 1);
+}
+
+void dsub_free(struct moq_session *s, struct dsub *d)
+{
+	dsub_detach(d);
+	for (struct gout *go = s->gouts; go; go = go->next)
+		if (go->d == d)
+			go->d = NULL;
+	for (struct gout *go = s->gdone; go; go = go->next)
+		if (go->d == d)
+			go->d = NULL;
+	for (struct dsub **pp = &s->dsubs; *pp; pp = &(*pp)->next)
+		if (*pp == d) {
+			*pp = d->next;
+			break;
+		}
+	s->ndsubs--;
+	if (d->counted)
+		bound_put(s->n, 0);
+	if (d->track)
+		moq_cache_track_unref(d->track);
+	if (d->st)
+		d->st->d = NULL;
+	free(d->path);
+	free(d);
+}
+
+/* SUBSCRIBE from the peer (PROTOCOL.md, Subscribe). A request beyond a
+ * configured bound (per session, cfg.max_subscribers, cfg.max_tracks) is
+ * refused with reset 11 bounds (PROTOCOL.md, Error codes). */
+void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_subscribe *m)
+{
+	struct moq_node *n = s->n;
+	char *full = NULL;
+	size_t flen;
+	int rc, limited = 0;
+	uint64_t code;
+	struct bcast *bc;
+	struct dsub *d = NULL;
+
+	if (dsub_find(s, m->id)) {
+		sess_fail(s, MOQ_CODE_DUPLICATE); /* ids are unique per session */
+		return;
+	}
+	if (s->ndsubs >= n->cfg.max_subscriptions) {
+		n->st.refused_bounds++;
+		st_refuse(s, st, MOQ_CODE_BOUNDS);
+		return;
+	}
+	rc = path_norm_join(s->root, s->rootlen, m->broadcast.p, m->broadcast.len, &full, &flen);
+	if (rc < 0) {
+		sess_fail(s, MOQ_CODE_DECODE);
+		return;
+	}
+	if (!bound_take(n, 0)) {
+		free(full);
+		n->st.subs_refused_limit++;
+		n->st.refused_bounds++;
+		st_refuse(s, st, MOQ_CODE_BOUNDS);
+		return;
+	}
+	code = MOQ_CODE_BOUNDS;
+	if (!full)
+		goto fail_refuse;
+	bc = n->cfg.cache ? bcast_find(n, full, flen) : NULL;
+	code = MOQ_CODE_NOT_FOUND;
+	if (!bc || bc->pub == s)
+		goto fail_refuse;
+	code = MOQ_CODE_BOUNDS;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		goto fail_refuse;
+	d->s = s;
+	d->st = st;
+	d->id = m->id;
+	d->p = (struct moq_sub_params){m->priority, m->ordered, m->max_latency_ms, m->start,
+	                               m->end};
+	d->end_code = -1;
+	d->counted = 1;
+	if (bc->local) {
+		d->track =
+		        moq_cache_track_lookup(n->cfg.cache, full, flen, m->track.p, m->track.len);
+		code = MOQ_CODE_NOT_FOUND;
+		if (!d->track)
+			goto fail_refuse;
+	} else {
+		struct upstream *up = up_get(n, full, flen, m->track.p, m->track.len, &limited);
+		code = limited ? MOQ_CODE_BOUNDS : MOQ_CODE_UNROUTABLE;
+		if (!up)
+			goto fail_refuse;
+		d->up = up;
+		d->unext = up->dsubs;
+		up->dsubs = d;
+		up->ndsubs++;
+		moq_cache_track_ref(up->ct);
+		d->track = up->ct;
+	}
+	d->path = full;
+	d->plen = flen;
+	st->d = d;
+	if (!d->up && !s->watched) {
+		/* a local broadcast's track: moq_node_poll watches it */
+		s->watched = 1;
+		s->wnext = n->watch;
+		n->watch = s;
+	}
+	sess_mark(s);
+	d->next = s->dsubs;
+	s->dsubs = d;
+	s->ndsubs++;
+	if (d->up)
+		up_added(d->up, d);
+	return;
+fail_refuse:
+	free(d);
+	free(full);
+	bound_put(n, 0);
+	st_refuse(s, st, code);
+}
+
+void on_subscribe_update(struct moq_session *s, struct mstream *st,
+                         const struct moq_subscribe_update *m)
+{
+	struct dsub *d = st->d;
+
+	sess_mark(s);
+	(void)s;
+	if (!d)
+		return;
+	d->p.priority = m->priority;
+	d->p.ordered = m->ordered;
+	d->p.max_latency_ms = m->max_latency_ms;
+	d->p.end = m->end;
+	for (struct gout *go = s->gouts; go; go = go->next)
+		if (go->d == d)
+			go->priority = m->priority;
+	gout_resort(s);
+	if (d->up)
+		up_changed(d->up);
+}

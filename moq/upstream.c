@@ -1,0 +1,329 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * upstream.c: the relay's one upstream subscription per track: the
+ * aggregate of its subscribers' parameters, opening, updating and closing
+ * the SUBSCRIBE we send (docs/PROTOCOL.md, Subscribe and Priority).
+ */
+#include "moq.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "moq_int.h"
+
+/* --------------------------------------------------------- upstreams */
+
+/* PROTOCOL.md, Priority: priority max, ordered only if all ask,
+ * max_latency max, start min, end max (any unbounded: unbounded). Grows
+ * aggregate @a by one subscriber's parameters @p. */
+static void agg_add(struct moq_subscribe_update *a, const struct moq_sub_params *p)
+{
+	if (p->priority > a->priority)
+		a->priority = p->priority;
+	a->ordered = a->ordered && p->ordered;
+	if (p->max_latency_ms > a->max_latency_ms)
+		a->max_latency_ms = p->max_latency_ms;
+	if (a->start != MOQ_GROUP_NONE && (p->start == MOQ_GROUP_NONE || p->start < a->start))
+		a->start = p->start;
+	if (a->end != MOQ_GROUP_NONE && (p->end == MOQ_GROUP_NONE || p->end > a->end))
+		a->end = p->end;
+}
+
+static void up_agg(struct upstream *up, struct moq_subscribe_update *a)
+{
+	bool first = true;
+
+	memset(a, 0, sizeof(*a));
+	a->start = a->end = MOQ_GROUP_NONE;
+	for (struct dsub *d = up->dsubs; d; d = d->unext) {
+		if (first) {
+			*a = (struct moq_subscribe_update){d->p.priority, d->p.ordered,
+			                                   d->p.max_latency_ms, d->p.start,
+			                                   d->p.end};
+			first = false;
+			continue;
+		}
+		agg_add(a, &d->p);
+	}
+	/* A live subscriber (no start) needs the live edge: the upstream
+	 * subscription starts there too. */
+	for (struct dsub *d = up->dsubs; d; d = d->unext)
+		if (d->p.start == MOQ_GROUP_NONE)
+			a->start = MOQ_GROUP_NONE;
+}
+
+/* Strip the session's root from a full path for the wire. */
+struct moq_str wire_path(const struct moq_session *s, const char *p, size_t len)
+{
+	size_t off = 0;
+
+	if (s->rootlen && moq_path_has_prefix(s->root, s->rootlen, p, len, &off))
+		return (struct moq_str){p + off, len - off};
+	return (struct moq_str){p, len};
+}
+
+struct usub *usub_open(struct moq_session *s, const char *b, size_t bl, const char *t, size_t tl,
+                       const struct moq_subscribe_update *p, int *err)
+{
+	struct usub *us;
+	struct mstream *st;
+	struct moq_msg m = {.type = MOQ_MSG_SUBSCRIBE};
+
+	if (s->nusubs >= s->n->cfg.max_subscriptions) {
+		*err = MOQ_ERR_LIMIT;
+		return NULL;
+	}
+	us = calloc(1, sizeof(*us));
+	if (!us || !(us->bcast = memdup0(b, bl)) || !(us->track = memdup0(t, tl))) {
+		if (us)
+			free(us->bcast);
+		free(us);
+		*err = MOQ_ERR_NOMEM;
+		return NULL;
+	}
+	us->blen = bl;
+	us->tlen = tl;
+	st = st_open(s, 1, SK_SUB_OUT, err);
+	if (!st) {
+		free(us->bcast);
+		free(us->track);
+		free(us);
+		return NULL;
+	}
+	us->s = s;
+	us->st = st;
+	us->id = s->next_sub_id++;
+	st->us = us;
+	m.u.subscribe =
+	        (struct moq_subscribe){us->id,     wire_path(s, b, bl), {t, tl},  p->priority,
+	                               p->ordered, p->max_latency_ms,   p->start, p->end};
+	*err = st_send(s, st, MOQ_STREAM_SUBSCRIBE, &m, 0);
+	us->next = s->usubs;
+	s->usubs = us;
+	s->nusubs++;
+	return us;
+}
+
+/* Unsubscribe: FIN our side (PROTOCOL.md, Subscribe: FIN = unsubscribe). */
+void usub_close(struct usub *us)
+{
+	if (us->closed)
+		return;
+	us->closed = 1;
+	if (us->st && us->s->conn)
+		st_write(us->s, us->st, NULL, 0, 1);
+}
+
+void up_open(struct upstream *up, struct moq_session *pub)
+{
+	int err;
+
+	up->us = usub_open(pub, up->path, up->plen, up->track, up->tlen, &up->agg, &err);
+	if (up->us) {
+		up->us->up = up;
+		up->n->st.upstream_subs++;
+	}
+}
+
+/* Re-aggregate after a change of subscribers; update or open upstream. */
+/* Apply aggregate @a to @up: open the upstream subscription, or update it
+ * when the aggregate changed. */
+static void up_apply(struct upstream *up, const struct moq_subscribe_update *a)
+{
+	struct moq_node *n = up->n;
+
+	up->agg_set = 1;
+	if (!up->us) {
+		struct bcast *bc = bcast_find(n, up->path, up->plen);
+		up->agg = *a;
+		if (bc && bc->pub && !bc->pub->closing) {
+			up_open(up, bc->pub);
+		} else if (bc && bc->owner && !up->remote_owner) {
+			/* Another worker owns the publisher: it subscribes, we read
+			 * the shared cache. */
+			up->remote_owner = bc->owner;
+			hub_send(n, bc->owner, HUB_SUB, up->path, up->plen, up->track, up->tlen);
+		}
+		return;
+	}
+	if (memcmp(a, &up->agg, sizeof(*a)) != 0) {
+		struct moq_msg m = {.type = MOQ_MSG_SUBSCRIBE_UPDATE};
+		up->agg = *a;
+		m.u.subscribe_update = *a;
+		if (!up->us->closed)
+			st_send(up->us->s, up->us->st, -1, &m, 0);
+	}
+}
+
+/* Recompute @up's aggregate over all its subscribers (or free it when none
+ * is left). */
+static void up_recompute(struct upstream *up)
+{
+	struct moq_subscribe_update a;
+
+	if (!up->dsubs && !up->nremote) {
+		up_free(up);
+		return;
+	}
+	up_agg(up, &a);
+	up_apply(up, &a);
+}
+
+/* A subscriber of @up left, changed its parameters, or a worker's interest
+ * changed: the aggregate of a running upstream subscription is recomputed
+ * at the next poll, once however many changed (a walk over every subscriber
+ * per change is quadratic in a ramp or a mass disconnect). */
+void up_changed(struct upstream *up)
+{
+	struct moq_node *n = up->n;
+
+	/* Opening (no upstream subscription yet) and closing (no subscriber
+	 * left) happen now; only an update of a running one waits. */
+	if (!up->us || (!up->dsubs && !up->nremote)) {
+		up_recompute(up);
+		return;
+	}
+	if (up->dirty)
+		return;
+	up->dirty = 1;
+	up->dnext = n->dirty_ups;
+	n->dirty_ups = up;
+}
+
+/* Subscriber @d joined @up: the aggregate grows by its parameters alone
+ * (PROTOCOL.md, Priority; the rules of up_agg). */
+void up_added(struct upstream *up, const struct dsub *d)
+{
+	struct moq_subscribe_update a = up->agg;
+
+	if (up->dirty || !up->agg_set || !up->us || up->ndsubs <= 1 || up->nremote) {
+		up_changed(up);
+		return;
+	}
+	agg_add(&a, &d->p);
+	up_apply(up, &a);
+}
+
+void ups_settle(struct moq_node *n)
+{
+	struct upstream *up;
+
+	while ((up = n->dirty_ups)) {
+		n->dirty_ups = up->dnext;
+		up->dirty = 0;
+		up->dnext = NULL;
+		up_recompute(up);
+	}
+}
+
+void up_free(struct upstream *up)
+{
+	struct moq_node *n = up->n;
+	if (up->us) {
+		usub_close(up->us);
+		up->us->up = NULL;
+		up->us = NULL;
+		n->st.upstream_subs--;
+	}
+	if (up->remote_owner)
+		hub_send(n, up->remote_owner, HUB_UNSUB, up->path, up->plen, up->track, up->tlen);
+	if (up->counted)
+		bound_put(n, 1);
+	if (up->dirty)
+		for (struct upstream **pp = &n->dirty_ups; *pp; pp = &(*pp)->dnext)
+			if (*pp == up) {
+				*pp = up->dnext;
+				break;
+			}
+	for (struct upstream **pp = &n->ups; *pp; pp = &(*pp)->next)
+		if (*pp == up) {
+			*pp = up->next;
+			break;
+		}
+	if (up->ct) {
+		uint64_t latest;
+		/* A track that never got a group (a SUBSCRIBE to a name the
+		 * publisher does not have) is not kept: clients cannot grow the
+		 * cache's table with made-up names. With a hub another worker may
+		 * still read it, so it stays. */
+		if (!n->hub && moq_cache_track_latest(up->ct, &latest) == MOQ_ERR_AGAIN)
+			moq_cache_track_drop(up->ct);
+		moq_cache_track_unref(up->ct);
+	}
+	free(up->path);
+	free(up->track);
+	free(up);
+}
+
+/* The upstream of track @t of @p, created when missing. @limited (NULL: a
+ * hub request, which the asking node counted) is set when cfg.max_tracks
+ * refuses a new one. */
+struct upstream *up_get(struct moq_node *n, const char *p, size_t pl, const char *t, size_t tl,
+                        int *limited)
+{
+	struct upstream *up;
+
+	for (up = n->ups; up; up = up->next)
+		if (up->plen == pl && up->tlen == tl && memcmp(up->path, p, pl) == 0 &&
+		    memcmp(up->track, t, tl) == 0) {
+			uint64_t x;
+			/* Another worker restarted the track: use the new one. */
+			if (moq_cache_track_latest(up->ct, &x) == MOQ_ERR_CLOSED) {
+				struct moq_cache_track *nt =
+				        moq_cache_track_lookup(n->cfg.cache, p, pl, t, tl);
+				if (nt) {
+					moq_cache_track_unref(up->ct);
+					up->ct = nt;
+				}
+			}
+			return up;
+		}
+	if (limited && !bound_take(n, 1)) {
+		*limited = 1;
+		n->st.tracks_refused_limit++;
+		n->st.refused_bounds++;
+		return NULL;
+	}
+	up = calloc(1, sizeof(*up));
+	if (!up) {
+		if (limited)
+			bound_put(n, 1);
+		return NULL;
+	}
+	up->counted = limited != NULL;
+	up->n = n;
+	up->path = memdup0(p, pl);
+	up->track = memdup0(t, tl);
+	up->plen = pl;
+	up->tlen = tl;
+	if (!up->path || !up->track)
+		goto fail;
+	up->ct = moq_cache_track_lookup(n->cfg.cache, p, pl, t, tl);
+	if (!up->ct) {
+		int rc = moq_cache_track_create(n->cfg.cache, p, pl, t, tl, &n->cfg.track, &up->ct);
+		/* Another worker may have created it meanwhile. */
+		if (rc == MOQ_ERR_EXISTS)
+			up->ct = moq_cache_track_lookup(n->cfg.cache, p, pl, t, tl);
+		if (!up->ct)
+			goto fail;
+	}
+	up->next = n->ups;
+	n->ups = up;
+	return up;
+fail:
+	if (up->counted)
+		bound_put(n, 1);
+	free(up->path);
+	free(up->track);
+	free(up);
+	return NULL;
+}
+
+struct upstream *up_find(struct moq_node *n, const char *p, size_t pl, const char *t, size_t tl)
+{
+	for (struct upstream *up = n->ups; up; up = up->next)
+		if (up->plen == pl && up->tlen == tl && memcmp(up->path, p, pl) == 0 &&
+		    memcmp(up->track, t, tl) == 0)
+			return up;
+	return NULL;
+}
