@@ -182,8 +182,8 @@ static unsigned int ksock_of(const struct relay_kernel *kb, const struct moq_qui
 /* moq_net_ksend on the socket of each datagram (@si[]), in runs of one
  * socket; stops at the first run not sent whole (errno from that call).
  * Returns the datagrams sent, the first ones of @d. */
-static int ksend_socks(struct relay_kernel *kb, const struct moq_net_kdgram *d,
-                       const uint8_t *si, int k, uint64_t *gso_msgs)
+static int ksend_socks(struct relay_kernel *kb, const struct moq_net_kdgram *d, const uint8_t *si,
+                       int k, uint64_t *gso_msgs)
 {
 	int sent = 0;
 
