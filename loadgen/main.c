@@ -44,6 +44,7 @@
  * media was delivered; 1 otherwise; 2 for bad arguments.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -117,6 +118,7 @@ struct opts {
 	char tracks[256], broadcast[128], json[256];
 	char relay[64], local[64];
 	int port;
+	char jwt[MOQ_LG_JWT_MAX + 1]; /* --jwt TOKEN / --token FILE */
 };
 
 struct io_stats {
@@ -132,8 +134,8 @@ static void usage(void)
 	        "       moqdp-load --kernel [args]        (kernel UDP sockets)\n"
 	        "args: --relay IP:PORT --local IP[/LEN] --publish --subscribers N --ramp R/s\n"
 	        "      --tracks video:1M,audio --keyframe-max BYTES --broadcast PATH --duration S\n"
-	        "      --conns-per-addr N\n"
-	        "      --max-handshakes N\n"
+	        "      --conns-per-addr N --max-handshakes N\n"
+	        "      --jwt TOKEN | --token FILE (sent as SETUP Path ?jwt=)\n"
 	        "      --warmup S --json FILE|- --quiet --port N --busy-poll --thp --verbose\n");
 }
 
@@ -254,6 +256,39 @@ static int parse_args(struct opts *o, int argc, char **argv)
 				return -1;
 			}
 			snprintf(dst, cap, "%s", v);
+		} else if (!strcmp(a, "--jwt") || !strcmp(a, "--token")) {
+			/* a token for the relay's --auth-key: inline, or a file
+			 * holding it (whitespace around it ignored) */
+			NEEDV();
+			size_t n = 0;
+			if (!strcmp(a, "--jwt")) {
+				n = strlen(v);
+				if (n <= MOQ_LG_JWT_MAX)
+					memcpy(o->jwt, v, n);
+			} else {
+				FILE *f = fopen(v, "r");
+				if (!f) {
+					fprintf(stderr, "moqdp-load: --token: %s: %s\n", v,
+					        strerror(errno));
+					return -1;
+				}
+				n = fread(o->jwt, 1, MOQ_LG_JWT_MAX + 1, f);
+				fclose(f);
+				while (n && n <= MOQ_LG_JWT_MAX &&
+				       isspace((unsigned char)o->jwt[n - 1]))
+					n--;
+			}
+			if (n > MOQ_LG_JWT_MAX || n == 0) {
+				fprintf(stderr, "moqdp-load: %s: empty or longer than %u bytes\n",
+				        a, MOQ_LG_JWT_MAX);
+				return -1;
+			}
+			o->jwt[n] = 0;
+			for (size_t k = 0; k < n; k++)
+				if (isspace((unsigned char)o->jwt[k]) || o->jwt[k] == '&') {
+					fprintf(stderr, "moqdp-load: %s: not a token\n", a);
+					return -1;
+				}
 		} else if (!strcmp(a, "--port")) {
 			NEEDV();
 			long n = strtol(v, &end, 10);
@@ -887,6 +922,7 @@ int main(int argc, char **argv)
 	cfg.conns_per_addr = o.conns_per_addr ? o.conns_per_addr : MOQ_LG_CONNS_PER_ADDR;
 	cfg.verbose = o.verbose;
 	cfg.max_handshakes = o.max_handshakes;
+	memcpy(cfg.jwt, o.jwt, sizeof(cfg.jwt));
 	snprintf(cfg.broadcast, sizeof(cfg.broadcast), "%s", o.broadcast);
 	if (parse_tracks(o.tracks, &cfg) < 0)
 		return 2;

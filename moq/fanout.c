@@ -616,6 +616,9 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 		if (bc->linger_until && now >= bc->linger_until)
 			bcast_end(n, bc);
 	}
+	/* cfg.auth: sessions whose token expired close now (access.c). */
+	if (n->auth_next && now >= n->auth_next)
+		access_expire(n, now);
 	/* Every FULL_NS, a session with work nothing marked is marked. */
 	if (now - n->last_full >= FULL_NS) {
 		n->last_full = now;

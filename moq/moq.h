@@ -51,6 +51,7 @@
 struct moq_node;
 struct moq_session;
 struct moq_hub;
+struct moq_auth;
 
 /* The ALPNs a node speaks, in preference order (PROTOCOL.md). */
 #define MOQ_ALPN_05 "moq-lite-05"
@@ -134,6 +135,12 @@ struct moq_node_cfg {
 	void *user;          /* passed to the callbacks */
 	struct moq_hub *hub; /* relay with several workers: the hub that joins their
 			      * nodes (moq_hub_create); NULL for one node */
+	/* borrowed; NULL = no auth. Server sessions are authorised at set-up
+	 * (lite-05 SETUP Path `?jwt=`; lite-03/04: public prefixes only) and
+	 * closed with 6 when refused or when the token expires; announce needs
+	 * `put`, subscribe / fetch / track / announce interest need `get`
+	 * (auth.h, docs/DEPLOY.md, Auth) */
+	struct moq_auth *auth;
 };
 
 /* Counters of a node (monotonic unless noted). */
@@ -154,6 +161,9 @@ struct moq_node_stats {
 	uint64_t tracks;               /* upstream tracks counted against max_tracks now */
 	uint64_t subs_refused_limit;   /* SUBSCRIBEs refused by max_subscribers */
 	uint64_t tracks_refused_limit; /* SUBSCRIBEs refused by max_tracks */
+	uint64_t auth_refused;         /* sessions closed with 6 at set-up (token, role) */
+	uint64_t auth_expired;         /* sessions closed with 6 when their token expired */
+	uint64_t auth_denied;          /* requests refused with 6: path outside the token */
 };
 
 /*

@@ -107,6 +107,12 @@ void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_su
 		sess_fail(s, MOQ_CODE_DECODE);
 		return;
 	}
+	if (full && !access_ok(s, 0, full, flen)) {
+		free(full);
+		n->st.auth_denied++;
+		st_refuse(s, st, MOQ_CODE_UNAUTHORIZED);
+		return;
+	}
 	if (!bound_take(n, 0)) {
 		free(full);
 		n->st.subs_refused_limit++;
