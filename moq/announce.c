@@ -26,7 +26,8 @@ static bool ann_match(struct moq_session *s, struct mstream *st, struct bcast *b
 	if (hops_have(bc->hops, bc->nhops, st->exclude_hop) ||
 	    hops_have(bc->hops, bc->nhops, s->peer_origin))
 		return false;
-	return bc->nhops + 1 <= MOQ_MAX_HOPS;
+	/* cfg.auth: a session sees only the broadcasts its token may get */
+	return bc->nhops + 1 <= MOQ_MAX_HOPS && access_ok(s, 0, bc->path, bc->len);
 }
 
 static int ann_send(struct moq_session *s, struct mstream *st, struct bcast *bc, size_t off,
@@ -117,6 +118,13 @@ int ann_in_start(struct moq_session *s, struct mstream *st, const struct moq_ann
 		st_refuse(s, st, MOQ_CODE_BOUNDS);
 		return 0;
 	}
+	if (!access_overlaps(s, 0, st->prefix, st->plen)) {
+		free(st->prefix); /* not counted in nann_in */
+		st->prefix = NULL;
+		n->st.auth_denied++;
+		st_refuse(s, st, MOQ_CODE_UNAUTHORIZED);
+		return 0;
+	}
 	st->exclude_hop = r->exclude_hop;
 	s->nann_in++;
 	st->ann_s = s;
@@ -161,6 +169,11 @@ int on_announce(struct moq_session *s, struct mstream *st, const struct moq_anno
 		return MOQ_CODE_DECODE;
 	if (!full)
 		return MOQ_CODE_BOUNDS;
+	if (active && !access_ok(s, 1, full, flen)) {
+		n->st.auth_denied++; /* cfg.auth: announcing needs put */
+		free(full);
+		return 0;
+	}
 	memcpy(hops, a->hops, nh * sizeof(hops[0]));
 	/* lite-05: stamp the responder's origin from ANNOUNCE_OK (0 = none). */
 	if (s->v >= MOQ_LITE_05 && st->ann_origin && nh < MOQ_MAX_HOPS)

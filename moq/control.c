@@ -469,11 +469,12 @@ static void on_setup(struct moq_session *s, const struct moq_setup *m)
 			return;
 		}
 	}
+	if (access_session(s, m->has_path ? &m->path : NULL) < 0)
+		return; /* cfg.auth refused it: closing with 6 */
 	if (n->cfg.relay && s->server && !s->asked_announces &&
 	    s->peer_role != MOQ_ROLE_SUBSCRIBER) {
-		int err;
 		s->asked_announces = 1;
-		ann_request(s, "", 0, &err);
+		access_ann_request(s);
 	}
 	/* Requests that arrived before SETUP can be handled now. */
 	if (s->server) {
@@ -498,6 +499,12 @@ static void on_fetch(struct moq_session *s, struct mstream *st, const struct moq
 	rc = path_norm_join(s->root, s->rootlen, f->broadcast.p, f->broadcast.len, &full, &flen);
 	if (rc < 0) {
 		sess_fail(s, MOQ_CODE_DECODE);
+		return;
+	}
+	if (full && !access_ok(s, 0, full, flen)) {
+		free(full);
+		n->st.auth_denied++;
+		st_refuse(s, st, MOQ_CODE_UNAUTHORIZED);
 		return;
 	}
 	if (!names_fit(n, full, flen, f->track.len)) {

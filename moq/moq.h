@@ -51,6 +51,7 @@
 struct moq_node;
 struct moq_session;
 struct moq_hub;
+struct moq_auth;
 
 /* The ALPNs a node speaks, in preference order (PROTOCOL.md). */
 #define MOQ_ALPN_05 "moq-lite-05"
@@ -158,6 +159,12 @@ struct moq_node_cfg {
 	uint32_t max_fetches;
 	uint32_t max_broadcast_name;
 	uint32_t max_track_name;
+	/* borrowed; NULL = no auth. Server sessions are authorised at set-up
+	 * (lite-05 SETUP Path `?jwt=`; lite-03/04: public prefixes only) and
+	 * closed with 6 when refused or when the token expires; announce needs
+	 * `put`, subscribe / fetch / track / announce interest need `get`
+	 * (auth.h, docs/DEPLOY.md, Auth) */
+	struct moq_auth *auth;
 };
 
 /* Counters of a node (monotonic unless noted). */
@@ -195,6 +202,9 @@ struct moq_node_stats {
 	uint64_t bcast_failovers; /* a backup or standby route took over */
 	uint64_t ann_duplicates;  /* duplicate ANNOUNCEs in one session (lite-03/04: closed 12) */
 	uint64_t ann_restarts;    /* ... lite-05: a restart */
+	uint64_t auth_refused;         /* sessions closed with 6 at set-up (token, role) */
+	uint64_t auth_expired;         /* sessions closed with 6 when their token expired */
+	uint64_t auth_denied;          /* requests refused with 6: path outside the token */
 };
 
 /*

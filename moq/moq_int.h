@@ -11,6 +11,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "auth.h"
+
 /* Bytes kept for the stream's own outgoing data (control messages and frame
  * headers) until the peer acknowledges them (quic.h: no copies). */
 #define TXCHUNK_DATA 1000u
@@ -294,6 +296,10 @@ struct moq_session {
 	uint32_t st_pool_len, go_pool_len;
 	void *user;
 	int depth; /* callback nesting; closes are deferred to depth 0 */
+	/* cfg.auth (access.c): what the token grants, once authorised */
+	struct moq_auth_grant *grant;
+	uint8_t auth_done;      /* authorisation ran (grant set, or closing) */
+	uint64_t auth_deadline; /* node clock: the token's exp; 0 = none */
 };
 
 struct moq_node {
@@ -323,6 +329,7 @@ struct moq_node {
 	struct moq_node_stats st;
 	struct moq_hub *hub;
 	uint32_t hub_id;
+	uint64_t auth_next; /* earliest session auth_deadline (access_expire), 0 = none */
 	/* relay-added latency (moq.h): arrivals of frames written since the
 	 * last moq_node_latency_commit, a table hashed by arrival (a frame
 	 * sent to several subscribers takes one slot with a count; count 0 =
@@ -442,6 +449,13 @@ struct moq_session *sess_new(struct moq_node *n, struct moq_quic_conn *c, int se
 void sess_free(struct moq_session *s, uint64_t code, int local);
 void sess_fail(struct moq_session *s, uint64_t code);
 
+/* access.c: cfg.auth, what each server session may do */
+int access_session(struct moq_session *s, const struct moq_str *setup_path);
+bool access_allows(struct moq_session *s, int put, const char *p, size_t len);
+bool access_overlaps(struct moq_session *s, int put, const char *p, size_t len);
+void access_ann_request(struct moq_session *s);
+void access_expire(struct moq_node *n, uint64_t now);
+
 /* hub.c: the hub between workers, relay-wide bounds */
 bool bound_take(struct moq_node *n, int tracks);
 void bound_put(struct moq_node *n, int tracks);
@@ -522,6 +536,13 @@ static inline int sess_flush(struct moq_session *s)
 	/* conn_closed frees the session during this call. */
 	moq_quic_conn_close(s->conn, s->close_code, NULL);
 	return 1;
+}
+
+/* Whether @s may publish (@put) or read @p (absolute, normalised): always
+ * without cfg.auth and for the sessions this node opened. */
+static inline bool access_ok(struct moq_session *s, int put, const char *p, size_t len)
+{
+	return !s->n->cfg.auth || !s->server || access_allows(s, put, p, len);
 }
 
 /* Something changed for every subscriber of @up (it ended, ...). */

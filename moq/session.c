@@ -169,6 +169,7 @@ void sess_free(struct moq_session *s, uint64_t code, int local)
 	free(s->streams.vals);
 	free(s->root);
 	free(s->path);
+	moq_auth_grant_free(s->grant);
 	free(s);
 }
 
@@ -259,12 +260,16 @@ static int cb_established(struct moq_quic_conn *c, void *user, const char *alpn)
 		LEAVE(s);
 		return 0;
 	}
+	/* lite-03/04 carry no SETUP: cfg.auth authorises them here */
+	if (s->v < MOQ_LITE_05 && access_session(s, NULL) < 0) {
+		LEAVE(s);
+		return 0;
+	}
 	if (s->v >= MOQ_LITE_05)
 		send_setup(s);
 	else if (s->n->cfg.relay && s->server) {
-		int err;
 		s->asked_announces = 1;
-		ann_request(s, "", 0, &err);
+		access_ann_request(s);
 	}
 	s->ready = 1;
 	sess_mark(s);

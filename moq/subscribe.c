@@ -108,6 +108,12 @@ void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_su
 		sess_fail(s, MOQ_CODE_DECODE);
 		return;
 	}
+	if (full && !access_ok(s, 0, full, flen)) {
+		free(full);
+		n->st.auth_denied++;
+		st_refuse(s, st, MOQ_CODE_UNAUTHORIZED);
+		return;
+	}
 	if (!names_fit(n, full, flen, m->track.len)) {
 		free(full);
 		st_refuse(s, st, MOQ_CODE_BOUNDS);
