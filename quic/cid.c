@@ -9,9 +9,18 @@
 #include <string.h>
 
 /* -------------------------------------------------------------- CID table */
-/* Open addressing, linear probing, backward-shift deletion; sized for
- * max_conns * QUIC_CONN_MAX_CIDS at <= 50 % load, so it never grows. The same
- * structure maps the peer's stateless reset tokens to connections. */
+/* Open addressing, linear probing, backward-shift deletion, <= 50 % load. It
+ * starts at KTAB_MIN_CAP slots and doubles when an insert would pass 50 %, up
+ * to the bound max_conns * QUIC_CONN_MAX_CIDS needs (max_cap); it never
+ * shrinks. Sizing it for the bound up front (4M slots, 120 MB for the CID
+ * table at the relay's default --max-connections 100000) made the relay's
+ * RSS creep: calloc maps it untouched, and every new connection's CIDs and
+ * tokens hash onto fresh pages, so each churn of clients faulted in ~9 pages
+ * per connection until the whole table was resident (scripts/soak). Doubling
+ * costs one rehash per power of two of the peak key count (amortised O(1)
+ * per insert; no allocation in the steady state). The same structure maps
+ * the peer's stateless reset tokens to connections. */
+#define KTAB_MIN_CAP 256u
 
 static uint32_t ktab_slot(const struct moq_quic_endpoint *ep, const struct ktab *t,
                           const uint8_t *id, size_t len)
@@ -35,6 +44,37 @@ struct moq_quic_conn *ktab_find(const struct moq_quic_endpoint *ep, const struct
 	}
 }
 
+/* Double @t's capacity: a rehash of its n keys into new arrays. */
+static int ktab_grow(const struct moq_quic_endpoint *ep, struct ktab *t)
+{
+	uint32_t ncap = t->cap * 2, mask = ncap - 1, i, j;
+	struct cid_key *nk = calloc(ncap, sizeof(*nk));
+	struct moq_quic_conn **nv = calloc(ncap, sizeof(*nv));
+
+	if (nk == NULL || nv == NULL) {
+		free(nk);
+		free(nv);
+		return MOQ_ERR_NOMEM;
+	}
+	for (i = 0; i < t->cap; i++) {
+		const struct cid_key *k = &t->keys[i];
+
+		if (k->len == 0)
+			continue;
+		j = (uint32_t)hash_bytes(ep->hash_key, k->id, k->len) & mask;
+		while (nk[j].len != 0)
+			j = (j + 1) & mask;
+		nk[j] = *k;
+		nv[j] = t->vals[i];
+	}
+	free(t->keys);
+	free(t->vals);
+	t->keys = nk;
+	t->vals = nv;
+	t->cap = ncap;
+	return 0;
+}
+
 static int ktab_add(const struct moq_quic_endpoint *ep, struct ktab *t, const uint8_t *id,
                     size_t len, struct moq_quic_conn *c)
 {
@@ -42,8 +82,12 @@ static int ktab_add(const struct moq_quic_endpoint *ep, struct ktab *t, const ui
 
 	if (len == 0 || len > NGTCP2_MAX_CIDLEN)
 		return MOQ_ERR_INVAL;
-	if ((t->n + 1) * 2 > t->cap)
-		return MOQ_ERR_LIMIT;
+	if ((t->n + 1) * 2 > t->cap) {
+		int rc = t->cap < t->max_cap ? ktab_grow(ep, t) : MOQ_ERR_LIMIT;
+
+		if (rc != 0)
+			return rc;
+	}
 	i = ktab_slot(ep, t, id, len);
 	for (;;) {
 		struct cid_key *k = &t->keys[i];
@@ -98,9 +142,10 @@ static void ktab_del(const struct moq_quic_endpoint *ep, struct ktab *t, const u
 
 int ktab_init(struct ktab *t, uint64_t entries)
 {
-	t->cap = 16;
-	while (t->cap < entries * 2 && t->cap < (1u << 30))
-		t->cap <<= 1;
+	t->max_cap = 16;
+	while (t->max_cap < entries * 2 && t->max_cap < (1u << 30))
+		t->max_cap <<= 1;
+	t->cap = t->max_cap < KTAB_MIN_CAP ? t->max_cap : KTAB_MIN_CAP;
 	t->n = 0;
 	t->keys = calloc(t->cap, sizeof(*t->keys));
 	t->vals = calloc(t->cap, sizeof(*t->vals));

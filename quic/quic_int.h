@@ -72,6 +72,7 @@ struct ktab {
 	struct cid_key *keys;
 	struct moq_quic_conn **vals;
 	uint32_t cap, n;
+	uint32_t max_cap; /* the bound cap doubles up to (cid.c) */
 };
 
 struct moq_quic_conn {

@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -1101,6 +1102,83 @@ START_TEST(test_limits_per_addr)
 	/* the refused client is told (CONNECTION_REFUSED) */
 	ck_assert_int_eq(cli.conns[1].closed, 1);
 	ck_assert_uint_eq(cli.conns[1].info.code, 0x2);
+	teardown_pair();
+}
+END_TEST
+
+static int srv_established_n(void *arg)
+{
+	struct moq_quic_stats st;
+
+	moq_quic_endpoint_stats(srv.ep, &st);
+	return st.conns_established >= *(const uint64_t *)arg;
+}
+
+static size_t heap_in_use(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	return mi.uordblks + mi.hblkhd;
+}
+
+/* scripts/soak (issue 12): the CID and token tables were sized for
+ * max_conns up front (180 MB at the relay's --max-connections 100000),
+ * mapped untouched, and each new connection's keys faulted in fresh pages:
+ * the relay's RSS crept with every churn of clients until the tables were
+ * resident. They start small and double with the keys they hold: an endpoint
+ * for 100000 connections costs little until the connections come, and
+ * waves of connections that open (past the tables' first capacity) and
+ * close keep working. */
+START_TEST(test_tables_sized_by_use)
+{
+	struct moq_quic_config s = base_cfg(MOQ_QUIC_SERVER, &srv);
+	struct moq_quic_config c = base_cfg(MOQ_QUIC_CLIENT, &cli);
+	enum { WAVES = 3, PER_WAVE = 120 };
+	struct moq_quic_conn *cc[PER_WAVE];
+	struct moq_quic_stats st;
+	uint64_t want = 0;
+	size_t before;
+	int err = 0;
+
+	memset(&srv, 0, sizeof(srv));
+	memset(&cli, 0, sizeof(cli));
+	s.max_conns = 100000;
+	s.max_conns_per_addr = UINT32_MAX;
+	c.max_conns = PER_WAVE;
+	before = heap_in_use();
+	srv.ep = moq_quic_endpoint_new(&s, &err);
+	ck_assert_msg(srv.ep != NULL, "server endpoint: %s", moq_err_str(err));
+	ck_assert_msg(heap_in_use() - before < 16u << 20,
+	              "an endpoint for 100000 connections took %zu bytes of heap at start",
+	              heap_in_use() - before);
+	cli.ep = moq_quic_endpoint_new(&c, &err);
+	ck_assert_ptr_nonnull(cli.ep);
+	lnk = moq_quic_link_new(NULL, cli.ep, srv.ep);
+	ck_assert_ptr_nonnull(lnk);
+	saddr = addr4("10.0.0.2", 4443);
+	for (int w = 0; w < WAVES; w++) {
+		for (int i = 0; i < PER_WAVE; i++) {
+			struct moq_quic_addr a =
+			        addr4("10.0.0.1", (uint16_t)(20000 + w * 1000 + i));
+
+			cc[i] = moq_quic_connect(cli.ep, &a, &saddr, &cli, moq_quic_link_now(lnk),
+			                         &err);
+			ck_assert_msg(cc[i] != NULL, "connect: %s", moq_err_str(err));
+		}
+		want += PER_WAVE;
+		ck_assert_int_eq(
+		        moq_quic_link_run(lnk, srv_established_n, &want, 20ull * 1000000000), 0);
+		moq_quic_endpoint_stats(srv.ep, &st);
+		ck_assert_uint_eq(st.conns_active, PER_WAVE);
+		/* the server finds every connection by its CIDs after the tables grew: each close arrives */
+		for (int i = 0; i < PER_WAVE; i++)
+			ck_assert_int_eq(moq_quic_conn_close(cc[i], 7, "bye"), 0);
+		moq_quic_link_run(lnk, NULL, NULL, 5ull * 1000000000);
+		moq_quic_endpoint_stats(srv.ep, &st);
+		ck_assert_uint_eq(st.conns_active, 0);
+		ck_assert_uint_eq(st.conns_closed, want);
+		ck_assert_uint_eq(st.conn_errors, 0);
+	}
 	teardown_pair();
 }
 END_TEST
@@ -2236,6 +2314,7 @@ Suite *quic_suite(void)
 	        {"test_corrupted_packet", test_corrupted_packet},
 	        {"test_alpn_mismatch", test_alpn_mismatch},
 	        {"test_limits_per_addr", test_limits_per_addr},
+	        {"test_tables_sized_by_use", test_tables_sized_by_use},
 	        {"test_retry_on_demand", test_retry_on_demand},
 	        {"test_stream_reset_stop_sending", test_stream_reset_stop_sending},
 	        {"test_error_isolated", test_error_isolated},
