@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -523,6 +524,22 @@ static void tel_latency(struct rte_tel_data *d, const struct moq_lat_hist *h)
 	rte_tel_data_add_dict_u64(d, "relay_lat_sum_ns", h->sum_ns);
 }
 
+/* libc's heap (not the EAL heap: that is /eal/heap_info): malloc_in_use is
+ * what is allocated now (ngtcp2 and wolfSSL per-connection state, sessions,
+ * quic/alloc.c's size-class cache), malloc_free what libc holds freed but has
+ * not returned to the system, malloc_mmap the blocks mmap'd on their own.
+ * mallinfo2 walks every arena's bins under its lock: control path only (the
+ * soak samples it every 10 s; scripts/soak). */
+static void malloc_fill(struct rte_tel_data *d)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	rte_tel_data_add_dict_u64(d, "malloc_in_use", mi.uordblks + mi.hblkhd);
+	rte_tel_data_add_dict_u64(d, "malloc_free", mi.fordblks);
+	rte_tel_data_add_dict_u64(d, "malloc_arena", mi.arena);
+	rte_tel_data_add_dict_u64(d, "malloc_mmap", mi.hblkhd);
+}
+
 static int stats_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 {
 	struct moq_relay_stats s;
@@ -556,6 +573,7 @@ static int stats_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "mbufs_in_use", s.mbufs_in_use);
 	rte_tel_data_add_dict_u64(d, "mbufs_peak", s.mbufs_peak);
 	rte_tel_data_add_dict_u64(d, "mbufs_total", s.mbufs_total);
+	malloc_fill(d);
 	/* relay-added latency since start or the last /moqdp/latency_reset */
 	moq_lat_hist_sub(&s.relay_lat, &m->lat_base);
 	tel_latency(d, &s.relay_lat);
