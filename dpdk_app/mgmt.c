@@ -574,6 +574,7 @@ static int stats_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "mbufs_peak", s.mbufs_peak);
 	rte_tel_data_add_dict_u64(d, "mbufs_total", s.mbufs_total);
 	malloc_fill(d);
+	rte_tel_data_add_dict_u64(d, "quic_spare_bytes", s.quic_spare_bytes);
 	/* relay-added latency since start or the last /moqdp/latency_reset */
 	moq_lat_hist_sub(&s.relay_lat, &m->lat_base);
 	tel_latency(d, &s.relay_lat);

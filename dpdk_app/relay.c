@@ -1458,6 +1458,7 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->cert_reloads += sn.qs.cert_reloads;
 		s->cert_reload_errors += sn.qs.cert_reload_errors;
 		s->conns_old_cert += sn.qs.conns_old_cert;
+		s->quic_spare_bytes += sn.qs.spare_bytes;
 		s->sessions += sn.ns.sessions;
 		s->subscribers += sn.ns.subscribers;
 		s->tracks += sn.ns.tracks;

@@ -62,6 +62,7 @@ struct moq_relay_stats {
 	uint64_t cert_reloads;               /* SIGHUP: endpoints that took the new certificate */
 	uint64_t cert_reload_errors;         /* ... that refused it (kept the old one) */
 	uint64_t conns_old_cert;             /* open connections on a replaced certificate */
+	uint64_t quic_spare_bytes;           /* heap quic/ keeps for reuse (spare_bytes) */
 	uint64_t cert_generation;            /* 1 at start, + 1 per SIGHUP that loaded one */
 	uint64_t cert_pem_loads;             /* PEM chains read (quic.h, moq_quic_tls_pem_loads) */
 	uint64_t gso_msgs;                   /* kernel backend: UDP GSO sends */

@@ -27,6 +27,7 @@ struct mem_free {
 struct quic_mem {
 	struct mem_free *head[MEM_CLASSES];
 	uint32_t n[MEM_CLASSES];
+	uint64_t bytes; /* in the free lists */
 };
 
 static int mem_class(size_t size)
@@ -49,6 +50,7 @@ static void *mem_malloc(size_t size, void *user_data)
 		p = (uint8_t *)m->head[c];
 		m->head[c] = m->head[c]->next;
 		m->n[c]--;
+		m->bytes -= (size_t)1 << (c + MEM_MIN_SHIFT);
 		return p;
 	}
 	p = malloc(c == MEM_BIG ? size + MEM_HDR : (size_t)1 << (c + MEM_MIN_SHIFT));
@@ -76,6 +78,7 @@ static void mem_free(void *ptr, void *user_data)
 	((struct mem_free *)ptr)->next = m->head[c];
 	m->head[c] = ptr;
 	m->n[c]++;
+	m->bytes += (size_t)1 << (c + MEM_MIN_SHIFT);
 }
 
 static void *mem_calloc(size_t nmemb, size_t size, void *user_data)
@@ -131,6 +134,13 @@ int mem_init(struct moq_quic_endpoint *ep)
 	ep->mem.calloc = mem_calloc;
 	ep->mem.realloc = mem_realloc;
 	return 0;
+}
+
+uint64_t mem_cached_bytes(const struct moq_quic_endpoint *ep)
+{
+	const struct quic_mem *m = ep->mem_cache;
+
+	return m != NULL ? m->bytes : 0;
 }
 
 void mem_fini(struct moq_quic_endpoint *ep)

@@ -508,8 +508,10 @@ int moq_quic_endpoint_recv(struct moq_quic_endpoint *ep, const uint8_t *data, si
 
 void moq_quic_endpoint_stats(const struct moq_quic_endpoint *ep, struct moq_quic_stats *out)
 {
-	if (ep && out)
+	if (ep && out) {
 		*out = ep->st;
+		out->spare_bytes = mem_cached_bytes(ep) + ep->sfree_bytes;
+	}
 }
 
 int moq_quic_endpoint_fingerprint(const struct moq_quic_endpoint *ep, uint8_t out[32])

@@ -187,6 +187,7 @@ struct moq_quic_endpoint {
 	/* spare stream records, with their entry arrays (strm_new) */
 	struct quic_strm *sfree;
 	uint32_t nsfree;
+	uint64_t sfree_bytes; /* the spares' records and entry arrays (stream.c) */
 
 	/* every connection */
 	struct moq_quic_conn *ahead;
@@ -319,6 +320,7 @@ static inline int strm_has_unsent(const struct quic_strm *s)
 /* alloc.c: the size-class cache handed to ngtcp2 as ep->mem. */
 int mem_init(struct moq_quic_endpoint *ep);
 void mem_fini(struct moq_quic_endpoint *ep);
+uint64_t mem_cached_bytes(const struct moq_quic_endpoint *ep); /* in the free lists */
 
 /* cid.c: byte strings (CIDs, reset tokens) -> connections. */
 int ktab_init(struct ktab *t, uint64_t entries);

@@ -115,6 +115,7 @@ static struct quic_strm *strm_get(struct moq_quic_endpoint *ep)
 
 		ep->sfree = s->pnext;
 		ep->nsfree--;
+		ep->sfree_bytes -= sizeof(*s) + (uint64_t)cap * sizeof(*ents);
 		memset(s, 0, sizeof(*s));
 		s->ents = ents;
 		s->cap = cap;
@@ -132,6 +133,7 @@ static void strm_put(struct moq_quic_endpoint *ep, struct quic_strm *s)
 		s->pnext = ep->sfree;
 		ep->sfree = s;
 		ep->nsfree++;
+		ep->sfree_bytes += sizeof(*s) + (uint64_t)s->cap * sizeof(*s->ents);
 		return;
 	}
 	free(s->ents);

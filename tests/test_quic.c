@@ -1128,7 +1128,8 @@ static size_t heap_in_use(void)
  * resident. They start small and double with the keys they hold: an endpoint
  * for 100000 connections costs little until the connections come, and
  * waves of connections that open (past the tables' first capacity) and
- * close keep working. */
+ * close keep working. What closed connections leave in quic/'s spares
+ * (spare_bytes) is reused: the heap returns to the same plateau each wave. */
 START_TEST(test_tables_sized_by_use)
 {
 	struct moq_quic_config s = base_cfg(MOQ_QUIC_SERVER, &srv);
@@ -1136,8 +1137,8 @@ START_TEST(test_tables_sized_by_use)
 	enum { WAVES = 3, PER_WAVE = 120 };
 	struct moq_quic_conn *cc[PER_WAVE];
 	struct moq_quic_stats st;
-	uint64_t want = 0;
-	size_t before;
+	uint64_t want = 0, spare0 = 0;
+	size_t before, heap0 = 0;
 	int err = 0;
 
 	memset(&srv, 0, sizeof(srv));
@@ -1178,6 +1179,18 @@ START_TEST(test_tables_sized_by_use)
 		ck_assert_uint_eq(st.conns_active, 0);
 		ck_assert_uint_eq(st.conns_closed, want);
 		ck_assert_uint_eq(st.conn_errors, 0);
+		/* what the closed connections leave is kept for reuse, and the
+		 * next waves reuse it: the spares and the heap plateau */
+		ck_assert_uint_gt(st.spare_bytes, 0);
+		if (w == 0) {
+			spare0 = st.spare_bytes;
+			heap0 = heap_in_use();
+		} else {
+			ck_assert_uint_eq(st.spare_bytes, spare0);
+			ck_assert_msg(heap_in_use() < heap0 + (256u << 10),
+			              "wave %d left %zu bytes more heap than the first", w,
+			              heap_in_use() - heap0);
+		}
 	}
 	teardown_pair();
 }
