@@ -154,6 +154,7 @@ struct moq_node_stats {
 	uint64_t tracks;               /* upstream tracks counted against max_tracks now */
 	uint64_t subs_refused_limit;   /* SUBSCRIBEs refused by max_subscribers */
 	uint64_t tracks_refused_limit; /* SUBSCRIBEs refused by max_tracks */
+	uint64_t subscribes_in;        /* SUBSCRIBEs received (refused ones too) */
 };
 
 /*

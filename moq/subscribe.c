@@ -93,6 +93,7 @@ void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_su
 	struct bcast *bc;
 	struct dsub *d = NULL;
 
+	n->st.subscribes_in++;
 	if (dsub_find(s, m->id)) {
 		sess_fail(s, MOQ_CODE_DUPLICATE); /* ids are unique per session */
 		return;
