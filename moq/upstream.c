@@ -136,6 +136,11 @@ static void up_apply(struct upstream *up, const struct moq_subscribe_update *a)
 	if (!up->us) {
 		struct bcast *bc = bcast_find(n, up->path, up->plen);
 		up->agg = *a;
+		/* The publisher ended the track (END, FIN or a reset): its
+		 * subscribers finish; nobody asks again until a new upstream
+		 * (after the last of them left). */
+		if (up->ended)
+			return;
 		if (bc && bc->pub && !bc->pub->closing) {
 			up_open(up, bc->pub);
 		} else if (bc && bc->owner && !up->remote_owner) {

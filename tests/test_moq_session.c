@@ -2099,6 +2099,54 @@ START_TEST(test_relay_latency_overflow)
 }
 END_TEST
 
+/* --- issue 12: idle tracks, ended tracks, per-subscriber delivery ------- */
+
+static int subs_closed(void)
+{
+	for (int i = 0; i < H.nsubs; i++)
+		if (!H.subs[i].sub_closed)
+			return 0;
+	return 1;
+}
+
+/* Issue 12, defect 4: the publisher ends a track (END and FIN on the
+ * relay's subscription); the relay's subscribers finish and leave, and the
+ * publisher sees no SUBSCRIBE beyond the first. */
+START_TEST(test_ended_track_no_resubscribe)
+{
+	const int N = 4;
+	struct moq_node_stats ps;
+
+	h_init(NULL, 0);
+	h_publisher();
+	for (int i = 0; i < N; i++)
+		h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	for (int i = 0; i < N; i++)
+		h_subscribe(&H.subs[i], 1);
+	h_run(2 * SEC, 3);
+	ck_assert_uint_eq(H.groups_written, 3);
+	/* the track ends: the publisher's node sends END and FIN */
+	moq_cache_track_drop(H.vt);
+	moq_cache_track_unref(H.vt);
+	H.vt = NULL;
+	ck_assert(h_until(subs_closed, 2 * SEC, 3));
+	for (int i = 0; i < N; i++) {
+		ck_assert_int_eq(H.subs[i].sub_closed_code, -1);
+		ck_assert_uint_eq(H.subs[i].groups_complete, 3);
+	}
+	/* the subscribers leave, one by one */
+	for (int i = 0; i < N; i++) {
+		moq_session_close(H.subs[i].s, 0);
+		h_run(50 * MS, 3);
+	}
+	h_run(500 * MS, 3);
+	moq_node_stats(H.client, &ps);
+	ck_assert_uint_eq(ps.subscribes_in, 1);
+	h_fini();
+}
+END_TEST
+
 Suite *moq_session_suite(void);
 
 Suite *moq_session_suite(void)
@@ -2107,6 +2155,7 @@ Suite *moq_session_suite(void)
 	TCase *tc = tcase_create("session");
 
 	TCase *tf = tcase_create("fanout");
+	TCase *tl = tcase_create("lifecycle");
 
 	/* Its own case so it can run alone: CK_RUN_CASE=fanout (callgrind). */
 	tcase_set_timeout(tf, 120);
@@ -2135,5 +2184,9 @@ Suite *moq_session_suite(void)
 	tcase_add_test(tc, test_relay_latency_frames_interleaved);
 	tcase_add_test(tc, test_relay_latency_overflow);
 	suite_add_tcase(s, tc);
+	/* issue 12 (CK_RUN_CASE=lifecycle runs them alone) */
+	tcase_set_timeout(tl, 120);
+	tcase_add_test(tl, test_ended_track_no_resubscribe);
+	suite_add_tcase(s, tl);
 	return s;
 }
