@@ -13,7 +13,7 @@
 
 #include "moq_int.h"
 
-#define RECLAIM_NS   100000000ull  /* cache reclaim from poll every 100 ms */
+#define EXPIRE_NS    100000000ull  /* cache expiry and reclaim from poll every 100 ms */
 #define MIN_BUDGET   (64u * 1024u) /* smallest per-session fanout budget */
 #define FULL_NS      20000000ull   /* safety-net check of every session every 20 ms */
 #define FIN_CHECK_NS 100000000ull  /* FIN'd streams with stale groups: every 100 ms */
@@ -635,11 +635,15 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 	}
 	if (n->cfg.cache) {
 		moq_cache_quiescent(n->cfg.cache, n->cfg.cache_reader);
-		/* Retired index entries are freed after a grace period; group
-		 * opens do it too, but an idle relay must as well. */
-		if (now - n->last_reclaim >= RECLAIM_NS) {
-			moq_cache_reclaim(n->cfg.cache);
-			n->last_reclaim = now;
+		/* Groups expire on a timer too, not only when their track opens
+		 * a new one: an idle track's groups (and then the track) and a
+		 * stalled track's old ones go once older than its max latency
+		 * (cache.h, moq_cache_expire_idle). Retired index entries are
+		 * freed after a grace period; group opens do it too, but an
+		 * idle relay must as well (the expiry reclaims). */
+		if (now - n->last_expire >= EXPIRE_NS) {
+			moq_cache_expire_idle(n->cfg.cache, now);
+			n->last_expire = now;
 		}
 	}
 	return written;

@@ -291,7 +291,7 @@ struct moq_node {
 	struct tinfo *tinfos;
 	uint32_t ntinfos;
 	uint64_t now;
-	uint64_t last_reclaim;
+	uint64_t last_expire;
 	struct moq_node_stats st;
 	struct moq_hub *hub;
 	uint32_t hub_id;
@@ -481,6 +481,15 @@ static inline int sess_flush(struct moq_session *s)
 	/* conn_closed frees the session during this call. */
 	moq_quic_conn_close(s->conn, s->close_code, NULL);
 	return 1;
+}
+
+/* The upstream subscription that wrote @up's cache track stopped: its newest
+ * group is no longer the live edge and may expire (cache.h,
+ * moq_cache_track_set_idle); the next group a publisher sends makes it live. */
+static inline void up_idle(struct upstream *up)
+{
+	if (up->ct)
+		moq_cache_track_set_idle(up->ct);
 }
 
 /* Something changed for every subscriber of @up (it ended, ...). */

@@ -229,6 +229,7 @@ void up_free(struct upstream *up)
 		up->us->up = NULL;
 		up->us = NULL;
 		n->st.upstream_subs--;
+		up_idle(up);
 	}
 	if (up->remote_owner)
 		hub_send(n, up->remote_owner, HUB_UNSUB, up->path, up->plen, up->track, up->tlen);

@@ -2101,6 +2101,62 @@ END_TEST
 
 /* --- issue 12: idle tracks, ended tracks, per-subscriber delivery ------- */
 
+static uint64_t relay_live_base; /* the relay cache's bytes held when empty */
+
+static int relay_cache_empty(void)
+{
+	struct moq_cache_stats cs;
+
+	moq_cache_stats(H.rcache, &cs);
+	return cs.used == 0 && cs.groups == 0 && cs.tracks == 0 &&
+	       moq_cache_counting_stats(&H.rcnt).live_bytes == (int64_t)relay_live_base;
+}
+
+/* Issue 12, defect 3: once every publisher and subscriber left, the relay's
+ * cache returns to nothing (bytes billed and held, tracks and groups) within
+ * max latency + linger; expiry runs on the node poll's timer. */
+START_TEST(test_idle_cache_released)
+{
+	struct moq_cache_stats cs;
+	uint64_t t0;
+	int empty;
+
+	h_init(NULL, 0);
+	relay_live_base = (uint64_t)moq_cache_counting_stats(&H.rcnt).live_bytes;
+	h_publisher();
+	/* subs[3] stays connected without a subscription: the link's clock
+	 * only moves while some connection is open */
+	for (int i = 0; i < 4; i++)
+		h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	for (int i = 0; i < 3; i++)
+		h_subscribe(&H.subs[i], 1);
+	h_run(3 * SEC, 100);
+	moq_cache_stats(H.rcache, &cs);
+	ck_assert_uint_ge(cs.groups, 2);
+	ck_assert_uint_eq(cs.tracks, 1);
+	/* everyone leaves: subscribers first, then the publisher */
+	for (int i = 0; i < 3; i++)
+		moq_session_close(H.subs[i].s, 0);
+	h_run(100 * MS, 100);
+	moq_session_close(H.pub.s, 0);
+	t0 = now();
+	empty = h_until(relay_cache_empty, MOQ_CACHE_DEFAULT_MAX_LATENCY + MOQ_LINGER_NS, 100);
+	moq_cache_stats(H.rcache, &cs);
+	fprintf(stderr,
+	        "# idle cache: %.1f s after everyone left: %llu bytes billed, %lld held beyond "
+	        "the empty cache, %llu groups, %llu tracks; %llu groups expired\n",
+	        (double)(now() - t0) / SEC, (unsigned long long)cs.used,
+	        (long long)(moq_cache_counting_stats(&H.rcnt).live_bytes -
+	                    (int64_t)relay_live_base),
+	        (unsigned long long)cs.groups, (unsigned long long)cs.tracks,
+	        (unsigned long long)cs.expired);
+	ck_assert_msg(empty, "relay cache still holds data after max latency + linger");
+	ck_assert_uint_gt(cs.expired, 0);
+	h_fini();
+}
+END_TEST
+
 static int subs_closed(void)
 {
 	for (int i = 0; i < H.nsubs; i++)
@@ -2186,6 +2242,7 @@ Suite *moq_session_suite(void)
 	suite_add_tcase(s, tc);
 	/* issue 12 (CK_RUN_CASE=lifecycle runs them alone) */
 	tcase_set_timeout(tl, 120);
+	tcase_add_test(tl, test_idle_cache_released);
 	tcase_add_test(tl, test_ended_track_no_resubscribe);
 	suite_add_tcase(s, tl);
 	return s;
