@@ -395,6 +395,97 @@ static void dsub_start(struct moq_session *s, struct dsub *d, uint64_t first)
 	st_send(s, d->st, -1, &m, 0);
 }
 
+/* Groups of a subscription skipped before a stream could open, gathered
+ * into one DROP per run of the same code (PROTOCOL.md, Subscribe: every
+ * group in range is finished or dropped). */
+struct drops {
+	uint64_t start, end; /* inclusive; start > end: none */
+	uint64_t code;
+};
+
+static void drops_flush(struct moq_session *s, struct dsub *d, struct drops *r)
+{
+	if (r->start <= r->end) {
+		dsub_drop(s, d, r->start, r->end, r->code);
+		s->n->st.groups_skipped += r->end - r->start + 1;
+	}
+	r->start = 1;
+	r->end = 0;
+}
+
+static void drops_add(struct moq_session *s, struct dsub *d, struct drops *r, uint64_t from,
+                      uint64_t to, uint64_t code)
+{
+	if (r->start <= r->end && (r->code != code || r->end + 1 != from))
+		drops_flush(s, d, r);
+	if (r->start > r->end) {
+		r->start = from;
+		r->code = code;
+	}
+	r->end = to;
+}
+
+/* Where a live subscriber (no start asked) starts: the newest group while it
+ * is the live edge, that is while the track's writer is live (a catalog's
+ * one group stays current however old), or else (an idle track: the relay's
+ * upstream subscription stopped, its cached groups are what was left) while
+ * it is no older than the track's max latency. Older, or gone: no START
+ * yet, it starts at the next group. */
+static __attribute__((noinline)) bool start_at_latest(const struct moq_session *s,
+                                                      const struct dsub *d, uint64_t latest)
+{
+	struct moq_cache_group *g;
+	uint64_t lat, created, now = s->n->now;
+	bool ok;
+
+	if (moq_cache_track_group(d->track, latest, &g) < 0)
+		return false;
+	lat = moq_cache_track_max_latency(d->track);
+	created = moq_cache_group_created(g);
+	ok = !moq_cache_track_idle(d->track) || now <= created || now - created <= lat;
+	moq_cache_group_unref(g);
+	return ok;
+}
+
+/* dsub_advance found group d->next_seq gone or never received (@rc): skip
+ * what cannot be opened, up to the first group that can, accounting for the
+ * skipped ones with DROPs. Returns 0 with *@g to open at d->next_seq, or
+ * MOQ_ERR_AGAIN (nothing more now). Out of line: fanout visits sessions
+ * often, and this is rare. */
+static __attribute__((noinline)) int dsub_skip(struct moq_session *s, struct dsub *d,
+                                               uint64_t latest, uint64_t end, int rc,
+                                               struct moq_cache_group **g)
+{
+	struct drops dr = {1, 0, 0};
+
+	for (;;) {
+		if (rc == 0)
+			break;
+		if (rc == MOQ_ERR_NOTFOUND) {
+			/* A sequence the cache never got (the publisher skipped
+			 * it, or sent it after a newer one): dropped upstream. */
+			drops_add(s, d, &dr, d->next_seq, d->next_seq, MOQ_CODE_DROPPED);
+			d->next_seq++;
+		} else if (rc == MOQ_ERR_AGAIN) {
+			break;
+		} else {
+			/* Gone before a stream could open: continue at the newest
+			 * group (DESIGN.md, Billing), and account for the skipped
+			 * ones with a DROP. */
+			uint64_t to = d->next_seq < latest ? latest : d->next_seq + 1;
+			drops_add(s, d, &dr, d->next_seq, to - 1, err_code(rc));
+			d->next_seq = to;
+		}
+		if (d->next_seq > latest || (end != MOQ_GROUP_NONE && d->next_seq > end)) {
+			rc = MOQ_ERR_AGAIN;
+			break;
+		}
+		rc = moq_cache_track_group(d->track, d->next_seq, g);
+	}
+	drops_flush(s, d, &dr);
+	return rc;
+}
+
 /* Open group streams for new groups of @d. */
 static void dsub_advance(struct moq_session *s, struct dsub *d)
 {
@@ -418,35 +509,27 @@ static void dsub_advance(struct moq_session *s, struct dsub *d)
 				return; /* a future start: wait for it */
 			if (d->p.start != MOQ_GROUP_NONE)
 				first = d->p.start;
+			else if (!start_at_latest(s, d, latest))
+				goto out; /* stale: wait for the next group */
 			dsub_start(s, d, first);
 		}
 		while (d->next_seq <= latest && (end == MOQ_GROUP_NONE || d->next_seq <= end) &&
 		       s->ngouts < n->cfg.max_group_streams) {
 			struct moq_cache_group *g;
 			rc = moq_cache_track_group(d->track, d->next_seq, &g);
-			if (rc == 0) {
-				if (gout_open(s, d, g) < 0) {
-					moq_cache_group_unref(g);
-					s->retry = 1;
-					break;
-				}
-				d->next_seq++;
-			} else if (rc == MOQ_ERR_NOTFOUND) {
-				d->next_seq++;
-			} else if (rc == MOQ_ERR_AGAIN) {
+			if (rc != 0 && rc != MOQ_ERR_AGAIN)
+				rc = dsub_skip(s, d, latest, end, rc, &g);
+			if (rc != 0)
 				break;
-			} else {
-				/* Gone before a stream could open: continue at the
-				 * newest group (DESIGN.md, Billing), and account for
-				 * the skipped ones with a DROP (PROTOCOL.md, Subscribe:
-				 * every group in range is finished or dropped). */
-				uint64_t to = d->next_seq < latest ? latest : d->next_seq + 1;
-				dsub_drop(s, d, d->next_seq, to - 1, err_code(rc));
-				n->st.groups_skipped += to - d->next_seq;
-				d->next_seq = to;
+			if (gout_open(s, d, g) < 0) {
+				moq_cache_group_unref(g);
+				s->retry = 1;
+				break;
 			}
+			d->next_seq++;
 		}
 	}
+out:
 	d->last_version = ver;
 	if (!d->started && !d->ending && !(d->up && d->up->ended))
 		return;

@@ -2157,6 +2157,81 @@ START_TEST(test_idle_cache_released)
 }
 END_TEST
 
+/* Issue 12, defect 2: a subscriber that joins a track the relay stopped
+ * receiving (its last subscriber left 10 s ago) does not start at the
+ * stale group the cache kept: START names a group no older than the max
+ * latency, the first group it gets. The cache track stays (a reader holds
+ * it, as another worker's node on the shared cache would): only its groups
+ * expired. */
+START_TEST(test_idle_join_not_stale)
+{
+	struct sub *a, *b;
+	struct moq_cache_track *held;
+	uint64_t fresh;
+
+	for (int v = 0; v < 2; v++) {
+		h_init(v ? MOQ_ALPN_04 : NULL, 0);
+		h_publisher();
+		a = &H.subs[H.nsubs++];
+		b = &H.subs[H.nsubs++];
+		h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+		h_connect(b, MOQ_ROLE_SUBSCRIBER, NULL);
+		ck_assert(h_until(all_ready, 2 * SEC, 0));
+		h_subscribe(a, 1);
+		h_run(2 * SEC, 1000);
+		ck_assert_uint_ge(a->groups_complete, 2);
+		held = moq_cache_track_lookup(H.rcache, "live/room", 9, "video", 5);
+		ck_assert_ptr_nonnull(held);
+		ck_assert_int_eq(moq_session_unsubscribe(a->s, (uint64_t)a->id), 0);
+		/* the publisher goes on; the relay gets nothing of it now */
+		h_run(10 * SEC, 1000);
+		fresh = H.seq; /* the group the publisher is writing */
+		h_subscribe(b, 1);
+		h_run(2 * SEC, 1000);
+		fprintf(stderr,
+		        "# idle join (%s): START at %llu, publisher at %llu, first group %llu\n",
+		        v ? "lite-04" : "lite-05", (unsigned long long)b->start_group,
+		        (unsigned long long)fresh, (unsigned long long)b->first_seq);
+		ck_assert(b->got_start);
+		ck_assert_uint_ge(b->start_group, fresh);
+		ck_assert_uint_eq(b->first_seq, b->start_group);
+		ck_assert_uint_ge(b->groups_complete, 2);
+		ck_assert_uint_eq(b->drops, 0);
+		ck_assert_uint_eq(b->errors, 0);
+		moq_cache_track_unref(held);
+		h_fini();
+	}
+}
+END_TEST
+
+/* Issue 12, defect 2: sequences the relay never got (the publisher skipped
+ * them) are accounted for with one DROP, code 24. */
+START_TEST(test_skipped_groups_dropped)
+{
+	struct sub *a;
+	uint64_t before;
+
+	h_init(NULL, 0);
+	h_publisher();
+	a = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_subscribe(a, 1);
+	h_run(2 * SEC, 4);
+	ck_assert_uint_eq(a->groups_complete, 4);
+	/* the publisher skips sequences 4, 5 and 6 */
+	H.seq += 3;
+	h_run(2 * SEC, 6);
+	before = a->groups_complete;
+	ck_assert_uint_eq(before, 6);
+	ck_assert_uint_eq(a->drops, 1);
+	ck_assert_uint_eq(a->dropped_groups, 3);
+	ck_assert_uint_eq(a->last_seq, 8);
+	ck_assert_uint_eq(a->errors, 0);
+	h_fini();
+}
+END_TEST
+
 static int subs_closed(void)
 {
 	for (int i = 0; i < H.nsubs; i++)
@@ -2243,6 +2318,8 @@ Suite *moq_session_suite(void)
 	/* issue 12 (CK_RUN_CASE=lifecycle runs them alone) */
 	tcase_set_timeout(tl, 120);
 	tcase_add_test(tl, test_idle_cache_released);
+	tcase_add_test(tl, test_idle_join_not_stale);
+	tcase_add_test(tl, test_skipped_groups_dropped);
 	tcase_add_test(tl, test_ended_track_no_resubscribe);
 	suite_add_tcase(s, tl);
 	return s;
