@@ -425,12 +425,31 @@ static void drops_add(struct moq_session *s, struct dsub *d, struct drops *r, ui
 	r->end = to;
 }
 
+/* @g (of @d's track) is older than @d's own max latency (dsub_params) and
+ * not the newest: by the subscriber's measure it expired. */
+static bool group_too_old(const struct moq_session *s, const struct dsub *d,
+                          const struct moq_cache_group *g, uint64_t latest)
+{
+	uint64_t created = moq_cache_group_created(g), now = s->n->now;
+
+	return moq_cache_group_seq(g) < latest && now > created && now - created > d->lat_ns;
+}
+
+bool gout_too_old(const struct moq_session *s, const struct gout *go)
+{
+	uint64_t latest;
+
+	return go->d && go->d->lat_ns && go->d->track &&
+	       moq_cache_track_latest(go->d->track, &latest) == 0 &&
+	       group_too_old(s, go->d, go->g, latest);
+}
+
 /* Where a live subscriber (no start asked) starts: the newest group while it
  * is the live edge, that is while the track's writer is live (a catalog's
  * one group stays current however old), or else (an idle track: the relay's
  * upstream subscription stopped, its cached groups are what was left) while
- * it is no older than the track's max latency. Older, or gone: no START
- * yet, it starts at the next group. */
+ * it is no older than the track's max latency, or the subscriber's smaller
+ * one. Older, or gone: no START yet, it starts at the next group. */
 static __attribute__((noinline)) bool start_at_latest(const struct moq_session *s,
                                                       const struct dsub *d, uint64_t latest)
 {
@@ -440,15 +459,16 @@ static __attribute__((noinline)) bool start_at_latest(const struct moq_session *
 
 	if (moq_cache_track_group(d->track, latest, &g) < 0)
 		return false;
-	lat = moq_cache_track_max_latency(d->track);
+	lat = d->lat_ns ? d->lat_ns : moq_cache_track_max_latency(d->track);
 	created = moq_cache_group_created(g);
 	ok = !moq_cache_track_idle(d->track) || now <= created || now - created <= lat;
 	moq_cache_group_unref(g);
 	return ok;
 }
 
-/* dsub_advance found group d->next_seq gone or never received (@rc): skip
- * what cannot be opened, up to the first group that can, accounting for the
+/* dsub_advance found group d->next_seq gone or never received (@rc), or
+ * found it (@rc 0, *@g) for a subscriber with its own max latency: skip what
+ * cannot be opened, up to the first group that can, accounting for the
  * skipped ones with DROPs. Returns 0 with *@g to open at d->next_seq, or
  * MOQ_ERR_AGAIN (nothing more now). Out of line: fanout visits sessions
  * often, and this is rare. */
@@ -459,9 +479,13 @@ static __attribute__((noinline)) int dsub_skip(struct moq_session *s, struct dsu
 	struct drops dr = {1, 0, 0};
 
 	for (;;) {
-		if (rc == 0)
+		if (rc == 0 && !(d->lat_ns && group_too_old(s, d, *g, latest)))
 			break;
-		if (rc == MOQ_ERR_NOTFOUND) {
+		if (rc == 0) {
+			moq_cache_group_unref(*g);
+			drops_add(s, d, &dr, d->next_seq, d->next_seq, MOQ_CODE_OLD);
+			d->next_seq++;
+		} else if (rc == MOQ_ERR_NOTFOUND) {
 			/* A sequence the cache never got (the publisher skipped
 			 * it, or sent it after a newer one): dropped upstream. */
 			drops_add(s, d, &dr, d->next_seq, d->next_seq, MOQ_CODE_DROPPED);
@@ -517,7 +541,7 @@ static void dsub_advance(struct moq_session *s, struct dsub *d)
 		       s->ngouts < n->cfg.max_group_streams) {
 			struct moq_cache_group *g;
 			rc = moq_cache_track_group(d->track, d->next_seq, &g);
-			if (rc != 0 && rc != MOQ_ERR_AGAIN)
+			if (rc == 0 ? d->lat_ns != 0 : rc != MOQ_ERR_AGAIN)
 				rc = dsub_skip(s, d, latest, end, rc, &g);
 			if (rc != 0)
 				break;
@@ -576,6 +600,7 @@ static int fanout_session(struct moq_session *s)
 	int written = 0;
 	int fetching = 0;
 	bool all = s->walk_all;
+	bool lat = s->nlat != 0; /* some subscription has its own max latency */
 
 	s->retry = 0;
 	s->walk_all = 0;
@@ -603,8 +628,8 @@ static int fanout_session(struct moq_session *s)
 			continue;
 		}
 		stc = moq_cache_group_status(go->g, NULL, &frames);
-		if (group_stale(stc)) {
-			gout_reset(s, go, err_code(stc));
+		if (group_stale(stc) || (lat && gout_too_old(s, go))) {
+			gout_reset(s, go, group_stale(stc) ? err_code(stc) : MOQ_CODE_OLD);
 			gout_retire(s, pp);
 			continue;
 		}
@@ -695,8 +720,9 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 				if (go->reset || go->acked >= go->written)
 					continue;
 				stc = moq_cache_group_status(go->g, NULL, NULL);
-				if (group_stale(stc)) {
-					gout_reset(s, go, err_code(stc));
+				if (group_stale(stc) || gout_too_old(s, go)) {
+					gout_reset(s, go,
+					           group_stale(stc) ? err_code(stc) : MOQ_CODE_OLD);
 					sess_mark(s);
 				}
 			}

@@ -82,6 +82,7 @@ struct dsub {
 	size_t plen;
 	uint64_t next_seq;
 	uint64_t start_seq;
+	uint64_t lat_ns; /* its max_latency when below the track's (dsub_params), else 0 */
 	uint32_t n_gouts;
 	uint8_t started, ending, done;
 	uint8_t counted; /* holds one unit of cfg.max_subscribers */
@@ -241,6 +242,7 @@ struct moq_session {
 	struct smap streams;
 	struct dsub *dsubs;
 	uint32_t ndsubs;
+	uint32_t nlat; /* dsubs with their own max latency (dsub_params) */
 	struct usub *usubs;
 	uint32_t nusubs, nann_in;
 	struct gout *gouts; /* streams still being written (may hold done ones) */
@@ -365,6 +367,7 @@ struct upstream *up_find(struct moq_node *n, const char *p, size_t pl, const cha
 
 /* subscribe.c: the peer's subscriptions */
 void dsub_cancel(struct moq_session *s, struct dsub *d);
+void dsub_params(struct dsub *d);
 void dsub_free(struct moq_session *s, struct dsub *d);
 void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_subscribe *m);
 void on_subscribe_update(struct moq_session *s, struct mstream *st,
@@ -384,6 +387,7 @@ extern const struct moq_track_info default_info;
 /* fanout.c: group streams out */
 void gout_reset(struct moq_session *s, struct gout *go, uint64_t code);
 uint64_t err_code(int err);
+bool gout_too_old(const struct moq_session *s, const struct gout *go);
 void gout_resort(struct moq_session *s);
 struct gout *gout_new(struct moq_session *s, struct mstream *st, struct moq_cache_group *g,
                       uint8_t priority);

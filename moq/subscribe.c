@@ -55,6 +55,25 @@ void dsub_cancel(struct moq_session *s, struct dsub *d)
 		st_write(s, d->st, NULL, 0, 1);
 }
 
+/* The subscriber's own max_latency (PROTOCOL.md, Subscribe), applied to its
+ * delivery: a group older than that (by its open time) is skipped with a
+ * DROP or its stream reset with 2 (old) once a newer group exists, as the
+ * cache does at the track's max latency. 0 (none given) or a value not
+ * below the track's leaves it to the cache. */
+void dsub_params(struct dsub *d)
+{
+	uint64_t ms = d->p.max_latency_ms;
+
+	if (d->lat_ns)
+		d->s->nlat--;
+	d->lat_ns = 0;
+	if (ms && d->track && ms < UINT64_MAX / 1000000u &&
+	    ms * 1000000u < moq_cache_track_max_latency(d->track)) {
+		d->lat_ns = ms * 1000000u;
+		d->s->nlat++;
+	}
+}
+
 void dsub_free(struct moq_session *s, struct dsub *d)
 {
 	dsub_detach(d);
@@ -70,6 +89,8 @@ void dsub_free(struct moq_session *s, struct dsub *d)
 			break;
 		}
 	s->ndsubs--;
+	if (d->lat_ns)
+		s->nlat--;
 	if (d->counted)
 		bound_put(s->n, 0);
 	if (d->track)
@@ -153,6 +174,7 @@ void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_su
 	}
 	d->path = full;
 	d->plen = flen;
+	dsub_params(d);
 	st->d = d;
 	if (!d->up && !s->watched) {
 		/* a local broadcast's track: moq_node_poll watches it */
@@ -187,6 +209,7 @@ void on_subscribe_update(struct moq_session *s, struct mstream *st,
 	d->p.ordered = m->ordered;
 	d->p.max_latency_ms = m->max_latency_ms;
 	d->p.end = m->end;
+	dsub_params(d);
 	for (struct gout *go = s->gouts; go; go = go->next)
 		if (go->d == d)
 			go->priority = m->priority;

@@ -2204,6 +2204,48 @@ START_TEST(test_idle_join_not_stale)
 }
 END_TEST
 
+/* Issue 12, defect 2: the newest cached group of an idle track is a start
+ * only while it is no older than the subscriber's max latency: one asking
+ * for 1 s, joining 2 s after the relay stopped receiving, waits for the
+ * next group; one with the default 5 s starts at the cached one. */
+START_TEST(test_idle_join_own_latency)
+{
+	struct sub *a, *b, *c;
+	struct moq_sub_params p = {1, false, 1000, MOQ_GROUP_NONE, MOQ_GROUP_NONE};
+	uint64_t cached, fresh;
+
+	h_init(NULL, 0);
+	h_publisher();
+	a = &H.subs[H.nsubs++];
+	b = &H.subs[H.nsubs++];
+	c = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	h_connect(b, MOQ_ROLE_SUBSCRIBER, NULL);
+	h_connect(c, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_subscribe(a, 1);
+	h_run(2 * SEC, 1000);
+	ck_assert_int_eq(moq_session_unsubscribe(a->s, (uint64_t)a->id), 0);
+	h_run(20 * MS, 1000);
+	cached = H.seq; /* the relay's newest group (cut short) */
+	h_run(2 * SEC, 1000);
+	fresh = H.seq;
+	b->id = moq_session_subscribe(b->s, "live/room", 9, "video", 5, &p);
+	h_subscribe(c, 1);
+	h_run(2 * SEC, 1000);
+	fprintf(stderr,
+	        "# idle join: cached %llu, publisher at %llu: 1 s subscriber START %llu, "
+	        "5 s subscriber START %llu\n",
+	        (unsigned long long)cached, (unsigned long long)fresh,
+	        (unsigned long long)b->start_group, (unsigned long long)c->start_group);
+	ck_assert(b->got_start && c->got_start);
+	ck_assert_uint_ge(b->start_group, fresh);
+	ck_assert_uint_le(c->start_group, cached);
+	ck_assert_uint_eq(b->errors + c->errors, 0);
+	h_fini();
+}
+END_TEST
+
 /* Issue 12, defect 2: sequences the relay never got (the publisher skipped
  * them) are accounted for with one DROP, code 24. */
 START_TEST(test_skipped_groups_dropped)
@@ -2278,6 +2320,51 @@ START_TEST(test_ended_track_no_resubscribe)
 }
 END_TEST
 
+/* Issue 12, defect 7: a subscriber's own max_latency applies to its
+ * delivery: stalled for 2 s on a track that keeps groups 5 s, one asking
+ * for 300 ms gets its older groups reset or dropped with 2 (old). */
+START_TEST(test_subscriber_max_latency)
+{
+	struct sub *a, *slow;
+	struct moq_sub_params p = {1, false, 300, MOQ_GROUP_NONE, MOQ_GROUP_NONE};
+	uint64_t old;
+
+	h_init(NULL, 0);
+	h_publisher();
+	a = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	H.capture = 1;
+	slow = &H.subs[H.nsubs++];
+	h_connect(slow, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	ck_assert(H.have_cid);
+	h_subscribe(a, 1);
+	slow->id = moq_session_subscribe(slow->s, "live/room", 9, "video", 5, &p);
+	ck_assert_int_ge(slow->id, 0);
+	h_run(1 * SEC, 1000);
+	ck_assert_uint_ge(slow->groups_complete, 1);
+	H.stall = 1;
+	h_run(2 * SEC, 1000);
+	H.stall = 0;
+	h_run(3 * SEC, 1000);
+	old = slow->resets_by_code[MOQ_CODE_OLD];
+	fprintf(stderr,
+	        "# subscriber max latency 300 ms, stalled 2 s: %llu complete, %llu reset old, "
+	        "%llu dropped in %llu DROP; default subscriber %llu complete %llu reset\n",
+	        (unsigned long long)slow->groups_complete, (unsigned long long)old,
+	        (unsigned long long)slow->dropped_groups, (unsigned long long)slow->drops,
+	        (unsigned long long)a->groups_complete, (unsigned long long)a->groups_reset);
+	ck_assert_uint_gt(old + slow->dropped_groups, 0);
+	ck_assert_uint_eq(slow->groups_reset, old);
+	ck_assert_uint_eq(slow->errors, 0);
+	ck_assert_uint_ge(slow->groups_complete, 3);
+	ck_assert_uint_eq(a->groups_reset, 0);
+	ck_assert_uint_eq(a->errors, 0);
+	h_fini();
+}
+END_TEST
+
 Suite *moq_session_suite(void);
 
 Suite *moq_session_suite(void)
@@ -2319,8 +2406,10 @@ Suite *moq_session_suite(void)
 	tcase_set_timeout(tl, 120);
 	tcase_add_test(tl, test_idle_cache_released);
 	tcase_add_test(tl, test_idle_join_not_stale);
+	tcase_add_test(tl, test_idle_join_own_latency);
 	tcase_add_test(tl, test_skipped_groups_dropped);
 	tcase_add_test(tl, test_ended_track_no_resubscribe);
+	tcase_add_test(tl, test_subscriber_max_latency);
 	suite_add_tcase(s, tl);
 	return s;
 }
