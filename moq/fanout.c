@@ -115,13 +115,18 @@ uint64_t err_code(int err)
 }
 
 /* PROTOCOL.md, Priority: subscriber priority, then newest group; < 0 when
- * @x goes before @y. */
+ * @x goes before @y. A subscriber that asked for ordered delivery gets its
+ * groups oldest first; at one priority its streams go before the
+ * newest-first ones (sequences of different tracks do not compare, and one
+ * key per stream keeps the order total). */
 static int gout_order(const struct gout *x, const struct gout *y)
 {
 	if (x->priority != y->priority)
 		return x->priority > y->priority ? -1 : 1;
+	if (x->ordered != y->ordered)
+		return x->ordered ? -1 : 1;
 	if (x->seq != y->seq)
-		return x->seq > y->seq ? -1 : 1;
+		return (x->seq > y->seq) != x->ordered ? -1 : 1;
 	return 0;
 }
 
@@ -151,8 +156,8 @@ void gout_resort(struct moq_session *s)
 	}
 }
 
-struct gout *gout_new(struct moq_session *s, struct mstream *st, struct moq_cache_group *g,
-                      uint8_t priority)
+static struct gout *gout_make(struct moq_session *s, struct mstream *st, struct moq_cache_group *g,
+                              uint8_t priority, uint8_t ordered)
 {
 	struct gout *go = gout_alloc(s);
 
@@ -162,10 +167,17 @@ struct gout *gout_new(struct moq_session *s, struct mstream *st, struct moq_cach
 	go->g = g;
 	go->seq = moq_cache_group_seq(g);
 	go->priority = priority;
+	go->ordered = ordered;
 	st->go = go;
 	gout_link(s, go);
 	s->ngouts++;
 	return go;
+}
+
+struct gout *gout_new(struct moq_session *s, struct mstream *st, struct moq_cache_group *g,
+                      uint8_t priority)
+{
+	return gout_make(s, st, g, priority, 0);
 }
 
 /* Open one uni stream for group @g of subscription @d. */
@@ -178,7 +190,7 @@ static int gout_open(struct moq_session *s, struct dsub *d, struct moq_cache_gro
 
 	if (!st)
 		return err;
-	go = gout_new(s, st, g, d->p.priority);
+	go = gout_make(s, st, g, d->p.priority, d->p.ordered);
 	if (!go) {
 		st_reset(s, st, MOQ_CODE_CANCEL);
 		return MOQ_ERR_NOMEM;

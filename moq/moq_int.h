@@ -182,6 +182,7 @@ struct gout {
 	uint64_t seq;
 	int64_t prev_ts;
 	uint8_t priority;
+	uint8_t ordered; /* its subscriber asked for groups in order */
 	uint8_t fin, reset, fetch;
 	uint8_t done; /* on the session's gdone list */
 	uint64_t written, acked;

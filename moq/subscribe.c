@@ -211,8 +211,10 @@ void on_subscribe_update(struct moq_session *s, struct mstream *st,
 	d->p.end = m->end;
 	dsub_params(d);
 	for (struct gout *go = s->gouts; go; go = go->next)
-		if (go->d == d)
+		if (go->d == d) {
 			go->priority = m->priority;
+			go->ordered = m->ordered;
+		}
 	gout_resort(s);
 	if (d->up)
 		up_changed(d->up);

@@ -52,6 +52,7 @@ struct sub {
 	int got_end;
 	uint64_t end_group;
 	uint64_t drops, dropped_groups; /* DROP replies and the groups they cover */
+	uint64_t out_of_order;          /* groups complete after a newer one */
 	/* track info, goaway */
 	uint64_t timescale;
 	int goaway;
@@ -295,6 +296,8 @@ static void cb_group_end(struct moq_session *s, void *user, uint64_t id, uint64_
 			u->done_by_id[id]++;
 		if (u->groups_reset)
 			u->complete_after_reset++;
+		if (u->last_seq != UINT64_MAX && seq < u->last_seq)
+			u->out_of_order++;
 		if (seq > u->last_seq || u->last_seq == UINT64_MAX)
 			u->last_seq = seq;
 	} else {
@@ -377,6 +380,7 @@ static uint32_t relay_window;          /* 0 = default */
 static uint32_t relay_max_subscribers; /* node bound, 0 = unlimited */
 static uint32_t relay_max_tracks;      /* node bound, 0 = unlimited */
 static uint32_t relay_streams;         /* 0 = default max_group_streams */
+static uint64_t relay_queue;           /* session_queue, 0 = 512 KiB */
 static int with_hub;                   /* h_init: two relay workers */
 static int with_cascade;               /* h_init: a second relay (own cache) behind the first */
 static struct moq_quic_config client_qcfg;
@@ -405,7 +409,7 @@ static void h_init(const char *alpn, uint64_t relay_budget)
 	nc.cache = H.rcache;
 	nc.relay = 1;
 	nc.origin = 1000;
-	nc.session_queue = 512 * 1024;
+	nc.session_queue = relay_queue ? relay_queue : 512 * 1024;
 	nc.max_subscriptions = relay_max_subs;
 	nc.max_subscribers = relay_max_subscribers;
 	nc.max_tracks = relay_max_tracks;
@@ -2365,6 +2369,51 @@ START_TEST(test_subscriber_max_latency)
 }
 END_TEST
 
+/* Issue 12, defect 7: a subscriber's ordered flag applies to its delivery
+ * (PROTOCOL.md, Priority): after a stall its backlog comes oldest first
+ * (case 1), where a newest-first subscriber (case 0) gets the newest group
+ * before older ones. */
+START_TEST(test_subscriber_ordered)
+{
+	struct sub *slow;
+	struct moq_sub_params p = {1, _i == 1, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE};
+
+	/* little in QUIC's hands (it sends the streams it holds round robin):
+	 * the relay's ranking decides the order */
+	relay_queue = 8 * 1024;
+	h_init(NULL, 0);
+	relay_queue = 0;
+	h_publisher();
+	H.capture = 1;
+	slow = &H.subs[H.nsubs++];
+	h_connect(slow, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	ck_assert(H.have_cid);
+	slow->id = moq_session_subscribe(slow->s, "live/room", 9, "video", 5, &p);
+	ck_assert_int_ge(slow->id, 0);
+	h_run(1 * SEC, 1000);
+	ck_assert_uint_ge(slow->groups_complete, 1);
+	ck_assert_uint_eq(slow->out_of_order, 0);
+	H.stall = 1;
+	h_run(3 * SEC, 1000);
+	H.stall = 0;
+	h_run(3 * SEC, 1000);
+	fprintf(stderr,
+	        "# %s subscriber stalled 3 s: %llu groups complete, %llu after a newer one, "
+	        "%llu reset\n",
+	        _i ? "ordered" : "newest-first", (unsigned long long)slow->groups_complete,
+	        (unsigned long long)slow->out_of_order, (unsigned long long)slow->groups_reset);
+	ck_assert_uint_eq(slow->errors, 0);
+	ck_assert_uint_eq(slow->groups_reset, 0);
+	ck_assert_uint_ge(slow->groups_complete, 10);
+	if (_i == 1)
+		ck_assert_uint_eq(slow->out_of_order, 0);
+	else
+		ck_assert_uint_gt(slow->out_of_order, 0);
+	h_fini();
+}
+END_TEST
+
 Suite *moq_session_suite(void);
 
 Suite *moq_session_suite(void)
@@ -2410,6 +2459,7 @@ Suite *moq_session_suite(void)
 	tcase_add_test(tl, test_skipped_groups_dropped);
 	tcase_add_test(tl, test_ended_track_no_resubscribe);
 	tcase_add_test(tl, test_subscriber_max_latency);
+	tcase_add_loop_test(tl, test_subscriber_ordered, 0, 2);
 	suite_add_tcase(s, tl);
 	return s;
 }
