@@ -196,25 +196,37 @@ fail_refuse:
 	st_refuse(s, st, code);
 }
 
+/* SUBSCRIBE_UPDATE (PROTOCOL.md, Subscribe): every field replaces the
+ * subscription's. Priority and ordered rank its streams from now on,
+ * max_latency applies to its delivery (dsub_params), end bounds it. start:
+ * before START it is where the subscription will start; after, a later
+ * start skips the groups before it (their streams in flight are cancelled,
+ * they are out of range), an earlier one changes nothing (groups already
+ * accounted for are not sent again). */
 void on_subscribe_update(struct moq_session *s, struct mstream *st,
                          const struct moq_subscribe_update *m)
 {
 	struct dsub *d = st->d;
 
 	sess_mark(s);
-	(void)s;
 	if (!d)
 		return;
 	d->p.priority = m->priority;
 	d->p.ordered = m->ordered;
 	d->p.max_latency_ms = m->max_latency_ms;
+	d->p.start = m->start;
 	d->p.end = m->end;
 	dsub_params(d);
-	for (struct gout *go = s->gouts; go; go = go->next)
-		if (go->d == d) {
-			go->priority = m->priority;
-			go->ordered = m->ordered;
-		}
+	if (d->started && m->start != MOQ_GROUP_NONE && m->start > d->next_seq)
+		d->next_seq = m->start;
+	for (struct gout *go = s->gouts; go; go = go->next) {
+		if (go->d != d)
+			continue;
+		go->priority = m->priority;
+		go->ordered = m->ordered;
+		if (d->started && m->start != MOQ_GROUP_NONE && go->seq < m->start)
+			gout_reset(s, go, MOQ_CODE_CANCEL);
+	}
 	gout_resort(s);
 	if (d->up)
 		up_changed(d->up);

@@ -2369,6 +2369,40 @@ START_TEST(test_subscriber_max_latency)
 }
 END_TEST
 
+/* Issue 12, defect 7: SUBSCRIBE_UPDATE's start applies: moved past the
+ * next group, the groups before it get no stream. */
+START_TEST(test_update_start)
+{
+	struct sub *a;
+	struct moq_sub_params p = {1, false, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE};
+	uint64_t k;
+
+	h_init(NULL, 0);
+	h_publisher();
+	a = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_subscribe(a, 1);
+	h_run(2 * SEC, 1000);
+	ck_assert_uint_ge(a->groups_complete, 2);
+	/* a moment into group k: from now on, groups from k + 3 */
+	while (H.fidx != 3)
+		h_run(2 * MS, 1000);
+	k = H.seq;
+	a->first_seq = UINT64_MAX;
+	p.start = k + 3;
+	ck_assert_int_eq(moq_session_subscribe_update(a->s, (uint64_t)a->id, &p), 0);
+	h_run(3 * SEC, 1000);
+	fprintf(stderr, "# update start: in group %llu, start %llu: next group begun %llu\n",
+	        (unsigned long long)k, (unsigned long long)(k + 3),
+	        (unsigned long long)a->first_seq);
+	ck_assert_uint_eq(a->first_seq, k + 3);
+	ck_assert_uint_ge(a->last_seq, k + 4);
+	ck_assert_uint_eq(a->errors, 0);
+	h_fini();
+}
+END_TEST
+
 /* Issue 12, defect 7: a subscriber's ordered flag applies to its delivery
  * (PROTOCOL.md, Priority): after a stall its backlog comes oldest first
  * (case 1), where a newest-first subscriber (case 0) gets the newest group
@@ -2459,6 +2493,7 @@ Suite *moq_session_suite(void)
 	tcase_add_test(tl, test_skipped_groups_dropped);
 	tcase_add_test(tl, test_ended_track_no_resubscribe);
 	tcase_add_test(tl, test_subscriber_max_latency);
+	tcase_add_test(tl, test_update_start);
 	tcase_add_loop_test(tl, test_subscriber_ordered, 0, 2);
 	suite_add_tcase(s, tl);
 	return s;
