@@ -64,7 +64,10 @@
  *    sent from it); moq_cache_read_frames into a buffer of MOQ_CACHE_BATCH;
  *    per frame write the per-subscriber frame header, then the payload as
  *    iovecs from moq_cache_group_iov(offset, len) (or the view's data
- *    pointer); MOQ_ERR_CLOSED = FIN the stream, EVICTED/OLD/LAGGED/DROPPED =
+ *    pointer); when the iovec array fills first, write what has iovecs and
+ *    moq_cache_cursor_seek to the first byte without one (the next read
+ *    returns the rest of that frame, start != 0: no second header);
+ *    MOQ_ERR_CLOSED = FIN the stream, EVICTED/OLD/LAGGED/DROPPED =
  *    reset it (codes 31/2/26/24). Call moq_cache_quiescent once per loop.
  */
 #ifndef MOQ_CACHE_CACHE_H
@@ -420,6 +423,20 @@ struct moq_cache_cursor {
 	uint32_t piece; /* 1 + the piece holding byte @pos, or 0 (unknown) */
 	uint32_t pad;
 };
+
+/*
+ * moq_cache_cursor_seek: put @cur at payload byte @pos of frame @frame, so
+ * the next read returns the frame from there (a frame's start is @pos then):
+ * a reader that wrote only part of what a read returned (its iovec array
+ * was full) continues at its first unwritten byte. @pos must be below the
+ * frame's size (or 0), @frame at most the frames read so far.
+ */
+static inline void moq_cache_cursor_seek(struct moq_cache_cursor *cur, uint32_t frame, uint32_t pos)
+{
+	cur->frame = frame;
+	cur->pos = pos;
+	cur->piece = 0;
+}
 
 /*
  * struct moq_cache_frame: a view of (part of) one cached frame. The bytes stay

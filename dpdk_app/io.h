@@ -24,12 +24,14 @@ struct rte_ring;
 struct relay_worker_stats {
 	uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes;
 	uint64_t tx_drops, tx_nombuf, tx_unresolved;
-	uint64_t tx_ring_full; /* flushes that left packets for the next iteration */
+	uint64_t tx_ring_full; /* flushes that left packets for the next iteration (the
+	                        * TX ring, or the kernel backend's socket, was full) */
 	uint64_t redirected, redirected_in, redirect_drops;
 	uint64_t busy_tsc, idle_tsc;
 	uint64_t goaways, drain_closes; /* SIGQUIT: GOAWAY sent, connections closed */
 	uint64_t conn_set_full;         /* a connection the drain set could not track */
 	uint64_t gso_msgs;              /* kernel backend: GSO sends of several datagrams */
+	uint64_t rx_truncated;          /* kernel backend: datagrams over --mtu, dropped */
 };
 
 /* What a backend sees of its worker; relay.c fills it before open. */

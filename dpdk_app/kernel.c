@@ -7,6 +7,7 @@
  * path. A datagram whose CID names another worker is copied into an mbuf
  * and sent to that worker's ring, as on DPDK.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -25,12 +26,29 @@
 #include "relay.h"
 #include "io.h"
 
+/* A socket that did not take a whole burst is asked again after this long
+ * (a syscall per retry, not one per loop iteration; the DPDK path waits
+ * ~2 us for a full TX ring, a send buffer drains at the kernel's pace). */
+#define KSEND_RETRY_NS 20000ull
+
 /* A worker's kernel-socket state (relay_io.priv). */
 struct relay_kernel {
-	struct moq_net_ksock ks;     /* this worker's SO_REUSEPORT socket */
-	struct moq_quic_addr klocal; /* its bound address */
-	struct moq_net_kbuf *kb;     /* its receive / send bursts (net.h) */
+	/* this worker's SO_REUSEPORT sockets, one per --listen address */
+	struct moq_net_ksock ks[MOQ_CFG_MAX_LISTEN];
+	struct moq_quic_addr klocal[MOQ_CFG_MAX_LISTEN]; /* their bound addresses */
+	unsigned int nb_ks;
+	struct moq_net_kbuf *kb; /* its receive / send bursts (net.h) */
 	uint64_t next_expiry;
+	/* Backpressure, as on the DPDK path: what the socket did not take
+	 * (EAGAIN: its send buffer is full) is held, in order, and sent
+	 * first; no new QUIC packets are made while any is held (dropping
+	 * them cost a loss, a retransmission and a cwnd cut each). The held
+	 * datagrams' bytes stay in tx[] (not reused meanwhile). */
+	struct moq_net_kdgram held[MOQ_PMD_BURST];
+	struct moq_quic_addr held_to[MOQ_PMD_BURST];
+	uint8_t held_sock[MOQ_PMD_BURST]; /* the socket each goes out of */
+	int nheld;
+	uint64_t retry_ns; /* held: no send before this */
 	uint8_t tx[MOQ_PMD_BURST][MOQ_QUIC_MAX_UDP_PAYLOAD];
 };
 
@@ -43,31 +61,43 @@ struct kdgram {
 static int kernel_open(struct relay_io *io, const struct moq_pmd_config *cfg, char *err,
                        size_t errlen)
 {
-	const struct moq_cfg_addr *a = &cfg->listen[0];
-	struct moq_quic_addr bind_to;
+	/* the largest datagram --mtu carries (IPv4: 20 + 8 bytes of headers),
+	 * at least MOQ_NET_KIO_RX_MAX; a longer one is dropped and counted
+	 * (net.h, moq_net_krecv), never handed to QUIC cut */
+	size_t rx_max = cfg->mtu > 28 ? (size_t)cfg->mtu - 28 : 0;
 	struct relay_kernel *k;
-	socklen_t len;
 
+	if (rx_max < MOQ_NET_KIO_RX_MAX)
+		rx_max = MOQ_NET_KIO_RX_MAX;
 	k = rte_zmalloc("moqdp_kbuf", sizeof(*k), RTE_CACHE_LINE_SIZE);
 	if (k != NULL)
-		k->kb = rte_zmalloc("moqdp_kbuf", moq_net_kbuf_size(), RTE_CACHE_LINE_SIZE);
+		k->kb = rte_malloc("moqdp_kbuf", moq_net_kbuf_size_for(rx_max),
+		                   RTE_CACHE_LINE_SIZE);
 	if (k == NULL || k->kb == NULL) {
 		rte_free(k);
 		snprintf(err, errlen, "worker %u: out of memory", io->id);
 		return MOQ_ERR_NOMEM;
 	}
-	k->ks.fd = -1;
+	moq_net_kbuf_init(k->kb, rx_max);
 	io->priv = k;
-	moq_relay_addr_from(&bind_to, a->family == AF_INET ? 4 : 6, a->addr, cfg->udp_port);
-	len = sizeof(k->klocal.u);
-	if (moq_net_ksock_open(&k->ks, &bind_to.u.sa, bind_to.len,
-	                       MOQ_NET_KSOCK_REUSEPORT | MOQ_NET_KSOCK_GSO, 0, &k->klocal.u.sa,
-	                       &len) != 0) {
-		snprintf(err, errlen, "--listen/--port: cannot bind UDP port %u: %s", cfg->udp_port,
-		         strerror(errno));
-		return MOQ_ERR_IO;
+	for (unsigned int i = 0; i < cfg->nb_listen && i < MOQ_CFG_MAX_LISTEN; i++) {
+		const struct moq_cfg_addr *a = &cfg->listen[i];
+		struct moq_quic_addr bind_to;
+		socklen_t len = sizeof(k->klocal[i].u);
+		char ip[INET6_ADDRSTRLEN];
+
+		moq_relay_addr_from(&bind_to, a->family == AF_INET ? 4 : 6, a->addr, cfg->udp_port);
+		if (moq_net_ksock_open(&k->ks[i], &bind_to.u.sa, bind_to.len,
+		                       MOQ_NET_KSOCK_REUSEPORT | MOQ_NET_KSOCK_GSO, 0,
+		                       &k->klocal[i].u.sa, &len) != 0) {
+			snprintf(err, errlen, "--listen/--port: cannot bind UDP %s port %u: %s",
+			         inet_ntop(a->family, a->addr, ip, sizeof(ip)) ? ip : "?",
+			         cfg->udp_port, strerror(errno));
+			return MOQ_ERR_IO;
+		}
+		k->klocal[i].len = len;
+		k->nb_ks = i + 1;
 	}
-	k->klocal.len = len;
 	return 0;
 }
 
@@ -77,7 +107,8 @@ static void kernel_close(struct relay_io *io)
 
 	if (k == NULL)
 		return;
-	moq_net_ksock_close(&k->ks);
+	for (unsigned int i = 0; i < k->nb_ks; i++)
+		moq_net_ksock_close(&k->ks[i]);
 	rte_free(k->kb);
 	rte_free(k);
 	io->priv = NULL;
@@ -131,15 +162,108 @@ static void kdeliver(struct relay_io *w, const uint8_t *data, size_t len,
 	w->st->redirected++;
 }
 
+/* The socket bound to @local (a connection's local address, as its
+ * datagrams arrived: klocal[]). */
+static unsigned int ksock_of(const struct relay_kernel *kb, const struct moq_quic_addr *local)
+{
+	for (unsigned int i = 1; i < kb->nb_ks; i++) {
+		const struct moq_quic_addr *b = &kb->klocal[i];
+
+		if (b->u.sa.sa_family != local->u.sa.sa_family)
+			continue;
+		if (b->u.sa.sa_family == AF_INET
+		            ? b->u.in4.sin_addr.s_addr == local->u.in4.sin_addr.s_addr
+		            : memcmp(&b->u.in6.sin6_addr, &local->u.in6.sin6_addr, 16) == 0)
+			return i;
+	}
+	return 0;
+}
+
+/* moq_net_ksend on the socket of each datagram (@si[]), in runs of one
+ * socket; stops at the first run not sent whole (errno from that call).
+ * Returns the datagrams sent, the first ones of @d. */
+static int ksend_socks(struct relay_kernel *kb, const struct moq_net_kdgram *d, const uint8_t *si,
+                       int k, uint64_t *gso_msgs)
+{
+	int sent = 0;
+
+	while (sent < k) {
+		unsigned int s = si[sent];
+		int run = 1, n;
+
+		while (sent + run < k && si[sent + run] == s)
+			run++;
+		errno = 0;
+		n = moq_net_ksend(kb->kb, &kb->ks[s], &d[sent], run, gso_msgs);
+		if (n < 0)
+			n = 0;
+		sent += n;
+		if (n < run)
+			break;
+	}
+	return sent;
+}
+
+/* The socket will take it later: its send buffer is full (EAGAIN), the
+ * device queue is (ENOBUFS), GSO was just turned off (EIO, net.h). */
+static int send_later(int e)
+{
+	return e == EAGAIN || e == EWOULDBLOCK || e == ENOBUFS || e == EINTR || e == EIO;
+}
+
 /*
- * Send a burst (net.h, moq_net_ksend: a run of datagrams to one peer of
- * equal size goes down as one UDP GSO message where the kernel takes it).
+ * Send @d[0..@n) (the held datagrams, or a new burst) with one sendmmsg
+ * (net.h, moq_net_ksend: a run of datagrams to one peer of equal size goes
+ * down as one UDP GSO message where the kernel takes it) and hold what the
+ * socket did not take (destinations copied). A datagram the kernel refuses
+ * for good (EMSGSIZE, EPERM, ...) is dropped and counted, so it cannot hold
+ * the worker up. Returns the datagrams sent.
  */
+static int kxmit(struct relay_io *w, struct relay_kernel *kb, const struct moq_net_kdgram *d,
+                 const uint8_t *si, int n, uint64_t now)
+{
+	struct moq_net_kdgram keep[MOQ_PMD_BURST];
+	struct moq_quic_addr keep_to[MOQ_PMD_BURST];
+	uint8_t keep_si[MOQ_PMD_BURST];
+	int sent, skip, e;
+
+	sent = ksend_socks(kb, d, si, n, &w->st->gso_msgs);
+	e = errno;
+	for (int x = 0; x < sent; x++) {
+		w->st->tx_pkts++;
+		w->st->tx_bytes += d[x].len;
+	}
+	skip = sent;
+	kb->retry_ns = 0;
+	if (sent == 0 && n > 0 && !send_later(e)) {
+		w->st->tx_drops++; /* this one: the rest right after */
+		skip = 1;
+	} else if (sent < n) {
+		w->st->tx_ring_full++;
+		kb->retry_ns = now + KSEND_RETRY_NS;
+	}
+	for (int i = skip; i < n; i++) { /* @d may be kb->held: copy first */
+		keep[i - skip] = d[i];
+		keep_si[i - skip] = si[i];
+		memcpy(&keep_to[i - skip].u, d[i].addr, d[i].addrlen);
+	}
+	kb->nheld = n - skip;
+	for (int i = 0; i < kb->nheld; i++) {
+		kb->held[i] = keep[i];
+		kb->held_to[i] = keep_to[i];
+		kb->held_sock[i] = keep_si[i];
+		kb->held[i].addr = &kb->held_to[i].u.sa;
+	}
+	return sent;
+}
+
+/* Make a burst of QUIC packets and send it (kxmit). Only with nothing held. */
 static int ksend(struct relay_io *w, struct relay_kernel *kb, uint64_t now)
 {
 	struct moq_quic_pkt pk[MOQ_PMD_BURST];
 	struct moq_net_kdgram d[MOQ_PMD_BURST];
-	int k, sent;
+	uint8_t si[MOQ_PMD_BURST];
+	int k;
 
 	for (int i = 0; i < MOQ_PMD_BURST; i++) {
 		pk[i].data = kb->tx[i];
@@ -153,13 +277,9 @@ static int ksend(struct relay_io *w, struct relay_kernel *kb, uint64_t now)
 		d[i].len = pk[i].len;
 		d[i].addr = &pk[i].remote.u.sa;
 		d[i].addrlen = pk[i].remote.len;
+		si[i] = (uint8_t)ksock_of(kb, &pk[i].local);
 	}
-	sent = moq_net_ksend(kb->kb, &kb->ks, d, k, &w->st->gso_msgs);
-	for (int x = 0; x < sent; x++) {
-		w->st->tx_pkts++;
-		w->st->tx_bytes += pk[x].len;
-	}
-	w->st->tx_drops += (uint64_t)(k - sent);
+	kxmit(w, kb, d, si, k, now);
 	return k;
 }
 
@@ -170,16 +290,19 @@ static int kernel_poll(struct relay_io *w, uint64_t now)
 	struct rte_mbuf *mb[MOQ_PMD_BURST];
 	int n, work = 0;
 
-	n = moq_net_krecv(kb->kb, kb->ks.fd, d);
-	for (int i = 0; i < n; i++) {
-		struct moq_quic_addr remote;
+	for (unsigned int s = 0; s < kb->nb_ks; s++) {
+		n = moq_net_krecv(kb->kb, kb->ks[s].fd, d);
+		for (int i = 0; i < n; i++) {
+			struct moq_quic_addr remote;
 
-		w->st->rx_pkts++;
-		w->st->rx_bytes += d[i].len;
-		from_sockaddr(&remote, (const struct sockaddr_storage *)d[i].addr);
-		kdeliver(w, d[i].data, d[i].len, &kb->klocal, &remote, now, 1);
+			w->st->rx_pkts++;
+			w->st->rx_bytes += d[i].len;
+			from_sockaddr(&remote, (const struct sockaddr_storage *)d[i].addr);
+			kdeliver(w, d[i].data, d[i].len, &kb->klocal[s], &remote, now, 1);
+		}
+		work += n > 0 ? n : 0;
 	}
-	work += n > 0 ? n : 0;
+	w->st->rx_truncated = moq_net_kbuf_truncated(kb->kb);
 	n = (int)rte_ring_sc_dequeue_burst(w->ring, (void **)mb, MOQ_PMD_BURST, NULL);
 	for (int i = 0; i < n; i++) {
 		const struct kdgram *k = rte_pktmbuf_mtod(mb[i], const struct kdgram *);
@@ -193,7 +316,10 @@ static int kernel_poll(struct relay_io *w, uint64_t now)
 		work += moq_quic_endpoint_timers(w->ep, now);
 	/* fanout: pending subscriber data, expiry resets (moq.h) */
 	work += moq_node_poll(w->node, now);
-	for (int b = 0; b < 4 && moq_quic_endpoint_pending(w->ep); b++) {
+	/* what the socket did not take first; new packets only once it did */
+	if (kb->nheld > 0 && now >= kb->retry_ns)
+		work += kxmit(w, kb, kb->held, kb->held_sock, kb->nheld, now);
+	for (int b = 0; b < 4 && kb->nheld == 0 && moq_quic_endpoint_pending(w->ep); b++) {
 		int k = ksend(w, kb, now);
 
 		work += k;

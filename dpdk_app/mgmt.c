@@ -14,6 +14,7 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -36,12 +37,20 @@ static double rate(uint64_t a, uint64_t b, double secs)
 	return secs > 0 ? (double)(a - b) / secs : 0;
 }
 
-void moq_relay_latency_reset(struct moq_relay *r, struct moq_latency *last)
+/* rte_telemetry callbacks carry no user pointer: the one relay of the
+ * process. DPDK serves each telemetry client on a thread of its own: a
+ * handler holds tel_lock while it reads the relay (and lat_base), and
+ * unregistering takes it, so once moq_relay_telemetry_unregister returns no
+ * handler is inside the relay (moq_relay_destroy calls it before it frees
+ * anything). */
+static pthread_mutex_t tel_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct relay_mgmt *tel_relay;
+
+static void latency_reset(struct relay_mgmt *m, struct moq_latency *last)
 {
-	struct relay_mgmt *m = moq_relay_mgmt_of(r);
 	struct moq_relay_stats s;
 
-	moq_relay_stats(r, &s);
+	moq_relay_stats(m->relay, &s);
 	if (last != NULL) {
 		struct moq_lat_hist h = s.relay_lat;
 
@@ -49,6 +58,13 @@ void moq_relay_latency_reset(struct moq_relay *r, struct moq_latency *last)
 		moq_lat_hist_summary(&h, last);
 	}
 	m->lat_base = s.relay_lat;
+}
+
+void moq_relay_latency_reset(struct moq_relay *r, struct moq_latency *last)
+{
+	pthread_mutex_lock(&tel_lock);
+	latency_reset(moq_relay_mgmt_of(r), last);
+	pthread_mutex_unlock(&tel_lock);
 }
 
 int moq_relay_stats_line(const struct moq_relay_stats *now, const struct moq_relay_stats *prev,
@@ -145,6 +161,9 @@ static void worker_metrics(struct mbuf_w *o, const struct moq_relay_stats *s)
 	worker_metric(o, s, "redirected_in_total", "counter",
 	              "Datagrams of this worker's connections that arrived on another.",
 	              WOFF(redirected_in));
+	worker_metric(o, s, "cert_generation", "gauge",
+	              "The certificate generation new connections on this worker get.",
+	              WOFF(cert_generation));
 #undef WOFF
 }
 
@@ -174,6 +193,43 @@ static void lat_metrics(struct mbuf_w *o, const struct moq_lat_hist *h)
 	       "Deliveries not measured (a worker's pending list was full).", h->overflow);
 }
 
+/* Per-peer bounds (one series per bound, named by its option) and
+ * broadcast ownership. */
+static void bounds_metrics(struct mbuf_w *o, const struct moq_relay_stats *s)
+{
+	const struct {
+		const char *bound;
+		uint64_t v;
+	} b[] = {
+	        {"max_broadcasts", s->ann_refused_relay},
+	        {"max_session_broadcasts", s->ann_refused_session},
+	        {"max_announce_requests", s->ann_req_refused},
+	        {"max_session_subscriptions", s->subs_refused_session},
+	        {"max_session_fetches", s->fetches_refused},
+	        {"max_broadcast_name", s->names_refused_broadcast},
+	        {"max_track_name", s->names_refused_track},
+	        {"max_message", s->msgs_refused_size},
+	};
+
+	put(o, "# HELP moqdp_bounds_refused_total Requests refused by a per-peer bound "
+	       "(reset or session closed with 11).\n# TYPE moqdp_bounds_refused_total counter\n");
+	for (size_t i = 0; i < sizeof(b) / sizeof(b[0]); i++)
+		put(o, "moqdp_bounds_refused_total{bound=\"%s\"} %" PRIu64 "\n", b[i].bound,
+		    b[i].v);
+	metric(o, "control_rx_buffer_bytes", "gauge",
+	       "Control-stream receive buffers held (partial messages only).", s->ctl_rx_bytes);
+	metric(o, "broadcasts_replaced_total", "counter",
+	       "Live broadcasts a newer publisher replaced (the older waits as a backup).",
+	       s->bcast_replaced);
+	metric(o, "broadcast_failovers_total", "counter",
+	       "Broadcasts a backup or standby route took over.", s->bcast_failovers);
+	metric(o, "announces_duplicate_total", "counter",
+	       "Duplicate ANNOUNCEs in one session on lite-03/04 (session closed with 12).",
+	       s->ann_duplicates);
+	metric(o, "announces_restart_total", "counter",
+	       "Duplicate (restart) ANNOUNCEs in one session on lite-05.", s->ann_restarts);
+}
+
 int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 {
 	struct mbuf_w o = {buf, len, 0, 0};
@@ -184,6 +240,14 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	metric(&o, "connections_half_open", "gauge", "Handshakes in progress.", s->half_open);
 	metric(&o, "connections_accepted_total", "counter", "QUIC connections accepted.",
 	       s->conns_total);
+	put(&o,
+	    "# HELP moqdp_connections_refused_total New QUIC connections refused by a relay "
+	    "limit.\n"
+	    "# TYPE moqdp_connections_refused_total counter\n"
+	    "moqdp_connections_refused_total{reason=\"max_connections\"} %" PRIu64 "\n"
+	    "moqdp_connections_refused_total{reason=\"half_open\"} %" PRIu64 "\n"
+	    "moqdp_connections_refused_total{reason=\"per_addr\"} %" PRIu64 "\n",
+	    s->conns_refused_max, s->conns_refused_half_open, s->conns_refused_per_addr);
 	metric(&o, "sessions", "gauge", "moq-lite sessions open.", s->sessions);
 	metric(&o, "broadcasts", "gauge", "Broadcasts announced to the relay.", s->broadcasts);
 	metric(&o, "subscribers", "gauge", "Active downstream subscriptions (--max-subscribers).",
@@ -241,8 +305,25 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	metric(&o, "cert_reload_errors_total", "counter",
 	       "SIGHUP: worker endpoints that refused it (the old one stays).",
 	       s->cert_reload_errors);
+	put(&o,
+	    "# HELP moqdp_auth_refused_total Sessions closed or requests refused with 6 "
+	    "(--auth-*).\n"
+	    "# TYPE moqdp_auth_refused_total counter\n"
+	    "moqdp_auth_refused_total{reason=\"setup\"} %" PRIu64 "\n"
+	    "moqdp_auth_refused_total{reason=\"expired\"} %" PRIu64 "\n"
+	    "moqdp_auth_refused_total{reason=\"request\"} %" PRIu64 "\n",
+	    s->auth_refused, s->auth_expired, s->auth_denied);
+	metric(&o, "auth_reloads_total", "counter", "SIGHUP: auth key sets swapped in.",
+	       s->auth_reloads);
+	metric(&o, "auth_reload_errors_total", "counter",
+	       "SIGHUP: auth key files refused (the old keys stay).", s->auth_reload_errors);
 	metric(&o, "connections_old_cert", "gauge",
 	       "Open connections still on a replaced certificate.", s->conns_old_cert);
+	metric(&o, "cert_generation", "gauge",
+	       "The certificate generation: 1 at start, + 1 per SIGHUP that loaded one.",
+	       s->cert_generation);
+	metric(&o, "cert_pem_loads_total", "counter",
+	       "PEM certificate chains read and parsed (start and SIGHUP).", s->cert_pem_loads);
 	put(&o,
 	    "# HELP moqdp_busy_seconds_total Worker time spent on packets.\n"
 	    "# TYPE moqdp_busy_seconds_total counter\nmoqdp_busy_seconds_total %.6f\n",
@@ -276,6 +357,7 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	for (int d = 0; d < MOQ_NET_DROP_MAX; d++)
 		put(&o, "moqdp_net_dropped_total{reason=\"%s\"} %" PRIu64 "\n",
 		    moq_net_drop_name(d), s->net_drop[d]);
+	bounds_metrics(&o, s);
 	return o.over ? MOQ_ERR_TOO_LARGE : (int)o.off;
 }
 
@@ -404,8 +486,19 @@ void moq_relay_mgmt_poll(struct relay_mgmt *m, int timeout_ms)
 
 /* telemetry ------------------------------------------------------------- */
 
-/* rte_telemetry callbacks carry no user pointer: the one relay of the process. */
-static struct relay_mgmt *tel_relay;
+/* Run @fill for the registered relay under tel_lock; -1 when there is none
+ * (not yet, or destroyed). */
+static int tel_locked(int (*fill)(struct relay_mgmt *m, struct rte_tel_data *d),
+                      struct rte_tel_data *d)
+{
+	int rc = -1;
+
+	pthread_mutex_lock(&tel_lock);
+	if (tel_relay != NULL)
+		rc = fill(tel_relay, d);
+	pthread_mutex_unlock(&tel_lock);
+	return rc;
+}
 
 /* relay_lat_* of @h into dict @d: us (rounded) and ns. */
 static void tel_latency(struct rte_tel_data *d, const struct moq_lat_hist *h)
@@ -430,15 +523,11 @@ static void tel_latency(struct rte_tel_data *d, const struct moq_lat_hist *h)
 	rte_tel_data_add_dict_u64(d, "relay_lat_sum_ns", h->sum_ns);
 }
 
-static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *d)
+static int stats_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 {
 	struct moq_relay_stats s;
 
-	(void)cmd;
-	(void)params;
-	if (tel_relay == NULL)
-		return -1;
-	moq_relay_stats(tel_relay->relay, &s);
+	moq_relay_stats(m->relay, &s);
 	rte_tel_data_start_dict(d);
 	rte_tel_data_add_dict_u64(d, "workers", s.workers);
 	rte_tel_data_add_dict_u64(d, "ports", s.ports);
@@ -457,6 +546,9 @@ static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *d
 	rte_tel_data_add_dict_u64(d, "busy_tsc", s.busy_tsc);
 	rte_tel_data_add_dict_u64(d, "idle_tsc", s.idle_tsc);
 	rte_tel_data_add_dict_u64(d, "connections", s.conns);
+	rte_tel_data_add_dict_u64(d, "conns_refused_max", s.conns_refused_max);
+	rte_tel_data_add_dict_u64(d, "conns_refused_half_open", s.conns_refused_half_open);
+	rte_tel_data_add_dict_u64(d, "conns_refused_per_addr", s.conns_refused_per_addr);
 	rte_tel_data_add_dict_u64(d, "sessions", s.sessions);
 	rte_tel_data_add_dict_u64(d, "broadcasts", s.broadcasts);
 	rte_tel_data_add_dict_u64(d, "frames_in", s.frames_in);
@@ -465,22 +557,25 @@ static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *d
 	rte_tel_data_add_dict_u64(d, "mbufs_peak", s.mbufs_peak);
 	rte_tel_data_add_dict_u64(d, "mbufs_total", s.mbufs_total);
 	/* relay-added latency since start or the last /moqdp/latency_reset */
-	moq_lat_hist_sub(&s.relay_lat, &tel_relay->lat_base);
+	moq_lat_hist_sub(&s.relay_lat, &m->lat_base);
 	tel_latency(d, &s.relay_lat);
 	return 0;
 }
 
+static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	(void)cmd;
+	(void)params;
+	return tel_locked(stats_fill, d);
+}
+
 /* /moqdp/latency_reset: a new window for /moqdp/stats' relay_lat_*; answers
  * with the window that ended. */
-static int tel_latency_reset(const char *cmd, const char *params, struct rte_tel_data *d)
+static int latency_reset_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 {
 	struct moq_latency l;
 
-	(void)cmd;
-	(void)params;
-	if (tel_relay == NULL)
-		return -1;
-	moq_relay_latency_reset(tel_relay->relay, &l);
+	latency_reset(m, &l);
 	rte_tel_data_start_dict(d);
 	rte_tel_data_add_dict_u64(d, "relay_lat_samples", l.samples);
 	rte_tel_data_add_dict_u64(d, "relay_lat_overflow", l.overflow);
@@ -490,17 +585,20 @@ static int tel_latency_reset(const char *cmd, const char *params, struct rte_tel
 	return 0;
 }
 
-static int tel_conns(const char *cmd, const char *params, struct rte_tel_data *d)
+static int tel_latency_reset(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	(void)cmd;
+	(void)params;
+	return tel_locked(latency_reset_fill, d);
+}
+
+static int conns_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 {
 	struct relay_mgmt_worker w[MOQ_RELAY_MAX_WORKERS];
 	unsigned int n;
 
-	(void)cmd;
-	(void)params;
-	if (tel_relay == NULL)
-		return -1;
 	rte_tel_data_start_dict(d);
-	n = moq_relay_mgmt_workers(tel_relay->relay, w);
+	n = moq_relay_mgmt_workers(m->relay, w);
 	for (unsigned int i = 0; i < n; i++) {
 		char k[32];
 
@@ -514,16 +612,19 @@ static int tel_conns(const char *cmd, const char *params, struct rte_tel_data *d
 	return 0;
 }
 
-static int tel_cache(const char *cmd, const char *params, struct rte_tel_data *d)
+static int tel_conns(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	(void)cmd;
+	(void)params;
+	return tel_locked(conns_fill, d);
+}
+
+static int cache_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 {
 	struct relay_mgmt_cache c;
 
-	(void)cmd;
-	(void)params;
-	if (tel_relay == NULL)
-		return -1;
 	rte_tel_data_start_dict(d);
-	moq_relay_mgmt_cache(tel_relay->relay, &c);
+	moq_relay_mgmt_cache(m->relay, &c);
 	rte_tel_data_add_dict_u64(d, "budget_bytes", c.budget);
 	rte_tel_data_add_dict_u64(d, "used_bytes", c.used);
 	rte_tel_data_add_dict_u64(d, "max_latency_us", c.max_latency_us);
@@ -535,36 +636,48 @@ static int tel_cache(const char *cmd, const char *params, struct rte_tel_data *d
 	return 0;
 }
 
-/* moq/ has no way to list broadcasts yet: the counts per worker. */
-static int tel_tracks(const char *cmd, const char *params, struct rte_tel_data *d)
+static int tel_cache(const char *cmd, const char *params, struct rte_tel_data *d)
 {
-	struct relay_mgmt_worker w[MOQ_RELAY_MAX_WORKERS];
-	unsigned int n;
-
 	(void)cmd;
 	(void)params;
-	if (tel_relay == NULL)
-		return -1;
-	rte_tel_data_start_dict(d);
-	n = moq_relay_mgmt_workers(tel_relay->relay, w);
-	for (unsigned int i = 0; i < n; i++) {
-		char k[48];
+	return tel_locked(cache_fill, d);
+}
 
-		snprintf(k, sizeof(k), "worker%u_broadcasts", i);
-		rte_tel_data_add_dict_u64(d, k, w[i].broadcasts);
-		snprintf(k, sizeof(k), "worker%u_upstream_subs", i);
-		rte_tel_data_add_dict_u64(d, k, w[i].upstream_subs);
-		snprintf(k, sizeof(k), "worker%u_groups_in", i);
-		rte_tel_data_add_dict_u64(d, k, w[i].groups_in);
-	}
+/* Relay-wide figures (moq/ has no way to list tracks yet): broadcasts
+ * announced (each once, though the hub mirrors it into every worker's origin
+ * table), tracks and groups in the cache all workers share, upstream
+ * subscriptions and downstream subscribers summed over workers, groups
+ * ingested and group streams fanned out. */
+static int tracks_fill(struct relay_mgmt *m, struct rte_tel_data *d)
+{
+	struct moq_relay_stats s;
+
+	moq_relay_stats(m->relay, &s);
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_u64(d, "broadcasts", s.broadcasts);
+	rte_tel_data_add_dict_u64(d, "tracks", s.cache_tracks);
+	rte_tel_data_add_dict_u64(d, "groups", s.cache_groups);
+	rte_tel_data_add_dict_u64(d, "upstream_subs", s.upstream_subs);
+	rte_tel_data_add_dict_u64(d, "subscribers", s.subscribers);
+	rte_tel_data_add_dict_u64(d, "groups_in", s.groups_in);
+	rte_tel_data_add_dict_u64(d, "groups_out", s.groups_out);
 	return 0;
+}
+
+static int tel_tracks(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	(void)cmd;
+	(void)params;
+	return tel_locked(tracks_fill, d);
 }
 
 void moq_relay_telemetry_register(struct relay_mgmt *m)
 {
 	static int registered;
 
+	pthread_mutex_lock(&tel_lock);
 	tel_relay = m;
+	pthread_mutex_unlock(&tel_lock);
 	if (registered)
 		return;
 	registered = 1;
@@ -575,7 +688,8 @@ void moq_relay_telemetry_register(struct relay_mgmt *m)
 	rte_telemetry_register_cmd("/moqdp/cache", tel_cache,
 	                           "Cache budget and use. No parameters");
 	rte_telemetry_register_cmd("/moqdp/tracks", tel_tracks,
-	                           "Tracks in the cache. No parameters");
+	                           "Broadcasts, tracks, subscriptions, relay-wide. No "
+	                           "parameters");
 	rte_telemetry_register_cmd("/moqdp/latency_reset", tel_latency_reset,
 	                           "Start a new window for /moqdp/stats relay_lat_*; returns "
 	                           "the one that ended. No parameters");
@@ -583,6 +697,8 @@ void moq_relay_telemetry_register(struct relay_mgmt *m)
 
 void moq_relay_telemetry_unregister(struct relay_mgmt *m)
 {
+	pthread_mutex_lock(&tel_lock); /* waits for a handler inside the relay */
 	if (tel_relay == m)
 		tel_relay = NULL;
+	pthread_mutex_unlock(&tel_lock);
 }

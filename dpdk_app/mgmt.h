@@ -26,11 +26,10 @@ struct relay_mgmt {
 	struct moq_lat_hist lat_base;
 };
 
-/* One worker's figures for /moqdp/conns and /moqdp/tracks (the worker's
- * 10 Hz copies of its endpoint and node stats). */
+/* One worker's figures for /moqdp/conns (what the worker published of its
+ * endpoint and node stats). */
 struct relay_mgmt_worker {
 	uint64_t conns_active, conns_accepted, sessions;
-	uint64_t broadcasts, upstream_subs, groups_in;
 };
 
 /* The cache's figures for /moqdp/cache. */

@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -28,8 +29,10 @@
 #include <rte_lcore.h>
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
+#include <rte_pause.h>
 #include <rte_ring.h>
 
+#include "auth.h"
 #include "moq_err.h"
 #include "pmd_port.h"
 #include "quic.h"
@@ -183,23 +186,42 @@ static int tx_backlog(struct moq_relay *r, struct relay_worker *w)
 	return 0;
 }
 
+/* Up to @n mbufs from @pool into @mb; returns how many. A burst at once;
+ * near exhaustion, where rte_pktmbuf_alloc_bulk is all or nothing, halving
+ * bulks down to single mbufs (at most ~2 log2(n) tries, and only then). */
+static unsigned int mbufs_upto(struct rte_mempool *pool, struct rte_mbuf **mb, unsigned int n)
+{
+	unsigned int got = 0, b = n / 2;
+
+	if (rte_pktmbuf_alloc_bulk(pool, mb, n) == 0)
+		return n;
+	while (b > 0 && got < n) {
+		if (got + b <= n && rte_pktmbuf_alloc_bulk(pool, mb + got, b) == 0)
+			got += b;
+		else
+			b /= 2;
+	}
+	return got;
+}
+
 /* Fill a burst of QUIC packets into fresh mbufs, wrap and queue them. */
 static int dpdk_send(struct moq_relay *r, struct relay_worker *w, uint64_t now)
 {
 	struct rte_mbuf *mb[MOQ_PMD_BURST];
 	struct moq_quic_pkt pk[MOQ_PMD_BURST];
+	unsigned int nb = mbufs_upto(w->pool, mb, MOQ_PMD_BURST);
 	int k;
 
-	if (rte_pktmbuf_alloc_bulk(w->pool, mb, MOQ_PMD_BURST) != 0) {
+	if (nb == 0) {
 		w->st.tx_nombuf++;
 		return 0;
 	}
-	for (int i = 0; i < MOQ_PMD_BURST; i++) {
+	for (unsigned int i = 0; i < nb; i++) {
 		pk[i].data = rte_pktmbuf_mtod(mb[i], uint8_t *);
 		pk[i].cap = rte_pktmbuf_tailroom(mb[i]);
 		pk[i].user = mb[i];
 	}
-	k = moq_quic_endpoint_send(w->ep, pk, MOQ_PMD_BURST, now);
+	k = moq_quic_endpoint_send(w->ep, pk, nb, now);
 	if (k < 0)
 		k = 0;
 	for (int i = 0; i < k; i++) {
@@ -226,8 +248,8 @@ static int dpdk_send(struct moq_relay *r, struct relay_worker *w, uint64_t now)
 		if (sol != NULL)
 			tx_add(r, w, pi, sol);
 	}
-	if (k < MOQ_PMD_BURST)
-		rte_pktmbuf_free_bulk(&mb[k], (unsigned int)(MOQ_PMD_BURST - k));
+	if ((unsigned int)k < nb)
+		rte_pktmbuf_free_bulk(&mb[k], nb - (unsigned int)k);
 	return k;
 }
 
@@ -340,14 +362,84 @@ static const struct relay_io_ops dpdk_ops = {
         .poll = dpdk_io_poll,
 };
 
-/* SIGHUP, on the worker: its endpoint takes the certificate files for new
- * connections (quic.h: blocks ~1-2 ms for the files; existing connections
- * keep the old one). A failure leaves the endpoint as it was and is counted
- * in its stats (cert_reload_errors). */
-static void reload_cert(struct moq_relay *r, struct relay_worker *w)
+/* published figures ------------------------------------------------------ */
+
+#define SNAP_WORDS (sizeof(struct relay_snap) / sizeof(uint64_t))
+_Static_assert(sizeof(struct relay_snap) % sizeof(uint64_t) == 0,
+               "struct relay_snap is uint64_t words only");
+
+/* The worker: publish @src as its figures (a seqlock, Boehm's "Can seqlocks
+ * get along with programming language memory models?", 2012: the count odd
+ * while writing, the words relaxed atomics between release fences). */
+static void snap_publish(struct relay_worker *w, const struct relay_snap *src)
 {
-	w->reload_seen = __atomic_load_n(&r->reload_gen, __ATOMIC_ACQUIRE);
-	moq_quic_endpoint_reload_cert(w->ep, r->cfg.cert, r->cfg.key); /* both set (start) */
+	const uint64_t *s = (const uint64_t *)(const void *)src;
+	uint64_t *d = (uint64_t *)(void *)&w->snap;
+	uint32_t seq = __atomic_load_n(&w->snap_seq, __ATOMIC_RELAXED);
+
+	__atomic_store_n(&w->snap_seq, seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	for (size_t i = 0; i < SNAP_WORDS; i++)
+		__atomic_store_n(&d[i], s[i], __ATOMIC_RELAXED);
+	__atomic_store_n(&w->snap_seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+/* Any thread: worker @w's last published figures into @out. */
+static void snap_read(const struct relay_worker *w, struct relay_snap *out)
+{
+	const uint64_t *s = (const uint64_t *)(const void *)&w->snap;
+	uint64_t *d = (uint64_t *)(void *)out;
+	uint32_t a, b;
+
+	do {
+		while ((a = __atomic_load_n(&w->snap_seq, __ATOMIC_ACQUIRE)) & 1)
+			rte_pause();
+		for (size_t i = 0; i < SNAP_WORDS; i++)
+			d[i] = __atomic_load_n(&s[i], __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		b = __atomic_load_n(&w->snap_seq, __ATOMIC_RELAXED);
+	} while (a != b);
+}
+
+/* The worker: gather and publish its figures. */
+static void publish_stats(struct moq_relay *r, struct relay_worker *w)
+{
+	struct relay_snap sn;
+
+	memset(&sn, 0, sizeof(sn));
+	sn.st = w->st;
+	if (w->ep != NULL)
+		moq_quic_endpoint_stats(w->ep, &sn.qs);
+	if (w->node != NULL) {
+		moq_node_stats(w->node, &sn.ns);
+		moq_node_latency_hist(w->node, &sn.lat);
+	}
+	for (unsigned int pi = 0; pi < r->nb_ports; pi++) {
+		const struct moq_net_stats *ns = &w->net[pi]->stats;
+
+		sn.rx_udp += ns->rx_udp;
+		sn.rx_l4_partial += ns->rx_l4_partial;
+		for (int d = 0; d < MOQ_NET_DROP_MAX; d++)
+			sn.net_drop[d] += ns->drop[d];
+	}
+	snap_publish(w, &sn);
+}
+
+/* SIGHUP, on the worker: its endpoint takes the context the main lcore
+ * built (quic.h, moq_quic_endpoint_set_tls: a reference, no file read, no
+ * parse) for new connections; existing connections keep theirs. Then the
+ * worker says it has moved on (the main lcore frees @t's handle once every
+ * worker has). */
+static void tls_take(struct relay_worker *w, const struct relay_tls *t)
+{
+	moq_quic_endpoint_set_tls(w->ep, t->tls);
+	__atomic_store_n(&w->tls_gen, t->gen, __ATOMIC_RELEASE);
+}
+
+static void tls_drop(struct relay_tls *t)
+{
+	moq_quic_tls_free(t->tls); /* endpoints and connections keep theirs */
+	free(t);
 }
 
 int moq_relay_poll(struct moq_relay *r, unsigned int wi)
@@ -364,12 +456,14 @@ int moq_relay_poll(struct moq_relay *r, unsigned int wi)
 	work = r->io_ops->poll(&w->io, now);
 	if (__atomic_load_n(&r->drain, __ATOMIC_RELAXED) && w->conns != NULL)
 		drain_step(r, w, now);
-	if (w->ep != NULL && __atomic_load_n(&r->reload_gen, __ATOMIC_ACQUIRE) != w->reload_seen)
-		reload_cert(r, w);
-	if (w->ep != NULL && now - w->stats_ns >= 100000000ull) { /* 10 Hz copy for main */
-		moq_quic_endpoint_stats(w->ep, &w->qs);
-		moq_node_stats(w->node, &w->ns);
-		moq_node_latency_hist(w->node, &w->lat);
+	if (w->ep != NULL) {
+		const struct relay_tls *t = __atomic_load_n(&r->tls, __ATOMIC_ACQUIRE);
+
+		if (t->gen != w->tls_gen)
+			tls_take(w, t);
+	}
+	if (w->ep != NULL && now - w->stats_ns >= 100000000ull) { /* 10 Hz, for the others */
+		publish_stats(r, w);
 		w->stats_ns = now;
 	}
 	t1 = rte_rdtsc();
@@ -496,7 +590,7 @@ static void drain_step(struct moq_relay *r, struct relay_worker *w, uint64_t now
 
 static struct moq_quic_endpoint *make_endpoint(const struct moq_pmd_config *cfg, unsigned int id,
                                                const uint8_t *secret, struct moq_node *node,
-                                               int *err)
+                                               struct moq_quic_tls *tls, int *err)
 {
 	struct moq_quic_config qc;
 	size_t nalpn;
@@ -504,8 +598,7 @@ static struct moq_quic_endpoint *make_endpoint(const struct moq_pmd_config *cfg,
 	memset(&qc, 0, sizeof(qc));
 	qc.role = MOQ_QUIC_SERVER;
 	qc.worker_id = (uint8_t)id;
-	qc.cert_file = cfg->cert[0] ? cfg->cert : NULL;
-	qc.key_file = cfg->key[0] ? cfg->key : NULL;
+	qc.tls = tls; /* the relay's, shared by every worker */
 	qc.alpn = moq_node_alpns(&nalpn);
 	qc.alpn_count = nalpn;
 	/* moq.h wiring: the node's callbacks, the node as config.user */
@@ -513,6 +606,8 @@ static struct moq_quic_endpoint *make_endpoint(const struct moq_pmd_config *cfg,
 	qc.user = node;
 	qc.secret = secret;
 	qc.max_conns = cfg->max_connections;
+	/* --max-conns-per-addr 0 = unlimited; quic/ reads 0 as its default */
+	qc.max_conns_per_addr = cfg->max_conns_per_addr != 0 ? cfg->max_conns_per_addr : UINT32_MAX;
 	qc.max_streams_uni = cfg->max_streams;
 	qc.max_streams_bidi = cfg->max_streams;
 	qc.idle_timeout_ns = cfg->idle_timeout_us * 1000;
@@ -678,9 +773,12 @@ static int setup_ports(struct moq_relay *r, char *err, size_t errlen)
 			rxd = r->nb_ports * (unsigned int)nb_rxq * p->pp.nb_rxd;
 			txd = r->nb_ports * r->nb_workers * p->pp.nb_txd;
 			/* + what QUIC holds between send and TX completion: a burst
-			 * per worker per port in the TX buffers */
+			 * per worker per port in the TX buffers; + what the
+			 * redirect rings hold (received mbufs on their way to the
+			 * owner worker: --redirect-ring - 1 per worker) */
 			n = moq_pmd_pool_size(rxd, txd, r->nb_workers + 1,
-			                      r->nb_workers * r->nb_ports * MOQ_RELAY_TXBUF);
+			                      r->nb_workers * r->nb_ports * MOQ_RELAY_TXBUF +
+			                              r->nb_workers * (r->cfg.redirect_ring - 1));
 			if (r->cfg.pool_mbufs != 0)
 				n = r->cfg.pool_mbufs;
 			r->pools[p->pp.socket] = moq_pmd_pool_create("relay", p->pp.socket, n,
@@ -736,7 +834,7 @@ static uint16_t announce_build(struct moq_relay *r, unsigned int pi, struct rte_
 	if (p->ifc.has_ip6 && (len = moq_net_na_build(&p->ifc, buf, sizeof(buf))) > 0 &&
 	    (m[n] = rte_pktmbuf_alloc(p->pool)) != NULL)
 		memcpy(rte_pktmbuf_append(m[n++], (uint16_t)len), buf, (size_t)len);
-	r->announcements += n;
+	__atomic_add_fetch(&r->announcements, n, __ATOMIC_RELAXED);
 	return n;
 }
 
@@ -816,6 +914,27 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 		return rfail(err, errlen, "cannot read /dev/urandom");
 	}
 	fclose(f);
+	/* the certificate, read once for every worker (or one self-signed
+	 * certificate they all serve) */
+	{
+		struct relay_tls *t = calloc(1, sizeof(*t));
+		uint8_t fp[32];
+		int qerr = MOQ_ERR_NOMEM;
+
+		if (t != NULL)
+			t->tls = moq_quic_tls_new(r->cfg.cert[0] ? r->cfg.cert : NULL,
+			                          r->cfg.key[0] ? r->cfg.key : NULL, &qerr);
+		if (t == NULL || t->tls == NULL) {
+			free(t);
+			return rfail(err, errlen, "%s: cannot set up TLS/QUIC (%s)",
+			             r->cfg.cert[0] ? "--cert" : "worker", moq_err_str(qerr));
+		}
+		t->gen = 1;
+		r->tls = t;
+		r->tls_gen_now = 1;
+		moq_quic_tls_fingerprint(t->tls, fp);
+		moq_quic_fingerprint_str(fp, r->fingerprint, sizeof(r->fingerprint));
+	}
 	for (unsigned int i = 0; i < r->nb_workers; i++) {
 		int sock = (int)rte_lcore_to_socket_id(lcores[i]);
 		struct relay_worker *w;
@@ -835,17 +954,29 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 			             name, rte_strerror(rte_errno));
 		r->rings[i] = w->ring;
 		for (unsigned int q = 0; q < r->cfg.nb_queues; q++) {
-			if (r->cfg.queues[q].lcore != lcores[i] || w->nb_rxq == MOQ_RELAY_MAX_RXQ)
+			if (r->cfg.queues[q].lcore != lcores[i])
 				continue;
+			if (w->nb_rxq == MOQ_RELAY_MAX_RXQ) /* moq_pmd_config_check refuses it */
+				return rfail(err, errlen,
+				             "--queues: lcore %u polls more than %d queues",
+				             lcores[i], MOQ_RELAY_MAX_RXQ);
 			w->rxq[w->nb_rxq].pi = r->port_index[r->cfg.queues[q].port];
 			w->rxq[w->nb_rxq++].queue = r->cfg.queues[q].queue;
 		}
 		for (unsigned int pi = 0; pi < r->nb_ports; pi++) {
+			struct relay_port *p = &r->ports[pi];
+
 			w->net[pi] = rte_zmalloc_socket("moqdp_net", sizeof(struct moq_net),
 			                                RTE_CACHE_LINE_SIZE, sock);
-			if (w->net[pi] == NULL)
+			if (p->neigh == NULL &&
+			    (p->neigh = rte_malloc_socket("moqdp_neigh", sizeof(*p->neigh),
+			                                  RTE_CACHE_LINE_SIZE, p->pp.socket)) !=
+			            NULL)
+				moq_net_neigh_table_init(p->neigh);
+			if (w->net[pi] == NULL || p->neigh == NULL)
 				return rfail(err, errlen, "worker %u: out of memory", i);
-			moq_net_init(w->net[pi], &r->ports[pi].ifc);
+			moq_net_init(w->net[pi], &p->ifc);
+			moq_net_share(w->net[pi], p->neigh);
 		}
 		w->pool = r->nb_ports > 0 ? r->ports[0].pool : r->kpool;
 		for (unsigned int pi = 0; pi < r->nb_ports; pi++)
@@ -861,8 +992,18 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 			/* relay-wide bounds: the hub's counts join the workers */
 			nc.max_subscribers = r->cfg.max_subscribers;
 			nc.max_tracks = r->cfg.max_tracks;
+			/* per-peer bounds */
+			nc.max_broadcasts = r->cfg.max_broadcasts;
+			nc.max_session_broadcasts = r->cfg.max_session_broadcasts;
+			nc.max_announces = r->cfg.max_announce_requests;
+			nc.max_subscriptions = r->cfg.max_session_subscriptions;
+			nc.max_fetches = r->cfg.max_session_fetches;
+			nc.max_broadcast_name = r->cfg.max_broadcast_name;
+			nc.max_track_name = r->cfg.max_track_name;
+			nc.max_msg = r->cfg.max_message;
 			nc.cache_reader = i; /* the node registers and reports quiescence */
 			nc.hub = r->hub;     /* NULL with one worker */
+			nc.auth = r->auth;   /* NULL: no --auth-* */
 			/* --max-latency: expiry of the cache tracks the relay
 			 * creates for its upstream subscriptions */
 			nc.track.max_latency = r->cfg.max_latency_us * 1000;
@@ -879,10 +1020,11 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 		if (w->conns == NULL)
 			return rfail(err, errlen, "--max-connections: no memory for %u connections",
 			             r->cfg.max_connections);
-		w->ep = make_endpoint(&r->cfg, i, secret, w->node, &qerr);
+		w->ep = make_endpoint(&r->cfg, i, secret, w->node, r->tls->tls, &qerr);
 		if (w->ep == NULL)
-			return rfail(err, errlen, "%s: cannot set up TLS/QUIC (%s)",
-			             r->cfg.cert[0] ? "--cert" : "worker", moq_err_str(qerr));
+			return rfail(err, errlen, "worker %u: cannot set up QUIC (%s)", i,
+			             moq_err_str(qerr));
+		w->tls_gen = r->tls->gen;
 		w->io.relay = r;
 		w->io.id = i;
 		w->io.nb_workers = r->nb_workers;
@@ -916,7 +1058,6 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 {
 	unsigned int lcores[MOQ_RELAY_MAX_WORKERS];
 	struct moq_relay *r = rte_zmalloc("moqdp_relay", sizeof(*r), RTE_CACHE_LINE_SIZE);
-	uint8_t fp[32];
 
 	if (r == NULL) {
 		rfail(err, errlen, "out of memory");
@@ -970,11 +1111,21 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 			goto fail;
 		}
 	}
+	/* --auth-key / --auth-key-dir / --auth-public: read the keys now; a bad
+	 * one is one line naming the option */
+	if (cfg->auth_key[0] || cfg->auth_key_dir[0] || cfg->auth_public_set) {
+		struct moq_auth_cfg ac = {
+		        .key = cfg->auth_key[0] ? cfg->auth_key : NULL,
+		        .key_dir = cfg->auth_key_dir[0] ? cfg->auth_key_dir : NULL,
+		        .public_prefixes = cfg->auth_public_set ? cfg->auth_public : NULL,
+		};
+		r->auth = moq_auth_create(&ac, err, errlen);
+		if (r->auth == NULL)
+			goto fail;
+	}
 	cb_relay = r;
 	if (setup_workers(r, lcores, err, errlen) != 0)
 		goto fail;
-	if (r->nb_workers > 0 && moq_quic_endpoint_fingerprint(r->w[0]->ep, fp) == 0)
-		moq_quic_fingerprint_str(fp, r->fingerprint, sizeof(r->fingerprint));
 	if (cfg->backend == MOQ_CFG_BACKEND_DPDK) {
 		for (unsigned int i = 0; i < r->nb_ports; i++)
 			r->ports[i].link_up = -1; /* unknown: the first check reports it */
@@ -1026,12 +1177,23 @@ void moq_relay_destroy(struct moq_relay *r)
 		}
 		rte_free(w);
 	}
-	for (unsigned int i = 0; i < r->nb_ports; i++)
+	for (unsigned int i = 0; i < r->nb_ports; i++) {
 		moq_pmd_port_stop(&r->ports[i].pp);
+		rte_free(r->ports[i].neigh);
+	}
 	for (unsigned int s = 0; s < RTE_MAX_NUMA_NODES; s++)
 		rte_mempool_free(r->pools[s]);
 	rte_mempool_free(r->kpool);
+	while (r->tls_retired != NULL) {
+		struct relay_tls *t = r->tls_retired;
+
+		r->tls_retired = t->next;
+		tls_drop(t);
+	}
+	if (r->tls != NULL)
+		tls_drop(r->tls);
 	moq_hub_destroy(r->hub); /* after every node */
+	moq_auth_destroy(r->auth);
 	moq_cache_destroy(r->cache);
 	if (cb_relay == r)
 		cb_relay = NULL;
@@ -1047,6 +1209,7 @@ static int worker_main(void *arg)
 
 	while (!__atomic_load_n(&r->quit, __ATOMIC_RELAXED))
 		moq_relay_poll(r, w->id);
+	publish_stats(r, w); /* the final figures (the stopped line) */
 	return 0;
 }
 
@@ -1065,31 +1228,78 @@ void moq_relay_reload(struct moq_relay *r)
 	__atomic_store_n(&r->reload, 1, __ATOMIC_RELAXED);
 }
 
-/* SIGHUP: load the configured certificate into a scratch endpoint; a bad
- * one keeps the old. A good one is taken by every worker's endpoint from its
- * own loop (reload_gen) for new connections; existing connections keep
- * theirs. */
+/* Main lcore: free the handles of replaced certificates that no worker can
+ * still be taking: one is being taken only by a worker whose tls_gen is
+ * older than it, and a worker that has taken it or a newer one never reads
+ * it again (workers always take the newest). */
+static void tls_reap(struct moq_relay *r)
+{
+	for (struct relay_tls **pp = &r->tls_retired; *pp != NULL;) {
+		struct relay_tls *t = *pp;
+		unsigned int i;
+
+		for (i = 0; i < r->nb_workers; i++)
+			if ((int32_t)(__atomic_load_n(&r->w[i]->tls_gen, __ATOMIC_ACQUIRE) -
+			              t->gen) < 0)
+				break;
+		if (i < r->nb_workers) {
+			pp = &t->next;
+			continue;
+		}
+		*pp = t->next;
+		tls_drop(t);
+	}
+}
+
+/* SIGHUP: build a TLS context from the configured files here, on the main
+ * lcore, once (quic.h: ~1-2 ms); a bad one keeps the old. A good one is
+ * published (the relay's tls pointer, a new generation): every worker's
+ * endpoint takes it from its own loop for new connections (tls_take), so
+ * all serve the same certificate and none reads a file; existing
+ * connections keep theirs. */
 static void do_reload(struct moq_relay *r)
 {
-	struct moq_quic_endpoint *ep;
+	struct relay_tls *t, *old;
 	uint8_t fp[32];
-	int qerr = 0;
+	int qerr = MOQ_ERR_NOMEM;
 
+	if (r->auth != NULL) {
+		/* built here, on the main lcore; the workers' nodes see the new
+		 * set at their next session set-up (auth.h) */
+		char aerr[256];
+		struct moq_auth_stats as;
+
+		if (moq_auth_reload(r->auth, aerr, sizeof(aerr)) != 0) {
+			fprintf(stderr, "moqdp-relay: reload: %s; keeping the old keys\n", aerr);
+		} else {
+			moq_auth_get_stats(r->auth, &as);
+			fprintf(stderr, "moqdp-relay: reload: auth keys reloaded (%" PRIu64 ")\n",
+			        as.keys);
+		}
+	}
 	if (r->cfg.cert[0] == '\0') {
-		fprintf(stderr, "moqdp-relay: reload: no --cert configured, nothing to reload\n");
+		if (r->auth == NULL)
+			fprintf(stderr,
+			        "moqdp-relay: reload: no --cert configured, nothing to reload\n");
 		return;
 	}
-	ep = make_endpoint(&r->cfg, 0, NULL, NULL, &qerr);
-	if (ep == NULL) {
+	t = calloc(1, sizeof(*t));
+	if (t != NULL)
+		t->tls = moq_quic_tls_new(r->cfg.cert, r->cfg.key, &qerr);
+	if (t == NULL || t->tls == NULL) {
+		free(t);
 		fprintf(stderr, "moqdp-relay: reload: %s is not usable (%s); keeping the old one\n",
 		        r->cfg.cert, moq_err_str(qerr));
 		r->reload_failed++;
 		return;
 	}
-	if (moq_quic_endpoint_fingerprint(ep, fp) == 0)
-		moq_quic_fingerprint_str(fp, r->fingerprint, sizeof(r->fingerprint));
-	moq_quic_endpoint_free(ep);
-	__atomic_add_fetch(&r->reload_gen, 1, __ATOMIC_RELEASE);
+	moq_quic_tls_fingerprint(t->tls, fp);
+	moq_quic_fingerprint_str(fp, r->fingerprint, sizeof(r->fingerprint));
+	t->gen = r->tls->gen + 1;
+	old = __atomic_exchange_n(&r->tls, t, __ATOMIC_ACQ_REL);
+	old->next = r->tls_retired;
+	r->tls_retired = old;
+	__atomic_store_n(&r->tls_gen_now, t->gen, __ATOMIC_RELAXED);
 	fprintf(stderr,
 	        "moqdp-relay: reload: %s is valid; new connections get it (sha-256 %s), open "
 	        "ones keep theirs\n",
@@ -1125,6 +1335,8 @@ int moq_relay_run(struct moq_relay *r)
 		}
 		if (__atomic_exchange_n(&r->reload, 0, __ATOMIC_RELAXED))
 			do_reload(r);
+		if (r->tls_retired != NULL)
+			tls_reap(r);
 		if (__atomic_load_n(&r->drain, __ATOMIC_RELAXED) && drain_deadline == 0) {
 			drain_deadline = t + r->cfg.drain_timeout_us * 1000;
 			fprintf(stderr, "moqdp-relay: draining (up to %" PRIu64 " ms)\n",
@@ -1207,12 +1419,22 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->cache_expired = cs.expired;
 		s->cache_lagged = cs.lagged;
 	}
-	s->announcements = r->announcements;
+	s->announcements = __atomic_load_n(&r->announcements, __ATOMIC_RELAXED);
+	s->cert_generation = __atomic_load_n(&r->tls_gen_now, __ATOMIC_RELAXED);
+	s->cert_pem_loads = moq_quic_tls_pem_loads();
+	if (r->auth != NULL) {
+		struct moq_auth_stats as;
+
+		moq_auth_get_stats(r->auth, &as);
+		s->auth_reloads = as.reloads;
+		s->auth_reload_errors = as.reload_failed;
+	}
 	for (unsigned int i = 0; i < r->nb_workers; i++) {
-		const struct relay_worker *w = r->w[i];
-		const struct relay_worker_stats *st = &w->st;
+		struct relay_snap sn;
+		const struct relay_worker_stats *st = &sn.st;
 		struct moq_relay_worker_counters *wc = &s->worker[i];
 
+		snap_read(r->w[i], &sn);
 		s->rx_pkts += st->rx_pkts;
 		s->rx_bytes += st->rx_bytes;
 		s->tx_pkts += st->tx_pkts;
@@ -1226,51 +1448,70 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->drain_closes += st->drain_closes;
 		s->busy_tsc += st->busy_tsc;
 		s->idle_tsc += st->idle_tsc;
-		s->conns += w->qs.conns_active;
-		s->half_open += w->qs.half_open;
-		s->conns_total += w->qs.conns_accepted;
-		s->quic_dropped += w->qs.pkts_dropped;
-		s->cert_reloads += w->qs.cert_reloads;
-		s->cert_reload_errors += w->qs.cert_reload_errors;
-		s->conns_old_cert += w->qs.conns_old_cert;
-		s->sessions += w->ns.sessions;
-		s->subscribers += w->ns.subscribers;
-		s->tracks += w->ns.tracks;
-		s->subs_refused_limit += w->ns.subs_refused_limit;
-		s->tracks_refused_limit += w->ns.tracks_refused_limit;
+		s->conns += sn.qs.conns_active;
+		s->half_open += sn.qs.half_open;
+		s->conns_total += sn.qs.conns_accepted;
+		s->quic_dropped += sn.qs.pkts_dropped;
+		s->conns_refused_max += sn.qs.refused_conns;
+		s->conns_refused_half_open += sn.qs.refused_half_open;
+		s->conns_refused_per_addr += sn.qs.refused_per_addr;
+		s->cert_reloads += sn.qs.cert_reloads;
+		s->cert_reload_errors += sn.qs.cert_reload_errors;
+		s->conns_old_cert += sn.qs.conns_old_cert;
+		s->sessions += sn.ns.sessions;
+		s->subscribers += sn.ns.subscribers;
+		s->tracks += sn.ns.tracks;
+		s->upstream_subs += sn.ns.upstream_subs;
+		s->subs_refused_limit += sn.ns.subs_refused_limit;
+		s->tracks_refused_limit += sn.ns.tracks_refused_limit;
+		s->auth_refused += sn.ns.auth_refused;
+		s->auth_expired += sn.ns.auth_expired;
+		s->auth_denied += sn.ns.auth_denied;
+		s->ann_refused_relay += sn.ns.ann_refused_relay;
+		s->ann_refused_session += sn.ns.ann_refused_session;
+		s->ann_req_refused += sn.ns.ann_req_refused;
+		s->subs_refused_session += sn.ns.subs_refused_session;
+		s->fetches_refused += sn.ns.fetches_refused;
+		s->names_refused_broadcast += sn.ns.names_refused_broadcast;
+		s->names_refused_track += sn.ns.names_refused_track;
+		s->msgs_refused_size += sn.ns.msgs_refused_size;
+		s->ctl_rx_bytes += sn.ns.ctl_rx_bytes;
+		s->bcast_replaced += sn.ns.bcast_replaced;
+		s->bcast_failovers += sn.ns.bcast_failovers;
+		s->ann_duplicates += sn.ns.ann_duplicates;
+		s->ann_restarts += sn.ns.ann_restarts;
 		/* with a hub every worker's origin table holds every broadcast
 		 * (mirrored): the largest table is the count, not the sum */
-		if (w->ns.broadcasts > s->broadcasts)
-			s->broadcasts = w->ns.broadcasts;
-		s->groups_in += w->ns.groups_in;
-		s->frames_in += w->ns.frames_in;
-		s->media_bytes_in += w->ns.bytes_in;
-		s->groups_out += w->ns.groups_out;
-		s->frames_out += w->ns.frames_out;
-		s->media_bytes_out += w->ns.bytes_out;
-		s->group_resets += w->ns.resets_old + w->ns.resets_evicted + w->ns.resets_lagged +
-		                   w->ns.resets_dropped + w->ns.resets_cancel;
-		for (unsigned int pi = 0; pi < r->nb_ports; pi++) {
-			const struct moq_net_stats *ns = &w->net[pi]->stats;
-
-			s->rx_udp += ns->rx_udp;
-			s->rx_l4_partial += ns->rx_l4_partial;
-			for (int d = 0; d < MOQ_NET_DROP_MAX; d++) {
-				s->net_drop[d] += ns->drop[d];
-				s->net_drops += ns->drop[d];
-			}
+		if (sn.ns.broadcasts > s->broadcasts)
+			s->broadcasts = sn.ns.broadcasts;
+		s->groups_in += sn.ns.groups_in;
+		s->frames_in += sn.ns.frames_in;
+		s->media_bytes_in += sn.ns.bytes_in;
+		s->groups_out += sn.ns.groups_out;
+		s->frames_out += sn.ns.frames_out;
+		s->media_bytes_out += sn.ns.bytes_out;
+		s->group_resets += sn.ns.resets_old + sn.ns.resets_evicted + sn.ns.resets_lagged +
+		                   sn.ns.resets_dropped + sn.ns.resets_cancel;
+		s->rx_udp += sn.rx_udp;
+		s->rx_l4_partial += sn.rx_l4_partial;
+		for (int d = 0; d < MOQ_NET_DROP_MAX; d++) {
+			s->net_drop[d] += sn.net_drop[d];
+			s->net_drops += sn.net_drop[d];
 		}
 		if (r->cfg.backend == MOQ_CFG_BACKEND_KERNEL)
 			s->rx_udp += st->rx_pkts;
-		wc->conns = w->qs.conns_active;
-		wc->conns_total = w->qs.conns_accepted;
-		wc->sessions = w->ns.sessions;
-		wc->frames_in = w->ns.frames_in;
-		wc->frames_out = w->ns.frames_out;
+		s->net_drop[MOQ_NET_DROP_RX_TRUNC] += st->rx_truncated;
+		s->net_drops += st->rx_truncated;
+		wc->conns = sn.qs.conns_active;
+		wc->conns_total = sn.qs.conns_accepted;
+		wc->sessions = sn.ns.sessions;
+		wc->frames_in = sn.ns.frames_in;
+		wc->frames_out = sn.ns.frames_out;
 		wc->redirected_in = st->redirected_in;
+		wc->cert_generation = __atomic_load_n(&r->w[i]->tls_gen, __ATOMIC_RELAXED);
 		wc->busy_tsc = st->busy_tsc;
 		wc->idle_tsc = st->idle_tsc;
-		moq_lat_hist_merge(&s->relay_lat, &w->lat);
+		moq_lat_hist_merge(&s->relay_lat, &sn.lat);
 	}
 	for (unsigned int pi = 0; pi < r->nb_ports; pi++) {
 		struct rte_eth_stats es;
@@ -1297,14 +1538,12 @@ int moq_relay_draining(const struct moq_relay *r)
 unsigned int moq_relay_mgmt_workers(const struct moq_relay *r, struct relay_mgmt_worker *out)
 {
 	for (unsigned int i = 0; i < r->nb_workers; i++) {
-		const struct relay_worker *w = r->w[i];
+		struct relay_snap sn;
 
-		out[i].conns_active = w->qs.conns_active;
-		out[i].conns_accepted = w->qs.conns_accepted;
-		out[i].sessions = w->ns.sessions;
-		out[i].broadcasts = w->ns.broadcasts;
-		out[i].upstream_subs = w->ns.upstream_subs;
-		out[i].groups_in = w->ns.groups_in;
+		snap_read(r->w[i], &sn);
+		out[i].conns_active = sn.qs.conns_active;
+		out[i].conns_accepted = sn.qs.conns_accepted;
+		out[i].sessions = sn.ns.sessions;
 	}
 	return r->nb_workers;
 }

@@ -7,8 +7,11 @@
  * main.c is a thin shell around it; tests drive single iterations.
  *
  * Threads: worker w's state is touched only by the lcore running it (or a
- * test calling moq_relay_poll on one thread). The main lcore reads counters
- * (64-bit, written by one worker each) and sets the quit/drain/reload flags.
+ * test calling moq_relay_poll on one thread). Each worker publishes its
+ * figures at 10 Hz and when it stops (a sequence count: readers get one
+ * consistent copy); moq_relay_stats reads only those, from any thread (the
+ * main lcore, the telemetry threads). The main lcore sets the
+ * quit/drain/reload flags.
  */
 #ifndef MOQ_DPDK_APP_RELAY_H
 #define MOQ_DPDK_APP_RELAY_H
@@ -34,6 +37,7 @@ struct moq_relay_worker_counters {
 	uint64_t frames_in;          /* ingested from publishers on this worker */
 	uint64_t frames_out;         /* queued to subscribers on this worker */
 	uint64_t redirected_in;      /* datagrams other workers handed over */
+	uint64_t cert_generation;    /* the relay's certificate generation it serves */
 	uint64_t busy_tsc, idle_tsc;
 };
 
@@ -58,15 +62,24 @@ struct moq_relay_stats {
 	uint64_t cert_reloads;               /* SIGHUP: endpoints that took the new certificate */
 	uint64_t cert_reload_errors;         /* ... that refused it (kept the old one) */
 	uint64_t conns_old_cert;             /* open connections on a replaced certificate */
+	uint64_t cert_generation;            /* 1 at start, + 1 per SIGHUP that loaded one */
+	uint64_t cert_pem_loads;             /* PEM chains read (quic.h, moq_quic_tls_pem_loads) */
 	uint64_t gso_msgs;                   /* kernel backend: UDP GSO sends */
 	uint64_t announcements;              /* gratuitous ARP / unsolicited NA sent */
 	uint64_t conns, conns_total, half_open;
-	uint64_t sessions;   /* moq-lite sessions open (publishers + subscribers) */
+	uint64_t conns_refused_max;       /* new connections refused: --max-connections */
+	uint64_t conns_refused_half_open; /* ... handshakes in progress at quic/'s bound */
+	uint64_t conns_refused_per_addr;  /* ... --max-conns-per-addr */
+	uint64_t sessions;                /* moq-lite sessions open (publishers + subscribers) */
 	uint64_t broadcasts; /* announced (the largest worker origin table: the hub mirrors each) */
 	uint64_t subscribers;        /* active downstream subscriptions (--max-subscribers) */
 	uint64_t tracks;             /* upstream tracks served, per worker summed (--max-tracks) */
+	uint64_t upstream_subs;      /* upstream subscriptions open, summed over workers */
 	uint64_t subs_refused_limit; /* SUBSCRIBEs refused by --max-subscribers */
 	uint64_t tracks_refused_limit;                    /* SUBSCRIBEs refused by --max-tracks */
+	uint64_t auth_refused, auth_expired;              /* sessions closed with 6 (--auth-*) */
+	uint64_t auth_denied;                             /* requests outside the token: reset 6 */
+	uint64_t auth_reloads, auth_reload_errors;        /* SIGHUP: key sets swapped / kept */
 	uint64_t groups_in, frames_in, media_bytes_in;    /* ingested into the cache */
 	uint64_t groups_out, frames_out, media_bytes_out; /* fanout, queued to QUIC */
 	uint64_t group_resets; /* old + evicted + lagged + dropped + cancelled */
@@ -83,6 +96,18 @@ struct moq_relay_stats {
 	/* relay-added latency (moq.h, moq_node_latency_commit): every worker's
 	 * histogram merged, since start (the workers' copies, 10 Hz) */
 	struct moq_lat_hist relay_lat;
+	/* per-peer bounds and broadcast ownership (moq.h, struct
+	 * moq_node_stats), summed over workers */
+	uint64_t ann_refused_relay;       /* --max-broadcasts */
+	uint64_t ann_refused_session;     /* --max-session-broadcasts */
+	uint64_t ann_req_refused;         /* --max-announce-requests */
+	uint64_t subs_refused_session;    /* --max-session-subscriptions */
+	uint64_t fetches_refused;         /* --max-session-fetches */
+	uint64_t names_refused_broadcast; /* --max-broadcast-name */
+	uint64_t names_refused_track;     /* --max-track-name */
+	uint64_t msgs_refused_size;       /* --max-message */
+	uint64_t ctl_rx_bytes;            /* control-stream receive buffers now */
+	uint64_t bcast_replaced, bcast_failovers, ann_duplicates, ann_restarts;
 };
 
 /*
@@ -116,7 +141,8 @@ void moq_relay_reload(struct moq_relay *r);
 /* moq_relay_destroy: stop ports, free endpoints, rings, pools. */
 void moq_relay_destroy(struct moq_relay *r);
 
-/* moq_relay_stats: sum the workers' counters into @out. */
+/* moq_relay_stats: sum the workers' published figures into @out (any
+ * thread; the workers' copies are at most ~100 ms old). */
 void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *out);
 
 /*
@@ -137,9 +163,9 @@ uint64_t moq_relay_mbufs_sample(struct moq_relay *r);
 /*
  * moq_relay_latency_reset: start a new measurement window: /moqdp/stats
  * reports relay-added latency since now (the previous window's summary in
- * @last when not NULL). /metrics keeps counting since start. Call it from
- * the telemetry thread (the /moqdp/latency_reset command) or while no
- * telemetry client is served.
+ * @last when not NULL). /metrics keeps counting since start. Any thread
+ * (the /moqdp/latency_reset command runs it; serialised with the telemetry
+ * handlers).
  */
 void moq_relay_latency_reset(struct moq_relay *r, struct moq_latency *last);
 

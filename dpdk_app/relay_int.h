@@ -24,9 +24,24 @@
 #include "mgmt.h"
 
 #define MOQ_RELAY_MAX_PORTS 8
-#define MOQ_RELAY_MAX_RXQ   16
+#define MOQ_RELAY_MAX_RXQ   MOQ_CFG_MAX_LCORE_QUEUES /* refused beyond (pmd_config.h) */
 /* TX mbufs buffered per port before a tx_burst: two bursts. */
 #define MOQ_RELAY_TXBUF 64
+
+/* What a worker publishes for the main lcore and the telemetry threads (at
+ * 10 Hz and when it stops; relay.c, snap_publish / snap_read): its counters,
+ * its endpoint's and node's stats, its latency histogram and its network
+ * contexts' figures. Only uint64_t words: copied word by word with relaxed
+ * atomics inside a sequence count, so a reader gets one consistent copy,
+ * never a torn one, and never reads what the worker is writing. */
+struct relay_snap {
+	struct relay_worker_stats st;
+	struct moq_quic_stats qs;
+	struct moq_node_stats ns;
+	struct moq_lat_hist lat;
+	uint64_t rx_udp, rx_l4_partial;      /* moq_net_stats, summed over ports */
+	uint64_t net_drop[MOQ_NET_DROP_MAX]; /* ... per reason */
+};
 
 struct relay_worker {
 	struct moq_relay *relay;
@@ -51,12 +66,12 @@ struct relay_worker {
 	struct moq_quic_conn **conns;
 	uint32_t conn_cap;
 	int draining;
-	uint32_t reload_seen; /* the relay's reload_gen this worker applied */
+	uint32_t tls_gen; /* the relay_tls generation its endpoint serves (atomic) */
 	uint64_t drain_start, drain_close_at;
-	struct moq_quic_stats qs; /* copied from the endpoint at 10 Hz */
-	struct moq_node_stats ns; /* copied from the node at 10 Hz */
-	struct moq_lat_hist lat;  /* the node's relay-added latency, copied at 10 Hz */
-	struct relay_io io;       /* what the I/O backend sees of this worker (io.h) */
+	struct relay_io io; /* what the I/O backend sees of this worker (io.h) */
+	/* the published figures: written by the worker, read by any thread */
+	uint32_t snap_seq __rte_cache_aligned; /* odd while the worker writes */
+	struct relay_snap snap;
 } __rte_cache_aligned;
 
 struct relay_port {
@@ -65,8 +80,19 @@ struct relay_port {
 	uint8_t ip4[4], ip6[16];
 	struct moq_pmd_port pp;
 	struct moq_net_iface ifc;
+	/* the workers' shared neighbour table on this link (net.h): an ARP
+	 * reply reaches one RX queue, every worker may need what it says */
+	struct moq_net_neigh_table *neigh;
 	struct rte_mempool *pool;
 	int link_up; /* last seen by the main lcore; -1 = not yet */
+};
+
+/* A certificate generation: a TLS context every worker's endpoint shares
+ * (quic.h, moq_quic_tls_new), gen 1 at start. */
+struct relay_tls {
+	struct moq_quic_tls *tls;
+	uint32_t gen;
+	struct relay_tls *next; /* tls_retired */
 };
 
 struct moq_relay {
@@ -81,12 +107,18 @@ struct moq_relay {
 	struct rte_mempool *kpool; /* kernel backend: redirect copies */
 	struct moq_cache *cache;   /* shared by all workers (cache.h) */
 	struct moq_hub *hub;       /* joins the workers' nodes (moq.h); NULL with one */
+	struct moq_auth *auth;     /* --auth-*: the key set the nodes check (auth.h); NULL = off */
 	int quit, drain, reload;
 	uint32_t announce_pending; /* ports whose link came up: worker 0 announces */
-	uint64_t announcements;
+	uint64_t announcements;    /* atomic: worker 0 and the main lcore add */
 	uint64_t reloads, reload_failed;
-	uint32_t reload_gen;    /* SIGHUP, checked on the main lcore: workers reload their
-	                      * endpoints' certificate when it moves */
+	/* the certificate: built once on the main lcore (start, SIGHUP) and
+	 * taken by every worker's endpoint from its own loop when the pointer
+	 * moves (atomic); the ones replaced wait in tls_retired (main lcore
+	 * only) until every worker has taken a newer one */
+	struct relay_tls *tls;
+	struct relay_tls *tls_retired;
+	uint32_t tls_gen_now;   /* tls->gen, for readers on other threads (atomic) */
 	struct relay_mgmt mgmt; /* the HTTP listener, telemetry (mgmt.h) */
 	uint64_t t0_ns;
 	char fingerprint[100];

@@ -91,6 +91,7 @@ struct moq_lg_client {
 	 * subscribers only then, not on every call */
 	uint64_t next_retry;
 	int stopping;
+	char setup_path[MOQ_LG_JWT_MAX + 8]; /* "?jwt=<cfg.jwt>", "" without one */
 	struct moq_lg_hist lat, hs;
 	uint64_t subs_ready_total, subs_closed, subs_failed, retries, refused, connect_errors;
 };
@@ -297,6 +298,9 @@ struct moq_lg_client *moq_lg_client_create(const struct moq_lg_client_cfg *cfg, 
 	if (!cl)
 		goto fail_args;
 	cl->cfg = *cfg;
+	if (cl->cfg.jwt[0])
+		snprintf(cl->setup_path, sizeof(cl->setup_path), "?jwt=%.*s", (int)MOQ_LG_JWT_MAX,
+		         cl->cfg.jwt);
 	if (!cl->cfg.conns_per_addr)
 		cl->cfg.conns_per_addr = MOQ_LG_CONNS_PER_ADDR;
 	if (!cl->cfg.cache_budget)
@@ -487,8 +491,8 @@ static void connect_one(struct moq_lg_client *cl, struct lg_sub *u, const struct
 	int e = 0;
 	u->connect_ns = cl->now;
 	u->state = SUB_CONNECTING;
-	u->s = moq_node_connect(u->is_pub ? cl->node : cl->snode, cl->ep, l, &cl->cfg.relay, NULL,
-	                        role, u, cl->now, &e);
+	u->s = moq_node_connect(u->is_pub ? cl->node : cl->snode, cl->ep, l, &cl->cfg.relay,
+	                        cl->setup_path[0] ? cl->setup_path : NULL, role, u, cl->now, &e);
 	if (!u->s) {
 		u->state = SUB_CLOSED;
 		u->failed = 1;

@@ -48,6 +48,9 @@
  * refusals (measured: at 500/s on a loaded 2-core machine, p50 handshake
  * 4.5 s and 12 % of 1,000 sessions timing out without this bound). */
 #define MOQ_LG_MAX_HANDSHAKES 64u
+/* The longest token (moq-relay's ?jwt=) the client sends: auth.h's
+ * MOQ_AUTH_MAX_TOKEN. */
+#define MOQ_LG_JWT_MAX 4096u
 /* A subscriber that received nothing for this long counts as stalled. */
 #define MOQ_LG_STALL_NS 1000000000ull
 
@@ -69,6 +72,9 @@ struct moq_lg_client_cfg {
 	uint32_t max_udp_payload;           /* 0 = quic's default */
 	uint64_t origin;                    /* hop id of the client's node, 0 = random */
 	int verbose;
+	/* a token for every session: sent in the lite-05 SETUP Path as
+	 * "?jwt=..." (a relay with --auth-key checks it); "" = none */
+	char jwt[MOQ_LG_JWT_MAX + 1];
 };
 
 /*

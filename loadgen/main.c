@@ -14,6 +14,11 @@
  *   --subscribers N        subscriber sessions (default 0)
  *   --ramp R               sessions opened per second (default 200; 0 = all at once)
  *   --tracks SPEC,...      default "video:1M,audio" (media.h, moq_lg_track_parse)
+ *   --keyframe-max BYTES   video keyframes of varying size up to BYTES (at most
+ *                          4 MiB; suffixes k, M, Ki, Mi): per group from the
+ *                          track's regular keyframe size to BYTES, BYTES itself
+ *                          in one group of four (moq_lg_keyframe_size); still
+ *                          checksummed and verified
  *   --broadcast PATH       default "moqdp/load"
  *   --duration SECONDS     run time (default 10; 0 = until SIGINT)
  *   --warmup SECONDS       latency is recorded from then on (default 0); SIGUSR1
@@ -39,6 +44,7 @@
  * media was delivered; 1 otherwise; 2 for bad arguments.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -107,11 +113,12 @@ static void on_signal(int sig)
 
 struct opts {
 	int kernel, publish, quiet, verbose, busy_poll, thp;
-	uint32_t subscribers, conns_per_addr, max_handshakes;
+	uint32_t subscribers, conns_per_addr, max_handshakes, key_max;
 	double ramp, duration, warmup;
 	char tracks[256], broadcast[128], json[256];
 	char relay[64], local[64];
 	int port;
+	char jwt[MOQ_LG_JWT_MAX + 1]; /* --jwt TOKEN / --token FILE */
 };
 
 struct io_stats {
@@ -126,9 +133,33 @@ static void usage(void)
 	        "usage: moqdp-load [EAL args] -- [args]   (DPDK)\n"
 	        "       moqdp-load --kernel [args]        (kernel UDP sockets)\n"
 	        "args: --relay IP:PORT --local IP[/LEN] --publish --subscribers N --ramp R/s\n"
-	        "      --tracks video:1M,audio --broadcast PATH --duration S --conns-per-addr N\n"
-	        "      --max-handshakes N\n"
+	        "      --tracks video:1M,audio --keyframe-max BYTES --broadcast PATH --duration S\n"
+	        "      --conns-per-addr N --max-handshakes N\n"
+	        "      --jwt TOKEN | --token FILE (sent as SETUP Path ?jwt=)\n"
 	        "      --warmup S --json FILE|- --quiet --port N --busy-poll --thp --verbose\n");
+}
+
+/* A byte count: digits, then nothing, k, M (decimal), Ki or Mi (binary). */
+static int parse_bytes(const char *v, uint64_t *out)
+{
+	static const struct {
+		const char *sfx;
+		uint64_t mul;
+	} units[] = {{"", 1}, {"k", 1000}, {"M", 1000000}, {"Ki", 1024}, {"Mi", 1048576}};
+	char *end;
+	unsigned long long n;
+
+	if (*v < '0' || *v > '9')
+		return -1;
+	n = strtoull(v, &end, 10);
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (!strcmp(end, units[i].sfx)) {
+			if (n > UINT32_MAX)
+				return -1;
+			*out = n * units[i].mul;
+			return 0;
+		}
+	return -1;
 }
 
 static int parse_args(struct opts *o, int argc, char **argv)
@@ -175,6 +206,16 @@ static int parse_args(struct opts *o, int argc, char **argv)
 				return -1;
 			}
 			o->max_handshakes = (uint32_t)n;
+		} else if (!strcmp(a, "--keyframe-max")) {
+			NEEDV();
+			uint64_t n;
+			if (parse_bytes(v, &n) < 0 || n < MOQ_LG_HDR_LEN || n > MOQ_LG_FRAME_MAX) {
+				fprintf(stderr,
+				        "moqdp-load: --keyframe-max: '%s' is not 48 B to 4 MiB\n",
+				        v);
+				return -1;
+			}
+			o->key_max = (uint32_t)n;
 		} else if (!strcmp(a, "--conns-per-addr")) {
 			NEEDV();
 			unsigned long n = strtoul(v, &end, 10);
@@ -215,6 +256,39 @@ static int parse_args(struct opts *o, int argc, char **argv)
 				return -1;
 			}
 			snprintf(dst, cap, "%s", v);
+		} else if (!strcmp(a, "--jwt") || !strcmp(a, "--token")) {
+			/* a token for the relay's --auth-key: inline, or a file
+			 * holding it (whitespace around it ignored) */
+			NEEDV();
+			size_t n = 0;
+			if (!strcmp(a, "--jwt")) {
+				n = strlen(v);
+				if (n <= MOQ_LG_JWT_MAX)
+					memcpy(o->jwt, v, n);
+			} else {
+				FILE *f = fopen(v, "r");
+				if (!f) {
+					fprintf(stderr, "moqdp-load: --token: %s: %s\n", v,
+					        strerror(errno));
+					return -1;
+				}
+				n = fread(o->jwt, 1, MOQ_LG_JWT_MAX + 1, f);
+				fclose(f);
+				while (n && n <= MOQ_LG_JWT_MAX &&
+				       isspace((unsigned char)o->jwt[n - 1]))
+					n--;
+			}
+			if (n > MOQ_LG_JWT_MAX || n == 0) {
+				fprintf(stderr, "moqdp-load: %s: empty or longer than %u bytes\n",
+				        a, MOQ_LG_JWT_MAX);
+				return -1;
+			}
+			o->jwt[n] = 0;
+			for (size_t k = 0; k < n; k++)
+				if (isspace((unsigned char)o->jwt[k]) || o->jwt[k] == '&') {
+					fprintf(stderr, "moqdp-load: %s: not a token\n", a);
+					return -1;
+				}
 		} else if (!strcmp(a, "--port")) {
 			NEEDV();
 			long n = strtol(v, &end, 10);
@@ -848,9 +922,13 @@ int main(int argc, char **argv)
 	cfg.conns_per_addr = o.conns_per_addr ? o.conns_per_addr : MOQ_LG_CONNS_PER_ADDR;
 	cfg.verbose = o.verbose;
 	cfg.max_handshakes = o.max_handshakes;
+	memcpy(cfg.jwt, o.jwt, sizeof(cfg.jwt));
 	snprintf(cfg.broadcast, sizeof(cfg.broadcast), "%s", o.broadcast);
 	if (parse_tracks(o.tracks, &cfg) < 0)
 		return 2;
+	for (unsigned k = 0; k < cfg.ntracks; k++)
+		if (cfg.tracks[k].kind == MOQ_LG_VIDEO)
+			cfg.tracks[k].key_max = o.key_max;
 	if (!o.publish && o.subscribers == 0) {
 		fprintf(stderr,
 		        "moqdp-load: nothing to do: give --publish and/or --subscribers N\n");

@@ -170,6 +170,35 @@ uint32_t moq_lg_frame_size(const struct moq_lg_track_cfg *t, uint32_t index)
 	return (uint32_t)s;
 }
 
+/* splitmix64: seeds the body's PRNG from (track, group, frame). */
+static uint64_t mix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+uint32_t moq_lg_keyframe_size(const struct moq_lg_track_cfg *t, uint64_t group)
+{
+	uint32_t lo = moq_lg_frame_size(t, 0), hi = t->key_max;
+	uint64_t r;
+
+	if (hi > MOQ_LG_FRAME_MAX)
+		hi = MOQ_LG_FRAME_MAX;
+	if (hi <= lo)
+		return lo;
+	r = mix64(((uint64_t)t->id << 48) ^ group ^ 0x6b657966ull); /* "keyf" */
+	if ((r & 3) == 0)
+		return hi;
+	/* about log-uniform: a power-of-two octave between lo's and hi's, then
+	 * a size in it, clamped to [lo, hi] */
+	unsigned klo = 31u - (unsigned)__builtin_clz(lo), khi = 31u - (unsigned)__builtin_clz(hi);
+	unsigned k = klo + (unsigned)((r >> 2) % (khi - klo + 1));
+	uint64_t v = (1ull << k) + ((r >> 16) & ((1ull << k) - 1));
+	return v >= hi ? hi : v <= lo ? lo : (uint32_t)v;
+}
+
 /* A rate "1M", "64k", "4Mbps", "2500000". */
 static int parse_rate(const char *s, size_t n, uint64_t *out)
 {
@@ -300,19 +329,11 @@ uint64_t moq_lg_gen_next(const struct moq_lg_gen *g)
 	return g->start_ns + g->frames * g->cfg.frame_ns;
 }
 
-/* splitmix64: seeds the body's PRNG from (track, group, frame). */
-static uint64_t mix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
 int moq_lg_gen_frame(struct moq_lg_gen *g, uint64_t now_ns, uint8_t *buf, size_t cap,
                      struct moq_lg_frame_info *info)
 {
-	uint32_t len = moq_lg_frame_size(&g->cfg, g->index);
+	uint32_t len = g->index == 0 ? moq_lg_keyframe_size(&g->cfg, g->group)
+	                             : moq_lg_frame_size(&g->cfg, g->index);
 	if (!buf || cap < len)
 		return MOQ_ERR_TOO_LARGE;
 	put32(buf, MOQ_LG_MAGIC);

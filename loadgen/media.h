@@ -79,6 +79,8 @@ struct moq_lg_track_cfg {
 	uint64_t frame_ns;     /* frame interval (1e9 / fps) */
 	uint32_t group_frames; /* frames per group (>= 1) */
 	uint32_t key_ratio;    /* keyframe size / delta frame size (>= 1) */
+	uint32_t key_max;      /* 0, or keyframes of varying size up to this
+	                        * (moq_lg_keyframe_size; at most MOQ_LG_FRAME_MAX) */
 };
 
 /* moq_lg_track_video / _audio: a track config with the defaults above and
@@ -101,6 +103,17 @@ int moq_lg_track_parse(const char *spec, uint16_t id, struct moq_lg_track_cfg *o
  * keyframe key_ratio * D, never below MOQ_LG_HDR_LEN.
  */
 uint32_t moq_lg_frame_size(const struct moq_lg_track_cfg *t, uint32_t index);
+
+/*
+ * moq_lg_keyframe_size: the keyframe size of group @group of @t. Without
+ * key_max (or with key_max at most the regular keyframe size) it is
+ * moq_lg_frame_size(@t, 0); with it, a size per group from a PRNG seeded by
+ * (track id, group): key_max itself for one group in four, else
+ * log-uniform between the regular keyframe size and key_max (moqdp-load
+ * --keyframe-max: frames that span many cache pieces, issue 12). Subscribers
+ * need not know it: the header carries the length.
+ */
+uint32_t moq_lg_keyframe_size(const struct moq_lg_track_cfg *t, uint64_t group);
 
 /* The generator of one track. */
 struct moq_lg_gen {

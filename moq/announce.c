@@ -26,7 +26,8 @@ static bool ann_match(struct moq_session *s, struct mstream *st, struct bcast *b
 	if (hops_have(bc->hops, bc->nhops, st->exclude_hop) ||
 	    hops_have(bc->hops, bc->nhops, s->peer_origin))
 		return false;
-	return bc->nhops + 1 <= MOQ_MAX_HOPS;
+	/* cfg.auth: a session sees only the broadcasts its token may get */
+	return bc->nhops + 1 <= MOQ_MAX_HOPS && access_ok(s, 0, bc->path, bc->len);
 }
 
 static int ann_send(struct moq_session *s, struct mstream *st, struct bcast *bc, size_t off,
@@ -35,6 +36,14 @@ static int ann_send(struct moq_session *s, struct mstream *st, struct bcast *bc,
 	struct moq_msg m = {.type = MOQ_MSG_ANNOUNCE};
 	struct moq_announce *a = &m.u.announce;
 
+	/* A restart (ANN_RESTART): lite-05 sends a second ACTIVE, which its
+	 * receiver takes as a restart; earlier versions have none, so ENDED
+	 * then ACTIVE (as moq-relay does). */
+	if (active == ANN_RESTART && s->v < MOQ_LITE_05) {
+		int rc = ann_send(s, st, bc, off, 0);
+		if (rc < 0)
+			return rc;
+	}
 	a->status = active ? MOQ_ANNOUNCE_ACTIVE : MOQ_ANNOUNCE_ENDED;
 	a->suffix.p = bc->path + off;
 	a->suffix.len = bc->len - off;
@@ -47,21 +56,40 @@ static int ann_send(struct moq_session *s, struct mstream *st, struct bcast *bc,
 	return st_send(s, st, -1, &m, 0);
 }
 
-/* Tell every matching announce stream of every session about @bc. */
+/* Tell every matching announce stream of every session about @bc
+ * (@active: 0 ended, 1 active, ANN_RESTART). The node keeps the announce
+ * requests in one list, so an announce costs a walk of the requests, not of
+ * every session's streams. */
 void ann_notify(struct moq_node *n, struct bcast *bc, int active)
 {
-	for (struct moq_session *s = n->sessions; s; s = s->next) {
-		if (s->closing || !s->nann_in)
+	for (struct mstream *st = n->ann_in; st; st = st->ann_next) {
+		struct moq_session *s = st->ann_s;
+		size_t off;
+		if (s->closing || st->kind != SK_ANN_IN || st->fin_sent)
 			continue;
-		for (uint32_t i = 0; i < s->streams.cap; i++) {
-			struct mstream *st = s->streams.vals[i];
-			size_t off;
-			if (!st || st->kind != SK_ANN_IN || !st->got_first || st->fin_sent)
-				continue;
-			if (ann_match(s, st, bc, &off))
-				ann_send(s, st, bc, off, active);
-		}
+		if (ann_match(s, st, bc, &off))
+			ann_send(s, st, bc, off, active);
 	}
+}
+
+/* Announce request @st of @s ends (FIN, reset, freed): off the node's list. */
+void ann_in_stop(struct moq_session *s, struct mstream *st)
+{
+	struct moq_node *n = s->n;
+
+	if (!st->ann_s)
+		return;
+	if (st->ann_prev)
+		st->ann_prev->ann_next = st->ann_next;
+	else
+		n->ann_in = st->ann_next;
+	if (st->ann_next)
+		st->ann_next->ann_prev = st->ann_prev;
+	st->ann_next = st->ann_prev = NULL;
+	st->ann_s = NULL;
+	s->nann_in--;
+	free(st->prefix);
+	st->prefix = NULL;
 }
 
 int ann_in_start(struct moq_session *s, struct mstream *st, const struct moq_announce_req *r)
@@ -71,6 +99,7 @@ int ann_in_start(struct moq_session *s, struct mstream *st, const struct moq_ann
 	uint64_t count = 0;
 
 	if (s->nann_in >= n->cfg.max_announces) {
+		n->st.ann_req_refused++;
 		n->st.refused_bounds++;
 		st_refuse(s, st, MOQ_CODE_BOUNDS);
 		return 0;
@@ -79,12 +108,30 @@ int ann_in_start(struct moq_session *s, struct mstream *st, const struct moq_ann
 	                    &st->plen);
 	if (rc < 0)
 		return MOQ_CODE_DECODE;
+	if (st->prefix && st->plen > n->cfg.max_broadcast_name) {
+		n->st.names_refused_broadcast++;
+		n->st.refused_bounds++;
+		free(st->prefix);
+		st->prefix = NULL;
+	}
 	if (!st->prefix) {
 		st_refuse(s, st, MOQ_CODE_BOUNDS);
 		return 0;
 	}
+	if (!access_overlaps(s, 0, st->prefix, st->plen)) {
+		free(st->prefix); /* not counted in nann_in */
+		st->prefix = NULL;
+		n->st.auth_denied++;
+		st_refuse(s, st, MOQ_CODE_UNAUTHORIZED);
+		return 0;
+	}
 	st->exclude_hop = r->exclude_hop;
 	s->nann_in++;
+	st->ann_s = s;
+	st->ann_next = n->ann_in;
+	if (st->ann_next)
+		st->ann_next->ann_prev = st;
+	n->ann_in = st;
 	for (struct bcast *bc = n->bcasts; bc; bc = bc->next) {
 		size_t off;
 		if (ann_match(s, st, bc, &off))
@@ -122,6 +169,11 @@ int on_announce(struct moq_session *s, struct mstream *st, const struct moq_anno
 		return MOQ_CODE_DECODE;
 	if (!full)
 		return MOQ_CODE_BOUNDS;
+	if (active && !access_ok(s, 1, full, flen)) {
+		n->st.auth_denied++; /* cfg.auth: announcing needs put */
+		free(full);
+		return 0;
+	}
 	memcpy(hops, a->hops, nh * sizeof(hops[0]));
 	/* lite-05: stamp the responder's origin from ANNOUNCE_OK (0 = none). */
 	if (s->v >= MOQ_LITE_05 && st->ann_origin && nh < MOQ_MAX_HOPS)
@@ -137,59 +189,20 @@ int on_announce(struct moq_session *s, struct mstream *st, const struct moq_anno
 		free(full);
 		return 0;
 	}
-	bc = bcast_find(n, full, flen);
-	if (active) {
-		int fresh = 0;
-		if (!bc) {
-			bc = bcast_add(n, full, flen);
-			if (!bc) {
-				free(full);
-				return 0;
-			}
-			fresh = 1;
-		} else if (bc->local) {
-			free(full);
-			return 0; /* our own broadcast wins */
-		}
-		if (bc->owner) {
-			/* Another worker had it (its publisher reconnected here):
-			 * ours now. */
-			uint32_t old = bc->owner;
-			bc->owner = 0;
-			for (struct upstream *up = n->ups; up; up = up->next)
-				if (up->remote_owner == old && up->plen == flen &&
-				    memcmp(up->path, full, flen) == 0) {
-					hub_send(n, old, HUB_UNSUB, up->path, up->plen, up->track,
-					         up->tlen);
-					up->remote_owner = 0;
-				}
-		}
-		if (bc->pub != s) {
-			/* A new publisher (or a reconnect within the linger): splice
-			 * the upstream subscriptions over to it. */
-			bc->pub = s;
-			bc->linger_until = 0;
-			for (struct upstream *up = n->ups; up; up = up->next)
-				if (up->plen == flen && memcmp(up->path, full, flen) == 0 &&
-				    !up->ended) {
-					if (up->us) {
-						usub_close(up->us);
-						up->us->up = NULL;
-						up->us = NULL;
-						n->st.upstream_subs--;
-					}
-					if (up->dsubs || up->nremote)
-						up_open(up, s);
-				}
-		}
-		bc->nhops = nh;
-		memcpy(bc->hops, hops, nh * sizeof(hops[0]));
-		if (fresh)
-			ann_notify(n, bc, 1);
-		hub_announce(n, bc, 1);
-	} else if (bc && bc->pub == s) {
-		bcast_end(n, bc);
+	if (flen > n->cfg.max_broadcast_name) {
+		n->st.names_refused_broadcast++;
+		n->st.refused_bounds++;
+		free(full);
+		return MOQ_CODE_BOUNDS;
 	}
+	if (active) {
+		uint64_t code = bcast_offer(n, s, full, flen, hops, nh);
+		free(full);
+		return (int)code;
+	}
+	bc = bcast_find(n, full, flen);
+	if (bc)
+		bcast_withdraw(n, bc, s, false);
 	free(full);
 	return 0;
 }
@@ -204,9 +217,9 @@ void ann_out_gone(struct moq_session *s, struct mstream *st)
 		return;
 	for (bc = n->bcasts; bc; bc = nx) {
 		nx = bc->next;
-		if (bc->pub == s &&
+		if (bcast_has_route(bc, s) &&
 		    moq_path_has_prefix(st->prefix, st->plen, bc->path, bc->len, NULL))
-			bcast_end(n, bc);
+			bcast_withdraw(n, bc, s, false);
 	}
 }
 

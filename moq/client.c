@@ -271,3 +271,16 @@ int64_t moq_session_write_raw(struct moq_session *s, int bidi, const uint8_t *da
 	err = st_write(s, st, data, len, fin);
 	return err < 0 ? err : st->sid;
 }
+
+int moq_session_write_raw_stream(struct moq_session *s, int64_t sid, const uint8_t *data,
+                                 size_t len, int fin)
+{
+	struct mstream *st;
+
+	if (!moq_session_ready(s))
+		return MOQ_ERR_STATE;
+	st = smap_get(&s->streams, sid);
+	if (!st)
+		return MOQ_ERR_NOTFOUND;
+	return st_write(s, st, data, len, fin);
+}

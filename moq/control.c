@@ -124,45 +124,86 @@ static uint64_t on_msg(struct moq_session *s, struct mstream *st, struct moq_msg
 	}
 }
 
-/* Parse the buffered control bytes of @st and handle a pending FIN. */
-static void st_process(struct moq_session *s, struct mstream *st)
+/* lite-05: a server acts on a client's requests once its SETUP arrived;
+ * until then their bytes wait in the stream's buffer. */
+static bool rx_deferred(const struct moq_session *s, const struct mstream *st)
+{
+	return s->server && s->v >= MOQ_LITE_05 && !s->setup_in && st->kind != SK_SETUP_IN;
+}
+
+/*
+ * Decode and handle the whole messages at the start of @buf (@len bytes)
+ * on @st. Returns the bytes consumed; stops at a partial message, when the
+ * session fails (closed with the error's code) or @st is refused. The
+ * messages' strings point into @buf only during their handler.
+ */
+static size_t rx_parse(struct moq_session *s, struct mstream *st, const uint8_t *buf, size_t len)
 {
 	struct moq_node *n = s->n;
+	size_t used = 0;
 
-	/* lite-05: a server acts on a client's requests once its SETUP arrived. */
-	if (s->server && s->v >= MOQ_LITE_05 && !s->setup_in && st->kind != SK_SETUP_IN)
-		return;
-	while (st->rx_len && !s->closing && st->kind != SK_IGNORE) {
+	if (rx_deferred(s, st))
+		return 0;
+	while (used < len && !s->closing && st->kind != SK_IGNORE) {
 		struct moq_msg m;
 		int t = expected(s, st);
 		int rc;
 		uint64_t code;
 
-		if (t < 0) {
-			st->rx_len = 0;
-			break;
-		}
+		if (t < 0)
+			return len; /* bytes are ignored */
 		if (t == 0) {
 			sess_fail(s, MOQ_CODE_UNEXPECTED_MESSAGE);
-			return;
+			return used;
 		}
-		rc = moq_msg_decode((enum moq_msg_type)t, s->v, st->rx, st->rx_len, n->cfg.max_msg,
-		                    &m);
+		rc = moq_msg_decode((enum moq_msg_type)t, s->v, buf + used, len - used,
+		                    n->cfg.max_msg, &m);
 		if (rc == MOQ_ERR_SHORT)
 			break;
 		if (rc < 0) {
+			if (rc == MOQ_ERR_TOO_LARGE) {
+				n->st.msgs_refused_size++;
+				n->st.refused_bounds++;
+			}
 			sess_fail(s, msg_err_code(rc));
-			return;
+			return used;
 		}
 		code = on_msg(s, st, &m);
 		if (code) {
 			sess_fail(s, code);
-			return;
+			return used;
 		}
+		used += (size_t)rc;
+	}
+	return used;
+}
+
+/* Free @st's receive buffer (it holds no bytes, or the stream is going). */
+static void rx_drop(struct moq_session *s, struct mstream *st)
+{
+	s->n->st.ctl_rx_bytes -= st->rx_cap;
+	free(st->rx);
+	st->rx = NULL;
+	st->rx_cap = 0;
+}
+
+/* Parse the buffered control bytes of @st and handle a pending FIN. */
+static void st_process(struct moq_session *s, struct mstream *st)
+{
+	struct moq_node *n = s->n;
+
+	if (rx_deferred(s, st))
+		return;
+	if (st->rx_len) {
+		size_t used = rx_parse(s, st, st->rx, st->rx_len);
 		if (s->closing)
 			return;
-		memmove(st->rx, st->rx + rc, st->rx_len - (size_t)rc);
-		st->rx_len -= (uint32_t)rc;
+		if (used) {
+			memmove(st->rx, st->rx + used, st->rx_len - used);
+			st->rx_len -= (uint32_t)used;
+		}
+		if (!st->rx_len)
+			rx_drop(s, st); /* held only while a message is partial */
 	}
 	if (!st->rx_fin || s->closing || st->kind == SK_IGNORE)
 		return;
@@ -177,11 +218,7 @@ static void st_process(struct moq_session *s, struct mstream *st)
 			sess_fail(s, MOQ_CODE_DECODE);
 		break;
 	case SK_ANN_IN:
-		if (st->got_first && st->prefix) {
-			s->nann_in--;
-			free(st->prefix);
-			st->prefix = NULL;
-		}
+		ann_in_stop(s, st);
 		st->got_first = 0;
 		st->kind = SK_IGNORE;
 		st_write(s, st, NULL, 0, 1);
@@ -223,6 +260,91 @@ static void st_process(struct moq_session *s, struct mstream *st)
 	}
 }
 
+/*
+ * How many of the @len bytes at @data go into @st's buffer next, after
+ * growing it for them (0: over the bound, or memory short). The buffer holds
+ * only what has arrived of a partial message, never more than that
+ * message's declared length (cfg.max_msg at most, plus its prefix): a stream
+ * that sent a first byte holds a few bytes, not a message-sized buffer.
+ * Bytes that wait for the lite-05 SETUP are held whole, up to the same
+ * bound.
+ */
+static size_t rx_room(struct moq_session *s, struct mstream *st, const uint8_t *data, size_t len)
+{
+	struct moq_node *n = s->n;
+	size_t limit = (size_t)n->cfg.max_msg + 16; /* one message and its prefix */
+	size_t want = st->rx_len + len;
+	int t = expected(s, st);
+	uint8_t *p;
+
+	if (t > 0 && !rx_deferred(s, st)) {
+		/* Only up to the end of the first message. */
+		uint8_t hdr[16];
+		size_t hl = st->rx_len < sizeof(hdr) ? st->rx_len : sizeof(hdr);
+		int tot;
+
+		if (hl)
+			memcpy(hdr, st->rx, hl);
+		if (len > sizeof(hdr) - hl)
+			len = sizeof(hdr) - hl;
+		memcpy(hdr + hl, data, len);
+		tot = moq_msg_peek_len((enum moq_msg_type)t, hdr, hl + len, n->cfg.max_msg);
+		if (tot > 0 && (size_t)tot < want)
+			want = (size_t)tot;
+	}
+	if (want > limit)
+		want = limit;
+	if (want <= st->rx_len)
+		return 0;
+	if (want > st->rx_cap) {
+		p = realloc(st->rx, want);
+		if (!p)
+			return 0;
+		n->st.ctl_rx_bytes += want - st->rx_cap;
+		st->rx = p;
+		st->rx_cap = (uint32_t)want;
+	}
+	return want - st->rx_len;
+}
+
+/*
+ * Control bytes of @st: whole messages are handled straight from @data (the
+ * QUIC receive buffer); only a partial message, or bytes waiting for the
+ * lite-05 SETUP, are copied into the stream's buffer (rx_room).
+ */
+static void ctl_rx(struct moq_session *s, struct mstream *st, const uint8_t *data, size_t len,
+                   int fin)
+{
+	while (len && !s->closing && st->kind != SK_IGNORE) {
+		size_t take;
+
+		if (!st->rx_len) {
+			size_t used = rx_parse(s, st, data, len);
+			data += used;
+			len -= used;
+			if (!len || s->closing || st->kind == SK_IGNORE)
+				break;
+		}
+		take = rx_room(s, st, data, len);
+		if (!take) {
+			sess_fail(s, MOQ_CODE_BOUNDS);
+			return;
+		}
+		memcpy(st->rx + st->rx_len, data, take);
+		st->rx_len += (uint32_t)take;
+		data += take;
+		len -= take;
+		if (fin && !len)
+			st->rx_fin = 1;
+		st_process(s, st);
+		/* @st may have been refused but is still alive here. */
+	}
+	if (fin && !st->rx_fin && !s->closing) {
+		st->rx_fin = 1;
+		st_process(s, st);
+	}
+}
+
 static int kind_of(const struct moq_session *s, int uni, uint64_t type)
 {
 	if (uni) {
@@ -252,7 +374,6 @@ static int kind_of(const struct moq_session *s, int uni, uint64_t type)
 
 void stream_data(struct moq_session *s, int64_t sid, const uint8_t *data, size_t len, int fin)
 {
-	struct moq_node *n = s->n;
 	struct mstream *st = smap_get(&s->streams, sid);
 
 	if (!st) {
@@ -323,36 +444,7 @@ void stream_data(struct moq_session *s, int64_t sid, const uint8_t *data, size_t
 	case SK_GROUP_OUT:
 		break;
 	default:
-		while (len && !s->closing && st->kind != SK_IGNORE) {
-			uint32_t cap = n->cfg.max_msg + 16, take;
-			if (!st->rx) {
-				st->rx = malloc(cap);
-				if (!st->rx) {
-					sess_fail(s, MOQ_CODE_BOUNDS);
-					return;
-				}
-				st->rx_cap = cap;
-			}
-			take = st->rx_cap - st->rx_len;
-			if (take == 0) {
-				sess_fail(s, MOQ_CODE_BOUNDS);
-				return;
-			}
-			if (take > len)
-				take = (uint32_t)len;
-			memcpy(st->rx + st->rx_len, data, take);
-			st->rx_len += take;
-			data += take;
-			len -= take;
-			if (fin && !len)
-				st->rx_fin = 1;
-			st_process(s, st);
-			/* @st may have been refused but is still alive here. */
-		}
-		if (fin && !st->rx_fin && !s->closing) {
-			st->rx_fin = 1;
-			st_process(s, st);
-		}
+		ctl_rx(s, st, data, len, fin);
 		return;
 	}
 	if (fin)
@@ -378,11 +470,12 @@ static void on_setup(struct moq_session *s, const struct moq_setup *m)
 			return;
 		}
 	}
+	if (access_session(s, m->has_path ? &m->path : NULL) < 0)
+		return; /* cfg.auth refused it: closing with 6 */
 	if (n->cfg.relay && s->server && !s->asked_announces &&
 	    s->peer_role != MOQ_ROLE_SUBSCRIBER) {
-		int err;
 		s->asked_announces = 1;
-		ann_request(s, "", 0, &err);
+		access_ann_request(s);
 	}
 	/* Requests that arrived before SETUP can be handled now. */
 	if (s->server) {
@@ -409,6 +502,24 @@ static void on_fetch(struct moq_session *s, struct mstream *st, const struct moq
 		sess_fail(s, MOQ_CODE_DECODE);
 		return;
 	}
+	if (full && !access_ok(s, 0, full, flen)) {
+		free(full);
+		n->st.auth_denied++;
+		st_refuse(s, st, MOQ_CODE_UNAUTHORIZED);
+		return;
+	}
+	if (!names_fit(n, full, flen, f->track.len)) {
+		free(full);
+		st_refuse(s, st, MOQ_CODE_BOUNDS);
+		return;
+	}
+	if (s->nfetch >= n->cfg.max_fetches) {
+		n->st.fetches_refused++;
+		n->st.refused_bounds++;
+		free(full);
+		st_refuse(s, st, MOQ_CODE_BOUNDS);
+		return;
+	}
 	if (!n->cfg.cache) {
 		free(full);
 		st_refuse(s, st, MOQ_CODE_NOT_FOUND);
@@ -433,4 +544,6 @@ static void on_fetch(struct moq_session *s, struct mstream *st, const struct moq
 		return;
 	}
 	st->go->fetch = 1;
+	st->fetch_counted = 1;
+	s->nfetch++;
 }

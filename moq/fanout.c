@@ -257,7 +257,7 @@ static uint64_t gout_pump(struct moq_session *s, struct gout *go)
 		unsigned ni = 0;
 		uint64_t bytes = 0;
 		long rc;
-		int i, fin = 0;
+		int i, fin = 0, cut = 0;
 
 		if (cnt == 0)
 			break;
@@ -276,8 +276,15 @@ static uint64_t gout_pump(struct moq_session *s, struct gout *go)
 		}
 		for (i = 0; i < cnt; i++) {
 			struct moq_cache_frame *f = &fb[i];
-			if (ni + 2 > MAX_IOV)
-				break; /* cannot happen with batch <= 32 and few pieces */
+			uint32_t len = f->len;
+			if (ni + 2 > MAX_IOV) {
+				/* No room for this frame (its header and a
+				 * piece): it is read again from where it starts
+				 * in this view. */
+				moq_cache_cursor_seek(&go->cur, f->index, f->start);
+				cut = 1;
+				break;
+			}
 			if (f->start == 0) {
 				uint8_t *h = tx_reserve(s, &go->st->tx, 16);
 				int hl;
@@ -295,28 +302,48 @@ static uint64_t gout_pump(struct moq_session *s, struct gout *go)
 				iov[ni++].iov_len = (size_t)hl;
 				bytes += (size_t)hl;
 			}
-			if (f->len) {
+			if (len) {
 				if (f->data) {
 					iov[ni].iov_base = (void *)f->data;
-					iov[ni++].iov_len = f->len;
+					iov[ni++].iov_len = len;
 				} else {
-					int k = moq_cache_group_iov(go->g, f->offset, f->len,
-					                            iov + ni, MAX_IOV - ni);
+					unsigned k0 = ni;
+					int k = moq_cache_group_iov(go->g, f->offset, len, iov + ni,
+					                            MAX_IOV - ni);
 					if (k <= 0) {
 						gout_reset(s, go, MOQ_CODE_CANCEL);
 						return total;
 					}
 					ni += (unsigned)k;
+					if (ni == MAX_IOV) {
+						/* the array may be full before the
+						 * frame's end: write what has iovecs
+						 * and continue at the first byte
+						 * without one (the frame header is
+						 * not repeated: its start is not 0) */
+						uint64_t got = 0;
+						while (k0 < ni)
+							got += iov[k0++].iov_len;
+						if (got < len) {
+							len = (uint32_t)got;
+							moq_cache_cursor_seek(&go->cur, f->index,
+							                      f->start + len);
+							cut = 1;
+						}
+					}
 				}
-				bytes += f->len;
+				bytes += len;
 			}
+			n->st.bytes_out += len;
+			if (cut)
+				break; /* the frame is not complete: not counted */
 			if (moq_cache_frame_complete(f))
 				n->st.frames_out++;
-			n->st.bytes_out += f->len;
 		}
 		/* A short batch: the group may be complete and all read, then
-		 * the FIN goes with these bytes. */
-		if ((unsigned)cnt < batch) {
+		 * the FIN goes with these bytes (not after a cut: the cursor is
+		 * back at the first byte not written). */
+		if ((unsigned)cnt < batch && !cut) {
 			uint32_t frames;
 			stc = moq_cache_group_status(go->g, NULL, &frames);
 			fin = stc == MOQ_ERR_CLOSED && go->cur.frame >= frames;
@@ -335,13 +362,15 @@ static uint64_t gout_pump(struct moq_session *s, struct gout *go)
 			go->st->fin_sent = 1;
 			n->st.groups_fin++;
 		}
-		/* relay-added latency: frames whose last byte QUIC now has */
+		/* relay-added latency: frames whose last byte QUIC now has (a
+		 * cut frame is not among the first i) */
 		if (!go->fetch)
 			moq_lat_record(n, fb, (unsigned)i);
 		/* A short batch (or a partial frame's view) reached what is
 		 * published: unless the group ended (FIN or reset due now), another
-		 * read would return nothing; new bytes move the track's version. */
-		if (fin || ((unsigned)cnt < batch && stc == 0))
+		 * read would return nothing; new bytes move the track's version.
+		 * After a cut there is more to write now. */
+		if (fin || ((unsigned)cnt < batch && stc == 0 && !cut))
 			break;
 	}
 	return total;
@@ -675,7 +704,6 @@ static int fanout_session(struct moq_session *s)
 int moq_node_poll(struct moq_node *n, uint64_t now)
 {
 	int written = 0;
-	struct bcast *bc, *nx;
 	struct moq_session *s;
 
 	n->now = now;
@@ -701,12 +729,12 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 				break;
 			}
 	}
-	/* Lingering broadcasts whose publisher did not come back end now. */
-	for (bc = n->bcasts; bc; bc = nx) {
-		nx = bc->next;
-		if (bc->linger_until && now >= bc->linger_until)
-			bcast_end(n, bc);
-	}
+	/* Lingering broadcasts whose publisher did not come back end now (a
+	 * queue in deadline order: its head only). */
+	bcast_linger_expire(n, now);
+	/* cfg.auth: sessions whose token expired close now (access.c). */
+	if (n->auth_next && now >= n->auth_next)
+		access_expire(n, now);
 	/* Every FULL_NS, a session with work nothing marked is marked. */
 	if (now - n->last_full >= FULL_NS) {
 		n->last_full = now;

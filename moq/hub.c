@@ -269,7 +269,7 @@ static void hub_handle(struct moq_node *n, struct hub_msg *m)
 			 * sender (its publisher reconnected there): subscribe there. */
 			uint32_t old = bc->owner;
 			bc->owner = from1;
-			bc->linger_until = 0;
+			bcast_unlinger(n, bc);
 			for (up = n->ups; up; up = up->next) {
 				if (up->plen != m->plen || memcmp(up->path, m->path, m->plen) != 0)
 					continue;

@@ -25,7 +25,7 @@ struct usub *usub_find(struct moq_session *s, uint64_t id)
  * (END, then FIN: they subscribe again), and the track starts over empty.
  * Returns 0 when @up has a fresh cache track.
  */
-static int up_restart(struct upstream *up)
+int up_restart(struct upstream *up)
 {
 	struct moq_node *n = up->n;
 	struct moq_cache_track *nt = NULL;
@@ -48,6 +48,18 @@ static int up_restart(struct upstream *up)
 	up->ct = nt;
 	up->last_version = 0;
 	return 0;
+}
+
+/* Whether @seq is the newest group @t holds: an upstream subscription that
+ * moved to another route of the same broadcast (a standby taking over,
+ * bcast_withdraw) starts with the group in progress, which the cache has
+ * from the old route. That group is refused (the old route's copy stands);
+ * the next one continues the track. */
+static bool is_newest(struct moq_cache_track *t, uint64_t seq)
+{
+	uint64_t latest;
+
+	return moq_cache_track_latest(t, &latest) == 0 && latest == seq;
 }
 
 void gin_end(struct moq_session *s, struct gin *gi, int64_t code)
@@ -115,6 +127,7 @@ void gin_data(struct moq_session *s, struct mstream *st, const uint8_t *p, size_
 				int orc = moq_cache_group_open(gi->us->up->ct, gi->seq, n->now,
 				                               &gi->g);
 				if (orc == MOQ_ERR_ORDER && !gi->us->got_group &&
+				    !is_newest(gi->us->up->ct, gi->seq) &&
 				    up_restart(gi->us->up) == 0)
 					orc = moq_cache_group_open(gi->us->up->ct, gi->seq, n->now,
 					                           &gi->g);

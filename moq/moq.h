@@ -51,6 +51,7 @@
 struct moq_node;
 struct moq_session;
 struct moq_hub;
+struct moq_auth;
 
 /* The ALPNs a node speaks, in preference order (PROTOCOL.md). */
 #define MOQ_ALPN_05 "moq-lite-05"
@@ -60,6 +61,17 @@ struct moq_hub;
 #define MOQ_LINGER_NS 5000000000ull
 /* PROTOCOL.md, Track: default max latency 5 s. */
 #define MOQ_DEFAULT_MAX_LATENCY_MS 5000u
+
+/* Per-peer bounds (struct moq_node_cfg; 0 there = these). Chosen so a
+ * single peer cannot make the relay hold much more than a busy legitimate
+ * one: a production relay carries thousands of broadcasts, one publisher a
+ * handful (a room's cameras), and names are short (moq-lite paths of a few
+ * segments, track names like "video" or "catalog.json"). */
+#define MOQ_DEFAULT_MAX_BROADCASTS         16384u /* in the origin table */
+#define MOQ_DEFAULT_MAX_SESSION_BROADCASTS 1024u  /* announced by one session */
+#define MOQ_DEFAULT_MAX_FETCHES            16u    /* FETCH replies in flight per session */
+#define MOQ_DEFAULT_MAX_BROADCAST_NAME     1024u  /* bytes of a broadcast path */
+#define MOQ_DEFAULT_MAX_TRACK_NAME         256u   /* bytes of a track name */
 
 /* Requests (announce, subscribe, track, fetch) return MOQ_ERR_STATE before
  * the session is ready and after the peer sent GOAWAY. */
@@ -134,6 +146,25 @@ struct moq_node_cfg {
 	void *user;          /* passed to the callbacks */
 	struct moq_hub *hub; /* relay with several workers: the hub that joins their
 			      * nodes (moq_hub_create); NULL for one node */
+	/* Per-peer bounds of a relay (0 = the MOQ_DEFAULT_* above). A
+	 * publisher's ANNOUNCE beyond max_broadcasts (the node's origin table)
+	 * or max_session_broadcasts (routes one session holds, live or backup),
+	 * or naming a path longer than max_broadcast_name, closes that session
+	 * with 11 (bounds); a request (SUBSCRIBE, FETCH, TRACK, announce
+	 * request) naming a longer path or a track longer than max_track_name,
+	 * or a FETCH beyond max_fetches in flight, is reset with 11. Each
+	 * refusal is counted (struct moq_node_stats). */
+	uint32_t max_broadcasts;
+	uint32_t max_session_broadcasts;
+	uint32_t max_fetches;
+	uint32_t max_broadcast_name;
+	uint32_t max_track_name;
+	/* borrowed; NULL = no auth. Server sessions are authorised at set-up
+	 * (lite-05 SETUP Path `?jwt=`; lite-03/04: public prefixes only) and
+	 * closed with 6 when refused or when the token expires; announce needs
+	 * `put`, subscribe / fetch / track / announce interest need `get`
+	 * (auth.h, docs/DEPLOY.md, Auth) */
+	struct moq_auth *auth;
 };
 
 /* Counters of a node (monotonic unless noted). */
@@ -155,6 +186,26 @@ struct moq_node_stats {
 	uint64_t subs_refused_limit;   /* SUBSCRIBEs refused by max_subscribers */
 	uint64_t tracks_refused_limit; /* SUBSCRIBEs refused by max_tracks */
 	uint64_t subscribes_in;        /* SUBSCRIBEs received (refused ones too) */
+	/* Per-peer bounds: what each refused (each also counts in
+	 * refused_bounds), and the control-stream buffers held now. */
+	uint64_t ann_refused_relay;       /* ANNOUNCEs over max_broadcasts (session closed 11) */
+	uint64_t ann_refused_session;     /* ... over max_session_broadcasts (closed 11) */
+	uint64_t ann_req_refused;         /* announce requests over max_announces (reset 11) */
+	uint64_t subs_refused_session;    /* SUBSCRIBEs over max_subscriptions (reset 11) */
+	uint64_t fetches_refused;         /* FETCHes over max_fetches (reset 11) */
+	uint64_t names_refused_broadcast; /* paths over max_broadcast_name (11) */
+	uint64_t names_refused_track;     /* track names over max_track_name (reset 11) */
+	uint64_t msgs_refused_size;       /* control messages declaring more than max_msg
+					  * (session closed 11) */
+	uint64_t ctl_rx_bytes;            /* control-stream receive buffers allocated now */
+	/* Broadcast ownership (AUTH-CLUSTER.md) */
+	uint64_t bcast_replaced;  /* a newer publisher replaced a live one (it waits as backup) */
+	uint64_t bcast_failovers; /* a backup or standby route took over */
+	uint64_t ann_duplicates;  /* duplicate ANNOUNCEs in one session (lite-03/04: closed 12) */
+	uint64_t ann_restarts;    /* ... lite-05: a restart */
+	uint64_t auth_refused;         /* sessions closed with 6 at set-up (token, role) */
+	uint64_t auth_expired;         /* sessions closed with 6 when their token expired */
+	uint64_t auth_denied;          /* requests refused with 6: path outside the token */
 };
 
 /*
@@ -323,6 +374,16 @@ void moq_session_close(struct moq_session *s, uint64_t code);
  */
 int64_t moq_session_write_raw(struct moq_session *s, int bidi, const uint8_t *data, size_t len,
                               int fin);
+
+/*
+ * moq_session_write_raw_stream: write @len raw bytes (copied) on the open
+ * stream @sid, with FIN when @fin: a stream this side opened, or one the
+ * peer opened that has a sending side (e.g. the announce request a relay
+ * sent us, to answer it with a malformed or duplicate ANNOUNCE). For tests.
+ * Returns 0, MOQ_ERR_STATE, MOQ_ERR_NOTFOUND, MOQ_ERR_CLOSED, MOQ_ERR_NOMEM.
+ */
+int moq_session_write_raw_stream(struct moq_session *s, int64_t sid, const uint8_t *data,
+                                 size_t len, int fin);
 
 /* --- relay-added latency ------------------------------------------------ */
 

@@ -11,6 +11,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "auth.h"
+
 /* Bytes kept for the stream's own outgoing data (control messages and frame
  * headers) until the peer acknowledges them (quic.h: no copies). */
 #define TXCHUNK_DATA 1000u
@@ -54,16 +56,33 @@ struct moq_session;
 struct mstream;
 struct upstream;
 
-/* The origin table: one announced broadcast. */
+/* Another route to a broadcast (AUTH-CLUSTER.md, Broadcast ownership): an
+ * older publisher the newer one replaced (a hidden backup), or the same
+ * original publisher over another session (a standby). */
+struct bsrc {
+	struct bsrc *next; /* newest first */
+	struct moq_session *pub;
+	uint32_t nhops;
+	uint64_t hops[MOQ_MAX_HOPS];
+};
+
+/* The origin table: one announced broadcast, in the node's hash table
+ * (hnext) and list (next / prev), and while it lingers in the node's linger
+ * queue (lnext / lprev, oldest deadline first). */
 struct bcast {
-	struct bcast *next;
+	struct bcast *next, *prev;
+	struct bcast *hnext;
+	struct bcast *lnext, *lprev;
 	char *path;
 	size_t len;
-	struct moq_session *pub; /* NULL: local, lingering or another worker's */
+	uint64_t hash;
+	struct moq_session *pub; /* NULL: local, lingering or another worker's
+				  * (set with bcast_set_pub) */
 	uint32_t owner;          /* hub: 1 + id of the node that owns it; 0 = us */
 	int local;
 	uint64_t timescale;    /* local broadcasts */
 	uint64_t linger_until; /* nonzero: the publisher is gone */
+	struct bsrc *backups;  /* other routes, newest first */
 	uint32_t nhops;
 	uint64_t hops[MOQ_MAX_HOPS];
 };
@@ -213,6 +232,10 @@ struct mstream {
 	size_t plen;
 	uint64_t exclude_hop;
 	uint64_t ann_origin; /* ANN_OUT: the peer's hop id (ANNOUNCE_OK) */
+	/* ANN_IN with a prefix: in the node's list of announce requests */
+	struct mstream *ann_next, *ann_prev;
+	struct moq_session *ann_s;
+	uint8_t fetch_counted; /* FETCH_IN: holds one unit of cfg.max_fetches */
 	/* what the stream belongs to */
 	struct dsub *d;
 	struct usub *us;
@@ -246,6 +269,9 @@ struct moq_session {
 	uint32_t nlat; /* dsubs with their own max latency (dsub_params) */
 	struct usub *usubs;
 	uint32_t nusubs, nann_in;
+	uint32_t nbcasts;   /* broadcast routes it holds (live or backup):
+			   * cfg.max_session_broadcasts */
+	uint32_t nfetch;    /* FETCH replies in flight: cfg.max_fetches */
 	struct gout *gouts; /* streams still being written (may hold done ones) */
 	/* FIN sent or reset, waiting for acknowledgements and for QUIC to close
 	 * the stream (seconds with a slow subscriber, and audio opens a stream
@@ -273,6 +299,10 @@ struct moq_session {
 	uint32_t st_pool_len, go_pool_len;
 	void *user;
 	int depth; /* callback nesting; closes are deferred to depth 0 */
+	/* cfg.auth (access.c): what the token grants, once authorised */
+	struct moq_auth_grant *grant;
+	uint8_t auth_done;      /* authorisation ran (grant set, or closing) */
+	uint64_t auth_deadline; /* node clock: the token's exp; 0 = none */
 };
 
 struct moq_node {
@@ -289,7 +319,11 @@ struct moq_node {
 	 * aggregate is recomputed once, at the next poll (up_changed) */
 	struct upstream *dirty_ups;
 	uint64_t last_fin_check; /* last pass over FIN'd streams (FIN_CHECK_NS) */
-	struct bcast *bcasts;
+	struct bcast *bcasts;    /* every broadcast, in a list ... */
+	struct bcast **btab;     /* ... and hashed by path (bmask + 1 buckets) */
+	uint32_t bmask;
+	struct bcast *linger_head, *linger_tail; /* lingering, oldest deadline first */
+	struct mstream *ann_in;                  /* every session's announce requests (ANN_IN) */
 	struct upstream *ups;
 	struct tinfo *tinfos;
 	uint32_t ntinfos;
@@ -298,6 +332,7 @@ struct moq_node {
 	struct moq_node_stats st;
 	struct moq_hub *hub;
 	uint32_t hub_id;
+	uint64_t auth_next; /* earliest session auth_deadline (access_expire), 0 = none */
 	/* relay-added latency (moq.h): arrivals of frames written since the
 	 * last moq_node_latency_commit, a table hashed by arrival (a frame
 	 * sent to several subscribers takes one slot with a count; count 0 =
@@ -340,13 +375,25 @@ char *path_join(const char *a, size_t al, const char *b, size_t bl, size_t *out_
 int path_norm_join(const char *base, size_t bl, const char *p, size_t len, char **out,
                    size_t *out_len);
 bool hops_have(const uint64_t *hops, uint32_t n, uint64_t h);
+bool names_fit(struct moq_node *n, const char *p, size_t plen, size_t tlen);
 struct bcast *bcast_find(struct moq_node *n, const char *p, size_t len);
 struct bcast *bcast_add(struct moq_node *n, const char *p, size_t len);
 void bcast_unlink(struct moq_node *n, struct bcast *bc);
 void bcast_end(struct moq_node *n, struct bcast *bc);
+void bcast_set_pub(struct bcast *bc, struct moq_session *s);
+void bcast_linger(struct moq_node *n, struct bcast *bc);
+void bcast_unlinger(struct moq_node *n, struct bcast *bc);
+void bcast_linger_expire(struct moq_node *n, uint64_t now);
+uint64_t bcast_offer(struct moq_node *n, struct moq_session *s, const char *p, size_t len,
+                     const uint64_t *hops, uint32_t nh);
+void bcast_withdraw(struct moq_node *n, struct bcast *bc, struct moq_session *s, bool abrupt);
+bool bcast_has_route(const struct bcast *bc, const struct moq_session *s);
+void bcast_session_gone(struct moq_node *n, struct moq_session *s);
 
 /* announce.c: announce streams */
+#define ANN_RESTART 2 /* ann_notify: @bc is a new broadcast under the same path */
 void ann_notify(struct moq_node *n, struct bcast *bc, int active);
+void ann_in_stop(struct moq_session *s, struct mstream *st);
 int ann_in_start(struct moq_session *s, struct mstream *st, const struct moq_announce_req *r);
 int on_announce(struct moq_session *s, struct mstream *st, const struct moq_announce *a);
 void ann_out_gone(struct moq_session *s, struct mstream *st);
@@ -394,6 +441,7 @@ struct gout *gout_new(struct moq_session *s, struct mstream *st, struct moq_cach
                       uint8_t priority);
 
 /* ingest.c: group streams in */
+int up_restart(struct upstream *up);
 struct usub *usub_find(struct moq_session *s, uint64_t id);
 void gin_end(struct moq_session *s, struct gin *gi, int64_t code);
 void gin_data(struct moq_session *s, struct mstream *st, const uint8_t *p, size_t len);
@@ -405,6 +453,13 @@ void stream_data(struct moq_session *s, int64_t sid, const uint8_t *data, size_t
 struct moq_session *sess_new(struct moq_node *n, struct moq_quic_conn *c, int server);
 void sess_free(struct moq_session *s, uint64_t code, int local);
 void sess_fail(struct moq_session *s, uint64_t code);
+
+/* access.c: cfg.auth, what each server session may do */
+int access_session(struct moq_session *s, const struct moq_str *setup_path);
+bool access_allows(struct moq_session *s, int put, const char *p, size_t len);
+bool access_overlaps(struct moq_session *s, int put, const char *p, size_t len);
+void access_ann_request(struct moq_session *s);
+void access_expire(struct moq_node *n, uint64_t now);
 
 /* hub.c: the hub between workers, relay-wide bounds */
 bool bound_take(struct moq_node *n, int tracks);
@@ -495,6 +550,13 @@ static inline void up_idle(struct upstream *up)
 {
 	if (up->ct)
 		moq_cache_track_set_idle(up->ct);
+}
+
+/* Whether @s may publish (@put) or read @p (absolute, normalised): always
+ * without cfg.auth and for the sessions this node opened. */
+static inline bool access_ok(struct moq_session *s, int put, const char *p, size_t len)
+{
+	return !s->n->cfg.auth || !s->server || access_allows(s, put, p, len);
 }
 
 /* Something changed for every subscriber of @up (it ended, ...). */

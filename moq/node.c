@@ -43,6 +43,16 @@ struct moq_node *moq_node_create(const struct moq_node_cfg *cfg)
 		n->cfg.linger_ns = MOQ_LINGER_NS;
 	if (!n->cfg.batch)
 		n->cfg.batch = MOQ_CACHE_BATCH;
+	if (!n->cfg.max_broadcasts)
+		n->cfg.max_broadcasts = MOQ_DEFAULT_MAX_BROADCASTS;
+	if (!n->cfg.max_session_broadcasts)
+		n->cfg.max_session_broadcasts = MOQ_DEFAULT_MAX_SESSION_BROADCASTS;
+	if (!n->cfg.max_fetches)
+		n->cfg.max_fetches = MOQ_DEFAULT_MAX_FETCHES;
+	if (!n->cfg.max_broadcast_name)
+		n->cfg.max_broadcast_name = MOQ_DEFAULT_MAX_BROADCAST_NAME;
+	if (!n->cfg.max_track_name)
+		n->cfg.max_track_name = MOQ_DEFAULT_MAX_TRACK_NAME;
 	if (n->cfg.hub) {
 		int id = hub_register(n->cfg.hub, n);
 		if (id < 0) {
@@ -84,6 +94,7 @@ void moq_node_destroy(struct moq_node *n)
 	}
 	while (n->bcasts)
 		bcast_unlink(n, n->bcasts);
+	free(n->btab);
 	while (n->tinfos) {
 		struct tinfo *t = n->tinfos;
 		n->tinfos = t->next;
@@ -129,7 +140,7 @@ int moq_node_publish(struct moq_node *n, const char *path, size_t len, uint64_t 
 		return MOQ_ERR_NOMEM;
 	bc->local = 1;
 	bc->owner = 0;
-	bc->linger_until = 0;
+	bcast_unlinger(n, bc);
 	bc->timescale = timescale ? timescale : 1000;
 	ann_notify(n, bc, 1);
 	hub_announce(n, bc, 1);

@@ -92,6 +92,27 @@ int path_norm_join(const char *base, size_t bl, const char *p, size_t len, char 
 	return 0;
 }
 
+/*
+ * Whether a request's broadcast path @p (@plen bytes, joined under the
+ * session's root; NULL: the caller refuses it otherwise) and track name of
+ * @tlen bytes are within cfg.max_broadcast_name / cfg.max_track_name. A
+ * refusal is counted; the caller resets the request with 11 (bounds).
+ */
+bool names_fit(struct moq_node *n, const char *p, size_t plen, size_t tlen)
+{
+	if (p && plen > n->cfg.max_broadcast_name) {
+		n->st.names_refused_broadcast++;
+		n->st.refused_bounds++;
+		return false;
+	}
+	if (tlen > n->cfg.max_track_name) {
+		n->st.names_refused_track++;
+		n->st.refused_bounds++;
+		return false;
+	}
+	return true;
+}
+
 bool hops_have(const uint64_t *hops, uint32_t n, uint64_t h)
 {
 	if (h == 0)
@@ -104,18 +125,59 @@ bool hops_have(const uint64_t *hops, uint32_t n, uint64_t h)
 
 /* ----------------------------------------------------- origin table */
 
+/* The table starts with this many buckets and doubles when it holds more
+ * broadcasts than buckets (a lookup then walks about one entry). */
+#define BTAB_MIN 64u
+
+/* FNV-1a over the path (PROTOCOL.md's route hash uses it too). */
+static uint64_t path_hash(const char *p, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (uint8_t)p[i]) * 0x100000001b3ull;
+	return h;
+}
+
 struct bcast *bcast_find(struct moq_node *n, const char *p, size_t len)
 {
-	for (struct bcast *b = n->bcasts; b; b = b->next)
-		if (b->len == len && memcmp(b->path, p, len) == 0)
+	uint64_t h;
+
+	if (!n->btab)
+		return NULL;
+	h = path_hash(p, len);
+	for (struct bcast *b = n->btab[h & n->bmask]; b; b = b->hnext)
+		if (b->hash == h && b->len == len && memcmp(b->path, p, len) == 0)
 			return b;
 	return NULL;
 }
 
+/* Double the buckets (or make the first ones). Returns false when memory is
+ * short (the table keeps working, with longer chains). */
+static bool btab_grow(struct moq_node *n)
+{
+	uint32_t cap = n->btab ? (n->bmask + 1) * 2 : BTAB_MIN;
+	struct bcast **t = calloc(cap, sizeof(*t));
+
+	if (!t)
+		return false;
+	for (struct bcast *b = n->bcasts; b; b = b->next) {
+		b->hnext = t[b->hash & (cap - 1)];
+		t[b->hash & (cap - 1)] = b;
+	}
+	free(n->btab);
+	n->btab = t;
+	n->bmask = cap - 1;
+	return true;
+}
+
 struct bcast *bcast_add(struct moq_node *n, const char *p, size_t len)
 {
-	struct bcast *b = calloc(1, sizeof(*b));
+	struct bcast *b;
 
+	if ((!n->btab || n->st.broadcasts >= (uint64_t)n->bmask + 1) && !btab_grow(n) && !n->btab)
+		return NULL;
+	b = calloc(1, sizeof(*b));
 	if (!b)
 		return NULL;
 	b->path = memdup0(p, len);
@@ -124,22 +186,97 @@ struct bcast *bcast_add(struct moq_node *n, const char *p, size_t len)
 		return NULL;
 	}
 	b->len = len;
+	b->hash = path_hash(p, len);
+	b->hnext = n->btab[b->hash & n->bmask];
+	n->btab[b->hash & n->bmask] = b;
 	b->next = n->bcasts;
+	if (b->next)
+		b->next->prev = b;
 	n->bcasts = b;
 	n->st.broadcasts++;
 	return b;
 }
 
+/* @s becomes @bc's live publisher (NULL: none); keeps the sessions' route
+ * counts (cfg.max_session_broadcasts). */
+void bcast_set_pub(struct bcast *bc, struct moq_session *s)
+{
+	if (bc->pub)
+		bc->pub->nbcasts--;
+	bc->pub = s;
+	if (s)
+		s->nbcasts++;
+}
+
 void bcast_unlink(struct moq_node *n, struct bcast *bc)
 {
-	for (struct bcast **pp = &n->bcasts; *pp; pp = &(*pp)->next)
+	bcast_unlinger(n, bc);
+	for (struct bcast **pp = &n->btab[bc->hash & n->bmask]; *pp; pp = &(*pp)->hnext)
 		if (*pp == bc) {
-			*pp = bc->next;
+			*pp = bc->hnext;
 			break;
 		}
+	if (bc->prev)
+		bc->prev->next = bc->next;
+	else
+		n->bcasts = bc->next;
+	if (bc->next)
+		bc->next->prev = bc->prev;
 	n->st.broadcasts--;
+	bcast_set_pub(bc, NULL);
+	while (bc->backups) {
+		struct bsrc *b = bc->backups;
+		bc->backups = b->next;
+		b->pub->nbcasts--;
+		free(b);
+	}
 	free(bc->path);
 	free(bc);
+}
+
+/* ------------------------------------------------------------ linger */
+
+/* @bc's publisher is gone: it ends at now + cfg.linger_ns unless one comes
+ * back (PROTOCOL.md, The relay's cache). The queue is in deadline order
+ * because the node's clock only moves forward and the linger is fixed, so
+ * moq_node_poll looks at its head only (bcast_linger_expire). */
+void bcast_linger(struct moq_node *n, struct bcast *bc)
+{
+	bcast_unlinger(n, bc);
+	bc->linger_until = n->now + n->cfg.linger_ns;
+	if (!bc->linger_until)
+		bc->linger_until = 1;
+	bc->lnext = NULL;
+	bc->lprev = n->linger_tail;
+	if (n->linger_tail)
+		n->linger_tail->lnext = bc;
+	else
+		n->linger_head = bc;
+	n->linger_tail = bc;
+}
+
+/* @bc has a publisher again (or ends now): off the linger queue. */
+void bcast_unlinger(struct moq_node *n, struct bcast *bc)
+{
+	if (!bc->linger_until)
+		return;
+	if (bc->lprev)
+		bc->lprev->lnext = bc->lnext;
+	else
+		n->linger_head = bc->lnext;
+	if (bc->lnext)
+		bc->lnext->lprev = bc->lprev;
+	else
+		n->linger_tail = bc->lprev;
+	bc->lnext = bc->lprev = NULL;
+	bc->linger_until = 0;
+}
+
+/* Lingering broadcasts whose publisher did not come back by @now end. */
+void bcast_linger_expire(struct moq_node *n, uint64_t now)
+{
+	while (n->linger_head && now >= n->linger_head->linger_until)
+		bcast_end(n, n->linger_head);
 }
 
 /* End every upstream of @bc's path: its subscribers get END. */
@@ -163,4 +300,241 @@ void bcast_end(struct moq_node *n, struct bcast *bc)
 			}
 		}
 	bcast_unlink(n, bc);
+}
+
+/* ------------------------------------------------ broadcast ownership */
+
+/*
+ * AUTH-CLUSTER.md, Broadcast ownership, as moq-relay does it: the first hop
+ * of a route's hop list names the broadcast's original publisher. A route
+ * whose first hop is unknown (lite-03 carries only a hop count; 0) is its
+ * own publisher. Two routes are the same broadcast when their first hops
+ * are equal and known.
+ */
+static bool same_publisher(const uint64_t *a, uint32_t na, const uint64_t *b, uint32_t nb)
+{
+	return na && nb && a[0] && a[0] == b[0];
+}
+
+/* Two routes are different broadcasts when both first hops are known and
+ * differ (an unknown one is taken as a reconnect of the same). */
+static bool other_publisher(const uint64_t *a, uint32_t na, const uint64_t *b, uint32_t nb)
+{
+	return na && nb && a[0] && b[0] && a[0] != b[0];
+}
+
+static struct bsrc **bsrc_find(struct bcast *bc, const struct moq_session *s)
+{
+	for (struct bsrc **pp = &bc->backups; *pp; pp = &(*pp)->next)
+		if ((*pp)->pub == s)
+			return pp;
+	return NULL;
+}
+
+/* Whether @s holds a route to @bc (live or backup). */
+bool bcast_has_route(const struct bcast *bc, const struct moq_session *s)
+{
+	if (bc->pub == s)
+		return true;
+	for (const struct bsrc *b = bc->backups; b; b = b->next)
+		if (b->pub == s)
+			return true;
+	return false;
+}
+
+/* Keep @s's route (@hops) as a backup of @bc, newest first. */
+static bool bsrc_push(struct bcast *bc, struct moq_session *s, const uint64_t *hops, uint32_t nh)
+{
+	struct bsrc *b = calloc(1, sizeof(*b));
+
+	if (!b)
+		return false;
+	b->pub = s;
+	b->nhops = nh;
+	memcpy(b->hops, hops, nh * sizeof(hops[0]));
+	b->next = bc->backups;
+	bc->backups = b;
+	s->nbcasts++;
+	return true;
+}
+
+/*
+ * Make @s (@hops) @bc's live route. @renew: it is another broadcast than
+ * the one subscribers were reading (another original publisher replaced it,
+ * or an older one returns): their subscriptions end (END, then FIN; they
+ * subscribe again, PROTOCOL.md, Subscribe), the tracks start over empty,
+ * what was learned about them (TRACK_INFO) is forgotten, and announce
+ * requests hear a restart (lite-05: a second ACTIVE; lite-03/04: ENDED then
+ * ACTIVE). Otherwise (the same broadcast over another route, or a publisher
+ * back within the linger) the upstream subscriptions move to @s and go on
+ * at its next group, nothing announced.
+ */
+static void bcast_route(struct moq_node *n, struct bcast *bc, struct moq_session *s,
+                        const uint64_t *hops, uint32_t nh, bool renew)
+{
+	bcast_unlinger(n, bc);
+	bcast_set_pub(bc, s);
+	bc->nhops = nh;
+	memcpy(bc->hops, hops, nh * sizeof(hops[0]));
+	if (renew)
+		tinfo_drop_path(n, bc->path, bc->len);
+	for (struct upstream *up = n->ups; up; up = up->next) {
+		if (up->plen != bc->len || memcmp(up->path, bc->path, bc->len) != 0 || up->ended)
+			continue;
+		if (up->us) {
+			usub_close(up->us);
+			up->us->up = NULL;
+			up->us = NULL;
+			n->st.upstream_subs--;
+		}
+		if (renew)
+			up_restart(up);
+		if (up->dsubs || up->nremote)
+			up_open(up, s);
+	}
+	if (renew)
+		ann_notify(n, bc, ANN_RESTART);
+	hub_announce(n, bc, 1);
+}
+
+/*
+ * ANNOUNCE active of path @p (normalised, @len bytes) from session @s with
+ * hop list @hops (the responder's origin stamped, lite-05). Applies the
+ * ownership rules and the per-peer bounds. Returns 0, or the code to close
+ * @s with: MOQ_CODE_BOUNDS (cfg.max_broadcasts, cfg.max_session_broadcasts),
+ * MOQ_CODE_DUPLICATE (lite-03/04: @s announced @p already).
+ */
+uint64_t bcast_offer(struct moq_node *n, struct moq_session *s, const char *p, size_t len,
+                     const uint64_t *hops, uint32_t nh)
+{
+	struct bcast *bc = bcast_find(n, p, len);
+	struct bsrc **bp;
+
+	if (bc && bc->local)
+		return 0; /* our own broadcast wins */
+	if (bc && bcast_has_route(bc, s)) {
+		/* AUTH-CLUSTER.md: a duplicate active announce within one
+		 * session is an error on lite-03/04 and a restart on lite-05. */
+		if (s->v < MOQ_LITE_05) {
+			n->st.ann_duplicates++;
+			return MOQ_CODE_DUPLICATE;
+		}
+		n->st.ann_restarts++;
+		bp = bsrc_find(bc, s);
+		if (bp) { /* a hidden route: only its hops change */
+			(*bp)->nhops = nh;
+			memcpy((*bp)->hops, hops, nh * sizeof(hops[0]));
+			return 0;
+		}
+		/* The same original publisher: the route is updated in place;
+		 * another one: a new broadcast under the same path. */
+		bcast_route(n, bc, s, hops, nh, !same_publisher(bc->hops, bc->nhops, hops, nh));
+		return 0;
+	}
+	if (s->nbcasts >= n->cfg.max_session_broadcasts) {
+		n->st.ann_refused_session++;
+		n->st.refused_bounds++;
+		return MOQ_CODE_BOUNDS;
+	}
+	if (!bc) {
+		if (n->st.broadcasts >= n->cfg.max_broadcasts) {
+			n->st.ann_refused_relay++;
+			n->st.refused_bounds++;
+			return MOQ_CODE_BOUNDS;
+		}
+		bc = bcast_add(n, p, len);
+		if (!bc)
+			return 0;
+		bcast_set_pub(bc, s);
+		bc->nhops = nh;
+		memcpy(bc->hops, hops, nh * sizeof(hops[0]));
+		ann_notify(n, bc, 1);
+		hub_announce(n, bc, 1);
+		return 0;
+	}
+	if (bc->owner) {
+		/* Another worker had it (its publisher reconnected here): ours
+		 * now. */
+		uint32_t old = bc->owner;
+		bc->owner = 0;
+		for (struct upstream *up = n->ups; up; up = up->next)
+			if (up->remote_owner == old && up->plen == len &&
+			    memcmp(up->path, p, len) == 0) {
+				hub_send(n, old, HUB_UNSUB, up->path, up->plen, up->track,
+				         up->tlen);
+				up->remote_owner = 0;
+			}
+	}
+	if (!bc->pub || bc->pub->closing) {
+		/* No live publisher (it lingers, or another worker had it): the
+		 * upstream subscriptions splice over to @s; a different original
+		 * publisher is a new broadcast. */
+		bcast_route(n, bc, s, hops, nh, other_publisher(bc->hops, bc->nhops, hops, nh));
+		return 0;
+	}
+	if (same_publisher(bc->hops, bc->nhops, hops, nh)) {
+		/* The same original publisher over another route: a standby. */
+		bsrc_push(bc, s, hops, nh);
+		return 0;
+	}
+	/* A newer publisher replaces the live one, which waits as a hidden
+	 * backup and comes back when the newer ends. */
+	if (!bsrc_push(bc, bc->pub, bc->hops, bc->nhops))
+		return 0;
+	n->st.bcast_replaced++;
+	bcast_route(n, bc, s, hops, nh, true);
+	return 0;
+}
+
+/*
+ * Session @s no longer publishes @bc (it announced ENDED, closed its
+ * announce stream, or went away: @abrupt). A backup route is dropped
+ * silently. The live route fails over to the newest backup (a standby of
+ * the same publisher splices in, an older publisher returns as a new
+ * broadcast); with none, the broadcast ends, or after an abrupt loss it
+ * lingers for cfg.linger_ns. May free @bc.
+ */
+void bcast_withdraw(struct moq_node *n, struct bcast *bc, struct moq_session *s, bool abrupt)
+{
+	struct bsrc *b;
+	struct bsrc **bp;
+
+	if (bc->pub != s) {
+		bp = bsrc_find(bc, s);
+		if (bp) {
+			b = *bp;
+			*bp = b->next;
+			s->nbcasts--;
+			free(b);
+		}
+		return;
+	}
+	b = bc->backups;
+	if (b) {
+		bc->backups = b->next;
+		b->pub->nbcasts--;
+		n->st.bcast_failovers++;
+		bcast_route(n, bc, b->pub, b->hops, b->nhops,
+		            !same_publisher(bc->hops, bc->nhops, b->hops, b->nhops));
+		free(b);
+		return;
+	}
+	if (abrupt) {
+		bcast_set_pub(bc, NULL);
+		bcast_linger(n, bc);
+		return;
+	}
+	bcast_end(n, bc);
+}
+
+/* Session @s is going away: its routes fail over, linger or are dropped. */
+void bcast_session_gone(struct moq_node *n, struct moq_session *s)
+{
+	struct bcast *bc, *nx;
+
+	for (bc = n->bcasts; bc; bc = nx) {
+		nx = bc->next;
+		if (bcast_has_route(bc, s))
+			bcast_withdraw(n, bc, s, true);
+	}
 }

@@ -109,11 +109,13 @@ static void st_free(struct moq_session *s, struct mstream *st)
 		free(us->track);
 		free(us);
 	}
-	if (st->kind == SK_ANN_IN && st->prefix && st->got_first)
-		s->nann_in--;
+	ann_in_stop(s, st);
+	if (st->fetch_counted)
+		s->nfetch--;
 	if (st->kind == SK_TRACK_OUT && st->ti && !s->n->cfg.relay)
 		tinfo_free(st->ti); /* a client request never answered */
 	free(st->prefix);
+	s->n->st.ctl_rx_bytes -= st->rx_cap;
 	free(st->rx);
 	tx_free(s, &st->tx);
 	smap_del(&s->streams, st->sid);
@@ -128,14 +130,9 @@ void sess_free(struct moq_session *s, uint64_t code, int local)
 	s->closing = 1;
 	if (n->cfg.cb && n->cfg.cb->session_closed)
 		n->cfg.cb->session_closed(s, n->cfg.user, code, local);
-	/* A publisher that drops keeps its broadcasts for the linger. */
-	for (struct bcast *bc = n->bcasts; bc; bc = bc->next)
-		if (bc->pub == s) {
-			bc->pub = NULL;
-			bc->linger_until = n->now + n->cfg.linger_ns;
-			if (!bc->linger_until)
-				bc->linger_until = 1;
-		}
+	/* A publisher that drops fails over to another route of its
+	 * broadcasts, or keeps them for the linger. */
+	bcast_session_gone(n, s);
 	for (uint32_t i = 0; i < s->streams.cap; i++) {
 		struct mstream *st = s->streams.vals[i];
 		if (st) {
@@ -173,6 +170,7 @@ void sess_free(struct moq_session *s, uint64_t code, int local)
 	free(s->streams.vals);
 	free(s->root);
 	free(s->path);
+	moq_auth_grant_free(s->grant);
 	free(s);
 }
 
@@ -263,12 +261,16 @@ static int cb_established(struct moq_quic_conn *c, void *user, const char *alpn)
 		LEAVE(s);
 		return 0;
 	}
+	/* lite-03/04 carry no SETUP: cfg.auth authorises them here */
+	if (s->v < MOQ_LITE_05 && access_session(s, NULL) < 0) {
+		LEAVE(s);
+		return 0;
+	}
 	if (s->v >= MOQ_LITE_05)
 		send_setup(s);
 	else if (s->n->cfg.relay && s->server) {
-		int err;
 		s->asked_announces = 1;
-		ann_request(s, "", 0, &err);
+		access_ann_request(s);
 	}
 	s->ready = 1;
 	sess_mark(s);
@@ -375,11 +377,7 @@ static void cb_stream_reset(struct moq_quic_conn *c, void *user, int64_t sid, ui
 		st->kind = SK_IGNORE;
 		break;
 	case SK_ANN_IN:
-		if (st->got_first && st->prefix) {
-			s->nann_in--;
-			free(st->prefix);
-			st->prefix = NULL;
-		}
+		ann_in_stop(s, st);
 		st->kind = SK_IGNORE;
 		st_reset(s, st, MOQ_CODE_CANCEL);
 		break;

@@ -120,6 +120,7 @@ void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_su
 		return;
 	}
 	if (s->ndsubs >= n->cfg.max_subscriptions) {
+		n->st.subs_refused_session++;
 		n->st.refused_bounds++;
 		st_refuse(s, st, MOQ_CODE_BOUNDS);
 		return;
@@ -127,6 +128,17 @@ void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_su
 	rc = path_norm_join(s->root, s->rootlen, m->broadcast.p, m->broadcast.len, &full, &flen);
 	if (rc < 0) {
 		sess_fail(s, MOQ_CODE_DECODE);
+		return;
+	}
+	if (full && !access_ok(s, 0, full, flen)) {
+		free(full);
+		n->st.auth_denied++;
+		st_refuse(s, st, MOQ_CODE_UNAUTHORIZED);
+		return;
+	}
+	if (!names_fit(n, full, flen, m->track.len)) {
+		free(full);
+		st_refuse(s, st, MOQ_CODE_BOUNDS);
 		return;
 	}
 	if (!bound_take(n, 0)) {

@@ -18,16 +18,34 @@
 #include "moq_err.h"
 
 struct moq_net_kbuf {
-	uint8_t rx[MOQ_NET_KIO_BURST][MOQ_NET_KIO_RX_MAX];
+	size_t rx_max;      /* bytes per datagram buffer; 0: MOQ_NET_KIO_RX_MAX */
+	uint64_t truncated; /* moq_net_kbuf_truncated */
 	uint8_t cmsg[MOQ_NET_KIO_BURST][CMSG_SPACE(sizeof(uint16_t))];
 	struct sockaddr_storage names[MOQ_NET_KIO_BURST];
 	struct mmsghdr msgs[MOQ_NET_KIO_BURST];
 	struct iovec iov[MOQ_NET_KIO_BURST];
+	uint8_t rx[]; /* MOQ_NET_KIO_BURST x rx_max */
 };
+
+size_t moq_net_kbuf_size_for(size_t rx_max)
+{
+	return sizeof(struct moq_net_kbuf) + MOQ_NET_KIO_BURST * rx_max;
+}
 
 size_t moq_net_kbuf_size(void)
 {
-	return sizeof(struct moq_net_kbuf);
+	return moq_net_kbuf_size_for(MOQ_NET_KIO_RX_MAX);
+}
+
+void moq_net_kbuf_init(struct moq_net_kbuf *kb, size_t rx_max)
+{
+	memset(kb, 0, sizeof(*kb));
+	kb->rx_max = rx_max;
+}
+
+uint64_t moq_net_kbuf_truncated(const struct moq_net_kbuf *kb)
+{
+	return kb->truncated;
 }
 
 int moq_net_ksock_open(struct moq_net_ksock *s, const struct sockaddr *addr, socklen_t addrlen,
@@ -78,12 +96,13 @@ void moq_net_ksock_close(struct moq_net_ksock *s)
 
 int moq_net_krecv(struct moq_net_kbuf *kb, int fd, struct moq_net_kdgram *d)
 {
-	int n;
+	size_t max = kb->rx_max != 0 ? kb->rx_max : MOQ_NET_KIO_RX_MAX;
+	int n, k = 0;
 
 	for (int i = 0; i < MOQ_NET_KIO_BURST; i++) {
 		memset(&kb->msgs[i], 0, sizeof(kb->msgs[i]));
-		kb->iov[i].iov_base = kb->rx[i];
-		kb->iov[i].iov_len = MOQ_NET_KIO_RX_MAX;
+		kb->iov[i].iov_base = kb->rx + (size_t)i * max;
+		kb->iov[i].iov_len = max;
 		kb->msgs[i].msg_hdr.msg_name = &kb->names[i];
 		kb->msgs[i].msg_hdr.msg_namelen = sizeof(kb->names[i]);
 		kb->msgs[i].msg_hdr.msg_iov = &kb->iov[i];
@@ -91,12 +110,18 @@ int moq_net_krecv(struct moq_net_kbuf *kb, int fd, struct moq_net_kdgram *d)
 	}
 	n = recvmmsg(fd, kb->msgs, MOQ_NET_KIO_BURST, MSG_DONTWAIT, NULL);
 	for (int i = 0; i < n; i++) {
-		d[i].data = kb->rx[i];
-		d[i].len = kb->msgs[i].msg_len;
-		d[i].addr = (struct sockaddr *)&kb->names[i];
-		d[i].addrlen = kb->msgs[i].msg_hdr.msg_namelen;
+		/* longer than the buffer: the kernel cut it (recvmsg(2)) */
+		if (kb->msgs[i].msg_hdr.msg_flags & MSG_TRUNC) {
+			kb->truncated++;
+			continue;
+		}
+		d[k].data = kb->iov[i].iov_base;
+		d[k].len = kb->msgs[i].msg_len;
+		d[k].addr = (struct sockaddr *)&kb->names[i];
+		d[k].addrlen = kb->msgs[i].msg_hdr.msg_namelen;
+		k++;
 	}
-	return n > 0 ? n : 0;
+	return k;
 }
 
 /* Same destination: GSO may carry both in one send. */

@@ -30,6 +30,7 @@
 #define ND_NA             136
 #define ND_OPT_SLL        1
 #define ND_OPT_TLL        2
+#define ND_NA_OVERRIDE    0x20 /* RFC 4861, 4.4: the O flag, first byte after the checksum */
 /* RFC 4861, 6.1.2 / 7.1.1: ND packets are sent with hop limit 255. */
 #define ND_HOP_LIMIT 255
 /* Default TTL / hop limit of what the relay sends (RFC 1700's 64). */
@@ -123,12 +124,12 @@ static uint32_t phdr6(const uint8_t *src, const uint8_t *dst, uint8_t proto, uin
 }
 
 static const char *const drop_names[MOQ_NET_DROP_MAX] = {
-        "eth_short", "eth_dst",   "eth_type",    "arp_short",  "arp_format", "arp_op",
-        "arp_other", "ip4_short", "ip4_version", "ip4_hlen",   "ip4_len",    "ip4_csum",
-        "ip4_frag",  "ip4_dst",   "ip4_src",     "ip4_proto",  "ip6_short",  "ip6_version",
-        "ip6_len",   "ip6_dst",   "ip6_src",     "ip6_frag",   "ip6_proto",  "udp_short",
-        "udp_len",   "udp_csum",  "udp_port",    "icmp_short", "icmp_csum",  "icmp_type",
-        "nd_format", "no_room",
+        "eth_short", "eth_dst",   "eth_type",     "arp_short",  "arp_format", "arp_op",
+        "arp_other", "ip4_short", "ip4_version",  "ip4_hlen",   "ip4_len",    "ip4_csum",
+        "ip4_frag",  "ip4_dst",   "ip4_src",      "ip4_proto",  "ip6_short",  "ip6_version",
+        "ip6_len",   "ip6_dst",   "ip6_src",      "ip6_frag",   "ip6_proto",  "udp_short",
+        "udp_len",   "udp_csum",  "udp_port",     "icmp_short", "icmp_csum",  "icmp_type",
+        "nd_format", "no_room",   "rx_truncated",
 };
 
 const char *moq_net_drop_name(int reason)
@@ -171,6 +172,17 @@ void moq_net_init(struct moq_net *n, const struct moq_net_iface *ifc)
 	memset(&n->stats, 0, sizeof(n->stats));
 	memset(n->neigh, 0, sizeof(n->neigh));
 	n->iface = ifc;
+	n->shared = NULL;
+}
+
+void moq_net_neigh_table_init(struct moq_net_neigh_table *t)
+{
+	memset(t, 0, sizeof(*t));
+}
+
+void moq_net_share(struct moq_net *n, struct moq_net_neigh_table *t)
+{
+	n->shared = t;
 }
 
 /* neighbour cache ------------------------------------------------------- */
@@ -220,8 +232,119 @@ static struct moq_net_neigh *neigh_slot(struct moq_net *n, int family, const uin
 	return old;
 }
 
-void moq_net_neigh_learn(struct moq_net *n, int family, const uint8_t *addr, const uint8_t mac[6],
-                         uint64_t now_ns)
+/* The shared table (moq_net_neigh_table) -----------------------------------
+ * A seqlock per entry: the writer makes seq odd, writes, makes it even again
+ * (release); a reader copies the entry between two reads of seq and keeps
+ * the copy only if both saw the same even value. Writers are serialised by
+ * the table's lock; they write only on ARP / ND events and solicitations. */
+
+/* A consistent copy of @addr's entry into @out; 0 when there is none (or it
+ * was being written for every try: the caller asks again later). */
+static int shared_read(const struct moq_net_neigh_table *t, int family, const uint8_t *addr,
+                       struct moq_net_neigh_shared *out)
+{
+	const struct moq_net_neigh_shared *set = t->e[neigh_set(family, addr)];
+	size_t len = family == 4 ? 4 : 16;
+
+	for (int w = 0; w < MOQ_NET_NEIGH_WAYS; w++) {
+		for (int tries = 0; tries < 8; tries++) {
+			uint32_t q = __atomic_load_n(&set[w].seq, __ATOMIC_ACQUIRE);
+
+			if (q & 1)
+				continue; /* a writer is in it */
+			memcpy(out, &set[w], sizeof(*out));
+			__atomic_thread_fence(__ATOMIC_ACQUIRE);
+			if (__atomic_load_n(&set[w].seq, __ATOMIC_RELAXED) != q)
+				continue;
+			if (out->family == family && memcmp(out->addr, addr, len) == 0)
+				return 1;
+			break;
+		}
+	}
+	return 0;
+}
+
+/* Write @addr -> @mac (NULL: an unresolved mark, which changes nothing when
+ * the address has an entry) confirmed at @now into the shared table: its
+ * entry, else a free one, else the oldest of its set. */
+static void shared_write(struct moq_net_neigh_table *t, int family, const uint8_t *addr,
+                         const uint8_t *mac, uint64_t now)
+{
+	struct moq_net_neigh_shared *set = t->e[neigh_set(family, addr)], *e = NULL;
+	size_t len = family == 4 ? 4 : 16;
+	int changed = 0;
+	uint32_t q;
+
+	while (__atomic_exchange_n(&t->lock, 1, __ATOMIC_ACQUIRE))
+		rte_pause();
+	for (int w = 0; w < MOQ_NET_NEIGH_WAYS && e == NULL; w++)
+		if (set[w].family == family && memcmp(set[w].addr, addr, len) == 0)
+			e = &set[w];
+	if (e != NULL &&
+	    (mac == NULL || (e->resolved && memcmp(e->mac, mac, 6) == 0 && e->seen_ns >= now))) {
+		__atomic_store_n(&t->lock, 0, __ATOMIC_RELEASE);
+		return; /* nothing new */
+	}
+	for (int w = 0; w < MOQ_NET_NEIGH_WAYS && e == NULL; w++)
+		if (set[w].family == 0)
+			e = &set[w];
+	if (e == NULL) {
+		e = &set[0];
+		for (int w = 1; w < MOQ_NET_NEIGH_WAYS; w++)
+			if (set[w].seen_ns < e->seen_ns)
+				e = &set[w];
+	}
+	q = e->seq;
+	__atomic_store_n(&e->seq, q + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	if (e->family != family || memcmp(e->addr, addr, len) != 0) {
+		memset(e->addr, 0, sizeof(e->addr));
+		memcpy(e->addr, addr, len);
+		e->family = (uint8_t)family;
+		e->resolved = 0;
+		e->seen_ns = 0;
+	}
+	if (mac != NULL) {
+		changed = e->resolved && memcmp(e->mac, mac, 6) != 0;
+		memcpy(e->mac, mac, 6);
+		e->resolved = 1;
+		if (changed || now > e->seen_ns)
+			e->seen_ns = now; /* a new MAC is the newest word */
+	}
+	__atomic_store_n(&e->seq, q + 2, __ATOMIC_RELEASE);
+	if (changed) /* after the entry: a reader that sees gen sees it */
+		__atomic_add_fetch(&t->gen, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&t->lock, 0, __ATOMIC_RELEASE);
+}
+
+/* Does the link know @addr: an entry here, or in the shared table (resolved,
+ * or being resolved by another worker)? 1, with its MAC in @mac and
+ * *@resolved 1 when resolved; 0 when unknown. */
+static int neigh_known(struct moq_net *n, int family, const uint8_t *addr, uint8_t mac[6],
+                       int *resolved)
+{
+	struct moq_net_neigh *e = neigh_find(n, family, addr);
+	struct moq_net_neigh_shared s;
+
+	*resolved = 0;
+	if (e != NULL && e->resolved) {
+		memcpy(mac, e->mac, 6);
+		*resolved = 1;
+		return 1;
+	}
+	if (n->shared != NULL && shared_read(n->shared, family, addr, &s)) {
+		if (s.resolved) {
+			memcpy(mac, s.mac, 6);
+			*resolved = 1;
+		}
+		return 1;
+	}
+	return e != NULL;
+}
+
+/* A sender seen in a frame: this worker's cache only (per packet). */
+static void neigh_learn_local(struct moq_net *n, int family, const uint8_t *addr,
+                              const uint8_t mac[6], uint64_t now_ns)
 {
 	struct moq_net_neigh *e = neigh_find(n, family, addr);
 
@@ -236,6 +359,41 @@ void moq_net_neigh_learn(struct moq_net *n, int family, const uint8_t *addr, con
 	memcpy(e->mac, mac, 6);
 	e->resolved = 1;
 	e->seen_ns = now_ns;
+}
+
+void moq_net_neigh_learn(struct moq_net *n, int family, const uint8_t *addr, const uint8_t mac[6],
+                         uint64_t now_ns)
+{
+	neigh_learn_local(n, family, addr, mac, now_ns);
+	if (n->shared != NULL)
+		shared_write(n->shared, family, addr, mac, now_ns);
+}
+
+/* @hop's entry here (@e, maybe NULL) is missing, unresolved, stale or older
+ * than the shared table's generation @gen: take the table's resolution when
+ * it is newer than ours (or a different MAC as new). Returns the entry,
+ * maybe NULL. */
+static struct moq_net_neigh *neigh_from_shared(struct moq_net *n, int family, const uint8_t *hop,
+                                               struct moq_net_neigh *e, uint32_t gen)
+{
+	struct moq_net_neigh_shared s;
+
+	if (!shared_read(n->shared, family, hop, &s) || !s.resolved)
+		goto done;
+	if (e != NULL && e->resolved && s.seen_ns < e->seen_ns)
+		goto done; /* ours is newer (a sender seen here since) */
+	if (e != NULL && e->resolved && s.seen_ns == e->seen_ns && memcmp(e->mac, s.mac, 6) == 0)
+		goto done;
+	if (e == NULL)
+		e = neigh_slot(n, family, hop);
+	memcpy(e->mac, s.mac, 6);
+	e->resolved = 1;
+	e->seen_ns = s.seen_ns;
+	n->stats.neigh_shared++;
+done:
+	if (e != NULL)
+		e->gen = gen;
+	return e;
 }
 
 /* frame builders -------------------------------------------------------- */
@@ -463,6 +621,15 @@ int moq_net_resolve(struct moq_net *n, int family, const uint8_t *dst, uint64_t 
 		return MOQ_ERR_INVAL;
 	}
 	e = neigh_find(n, family, hop);
+	/* no fresh entry here: another worker may have learned it (an ARP
+	 * reply or NA reaches one RX queue only) */
+	if (n->shared != NULL) {
+		uint32_t gen = __atomic_load_n(&n->shared->gen, __ATOMIC_ACQUIRE);
+
+		if (e == NULL || !e->resolved || e->gen != gen ||
+		    now_ns - e->seen_ns >= MOQ_NET_NEIGH_TTL_NS)
+			e = neigh_from_shared(n, family, hop, e, gen);
+	}
 	if (e != NULL && e->resolved) {
 		memcpy(mac, e->mac, 6);
 		/* stale: keep using it, and ask again (RFC 4861, 7.3.3) */
@@ -481,6 +648,9 @@ int moq_net_resolve(struct moq_net *n, int family, const uint8_t *dst, uint64_t 
 		*req_len = (size_t)rc;
 		e->asked_ns = now_ns;
 		n->stats.tx_solicits++;
+		/* the answer may reach another worker: it must find an entry */
+		if (n->shared != NULL && !e->resolved)
+			shared_write(n->shared, family, hop, NULL, now_ns);
 	}
 	if (e->resolved)
 		return 0;
@@ -517,8 +687,11 @@ static enum moq_net_verdict rx_arp(struct moq_net *n, const uint8_t *f, size_t l
 	tpa = a + 24;
 	n->stats.rx_arp++;
 	if (!ifc->has_ip4 || memcmp(tpa, ifc->ip4, 4) != 0) {
+		uint8_t known[6];
+		int res;
+
 		/* RFC 826 merge: refresh a sender we already know (gratuitous ARP) */
-		if (memcmp(spa, zero4, 4) != 0 && neigh_find(n, 4, spa) != NULL)
+		if (memcmp(spa, zero4, 4) != 0 && neigh_known(n, 4, spa, known, &res))
 			moq_net_neigh_learn(n, 4, spa, sha, now);
 		return drop(n, MOQ_NET_DROP_ARP_OTHER);
 	}
@@ -626,7 +799,7 @@ static enum moq_net_verdict rx_ip4(struct moq_net *n, const uint8_t *f, size_t l
 			memset(u->dst, 0, 16);
 			memcpy(u->src, src, 4);
 			memcpy(u->dst, dst, 4);
-			moq_net_neigh_learn(n, 4, src, f + 6, now);
+			neigh_learn_local(n, 4, src, f + 6, now);
 		}
 		return v;
 	}
@@ -708,8 +881,17 @@ static enum moq_net_verdict rx_nd(struct moq_net *n, const uint8_t *f, const uin
 	}
 	n->stats.rx_nd++;
 	if (ic[0] == ND_NA) {
-		/* learn the target from its link-layer option (or the frame) */
-		moq_net_neigh_learn(n, 6, target, lladdr ? lladdr : f + 6, now);
+		/* RFC 4861, 7.2.5: an advertisement updates an entry that
+		 * exists (being resolved, or resolved); with none it is
+		 * silently discarded. Without the Override flag it does not
+		 * replace a known, different link-layer address. */
+		const uint8_t *ll = lladdr ? lladdr : f + 6;
+		uint8_t known[6];
+		int res;
+
+		if (neigh_known(n, 6, target, known, &res) &&
+		    (!res || (ic[4] & ND_NA_OVERRIDE) || memcmp(known, ll, 6) == 0))
+			moq_net_neigh_learn(n, 6, target, ll, now);
 		return MOQ_NET_DONE;
 	}
 	if (!ip6_is_unicast_ours(ifc, target))
@@ -762,7 +944,7 @@ static enum moq_net_verdict rx_ip6(struct moq_net *n, const uint8_t *f, size_t l
 			u->ecn = (uint8_t)((rd16(ip) >> 4) & 3);
 			memcpy(u->src, src, 16);
 			memcpy(u->dst, dst, 16);
-			moq_net_neigh_learn(n, 6, src, f + 6, now);
+			neigh_learn_local(n, 6, src, f + 6, now);
 		}
 		return v;
 	}

@@ -19,6 +19,9 @@
  *
  * One struct moq_net per worker lcore (its neighbour cache and counters are
  * that lcore's alone); the interface it points to is shared, read-only.
+ * The workers on one link may also share a neighbour table (moq_net_share):
+ * RSS delivers every ARP frame (no IP header to hash) to one queue, so what
+ * one worker learns from ARP / ND the others must read there.
  */
 #ifndef MOQ_NET_NET_H
 #define MOQ_NET_NET_H
@@ -28,6 +31,7 @@
 
 #include <sys/socket.h>
 
+#include <rte_common.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
@@ -83,6 +87,7 @@ enum moq_net_drop {
 	MOQ_NET_DROP_ICMP_TYPE, /* types other than echo request / NS / NA */
 	MOQ_NET_DROP_ND_FORMAT, /* hop limit != 255, bad option, bad target */
 	MOQ_NET_DROP_NO_ROOM,   /* the reply does not fit the reply buffer / no mbuf */
+	MOQ_NET_DROP_RX_TRUNC,  /* kernel sockets: a datagram longer than the receive buffer */
 	MOQ_NET_DROP_MAX
 };
 
@@ -125,6 +130,7 @@ struct moq_net_stats {
 	uint64_t tx_replies;    /* ARP replies, NA, echo replies */
 	uint64_t tx_solicits;   /* ARP requests, NS */
 	uint64_t neigh_learned, neigh_evicted;
+	uint64_t neigh_shared;    /* resolutions taken from the shared table */
 	uint64_t resolve_pending; /* datagrams not sent: next hop unresolved */
 	uint64_t drop[MOQ_NET_DROP_MAX];
 };
@@ -136,10 +142,41 @@ struct moq_net_neigh {
 	uint8_t mac[6];
 	uint64_t seen_ns;  /* last confirmation */
 	uint64_t asked_ns; /* last solicitation sent */
+	uint32_t gen;      /* the shared table's gen when last compared with it */
+};
+
+/*
+ * A neighbour table shared by the workers on one link (moq_net_share). It is
+ * written rarely: what ARP and ND confirm (replies, announcements, NS with a
+ * source link-layer option), and an unresolved mark when a worker solicits
+ * (so an NA that RSS hands to another worker finds an entry, RFC 4861
+ * 7.2.5). Writers take a spinlock among themselves; readers take none: each
+ * entry has a sequence count, odd while written, and a read that saw it
+ * change is retried. A worker reads an entry only when its own cache has no
+ * fresh one, or once after a MAC changed (gen): per packet it reads only
+ * gen. Same geometry as the per-worker cache; zeroed
+ * (moq_net_neigh_table_init) before use.
+ */
+struct moq_net_neigh_shared {
+	uint32_t seq; /* even: stable; odd: being written */
+	uint8_t family, resolved;
+	uint8_t mac[6];
+	uint8_t addr[16];
+	uint64_t seen_ns; /* last confirmation */
+};
+
+struct moq_net_neigh_table {
+	uint32_t lock __rte_cache_aligned; /* writers only */
+	/* bumped when a resolved entry's MAC changes (a gratuitous ARP, an NA
+	 * with Override): each worker compares its entry once more on its
+	 * next use; one load per resolution, a line written that rarely */
+	uint32_t gen __rte_cache_aligned;
+	struct moq_net_neigh_shared e[MOQ_NET_NEIGH_SETS][MOQ_NET_NEIGH_WAYS] __rte_cache_aligned;
 };
 
 struct moq_net {
 	const struct moq_net_iface *iface;
+	struct moq_net_neigh_table *shared; /* NULL: none (moq_net_share) */
 	struct moq_net_stats stats;
 	struct moq_net_neigh neigh[MOQ_NET_NEIGH_SETS][MOQ_NET_NEIGH_WAYS];
 	uint8_t scratch[MOQ_NET_FRAME_MAX]; /* linearised multi-segment frames */
@@ -172,8 +209,19 @@ void moq_net_iface_init(struct moq_net_iface *ifc, const uint8_t mac[6], const u
                         uint8_t ip4_prefix, const uint8_t ip6[16], uint8_t ip6_prefix,
                         uint16_t udp_port);
 
-/* moq_net_init: a per-lcore context on @ifc (not owned) with empty caches. */
+/* moq_net_init: a per-lcore context on @ifc (not owned) with empty caches
+ * and no shared table. */
 void moq_net_init(struct moq_net *n, const struct moq_net_iface *ifc);
+
+/* moq_net_neigh_table_init: an empty shared neighbour table. */
+void moq_net_neigh_table_init(struct moq_net_neigh_table *t);
+
+/*
+ * moq_net_share: make @n (one worker's context on a link) learn into and
+ * resolve from @t too (not owned; NULL: none), shared with the other
+ * workers' contexts on the same link. Call before the worker runs.
+ */
+void moq_net_share(struct moq_net *n, struct moq_net_neigh_table *t);
 
 /*
  * moq_net_rx: handle one Ethernet frame @frame of @len bytes received at
@@ -194,14 +242,18 @@ enum moq_net_verdict moq_net_rx(struct moq_net *n, const uint8_t *frame, size_t 
  * NS) is written to @req (*req_len > 0) for the caller to send: for an
  * unresolved address, and for a stale one (older than MOQ_NET_NEIGH_TTL_NS,
  * still used meanwhile, RFC 4861 7.3.3); *req_len is 0 otherwise.
- * MOQ_ERR_INVAL for a bad family.
+ * MOQ_ERR_INVAL for a bad family. With a shared table, an address this
+ * context has no fresh entry for is looked up there before it is asked for
+ * (counted in neigh_shared when that resolves it or brings a newer one).
  */
 int moq_net_resolve(struct moq_net *n, int family, const uint8_t *dst, uint64_t now_ns,
                     uint8_t mac[6], uint8_t *req, size_t req_cap, size_t *req_len);
 
 /*
  * moq_net_neigh_learn: insert or refresh @addr -> @mac (bounded cache: the
- * oldest entry of its set is replaced and counted in neigh_evicted).
+ * oldest entry of its set is replaced and counted in neigh_evicted), and in
+ * the shared table when there is one: a confirmed resolution, as from ARP.
+ * (A UDP sender refreshes only the receiving worker's own cache.)
  */
 void moq_net_neigh_learn(struct moq_net *n, int family, const uint8_t *addr, const uint8_t mac[6],
                          uint64_t now_ns);
@@ -282,8 +334,9 @@ int moq_net_udp_encap_mbuf(struct moq_net *n, struct rte_mbuf *m, int family, co
 
 /* Datagrams per moq_net_krecv / moq_net_ksend: DPDK's burst (MOQ_PMD_BURST). */
 #define MOQ_NET_KIO_BURST 32
-/* Receive buffer per datagram: larger than any datagram on a 1500/9000 link
- * we accept. */
+/* Receive buffer per datagram by default (moq_net_kbuf_size): a 1500-byte
+ * link's largest datagram with room to spare. A buffer for jumbo frames is
+ * sized with moq_net_kbuf_size_for. */
 #define MOQ_NET_KIO_RX_MAX 2048
 /* Linux: UDP_MAX_SEGMENTS is 64 per GSO send. */
 #define MOQ_NET_KIO_GSO_MAX_SEGS 64
@@ -299,7 +352,9 @@ struct moq_net_ksock {
 };
 
 /* The buffers and message headers of a burst (kernel_io.c): allocate
- * moq_net_kbuf_size() bytes, zeroed, one per thread; any socket may use it. */
+ * moq_net_kbuf_size() bytes, zeroed (datagrams of up to MOQ_NET_KIO_RX_MAX
+ * bytes), or moq_net_kbuf_size_for(max) bytes passed to moq_net_kbuf_init;
+ * one per thread; any socket may use it. */
 struct moq_net_kbuf;
 
 /* One datagram: received (data into the kbuf, @addr its source) or to send
@@ -326,14 +381,27 @@ int moq_net_ksock_open(struct moq_net_ksock *s, const struct sockaddr *addr, soc
 /* moq_net_ksock_close: close @s (nothing when already closed). */
 void moq_net_ksock_close(struct moq_net_ksock *s);
 
-/* moq_net_kbuf_size: the bytes a struct moq_net_kbuf takes. */
+/* moq_net_kbuf_size: the bytes a struct moq_net_kbuf takes (datagrams of up
+ * to MOQ_NET_KIO_RX_MAX bytes). */
 size_t moq_net_kbuf_size(void);
+
+/* moq_net_kbuf_size_for: the bytes of a kbuf that receives datagrams of up
+ * to @rx_max bytes (e.g. the link MTU - 28); moq_net_kbuf_init then sets
+ * it up. */
+size_t moq_net_kbuf_size_for(size_t rx_max);
+void moq_net_kbuf_init(struct moq_net_kbuf *kb, size_t rx_max);
+
+/* moq_net_kbuf_truncated: datagrams moq_net_krecv dropped with @kb because
+ * they were longer than its buffers (MSG_TRUNC): never handed up cut. */
+uint64_t moq_net_kbuf_truncated(const struct moq_net_kbuf *kb);
 
 /*
  * moq_net_krecv: receive up to MOQ_NET_KIO_BURST datagrams from @fd without
  * blocking into @kb and describe each in @d[] (its data and source address
- * point into @kb, valid until the next call with @kb). Returns how many
- * (0 when none was waiting or on an error).
+ * point into @kb, valid until the next call with @kb). A datagram longer
+ * than @kb's buffers is dropped, not described, and counted
+ * (moq_net_kbuf_truncated). Returns how many were described (0 when none
+ * was waiting or on an error).
  */
 int moq_net_krecv(struct moq_net_kbuf *kb, int fd, struct moq_net_kdgram *d);
 

@@ -64,6 +64,10 @@ static const struct key keys[] = {
          "groups older than this expire from the cache (default 5s, moq-lite's default)"},
         {"max-connections", K_U32, OFF(max_connections), 1, 10000000,
          "QUIC connections per worker (default 100000)"},
+        /* 0 = unlimited; 10000000: --max-connections' bound */
+        {"max-conns-per-addr", K_U32, OFF(max_conns_per_addr), 0, 10000000,
+         "QUIC connections from one remote IP address, per worker; beyond: refused, "
+         "0 = unlimited (default 1024)"},
         {"max-subscribers", K_U32, OFF(max_subscribers), 1, 10000000,
          "active subscriptions, relay-wide; beyond: SUBSCRIBE reset 11 (default 100000)"},
         {"max-streams", K_U32, OFF(max_streams), 1, 1000000, "per connection (default 1000)"},
@@ -74,7 +78,8 @@ static const struct key keys[] = {
          "QUIC idle timeout (default 30s)"},
         {"backend", K_BACKEND, OFF(backend), 0, 0, "dpdk or kernel (default dpdk)"},
         {"queues", K_QUEUES, OFF(queues), 0, 0,
-         "\"(port,queue,lcore),...\" RX queue to lcore map (default: queue 0 of each port)"},
+         "\"(port,queue,lcore),...\" RX queue to lcore map, at most 16 queues per lcore "
+         "(default: queue 0 of each port)"},
         {"portmask", K_MASK, OFF(portmask), 0, 0, "hex mask of ports to use (default all)"},
         /* 64..32768: the range DPDK PMDs accept; clamped to the device's limits later. */
         {"rx-desc", K_U16, OFF(rx_desc), 64, 32768, "RX descriptors per queue (default: profile)"},
@@ -92,6 +97,38 @@ static const struct key keys[] = {
         {"drain-timeout", K_DUR, OFF(drain_timeout_us), 0, 600 * US,
          "SIGQUIT grace period (default 10s)"},
         {"config", K_PATH, OFF(config), 0, 0, "config file (command line / MOQDP_CONFIG only)"},
+        /* Per-peer bounds (moq.h, struct moq_node_cfg); each refusal is a
+	 * moqdp_bounds_refused_total{bound=...} counter. */
+        {"max-broadcasts", K_U32, OFF(max_broadcasts), 1, 10000000,
+         "broadcasts in the origin table; an ANNOUNCE beyond closes its session with 11 "
+         "(default 16384)"},
+        {"max-session-broadcasts", K_U32, OFF(max_session_broadcasts), 1, 10000000,
+         "broadcasts one session may announce (live or backup); beyond: closed with 11 "
+         "(default 1024)"},
+        {"max-announce-requests", K_U32, OFF(max_announce_requests), 1, 1000000,
+         "announce requests per session; beyond: reset 11 (default 16)"},
+        {"max-session-subscriptions", K_U32, OFF(max_session_subscriptions), 1, 1000000,
+         "subscriptions per session; beyond: SUBSCRIBE reset 11 (default 256)"},
+        {"max-session-fetches", K_U32, OFF(max_session_fetches), 1, 1000000,
+         "FETCH replies in flight per session; beyond: reset 11 (default 16)"},
+        /* a name travels in one control message: at most --max-message */
+        {"max-broadcast-name", K_U32, OFF(max_broadcast_name), 1, 4096,
+         "bytes of a broadcast path; longer: request reset 11, ANNOUNCE closes the session "
+         "(default 1024)"},
+        {"max-track-name", K_U32, OFF(max_track_name), 1, 4096,
+         "bytes of a track name; longer: request reset 11 (default 256)"},
+        /* 64: room for a SUBSCRIBE with short names; 4096: the encoders'
+	 * buffers (moq_node_create caps max_msg there) */
+        {"max-message", K_U32, OFF(max_message), 64, 4096,
+         "largest control message a peer may declare; larger: session closed with 11 "
+         "(default 4096)"},
+        /* moq-relay's names (rs/moq-relay/src/auth.rs) */
+        {"auth-key", K_PATH, OFF(auth_key), 0, 0,
+         "JWK file (JSON or base64url) that signs tokens (?jwt=); default: no auth"},
+        {"auth-key-dir", K_PATH, OFF(auth_key_dir), 0, 0,
+         "directory of {kid}.jwk keys, chosen by the token's kid"},
+        {"auth-public", K_PATH, OFF(auth_public), 0, 0,
+         "prefixes (comma-separated) open without a token, \"\" = all"},
 };
 
 #define NB_KEYS (sizeof(keys) / sizeof(keys[0]))
@@ -126,6 +163,11 @@ void moq_pmd_config_defaults(struct moq_pmd_config *cfg)
 	cfg->cache_budget = 1ull << 30;
 	cfg->max_latency_us = 5 * US; /* moq-lite: a track's default max latency */
 	cfg->max_connections = 100000;
+	/* viewers behind one NAT (an office, a campus, carrier-grade NAT) share an
+	 * address: 1024 lets that many in while one host still cannot take more
+	 * than ~1 % of a worker's --max-connections (quic/'s own default, 64,
+	 * refused the 65th viewer behind a NAT) */
+	cfg->max_conns_per_addr = 1024;
 	cfg->max_subscribers = 100000;
 	cfg->max_streams = 1000;
 	cfg->max_tracks = 10000;
@@ -136,6 +178,14 @@ void moq_pmd_config_defaults(struct moq_pmd_config *cfg)
 	cfg->stats_interval_us = 5 * US;
 	snprintf(cfg->mgmt, sizeof(cfg->mgmt), "127.0.0.1:9464");
 	cfg->drain_timeout_us = 10 * US;
+	cfg->max_broadcasts = 16384;          /* MOQ_DEFAULT_MAX_BROADCASTS */
+	cfg->max_session_broadcasts = 1024;   /* MOQ_DEFAULT_MAX_SESSION_BROADCASTS */
+	cfg->max_announce_requests = 16;      /* moq_node_create's default */
+	cfg->max_session_subscriptions = 256; /* moq_node_create's default */
+	cfg->max_session_fetches = 16;        /* MOQ_DEFAULT_MAX_FETCHES */
+	cfg->max_broadcast_name = 1024;       /* MOQ_DEFAULT_MAX_BROADCAST_NAME */
+	cfg->max_track_name = 256;            /* MOQ_DEFAULT_MAX_TRACK_NAME */
+	cfg->max_message = 4096;              /* moq_node_create's default */
 }
 
 /* Splits "<number><unit>" and returns the number; *end is the unit. */
@@ -440,6 +490,8 @@ static int set_value(struct moq_pmd_config *cfg, const struct key *k, const char
 			return fail(err, errlen, "%s: path longer than %d bytes", lbl,
 			            MOQ_CFG_PATH_MAX - 1);
 		snprintf(field, MOQ_CFG_PATH_MAX, "%s", v);
+		if (k->off == OFF(auth_public))
+			cfg->auth_public_set = 1; /* "" is a value: every path */
 		return 0;
 	case K_BACKEND:
 		if (strcmp(v, "dpdk") == 0)
@@ -719,6 +771,8 @@ int moq_pmd_config_parse(struct moq_pmd_config *cfg, int argc, char *const *argv
 
 int moq_pmd_config_check(const struct moq_pmd_config *cfg, char *err, size_t errlen)
 {
+	if (cfg->auth_key[0] != '\0' && cfg->auth_key_dir[0] != '\0')
+		return fail(err, errlen, "--auth-key-dir: cannot be combined with --auth-key");
 	if ((cfg->cert[0] != '\0') != (cfg->key[0] != '\0'))
 		return fail(err, errlen, "%s: required when %s is given",
 		            cfg->cert[0] ? "--key" : "--cert", cfg->cert[0] ? "--cert" : "--key");
@@ -729,6 +783,18 @@ int moq_pmd_config_check(const struct moq_pmd_config *cfg, char *err, size_t err
 				return fail(err, errlen,
 				            "--queues: (port %u, queue %u) is given twice",
 				            cfg->queues[i].port, cfg->queues[i].queue);
+	for (unsigned int i = 0; i < cfg->nb_queues; i++) {
+		unsigned int first = 1, n = 0;
+
+		for (unsigned int j = 0; j < cfg->nb_queues; j++)
+			if (cfg->queues[j].lcore == cfg->queues[i].lcore) {
+				first &= j >= i;
+				n++;
+			}
+		if (first && n > MOQ_CFG_MAX_LCORE_QUEUES)
+			return fail(err, errlen, "--queues: lcore %u polls %u queues (at most %d)",
+			            cfg->queues[i].lcore, n, MOQ_CFG_MAX_LCORE_QUEUES);
+	}
 	for (unsigned int i = 0; i < cfg->nb_queues; i++) {
 		if (cfg->portmask != 0 &&
 		    (cfg->queues[i].port >= 64 || !(cfg->portmask & (1ull << cfg->queues[i].port))))

@@ -33,10 +33,13 @@
 #define MOQ_CFG_PATH_MAX   256
 #define MOQ_CFG_ERR_MAX    256 /* a good size for the caller's error buffer */
 
+/* RX queues one lcore polls (l3fwd's MAX_RX_QUEUE_PER_LCORE); more are refused */
+#define MOQ_CFG_MAX_LCORE_QUEUES 16
+
 /* Where datagrams are sent and received. */
 enum moq_cfg_backend {
-	MOQ_CFG_BACKEND_DPDK = 0, /* DPDK ports, the network stack in dpdk_app/net.h */
-	MOQ_CFG_BACKEND_KERNEL,   /* one kernel UDP socket per worker, recvmmsg/sendmmsg */
+	MOQ_CFG_BACKEND_DPDK = 0, /* DPDK ports, the network stack in net/net.h */
+	MOQ_CFG_BACKEND_KERNEL,   /* kernel UDP sockets (per worker and --listen address) */
 };
 
 /* An IPv4 or IPv6 address with a prefix length (the on-link subnet). */
@@ -73,6 +76,7 @@ struct moq_pmd_config {
 
 	/* limits */
 	uint32_t max_connections;
+	uint32_t max_conns_per_addr; /* per worker and remote IP address; 0 = unlimited */
 	uint32_t max_subscribers;
 	uint32_t max_streams; /* per connection */
 	uint32_t max_tracks;
@@ -94,11 +98,26 @@ struct moq_pmd_config {
 	char mgmt[64];                 /* "host:port" of the HTTP listener; "" = off */
 	uint64_t drain_timeout_us;     /* SIGQUIT grace period */
 	char config[MOQ_CFG_PATH_MAX]; /* the config file that was read, if any */
+
+	/* per-peer bounds (moq.h, struct moq_node_cfg) */
+	uint32_t max_broadcasts;            /* origin table */
+	uint32_t max_session_broadcasts;    /* announced by one session */
+	uint32_t max_announce_requests;     /* per session */
+	uint32_t max_session_subscriptions; /* per session */
+	uint32_t max_session_fetches;       /* in flight per session */
+	uint32_t max_broadcast_name;        /* bytes */
+	uint32_t max_track_name;            /* bytes */
+	uint32_t max_message;               /* control message bytes */
+	/* auth (auth.h; docs/DEPLOY.md, Auth): empty = off */
+	char auth_key[MOQ_CFG_PATH_MAX];     /* a JWK file */
+	char auth_key_dir[MOQ_CFG_PATH_MAX]; /* a directory of {kid}.jwk */
+	char auth_public[MOQ_CFG_PATH_MAX];  /* comma-separated prefixes; "" = all */
+	int auth_public_set;                 /* auth_public was given (it may be "") */
 };
 
 /*
  * moq_pmd_config_defaults: fill @cfg with the defaults (listen 0.0.0.0:4443,
- * 1 GiB cache, 30 s max latency, dpdk backend, stats every 5 s, ...).
+ * 1 GiB cache, 5 s max latency, dpdk backend, stats every 5 s, ...).
  */
 void moq_pmd_config_defaults(struct moq_pmd_config *cfg);
 
@@ -127,7 +146,8 @@ int moq_pmd_config_set(struct moq_pmd_config *cfg, const char *key, const char *
 
 /*
  * moq_pmd_config_check: the checks across keys (cert without key, a
- * (port,queue) given twice, ...), run by moq_pmd_config_parse after all
+ * (port,queue) given twice, more than MOQ_CFG_MAX_LCORE_QUEUES queues on one
+ * lcore, ...), run by moq_pmd_config_parse after all
  * sources. Returns 0 or MOQ_ERR_CONFIG with @err set.
  */
 int moq_pmd_config_check(const struct moq_pmd_config *cfg, char *err, size_t errlen);

@@ -90,6 +90,7 @@ struct moq_quic_endpoint *moq_quic_endpoint_new(const struct moq_quic_config *cf
 	    cfg->alpn_count > QUIC_ALPN_MAX_IDS ||
 	    (cfg->role != MOQ_QUIC_SERVER && cfg->role != MOQ_QUIC_CLIENT) ||
 	    (cfg->cert_file == NULL) != (cfg->key_file == NULL) ||
+	    (cfg->tls != NULL && (cfg->role != MOQ_QUIC_SERVER || cfg->cert_file != NULL)) ||
 	    cfg->max_udp_payload > MOQ_QUIC_MAX_UDP_PAYLOAD ||
 	    (cfg->max_udp_payload != 0 && cfg->max_udp_payload < MOQ_QUIC_MIN_PKT_BUF))
 		goto fail_arg;
@@ -186,7 +187,7 @@ struct moq_quic_endpoint *moq_quic_endpoint_new(const struct moq_quic_config *cf
 	rv = mem_init(ep);
 	if (rv != 0)
 		goto fail_tables;
-	rv = quic_tls_ctx_new(ep);
+	rv = quic_tls_ctx_new(ep); /* or takes cfg->tls */
 	if (rv != 0)
 		goto fail_tables;
 	setup_callbacks(ep);

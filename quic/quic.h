@@ -48,6 +48,7 @@ extern "C" {
 
 struct moq_quic_endpoint;
 struct moq_quic_conn;
+struct moq_quic_tls;
 
 /* Burst size of one send call in the relay (DESIGN.md, rule 3). */
 #define MOQ_QUIC_BURST 32
@@ -186,9 +187,13 @@ struct moq_quic_config {
 	uint8_t worker_id; /* encoded in every CID this endpoint chooses */
 
 	/* TLS. Server: cert_file + key_file (PEM chain / PEM key), or both NULL
-	 * to generate a self-signed ECDSA P-256 certificate (development). */
+	 * to generate a self-signed ECDSA P-256 certificate (development); or
+	 * tls, a context built once for several endpoints (moq_quic_tls_new;
+	 * then cert_file and key_file are NULL). The endpoint takes its own
+	 * reference on tls's context: the caller may free tls after _new. */
 	const char *cert_file;
 	const char *key_file;
+	struct moq_quic_tls *tls;
 	/* Client: CA file to verify the server with; NULL = no verification
 	 * (development only). */
 	const char *ca_file;
@@ -206,7 +211,7 @@ struct moq_quic_config {
 	/* Limits (each refusal is counted in struct moq_quic_stats). */
 	uint32_t max_conns;            /* 0 = 1024 */
 	uint32_t max_half_open;        /* 0 = 256: handshakes in progress */
-	uint32_t max_conns_per_addr;   /* 0 = 64: per remote IP address */
+	uint32_t max_conns_per_addr;   /* 0 = 64: per remote IP address; UINT32_MAX = none */
 	uint64_t max_streams_bidi;     /* 0 = 100: peer-opened, per connection */
 	uint64_t max_streams_uni;      /* 0 = 1000 */
 	uint64_t max_stream_data;      /* 0 = 1 MiB: receive window per stream */
@@ -386,6 +391,50 @@ int moq_quic_endpoint_fingerprint(const struct moq_quic_endpoint *ep, uint8_t ou
  */
 int moq_quic_endpoint_reload_cert(struct moq_quic_endpoint *ep, const char *cert_file,
                                   const char *key_file);
+
+/*
+ * moq_quic_tls_new: a server TLS context built once, for endpoints on any
+ * threads to share (config.tls, moq_quic_endpoint_set_tls): the PEM chain
+ * @cert_file and PEM key @key_file (both NULL: a generated self-signed ECDSA
+ * P-256 certificate) with the checks of moq_quic_endpoint_new (the key
+ * belongs to the certificate) and QUIC's TLS settings. Every endpoint and
+ * every connection made from it holds its own reference on the context
+ * (wolfSSL counts them under its lock); the last one frees it. Reads the
+ * files (blocking, ~1-2 ms): control path, e.g. the relay's main lcore on
+ * SIGHUP. Returns the handle (the caller's reference), or NULL with *@err
+ * MOQ_ERR_IO (a file cannot be read), MOQ_ERR_CRYPTO (not a usable PEM
+ * certificate / key, or the key does not match), MOQ_ERR_NOMEM or
+ * MOQ_ERR_INVAL (one file without the other).
+ */
+struct moq_quic_tls *moq_quic_tls_new(const char *cert_file, const char *key_file, int *err);
+
+/* moq_quic_tls_free: drop the caller's reference (endpoints and connections
+ * keep theirs). Any thread. NULL is ignored. */
+void moq_quic_tls_free(struct moq_quic_tls *t);
+
+/* moq_quic_tls_fingerprint: the SHA-256 of @t's certificate (DER) into
+ * @out (32 bytes). */
+void moq_quic_tls_fingerprint(const struct moq_quic_tls *t, uint8_t out[32]);
+
+/*
+ * moq_quic_endpoint_set_tls: (server) new connections of @ep get @t's
+ * certificate from now on; open ones keep theirs (as _reload_cert, but no
+ * file is read: no blocking, nothing to fail on a built @t). @ep takes its
+ * own reference on @t's context; the caller keeps @t. On @ep's thread,
+ * between _recv / _send / _timers calls. Counted in stats.cert_reloads;
+ * moq_quic_endpoint_fingerprint then returns @t's. Returns 0 (also when @ep
+ * is on @t already), MOQ_ERR_INVAL for NULL arguments, MOQ_ERR_STATE on a
+ * client endpoint.
+ */
+int moq_quic_endpoint_set_tls(struct moq_quic_endpoint *ep, struct moq_quic_tls *t);
+
+/*
+ * moq_quic_tls_pem_loads: how many times this process has read and parsed a
+ * PEM certificate chain for a server TLS context (endpoints, reloads): a
+ * counter for tests and metrics (a reload should read the files once, not
+ * once per worker).
+ */
+uint64_t moq_quic_tls_pem_loads(void);
 
 /*
  * moq_quic_fingerprint_str: format a 32-byte fingerprint as "AB:CD:..." into

@@ -33,6 +33,7 @@
 #define SELF_SIGNED_DAYS 14
 
 static int tls_inited;
+static uint64_t pem_loads; /* moq_quic_tls_pem_loads (atomic) */
 
 static void tls_init_once(void)
 {
@@ -71,10 +72,17 @@ int moq_quic_check_tls(const char **why)
 static int alpn_select(WOLFSSL *ssl, const unsigned char **out, unsigned char *outlen,
                        const unsigned char *in, unsigned int inlen, void *arg)
 {
-	struct moq_quic_endpoint *ep = arg;
+	/* the connection's endpoint (quic_tls_conn_new): a context may be
+	 * shared by the endpoints of several workers (moq_quic_tls_new) */
+	const ngtcp2_crypto_conn_ref *ref = wolfSSL_get_app_data(ssl);
+	const struct moq_quic_conn *c = ref != NULL ? ref->user_data : NULL;
+	const struct moq_quic_endpoint *ep;
 	size_t i;
 
-	(void)ssl;
+	(void)arg;
+	if (c == NULL)
+		return SSL_TLSEXT_ERR_ALERT_FATAL;
+	ep = c->ep;
 	for (i = 0; i < ep->alpn_count; i++) {
 		const unsigned char *p = in, *end = in + inlen;
 		size_t l = ep->alpn_len[i];
@@ -99,7 +107,7 @@ static int alpn_select(WOLFSSL *ssl, const unsigned char **out, unsigned char *o
  * wc_CertNew): their size depends on build settings (SP_INT_BITS ...) that
  * the installed headers do not all carry, and a stack copy sized by our
  * view of the struct was overrun. */
-static int gen_self_signed(struct moq_quic_endpoint *ep, WOLFSSL_CTX *ctx, uint8_t fp[32])
+static int gen_self_signed(WC_RNG *rng, WOLFSSL_CTX *ctx, uint8_t fp[32])
 {
 	ecc_key *key;
 	Cert *cert;
@@ -114,18 +122,17 @@ static int gen_self_signed(struct moq_quic_endpoint *ep, WOLFSSL_CTX *ctx, uint8
 		rv = MOQ_ERR_NOMEM;
 		goto fail_key;
 	}
-	if (wc_ecc_make_key_ex(&ep->rng, 32, key, ECC_SECP256R1) != 0)
+	if (wc_ecc_make_key_ex(rng, 32, key, ECC_SECP256R1) != 0)
 		goto fail_cert;
 	snprintf(cert->subject.commonName, CTC_NAME_SIZE, "moqdp-dev");
 	snprintf(cert->subject.org, CTC_NAME_SIZE, "moqdp");
 	cert->isCA = 0;
 	cert->sigType = CTC_SHA256wECDSA;
 	cert->daysValid = SELF_SIGNED_DAYS;
-	derlen = wc_MakeCert_ex(cert, der, sizeof(der), ECC_TYPE, key, &ep->rng);
+	derlen = wc_MakeCert_ex(cert, der, sizeof(der), ECC_TYPE, key, rng);
 	if (derlen <= 0)
 		goto fail_cert;
-	derlen = wc_SignCert_ex(cert->bodySz, cert->sigType, der, sizeof(der), ECC_TYPE, key,
-	                        &ep->rng);
+	derlen = wc_SignCert_ex(cert->bodySz, cert->sigType, der, sizeof(der), ECC_TYPE, key, rng);
 	if (derlen <= 0)
 		goto fail_cert;
 	klen = wc_EccKeyToDer(key, kder, sizeof(kder));
@@ -264,17 +271,17 @@ static int load_err(const char *file)
 }
 
 /*
- * A new TLS context for @ep's role into *out. Server: certificate chain
- * @cert_file and key @key_file (both NULL: a generated self-signed
- * certificate), the key checked against the certificate, the SHA-256 of the
- * leaf into @fp. Client: ep->ca_file, if any, to verify servers with.
- * Nothing of @ep changes (its rng is used); *out and @fp are written only
- * on success.
+ * A new TLS context into *out, for a server (@server) or a client. Server:
+ * certificate chain @cert_file and key @key_file (both NULL: a self-signed
+ * certificate generated with @rng), the key checked against the
+ * certificate, the SHA-256 of the leaf into @fp. Client: @ca_file, if any,
+ * to verify servers with. The context belongs to no endpoint (ALPN is
+ * chosen from the connection's own endpoint), so endpoints on several
+ * threads may share it. *out and @fp are written only on success.
  */
-static int tls_ctx_build(struct moq_quic_endpoint *ep, const char *cert_file, const char *key_file,
-                         WOLFSSL_CTX **out, uint8_t fp[32])
+static int tls_ctx_build(int server, const char *cert_file, const char *key_file,
+                         const char *ca_file, WC_RNG *rng, WOLFSSL_CTX **out, uint8_t fp[32])
 {
-	int server = ep->cfg.role == MOQ_QUIC_SERVER;
 	uint8_t newfp[32];
 	WOLFSSL_CTX *ctx;
 	int rv = MOQ_ERR_CRYPTO;
@@ -287,7 +294,7 @@ static int tls_ctx_build(struct moq_quic_endpoint *ep, const char *cert_file, co
 		/* installs wolfSSL's QUIC method */
 		if (ngtcp2_crypto_wolfssl_configure_server_context(ctx) != 0)
 			goto fail_ctx;
-		wolfSSL_CTX_set_alpn_select_cb(ctx, alpn_select, ep);
+		wolfSSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
 	} else if (ngtcp2_crypto_wolfssl_configure_client_context(ctx) != 0) {
 		goto fail_ctx;
 	}
@@ -295,6 +302,7 @@ static int tls_ctx_build(struct moq_quic_endpoint *ep, const char *cert_file, co
 		goto fail_ctx;
 
 	if (server && cert_file != NULL) {
+		__atomic_add_fetch(&pem_loads, 1, __ATOMIC_RELAXED);
 		if (wolfSSL_CTX_use_certificate_chain_file(ctx, cert_file) != WOLFSSL_SUCCESS) {
 			rv = load_err(cert_file);
 			goto fail_ctx;
@@ -312,12 +320,12 @@ static int tls_ctx_build(struct moq_quic_endpoint *ep, const char *cert_file, co
 		if (rv != 0)
 			goto fail_ctx;
 	} else if (server) {
-		rv = gen_self_signed(ep, ctx, newfp);
+		rv = gen_self_signed(rng, ctx, newfp);
 		if (rv != 0)
 			goto fail_ctx;
-	} else if (ep->ca_file != NULL) {
-		if (wolfSSL_CTX_load_verify_locations(ctx, ep->ca_file, NULL) != WOLFSSL_SUCCESS) {
-			rv = load_err(ep->ca_file);
+	} else if (ca_file != NULL) {
+		if (wolfSSL_CTX_load_verify_locations(ctx, ca_file, NULL) != WOLFSSL_SUCCESS) {
+			rv = load_err(ca_file);
 			goto fail_ctx;
 		}
 		wolfSSL_CTX_set_verify(ctx, WOLFSSL_VERIFY_PEER, NULL);
@@ -334,10 +342,79 @@ fail_ctx:
 	return rv;
 }
 
+uint64_t moq_quic_tls_pem_loads(void)
+{
+	return __atomic_load_n(&pem_loads, __ATOMIC_RELAXED);
+}
+
+/* A server context built once and shared (quic.h): wolfSSL counts the
+ * references on ctx (each endpoint's, each connection's WOLFSSL, this
+ * handle's) under its own lock, so any thread may take or drop one. */
+struct moq_quic_tls {
+	WOLFSSL_CTX *ctx;
+	uint8_t fp[32];
+};
+
+struct moq_quic_tls *moq_quic_tls_new(const char *cert_file, const char *key_file, int *err)
+{
+	struct moq_quic_tls *t;
+	WC_RNG rng;
+	int rv = MOQ_ERR_INVAL;
+
+	if ((cert_file == NULL) != (key_file == NULL))
+		goto fail_arg;
+	rv = MOQ_ERR_NOMEM;
+	t = calloc(1, sizeof(*t));
+	if (t == NULL)
+		goto fail_arg;
+	tls_init_once();
+	rv = MOQ_ERR_CRYPTO;
+	if (wc_InitRng(&rng) != 0)
+		goto fail_alloc;
+	rv = tls_ctx_build(1, cert_file, key_file, NULL, &rng, &t->ctx, t->fp);
+	wc_FreeRng(&rng);
+	if (rv != 0)
+		goto fail_alloc;
+	if (err)
+		*err = 0;
+	return t;
+
+fail_alloc:
+	free(t);
+fail_arg:
+	if (err)
+		*err = rv;
+	return NULL;
+}
+
+void moq_quic_tls_free(struct moq_quic_tls *t)
+{
+	if (t == NULL)
+		return;
+	wolfSSL_CTX_free(t->ctx); /* this handle's reference */
+	free(t);
+}
+
+void moq_quic_tls_fingerprint(const struct moq_quic_tls *t, uint8_t out[32])
+{
+	memcpy(out, t->fp, sizeof(t->fp));
+}
+
 int quic_tls_ctx_new(struct moq_quic_endpoint *ep)
 {
-	int rv = tls_ctx_build(ep, ep->cert_file, ep->key_file, &ep->ctx, ep->fp);
+	int rv;
 
+	if (ep->cfg.tls != NULL) { /* shared: take a reference */
+		if (wolfSSL_CTX_up_ref(ep->cfg.tls->ctx) != WOLFSSL_SUCCESS)
+			return MOQ_ERR_CRYPTO;
+		ep->ctx = ep->cfg.tls->ctx;
+		memcpy(ep->fp, ep->cfg.tls->fp, sizeof(ep->fp));
+		ep->have_fp = 1;
+		ep->cfg.tls = NULL; /* the caller's handle may go */
+		return 0;
+	}
+	rv = tls_ctx_build(ep->cfg.role == MOQ_QUIC_SERVER, ep->cert_file, ep->key_file,
+	                   ep->ca_file, &ep->rng, &ep->ctx, ep->fp);
 	if (rv == 0 && ep->cfg.role == MOQ_QUIC_SERVER)
 		ep->have_fp = 1;
 	return rv;
@@ -355,12 +432,44 @@ void quic_tls_ctx_free(struct moq_quic_endpoint *ep)
  * (wolfSSL_new counts it up, wolfSSL_free down; the last one frees it). So
  * the swap drops only the endpoint's own reference: connections made before
  * keep the old certificate until they are freed, new ones get the new one.
+ * @ctx (the endpoint's reference on it) and @fp replace the current ones.
  */
+static void ctx_swap(struct moq_quic_endpoint *ep, WOLFSSL_CTX *ctx, const uint8_t fp[32])
+{
+	struct moq_quic_conn *c;
+
+	/* connections made until now stay on the old context */
+	for (c = ep->ahead; c != NULL; c = c->anext)
+		if (c->ssl != NULL && c->tls_gen == ep->tls_gen)
+			ep->st.conns_old_cert++;
+	ep->tls_gen++;
+	wolfSSL_CTX_free(ep->ctx);
+	ep->ctx = ctx;
+	memcpy(ep->fp, fp, sizeof(ep->fp));
+	ep->have_fp = 1;
+	ep->st.cert_reloads++;
+}
+
+int moq_quic_endpoint_set_tls(struct moq_quic_endpoint *ep, struct moq_quic_tls *t)
+{
+	if (ep == NULL || t == NULL)
+		return MOQ_ERR_INVAL;
+	if (ep->cfg.role != MOQ_QUIC_SERVER)
+		return MOQ_ERR_STATE;
+	if (t->ctx == ep->ctx)
+		return 0; /* already on it */
+	if (wolfSSL_CTX_up_ref(t->ctx) != WOLFSSL_SUCCESS) {
+		ep->st.cert_reload_errors++;
+		return MOQ_ERR_CRYPTO;
+	}
+	ctx_swap(ep, t->ctx, t->fp);
+	return 0;
+}
+
 int moq_quic_endpoint_reload_cert(struct moq_quic_endpoint *ep, const char *cert_file,
                                   const char *key_file)
 {
 	WOLFSSL_CTX *ctx = NULL;
-	struct moq_quic_conn *c;
 	char *cf, *kf;
 	uint8_t fp[32];
 	int rv;
@@ -374,26 +483,16 @@ int moq_quic_endpoint_reload_cert(struct moq_quic_endpoint *ep, const char *cert
 	kf = strdup(key_file);
 	if (cf == NULL || kf == NULL)
 		goto fail_copy;
-	rv = tls_ctx_build(ep, cf, kf, &ctx, fp);
+	rv = tls_ctx_build(1, cf, kf, NULL, &ep->rng, &ctx, fp);
 	if (rv != 0)
 		goto fail_copy;
-
-	/* connections made until now stay on the old context */
-	for (c = ep->ahead; c != NULL; c = c->anext)
-		if (c->ssl != NULL && c->tls_gen == ep->tls_gen)
-			ep->st.conns_old_cert++;
-	ep->tls_gen++;
-	wolfSSL_CTX_free(ep->ctx);
-	ep->ctx = ctx;
-	memcpy(ep->fp, fp, sizeof(fp));
-	ep->have_fp = 1;
+	ctx_swap(ep, ctx, fp);
 	free(ep->cert_file);
 	free(ep->key_file);
 	ep->cert_file = cf;
 	ep->key_file = kf;
 	ep->cfg.cert_file = cf;
 	ep->cfg.key_file = kf;
-	ep->st.cert_reloads++;
 	return 0;
 
 fail_copy:

@@ -23,6 +23,11 @@
 
 Suite *MOQ_SUITE(void);
 
+/* A suite that needs more lcores than 0-1 (e.g. several relay workers)
+ * defines this and returns an EAL --lcores list; it is weak, so the other
+ * suites link without it. */
+const char *moq_suite_lcores(void) __attribute__((weak));
+
 #define MAX_EAL_ARGS 32
 
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -49,12 +54,18 @@ int main(int argc, char **argv)
 	eal_argv[eal_argc++] = "--no-pci";
 	eal_argv[eal_argc++] = "--no-telemetry";
 	eal_argv[eal_argc++] = "--log-level=lib.eal:error";
-	eal_argv[eal_argc++] = "-l";
-	eal_argv[eal_argc++] = "0-1";
+	if (moq_suite_lcores != NULL) {
+		eal_argv[eal_argc++] = "--lcores";
+		eal_argv[eal_argc++] = (char *)moq_suite_lcores();
+	} else {
+		eal_argv[eal_argc++] = "-l";
+		eal_argv[eal_argc++] = "0-1";
+	}
 	eal_argv[eal_argc++] = "--vdev=net_ring0";
 	eal_argv[eal_argc++] = prefix;
 	if (extra != NULL) {
-		for (char *t = strtok(extra, " "); t && eal_argc < MAX_EAL_ARGS; t = strtok(NULL, " "))
+		for (char *t = strtok(extra, " "); t && eal_argc < MAX_EAL_ARGS;
+		     t = strtok(NULL, " "))
 			eal_argv[eal_argc++] = t;
 	}
 	if (rte_eal_init(eal_argc, eal_argv) < 0) {

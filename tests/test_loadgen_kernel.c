@@ -220,6 +220,68 @@ START_TEST(bad_arguments)
 }
 END_TEST
 
+/* --keyframe-max (issue 12): video keyframes of varying size up to the
+ * value, 4 MiB at most, each still verified by a subscriber's checks. */
+START_TEST(keyframe_max_sizes)
+{
+	struct moq_lg_track_cfg t;
+	struct moq_lg_gen g;
+	struct moq_lg_rx rx;
+	uint8_t *buf = malloc(MOQ_LG_FRAME_MAX);
+	uint32_t lo, seen_max = 0, seen_min = UINT32_MAX;
+
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_eq(moq_lg_track_parse("video:16M:fps=2:gop=4:key=1", 1, &t), 0);
+	lo = moq_lg_frame_size(&t, 0);
+	/* without key_max: the regular keyframe */
+	ck_assert_uint_eq(moq_lg_keyframe_size(&t, 7), lo);
+	t.key_max = MOQ_LG_FRAME_MAX;
+	moq_lg_gen_init(&g, &t, 0, 0);
+	moq_lg_rx_init(&rx, 1, NULL);
+	for (uint64_t q = 0; q < 64; q++) {
+		uint32_t k = moq_lg_keyframe_size(&t, q);
+		ck_assert_uint_ge(k, lo);
+		ck_assert_uint_le(k, MOQ_LG_FRAME_MAX);
+		seen_max = k > seen_max ? k : seen_max;
+		seen_min = k < seen_min ? k : seen_min;
+		/* a group as the generator writes it, verified in 64 KiB chunks */
+		ck_assert_int_eq(moq_lg_rx_group_begin(&rx, q), 0);
+		for (uint32_t i = 0; i < t.group_frames; i++) {
+			struct moq_lg_frame_info fi;
+			int len = moq_lg_gen_frame(&g, 0, buf, MOQ_LG_FRAME_MAX, &fi);
+			ck_assert_int_eq(len, i == 0 ? (int)k : (int)moq_lg_frame_size(&t, i));
+			ck_assert_int_eq(moq_lg_rx_frame(&rx, q, (uint64_t)len), 0);
+			for (int off = 0; off < len; off += 65536) {
+				int n = len - off < 65536 ? len - off : 65536;
+				ck_assert_int_ge(moq_lg_rx_data(&rx, q, buf + off, (size_t)n, 1),
+				                 0);
+			}
+		}
+		ck_assert_int_eq(moq_lg_rx_group_end(&rx, q, -1), 0);
+	}
+	/* 4 MiB in about one group of four, the rest spread below */
+	ck_assert_uint_eq(seen_max, MOQ_LG_FRAME_MAX);
+	ck_assert_uint_lt(seen_min, MOQ_LG_FRAME_MAX / 2);
+	ck_assert_uint_eq(rx.c.frames_ok, 64 * t.group_frames);
+	ck_assert_uint_eq(moq_lg_counts_errors(&rx.c), 0);
+	/* the same sizes every run (subscribers need not know them) */
+	ck_assert_uint_eq(moq_lg_keyframe_size(&t, 0), moq_lg_keyframe_size(&t, 0));
+	free(buf);
+
+	/* bad values: one line, exit 2 */
+	const char *bad[] = {"0", "47", "4194305", "5Mi", "-1", "1x", "", "4Gi"};
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *argv[] = {MOQDP_LOAD_PATH,  "--kernel",     "--publish",
+		                "--keyframe-max", (char *)bad[i], NULL};
+		pid_t pid = spawn(argv, "/dev/null");
+		int status;
+		waitpid(pid, &status, 0);
+		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 2, "'%s': status %d",
+		              bad[i], status);
+	}
+}
+END_TEST
+
 Suite *loadgen_kernel_suite(void);
 Suite *loadgen_kernel_suite(void)
 {
@@ -228,6 +290,11 @@ Suite *loadgen_kernel_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, program_against_relay_node);
 	tcase_add_test(tc, bad_arguments);
+	suite_add_tcase(s, tc);
+	/* issue 12: --keyframe-max */
+	tc = tcase_create("keyframe_max");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, keyframe_max_sizes);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -383,6 +383,7 @@ static uint32_t relay_streams;         /* 0 = default max_group_streams */
 static uint64_t relay_queue;           /* session_queue, 0 = 512 KiB */
 static int with_hub;                   /* h_init: two relay workers */
 static int with_cascade;               /* h_init: a second relay (own cache) behind the first */
+static void (*relay_cfg)(struct moq_node_cfg *nc); /* h_init: a test's relay bounds */
 static struct moq_quic_config client_qcfg;
 
 static void h_init(const char *alpn, uint64_t relay_budget)
@@ -435,7 +436,11 @@ static void h_init(const char *alpn, uint64_t relay_budget)
 		H.relay2 = moq_node_create(&c2);
 		ck_assert_ptr_nonnull(H.relay2);
 	}
+	if (relay_cfg)
+		relay_cfg(&nc); /* a test's bounds, on the first relay only */
 	H.relay = moq_node_create(&nc);
+	nc.max_broadcasts = nc.max_session_broadcasts = nc.max_fetches = 0;
+	nc.max_broadcast_name = nc.max_track_name = nc.max_msg = nc.max_announces = 0;
 	nc.max_subscriptions = 0;
 	nc.max_subscribers = 0;
 	nc.max_tracks = 0;
@@ -593,6 +598,11 @@ static void pub_tick(uint64_t t, uint64_t max_groups)
 	}
 }
 
+/* Tests that add publishing nodes on the client endpoint (their own caches):
+ * polled with the others, and a tick that writes their frames. */
+static struct moq_node *h_extra[4];
+static void (*h_tick)(uint64_t t);
+
 /* Advance virtual time by @dt in 2 ms steps: publisher, both nodes, link. */
 static void h_run(uint64_t dt, uint64_t max_groups)
 {
@@ -600,6 +610,11 @@ static void h_run(uint64_t dt, uint64_t max_groups)
 
 	while (now() < end) {
 		pub_tick(now(), max_groups);
+		if (h_tick)
+			h_tick(now());
+		for (int i = 0; i < 4; i++)
+			if (h_extra[i])
+				moq_node_poll(h_extra[i], now());
 		moq_node_poll(H.client, now());
 		moq_node_poll(H.subnode, now());
 		moq_node_poll(H.relay, now());
@@ -2103,6 +2118,611 @@ START_TEST(test_relay_latency_overflow)
 }
 END_TEST
 
+/* --- broadcast ownership and per-peer bounds ---------------------------- */
+
+/* Another publishing client: its own node (hop id @origin, so another
+ * original publisher than H.client's 2000) and cache on the client endpoint,
+ * polled by h_run. It publishes "live/room" track "video" with groups
+ * numbered from @first_seq (frames as frame_size / frame_byte / frame_ts
+ * say, so subscribers check them as they check the first publisher's), and
+ * may publish more broadcasts. Freed by x_fini after h_fini. */
+static struct xpub {
+	struct moq_cache_counting cnt;
+	struct moq_cache *cache;
+	struct moq_node *node;
+	struct sub sess;
+	struct moq_cache_track *t;
+	struct moq_cache_group *g;
+	uint64_t seq;
+	uint32_t fidx;
+	uint64_t next_frame;
+} X;
+
+static void x_tick(uint64_t t)
+{
+	while (X.t && t >= X.next_frame) {
+		uint8_t buf[8000];
+		size_t sz = frame_size(X.seq, X.fidx);
+
+		if (X.fidx == 0)
+			ck_assert_int_eq(moq_cache_group_open(X.t, X.seq, t, &X.g), 0);
+		for (size_t i = 0; i < sz; i++)
+			buf[i] = frame_byte(X.seq, X.fidx, i);
+		ck_assert_int_eq(moq_cache_write_frame(X.g, frame_ts(X.seq, X.fidx), buf, sz), 0);
+		if (++X.fidx == FRAMES_PER_GROUP) {
+			ck_assert_int_eq(moq_cache_group_finish(X.g), 0);
+			moq_cache_group_unref(X.g);
+			X.g = NULL;
+			X.fidx = 0;
+			X.seq++;
+		}
+		X.next_frame += FRAME_NS;
+	}
+}
+
+/* Start the node; @room: publish "live/room" (written by x_tick). */
+static void x_start(uint64_t origin, uint64_t first_seq, int room)
+{
+	struct moq_cache_cfg cc = {0};
+	struct moq_node_cfg nc = {0};
+	struct moq_quic_addr la = addr4("10.0.0.1", H.port++);
+	int err = 0;
+
+	memset(&X, 0, sizeof(X));
+	moq_cache_counting_init(&X.cnt);
+	cc.alloc = moq_cache_counting_alloc(&X.cnt);
+	X.cache = moq_cache_create(&cc);
+	ck_assert_ptr_nonnull(X.cache);
+	nc.cache = X.cache;
+	nc.origin = origin;
+	nc.cb = &client_cbs;
+	X.node = moq_node_create(&nc);
+	ck_assert_ptr_nonnull(X.node);
+	h_extra[0] = X.node;
+	X.sess.first_seq = X.sess.last_seq = UINT64_MAX;
+	X.sess.s = moq_node_connect(X.node, H.cep, &la, &H.raddr, NULL, MOQ_ROLE_PUBLISHER, &X.sess,
+	                            now(), &err);
+	ck_assert_msg(X.sess.s != NULL, "connect: %s", moq_err_str(err));
+	if (room) {
+		ck_assert_int_eq(
+		        moq_cache_track_create(X.cache, "live/room", 9, "video", 5, NULL, &X.t), 0);
+		ck_assert_int_eq(moq_node_publish(X.node, "live/room", 9, 1000000), 0);
+		X.seq = first_seq;
+		X.next_frame = now();
+		h_tick = x_tick;
+	}
+}
+
+/* After h_fini (its endpoints closed the node's sessions). */
+static void x_fini(void)
+{
+	h_tick = NULL;
+	h_extra[0] = NULL;
+	if (X.g)
+		moq_cache_group_unref(X.g);
+	if (X.t)
+		moq_cache_track_unref(X.t);
+	moq_node_destroy(X.node);
+	moq_cache_destroy(X.cache);
+	memset(&X, 0, sizeof(X));
+}
+
+static int x_closed(void)
+{
+	return X.sess.closed;
+}
+
+static struct moq_node_stats relay_stats(void)
+{
+	struct moq_node_stats rs;
+
+	moq_node_stats(H.relay, &rs);
+	return rs;
+}
+
+/* Subscribe @a again after its subscription ended. */
+static void resubscribe(struct sub *a)
+{
+	a->sub_closed = 0;
+	a->got_start = 0;
+	a->got_end = 0;
+	h_subscribe(a, 1);
+}
+
+/* AUTH-CLUSTER.md, Broadcast ownership: a newer publisher (another original
+ * publisher) of a live path replaces the older one at once: subscribers see
+ * the broadcast end (END) and restart in the announces, and a new SUBSCRIBE
+ * reads the newer one. The older one is not refused: it waits as a hidden
+ * backup and comes back when the newer one leaves (no linger), and a new
+ * SUBSCRIBE reads it again. */
+START_TEST(test_publisher_replaced)
+{
+	struct sub *a;
+	struct moq_node_stats rs;
+	uint64_t before;
+
+	h_init(NULL, 0);
+	h_publisher();
+	a = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	ck_assert_int_eq(moq_session_announce_request(a->s, "live", 4), 0);
+	h_subscribe(a, 1);
+	h_run(1500 * MS, 1000);
+	ck_assert_uint_ge(a->groups_complete, 2);
+	ck_assert_uint_lt(a->last_seq, 1000);
+	ck_assert_int_eq(a->nann, 1);
+
+	/* The newer publisher (hop id 2500), groups from 1000. */
+	x_start(2500, 1000, 1);
+	ck_assert_msg(h_until(sub1_closed, 2 * SEC, 1000), "subscription did not end");
+	ck_assert(a->got_end);
+	ck_assert_int_eq(a->sub_closed_code, -1);
+	ck_assert_int_eq(a->nann, 2); /* lite-05: a restart is a second ACTIVE */
+	ck_assert_str_eq(a->ann[1], "live/room");
+	ck_assert_int_eq(a->ann_active[1], 1);
+	rs = relay_stats();
+	ck_assert_uint_eq(rs.bcast_replaced, 1);
+	ck_assert_uint_eq(rs.broadcasts, 1);
+	ck_assert(!H.pub.closed); /* the older one is kept, hidden */
+	before = a->groups_complete;
+	resubscribe(a);
+	h_run(2 * SEC, 1000);
+	ck_assert(a->got_start);
+	ck_assert_uint_ge(a->start_group, 1000);
+	ck_assert_uint_ge(a->groups_complete, before + 2);
+	ck_assert_uint_ge(a->last_seq, 1000);
+	ck_assert_uint_eq(a->errors, 0);
+
+	/* The newer one leaves: the older one returns at once. */
+	moq_session_close(X.sess.s, 0);
+	ck_assert_msg(h_until(sub1_closed, 2 * SEC, 1000), "subscription did not end");
+	ck_assert_int_eq(a->sub_closed_code, -1);
+	ck_assert_int_eq(a->nann, 3);
+	ck_assert_int_eq(a->ann_active[2], 1);
+	rs = relay_stats();
+	ck_assert_uint_eq(rs.bcast_failovers, 1);
+	ck_assert_uint_eq(rs.broadcasts, 1);
+	before = a->groups_complete;
+	resubscribe(a);
+	h_run(2 * SEC, 1000);
+	ck_assert(a->got_start);
+	ck_assert_uint_lt(a->start_group, 1000);
+	ck_assert_uint_ge(a->groups_complete, before + 2);
+	ck_assert_uint_eq(a->errors, 0);
+	ck_assert(!a->sub_closed);
+	h_fini();
+	x_fini();
+}
+END_TEST
+
+/* The same original publisher over another session is a standby: nothing
+ * changes for subscribers; when the live route goes, the standby takes over
+ * at a group boundary with no unannounce and no new SUBSCRIBE. */
+START_TEST(test_publisher_standby)
+{
+	struct sub *a, *p2;
+	struct moq_node_stats rs;
+	uint64_t before;
+
+	h_init(NULL, 0);
+	h_publisher();
+	a = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	p2 = &H.subs[H.nsubs++];
+	h_connect(p2, MOQ_ROLE_PUBLISHER, NULL); /* H.client again: hop id 2000 */
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	ck_assert_int_eq(moq_session_announce_request(a->s, "live", 4), 0);
+	h_subscribe(a, 1);
+	h_run(2 * SEC, 1000);
+	rs = relay_stats();
+	ck_assert_uint_eq(rs.bcast_replaced, 0);
+	ck_assert_uint_eq(rs.broadcasts, 1);
+	ck_assert_int_eq(a->nann, 1);
+	ck_assert_uint_ge(a->groups_complete, 3);
+	before = a->groups_complete;
+	moq_session_close(H.pub.s, 0);
+	h_run(3 * SEC, 1000);
+	rs = relay_stats();
+	ck_assert_uint_eq(rs.bcast_failovers, 1);
+	ck_assert_uint_eq(rs.broadcasts, 1);
+	ck_assert_uint_eq(rs.upstream_subs, 1);
+	ck_assert(!a->sub_closed);
+	ck_assert_int_eq(a->nann, 1);
+	ck_assert_uint_ge(a->groups_complete, before + 4);
+	ck_assert_uint_eq(a->errors, 0);
+	h_fini();
+}
+END_TEST
+
+/* A duplicate active ANNOUNCE within one session: lite-03/04 close the
+ * session with 12 (duplicate); lite-05 takes it as a restart: the same
+ * original publisher updates the route in place (nothing visible), another
+ * one starts a new broadcast under the path (subscriptions end). */
+START_TEST(test_duplicate_announce)
+{
+	static const char *const alpn[] = {MOQ_ALPN_03, MOQ_ALPN_04, MOQ_ALPN_05};
+	struct moq_msg m = {.type = MOQ_MSG_ANNOUNCE};
+	struct moq_announce *an = &m.u.announce;
+	enum moq_version v = (enum moq_version)(3 + _i);
+	struct moq_node_stats rs;
+	uint8_t buf[128];
+	struct sub *a;
+	int len;
+
+	h_init(alpn[_i], 0);
+	h_publisher();
+	a = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	ck_assert_int_eq(moq_session_announce_request(a->s, "live", 4), 0);
+	h_subscribe(a, 1);
+	h_run(1 * SEC, 1000);
+	ck_assert_uint_ge(a->groups_complete, 1);
+	/* The relay's announce request to the publisher is its first bidi
+	 * stream (RFC 9000, 2.1: server-initiated bidi ids 1, 5, ...). */
+	an->status = MOQ_ANNOUNCE_ACTIVE;
+	an->suffix = (struct moq_str){"live/room", 9};
+	an->hop_count = v >= MOQ_LITE_05 ? 0 : 1; /* as the publisher sends it */
+	an->hops[0] = v == MOQ_LITE_04 ? 2000 : 0;
+	len = moq_msg_encode(buf, sizeof(buf), v, &m);
+	ck_assert_int_gt(len, 0);
+	ck_assert_int_eq(moq_session_write_raw_stream(H.pub.s, 1, buf, (size_t)len, 0), 0);
+	if (v < MOQ_LITE_05) {
+		ck_assert(h_until(pub_closed, 1 * SEC, 1000));
+		ck_assert_uint_eq(H.pub.close_code, MOQ_CODE_DUPLICATE);
+		rs = relay_stats();
+		ck_assert_uint_eq(rs.ann_duplicates, 1);
+		ck_assert(!a->closed);
+		h_fini();
+		return;
+	}
+	/* lite-05, the same original publisher: in place. */
+	h_run(1 * SEC, 1000);
+	rs = relay_stats();
+	ck_assert_uint_eq(rs.ann_restarts, 1);
+	ck_assert(!H.pub.closed);
+	ck_assert(!a->sub_closed);
+	ck_assert_int_eq(a->nann, 1);
+	/* ... another original publisher (first hop 7777): a new broadcast. */
+	an->hop_count = 1;
+	an->hops[0] = 7777;
+	len = moq_msg_encode(buf, sizeof(buf), v, &m);
+	ck_assert_int_gt(len, 0);
+	ck_assert_int_eq(moq_session_write_raw_stream(H.pub.s, 1, buf, (size_t)len, 0), 0);
+	ck_assert(h_until(sub1_closed, 2 * SEC, 1000));
+	ck_assert_int_eq(a->sub_closed_code, -1);
+	ck_assert_int_eq(a->nann, 2);
+	ck_assert_int_eq(a->ann_active[1], 1);
+	rs = relay_stats();
+	ck_assert_uint_eq(rs.ann_restarts, 2);
+	ck_assert(!H.pub.closed);
+	resubscribe(a);
+	h_run(2 * SEC, 1000);
+	ck_assert(a->got_start);
+	ck_assert(!a->sub_closed);
+	ck_assert_uint_eq(a->errors, 0);
+	h_fini();
+}
+END_TEST
+
+static uint32_t bound_session_bcasts, bound_bcasts, bound_fetches, bound_bname, bound_tname,
+        bound_msg, bound_ann_req;
+
+static void bounds_cfg(struct moq_node_cfg *nc)
+{
+	nc->max_session_broadcasts = bound_session_bcasts;
+	nc->max_broadcasts = bound_bcasts;
+	nc->max_fetches = bound_fetches;
+	nc->max_broadcast_name = bound_bname;
+	nc->max_track_name = bound_tname;
+	nc->max_msg = bound_msg;
+	nc->max_announces = bound_ann_req;
+}
+
+/* h_init with the bounds above (then cleared for the next test). */
+static void h_init_bounds(void)
+{
+	relay_cfg = bounds_cfg;
+	h_init(NULL, 0);
+	relay_cfg = NULL;
+	bound_session_bcasts = bound_bcasts = bound_fetches = bound_bname = bound_tname = 0;
+	bound_msg = bound_ann_req = 0;
+}
+
+/* Publish "flood/<i>" for i in [from, to) on the X node. */
+static void x_flood(int from, int to)
+{
+	for (int i = from; i < to; i++) {
+		char p[32];
+		int l = snprintf(p, sizeof(p), "flood/%d", i);
+		ck_assert_int_eq(moq_node_publish(X.node, p, (size_t)l, 1000), 0);
+	}
+}
+
+/* An announce flood from one session hits cfg.max_session_broadcasts: that
+ * session is closed with 11 (bounds) and counted, while another session's
+ * subscriber keeps receiving every frame of every group. */
+START_TEST(test_announce_flood)
+{
+	const uint64_t G = 12; /* groups the publisher writes */
+	struct sub *a;
+	struct moq_node_stats rs;
+	uint64_t first;
+
+	bound_session_bcasts = 50;
+	h_init_bounds();
+	h_publisher();
+	a = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_subscribe(a, 1);
+	h_run(500 * MS, G);
+	x_start(2500, 0, 0);
+	x_flood(0, 200);
+	ck_assert_msg(h_until(x_closed, 2 * SEC, G), "flooding session still open");
+	ck_assert_uint_eq(X.sess.close_code, MOQ_CODE_BOUNDS);
+	rs = relay_stats();
+	ck_assert_uint_eq(rs.ann_refused_session, 1);
+	ck_assert_uint_le(rs.broadcasts, 51); /* its 50 linger, then end */
+	want_last = G - 1;
+	ck_assert(h_until(all_done, 10 * SEC, G));
+	ck_assert(!H.pub.closed);
+	ck_assert(!a->closed);
+	ck_assert(!a->sub_closed);
+	/* every group since the subscription started, whole, none reset */
+	first = a->first_seq;
+	ck_assert_uint_le(first, 1);
+	ck_assert_uint_eq(a->groups_reset, 0);
+	ck_assert_uint_eq(a->errors, 0);
+	ck_assert_uint_eq(a->groups_complete, G - first);
+	ck_assert_uint_eq(a->frames, (G - first) * FRAMES_PER_GROUP);
+	ck_assert_uint_eq(a->bytes, expected_bytes(first, G - 1));
+	h_fini();
+	x_fini();
+}
+END_TEST
+
+/* cfg.max_broadcasts: the ANNOUNCE that would overfill the origin table
+ * closes its session with 11 and is counted. */
+START_TEST(test_bound_broadcasts)
+{
+	struct moq_node_stats rs;
+
+	bound_bcasts = 3;
+	h_init_bounds();
+	h_publisher(); /* live/room: 1 */
+	x_start(2500, 0, 0);
+	x_flood(0, 5);
+	ck_assert(h_until(x_closed, 2 * SEC, 0));
+	ck_assert_uint_eq(X.sess.close_code, MOQ_CODE_BOUNDS);
+	rs = relay_stats();
+	ck_assert_uint_eq(rs.ann_refused_relay, 1);
+	ck_assert_uint_eq(rs.ann_refused_session, 0);
+	ck_assert_uint_eq(rs.broadcasts, 3);
+	ck_assert(!H.pub.closed);
+	h_fini();
+	x_fini();
+}
+END_TEST
+
+/* The origin table is a hash table and the linger a timer queue: 600
+ * broadcasts of one publisher (the table grows from 64 buckets), then the
+ * publisher drops: all of them linger 5 s, then end together. */
+START_TEST(test_many_broadcasts_linger)
+{
+	struct sub *a;
+	struct moq_node_stats rs;
+
+	h_init(NULL, 0);
+	h_publisher();
+	a = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	x_start(2500, 0, 0);
+	x_flood(0, 600);
+	h_run(1 * SEC, 0);
+	rs = relay_stats();
+	ck_assert_uint_eq(rs.broadcasts, 601);
+	ck_assert(!X.sess.closed);
+	ck_assert_int_eq(moq_session_announce_request(a->s, "flood/599", 9), 0);
+	ck_assert_int_eq(moq_session_announce_request(a->s, "flood/7", 7), 0);
+	h_run(100 * MS, 0);
+	ck_assert_int_eq(a->nann, 2);
+	moq_session_close(X.sess.s, 0);
+	h_run(4 * SEC, 0);
+	rs = relay_stats();
+	ck_assert_uint_eq(rs.broadcasts, 601);
+	ck_assert_int_eq(a->nann, 2);
+	h_run(2 * SEC, 0);
+	rs = relay_stats();
+	ck_assert_uint_eq(rs.broadcasts, 1);
+	ck_assert_int_eq(a->nann, 4);
+	ck_assert_int_eq(a->ann_active[2] + a->ann_active[3], 0);
+	h_fini();
+	x_fini();
+}
+END_TEST
+
+static int subs01_closed(void)
+{
+	return H.subs[0].sub_closed && H.subs[1].sub_closed;
+}
+
+/* cfg.max_broadcast_name / cfg.max_track_name: a SUBSCRIBE or FETCH naming
+ * a longer path or track is reset with 11 and counted; the session goes on. */
+START_TEST(test_bound_names)
+{
+	struct sub *a, *b, *c;
+	struct moq_sub_params p = {1, false, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE};
+	struct moq_node_stats rs;
+
+	bound_bname = 16;
+	bound_tname = 8;
+	h_init_bounds();
+	h_publisher();
+	a = &H.subs[H.nsubs++];
+	b = &H.subs[H.nsubs++];
+	c = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	h_connect(b, MOQ_ROLE_SUBSCRIBER, NULL);
+	h_connect(c, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	ck_assert_int_ge(moq_session_subscribe(a->s, "live/room/camera2", 17, "video", 5, &p), 0);
+	ck_assert_int_ge(moq_session_subscribe(b->s, "live/room", 9, "video-1080p", 11, &p), 0);
+	ck_assert(h_until(subs01_closed, 1 * SEC, 0));
+	ck_assert_int_eq(a->sub_closed_code, MOQ_CODE_BOUNDS);
+	ck_assert_int_eq(b->sub_closed_code, MOQ_CODE_BOUNDS);
+	ck_assert_int_ge(moq_session_fetch(c->s, "live/room", 9, "video-1080p", 11, 1, 0), 0);
+	h_run(200 * MS, 0);
+	ck_assert_uint_eq(c->resets_by_code[MOQ_CODE_BOUNDS], 1);
+	rs = relay_stats();
+	ck_assert_uint_eq(rs.names_refused_broadcast, 1);
+	ck_assert_uint_eq(rs.names_refused_track, 2);
+	/* within the bounds it works, on the same sessions */
+	h_subscribe(a, 1);
+	h_run(1500 * MS, 1000);
+	ck_assert(!a->closed && !b->closed && !c->closed);
+	ck_assert_uint_ge(a->groups_complete, 1);
+	ck_assert_uint_eq(a->errors, 0);
+	h_fini();
+}
+END_TEST
+
+/* A control stream holds a receive buffer only while a message is partial,
+ * sized from what arrived (never beyond the message's declared length): 20
+ * streams that sent the start of a SUBSCRIBE hold a few bytes each, none
+ * once the messages complete. A message declaring more than cfg.max_msg
+ * closes the session with 11 and is counted. */
+START_TEST(test_bound_control_buffers)
+{
+	/* SUBSCRIBE id @i of live/room video: 22 body bytes */
+	uint8_t sub[] = {0x02, 0x16, 0x00, 0x09, 'l', 'i', 'v', 'e',  '/',  'r',  'o',  'o',
+	                 'm',  0x05, 'v',  'i',  'd', 'e', 'o', 0x01, 0x00, 0x00, 0x00, 0x00};
+	static const uint8_t big[] = {0x02, 0x40, 0x80}; /* declares 128 bytes */
+	int64_t sid[20];
+	struct sub *a, *b;
+	struct moq_node_stats rs;
+
+	bound_msg = 64;
+	h_init_bounds();
+	h_publisher();
+	a = &H.subs[H.nsubs++];
+	b = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	h_connect(b, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	for (int i = 0; i < 20; i++) {
+		sub[2] = (uint8_t)i;
+		sid[i] = moq_session_write_raw(a->s, 1, sub, 3, 0);
+		ck_assert_int_ge(sid[i], 0);
+	}
+	h_run(50 * MS, 0);
+	rs = relay_stats();
+	ck_assert_uint_gt(rs.ctl_rx_bytes, 0);
+	ck_assert_uint_le(rs.ctl_rx_bytes, 20 * 2); /* the 2 bytes after the type */
+	for (int i = 0; i < 20; i++)
+		ck_assert_int_eq(
+		        moq_session_write_raw_stream(a->s, sid[i], sub + 3, sizeof(sub) - 3, 0), 0);
+	h_run(50 * MS, 0);
+	rs = relay_stats();
+	ck_assert_uint_eq(rs.ctl_rx_bytes, 0);
+	ck_assert_uint_eq(rs.subscribers, 20);
+	ck_assert(!a->closed);
+	ck_assert_int_ge(moq_session_write_raw(b->s, 1, big, sizeof(big), 0), 0);
+	h_run(100 * MS, 0);
+	ck_assert(b->closed);
+	ck_assert_uint_eq(b->close_code, MOQ_CODE_BOUNDS);
+	rs = relay_stats();
+	ck_assert_uint_eq(rs.msgs_refused_size, 1);
+	ck_assert(!a->closed);
+	h_fini();
+}
+END_TEST
+
+/* cfg.max_subscriptions (per session) and cfg.max_announces (announce
+ * requests per session): the request over the bound is reset with 11 and
+ * counted; the session and its other requests go on. */
+START_TEST(test_bound_session_requests)
+{
+	struct sub *a;
+	struct moq_node_stats rs;
+
+	relay_max_subs = 1;
+	bound_ann_req = 2;
+	h_init_bounds();
+	relay_max_subs = 0;
+	h_publisher();
+	ck_assert_int_eq(moq_node_publish(H.client, "live/other", 10, 1000), 0);
+	a = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_subscribe(a, 1);
+	h_run(100 * MS, 1000);
+	h_subscribe(a, 2);
+	ck_assert(h_until(sub1_closed, 1 * SEC, 1000));
+	ck_assert_int_eq(a->sub_closed_code, MOQ_CODE_BOUNDS);
+	ck_assert_int_eq(moq_session_announce_request(a->s, "live/room", 9), 0);
+	ck_assert_int_eq(moq_session_announce_request(a->s, "live/other", 10), 0);
+	ck_assert_int_eq(moq_session_announce_request(a->s, "live", 4), 0);
+	h_run(200 * MS, 1000);
+	ck_assert_int_eq(a->nann, 2); /* the third request was refused */
+	rs = relay_stats();
+	ck_assert_uint_eq(rs.subs_refused_session, 1);
+	ck_assert_uint_eq(rs.ann_req_refused, 1);
+	h_run(1 * SEC, 1000);
+	ck_assert(!a->closed);
+	ck_assert_uint_ge(a->groups_complete, 2);
+	ck_assert_uint_eq(a->errors, 0);
+	h_fini();
+}
+END_TEST
+
+static int pub_mid_group(void)
+{
+	return H.fidx == 3;
+}
+
+/* cfg.max_fetches: FETCH replies in flight per session; one over it is
+ * reset with 11 and counted; once the reply in flight is done another FETCH
+ * is served. */
+START_TEST(test_bound_fetches)
+{
+	struct sub *a, *b;
+	struct moq_node_stats rs;
+	uint64_t seq;
+
+	bound_fetches = 1;
+	h_init_bounds();
+	h_publisher();
+	a = &H.subs[H.nsubs++];
+	b = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	h_connect(b, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_subscribe(a, 1); /* the relay caches the track */
+	h_run(1 * SEC, 1000);
+	ck_assert(h_until(pub_mid_group, 1 * SEC, 1000));
+	h_run(10 * MS, 1000);
+	seq = H.seq; /* in progress: its reply follows the group */
+	ck_assert_int_ge(moq_session_fetch(b->s, "live/room", 9, "video", 5, 1, seq), 0);
+	ck_assert_int_ge(moq_session_fetch(b->s, "live/room", 9, "video", 5, 1, seq), 0);
+	h_run(100 * MS, 1000);
+	ck_assert_uint_eq(b->resets_by_code[MOQ_CODE_BOUNDS], 1);
+	rs = relay_stats();
+	ck_assert_uint_eq(rs.fetches_refused, 1);
+	h_run(1 * SEC, 1000);
+	ck_assert_uint_eq(b->groups_complete, 1);
+	ck_assert_int_ge(moq_session_fetch(b->s, "live/room", 9, "video", 5, 1, seq), 0);
+	h_run(300 * MS, 1000);
+	ck_assert_uint_eq(b->groups_complete, 2);
+	rs = relay_stats();
+	ck_assert_uint_eq(rs.fetches_refused, 1);
+	ck_assert_uint_eq(b->errors, 0);
+	h_fini();
+}
+END_TEST
+
 /* --- issue 12: idle tracks, ended tracks, per-subscriber delivery ------- */
 
 static uint64_t relay_live_base; /* the relay cache's bytes held when empty */
@@ -2457,6 +3077,7 @@ Suite *moq_session_suite(void)
 
 	TCase *tf = tcase_create("fanout");
 	TCase *tl = tcase_create("lifecycle");
+	TCase *tb;
 
 	/* Its own case so it can run alone: CK_RUN_CASE=fanout (callgrind). */
 	tcase_set_timeout(tf, 120);
@@ -2485,6 +3106,20 @@ Suite *moq_session_suite(void)
 	tcase_add_test(tc, test_relay_latency_frames_interleaved);
 	tcase_add_test(tc, test_relay_latency_overflow);
 	suite_add_tcase(s, tc);
+	/* Broadcast ownership and per-peer bounds: CK_RUN_CASE=ownership_bounds. */
+	tb = tcase_create("ownership_bounds");
+	tcase_set_timeout(tb, 120);
+	tcase_add_test(tb, test_publisher_replaced);
+	tcase_add_test(tb, test_publisher_standby);
+	tcase_add_loop_test(tb, test_duplicate_announce, 0, 3);
+	tcase_add_test(tb, test_announce_flood);
+	tcase_add_test(tb, test_bound_broadcasts);
+	tcase_add_test(tb, test_many_broadcasts_linger);
+	tcase_add_test(tb, test_bound_names);
+	tcase_add_test(tb, test_bound_control_buffers);
+	tcase_add_test(tb, test_bound_session_requests);
+	tcase_add_test(tb, test_bound_fetches);
+	suite_add_tcase(s, tb);
 	/* issue 12 (CK_RUN_CASE=lifecycle runs them alone) */
 	tcase_set_timeout(tl, 120);
 	tcase_add_test(tl, test_idle_cache_released);

@@ -3,8 +3,13 @@
  * test_net.c: the network stack on byte buffers (no EAL): every parser and
  * builder, and every malformed case is dropped and counted under its reason.
  */
+#include <arpa/inet.h>
 #include <check.h>
+#include <netinet/in.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "moq_err.h"
 #include "net.h"
@@ -302,7 +307,23 @@ START_TEST(gratuitous_arp_and_na)
 		ck_assert_int_eq(
 		        moq_net_rx(&pn, out, (size_t)n, 0, T0, &u, reply, sizeof(reply), &rlen),
 		        MOQ_NET_DONE);
-		ck_assert_uint_eq(pn.stats.neigh_learned, 1);
+		ck_assert_uint_eq(pn.stats.rx_nd, 1);
+		/* RFC 4861, 7.2.5: no entry for us yet, so none is made; a
+		 * peer that knows us updates its entry */
+		ck_assert_uint_eq(pn.stats.neigh_learned, 0);
+		moq_net_neigh_learn(&pn, 6, tf_our_ip6, tf_peer_mac, T0);
+		ck_assert_int_eq(
+		        moq_net_rx(&pn, out, (size_t)n, 0, T0, &u, reply, sizeof(reply), &rlen),
+		        MOQ_NET_DONE);
+		{
+			uint8_t m[6], rq[128];
+			size_t rql;
+
+			ck_assert_int_eq(
+			        moq_net_resolve(&pn, 6, tf_our_ip6, T0, m, rq, sizeof(rq), &rql),
+			        0);
+			ck_assert_int_eq(memcmp(m, tf_our_mac, 6), 0);
+		}
 	}
 }
 END_TEST
@@ -454,6 +475,55 @@ START_TEST(nd_resolve_and_malformed)
 	len = tf_ns(frame, tf_our_ip6);
 	frame[60] ^= 0xff; /* corrupt: checksum */
 	expect_drop(len, 0, MOQ_NET_DROP_ICMP_CSUM);
+}
+END_TEST
+
+/* RFC 4861, 7.2.5: a Neighbor Advertisement updates an entry that exists
+ * (one we are resolving, or a resolved one); with no entry it is silently
+ * discarded, so an unsolicited NA cannot fill the cache. */
+START_TEST(na_updates_only_existing)
+{
+	static const uint8_t mac_a[6] = {0x02, 0, 0, 0, 0, 0xaa},
+	                     mac_b[6] = {0x02, 0, 0, 0, 0, 0xbb};
+	static const uint8_t stranger[16] = {0x20, 0x01, 0x0d, 0xb8, [15] = 0x77};
+	uint8_t mac[6], req[128];
+	size_t req_len, len;
+
+	/* unsolicited (Override), no entry: handled, nothing learned */
+	len = tf_na(frame, stranger, mac_a, 0x20);
+	ck_assert_int_eq(rx(len, 0), MOQ_NET_DONE);
+	ck_assert_uint_eq(net.stats.rx_nd, 1);
+	ck_assert_uint_eq(net.stats.neigh_learned, 0);
+	len = tf_na(frame, tf_peer_ip6, mac_a, 0x20);
+	ck_assert_int_eq(rx(len, 0), MOQ_NET_DONE);
+	ck_assert_uint_eq(net.stats.neigh_learned, 0);
+	/* nothing to send to: the stranger is asked for (no entry made by the NA) */
+	ck_assert_int_eq(moq_net_resolve(&net, 6, stranger, T0, mac, req, sizeof(req), &req_len),
+	                 MOQ_ERR_AGAIN);
+	ck_assert_uint_eq(req_len, 86);
+
+	/* we solicit the peer: its solicited NA completes the entry */
+	ck_assert_int_eq(moq_net_resolve(&net, 6, tf_peer_ip6, T0, mac, req, sizeof(req), &req_len),
+	                 MOQ_ERR_AGAIN);
+	len = tf_na(frame, tf_peer_ip6, mac_a, 0x60);
+	ck_assert_int_eq(rx(len, 0), MOQ_NET_DONE);
+	ck_assert_uint_eq(net.stats.neigh_learned, 1);
+	ck_assert_int_eq(moq_net_resolve(&net, 6, tf_peer_ip6, T0, mac, req, sizeof(req), &req_len),
+	                 0);
+	ck_assert_int_eq(memcmp(mac, mac_a, 6), 0);
+	/* now an unsolicited NA with Override updates it (a changed MAC) */
+	len = tf_na(frame, tf_peer_ip6, mac_b, 0x20);
+	ck_assert_int_eq(rx(len, 0), MOQ_NET_DONE);
+	ck_assert_int_eq(moq_net_resolve(&net, 6, tf_peer_ip6, T0, mac, req, sizeof(req), &req_len),
+	                 0);
+	ck_assert_int_eq(memcmp(mac, mac_b, 6), 0);
+	/* without Override it does not replace a known, different address */
+	len = tf_na(frame, tf_peer_ip6, mac_a, 0x00);
+	ck_assert_int_eq(rx(len, 0), MOQ_NET_DONE);
+	ck_assert_int_eq(moq_net_resolve(&net, 6, tf_peer_ip6, T0, mac, req, sizeof(req), &req_len),
+	                 0);
+	ck_assert_int_eq(memcmp(mac, mac_b, 6), 0);
+	ck_assert_uint_eq(net.stats.neigh_learned, 1);
 }
 END_TEST
 
@@ -703,6 +773,162 @@ START_TEST(gateway_and_stale)
 }
 END_TEST
 
+/* Two workers' contexts on one link share a neighbour table: what one
+ * learns from ARP / ND (RSS hands those frames to one queue) the other
+ * resolves with; a UDP sender stays in the receiving context's own cache. */
+START_TEST(shared_neighbour_table)
+{
+	static const uint8_t far[4] = {192, 0, 2, 7}, gw[4] = {10, 0, 0, 1};
+	static const uint8_t gw_mac[6] = {2, 0, 0, 0, 0, 0x11}, mac_b[6] = {2, 0, 0, 0, 0, 0xbb};
+	static struct moq_net_neigh_table t;
+	static struct moq_net other;
+	uint8_t mac[6], req[128], pl[8] = {0};
+	size_t req_len, len;
+
+	memcpy(ifc.gw4, gw, 4);
+	ifc.has_gw4 = 1;
+	moq_net_neigh_table_init(&t);
+	moq_net_share(&net, &t);
+	moq_net_init(&other, &ifc);
+	moq_net_share(&other, &t);
+
+	/* the other worker asks for the gateway; the reply reaches this one */
+	ck_assert_int_eq(moq_net_resolve(&other, 4, far, T0, mac, req, sizeof(req), &req_len),
+	                 MOQ_ERR_AGAIN);
+	ck_assert_uint_eq(req_len, 42);
+	len = tf_arp_req(frame, tf_our_ip4);
+	memcpy(frame, tf_our_mac, 6);
+	w16(frame + 14 + 6, 2);
+	memcpy(frame + 14 + 8, gw_mac, 6);
+	memcpy(frame + 14 + 14, gw, 4);
+	memcpy(frame + 14 + 18, tf_our_mac, 6);
+	ck_assert_int_eq(rx(len, 0), MOQ_NET_DONE);
+	/* within the second: no new request, the shared answer is used */
+	ck_assert_int_eq(
+	        moq_net_resolve(&other, 4, far, T0 + 1000, mac, req, sizeof(req), &req_len), 0);
+	ck_assert_uint_eq(req_len, 0);
+	ck_assert_int_eq(memcmp(mac, gw_mac, 6), 0);
+	ck_assert_uint_eq(other.stats.neigh_shared, 1);
+	ck_assert_uint_eq(other.stats.tx_solicits, 1);
+
+	/* stale on the other worker: a newer confirmation seen here refreshes
+	 * it without a request of its own */
+	len = tf_arp_req(frame, tf_our_ip4);
+	memcpy(frame, tf_our_mac, 6);
+	w16(frame + 14 + 6, 2);
+	memcpy(frame + 14 + 8, gw_mac, 6);
+	memcpy(frame + 14 + 14, gw, 4);
+	memcpy(frame + 14 + 18, tf_our_mac, 6);
+	ck_assert_int_eq(moq_net_rx(&net, frame, len, 0, T0 + MOQ_NET_NEIGH_TTL_NS, &u, reply,
+	                            sizeof(reply), &rlen),
+	                 MOQ_NET_DONE);
+	ck_assert_int_eq(moq_net_resolve(&other, 4, far, T0 + MOQ_NET_NEIGH_TTL_NS + 10, mac, req,
+	                                 sizeof(req), &req_len),
+	                 0);
+	ck_assert_uint_eq(req_len, 0);
+	ck_assert_uint_eq(other.stats.neigh_shared, 2);
+
+	/* a gratuitous ARP with a new MAC, for a sender only the table knows */
+	len = tf_arp_req(frame, gw);
+	memcpy(frame + 14 + 8, mac_b, 6);
+	memcpy(frame + 14 + 14, gw, 4);
+	moq_net_init(&net, &ifc);
+	moq_net_share(&net, &t);
+	ck_assert_int_eq(moq_net_rx(&net, frame, len, 0, T0 + MOQ_NET_NEIGH_TTL_NS + 15, &u, reply,
+	                            sizeof(reply), &rlen),
+	                 MOQ_NET_DROPPED);
+	ck_assert_uint_eq(net.stats.drop[MOQ_NET_DROP_ARP_OTHER], 1);
+	/* the other worker's entry is fresh, and still takes the new MAC */
+	ck_assert_int_eq(moq_net_resolve(&other, 4, far, T0 + MOQ_NET_NEIGH_TTL_NS + 20, mac, req,
+	                                 sizeof(req), &req_len),
+	                 0);
+	ck_assert_int_eq(memcmp(mac, mac_b, 6), 0);
+	ck_assert_uint_eq(req_len, 0);
+
+	/* IPv6: the other worker solicits, this one gets the solicited NA
+	 * (no entry of its own: the table's unresolved mark lets it in) */
+	ck_assert_int_eq(
+	        moq_net_resolve(&other, 6, tf_peer_ip6, T0, mac, req, sizeof(req), &req_len),
+	        MOQ_ERR_AGAIN);
+	len = tf_na(frame, tf_peer_ip6, tf_peer_mac, 0x60);
+	ck_assert_int_eq(rx(len, 0), MOQ_NET_DONE);
+	ck_assert_int_eq(
+	        moq_net_resolve(&other, 6, tf_peer_ip6, T0 + 1000, mac, req, sizeof(req), &req_len),
+	        0);
+	ck_assert_int_eq(memcmp(mac, tf_peer_mac, 6), 0);
+	/* an unsolicited NA for an address nobody asked for fills nothing */
+	{
+		static const uint8_t stranger[16] = {0x20, 0x01, 0x0d, 0xb8, [15] = 0x77};
+
+		len = tf_na(frame, stranger, tf_peer_mac, 0x20);
+		ck_assert_int_eq(rx(len, 0), MOQ_NET_DONE);
+		ck_assert_int_eq(
+		        moq_net_resolve(&other, 6, stranger, T0, mac, req, sizeof(req), &req_len),
+		        MOQ_ERR_AGAIN);
+	}
+
+	/* a UDP sender refreshes the receiving context only (per packet) */
+	len = tf_udp4(frame, pl, sizeof(pl));
+	ck_assert_int_eq(rx(len, 0), MOQ_NET_UDP);
+	ck_assert_int_eq(moq_net_resolve(&net, 4, tf_peer_ip4, T0, mac, req, sizeof(req), &req_len),
+	                 0);
+	ck_assert_int_eq(
+	        moq_net_resolve(&other, 4, tf_peer_ip4, T0, mac, req, sizeof(req), &req_len),
+	        MOQ_ERR_AGAIN);
+}
+END_TEST
+
+/* Kernel sockets on loopback: a datagram longer than the kbuf's buffers is
+ * dropped and counted (MSG_TRUNC), never handed up cut; a kbuf sized for
+ * jumbo datagrams takes it whole. */
+START_TEST(krecv_truncation)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t alen = sizeof(a);
+	struct moq_net_ksock ks;
+	struct moq_net_kdgram d[MOQ_NET_KIO_BURST];
+	struct moq_net_kbuf *small = calloc(1, moq_net_kbuf_size());
+	struct moq_net_kbuf *big = malloc(moq_net_kbuf_size_for(9000));
+	static uint8_t pl[5000];
+	int fd = socket(AF_INET, SOCK_DGRAM, 0), n = 0;
+
+	ck_assert(small != NULL && big != NULL && fd >= 0);
+	moq_net_kbuf_init(big, 9000);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(moq_net_ksock_open(&ks, (struct sockaddr *)&a, sizeof(a), 0, 0,
+	                                    (struct sockaddr *)&a, &alen),
+	                 0);
+	memset(pl, 0x5a, sizeof(pl));
+	/* 5000 bytes then 100: the first is too long for 2048-byte buffers */
+	ck_assert_int_eq(sendto(fd, pl, 5000, 0, (struct sockaddr *)&a, alen), 5000);
+	ck_assert_int_eq(sendto(fd, pl, 100, 0, (struct sockaddr *)&a, alen), 100);
+	for (int i = 0; i < 100 && n == 0; i++) {
+		n = moq_net_krecv(small, ks.fd, d);
+		if (n == 0)
+			usleep(1000);
+	}
+	ck_assert_int_eq(n, 1);
+	ck_assert_uint_eq(d[0].len, 100);
+	ck_assert_uint_eq(moq_net_kbuf_truncated(small), 1);
+	/* a kbuf for 9000-byte datagrams takes it whole */
+	ck_assert_int_eq(sendto(fd, pl, 5000, 0, (struct sockaddr *)&a, alen), 5000);
+	n = 0;
+	for (int i = 0; i < 100 && n == 0; i++) {
+		n = moq_net_krecv(big, ks.fd, d);
+		if (n == 0)
+			usleep(1000);
+	}
+	ck_assert_int_eq(n, 1);
+	ck_assert_uint_eq(d[0].len, 5000);
+	ck_assert_int_eq(memcmp(d[0].data, pl, 5000), 0);
+	ck_assert_uint_eq(moq_net_kbuf_truncated(big), 0);
+	moq_net_ksock_close(&ks);
+	close(fd);
+	free(small);
+	free(big);
+}
+END_TEST
+
 START_TEST(drop_names)
 {
 	for (int i = 0; i < MOQ_NET_DROP_MAX; i++) {
@@ -741,6 +967,7 @@ Suite *net_suite(void)
 	tcase_add_test(tc, icmp6_echo);
 	tcase_add_test(tc, nd_solicit_answered);
 	tcase_add_test(tc, nd_resolve_and_malformed);
+	tcase_add_test(tc, na_updates_only_existing);
 	tcase_add_test(tc, eth_malformed);
 	tcase_add_test(tc, ip4_malformed);
 	tcase_add_test(tc, ip6_malformed);
@@ -749,7 +976,9 @@ Suite *net_suite(void)
 	tcase_add_loop_test(tc, every_truncation_dropped, 0, 5);
 	tcase_add_test(tc, neighbour_cache_bounded);
 	tcase_add_test(tc, gateway_and_stale);
+	tcase_add_test(tc, shared_neighbour_table);
 	tcase_add_test(tc, drop_names);
+	tcase_add_test(tc, krecv_truncation);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -183,3 +183,35 @@ size_t tf_ns(uint8_t *f, const uint8_t target[16])
 	w16(ic + 2, fin(sum(ic, 32, s)));
 	return 14 + 40 + 32;
 }
+
+size_t tf_na(uint8_t *f, const uint8_t target[16], const uint8_t tll[6], uint8_t flags)
+{
+	static const uint8_t all_nodes[16] = {0xff, 0x02, [15] = 0x01};
+	uint8_t *ip = f + 14, *ic = ip + 40;
+	const uint8_t *dst = (flags & 0x40) ? tf_our_ip6 : all_nodes;
+	uint32_t s;
+
+	eth(f, 0x86dd);
+	if (!(flags & 0x40)) {
+		static const uint8_t mc[6] = {0x33, 0x33, 0, 0, 0, 1};
+
+		memcpy(f, mc, 6);
+	}
+	memset(ip, 0, 40);
+	ip[0] = 0x60;
+	w16(ip + 4, 32);
+	ip[6] = 58;
+	ip[7] = 255;
+	memcpy(ip + 8, tf_peer_ip6, 16);
+	memcpy(ip + 24, dst, 16);
+	memset(ic, 0, 32);
+	ic[0] = 136;
+	ic[4] = flags;
+	memcpy(ic + 8, target, 16);
+	ic[24] = 2; /* target link-layer address */
+	ic[25] = 1;
+	memcpy(ic + 26, tll, 6);
+	s = sum(ip + 8, 32, 0) + 58 + 32;
+	w16(ic + 2, fin(sum(ic, 32, s)));
+	return 14 + 40 + 32;
+}

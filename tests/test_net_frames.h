@@ -26,5 +26,10 @@ size_t tf_echo4(uint8_t *f, size_t dlen);
 size_t tf_arp_req(uint8_t *f, const uint8_t tip[4]);
 /* A Neighbour Solicitation from the peer for @target. */
 size_t tf_ns(uint8_t *f, const uint8_t target[16]);
+/* A Neighbour Advertisement from the peer for @target with a target
+ * link-layer address option @tll and @flags (RFC 4861, 4.4: 0x80 Router,
+ * 0x40 Solicited, 0x20 Override): to all-nodes when unsolicited (no 0x40),
+ * to our address when solicited. */
+size_t tf_na(uint8_t *f, const uint8_t target[16], const uint8_t tll[6], uint8_t flags);
 
 #endif

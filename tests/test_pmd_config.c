@@ -204,8 +204,22 @@ START_TEST(command_line)
 	ck_assert_int_eq(parse(&c, no_env, err, "--cache_budget", "64MiB", "--mgmt", "", NULL), 0);
 	ck_assert_uint_eq(c.cache_budget, 64ull << 20);
 	ck_assert_str_eq(c.mgmt, "");
+	ck_assert_uint_eq(c.max_conns_per_addr, 1024); /* the default */
+	ck_assert_int_eq(parse(&c, no_env, err, "--max-conns-per-addr", "0", NULL), 0);
+	ck_assert_uint_eq(c.max_conns_per_addr, 0); /* unlimited */
+	ck_assert_int_eq(parse(&c, no_env, err, "--max-conns-per-addr=2", NULL), 0);
+	ck_assert_uint_eq(c.max_conns_per_addr, 2);
 }
 END_TEST
+
+/* 300 bytes: longer than MOQ_CFG_PATH_MAX */
+#define LONG_PATH                                                                                  \
+	"/"                                                                                        \
+	"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"                             \
+	"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"                             \
+	"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"                             \
+	"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"                             \
+	"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
 
 /* One bad value per key: the error names the option, and only it. */
 static const struct {
@@ -230,6 +244,8 @@ static const struct {
         {"--max-latency", "2h", "--max-latency: 2h is out of range"},
         {"--max-latency", "10us", "--max-latency: 10us is out of range"},
         {"--max-connections", "0", "--max-connections:"},
+        {"--max-conns-per-addr", "-1", "--max-conns-per-addr: '-1' is not an integer"},
+        {"--max-conns-per-addr", "10000001", "--max-conns-per-addr:"},
         {"--max-subscribers", "-5", "--max-subscribers:"},
         {"--max-streams", "ten", "--max-streams:"},
         {"--max-tracks", "99999999999", "--max-tracks:"},
@@ -251,7 +267,18 @@ static const struct {
         {"--mgmt", "127.0.0.1:0", "--mgmt:"},
         {"--drain-timeout", "1h", "--drain-timeout:"},
         {"--config", "/nonexistent/moqdp.conf", "--config: cannot open '/nonexistent/moqdp.conf'"},
+        {"--auth-key", LONG_PATH, "--auth-key: path longer than 255 bytes"},
+        {"--auth-key-dir", LONG_PATH, "--auth-key-dir: path longer than 255 bytes"},
+        {"--auth-public", LONG_PATH, "--auth-public: path longer than 255 bytes"},
         {"--bogus", "1", "--bogus: unknown option"},
+        {"--max-broadcasts", "0", "--max-broadcasts:"},
+        {"--max-session-broadcasts", "many", "--max-session-broadcasts:"},
+        {"--max-announce-requests", "0", "--max-announce-requests:"},
+        {"--max-session-subscriptions", "-1", "--max-session-subscriptions:"},
+        {"--max-session-fetches", "0", "--max-session-fetches:"},
+        {"--max-broadcast-name", "4097", "--max-broadcast-name:"},
+        {"--max-track-name", "0", "--max-track-name:"},
+        {"--max-message", "63", "--max-message: '63' is not an integer in [64, 4096]"},
 };
 
 START_TEST(bad_option)
@@ -461,6 +488,64 @@ START_TEST(cross_checks)
 }
 END_TEST
 
+/* --auth-key / --auth-key-dir / --auth-public: moq-relay's names, from
+ * every source; "" is a value for --auth-public (every path public). */
+START_TEST(auth_options)
+{
+	struct moq_pmd_config c;
+	char err[MOQ_CFG_ERR_MAX];
+	char *env[] = {"MOQDP_AUTH_PUBLIC=", "MOQDP_AUTH_KEY_DIR=/etc/moqdp/keys", NULL};
+	char *path;
+
+	ck_assert_int_eq(parse(&c, no_env, err, NULL), 0);
+	ck_assert_str_eq(c.auth_key, "");
+	ck_assert_int_eq(c.auth_public_set, 0);
+	ck_assert_int_eq(
+	        parse(&c, no_env, err, "--auth-key", "/k.jwk", "--auth-public", "anon,demo", NULL),
+	        0);
+	ck_assert_str_eq(c.auth_key, "/k.jwk");
+	ck_assert_str_eq(c.auth_public, "anon,demo");
+	ck_assert_int_eq(c.auth_public_set, 1);
+	ck_assert_int_eq(parse(&c, env, err, NULL), 0);
+	ck_assert_str_eq(c.auth_key_dir, "/etc/moqdp/keys");
+	ck_assert_str_eq(c.auth_public, "");
+	ck_assert_int_eq(c.auth_public_set, 1);
+	path = write_tmp("auth-key = /a.jwk\nauth-public = \"\"\n");
+	ck_assert_int_eq(parse(&c, no_env, err, "--config", path, NULL), 0);
+	ck_assert_str_eq(c.auth_key, "/a.jwk");
+	ck_assert_int_eq(c.auth_public_set, 1);
+	ck_assert_str_eq(c.auth_public, "");
+	unlink(path);
+	ck_assert_int_eq(parse(&c, env, err, "--auth-key", "/k.jwk", NULL), MOQ_ERR_CONFIG);
+	ck_assert_str_eq(err, "--auth-key-dir: cannot be combined with --auth-key");
+}
+END_TEST
+
+/* An lcore polls at most MOQ_CFG_MAX_LCORE_QUEUES RX queues: more are refused
+ * at start-up, naming --queues (the relay's worker used to poll the first 16
+ * and leave the rest unpolled). */
+START_TEST(queues_per_lcore)
+{
+	struct moq_pmd_config c;
+	char err[MOQ_CFG_ERR_MAX], q[1024];
+	size_t n = 0;
+
+	/* 16 on lcore 1 (port 0), then a 17th (port 1) */
+	for (int i = 0; i < MOQ_CFG_MAX_LCORE_QUEUES; i++)
+		n += (size_t)snprintf(q + n, sizeof(q) - n, "%s(0,%d,1)", i ? "," : "", i);
+	ck_assert_int_eq(parse(&c, no_env, err, "--queues", q, NULL), 0);
+	ck_assert_uint_eq(c.nb_queues, MOQ_CFG_MAX_LCORE_QUEUES);
+	snprintf(q + n, sizeof(q) - n, ",(1,0,2),(1,1,1)");
+	ck_assert_int_eq(parse(&c, no_env, err, "--queues", q, NULL), MOQ_ERR_CONFIG);
+	ck_assert_str_eq(err, "--queues: lcore 1 polls 17 queues (at most 16)");
+	/* the same 18 queues over two lcores are fine */
+	q[n] = '\0';
+	snprintf(q + n, sizeof(q) - n, ",(1,0,2),(1,1,2)");
+	ck_assert_int_eq(parse(&c, no_env, err, "--queues", q, NULL), 0);
+	ck_assert_uint_eq(c.nb_queues, MOQ_CFG_MAX_LCORE_QUEUES + 2);
+}
+END_TEST
+
 /* docs/DEPLOY.md's PMD table lists every profile of pmd_profile.c. */
 START_TEST(profiles_documented)
 {
@@ -493,6 +578,40 @@ START_TEST(profiles_documented)
 }
 END_TEST
 
+/* The per-peer bounds: defaults as moq.h's MOQ_DEFAULT_* and moq_node_create's,
+ * and every one settable. */
+START_TEST(bounds_options)
+{
+	struct moq_pmd_config c;
+	char err[MOQ_CFG_ERR_MAX];
+
+	ck_assert_int_eq(parse(&c, no_env, err, NULL), 0);
+	ck_assert_uint_eq(c.max_broadcasts, 16384);
+	ck_assert_uint_eq(c.max_session_broadcasts, 1024);
+	ck_assert_uint_eq(c.max_announce_requests, 16);
+	ck_assert_uint_eq(c.max_session_subscriptions, 256);
+	ck_assert_uint_eq(c.max_session_fetches, 16);
+	ck_assert_uint_eq(c.max_broadcast_name, 1024);
+	ck_assert_uint_eq(c.max_track_name, 256);
+	ck_assert_uint_eq(c.max_message, 4096);
+	ck_assert_int_eq(parse(&c, no_env, err, "--max-broadcasts", "100",
+	                       "--max-session-broadcasts", "10", "--max-announce-requests", "2",
+	                       "--max-session-subscriptions", "3", "--max-session-fetches", "4",
+	                       "--max-broadcast-name", "64", "--max-track-name", "32",
+	                       "--max-message", "512", NULL),
+	                 0);
+	ck_assert_msg(err[0] == '\0', "%s", err);
+	ck_assert_uint_eq(c.max_broadcasts, 100);
+	ck_assert_uint_eq(c.max_session_broadcasts, 10);
+	ck_assert_uint_eq(c.max_announce_requests, 2);
+	ck_assert_uint_eq(c.max_session_subscriptions, 3);
+	ck_assert_uint_eq(c.max_session_fetches, 4);
+	ck_assert_uint_eq(c.max_broadcast_name, 64);
+	ck_assert_uint_eq(c.max_track_name, 32);
+	ck_assert_uint_eq(c.max_message, 512);
+}
+END_TEST
+
 Suite *pmd_config_suite(void);
 
 Suite *pmd_config_suite(void)
@@ -514,7 +633,10 @@ Suite *pmd_config_suite(void)
 	tcase_add_test(tc, environment_not_options);
 	tcase_add_test(tc, config_file);
 	tcase_add_test(tc, cross_checks);
+	tcase_add_test(tc, auth_options);
 	tcase_add_test(tc, profiles_documented);
+	tcase_add_test(tc, bounds_options);
+	tcase_add_test(tc, queues_per_lcore);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1562,6 +1562,121 @@ START_TEST(test_cert_reload)
 }
 END_TEST
 
+/* A TLS context built once (moq_quic_tls_new) and shared by endpoints (the
+ * relay's workers): the files are read once, every endpoint serves the same
+ * certificate and negotiates its own ALPN, set_tls switches new connections
+ * without reading a file while open ones keep theirs. */
+START_TEST(test_shared_tls)
+{
+	struct moq_quic_config s = base_cfg(MOQ_QUIC_SERVER, &srv), s2;
+	char dir[] = "/tmp/moq_quic_sharedXXXXXX", a_cert[64], a_key[64], b_cert[64], b_key[64];
+	char missing[64];
+	uint8_t fp_a[32], fp_b[32], fp[32], fp2[32];
+	struct moq_quic_tls *ta, *tb, *dev;
+	struct moq_quic_endpoint *ep2;
+	struct moq_quic_stats st;
+	uint64_t loads;
+	int err = 0;
+
+	if (access("/usr/bin/openssl", X_OK) != 0) {
+		fprintf(stderr, "# SKIP: /usr/bin/openssl missing\n");
+		return;
+	}
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	make_cert(dir, "a", a_cert, a_key, sizeof(a_cert));
+	make_cert(dir, "b", b_cert, b_key, sizeof(b_cert));
+	snprintf(missing, sizeof(missing), "%s/missing.pem", dir);
+
+	loads = moq_quic_tls_pem_loads();
+	ta = moq_quic_tls_new(a_cert, a_key, &err);
+	ck_assert_msg(ta != NULL, "tls: %s", moq_err_str(err));
+	ck_assert_uint_eq(moq_quic_tls_pem_loads(), loads + 1);
+	moq_quic_tls_fingerprint(ta, fp_a);
+	s.tls = ta;
+	setup_pair(&s, NULL, NULL);
+	s2 = s;
+	s2.worker_id = 4;
+	ep2 = moq_quic_endpoint_new(&s2, &err); /* a second worker's endpoint */
+	ck_assert_ptr_nonnull(ep2);
+	moq_quic_tls_free(ta); /* the endpoints hold their own references */
+	ck_assert_uint_eq(moq_quic_tls_pem_loads(), loads + 1);
+	ck_assert_int_eq(moq_quic_endpoint_fingerprint(srv.ep, fp), 0);
+	ck_assert_int_eq(moq_quic_endpoint_fingerprint(ep2, fp2), 0);
+	ck_assert_int_eq(memcmp(fp, fp_a, 32), 0);
+	ck_assert_int_eq(memcmp(fp2, fp_a, 32), 0);
+	connect_up(40000); /* ALPN chosen by the connection's endpoint */
+	assert_peer_fp(0, fp_a);
+
+	/* a new context: built once, taken by each endpoint without a file */
+	{
+		struct timespec t0, t1, t2;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		tb = moq_quic_tls_new(b_cert, b_key, &err);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		ck_assert_ptr_nonnull(tb);
+		ck_assert_int_eq(moq_quic_endpoint_set_tls(srv.ep, tb), 0);
+		clock_gettime(CLOCK_MONOTONIC, &t2);
+		fprintf(stderr,
+		        "test_shared_tls: moq_quic_tls_new (PEM read and parsed, once) %.0f us; "
+		        "moq_quic_endpoint_set_tls (per worker) %.1f us\n",
+		        ((double)(t1.tv_sec - t0.tv_sec) * 1e9 +
+		         (double)(t1.tv_nsec - t0.tv_nsec)) /
+		                1e3,
+		        ((double)(t2.tv_sec - t1.tv_sec) * 1e9 +
+		         (double)(t2.tv_nsec - t1.tv_nsec)) /
+		                1e3);
+	}
+	moq_quic_tls_fingerprint(tb, fp_b);
+	ck_assert_int_ne(memcmp(fp_a, fp_b, 32), 0);
+	ck_assert_int_eq(moq_quic_endpoint_set_tls(ep2, tb), 0);
+	ck_assert_int_eq(moq_quic_endpoint_set_tls(ep2, tb), 0); /* already on it */
+	ck_assert_uint_eq(moq_quic_tls_pem_loads(), loads + 2);
+	moq_quic_tls_free(tb);
+	moq_quic_endpoint_stats(srv.ep, &st);
+	ck_assert_uint_eq(st.cert_reloads, 1);
+	ck_assert_uint_eq(st.conns_old_cert, 1);
+	ck_assert_int_eq(moq_quic_endpoint_fingerprint(ep2, fp2), 0);
+	ck_assert_int_eq(memcmp(fp2, fp_b, 32), 0);
+	connect_up(40001);
+	assert_peer_fp(1, fp_b);
+	assert_peer_fp(0, fp_a);
+
+	/* errors */
+	ck_assert_ptr_null(moq_quic_tls_new(a_cert, NULL, &err));
+	ck_assert_int_eq(err, MOQ_ERR_INVAL);
+	ck_assert_ptr_null(moq_quic_tls_new(missing, a_key, &err));
+	ck_assert_int_eq(err, MOQ_ERR_IO);
+	ck_assert_ptr_null(moq_quic_tls_new(b_cert, a_key, &err));
+	ck_assert_int_eq(err, MOQ_ERR_CRYPTO);
+	dev = moq_quic_tls_new(NULL, NULL, &err); /* self-signed, shared too */
+	ck_assert_ptr_nonnull(dev);
+	ck_assert_int_eq(moq_quic_endpoint_set_tls(NULL, dev), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_quic_endpoint_set_tls(cli.ep, dev), MOQ_ERR_STATE);
+	s2.cert_file = a_cert;
+	s2.key_file = a_key;
+	s2.tls = dev;
+	ck_assert_ptr_null(moq_quic_endpoint_new(&s2, &err)); /* files and a context */
+	s2.cert_file = s2.key_file = NULL;
+	moq_quic_endpoint_free(ep2);
+	ep2 = moq_quic_endpoint_new(&s2, &err);
+	ck_assert_ptr_nonnull(ep2);
+	ck_assert_int_eq(moq_quic_endpoint_set_tls(srv.ep, dev), 0);
+	moq_quic_tls_free(dev);
+	ck_assert_int_eq(moq_quic_endpoint_fingerprint(srv.ep, fp), 0);
+	ck_assert_int_eq(moq_quic_endpoint_fingerprint(ep2, fp2), 0);
+	ck_assert_int_eq(memcmp(fp, fp2, 32), 0);
+	connect_up(40002);
+	moq_quic_endpoint_free(ep2);
+	teardown_pair();
+	unlink(a_cert);
+	unlink(a_key);
+	unlink(b_cert);
+	unlink(b_key);
+	rmdir(dir);
+}
+END_TEST
+
 START_TEST(test_bad_config)
 {
 	struct moq_quic_config c = base_cfg(MOQ_QUIC_SERVER, &srv);
@@ -2130,6 +2245,7 @@ Suite *quic_suite(void)
 	        {"test_hkdf_wolfcrypt", test_hkdf_wolfcrypt},
 	        {"test_pem_cert", test_pem_cert},
 	        {"test_cert_reload", test_cert_reload},
+	        {"test_shared_tls", test_shared_tls},
 	        {"test_bad_config", test_bad_config},
 	        {"test_interop_gtlsclient", test_interop_gtlsclient},
 	};

@@ -4,7 +4,9 @@
  * (moq_net_rx): any bytes as an Ethernet frame, with the RX hints and the
  * interface quirks taken from the first byte. Checks the invariants the
  * workers rely on: a datagram handed up lies inside the frame, a reply fits
- * its buffer, and every drop is counted exactly once.
+ * its buffer, and every drop is counted exactly once. With the first byte's
+ * top bit the context shares a neighbour table that lives across inputs (as
+ * the relay's workers on one link do), and resolves a neighbour from it.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,6 +21,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static const uint8_t mac[6] = {0x02, 0, 0, 0, 0, 1}, ip4[4] = {10, 0, 0, 2};
 	static const uint8_t ip6[16] = {0x20, 0x01, 0x0d, 0xb8, [15] = 2};
 	static struct moq_net n;
+	static struct moq_net_neigh_table shared; /* zeroed: empty */
+	static const uint8_t peer4[4] = {10, 0, 0, 9};
+	static const uint8_t peer6[16] = {0x20, 0x01, 0x0d, 0xb8, [15] = 9};
+	uint8_t mac_out[6], req[128];
+	size_t req_len;
 	struct moq_net_iface ifc;
 	struct moq_net_udp u;
 	uint8_t reply[256], *frame;
@@ -33,6 +40,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	moq_net_iface_init(&ifc, mac, ip4, 24, ip6, 64, (ctl & 0x40) ? 0 : 4443);
 	ifc.l4_partial_ok = (ctl >> 4) & 1;
 	moq_net_init(&n, &ifc);
+	if (ctl & 0x80)
+		moq_net_share(&n, &shared);
 	/* a copy of exactly @size - 1 bytes so ASan sees any overread */
 	frame = malloc(size - 1 ? size - 1 : 1);
 	memcpy(frame, data + 1, size - 1);
@@ -52,6 +61,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	if (v != MOQ_NET_REPLY && rlen != 0)
 		abort();
+	if (ctl & 0x80) { /* what any input left in the table resolves sanely */
+		moq_net_resolve(&n, 4, peer4, 1000000001ull, mac_out, req, sizeof(req), &req_len);
+		if (req_len > sizeof(req))
+			abort();
+		moq_net_resolve(&n, 6, peer6, 1000000001ull, mac_out, req, sizeof(req), &req_len);
+		if (req_len > sizeof(req))
+			abort();
+	}
 	free(frame);
 	return 0;
 }
