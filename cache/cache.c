@@ -137,6 +137,8 @@ struct moq_cache_track {
 	uint32_t hash;
 	uint32_t refs;    /* atomic */
 	uint32_t dropped; /* atomic */
+	uint32_t idle;    /* atomic: the writer stopped (moq_cache_track_set_idle) */
+	uint32_t dying;   /* atomic: moq_cache_expire is dropping it (lookups skip it) */
 	uint32_t mask;    /* window - 1 */
 	uint64_t max_latency;
 	uint64_t newest;                       /* atomic: newest seq + 1; 0 = none */
@@ -631,22 +633,62 @@ void moq_cache_budget_set(struct moq_cache *c, uint64_t budget)
 	unlock(c);
 }
 
-int moq_cache_expire(struct moq_cache *c, uint64_t now)
+static void track_drop_locked(struct moq_cache_track *t);
+
+/* Under the lock: @t holds no group and nobody but the table references
+ * it: drop it. A lookup that races (it takes its reference before it reads
+ * dying, we set dying before we read the count) either is seen here, and the
+ * track stays, or sees dying and lets the track go. */
+static void track_reap_locked(struct moq_cache_track *t)
+{
+	if (t->ghead != NULL || LOAD_RLX(&t->dropped))
+		return;
+	__atomic_store_n(&t->dying, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&t->refs, __ATOMIC_SEQ_CST) == 1)
+		track_drop_locked(t);
+	else
+		__atomic_store_n(&t->dying, 0, __ATOMIC_SEQ_CST);
+}
+
+/* @all: every live track's groups too; else only those of a track that
+ * opened no group for its max latency (a live track's others expire at
+ * its next group open). */
+static int expire_all(struct moq_cache *c, uint64_t now, bool all)
 {
 	uint32_t b;
 	int n = 0;
 
 	lock(c);
 	for (b = 0; b <= c->bmask; b++) {
-		struct moq_cache_track *t;
+		struct moq_cache_track *t, *next;
 
-		for (t = c->buckets[b]; t != NULL; t = t->hnext)
-			n += expire_track_locked(t, now, false);
+		for (t = c->buckets[b]; t != NULL; t = next) {
+			const struct moq_cache_group *last = t->gtail;
+
+			next = t->hnext;
+			if (LOAD_RLX(&t->idle))
+				/* an idle track's newest group expires too */
+				n += expire_track_locked(t, now, true);
+			else if (all || (last != NULL && now > last->created &&
+			                 now - last->created > t->max_latency))
+				n += expire_track_locked(t, now, false);
+			track_reap_locked(t);
+		}
 	}
 	n += evict_locked(c);
 	reclaim_locked(c, false);
 	unlock(c);
 	return n;
+}
+
+int moq_cache_expire(struct moq_cache *c, uint64_t now)
+{
+	return expire_all(c, now, true);
+}
+
+int moq_cache_expire_idle(struct moq_cache *c, uint64_t now)
+{
+	return expire_all(c, now, false);
 }
 
 int moq_cache_group_evict(struct moq_cache_group *g)
@@ -730,7 +772,12 @@ struct moq_cache_track *moq_cache_track_lookup(struct moq_cache *c, const char *
 		if (t->hash == h && t->path_len == path_len && t->name_len == name_len &&
 		    memcmp(t->path, path, path_len) == 0 && memcmp(t->name, name, name_len) == 0 &&
 		    !LOAD_ACQ(&t->dropped)) {
-			moq_cache_track_ref(t);
+			/* reference first, then dying (track_reap_locked) */
+			__atomic_fetch_add(&t->refs, 1, __ATOMIC_SEQ_CST);
+			if (__atomic_load_n(&t->dying, __ATOMIC_SEQ_CST)) {
+				moq_cache_track_unref(t);
+				return NULL;
+			}
 			return t;
 		}
 	}
@@ -791,6 +838,21 @@ int moq_cache_broadcast_drop(struct moq_cache *c, const char *path, size_t path_
 	reclaim_locked(c, false);
 	unlock(c);
 	return n;
+}
+
+void moq_cache_track_set_idle(struct moq_cache_track *t)
+{
+	STORE_REL(&t->idle, 1);
+}
+
+bool moq_cache_track_idle(const struct moq_cache_track *t)
+{
+	return LOAD_ACQ(&t->idle) != 0;
+}
+
+uint64_t moq_cache_track_max_latency(const struct moq_cache_track *t)
+{
+	return t->max_latency;
 }
 
 int moq_cache_track_latest(const struct moq_cache_track *t, uint64_t *seq)
@@ -874,6 +936,7 @@ int moq_cache_group_open(struct moq_cache_track *t, uint64_t seq, uint64_t now,
 		return MOQ_ERR_ORDER;
 	}
 	moq_cache_track_ref(t);
+	STORE_REL(&t->idle, 0); /* a writer is here */
 	/* the new group becomes the newest: every older one may expire */
 	expire_track_locked(t, now, true);
 	/* the window keeps sequences (seq - window, seq] */
@@ -1320,6 +1383,11 @@ int moq_cache_group_abort(struct moq_cache_group *g)
 uint64_t moq_cache_group_seq(const struct moq_cache_group *g)
 {
 	return g->seq;
+}
+
+uint64_t moq_cache_group_created(const struct moq_cache_group *g)
+{
+	return g->created;
 }
 
 int moq_cache_group_status(const struct moq_cache_group *g, uint64_t *bytes, uint32_t *frames)

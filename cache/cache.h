@@ -32,7 +32,10 @@
  * MOQ_CACHE_GROUP_OVERHEAD per group. Over the byte budget, groups are evicted
  * oldest first (by open order, across tracks); a track's newest group is never
  * evicted. A group older than its track's max_latency (and not the newest) is
- * expired. Clock values for expiry are supplied by the caller (nanoseconds
+ * expired; once the track's writer stopped (moq_cache_track_set_idle) its
+ * newest group expires the same way, and moq_cache_expire drops a track that
+ * holds no group and is referenced by nobody, so a cache whose tracks all
+ * went idle returns to zero bytes. Clock values for expiry are supplied by the caller (nanoseconds
  * from any fixed origin). Every frame is stamped with its arrival time from
  * the configured clock (struct moq_cache_cfg.clock, once per write that
  * completes frames); the cache makes no other clock reads and no system
@@ -70,6 +73,7 @@
 #ifndef MOQ_CACHE_CACHE_H
 #define MOQ_CACHE_CACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -248,7 +252,8 @@ int moq_cache_track_create(struct moq_cache *c, const char *path, size_t path_le
  * moq_cache_track_lookup: find track @path / @name and take a reference on it
  * (release with moq_cache_track_unref). Lock-free; the calling thread must be
  * a registered reader (or the track's writer with no reader running). Returns
- * the track or NULL (not found).
+ * the track or NULL (not found, or being dropped by moq_cache_expire: the
+ * caller may create it again).
  */
 struct moq_cache_track *moq_cache_track_lookup(struct moq_cache *c, const char *path,
                                                size_t path_len, const char *name, size_t name_len);
@@ -269,6 +274,22 @@ int moq_cache_track_drop(struct moq_cache_track *t);
 /* moq_cache_broadcast_drop: drop every track of broadcast @path. Returns the
  * number of tracks dropped. */
 int moq_cache_broadcast_drop(struct moq_cache *c, const char *path, size_t path_len);
+
+/*
+ * moq_cache_track_set_idle: @t's writer stopped writing it (the relay's
+ * upstream subscription closed): its newest group is no longer the live
+ * edge, and expires once older than max_latency like the others. The next
+ * moq_cache_group_open makes the track live again. Any thread.
+ */
+void moq_cache_track_set_idle(struct moq_cache_track *t);
+
+/* moq_cache_track_idle: true after moq_cache_track_set_idle until a group
+ * opens (a new track is live). */
+bool moq_cache_track_idle(const struct moq_cache_track *t);
+
+/* moq_cache_track_max_latency: @t's max latency in ns (its cfg, or the
+ * default). */
+uint64_t moq_cache_track_max_latency(const struct moq_cache_track *t);
 
 /*
  * moq_cache_track_latest: the newest group's sequence in *@seq. Returns 0,
@@ -380,6 +401,10 @@ void moq_cache_group_unref(struct moq_cache_group *g);
 /* moq_cache_group_seq: the group's sequence number. */
 uint64_t moq_cache_group_seq(const struct moq_cache_group *g);
 
+/* moq_cache_group_created: the @now the group was opened at (ns, the
+ * caller's clock of moq_cache_group_open). */
+uint64_t moq_cache_group_created(const struct moq_cache_group *g);
+
 /*
  * moq_cache_group_status: 0 while the group is open and live, else the code a
  * reader at its end gets: MOQ_ERR_CLOSED (finished), MOQ_ERR_DROPPED
@@ -473,10 +498,26 @@ int moq_cache_group_iov(const struct moq_cache_group *g, uint64_t offset, uint64
 
 /*
  * moq_cache_expire: expire groups older than their track's max_latency at
- * time @now (ns) on every track, then evict over budget and reclaim. Control
- * path; call every few ms. Returns the number of groups removed.
+ * time @now (ns) on every track (an idle track's newest group too), drop the
+ * tracks left without a group that nobody references (a lookup racing with
+ * that returns NULL), then evict over budget and reclaim. Control path; call
+ * every few ms to 100 ms. Returns the number of groups removed.
  */
 int moq_cache_expire(struct moq_cache *c, uint64_t now);
+
+/*
+ * moq_cache_expire_idle: the part of moq_cache_expire that group opens
+ * leave undone: an idle track's groups (its newest too) and the old groups
+ * of a live track that opened no group for its max latency expire; tracks
+ * left without a group that nobody references are dropped (an expired
+ * group references its track until it is reclaimed, after the readers'
+ * grace period: a later call drops that track); then evict over budget and
+ * reclaim. A live track that keeps opening groups expires its
+ * old ones at each open (moq_cache_group_open), as without the timer.
+ * Control path, for a periodic timer (moq_node_poll: every 100 ms).
+ * Returns the number of groups removed.
+ */
+int moq_cache_expire_idle(struct moq_cache *c, uint64_t now);
 
 /*
  * moq_cache_group_evict: remove group @g now (explicit eviction; readers get

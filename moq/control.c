@@ -242,6 +242,7 @@ static void st_process(struct moq_session *s, struct mstream *st)
 				us->up->ended = 1;
 				us->up->end_seq = UINT64_MAX;
 				up_touch(us->up);
+				up_idle(us->up);
 			} else if (!us->closed && n->cfg.cb && n->cfg.cb->sub_closed) {
 				n->cfg.cb->sub_closed(s, n->cfg.user, us->id, -1);
 			}

@@ -13,7 +13,7 @@
 
 #include "moq_int.h"
 
-#define RECLAIM_NS   100000000ull  /* cache reclaim from poll every 100 ms */
+#define EXPIRE_NS    100000000ull  /* cache expiry and reclaim from poll every 100 ms */
 #define MIN_BUDGET   (64u * 1024u) /* smallest per-session fanout budget */
 #define FULL_NS      20000000ull   /* safety-net check of every session every 20 ms */
 #define FIN_CHECK_NS 100000000ull  /* FIN'd streams with stale groups: every 100 ms */
@@ -115,13 +115,18 @@ uint64_t err_code(int err)
 }
 
 /* PROTOCOL.md, Priority: subscriber priority, then newest group; < 0 when
- * @x goes before @y. */
+ * @x goes before @y. A subscriber that asked for ordered delivery gets its
+ * groups oldest first; at one priority its streams go before the
+ * newest-first ones (sequences of different tracks do not compare, and one
+ * key per stream keeps the order total). */
 static int gout_order(const struct gout *x, const struct gout *y)
 {
 	if (x->priority != y->priority)
 		return x->priority > y->priority ? -1 : 1;
+	if (x->ordered != y->ordered)
+		return x->ordered ? -1 : 1;
 	if (x->seq != y->seq)
-		return x->seq > y->seq ? -1 : 1;
+		return (x->seq > y->seq) != x->ordered ? -1 : 1;
 	return 0;
 }
 
@@ -151,8 +156,8 @@ void gout_resort(struct moq_session *s)
 	}
 }
 
-struct gout *gout_new(struct moq_session *s, struct mstream *st, struct moq_cache_group *g,
-                      uint8_t priority)
+static struct gout *gout_make(struct moq_session *s, struct mstream *st, struct moq_cache_group *g,
+                              uint8_t priority, uint8_t ordered)
 {
 	struct gout *go = gout_alloc(s);
 
@@ -162,10 +167,17 @@ struct gout *gout_new(struct moq_session *s, struct mstream *st, struct moq_cach
 	go->g = g;
 	go->seq = moq_cache_group_seq(g);
 	go->priority = priority;
+	go->ordered = ordered;
 	st->go = go;
 	gout_link(s, go);
 	s->ngouts++;
 	return go;
+}
+
+struct gout *gout_new(struct moq_session *s, struct mstream *st, struct moq_cache_group *g,
+                      uint8_t priority)
+{
+	return gout_make(s, st, g, priority, 0);
 }
 
 /* Open one uni stream for group @g of subscription @d. */
@@ -178,7 +190,7 @@ static int gout_open(struct moq_session *s, struct dsub *d, struct moq_cache_gro
 
 	if (!st)
 		return err;
-	go = gout_new(s, st, g, d->p.priority);
+	go = gout_make(s, st, g, d->p.priority, d->p.ordered);
 	if (!go) {
 		st_reset(s, st, MOQ_CODE_CANCEL);
 		return MOQ_ERR_NOMEM;
@@ -424,6 +436,121 @@ static void dsub_start(struct moq_session *s, struct dsub *d, uint64_t first)
 	st_send(s, d->st, -1, &m, 0);
 }
 
+/* Groups of a subscription skipped before a stream could open, gathered
+ * into one DROP per run of the same code (PROTOCOL.md, Subscribe: every
+ * group in range is finished or dropped). */
+struct drops {
+	uint64_t start, end; /* inclusive; start > end: none */
+	uint64_t code;
+};
+
+static void drops_flush(struct moq_session *s, struct dsub *d, struct drops *r)
+{
+	if (r->start <= r->end) {
+		dsub_drop(s, d, r->start, r->end, r->code);
+		s->n->st.groups_skipped += r->end - r->start + 1;
+	}
+	r->start = 1;
+	r->end = 0;
+}
+
+static void drops_add(struct moq_session *s, struct dsub *d, struct drops *r, uint64_t from,
+                      uint64_t to, uint64_t code)
+{
+	if (r->start <= r->end && (r->code != code || r->end + 1 != from))
+		drops_flush(s, d, r);
+	if (r->start > r->end) {
+		r->start = from;
+		r->code = code;
+	}
+	r->end = to;
+}
+
+/* @g (of @d's track) is older than @d's own max latency (dsub_params) and
+ * not the newest: by the subscriber's measure it expired. */
+static bool group_too_old(const struct moq_session *s, const struct dsub *d,
+                          const struct moq_cache_group *g, uint64_t latest)
+{
+	uint64_t created = moq_cache_group_created(g), now = s->n->now;
+
+	return moq_cache_group_seq(g) < latest && now > created && now - created > d->lat_ns;
+}
+
+bool gout_too_old(const struct moq_session *s, const struct gout *go)
+{
+	uint64_t latest;
+
+	return go->d && go->d->lat_ns && go->d->track &&
+	       moq_cache_track_latest(go->d->track, &latest) == 0 &&
+	       group_too_old(s, go->d, go->g, latest);
+}
+
+/* Where a live subscriber (no start asked) starts: the newest group while it
+ * is the live edge, that is while the track's writer is live (a catalog's
+ * one group stays current however old), or else (an idle track: the relay's
+ * upstream subscription stopped, its cached groups are what was left) while
+ * it is no older than the track's max latency, or the subscriber's smaller
+ * one. Older, or gone: no START yet, it starts at the next group. */
+static __attribute__((noinline)) bool start_at_latest(const struct moq_session *s,
+                                                      const struct dsub *d, uint64_t latest)
+{
+	struct moq_cache_group *g;
+	uint64_t lat, created, now = s->n->now;
+	bool ok;
+
+	if (moq_cache_track_group(d->track, latest, &g) < 0)
+		return false;
+	lat = d->lat_ns ? d->lat_ns : moq_cache_track_max_latency(d->track);
+	created = moq_cache_group_created(g);
+	ok = !moq_cache_track_idle(d->track) || now <= created || now - created <= lat;
+	moq_cache_group_unref(g);
+	return ok;
+}
+
+/* dsub_advance found group d->next_seq gone or never received (@rc), or
+ * found it (@rc 0, *@g) for a subscriber with its own max latency: skip what
+ * cannot be opened, up to the first group that can, accounting for the
+ * skipped ones with DROPs. Returns 0 with *@g to open at d->next_seq, or
+ * MOQ_ERR_AGAIN (nothing more now). Out of line: fanout visits sessions
+ * often, and this is rare. */
+static __attribute__((noinline)) int dsub_skip(struct moq_session *s, struct dsub *d,
+                                               uint64_t latest, uint64_t end, int rc,
+                                               struct moq_cache_group **g)
+{
+	struct drops dr = {1, 0, 0};
+
+	for (;;) {
+		if (rc == 0 && !(d->lat_ns && group_too_old(s, d, *g, latest)))
+			break;
+		if (rc == 0) {
+			moq_cache_group_unref(*g);
+			drops_add(s, d, &dr, d->next_seq, d->next_seq, MOQ_CODE_OLD);
+			d->next_seq++;
+		} else if (rc == MOQ_ERR_NOTFOUND) {
+			/* A sequence the cache never got (the publisher skipped
+			 * it, or sent it after a newer one): dropped upstream. */
+			drops_add(s, d, &dr, d->next_seq, d->next_seq, MOQ_CODE_DROPPED);
+			d->next_seq++;
+		} else if (rc == MOQ_ERR_AGAIN) {
+			break;
+		} else {
+			/* Gone before a stream could open: continue at the newest
+			 * group (DESIGN.md, Billing), and account for the skipped
+			 * ones with a DROP. */
+			uint64_t to = d->next_seq < latest ? latest : d->next_seq + 1;
+			drops_add(s, d, &dr, d->next_seq, to - 1, err_code(rc));
+			d->next_seq = to;
+		}
+		if (d->next_seq > latest || (end != MOQ_GROUP_NONE && d->next_seq > end)) {
+			rc = MOQ_ERR_AGAIN;
+			break;
+		}
+		rc = moq_cache_track_group(d->track, d->next_seq, g);
+	}
+	drops_flush(s, d, &dr);
+	return rc;
+}
+
 /* Open group streams for new groups of @d. */
 static void dsub_advance(struct moq_session *s, struct dsub *d)
 {
@@ -447,35 +574,27 @@ static void dsub_advance(struct moq_session *s, struct dsub *d)
 				return; /* a future start: wait for it */
 			if (d->p.start != MOQ_GROUP_NONE)
 				first = d->p.start;
+			else if (!start_at_latest(s, d, latest))
+				goto out; /* stale: wait for the next group */
 			dsub_start(s, d, first);
 		}
 		while (d->next_seq <= latest && (end == MOQ_GROUP_NONE || d->next_seq <= end) &&
 		       s->ngouts < n->cfg.max_group_streams) {
 			struct moq_cache_group *g;
 			rc = moq_cache_track_group(d->track, d->next_seq, &g);
-			if (rc == 0) {
-				if (gout_open(s, d, g) < 0) {
-					moq_cache_group_unref(g);
-					s->retry = 1;
-					break;
-				}
-				d->next_seq++;
-			} else if (rc == MOQ_ERR_NOTFOUND) {
-				d->next_seq++;
-			} else if (rc == MOQ_ERR_AGAIN) {
+			if (rc == 0 ? d->lat_ns != 0 : rc != MOQ_ERR_AGAIN)
+				rc = dsub_skip(s, d, latest, end, rc, &g);
+			if (rc != 0)
 				break;
-			} else {
-				/* Gone before a stream could open: continue at the
-				 * newest group (DESIGN.md, Billing), and account for
-				 * the skipped ones with a DROP (PROTOCOL.md, Subscribe:
-				 * every group in range is finished or dropped). */
-				uint64_t to = d->next_seq < latest ? latest : d->next_seq + 1;
-				dsub_drop(s, d, d->next_seq, to - 1, err_code(rc));
-				n->st.groups_skipped += to - d->next_seq;
-				d->next_seq = to;
+			if (gout_open(s, d, g) < 0) {
+				moq_cache_group_unref(g);
+				s->retry = 1;
+				break;
 			}
+			d->next_seq++;
 		}
 	}
+out:
 	d->last_version = ver;
 	if (!d->started && !d->ending && !(d->up && d->up->ended))
 		return;
@@ -522,6 +641,7 @@ static int fanout_session(struct moq_session *s)
 	int written = 0;
 	int fetching = 0;
 	bool all = s->walk_all;
+	bool lat = s->nlat != 0; /* some subscription has its own max latency */
 
 	s->retry = 0;
 	s->walk_all = 0;
@@ -549,8 +669,8 @@ static int fanout_session(struct moq_session *s)
 			continue;
 		}
 		stc = moq_cache_group_status(go->g, NULL, &frames);
-		if (group_stale(stc)) {
-			gout_reset(s, go, err_code(stc));
+		if (group_stale(stc) || (lat && gout_too_old(s, go))) {
+			gout_reset(s, go, group_stale(stc) ? err_code(stc) : MOQ_CODE_OLD);
 			gout_retire(s, pp);
 			continue;
 		}
@@ -640,8 +760,9 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 				if (go->reset || go->acked >= go->written)
 					continue;
 				stc = moq_cache_group_status(go->g, NULL, NULL);
-				if (group_stale(stc)) {
-					gout_reset(s, go, err_code(stc));
+				if (group_stale(stc) || gout_too_old(s, go)) {
+					gout_reset(s, go,
+					           group_stale(stc) ? err_code(stc) : MOQ_CODE_OLD);
 					sess_mark(s);
 				}
 			}
@@ -663,11 +784,15 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 	}
 	if (n->cfg.cache) {
 		moq_cache_quiescent(n->cfg.cache, n->cfg.cache_reader);
-		/* Retired index entries are freed after a grace period; group
-		 * opens do it too, but an idle relay must as well. */
-		if (now - n->last_reclaim >= RECLAIM_NS) {
-			moq_cache_reclaim(n->cfg.cache);
-			n->last_reclaim = now;
+		/* Groups expire on a timer too, not only when their track opens
+		 * a new one: an idle track's groups (and then the track) and a
+		 * stalled track's old ones go once older than its max latency
+		 * (cache.h, moq_cache_expire_idle). Retired index entries are
+		 * freed after a grace period; group opens do it too, but an
+		 * idle relay must as well (the expiry reclaims). */
+		if (now - n->last_expire >= EXPIRE_NS) {
+			moq_cache_expire_idle(n->cfg.cache, now);
+			n->last_expire = now;
 		}
 	}
 	return written;

@@ -185,6 +185,7 @@ struct moq_node_stats {
 	uint64_t tracks;               /* upstream tracks counted against max_tracks now */
 	uint64_t subs_refused_limit;   /* SUBSCRIBEs refused by max_subscribers */
 	uint64_t tracks_refused_limit; /* SUBSCRIBEs refused by max_tracks */
+	uint64_t subscribes_in;        /* SUBSCRIBEs received (refused ones too) */
 	/* Per-peer bounds: what each refused (each also counts in
 	 * refused_bounds), and the control-stream buffers held now. */
 	uint64_t ann_refused_relay;       /* ANNOUNCEs over max_broadcasts (session closed 11) */

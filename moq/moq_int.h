@@ -101,6 +101,7 @@ struct dsub {
 	size_t plen;
 	uint64_t next_seq;
 	uint64_t start_seq;
+	uint64_t lat_ns; /* its max_latency when below the track's (dsub_params), else 0 */
 	uint32_t n_gouts;
 	uint8_t started, ending, done;
 	uint8_t counted; /* holds one unit of cfg.max_subscribers */
@@ -200,6 +201,7 @@ struct gout {
 	uint64_t seq;
 	int64_t prev_ts;
 	uint8_t priority;
+	uint8_t ordered; /* its subscriber asked for groups in order */
 	uint8_t fin, reset, fetch;
 	uint8_t done; /* on the session's gdone list */
 	uint64_t written, acked;
@@ -264,6 +266,7 @@ struct moq_session {
 	struct smap streams;
 	struct dsub *dsubs;
 	uint32_t ndsubs;
+	uint32_t nlat; /* dsubs with their own max latency (dsub_params) */
 	struct usub *usubs;
 	uint32_t nusubs, nann_in;
 	uint32_t nbcasts;   /* broadcast routes it holds (live or backup):
@@ -325,7 +328,7 @@ struct moq_node {
 	struct tinfo *tinfos;
 	uint32_t ntinfos;
 	uint64_t now;
-	uint64_t last_reclaim;
+	uint64_t last_expire;
 	struct moq_node_stats st;
 	struct moq_hub *hub;
 	uint32_t hub_id;
@@ -412,6 +415,7 @@ struct upstream *up_find(struct moq_node *n, const char *p, size_t pl, const cha
 
 /* subscribe.c: the peer's subscriptions */
 void dsub_cancel(struct moq_session *s, struct dsub *d);
+void dsub_params(struct dsub *d);
 void dsub_free(struct moq_session *s, struct dsub *d);
 void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_subscribe *m);
 void on_subscribe_update(struct moq_session *s, struct mstream *st,
@@ -431,6 +435,7 @@ extern const struct moq_track_info default_info;
 /* fanout.c: group streams out */
 void gout_reset(struct moq_session *s, struct gout *go, uint64_t code);
 uint64_t err_code(int err);
+bool gout_too_old(const struct moq_session *s, const struct gout *go);
 void gout_resort(struct moq_session *s);
 struct gout *gout_new(struct moq_session *s, struct mstream *st, struct moq_cache_group *g,
                       uint8_t priority);
@@ -536,6 +541,15 @@ static inline int sess_flush(struct moq_session *s)
 	/* conn_closed frees the session during this call. */
 	moq_quic_conn_close(s->conn, s->close_code, NULL);
 	return 1;
+}
+
+/* The upstream subscription that wrote @up's cache track stopped: its newest
+ * group is no longer the live edge and may expire (cache.h,
+ * moq_cache_track_set_idle); the next group a publisher sends makes it live. */
+static inline void up_idle(struct upstream *up)
+{
+	if (up->ct)
+		moq_cache_track_set_idle(up->ct);
 }
 
 /* Whether @s may publish (@put) or read @p (absolute, normalised): always

@@ -296,6 +296,7 @@ void bcast_end(struct moq_node *n, struct bcast *bc)
 				up->us->up = NULL;
 				up->us = NULL;
 				n->st.upstream_subs--;
+				up_idle(up);
 			}
 		}
 	bcast_unlink(n, bc);

@@ -97,6 +97,7 @@ static void st_free(struct moq_session *s, struct mstream *st)
 		if (us->up) {
 			us->up->us = NULL;
 			s->n->st.upstream_subs--;
+			up_idle(us->up);
 		}
 		for (struct usub **pp = &s->usubs; *pp; pp = &(*pp)->next)
 			if (*pp == us) {
@@ -358,6 +359,7 @@ static void cb_stream_reset(struct moq_quic_conn *c, void *user, int64_t sid, ui
 					}
 				up->ended = 1;
 				up->end_seq = 0;
+				up_idle(up);
 			} else if (!us->closed && n->cfg.cb && n->cfg.cb->sub_closed) {
 				n->cfg.cb->sub_closed(s, n->cfg.user, us->id, (int64_t)app_err);
 			}

@@ -55,6 +55,25 @@ void dsub_cancel(struct moq_session *s, struct dsub *d)
 		st_write(s, d->st, NULL, 0, 1);
 }
 
+/* The subscriber's own max_latency (PROTOCOL.md, Subscribe), applied to its
+ * delivery: a group older than that (by its open time) is skipped with a
+ * DROP or its stream reset with 2 (old) once a newer group exists, as the
+ * cache does at the track's max latency. 0 (none given) or a value not
+ * below the track's leaves it to the cache. */
+void dsub_params(struct dsub *d)
+{
+	uint64_t ms = d->p.max_latency_ms;
+
+	if (d->lat_ns)
+		d->s->nlat--;
+	d->lat_ns = 0;
+	if (ms && d->track && ms < UINT64_MAX / 1000000u &&
+	    ms * 1000000u < moq_cache_track_max_latency(d->track)) {
+		d->lat_ns = ms * 1000000u;
+		d->s->nlat++;
+	}
+}
+
 void dsub_free(struct moq_session *s, struct dsub *d)
 {
 	dsub_detach(d);
@@ -70,6 +89,8 @@ void dsub_free(struct moq_session *s, struct dsub *d)
 			break;
 		}
 	s->ndsubs--;
+	if (d->lat_ns)
+		s->nlat--;
 	if (d->counted)
 		bound_put(s->n, 0);
 	if (d->track)
@@ -93,6 +114,7 @@ void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_su
 	struct bcast *bc;
 	struct dsub *d = NULL;
 
+	n->st.subscribes_in++;
 	if (dsub_find(s, m->id)) {
 		sess_fail(s, MOQ_CODE_DUPLICATE); /* ids are unique per session */
 		return;
@@ -164,6 +186,7 @@ void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_su
 	}
 	d->path = full;
 	d->plen = flen;
+	dsub_params(d);
 	st->d = d;
 	if (!d->up && !s->watched) {
 		/* a local broadcast's track: moq_node_poll watches it */
@@ -185,22 +208,37 @@ fail_refuse:
 	st_refuse(s, st, code);
 }
 
+/* SUBSCRIBE_UPDATE (PROTOCOL.md, Subscribe): every field replaces the
+ * subscription's. Priority and ordered rank its streams from now on,
+ * max_latency applies to its delivery (dsub_params), end bounds it. start:
+ * before START it is where the subscription will start; after, a later
+ * start skips the groups before it (their streams in flight are cancelled,
+ * they are out of range), an earlier one changes nothing (groups already
+ * accounted for are not sent again). */
 void on_subscribe_update(struct moq_session *s, struct mstream *st,
                          const struct moq_subscribe_update *m)
 {
 	struct dsub *d = st->d;
 
 	sess_mark(s);
-	(void)s;
 	if (!d)
 		return;
 	d->p.priority = m->priority;
 	d->p.ordered = m->ordered;
 	d->p.max_latency_ms = m->max_latency_ms;
+	d->p.start = m->start;
 	d->p.end = m->end;
-	for (struct gout *go = s->gouts; go; go = go->next)
-		if (go->d == d)
-			go->priority = m->priority;
+	dsub_params(d);
+	if (d->started && m->start != MOQ_GROUP_NONE && m->start > d->next_seq)
+		d->next_seq = m->start;
+	for (struct gout *go = s->gouts; go; go = go->next) {
+		if (go->d != d)
+			continue;
+		go->priority = m->priority;
+		go->ordered = m->ordered;
+		if (d->started && m->start != MOQ_GROUP_NONE && go->seq < m->start)
+			gout_reset(s, go, MOQ_CODE_CANCEL);
+	}
 	gout_resort(s);
 	if (d->up)
 		up_changed(d->up);

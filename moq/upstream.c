@@ -136,6 +136,11 @@ static void up_apply(struct upstream *up, const struct moq_subscribe_update *a)
 	if (!up->us) {
 		struct bcast *bc = bcast_find(n, up->path, up->plen);
 		up->agg = *a;
+		/* The publisher ended the track (END, FIN or a reset): its
+		 * subscribers finish; nobody asks again until a new upstream
+		 * (after the last of them left). */
+		if (up->ended)
+			return;
 		if (bc && bc->pub && !bc->pub->closing) {
 			up_open(up, bc->pub);
 		} else if (bc && bc->owner && !up->remote_owner) {
@@ -224,6 +229,7 @@ void up_free(struct upstream *up)
 		up->us->up = NULL;
 		up->us = NULL;
 		n->st.upstream_subs--;
+		up_idle(up);
 	}
 	if (up->remote_owner)
 		hub_send(n, up->remote_owner, HUB_UNSUB, up->path, up->plen, up->track, up->tlen);

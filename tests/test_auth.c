@@ -819,6 +819,8 @@ static struct {
 	struct moq_quic_link *lnk;
 	struct moq_auth *auth;
 	uint16_t port;
+	struct moq_cache_track *tracks[8]; /* l_publish's, held while publishing */
+	unsigned int ntracks;
 } L;
 
 static uint64_t lnow(void)
@@ -974,6 +976,9 @@ static void l_fini(void)
 	moq_node_destroy(L.subnode);
 	moq_node_destroy(L.pubnode);
 	moq_node_destroy(L.relay);
+	for (unsigned int i = 0; i < L.ntracks; i++)
+		moq_cache_track_unref(L.tracks[i]);
+	L.ntracks = 0;
 	moq_cache_destroy(L.pcache);
 	moq_cache_destroy(L.rcache);
 	moq_auth_destroy(L.auth);
@@ -1018,7 +1023,10 @@ static void l_publish(const char *path)
 
 	ck_assert_int_eq(moq_cache_track_create(L.pcache, path, strlen(path), "video", 5, NULL, &t),
 	                 0);
-	moq_cache_track_unref(t);
+	/* the publisher holds its track while it publishes (a track with no
+	 * group and no reference is dropped by the node's expiry timer) */
+	ck_assert_uint_lt(L.ntracks, sizeof(L.tracks) / sizeof(L.tracks[0]));
+	L.tracks[L.ntracks++] = t;
 	ck_assert_int_eq(moq_node_publish(L.pubnode, path, strlen(path), 1000), 0);
 }
 

@@ -1279,6 +1279,86 @@ START_TEST(arrival_default_clock_is_monotonic)
 }
 END_TEST
 
+/* Issue 12, defect 3: a track whose writer stopped (idle) expires its
+ * newest group too, and once it holds no group and nobody references it,
+ * moq_cache_expire_idle drops it: the cache returns to its empty size. A
+ * live track keeps its newest group, and expire_idle leaves its old groups
+ * to its next group open unless it opened none for its max latency. */
+START_TEST(idle_track_expires_and_is_dropped)
+{
+	struct moq_cache_track *t, *u, *x;
+	struct moq_cache_group *g;
+	struct moq_cache_stats st;
+	uint8_t *p = pattern(3, 5000);
+	int64_t base;
+
+	mk(0);
+	base = live();
+	t = mktrack("b", "idle", 100 * NS_MS, 0);
+	u = mktrack("b", "live", 100 * NS_MS, 0);
+	ck_assert(!moq_cache_track_idle(t));
+	ck_assert_uint_eq(moq_cache_track_max_latency(t), 100 * NS_MS);
+	for (uint64_t i = 0; i < 3; i++) {
+		g = mkgroup(t, i, i * 40 * NS_MS);
+		ck_assert_uint_eq(moq_cache_group_created(g), i * 40 * NS_MS);
+		moq_cache_write_frame(g, 0, p, 5000);
+		moq_cache_group_finish(g);
+		moq_cache_group_unref(g);
+		g = mkgroup(u, i, i * 40 * NS_MS);
+		moq_cache_write_frame(g, 0, p, 5000);
+		moq_cache_group_unref(g);
+	}
+	/* 130 ms: group 0 (0 ms) is old, but both tracks are live and opened
+	 * a group 50 ms ago: the timer leaves them to their next open */
+	ck_assert_int_eq(moq_cache_expire_idle(cache, 130 * NS_MS), 0);
+	moq_cache_track_set_idle(t);
+	ck_assert(moq_cache_track_idle(t));
+	/* the idle one expires group 0 now */
+	ck_assert_int_eq(moq_cache_expire_idle(cache, 130 * NS_MS), 1);
+	/* 181 ms: the live one opened nothing for 100 ms: its old groups go,
+	 * its newest stays; the idle one's newest (80 ms) goes too */
+	ck_assert_int_eq(moq_cache_expire_idle(cache, 181 * NS_MS), 4);
+	ck_assert_int_eq(moq_cache_track_group(u, 2, &g), 0);
+	moq_cache_group_unref(g);
+	ck_assert_int_eq(moq_cache_track_group(t, 2, &g), MOQ_ERR_OLD);
+	/* t is empty but referenced: kept, and found */
+	ck_assert_int_eq(moq_cache_expire_idle(cache, 200 * NS_MS), 0);
+	x = moq_cache_track_lookup(cache, "b", 1, "idle", 4);
+	ck_assert_ptr_eq(x, t);
+	moq_cache_track_unref(x);
+	/* a group opened makes it live again */
+	g = mkgroup(t, 10, 200 * NS_MS);
+	ck_assert(!moq_cache_track_idle(t));
+	moq_cache_group_unref(g);
+	moq_cache_track_set_idle(t);
+	ck_assert_int_eq(moq_cache_expire_idle(cache, 301 * NS_MS), 1);
+	/* the last outside reference goes: the next expiry drops it */
+	moq_cache_track_unref(t);
+	moq_cache_stats(cache, &st);
+	ck_assert_uint_eq(st.tracks, 2);
+	ck_assert_int_eq(moq_cache_expire_idle(cache, 302 * NS_MS), 0);
+	moq_cache_stats(cache, &st);
+	ck_assert_uint_eq(st.tracks, 1);
+	ck_assert_ptr_null(moq_cache_track_lookup(cache, "b", 1, "idle", 4));
+	/* and the live one, once idle and unreferenced */
+	moq_cache_track_set_idle(u);
+	moq_cache_track_unref(u);
+	ck_assert_int_eq(moq_cache_expire_idle(cache, 400 * NS_MS), 1);
+	/* its expired group held a reference until reclaimed: the next
+	 * expiry drops the track */
+	moq_cache_stats(cache, &st);
+	ck_assert_uint_eq(st.tracks, 1);
+	ck_assert_int_eq(moq_cache_expire_idle(cache, 401 * NS_MS), 0);
+	moq_cache_stats(cache, &st);
+	ck_assert_uint_eq(st.tracks, 0);
+	ck_assert_uint_eq(st.groups, 0);
+	ck_assert_uint_eq(st.used, 0);
+	ck_assert_int_eq(live(), base);
+	free(p);
+	teardown_all();
+}
+END_TEST
+
 Suite *cache_suite(void);
 
 Suite *cache_suite(void)
@@ -1310,6 +1390,7 @@ Suite *cache_suite(void)
 	tcase_add_test(tc, stats_count_removals);
 	tcase_add_test(tc, arrival_stamps_from_clock);
 	tcase_add_test(tc, arrival_default_clock_is_monotonic);
+	tcase_add_test(tc, idle_track_expires_and_is_dropped);
 	suite_add_tcase(s, tc);
 	return s;
 }

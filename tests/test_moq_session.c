@@ -52,6 +52,7 @@ struct sub {
 	int got_end;
 	uint64_t end_group;
 	uint64_t drops, dropped_groups; /* DROP replies and the groups they cover */
+	uint64_t out_of_order;          /* groups complete after a newer one */
 	/* track info, goaway */
 	uint64_t timescale;
 	int goaway;
@@ -295,6 +296,8 @@ static void cb_group_end(struct moq_session *s, void *user, uint64_t id, uint64_
 			u->done_by_id[id]++;
 		if (u->groups_reset)
 			u->complete_after_reset++;
+		if (u->last_seq != UINT64_MAX && seq < u->last_seq)
+			u->out_of_order++;
 		if (seq > u->last_seq || u->last_seq == UINT64_MAX)
 			u->last_seq = seq;
 	} else {
@@ -377,6 +380,7 @@ static uint32_t relay_window;          /* 0 = default */
 static uint32_t relay_max_subscribers; /* node bound, 0 = unlimited */
 static uint32_t relay_max_tracks;      /* node bound, 0 = unlimited */
 static uint32_t relay_streams;         /* 0 = default max_group_streams */
+static uint64_t relay_queue;           /* session_queue, 0 = 512 KiB */
 static int with_hub;                   /* h_init: two relay workers */
 static int with_cascade;               /* h_init: a second relay (own cache) behind the first */
 static void (*relay_cfg)(struct moq_node_cfg *nc); /* h_init: a test's relay bounds */
@@ -406,7 +410,7 @@ static void h_init(const char *alpn, uint64_t relay_budget)
 	nc.cache = H.rcache;
 	nc.relay = 1;
 	nc.origin = 1000;
-	nc.session_queue = 512 * 1024;
+	nc.session_queue = relay_queue ? relay_queue : 512 * 1024;
 	nc.max_subscriptions = relay_max_subs;
 	nc.max_subscribers = relay_max_subscribers;
 	nc.max_tracks = relay_max_tracks;
@@ -2719,6 +2723,351 @@ START_TEST(test_bound_fetches)
 }
 END_TEST
 
+/* --- issue 12: idle tracks, ended tracks, per-subscriber delivery ------- */
+
+static uint64_t relay_live_base; /* the relay cache's bytes held when empty */
+
+static int relay_cache_empty(void)
+{
+	struct moq_cache_stats cs;
+
+	moq_cache_stats(H.rcache, &cs);
+	return cs.used == 0 && cs.groups == 0 && cs.tracks == 0 &&
+	       moq_cache_counting_stats(&H.rcnt).live_bytes == (int64_t)relay_live_base;
+}
+
+/* Issue 12, defect 3: once every publisher and subscriber left, the relay's
+ * cache returns to nothing (bytes billed and held, tracks and groups) within
+ * max latency + linger; expiry runs on the node poll's timer. */
+START_TEST(test_idle_cache_released)
+{
+	struct moq_cache_stats cs;
+	uint64_t t0;
+	int empty;
+
+	h_init(NULL, 0);
+	relay_live_base = (uint64_t)moq_cache_counting_stats(&H.rcnt).live_bytes;
+	h_publisher();
+	/* subs[3] stays connected without a subscription: the link's clock
+	 * only moves while some connection is open */
+	for (int i = 0; i < 4; i++)
+		h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	for (int i = 0; i < 3; i++)
+		h_subscribe(&H.subs[i], 1);
+	h_run(3 * SEC, 100);
+	moq_cache_stats(H.rcache, &cs);
+	ck_assert_uint_ge(cs.groups, 2);
+	ck_assert_uint_eq(cs.tracks, 1);
+	/* everyone leaves: subscribers first, then the publisher */
+	for (int i = 0; i < 3; i++)
+		moq_session_close(H.subs[i].s, 0);
+	h_run(100 * MS, 100);
+	moq_session_close(H.pub.s, 0);
+	t0 = now();
+	empty = h_until(relay_cache_empty, MOQ_CACHE_DEFAULT_MAX_LATENCY + MOQ_LINGER_NS, 100);
+	moq_cache_stats(H.rcache, &cs);
+	fprintf(stderr,
+	        "# idle cache: %.1f s after everyone left: %llu bytes billed, %lld held beyond "
+	        "the empty cache, %llu groups, %llu tracks; %llu groups expired\n",
+	        (double)(now() - t0) / SEC, (unsigned long long)cs.used,
+	        (long long)(moq_cache_counting_stats(&H.rcnt).live_bytes -
+	                    (int64_t)relay_live_base),
+	        (unsigned long long)cs.groups, (unsigned long long)cs.tracks,
+	        (unsigned long long)cs.expired);
+	ck_assert_msg(empty, "relay cache still holds data after max latency + linger");
+	ck_assert_uint_gt(cs.expired, 0);
+	h_fini();
+}
+END_TEST
+
+/* Issue 12, defect 2: a subscriber that joins a track the relay stopped
+ * receiving (its last subscriber left 10 s ago) does not start at the
+ * stale group the cache kept: START names a group no older than the max
+ * latency, the first group it gets. The cache track stays (a reader holds
+ * it, as another worker's node on the shared cache would): only its groups
+ * expired. */
+START_TEST(test_idle_join_not_stale)
+{
+	struct sub *a, *b;
+	struct moq_cache_track *held;
+	uint64_t fresh;
+
+	for (int v = 0; v < 2; v++) {
+		h_init(v ? MOQ_ALPN_04 : NULL, 0);
+		h_publisher();
+		a = &H.subs[H.nsubs++];
+		b = &H.subs[H.nsubs++];
+		h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+		h_connect(b, MOQ_ROLE_SUBSCRIBER, NULL);
+		ck_assert(h_until(all_ready, 2 * SEC, 0));
+		h_subscribe(a, 1);
+		h_run(2 * SEC, 1000);
+		ck_assert_uint_ge(a->groups_complete, 2);
+		held = moq_cache_track_lookup(H.rcache, "live/room", 9, "video", 5);
+		ck_assert_ptr_nonnull(held);
+		ck_assert_int_eq(moq_session_unsubscribe(a->s, (uint64_t)a->id), 0);
+		/* the publisher goes on; the relay gets nothing of it now */
+		h_run(10 * SEC, 1000);
+		fresh = H.seq; /* the group the publisher is writing */
+		h_subscribe(b, 1);
+		h_run(2 * SEC, 1000);
+		fprintf(stderr,
+		        "# idle join (%s): START at %llu, publisher at %llu, first group %llu\n",
+		        v ? "lite-04" : "lite-05", (unsigned long long)b->start_group,
+		        (unsigned long long)fresh, (unsigned long long)b->first_seq);
+		ck_assert(b->got_start);
+		ck_assert_uint_ge(b->start_group, fresh);
+		ck_assert_uint_eq(b->first_seq, b->start_group);
+		ck_assert_uint_ge(b->groups_complete, 2);
+		ck_assert_uint_eq(b->drops, 0);
+		ck_assert_uint_eq(b->errors, 0);
+		moq_cache_track_unref(held);
+		h_fini();
+	}
+}
+END_TEST
+
+/* Issue 12, defect 2: the newest cached group of an idle track is a start
+ * only while it is no older than the subscriber's max latency: one asking
+ * for 1 s, joining 2 s after the relay stopped receiving, waits for the
+ * next group; one with the default 5 s starts at the cached one. */
+START_TEST(test_idle_join_own_latency)
+{
+	struct sub *a, *b, *c;
+	struct moq_sub_params p = {1, false, 1000, MOQ_GROUP_NONE, MOQ_GROUP_NONE};
+	uint64_t cached, fresh;
+
+	h_init(NULL, 0);
+	h_publisher();
+	a = &H.subs[H.nsubs++];
+	b = &H.subs[H.nsubs++];
+	c = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	h_connect(b, MOQ_ROLE_SUBSCRIBER, NULL);
+	h_connect(c, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_subscribe(a, 1);
+	h_run(2 * SEC, 1000);
+	ck_assert_int_eq(moq_session_unsubscribe(a->s, (uint64_t)a->id), 0);
+	h_run(20 * MS, 1000);
+	cached = H.seq; /* the relay's newest group (cut short) */
+	h_run(2 * SEC, 1000);
+	fresh = H.seq;
+	b->id = moq_session_subscribe(b->s, "live/room", 9, "video", 5, &p);
+	h_subscribe(c, 1);
+	h_run(2 * SEC, 1000);
+	fprintf(stderr,
+	        "# idle join: cached %llu, publisher at %llu: 1 s subscriber START %llu, "
+	        "5 s subscriber START %llu\n",
+	        (unsigned long long)cached, (unsigned long long)fresh,
+	        (unsigned long long)b->start_group, (unsigned long long)c->start_group);
+	ck_assert(b->got_start && c->got_start);
+	ck_assert_uint_ge(b->start_group, fresh);
+	ck_assert_uint_le(c->start_group, cached);
+	ck_assert_uint_eq(b->errors + c->errors, 0);
+	h_fini();
+}
+END_TEST
+
+/* Issue 12, defect 2: sequences the relay never got (the publisher skipped
+ * them) are accounted for with one DROP, code 24. */
+START_TEST(test_skipped_groups_dropped)
+{
+	struct sub *a;
+	uint64_t before;
+
+	h_init(NULL, 0);
+	h_publisher();
+	a = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_subscribe(a, 1);
+	h_run(2 * SEC, 4);
+	ck_assert_uint_eq(a->groups_complete, 4);
+	/* the publisher skips sequences 4, 5 and 6 */
+	H.seq += 3;
+	h_run(2 * SEC, 6);
+	before = a->groups_complete;
+	ck_assert_uint_eq(before, 6);
+	ck_assert_uint_eq(a->drops, 1);
+	ck_assert_uint_eq(a->dropped_groups, 3);
+	ck_assert_uint_eq(a->last_seq, 8);
+	ck_assert_uint_eq(a->errors, 0);
+	h_fini();
+}
+END_TEST
+
+static int subs_closed(void)
+{
+	for (int i = 0; i < H.nsubs; i++)
+		if (!H.subs[i].sub_closed)
+			return 0;
+	return 1;
+}
+
+/* Issue 12, defect 4: the publisher ends a track (END and FIN on the
+ * relay's subscription); the relay's subscribers finish and leave, and the
+ * publisher sees no SUBSCRIBE beyond the first. */
+START_TEST(test_ended_track_no_resubscribe)
+{
+	const int N = 4;
+	struct moq_node_stats ps;
+
+	h_init(NULL, 0);
+	h_publisher();
+	for (int i = 0; i < N; i++)
+		h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	for (int i = 0; i < N; i++)
+		h_subscribe(&H.subs[i], 1);
+	h_run(2 * SEC, 3);
+	ck_assert_uint_eq(H.groups_written, 3);
+	/* the track ends: the publisher's node sends END and FIN */
+	moq_cache_track_drop(H.vt);
+	moq_cache_track_unref(H.vt);
+	H.vt = NULL;
+	ck_assert(h_until(subs_closed, 2 * SEC, 3));
+	for (int i = 0; i < N; i++) {
+		ck_assert_int_eq(H.subs[i].sub_closed_code, -1);
+		ck_assert_uint_eq(H.subs[i].groups_complete, 3);
+	}
+	/* the subscribers leave, one by one */
+	for (int i = 0; i < N; i++) {
+		moq_session_close(H.subs[i].s, 0);
+		h_run(50 * MS, 3);
+	}
+	h_run(500 * MS, 3);
+	moq_node_stats(H.client, &ps);
+	ck_assert_uint_eq(ps.subscribes_in, 1);
+	h_fini();
+}
+END_TEST
+
+/* Issue 12, defect 7: a subscriber's own max_latency applies to its
+ * delivery: stalled for 2 s on a track that keeps groups 5 s, one asking
+ * for 300 ms gets its older groups reset or dropped with 2 (old). */
+START_TEST(test_subscriber_max_latency)
+{
+	struct sub *a, *slow;
+	struct moq_sub_params p = {1, false, 300, MOQ_GROUP_NONE, MOQ_GROUP_NONE};
+	uint64_t old;
+
+	h_init(NULL, 0);
+	h_publisher();
+	a = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	H.capture = 1;
+	slow = &H.subs[H.nsubs++];
+	h_connect(slow, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	ck_assert(H.have_cid);
+	h_subscribe(a, 1);
+	slow->id = moq_session_subscribe(slow->s, "live/room", 9, "video", 5, &p);
+	ck_assert_int_ge(slow->id, 0);
+	h_run(1 * SEC, 1000);
+	ck_assert_uint_ge(slow->groups_complete, 1);
+	H.stall = 1;
+	h_run(2 * SEC, 1000);
+	H.stall = 0;
+	h_run(3 * SEC, 1000);
+	old = slow->resets_by_code[MOQ_CODE_OLD];
+	fprintf(stderr,
+	        "# subscriber max latency 300 ms, stalled 2 s: %llu complete, %llu reset old, "
+	        "%llu dropped in %llu DROP; default subscriber %llu complete %llu reset\n",
+	        (unsigned long long)slow->groups_complete, (unsigned long long)old,
+	        (unsigned long long)slow->dropped_groups, (unsigned long long)slow->drops,
+	        (unsigned long long)a->groups_complete, (unsigned long long)a->groups_reset);
+	ck_assert_uint_gt(old + slow->dropped_groups, 0);
+	ck_assert_uint_eq(slow->groups_reset, old);
+	ck_assert_uint_eq(slow->errors, 0);
+	ck_assert_uint_ge(slow->groups_complete, 3);
+	ck_assert_uint_eq(a->groups_reset, 0);
+	ck_assert_uint_eq(a->errors, 0);
+	h_fini();
+}
+END_TEST
+
+/* Issue 12, defect 7: SUBSCRIBE_UPDATE's start applies: moved past the
+ * next group, the groups before it get no stream. */
+START_TEST(test_update_start)
+{
+	struct sub *a;
+	struct moq_sub_params p = {1, false, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE};
+	uint64_t k;
+
+	h_init(NULL, 0);
+	h_publisher();
+	a = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_subscribe(a, 1);
+	h_run(2 * SEC, 1000);
+	ck_assert_uint_ge(a->groups_complete, 2);
+	/* a moment into group k: from now on, groups from k + 3 */
+	while (H.fidx != 3)
+		h_run(2 * MS, 1000);
+	k = H.seq;
+	a->first_seq = UINT64_MAX;
+	p.start = k + 3;
+	ck_assert_int_eq(moq_session_subscribe_update(a->s, (uint64_t)a->id, &p), 0);
+	h_run(3 * SEC, 1000);
+	fprintf(stderr, "# update start: in group %llu, start %llu: next group begun %llu\n",
+	        (unsigned long long)k, (unsigned long long)(k + 3),
+	        (unsigned long long)a->first_seq);
+	ck_assert_uint_eq(a->first_seq, k + 3);
+	ck_assert_uint_ge(a->last_seq, k + 4);
+	ck_assert_uint_eq(a->errors, 0);
+	h_fini();
+}
+END_TEST
+
+/* Issue 12, defect 7: a subscriber's ordered flag applies to its delivery
+ * (PROTOCOL.md, Priority): after a stall its backlog comes oldest first
+ * (case 1), where a newest-first subscriber (case 0) gets the newest group
+ * before older ones. */
+START_TEST(test_subscriber_ordered)
+{
+	struct sub *slow;
+	struct moq_sub_params p = {1, _i == 1, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE};
+
+	/* little in QUIC's hands (it sends the streams it holds round robin):
+	 * the relay's ranking decides the order */
+	relay_queue = 8 * 1024;
+	h_init(NULL, 0);
+	relay_queue = 0;
+	h_publisher();
+	H.capture = 1;
+	slow = &H.subs[H.nsubs++];
+	h_connect(slow, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	ck_assert(H.have_cid);
+	slow->id = moq_session_subscribe(slow->s, "live/room", 9, "video", 5, &p);
+	ck_assert_int_ge(slow->id, 0);
+	h_run(1 * SEC, 1000);
+	ck_assert_uint_ge(slow->groups_complete, 1);
+	ck_assert_uint_eq(slow->out_of_order, 0);
+	H.stall = 1;
+	h_run(3 * SEC, 1000);
+	H.stall = 0;
+	h_run(3 * SEC, 1000);
+	fprintf(stderr,
+	        "# %s subscriber stalled 3 s: %llu groups complete, %llu after a newer one, "
+	        "%llu reset\n",
+	        _i ? "ordered" : "newest-first", (unsigned long long)slow->groups_complete,
+	        (unsigned long long)slow->out_of_order, (unsigned long long)slow->groups_reset);
+	ck_assert_uint_eq(slow->errors, 0);
+	ck_assert_uint_eq(slow->groups_reset, 0);
+	ck_assert_uint_ge(slow->groups_complete, 10);
+	if (_i == 1)
+		ck_assert_uint_eq(slow->out_of_order, 0);
+	else
+		ck_assert_uint_gt(slow->out_of_order, 0);
+	h_fini();
+}
+END_TEST
+
 Suite *moq_session_suite(void);
 
 Suite *moq_session_suite(void)
@@ -2727,6 +3076,7 @@ Suite *moq_session_suite(void)
 	TCase *tc = tcase_create("session");
 
 	TCase *tf = tcase_create("fanout");
+	TCase *tl = tcase_create("lifecycle");
 	TCase *tb;
 
 	/* Its own case so it can run alone: CK_RUN_CASE=fanout (callgrind). */
@@ -2770,5 +3120,16 @@ Suite *moq_session_suite(void)
 	tcase_add_test(tb, test_bound_session_requests);
 	tcase_add_test(tb, test_bound_fetches);
 	suite_add_tcase(s, tb);
+	/* issue 12 (CK_RUN_CASE=lifecycle runs them alone) */
+	tcase_set_timeout(tl, 120);
+	tcase_add_test(tl, test_idle_cache_released);
+	tcase_add_test(tl, test_idle_join_not_stale);
+	tcase_add_test(tl, test_idle_join_own_latency);
+	tcase_add_test(tl, test_skipped_groups_dropped);
+	tcase_add_test(tl, test_ended_track_no_resubscribe);
+	tcase_add_test(tl, test_subscriber_max_latency);
+	tcase_add_test(tl, test_update_start);
+	tcase_add_loop_test(tl, test_subscriber_ordered, 0, 2);
+	suite_add_tcase(s, tl);
 	return s;
 }
