@@ -497,22 +497,8 @@ static void on_fetch(struct moq_session *s, struct mstream *st, const struct moq
 	struct moq_cache_track *t;
 	struct moq_cache_group *g;
 
-	rc = path_norm_join(s->root, s->rootlen, f->broadcast.p, f->broadcast.len, &full, &flen);
-	if (rc < 0) {
-		sess_fail(s, MOQ_CODE_DECODE);
+	if (req_path(s, st, &f->broadcast, f->track.len, &full, &flen) < 0)
 		return;
-	}
-	if (full && !access_ok(s, 0, full, flen)) {
-		free(full);
-		n->st.auth_denied++;
-		st_refuse(s, st, MOQ_CODE_UNAUTHORIZED);
-		return;
-	}
-	if (!names_fit(n, full, flen, f->track.len)) {
-		free(full);
-		st_refuse(s, st, MOQ_CODE_BOUNDS);
-		return;
-	}
 	if (s->nfetch >= n->cfg.max_fetches) {
 		n->st.fetches_refused++;
 		n->st.refused_bounds++;

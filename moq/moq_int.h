@@ -376,6 +376,8 @@ int path_norm_join(const char *base, size_t bl, const char *p, size_t len, char 
                    size_t *out_len);
 bool hops_have(const uint64_t *hops, uint32_t n, uint64_t h);
 bool names_fit(struct moq_node *n, const char *p, size_t plen, size_t tlen);
+int req_path(struct moq_session *s, struct mstream *st, const struct moq_str *b, size_t tlen,
+             char **full, size_t *flen);
 struct bcast *bcast_find(struct moq_node *n, const char *p, size_t len);
 struct bcast *bcast_add(struct moq_node *n, const char *p, size_t len);
 void bcast_unlink(struct moq_node *n, struct bcast *bc);

@@ -113,6 +113,37 @@ bool names_fit(struct moq_node *n, const char *p, size_t plen, size_t tlen)
 	return true;
 }
 
+/*
+ * A request's broadcast @b (SUBSCRIBE, FETCH, TRACK) joined under the
+ * session's root into *@full (malloc'd; NULL when the join fails: the caller
+ * answers not found), after the checks every request takes: a path that does
+ * not decode fails the session (5), one the token may not read is refused
+ * with 6, names over their bounds with 11 (names_fit). Returns 0 to go on,
+ * -1 when the request was answered (nothing to free).
+ */
+int req_path(struct moq_session *s, struct mstream *st, const struct moq_str *b, size_t tlen,
+             char **full, size_t *flen)
+{
+	struct moq_node *n = s->n;
+
+	if (path_norm_join(s->root, s->rootlen, b->p, b->len, full, flen) < 0) {
+		sess_fail(s, MOQ_CODE_DECODE);
+		return -1;
+	}
+	if (*full && !access_ok(s, 0, *full, *flen)) {
+		free(*full);
+		n->st.auth_denied++;
+		st_refuse(s, st, MOQ_CODE_UNAUTHORIZED);
+		return -1;
+	}
+	if (!names_fit(n, *full, *flen, tlen)) {
+		free(*full);
+		st_refuse(s, st, MOQ_CODE_BOUNDS);
+		return -1;
+	}
+	return 0;
+}
+
 bool hops_have(const uint64_t *hops, uint32_t n, uint64_t h)
 {
 	if (h == 0)

@@ -109,7 +109,7 @@ void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_su
 	struct moq_node *n = s->n;
 	char *full = NULL;
 	size_t flen;
-	int rc, limited = 0;
+	int limited = 0;
 	uint64_t code;
 	struct bcast *bc;
 	struct dsub *d = NULL;
@@ -125,22 +125,8 @@ void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_su
 		st_refuse(s, st, MOQ_CODE_BOUNDS);
 		return;
 	}
-	rc = path_norm_join(s->root, s->rootlen, m->broadcast.p, m->broadcast.len, &full, &flen);
-	if (rc < 0) {
-		sess_fail(s, MOQ_CODE_DECODE);
+	if (req_path(s, st, &m->broadcast, m->track.len, &full, &flen) < 0)
 		return;
-	}
-	if (full && !access_ok(s, 0, full, flen)) {
-		free(full);
-		n->st.auth_denied++;
-		st_refuse(s, st, MOQ_CODE_UNAUTHORIZED);
-		return;
-	}
-	if (!names_fit(n, full, flen, m->track.len)) {
-		free(full);
-		st_refuse(s, st, MOQ_CODE_BOUNDS);
-		return;
-	}
 	if (!bound_take(n, 0)) {
 		free(full);
 		n->st.subs_refused_limit++;

@@ -156,26 +156,11 @@ void on_track(struct moq_session *s, struct mstream *st, const struct moq_track 
 	struct moq_node *n = s->n;
 	char *full;
 	size_t flen;
-	int rc;
 	struct bcast *bc;
 	struct tinfo *ti;
 
-	rc = path_norm_join(s->root, s->rootlen, t->broadcast.p, t->broadcast.len, &full, &flen);
-	if (rc < 0) {
-		sess_fail(s, MOQ_CODE_DECODE);
+	if (req_path(s, st, &t->broadcast, t->track.len, &full, &flen) < 0)
 		return;
-	}
-	if (full && !access_ok(s, 0, full, flen)) {
-		free(full);
-		n->st.auth_denied++;
-		st_refuse(s, st, MOQ_CODE_UNAUTHORIZED);
-		return;
-	}
-	if (!names_fit(n, full, flen, t->track.len)) {
-		free(full);
-		st_refuse(s, st, MOQ_CODE_BOUNDS);
-		return;
-	}
 	bc = full ? bcast_find(n, full, flen) : NULL;
 	if (!bc) {
 		free(full);
