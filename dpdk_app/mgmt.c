@@ -32,6 +32,7 @@
 #include "pmd_config.h"
 #include "quic.h"
 #include "io.h"
+#include "cluster.h"
 
 static double rate(uint64_t a, uint64_t b, double secs)
 {
@@ -359,6 +360,61 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 		put(&o, "moqdp_net_dropped_total{reason=\"%s\"} %" PRIu64 "\n",
 		    moq_net_drop_name(d), s->net_drop[d]);
 	bounds_metrics(&o, s);
+	metric(&o, "cluster_announces_dropped_total", "counter",
+	       "Announces dropped because their hop chain holds this relay (reflected).",
+	       s->loops_refused);
+	return o.over ? MOQ_ERR_TOO_LARGE : (int)o.off;
+}
+
+/* Per peer link (cluster.h), appended to /metrics' @buf after its first
+ * @off bytes. Returns the new length or MOQ_ERR_TOO_LARGE. */
+static int cluster_metrics(const struct moq_cluster *c, char *buf, size_t len, int off)
+{
+	struct mbuf_w o = {buf, len, (size_t)off, 0};
+	static const struct {
+		const char *name, *type, *help;
+		size_t off;
+	} series[] = {
+	        {"state", "gauge", "Peer link: 0 down, 1 connecting, 2 up.",
+	         offsetof(struct moq_cluster_link_info, state)},
+	        {"rtt_seconds", "gauge", "Peer link: smoothed RTT.",
+	         offsetof(struct moq_cluster_link_info, rtt_ns)},
+	        {"upstream_subscriptions", "gauge",
+	         "Peer link: our upstream subscriptions over it (one per track).",
+	         offsetof(struct moq_cluster_link_info, upstream_subs)},
+	        {"sent_bytes_total", "counter", "Peer link: UDP payload bytes sent.",
+	         offsetof(struct moq_cluster_link_info, bytes_sent)},
+	        {"received_bytes_total", "counter", "Peer link: UDP payload bytes received.",
+	         offsetof(struct moq_cluster_link_info, bytes_recv)},
+	        {"reconnects_total", "counter", "Peer link: dials after the first.",
+	         offsetof(struct moq_cluster_link_info, reconnects)},
+	        {"connects_total", "counter", "Peer link: sessions that became ready.",
+	         offsetof(struct moq_cluster_link_info, connects)},
+	};
+	unsigned int nb = moq_cluster_links(c);
+
+	if (off < 0 || nb == 0)
+		return off;
+	for (size_t k = 0; k < sizeof(series) / sizeof(series[0]); k++) {
+		put(&o, "# HELP moqdp_cluster_link_%s %s\n# TYPE moqdp_cluster_link_%s %s\n",
+		    series[k].name, series[k].help, series[k].name, series[k].type);
+		for (unsigned int i = 0; i < nb; i++) {
+			struct moq_cluster_link_info li;
+			uint64_t v;
+
+			moq_cluster_link_info(c, i, &li);
+			if (series[k].off == offsetof(struct moq_cluster_link_info, state))
+				v = (uint64_t)li.state;
+			else
+				memcpy(&v, (const char *)&li + series[k].off, sizeof(v));
+			if (series[k].off == offsetof(struct moq_cluster_link_info, rtt_ns))
+				put(&o, "moqdp_cluster_link_%s{peer=\"%s\"} %.6f\n", series[k].name,
+				    li.url, (double)v / 1e9);
+			else
+				put(&o, "moqdp_cluster_link_%s{peer=\"%s\"} %" PRIu64 "\n",
+				    series[k].name, li.url, v);
+		}
+	}
 	return o.over ? MOQ_ERR_TOO_LARGE : (int)o.off;
 }
 
@@ -459,6 +515,7 @@ static void serve(struct relay_mgmt *m, int fd)
 
 		moq_relay_stats(m->relay, &s);
 		len = moq_relay_metrics(&s, body, sizeof(body));
+		len = cluster_metrics(moq_relay_cluster(m->relay), body, sizeof(body), len);
 		if (len < 0)
 			respond(fd, "500 Internal Server Error", "text/plain", "too large\n", 10);
 		else
@@ -690,6 +747,46 @@ static int tel_tracks(const char *cmd, const char *params, struct rte_tel_data *
 	return tel_locked(tracks_fill, d);
 }
 
+/* /moqdp/cluster: one dict per peer link (cluster.h), by index. */
+static int cluster_fill(struct relay_mgmt *m, struct rte_tel_data *d)
+{
+	const struct moq_cluster *c = moq_relay_cluster(m->relay);
+	struct moq_relay_stats s;
+
+	moq_relay_stats(m->relay, &s);
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_u64(d, "announces_dropped", s.loops_refused);
+	rte_tel_data_add_dict_u64(d, "links", moq_cluster_links(c));
+	for (unsigned int i = 0; i < moq_cluster_links(c); i++) {
+		struct rte_tel_data *ld = rte_tel_data_alloc();
+		struct moq_cluster_link_info li;
+		char name[16];
+
+		if (ld == NULL)
+			return -ENOMEM;
+		moq_cluster_link_info(c, i, &li);
+		rte_tel_data_start_dict(ld);
+		rte_tel_data_add_dict_string(ld, "peer", li.url);
+		rte_tel_data_add_dict_u64(ld, "state", (uint64_t)li.state);
+		rte_tel_data_add_dict_u64(ld, "rtt_us", li.rtt_ns / 1000);
+		rte_tel_data_add_dict_u64(ld, "upstream_subs", li.upstream_subs);
+		rte_tel_data_add_dict_u64(ld, "bytes_sent", li.bytes_sent);
+		rte_tel_data_add_dict_u64(ld, "bytes_recv", li.bytes_recv);
+		rte_tel_data_add_dict_u64(ld, "reconnects", li.reconnects);
+		rte_tel_data_add_dict_u64(ld, "connects", li.connects);
+		snprintf(name, sizeof(name), "link%u", i);
+		rte_tel_data_add_dict_container(d, name, ld, 0);
+	}
+	return 0;
+}
+
+static int tel_cluster(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	(void)cmd;
+	(void)params;
+	return tel_locked(cluster_fill, d);
+}
+
 void moq_relay_telemetry_register(struct relay_mgmt *m)
 {
 	static int registered;
@@ -709,6 +806,9 @@ void moq_relay_telemetry_register(struct relay_mgmt *m)
 	rte_telemetry_register_cmd("/moqdp/tracks", tel_tracks,
 	                           "Broadcasts, tracks, subscriptions, relay-wide. No "
 	                           "parameters");
+	rte_telemetry_register_cmd("/moqdp/cluster", tel_cluster,
+	                           "Peer relay links: state, RTT, upstream subscriptions, bytes, "
+	                           "reconnects. No parameters");
 	rte_telemetry_register_cmd("/moqdp/latency_reset", tel_latency_reset,
 	                           "Start a new window for /moqdp/stats relay_lat_*; returns "
 	                           "the one that ended. No parameters");

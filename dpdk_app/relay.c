@@ -33,6 +33,7 @@
 #include <rte_ring.h>
 
 #include "auth.h"
+#include "cluster.h"
 #include "moq_err.h"
 #include "pmd_port.h"
 #include "quic.h"
@@ -454,6 +455,8 @@ int moq_relay_poll(struct moq_relay *r, unsigned int wi)
 	t0 = rte_rdtsc();
 	now = moq_relay_now_ns();
 	work = r->io_ops->poll(&w->io, now);
+	if (wi == 0 && r->cluster != NULL) /* links to peer relays (cluster.h) */
+		work += moq_cluster_poll(r->cluster, now);
 	if (__atomic_load_n(&r->drain, __ATOMIC_RELAXED) && w->conns != NULL)
 		drain_step(r, w, now);
 	if (w->ep != NULL) {
@@ -1004,6 +1007,16 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 			nc.cache_reader = i; /* the node registers and reports quiescence */
 			nc.hub = r->hub;     /* NULL with one worker */
 			nc.auth = r->auth;   /* NULL: no --auth-* */
+			/* --upstream-hold (2 s by default on a relay that dials
+			 * peers: an edge); worker 0 follows the peer links */
+			nc.up_hold_ns = (r->cfg.upstream_hold_set  ? r->cfg.upstream_hold_us
+			                 : r->cluster != NULL ? 2000000ull
+			                                      : 0) *
+			                1000;
+			if (i == 0 && r->cluster != NULL) {
+				nc.cb = moq_cluster_node_callbacks();
+				nc.user = r->cluster;
+			}
 			/* --max-latency: expiry of the cache tracks the relay
 			 * creates for its upstream subscriptions */
 			nc.track.max_latency = r->cfg.max_latency_us * 1000;
@@ -1123,8 +1136,14 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 		if (r->auth == NULL)
 			goto fail;
 	}
+	/* --cluster-connect: the peers are parsed (and resolved) first */
+	r->cluster = moq_cluster_create(cfg, err, errlen);
+	if (r->cluster == NULL && err[0] != '\0')
+		goto fail;
 	cb_relay = r;
 	if (setup_workers(r, lcores, err, errlen) != 0)
+		goto fail;
+	if (r->cluster != NULL && moq_cluster_attach(r->cluster, r->w[0]->node, cfg, err, errlen) != 0)
 		goto fail;
 	if (cfg->backend == MOQ_CFG_BACKEND_DPDK) {
 		for (unsigned int i = 0; i < r->nb_ports; i++)
@@ -1148,7 +1167,8 @@ void moq_relay_destroy(struct moq_relay *r)
 	moq_relay_telemetry_unregister(&r->mgmt);
 	moq_relay_mgmt_close(&r->mgmt);
 	/* every endpoint first: closing a session may post to another
-	 * worker's node through the hub (moq.h) */
+	 * worker's node through the hub (moq.h); the peer links' too */
+	moq_cluster_close(r->cluster);
 	for (unsigned int i = 0; i < MOQ_RELAY_MAX_WORKERS; i++)
 		if (r->w[i] != NULL) {
 			moq_quic_endpoint_free(r->w[i]->ep); /* closes sessions (moq.h) */
@@ -1193,6 +1213,7 @@ void moq_relay_destroy(struct moq_relay *r)
 	if (r->tls != NULL)
 		tls_drop(r->tls);
 	moq_hub_destroy(r->hub); /* after every node */
+	moq_cluster_destroy(r->cluster);
 	moq_auth_destroy(r->auth);
 	moq_cache_destroy(r->cache);
 	if (cb_relay == r)
@@ -1463,6 +1484,7 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->subscribers += sn.ns.subscribers;
 		s->tracks += sn.ns.tracks;
 		s->upstream_subs += sn.ns.upstream_subs;
+		s->loops_refused += sn.ns.loops_refused;
 		s->subs_refused_limit += sn.ns.subs_refused_limit;
 		s->tracks_refused_limit += sn.ns.tracks_refused_limit;
 		s->auth_refused += sn.ns.auth_refused;
@@ -1589,4 +1611,9 @@ unsigned int moq_relay_http_port(const struct moq_relay *r)
 void moq_relay_fingerprint(const struct moq_relay *r, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s", r->fingerprint);
+}
+
+struct moq_cluster *moq_relay_cluster(const struct moq_relay *r)
+{
+	return r->cluster;
 }

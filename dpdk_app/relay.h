@@ -109,6 +109,9 @@ struct moq_relay_stats {
 	uint64_t msgs_refused_size;       /* --max-message */
 	uint64_t ctl_rx_bytes;            /* control-stream receive buffers now */
 	uint64_t bcast_replaced, bcast_failovers, ann_duplicates, ann_restarts;
+	/* relay-to-relay (cluster.h): announces dropped because their hop
+	 * chain holds our hop id (a reflected announce), summed over workers */
+	uint64_t loops_refused;
 };
 
 /*
@@ -203,5 +206,10 @@ unsigned int moq_relay_http_port(const struct moq_relay *r);
  * "AB:CD:..." into @buf (>= 96 bytes); "" for the kernel backend without
  * endpoints. */
 void moq_relay_fingerprint(const struct moq_relay *r, char *buf, size_t len);
+
+struct moq_cluster;
+/* moq_relay_cluster: the links to peer relays (cluster.h), NULL without
+ * --cluster-connect. */
+struct moq_cluster *moq_relay_cluster(const struct moq_relay *r);
 
 #endif /* MOQ_DPDK_APP_RELAY_H */

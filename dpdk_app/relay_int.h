@@ -108,6 +108,7 @@ struct moq_relay {
 	struct moq_cache *cache;   /* shared by all workers (cache.h) */
 	struct moq_hub *hub;       /* joins the workers' nodes (moq.h); NULL with one */
 	struct moq_auth *auth;     /* --auth-*: the key set the nodes check (auth.h); NULL = off */
+	struct moq_cluster *cluster; /* --cluster-connect: worker 0's links (cluster.h) */
 	int quit, drain, reload;
 	uint32_t announce_pending; /* ports whose link came up: worker 0 announces */
 	uint64_t announcements;    /* atomic: worker 0 and the main lcore add */

@@ -146,6 +146,7 @@ struct upstream {
 	uint8_t dirty;         /* on the node's dirty_ups: aggregate at the next poll */
 	uint8_t agg_set;       /* agg is what the current subscribers ask */
 	struct upstream *dnext;
+	uint64_t hold_until; /* nonzero: no subscriber left; closes then (cfg.up_hold_ns) */
 };
 
 /* Hub messages between the nodes of one relay (control path only). */
@@ -325,6 +326,7 @@ struct moq_node {
 	struct bcast *linger_head, *linger_tail; /* lingering, oldest deadline first */
 	struct mstream *ann_in;                  /* every session's announce requests (ANN_IN) */
 	struct upstream *ups;
+	uint64_t hold_next; /* earliest hold_until of the ups (0 = none held) */
 	struct tinfo *tinfos;
 	uint32_t ntinfos;
 	uint64_t now;
