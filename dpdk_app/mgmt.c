@@ -360,6 +360,9 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 		put(&o, "moqdp_net_dropped_total{reason=\"%s\"} %" PRIu64 "\n",
 		    moq_net_drop_name(d), s->net_drop[d]);
 	bounds_metrics(&o, s);
+	metric(&o, "upstream_subscriptions", "gauge",
+	       "Upstream subscriptions open (one per track a worker relays), summed over workers.",
+	       s->upstream_subs);
 	metric(&o, "cluster_announces_dropped_total", "counter",
 	       "Announces dropped because their hop chain holds this relay (reflected).",
 	       s->loops_refused);
