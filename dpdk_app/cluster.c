@@ -33,6 +33,11 @@
 #define LINK_KEEPALIVE_NS 1000000000ull
 #define LINK_IDLE_NS      5000000000ull
 #define LINK_HANDSHAKE_NS 5000000000ull
+/* A ready session counts as up once the peer asked for our announcements
+ * (a relay that accepted us does at once), or after this long without being
+ * closed (a peer whose token grants no put asks nothing): a peer refusing
+ * us (6) closes the session right after SETUP. */
+#define LINK_ACCEPT_NS 1000000000ull
 /* moq-lite's default port for raw QUIC URLs without one (moq-relay: 443). */
 #define LINK_DEFAULT_PORT 443
 /* The SETUP path with its ?jwt= query: a lite-05 SETUP message is at most
@@ -49,7 +54,7 @@ struct link {
 	struct moq_quic_endpoint *ep;
 	struct moq_session *s;
 	int state;
-	uint64_t backoff_ns, next_try, up_since, next_expiry;
+	uint64_t backoff_ns, next_try, up_since, next_expiry, ready_at;
 	uint64_t attempts;
 	/* cluster.h, moq_cluster_link_info: written here, read by any thread */
 	uint64_t rtt_ns, upstream_subs, bytes_sent, bytes_recv, connects, failures;
@@ -312,6 +317,7 @@ static void link_down(struct link *l, uint64_t now)
 	if (l->state == MOQ_CLUSTER_UP && now - l->up_since >= BACKOFF_RESET_NS)
 		l->backoff_ns = BACKOFF_MIN_NS;
 	l->s = NULL;
+	l->ready_at = 0;
 	SET(l->state, MOQ_CLUSTER_DOWN);
 	SET(l->failures, l->failures + 1);
 	SET(l->upstream_subs, 0);
@@ -337,10 +343,7 @@ static void on_ready(struct moq_session *s, void *user)
 
 	if (l == NULL)
 		return;
-	SET(l->state, MOQ_CLUSTER_UP);
-	l->up_since = l->c->now;
-	SET(l->connects, l->connects + 1);
-	SET(l->peer_origin, moq_session_peer_origin(s));
+	l->ready_at = l->c->now ? l->c->now : 1;
 	/* AUTH-CLUSTER.md: the subscribing side asks for every broadcast of
 	 * the peer; the peer (a relay) asks for ours on its side. */
 	if (moq_session_announce_request(s, "", 0) != 0)
@@ -404,6 +407,13 @@ static int link_poll(struct link *l, uint64_t now)
 		work += moq_quic_endpoint_timers(l->ep, now);
 	if (l->state == MOQ_CLUSTER_DOWN && now >= l->next_try)
 		dial(l, now);
+	if (l->state == MOQ_CLUSTER_CONNECTING && l->s != NULL && l->ready_at &&
+	    (moq_session_announce_requests(l->s) > 0 || now - l->ready_at >= LINK_ACCEPT_NS)) {
+		SET(l->state, MOQ_CLUSTER_UP);
+		l->up_since = now;
+		SET(l->connects, l->connects + 1);
+		SET(l->peer_origin, moq_session_peer_origin(l->s));
+	}
 	for (int b = 0; b < 4 && moq_quic_endpoint_pending(l->ep); b++) {
 		struct moq_quic_pkt pk[MOQ_NET_KIO_BURST];
 		struct moq_net_kdgram o[MOQ_NET_KIO_BURST];

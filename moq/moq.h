@@ -495,4 +495,8 @@ uint32_t moq_session_upstreams(const struct moq_session *s);
  * when it sent none. */
 uint64_t moq_session_peer_origin(const struct moq_session *s);
 
+/* moq_session_announce_requests: the peer's announce requests open on @s
+ * (a relay peer asks once it accepted the session). */
+uint32_t moq_session_announce_requests(const struct moq_session *s);
+
 #endif /* MOQ_MOQ_MOQ_H */

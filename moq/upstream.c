@@ -263,6 +263,11 @@ uint64_t moq_session_peer_origin(const struct moq_session *s)
 	return s->peer_origin;
 }
 
+uint32_t moq_session_announce_requests(const struct moq_session *s)
+{
+	return s->nann_in;
+}
+
 void up_free(struct upstream *up)
 {
 	struct moq_node *n = up->n;
