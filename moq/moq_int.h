@@ -397,6 +397,8 @@ void bcast_session_gone(struct moq_node *n, struct moq_session *s);
 /* announce.c: announce streams */
 #define ANN_RESTART 2 /* ann_notify: @bc is a new broadcast under the same path */
 void ann_notify(struct moq_node *n, struct bcast *bc, int active);
+void ann_reroute(struct moq_node *n, struct bcast *bc, const struct moq_session *old_pub,
+                 const uint64_t *old_hops, uint32_t old_nh, bool renew);
 void ann_in_stop(struct moq_session *s, struct mstream *st);
 int ann_in_start(struct moq_session *s, struct mstream *st, const struct moq_announce_req *r);
 int on_announce(struct moq_session *s, struct mstream *st, const struct moq_announce *a);

@@ -457,6 +457,11 @@ static bool bsrc_push(struct bcast *bc, struct moq_session *s, const uint64_t *h
 static void bcast_route(struct moq_node *n, struct bcast *bc, struct moq_session *s,
                         const uint64_t *hops, uint32_t nh, bool renew)
 {
+	uint64_t old_hops[MOQ_MAX_HOPS];
+	uint32_t old_nh = bc->nhops;
+	const struct moq_session *old_pub = bc->pub;
+
+	memcpy(old_hops, bc->hops, old_nh * sizeof(old_hops[0]));
 	bcast_unlinger(n, bc);
 	bcast_set_pub(bc, s);
 	bc->nhops = nh;
@@ -477,8 +482,9 @@ static void bcast_route(struct moq_node *n, struct bcast *bc, struct moq_session
 		if (up->dsubs || up->nremote)
 			up_open(up, s);
 	}
-	if (renew)
-		ann_notify(n, bc, ANN_RESTART);
+	/* requests hear a restart, or the end or start of the route where
+	 * it now runs through their peer or no longer does */
+	ann_reroute(n, bc, old_pub, old_hops, old_nh, renew);
 	hub_announce(n, bc, 1);
 }
 
