@@ -510,24 +510,29 @@ START_TEST(two_publishers_one_route)
 	char oarg[64];
 	const char *edge_args[] = {"--cluster-connect", oarg, "--cluster-ca", "insecure", NULL};
 	const char *none[] = {NULL};
-	const char *pubs[] = {"--publish", "--duration", "40", NULL};
-	const char *sub[] = {"--subscribers", "5", "--duration", "30", NULL};
+	const char *pubs[] = {"--publish", "--duration", "60", NULL};
+	const char *sub[] = {"--subscribers", "5", "--duration", "10", NULL};
 	struct proc *pa, *pb, *s0, *s1, *s2;
+	unsigned long long d = 0, m = 1, e = 1;
 	long long e2link, e2subs, oups;
 	int same;
 
-	relay_start(&o, "po", b, none);
-	snprintf(oarg, sizeof(oarg), "%s", o.url);
-	relay_start(&e1, "pe1", b + 2, edge_args);
+	/* Each relay hears its own publisher first and the other's over the
+	 * link later: E2 and publisher B first (its link to O still failing),
+	 * then O and publisher A at once. A relay that took the newest route
+	 * would read B through E2 at O and A through O at E2: a loop. */
+	snprintf(oarg, sizeof(oarg), "moql://127.0.0.1:%u/", b);
 	relay_start(&e2, "pe2", b + 4, edge_args);
-	ck_assert_int_eq(wait_link(&e1, "state", &o, 2, 15000), 2);
-	ck_assert_int_eq(wait_link(&e2, "state", &o, 2, 15000), 2);
-	/* publisher A at O and publisher B of the same path at E2, at about
-	 * the same time; once the routes settled, viewers at every relay
-	 * (moqdp-load's viewers do not subscribe again after a restart) */
-	pa = load_start(&o, "127.0.3.1", "pa", pubs);
 	pb = load_start(&e2, "127.0.4.1", "pb", pubs);
+	ck_assert_int_eq(wait_metric(&e2, "moqdp_broadcasts", 1, 15000), 1);
+	relay_start(&o, "po", b, none);
+	pa = load_start(&o, "127.0.3.1", "pa", pubs);
+	relay_start(&e1, "pe1", b + 2, edge_args);
+	ck_assert_int_eq(wait_link(&e1, "state", &o, 2, 15000), 2);
+	ck_assert_int_eq(wait_link(&e2, "state", &o, 2, 20000), 2);
 	ck_assert_int_eq(wait_metric(&e1, "moqdp_broadcasts", 1, 15000), 1);
+	/* once the routes settled, viewers at every relay (moqdp-load's
+	 * viewers do not subscribe again after a restart) */
 	sleep(3);
 	s0 = load_start(&o, "127.0.5.1", "ps0", sub);
 	s1 = load_start(&e1, "127.0.1.1", "ps1", sub);
@@ -555,9 +560,16 @@ START_TEST(two_publishers_one_route)
 	ck_assert_int_eq(link_metric(&e1, "upstream_subscriptions", &o), TRACKS);
 	fprintf(stderr, "two_publishers_one_route: every relay reads %s\n",
 	        e2link ? "O's publisher" : "E2's publisher");
-	stop_proc(s0, SIGKILL);
-	stop_proc(s1, SIGKILL);
-	stop_proc(s2, SIGKILL);
+	/* and the media flows to every viewer */
+	load_result(s0, 60000, 0, &d, &m, &e);
+	ck_assert_uint_gt(d, 100);
+	ck_assert_uint_eq(m + e, 0);
+	load_result(s1, 60000, 0, &d, &m, &e);
+	ck_assert_uint_gt(d, 100);
+	ck_assert_uint_eq(m + e, 0);
+	load_result(s2, 60000, 0, &d, &m, &e);
+	ck_assert_uint_gt(d, 100);
+	ck_assert_uint_eq(m + e, 0);
 	stop_proc(pa, SIGKILL);
 	stop_proc(pb, SIGKILL);
 }
