@@ -24,8 +24,8 @@
 
 /* AUTH-CLUSTER.md, Relay-to-relay (moq-relay's cluster.rs): reconnect after
  * 1 s, doubling to 10 s, jittered; back to 1 s after a session lasted 10 s. */
-#define BACKOFF_MIN_NS  1000000000ull
-#define BACKOFF_MAX_NS  10000000000ull
+#define BACKOFF_MIN_NS   1000000000ull
+#define BACKOFF_MAX_NS   10000000000ull
 #define BACKOFF_RESET_NS 10000000000ull
 /* A link carries a few control streams and the upstream data; it pings
  * every second so a lost peer is noticed after LINK_IDLE_NS (not after the
@@ -148,8 +148,8 @@ static int parse_url(struct link *l, const char *u, const char *token, char *err
 	if (strncmp(u, "moql://", 7) == 0 || strncmp(u, "moqt://", 7) == 0)
 		p = u + 7;
 	else
-		return cfail(err, errlen,
-		             "--cluster-connect: '%s' is not a moql://host:port/ URL", u);
+		return cfail(err, errlen, "--cluster-connect: '%s' is not a moql://host:port/ URL",
+		             u);
 	hs = p;
 	if (*p == '[') { /* [v6]:port */
 		he = strchr(p, ']');
@@ -270,9 +270,11 @@ int moq_cluster_attach(struct moq_cluster *c, struct moq_node *node,
 		any.u.sa.sa_family = l->remote.u.sa.sa_family;
 		any.len = l->remote.len;
 		/* the address the kernel uses: the wildcard, an ephemeral port */
-		if (moq_net_ksock_open(&l->ks, &any.u.sa, any.len, 0, 0, &l->local.u.sa, &blen) != 0)
-			return cfail(err, errlen, "--cluster-connect: %s: cannot open a UDP socket: %s",
-			             l->url, strerror(errno));
+		if (moq_net_ksock_open(&l->ks, &any.u.sa, any.len, 0, 0, &l->local.u.sa, &blen) !=
+		    0)
+			return cfail(err, errlen,
+			             "--cluster-connect: %s: cannot open a UDP socket: %s", l->url,
+			             strerror(errno));
 		l->local.len = blen;
 		memset(&qc, 0, sizeof(qc));
 		qc.role = MOQ_QUIC_CLIENT;
@@ -293,11 +295,11 @@ int moq_cluster_attach(struct moq_cluster *c, struct moq_node *node,
 		                             : MOQ_QUIC_MAX_UDP_PAYLOAD;
 		l->ep = moq_quic_endpoint_new(&qc, &qerr);
 		if (l->ep == NULL)
-			return cfail(err, errlen, "--cluster-connect: %s: cannot set up QUIC (%s)%s",
-			             l->url, moq_err_str(qerr),
-			             qerr == MOQ_ERR_IO || qerr == MOQ_ERR_CRYPTO
-			                     ? " (--cluster-ca)"
-			                     : "");
+			return cfail(
+			        err, errlen, "--cluster-connect: %s: cannot set up QUIC (%s)%s",
+			        l->url, moq_err_str(qerr),
+			        qerr == MOQ_ERR_IO || qerr == MOQ_ERR_CRYPTO ? " (--cluster-ca)"
+			                                                     : "");
 		l->backoff_ns = BACKOFF_MIN_NS;
 	}
 	return 0;

@@ -47,15 +47,15 @@ enum moq_cluster_state {
 
 /* What /metrics and telemetry show of one link. */
 struct moq_cluster_link_info {
-	char url[256]; /* without its query (no token) */
-	int state;     /* enum moq_cluster_state */
-	uint64_t rtt_ns;        /* smoothed RTT of the current connection */
-	uint64_t upstream_subs; /* our upstream subscriptions over it now */
+	char url[256];                   /* without its query (no token) */
+	int state;                       /* enum moq_cluster_state */
+	uint64_t rtt_ns;                 /* smoothed RTT of the current connection */
+	uint64_t upstream_subs;          /* our upstream subscriptions over it now */
 	uint64_t bytes_sent, bytes_recv; /* UDP payload, every connection of the link */
-	uint64_t connects;   /* sessions that became ready */
-	uint64_t reconnects; /* attempts after the first */
-	uint64_t failures;   /* attempts or sessions that ended */
-	uint64_t peer_origin; /* the peer's hop id (lite-05 SETUP), 0 = unknown */
+	uint64_t connects;               /* sessions that became ready */
+	uint64_t reconnects;             /* attempts after the first */
+	uint64_t failures;               /* attempts or sessions that ended */
+	uint64_t peer_origin;            /* the peer's hop id (lite-05 SETUP), 0 = unknown */
 };
 
 /*
@@ -65,8 +65,7 @@ struct moq_cluster_link_info {
  * not supported, an unresolvable host, an unreadable token file, memory).
  * Returns NULL with @err empty when no peer is configured.
  */
-struct moq_cluster *moq_cluster_create(const struct moq_pmd_config *cfg, char *err,
-                                       size_t errlen);
+struct moq_cluster *moq_cluster_create(const struct moq_pmd_config *cfg, char *err, size_t errlen);
 
 /* moq_cluster_node_callbacks: the callbacks worker 0's node must have
  * (cfg.cb, with the cluster as cfg.user): they follow the links' sessions. */
@@ -77,8 +76,8 @@ const struct moq_node_callbacks *moq_cluster_node_callbacks(void);
  * socket and client endpoint. The first dial happens at the first poll.
  * Returns 0, or a MOQ_ERR_* with one line in @err.
  */
-int moq_cluster_attach(struct moq_cluster *c, struct moq_node *node, const struct moq_pmd_config *cfg,
-                       char *err, size_t errlen);
+int moq_cluster_attach(struct moq_cluster *c, struct moq_node *node,
+                       const struct moq_pmd_config *cfg, char *err, size_t errlen);
 
 /* moq_cluster_poll: worker 0's iteration: receive, timers, dials and
  * reconnects, send. Returns the datagrams handled (0 = idle). */

@@ -1009,9 +1009,9 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 			nc.auth = r->auth;   /* NULL: no --auth-* */
 			/* --upstream-hold (2 s by default on a relay that dials
 			 * peers: an edge); worker 0 follows the peer links */
-			nc.up_hold_ns = (r->cfg.upstream_hold_set  ? r->cfg.upstream_hold_us
-			                 : r->cluster != NULL ? 2000000ull
-			                                      : 0) *
+			nc.up_hold_ns = (r->cfg.upstream_hold_set ? r->cfg.upstream_hold_us
+			                 : r->cluster != NULL     ? 2000000ull
+			                                          : 0) *
 			                1000;
 			if (i == 0 && r->cluster != NULL) {
 				nc.cb = moq_cluster_node_callbacks();
@@ -1143,7 +1143,8 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 	cb_relay = r;
 	if (setup_workers(r, lcores, err, errlen) != 0)
 		goto fail;
-	if (r->cluster != NULL && moq_cluster_attach(r->cluster, r->w[0]->node, cfg, err, errlen) != 0)
+	if (r->cluster != NULL &&
+	    moq_cluster_attach(r->cluster, r->w[0]->node, cfg, err, errlen) != 0)
 		goto fail;
 	if (cfg->backend == MOQ_CFG_BACKEND_DPDK) {
 		for (unsigned int i = 0; i < r->nb_ports; i++)

@@ -389,8 +389,8 @@ uint64_t moq_route_hash(const char *name, size_t len, const uint64_t *hops, uint
  *  - two publishers both connected directly: 0 (Broadcast ownership: the
  *    newer one replaces the live one).
  */
-static int route_cmp(const char *p, size_t len, const uint64_t *a, uint32_t na,
-                     const uint64_t *b, uint32_t nb)
+static int route_cmp(const char *p, size_t len, const uint64_t *a, uint32_t na, const uint64_t *b,
+                     uint32_t nb)
 {
 	uint64_t ha, hb;
 
@@ -603,9 +603,8 @@ static struct bsrc **bsrc_best(struct bcast *bc)
 		struct bsrc *b = *pp;
 		bool same = same_publisher(bc->hops, bc->nhops, b->hops, b->nhops);
 		if ((same && !bsame) ||
-		    (same == bsame &&
-		     route_cmp(bc->path, bc->len, b->hops, b->nhops, (*best)->hops,
-		               (*best)->nhops) > 0)) {
+		    (same == bsame && route_cmp(bc->path, bc->len, b->hops, b->nhops, (*best)->hops,
+		                                (*best)->nhops) > 0)) {
 			best = pp;
 			bsame = same;
 		}

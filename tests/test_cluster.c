@@ -278,10 +278,9 @@ static void relay_start(struct relay *r, const char *tag, unsigned int udp,
 	snprintf(sudp[i], sizeof(sudp[i]), "%u", udp);
 	snprintf(mgmt[i], sizeof(mgmt[i]), "127.0.0.1:%u", r->mport);
 	snprintf(prefix[i], sizeof(prefix[i]), "--file-prefix=moqdp-cl-%s-%d", tag, (int)getpid());
-	for (const char *a0[] = {prefix[i], "--no-huge", "-m",       "256",      "--no-pci",
-	                         "-l",      "0-1",       "--",       "--backend", "kernel",
-	                         "--listen", "127.0.0.1", "--port",  sudp[i],     "--mgmt",
-	                         mgmt[i],   "--stats-interval", "0", NULL},
+	for (const char *a0[] = {prefix[i], "--no-huge", "-m", "256", "--no-pci", "-l", "0-1", "--",
+	                         "--backend", "kernel", "--listen", "127.0.0.1", "--port", sudp[i],
+	                         "--mgmt", mgmt[i], "--stats-interval", "0", NULL},
 	                *const *a = a0;
 	     *a; a++)
 		args[n++] = *a;
@@ -319,9 +318,8 @@ static struct proc *load_start(const struct relay *r, const char *local, const c
 }
 
 /* Frames verified, groups missing and errors of a finished moqdp-load. */
-static void load_result(struct proc *p, unsigned int ms, int want_rc,
-                        unsigned long long *delivered, unsigned long long *missing,
-                        unsigned long long *errors)
+static void load_result(struct proc *p, unsigned int ms, int want_rc, unsigned long long *delivered,
+                        unsigned long long *missing, unsigned long long *errors)
 {
 	int rc = wait_proc(p, ms);
 	const char *out = slurp(p->err), *q;
@@ -354,8 +352,13 @@ START_TEST(three_relays)
 	unsigned int b = base_port(1), nsub = edge_subs();
 	struct relay o, e1, e2;
 	char subs[16], oarg[64];
-	const char *edge_args[] = {"--cluster-connect", oarg, "--cluster-ca", "insecure",
-	                           "--upstream-hold", "3s", NULL};
+	const char *edge_args[] = {"--cluster-connect",
+	                           oarg,
+	                           "--cluster-ca",
+	                           "insecure",
+	                           "--upstream-hold",
+	                           "3s",
+	                           NULL};
 	const char *none[] = {NULL};
 	const char *pub[] = {"--publish", "--duration", "90", NULL};
 	const char *sub18[] = {"--subscribers", subs, "--duration", "18", NULL};
@@ -380,8 +383,10 @@ START_TEST(three_relays)
 	s1 = load_start(&e1, "127.0.1.1", "s1", sub18);
 	s2 = load_start(&e2, "127.0.2.1", "s2", sub18);
 	/* every subscriber at both edges reads both tracks */
-	ck_assert_int_eq(wait_metric(&e1, "moqdp_subscribers", nsub * TRACKS, 30000), nsub * TRACKS);
-	ck_assert_int_eq(wait_metric(&e2, "moqdp_subscribers", nsub * TRACKS, 30000), nsub * TRACKS);
+	ck_assert_int_eq(wait_metric(&e1, "moqdp_subscribers", nsub * TRACKS, 30000),
+	                 nsub * TRACKS);
+	ck_assert_int_eq(wait_metric(&e2, "moqdp_subscribers", nsub * TRACKS, 30000),
+	                 nsub * TRACKS);
 	/* O: one subscription per track per edge, one upstream per track */
 	osubs = wait_metric(&o, "moqdp_subscribers", 2 * TRACKS, 5000);
 	oups = relay_metric(&o, "moqdp_upstream_subscriptions");
@@ -551,8 +556,8 @@ START_TEST(two_publishers_one_route)
 	oups = relay_metric(&o, "moqdp_upstream_subscriptions");
 	same = (e2link == TRACKS && e2subs == 5 * TRACKS) ||
 	       (e2link == 0 && e2subs == 5 * TRACKS + TRACKS);
-	ck_assert_msg(same, "E2 link upstreams %lld, E2 subscribers %lld, O upstreams %lld",
-	              e2link, e2subs, oups);
+	ck_assert_msg(same, "E2 link upstreams %lld, E2 subscribers %lld, O upstreams %lld", e2link,
+	              e2subs, oups);
 	/* O: its 5 viewers and E1's link (one per track), plus... nothing
 	 * else when it reads A; E2 does not subscribe at O when it reads B */
 	ck_assert_int_eq(relay_metric(&o, "moqdp_subscribers"),
@@ -566,8 +571,12 @@ START_TEST(two_publishers_one_route)
 		struct proc *v[3] = {s0, s1, s2};
 		for (int i = 0; i < 3; i++) {
 			load_result(v[i], 60000, 0, &d, &m, &e);
-			fprintf(stderr, "two_publishers_one_route: viewers at %s: %llu frames, %llu "
-			        "groups missing, %llu errors\n", i == 0 ? "O" : i == 1 ? "E1" : "E2",
+			fprintf(stderr,
+			        "two_publishers_one_route: viewers at %s: %llu frames, %llu "
+			        "groups missing, %llu errors\n",
+			        i == 0   ? "O"
+			        : i == 1 ? "E1"
+			                 : "E2",
 			        d, m, e);
 			ck_assert_uint_gt(d, 100);
 			ck_assert_uint_eq(e, 0);
@@ -587,11 +596,12 @@ START_TEST(tokens_on_links)
 	struct relay o, e1, e2;
 	char oarg[64];
 	const char *oargs[] = {"--auth-key", AUTH_FIXTURES "/hs256.jwk", NULL};
-	const char *with[] = {"--cluster-connect", oarg,          "--cluster-ca", "insecure",
-	                      "--cluster-token",   AUTH_FIXTURES "/cluster.jwt", NULL};
+	const char *with[] = {
+	        "--cluster-connect",          oarg, "--cluster-ca", "insecure", "--cluster-token",
+	        AUTH_FIXTURES "/cluster.jwt", NULL};
 	const char *without[] = {"--cluster-connect", oarg, "--cluster-ca", "insecure", NULL};
-	const char *pub[] = {"--publish", "--duration", "30", "--token",
-	                     AUTH_FIXTURES "/cluster.jwt", NULL};
+	const char *pub[] = {
+	        "--publish", "--duration", "30", "--token", AUTH_FIXTURES "/cluster.jwt", NULL};
 	const char *sub[] = {"--subscribers", "5", "--duration", "4", NULL};
 	unsigned long long d = 0, m = 1, e = 1;
 	struct proc *pp;
@@ -602,8 +612,8 @@ START_TEST(tokens_on_links)
 	relay_start(&e2, "te2", b + 4, without);
 	ck_assert_int_eq(wait_link(&e1, "state", &o, 2, 15000), 2);
 	/* without a token O closes each attempt with 6 (unauthorized) */
-	ck_assert_int_ge(
-	        wait_metric_ge(&o, "moqdp_auth_refused_total{reason=\"setup\"}", 2, 15000), 2);
+	ck_assert_int_ge(wait_metric_ge(&o, "moqdp_auth_refused_total{reason=\"setup\"}", 2, 15000),
+	                 2);
 	ck_assert_int_ne(link_metric(&e2, "state", &o), 2);
 	ck_assert_int_eq(link_metric(&e2, "connects_total", &o), 0);
 	ck_assert_int_ge(link_metric(&e2, "reconnects_total", &o), 1);
@@ -643,18 +653,30 @@ static void expect_refusal(const char *const *extra, const char *want)
 
 START_TEST(option_refusals)
 {
-	const char *https[] = {"--backend", "kernel", "--cluster-connect", "https://127.0.0.1:4443/",
-	                       "--cluster-ca", "insecure", NULL};
+	const char *https[] = {"--backend",
+	                       "kernel",
+	                       "--cluster-connect",
+	                       "https://127.0.0.1:4443/",
+	                       "--cluster-ca",
+	                       "insecure",
+	                       NULL};
 	const char *noca[] = {"--backend", "kernel", "--cluster-connect", "moql://127.0.0.1:4443/",
 	                      NULL};
 	const char *dpdk[] = {"--cluster-connect", "moql://127.0.0.1:4443/", "--cluster-ca",
 	                      "insecure", NULL};
 	const char *token[] = {"--backend", "kernel", "--cluster-token", "/nonexistent", NULL};
-	const char *badtok[] = {"--backend",       "kernel",      "--cluster-connect",
-	                        "moql://127.0.0.1:4443/", "--cluster-ca", "insecure",
-	                        "--cluster-token", "/nonexistent/token", NULL};
-	const char *scheme[] = {"--backend", "kernel", "--cluster-connect", "udp://x:1/",
-	                        "--cluster-ca", "insecure", NULL};
+	const char *badtok[] = {"--backend",
+	                        "kernel",
+	                        "--cluster-connect",
+	                        "moql://127.0.0.1:4443/",
+	                        "--cluster-ca",
+	                        "insecure",
+	                        "--cluster-token",
+	                        "/nonexistent/token",
+	                        NULL};
+	const char *scheme[] = {"--backend",  "kernel",       "--cluster-connect",
+	                        "udp://x:1/", "--cluster-ca", "insecure",
+	                        NULL};
 
 	expect_refusal(https, "moqdp-relay: --cluster-connect: 'https://127.0.0.1:4443/': "
 	                      "WebTransport (https://) peers are not supported yet");
@@ -704,8 +726,10 @@ Suite *cluster_suite(void)
 		const char *name;
 		const TTest *t;
 	} cases[] = {
-	        {"options", option_refusals},  {"tokens", tokens_on_links},
-	        {"three", three_relays},       {"loop", loop_of_three},
+	        {"options", option_refusals},
+	        {"tokens", tokens_on_links},
+	        {"three", three_relays},
+	        {"loop", loop_of_three},
 	        {"two_publishers", two_publishers_one_route},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
