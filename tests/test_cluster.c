@@ -588,6 +588,70 @@ START_TEST(two_publishers_one_route)
 }
 END_TEST
 
+/* ----------------------------------------------------------- failover */
+
+/* O, mid-tier relays M1 and M2 linked to O, an edge E linked to both: E
+ * has two routes to O's broadcast (3 hops each; the hash picks one). The
+ * mid-tier relay E reads through is killed: E's viewers go on over the
+ * other route (a standby of the same publisher, spliced in at the next
+ * group it sends), they are not ended; the gap is the time E takes to see
+ * the link is gone (5 s without a packet). */
+START_TEST(failover_to_standby_route)
+{
+	unsigned int b = base_port(5);
+	struct relay o, m1, m2, e;
+	char oarg[64], marg[160];
+	const char *none[] = {NULL};
+	const char *mid[] = {"--cluster-connect", oarg, "--cluster-ca", "insecure", NULL};
+	const char *edge[] = {"--cluster-connect", marg, "--cluster-ca", "insecure", NULL};
+	const char *pub[] = {"--publish", "--duration", "60", NULL};
+	const char *sub[] = {"--subscribers", "10", "--duration", "16", NULL};
+	unsigned long long d = 0, m = 1, er = 1;
+	struct relay *live, *other;
+	struct proc *pp, *sv;
+	uint64_t t_kill;
+
+	relay_start(&o, "fo", b, none);
+	snprintf(oarg, sizeof(oarg), "%s", o.url);
+	relay_start(&m1, "fm1", b + 2, mid);
+	relay_start(&m2, "fm2", b + 4, mid);
+	snprintf(marg, sizeof(marg), "%s,%s", m1.url, m2.url);
+	relay_start(&e, "fe", b + 6, edge);
+	ck_assert_int_eq(wait_link(&e, "state", &m1, 2, 15000), 2);
+	ck_assert_int_eq(wait_link(&e, "state", &m2, 2, 15000), 2);
+	pp = load_start(&o, "127.0.3.1", "fpub", pub);
+	ck_assert_int_eq(wait_metric(&e, "moqdp_broadcasts", 1, 15000), 1);
+	sleep(1);
+	sv = load_start(&e, "127.0.1.1", "fsub", sub);
+	ck_assert_int_eq(wait_metric(&e, "moqdp_subscribers", 10 * TRACKS, 20000), 10 * TRACKS);
+	ck_assert_int_eq(wait_metric(&e, "moqdp_upstream_subscriptions", TRACKS, 5000), TRACKS);
+	live = link_metric(&e, "upstream_subscriptions", &m1) == TRACKS ? &m1 : &m2;
+	other = live == &m1 ? &m2 : &m1;
+	ck_assert_int_eq(link_metric(&e, "upstream_subscriptions", live), TRACKS);
+	ck_assert_int_eq(link_metric(&e, "upstream_subscriptions", other), 0);
+	sleep(2);
+	kill(live->p->pid, SIGKILL);
+	t_kill = now_ms();
+	wait_proc(live->p, 5000);
+	/* E moves its upstreams to the other route; its viewers stay */
+	ck_assert_int_eq(wait_link(&e, "upstream_subscriptions", other, TRACKS, 12000), TRACKS);
+	fprintf(stderr, "failover_to_standby_route: E read over %s again %.1f s after the kill\n",
+	        other->tag, (double)(now_ms() - t_kill) / 1000);
+	ck_assert_int_ge(relay_metric(&e, "moqdp_broadcast_failovers_total"), 1);
+	ck_assert_int_eq(relay_metric(&e, "moqdp_subscribers"), 10 * TRACKS);
+	ck_assert_int_eq(relay_metric(&e, "moqdp_broadcasts"), 1);
+	load_result(sv, 60000, 0, &d, &m, &er);
+	fprintf(stderr,
+	        "failover_to_standby_route: 10 viewers verified %llu frames, %llu groups "
+	        "missing across the failover (video and audio groups of the ~5 s E took to "
+	        "notice), %llu errors\n",
+	        d, m, er);
+	ck_assert_uint_gt(d, 1000);
+	ck_assert_uint_eq(er, 0);
+	stop_proc(pp, SIGKILL);
+}
+END_TEST
+
 /* ------------------------------------------------------------- tokens */
 
 START_TEST(tokens_on_links)
@@ -731,6 +795,7 @@ Suite *cluster_suite(void)
 	        {"three", three_relays},
 	        {"loop", loop_of_three},
 	        {"two_publishers", two_publishers_one_route},
+	        {"failover", failover_to_standby_route},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		tc = tcase_create(cases[i].name);
