@@ -15,6 +15,8 @@
  *    one (moq_route_hash);
  *  - tokens on links: an edge with a broad token connects, one without is
  *    refused (6);
+ *  - failover: an edge with two routes (through two mid-tier relays) loses
+ *    the live one and its viewers go on over the other;
  *  - option errors (https://, a missing --cluster-ca, the dpdk backend) and
  *    moq_route_hash against an independent FNV-1a.
  * Every wait is bounded; every child is killed in teardown.
