@@ -45,6 +45,11 @@
  * moqdp-load (a cache miss or two per session). */
 #define SUB_NODE_POLL_NS 100000000ull
 
+/* Light subscribers' flow control grant (RFC 9000, 4.6: streams <= 2^60;
+ * 16: a varint < 2^62). */
+#define LIGHT_MAX_STREAMS (1ull << 60)
+#define LIGHT_MAX_DATA    ((1ull << 62) - 1)
+
 enum sub_state { SUB_IDLE = 0, SUB_CONNECTING, SUB_READY, SUB_CLOSED, SUB_LIGHT };
 
 struct lg_sub {
@@ -446,10 +451,21 @@ struct moq_lg_client *moq_lg_client_create(const struct moq_lg_client_cfg *cfg, 
 	        .max_conns_per_addr = cfg->subscribers + 16,
 	        /* a subscriber receives one uni stream per group */
 	        .max_streams_uni = 10000,
+	        /* light subscribers never send MAX_DATA / MAX_STREAM_DATA /
+	         * MAX_STREAMS after the take-over: everything is granted at
+	         * the handshake (set below) */
 	        .max_udp_payload = cfg->max_udp_payload,
 	        .cb = moq_node_quic_callbacks(),
 	        .user = cl->node,
 	};
+	if (cl->light) {
+		/* RFC 9000, 4.6 / 18.2: the largest stream count and the
+		 * largest varint; every subscriber gets them, so the relay sees
+		 * no difference between the two kinds */
+		qc.max_streams_uni = LIGHT_MAX_STREAMS;
+		qc.max_data = LIGHT_MAX_DATA;
+		qc.max_stream_data = LIGHT_MAX_DATA;
+	}
 	int qe = 0;
 	cl->ep = moq_quic_endpoint_new(&qc, &qe);
 	if (!cl->ep) {

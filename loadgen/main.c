@@ -421,10 +421,18 @@ static void progress_tick(struct progress *p, struct moq_lg_client *cl, uint64_t
 	if (p->json && n > 1) {
 		/* append the client's own figures before the closing brace */
 		buf[n - 1] = 0;
+		char lb[256] = "";
+		if (ex.light_cands)
+			snprintf(lb, sizeof(lb),
+			         ",\"light_subs\":%" PRIu64 ",\"verify_subs\":%" PRIu64
+			         ",\"light_acked_bytes\":%" PRIu64 ",\"light_rx_bytes\":%" PRIu64
+			         ",\"wire_rx_bytes\":%" PRIu64,
+			         ex.light_subs, ex.verify_subs, ex.light.acked_bytes,
+			         ex.light.rx_bytes, r.rx_bytes_wire);
 		fprintf(p->json,
 		        "%s,\"subs_stalled\":%" PRIu64 ",\"subs_failed\":%" PRIu64
-		        ",\"tx_drops\":%" PRIu64 "}\n",
-		        buf, ex.subs_stalled, ex.subs_failed, io->tx_drops + io->unresolved);
+		        ",\"tx_drops\":%" PRIu64 "%s}\n",
+		        buf, ex.subs_stalled, ex.subs_failed, io->tx_drops + io->unresolved, lb);
 		fflush(p->json);
 	}
 	if (p->live) {
