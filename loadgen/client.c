@@ -286,9 +286,10 @@ static void on_group_end(struct moq_session *s, void *user, uint64_t id, uint64_
 	struct lg_sub *u = sub_of(s);
 	if (!u->light_cand || u->light_due || code != -1)
 		return;
-	/* a light candidate goes light once every track verified a group */
+	/* a light candidate goes light with its first verified group (this
+	 * one), once every track is subscribed and delivering (a group begun) */
 	for (unsigned i = 0; i < cl->cfg.ntracks; i++)
-		if (u->ids[i] < 0 || u->rx[i].c.groups_ok == 0)
+		if (u->ids[i] < 0 || u->rx[i].seen == 0)
 			return;
 	u->light_due = 1;
 	cl->take_q[cl->take_n++] = u->idx;

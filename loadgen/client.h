@@ -78,8 +78,8 @@ struct moq_lg_client_cfg {
 	char jwt[MOQ_LG_JWT_MAX + 1];
 	/* light subscribers (light.h): 0 = none; else subscriber k verifies
 	 * every frame when k % light_verify_every == 0 (the step lowered so that
-	 * at least light_verify_min of them do), the others are taken over after
-	 * their first verified group of every track */
+	 * at least light_verify_min of them do), the others are taken over at
+	 * their first verified group, once every track delivers */
 	uint32_t light_verify_every;
 	uint32_t light_verify_min;
 	uint32_t light_mute; /* this many light subscribers never ACK (tests) */

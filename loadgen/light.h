@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * light.h: light subscribers of moqdp-load. A subscriber connection that is
- * established, subscribed and has verified its first group is taken over
+ * established, subscribed to every track and has verified its first group
+ * (client.c) is taken over
  * from ngtcp2 (quic.h, "light clients"): from then on its datagrams are
  * answered here, without decrypting them. Per datagram: remove header
  * protection (RFC 9001, 5.4), decode the packet number (RFC 9000, A.3),
