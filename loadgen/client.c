@@ -825,7 +825,7 @@ void moq_lg_client_report(struct moq_lg_client *cl, uint64_t now, int final,
 	out->pub_bytes = cl->pub_bytes;
 	out->pub_groups = cl->pub_groups;
 	out->hist = &cl->lat;
-	uint64_t stalled = 0, nlight = 0;
+	uint64_t stalled = 0, nlight = 0, nverify = 0;
 	struct moq_lg_counts light_c;
 	memset(&light_c, 0, sizeof(light_c));
 	for (uint32_t k = 0; k < cl->opened; k++) {
@@ -835,14 +835,19 @@ void moq_lg_client_report(struct moq_lg_client *cl, uint64_t now, int final,
 			if (now > u->last_rx_ns + MOQ_LG_STALL_NS)
 				stalled++;
 		} else if (u->state == SUB_LIGHT) {
-			/* connected; what it verified before the take-over is
-			 * reported apart (it verifies nothing after) */
 			out->subs_ready++;
 			nlight++;
+		}
+		if (u->light_cand) {
+			/* what a light one (or one still to be taken over)
+			 * verified before the take-over is reported apart: it
+			 * verifies nothing after, so the verifying sample's
+			 * counts never move between the kinds */
 			for (unsigned i = 0; i < cl->cfg.ntracks; i++)
 				moq_lg_counts_add(&light_c, &u->rx[i].c);
 			continue;
 		}
+		nverify++;
 		for (unsigned i = 0; i < cl->cfg.ntracks; i++) {
 			if (final)
 				moq_lg_rx_finish(&u->rx[i]);
@@ -875,7 +880,7 @@ void moq_lg_client_report(struct moq_lg_client *cl, uint64_t now, int final,
 		extra->handshake_max_ns = cl->hs.max;
 		extra->light_cands = cl->light_cands;
 		extra->light_subs = nlight;
-		extra->verify_subs = cl->opened > nlight ? cl->opened - nlight : 0;
+		extra->verify_subs = nverify;
 		extra->light_c = light_c;
 		extra->light = ls;
 	}
