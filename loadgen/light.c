@@ -40,6 +40,9 @@
 /* Keep-alive: a PING when nothing was sent for this part of the idle
  * timeout (browsers ping well inside it). */
 #define KEEPALIVE_DIV 3u
+/* A light subscriber that received nothing for this long counts as
+ * stalled (client.h's MOQ_LG_STALL_NS: audio alone is 50 packets a second). */
+#define LIGHT_STALL_NS 1000000000ull
 /* Keep-alives are looked for this often (a walk over all connections). */
 #define SWEEP_NS 1000000000ull
 /* The ACK delay we advertise when the export has none (RFC 9000, 18.2). */
@@ -72,7 +75,7 @@ struct lconn {
 	uint32_t nr;
 	uint32_t unacked;
 	uint64_t unacked_bytes, first_unacked_ns, rx_total;
-	uint64_t last_tx_ns;
+	uint64_t last_tx_ns, last_rx_ns;
 	uint64_t ack_delay_exp, max_ack_delay_ns, keepalive_ns;
 	struct lconn *next, *prev;
 };
@@ -368,6 +371,7 @@ static int rx_pkt(struct moq_lg_light *L, struct lconn *c, const uint8_t *d, siz
 	}
 	range_add(c, pn);
 	c->rx_total++;
+	c->last_rx_ns = now;
 	if (c->state == LC_TAKEN) {
 		if (!c->unacked)
 			c->first_unacked_ns = now;
@@ -497,7 +501,7 @@ int moq_lg_light_take(struct moq_lg_light *L, uint32_t idx, struct moq_quic_conn
 	lc->max_ack_delay_ns = ex.max_ack_delay_ns ? ex.max_ack_delay_ns : DEFAULT_MAX_ACK_DELAY_NS;
 	lc->keepalive_ns = ex.idle_timeout_ns ? ex.idle_timeout_ns / KEEPALIVE_DIV : 0;
 	lc->mute = (uint8_t)(mute != 0);
-	lc->last_tx_ns = now;
+	lc->last_tx_ns = lc->last_rx_ns = now;
 	lc->state = LC_TAKEN;
 	moq_quic_conn_light_detach(c);
 	L->st.conns++;
@@ -715,8 +719,11 @@ void moq_lg_light_stop(struct moq_lg_light *L, uint64_t now)
 
 void moq_lg_light_stats(struct moq_lg_light *L, uint64_t now, struct moq_lg_light_stats *out)
 {
-	(void)now;
 	uint64_t ns = mono_ns(), tsc = __rdtsc();
+	L->st.stalled = 0;
+	for (uint32_t i = 0; i < L->n; i++)
+		if (L->c[i].state == LC_TAKEN && now > L->c[i].last_rx_ns + LIGHT_STALL_NS)
+			L->st.stalled++;
 	if (ns > L->ns0 + 200000000ull)
 		L->st.tsc_hz = (uint64_t)((double)(tsc - L->tsc0) * 1e9 / (double)(ns - L->ns0));
 	*out = L->st;

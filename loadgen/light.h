@@ -49,6 +49,7 @@ struct moq_lg_light_stats {
 	uint64_t key_updates;  /* peer key updates followed */
 	uint64_t bad_pkts;     /* too short / not 1-RTT */
 	uint64_t closes_sent;  /* CONNECTION_CLOSE at stop */
+	uint64_t stalled;      /* taken over, nothing received for 1 s (now) */
 	uint64_t cycles;       /* TSC cycles spent in recv + send of taken-over conns */
 	uint64_t tsc_hz;       /* TSC rate measured against CLOCK_MONOTONIC (0 = not yet) */
 };

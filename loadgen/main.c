@@ -460,29 +460,11 @@ static void light_summary(const struct moq_lg_report *r, const struct moq_lg_cli
 {
 	const struct moq_lg_light_stats *l = &ex->light;
 	double cpu = cpu_seconds();
-	double light_cyc_b = l->acked_bytes ? (double)l->cycles / (double)l->rx_bytes : 0;
+	double light_cyc_b = l->rx_bytes ? (double)l->cycles / (double)l->rx_bytes : 0;
 	double light_cyc_s = ex->light_subs && r->t_s > 0
 	                             ? (double)l->cycles / (double)ex->light_subs / r->t_s
 	                             : 0;
 	double all_ns_b = r->rx_bytes_wire ? cpu * 1e9 / (double)r->rx_bytes_wire : 0;
-	if (!jbuf)
-		fprintf(stderr,
-		        "  light       %" PRIu64 " of %" PRIu64 " subscribers light (%" PRIu64
-		        " kept full), %" PRIu64 " verifying; before the take-over %" PRIu64
-		        " frames verified, %" PRIu64 " errors\n"
-		        "              %" PRIu64
-		        " pkts / %.2f MB received, %.2f MB ACKed in %" PRIu64
-		        " ACKs (%.1f pkts an ACK), %" PRIu64 " out of order, %" PRIu64
-		        " key updates, %" PRIu64 " pings, %" PRIu64 " bad\n"
-		        "  cost        light path %.3f cycles/B (%.0f cycles per light subscriber "
-		        "a "
-		        "second, TSC %.2f GHz); whole moqdp-load %.2f ns CPU per wire byte in\n",
-		        ex->light_subs, ex->light_cands, l->refused, ex->verify_subs,
-		        ex->light_c.frames_ok, moq_lg_counts_errors(&ex->light_c), l->rx_pkts,
-		        (double)l->rx_bytes / 1e6, (double)l->acked_bytes / 1e6, l->acks_sent,
-		        l->acks_sent ? (double)l->acked_pkts / (double)l->acks_sent : 0.0,
-		        l->out_of_order, l->key_updates, l->pings_sent, l->bad_pkts, light_cyc_b,
-		        light_cyc_s, (double)l->tsc_hz / 1e9, all_ns_b);
 	if (jbuf) {
 		snprintf(jbuf, jcap,
 		         ",\"light_subs\":%" PRIu64 ",\"light_cands\":%" PRIu64
@@ -491,16 +473,37 @@ static void light_summary(const struct moq_lg_report *r, const struct moq_lg_cli
 		         ",\"light_acked_pkts\":%" PRIu64 ",\"light_acked_bytes\":%" PRIu64
 		         ",\"light_acks\":%" PRIu64 ",\"light_out_of_order\":%" PRIu64
 		         ",\"light_key_updates\":%" PRIu64 ",\"light_bad\":%" PRIu64
-		         ",\"light_frames_ok\":%" PRIu64 ",\"light_errors\":%" PRIu64
+		         ",\"light_stalled\":%" PRIu64 ",\"light_frames_ok\":%" PRIu64
+		         ",\"light_errors\":%" PRIu64
 		         ",\"light_cycles_per_byte\":%.4f,\"light_cycles_per_sub_s\":%.0f"
 		         ",\"tsc_hz\":%" PRIu64 ",\"cpu_s\":%.3f,\"cpu_ns_per_byte\":%.3f"
 		         ",\"wire_rx_bytes\":%" PRIu64,
 		         ex->light_subs, ex->light_cands, ex->verify_subs, l->refused, l->rx_pkts,
 		         l->rx_bytes, l->acked_pkts, l->acked_bytes, l->acks_sent, l->out_of_order,
-		         l->key_updates, l->bad_pkts, ex->light_c.frames_ok,
+		         l->key_updates, l->bad_pkts, l->stalled, ex->light_c.frames_ok,
 		         moq_lg_counts_errors(&ex->light_c), light_cyc_b, light_cyc_s, l->tsc_hz,
 		         cpu, all_ns_b, r->rx_bytes_wire);
+		return;
 	}
+	fprintf(stderr,
+	        "  light       %" PRIu64 " of %" PRIu64 " subscribers light (%" PRIu64
+	        " kept full), %" PRIu64 " verifying; before the take-over %" PRIu64
+	        " frames verified, %" PRIu64 " errors\n",
+	        ex->light_subs, ex->light_cands, l->refused, ex->verify_subs, ex->light_c.frames_ok,
+	        moq_lg_counts_errors(&ex->light_c));
+	fprintf(stderr,
+	        "              %" PRIu64 " pkts / %.2f MB received, %.2f MB ACKed in %" PRIu64
+	        " ACKs (%.1f pkts an ACK), %" PRIu64 " out of order, %" PRIu64
+	        " key updates, %" PRIu64 " pings, %" PRIu64 " bad, %" PRIu64
+	        " stalled at the end\n",
+	        l->rx_pkts, (double)l->rx_bytes / 1e6, (double)l->acked_bytes / 1e6, l->acks_sent,
+	        l->acks_sent ? (double)l->acked_pkts / (double)l->acks_sent : 0.0, l->out_of_order,
+	        l->key_updates, l->pings_sent, l->bad_pkts, l->stalled);
+	fprintf(stderr,
+	        "  cost        light path %.3f cycles/B (%.0f cycles per light subscriber a "
+	        "second, "
+	        "TSC %.2f GHz); whole moqdp-load %.2f ns CPU per wire byte in\n",
+	        light_cyc_b, light_cyc_s, (double)l->tsc_hz / 1e9, all_ns_b);
 }
 
 static int summary(struct moq_lg_client *cl, uint64_t now, FILE *json, const struct io_stats *io,

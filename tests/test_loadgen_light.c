@@ -294,6 +294,7 @@ START_TEST(light_subscribers_acked)
 	ck_assert_msg(jget(r.last, "light_acks") > 12 * 50, "%s", r.last);
 	ck_assert_int_eq((int)jget(r.last, "light_bad"), 0);
 	ck_assert_int_eq((int)jget(r.last, "light_key_updates"), 0);
+	ck_assert_int_eq((int)jget(r.last, "light_stalled"), 0);
 
 	/* the relay: all 17 connections were up at the second sample, each
 	 * with its bytes acknowledged between the samples (2.5 s of >= 64 kbps
@@ -348,6 +349,23 @@ START_TEST(light_subscriber_without_acks_is_reset)
 }
 END_TEST
 
+/* --verify-every / --verify-min are refused without --light (exit 2). */
+START_TEST(verify_options_need_light)
+{
+	char *argv[] = {
+	        MOQDP_LOAD_PATH, "--kernel", "--subscribers", "2", "--verify-every", "5", NULL};
+	posix_spawn_file_actions_t fa;
+	pid_t pid;
+	int status = -1;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	ck_assert_int_eq(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ), 0);
+	posix_spawn_file_actions_destroy(&fa);
+	waitpid(pid, &status, 0);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 2, "status %d", status);
+}
+END_TEST
+
 Suite *loadgen_light_suite(void);
 Suite *loadgen_light_suite(void)
 {
@@ -356,6 +374,7 @@ Suite *loadgen_light_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, light_subscribers_acked);
 	tcase_add_test(tc, light_subscriber_without_acks_is_reset);
+	tcase_add_test(tc, verify_options_need_light);
 	suite_add_tcase(s, tc);
 	return s;
 }
