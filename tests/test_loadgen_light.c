@@ -44,7 +44,7 @@ extern char **environ;
 struct seen {
 	struct moq_quic_conn *c[MAX_CONNS];
 	int live[MAX_CONNS];
-	uint64_t acked1[MAX_CONNS], acked2[MAX_CONNS], sent2[MAX_CONNS];
+	uint64_t acked1[MAX_CONNS], acked2[MAX_CONNS], sent2[MAX_CONNS], cwnd2[MAX_CONNS];
 	int n;
 };
 static struct seen seen;
@@ -72,12 +72,14 @@ static void on_conn_closed(struct moq_quic_conn *c, void *user,
 /* bytes the relay sent on @c that are no longer in flight: acknowledged
  * (or declared lost: then they would be in flight again as retransmissions
  * and sent grows past what the client received, checked separately) */
-static uint64_t acked_of(struct moq_quic_conn *c, uint64_t *sent)
+static uint64_t acked_of(struct moq_quic_conn *c, uint64_t *sent, uint64_t *cwnd)
 {
 	struct moq_quic_conn_info ci;
 	moq_quic_conn_get_info(c, &ci);
 	if (sent)
 		*sent = ci.bytes_sent;
+	if (cwnd)
+		*cwnd = ci.cwnd;
 	return ci.bytes_sent - ci.bytes_in_flight;
 }
 
@@ -87,9 +89,9 @@ static void sample(int which)
 		if (!seen.live[i])
 			continue;
 		if (which == 1)
-			seen.acked1[i] = acked_of(seen.c[i], NULL);
+			seen.acked1[i] = acked_of(seen.c[i], NULL, NULL);
 		else
-			seen.acked2[i] = acked_of(seen.c[i], &seen.sent2[i]);
+			seen.acked2[i] = acked_of(seen.c[i], &seen.sent2[i], &seen.cwnd2[i]);
 	}
 }
 
@@ -303,6 +305,11 @@ START_TEST(light_subscribers_acked)
 	int growing = 0;
 	for (int i = 0; i < seen.n; i++) {
 		ck_assert_msg(seen.acked2[i] > 0, "conn %d never sampled live", i);
+		/* no loss-driven collapse: ngtcp2's initial window is 10 packets
+		 * (RFC 9002, 7.2); a loss would cut it, persistent congestion
+		 * to 2 packets */
+		ck_assert_msg(seen.cwnd2[i] >= 10 * 1200, "conn %d cwnd %llu", i,
+		              (unsigned long long)seen.cwnd2[i]);
 		if (seen.acked2[i] > seen.acked1[i] + 200000)
 			growing++;
 	}
