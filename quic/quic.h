@@ -425,6 +425,15 @@ void moq_quic_tls_free(struct moq_quic_tls *t);
 void moq_quic_tls_fingerprint(const struct moq_quic_tls *t, uint8_t out[32]);
 
 /*
+ * moq_quic_tls_validity: the notBefore / notAfter of @t's (leaf)
+ * certificate in Unix seconds. The generated development certificate is
+ * ECDSA P-256 valid 14 days in total, from a day before it was made (what
+ * browsers accept with serverCertificateHashes). Returns 0, or
+ * MOQ_ERR_CRYPTO when the dates cannot be read.
+ */
+int moq_quic_tls_validity(const struct moq_quic_tls *t, int64_t *not_before, int64_t *not_after);
+
+/*
  * moq_quic_endpoint_set_tls: (server) new connections of @ep get @t's
  * certificate from now on; open ones keep theirs (as _reload_cert, but no
  * file is read: no blocking, nothing to fail on a built @t). @ep takes its
