@@ -134,6 +134,13 @@ static int gen_self_signed(WC_RNG *rng, WOLFSSL_CTX *ctx, uint8_t fp[32])
 	cert->isCA = 0;
 	cert->sigType = CTC_SHA256wECDSA;
 	cert->daysValid = SELF_SIGNED_DAYS;
+	/* X.509 v3 extensions: browsers' verifiers for pinned certificates
+	 * (Chromium's quiche CertificateView) do not parse a certificate
+	 * without any ("Failed to parse the certificate"). */
+	if (wc_SetKeyUsage(cert, "digitalSignature") != 0 ||
+	    wc_SetExtKeyUsage(cert, "serverAuth") != 0 ||
+	    wc_SetSubjectKeyIdFromPublicKey_ex(cert, ECC_TYPE, key) != 0)
+		goto fail_cert;
 	derlen = wc_MakeCert_ex(cert, der, sizeof(der), ECC_TYPE, key, rng);
 	if (derlen <= 0)
 		goto fail_cert;
