@@ -291,12 +291,19 @@ struct moq_wt_stats {
  * the client's first bidi stream; an accepted CONNECT starts a moq-lite
  * session on @n (moq_binding_accept: the negotiated version, the :path as
  * the session root and the `jwt` query as its token). @stats (may be NULL)
- * is the worker's counters, which must outlive @c. Returns the session
- * object (also the connection's user pointer from now on), or NULL when
- * memory ran out (then @c is closed with H3_INTERNAL_ERROR).
+ * is the worker's counters, which must outlive @c. @cb: the callbacks @c
+ * gets, NULL = moq_wt_quic_callbacks(); a caller that must see the
+ * connection close passes a copy with conn_closed wrapped (calling the
+ * original). Returns the session object (also the connection's user
+ * pointer from now on), or NULL when memory ran out (then @c is closed
+ * with H3_INTERNAL_ERROR).
  */
 struct moq_wt *moq_wt_accept(struct moq_quic_conn *c, struct moq_node *n,
-                             struct moq_wt_stats *stats);
+                             struct moq_wt_stats *stats, const struct moq_quic_callbacks *cb);
+
+/* moq_wt_quic_callbacks: the QUIC callbacks of a connection this layer
+ * runs (user pointer: its struct moq_wt). */
+const struct moq_quic_callbacks *moq_wt_quic_callbacks(void);
 
 /*
  * moq_wt_connect: (client) take over @c (just made by moq_quic_connect,

@@ -965,17 +965,21 @@ static struct moq_wt *wt_new(struct moq_quic_conn *c, struct moq_node *n,
 	return w;
 }
 
+const struct moq_quic_callbacks *moq_wt_quic_callbacks(void)
+{
+	return &wt_cbs;
+}
+
 struct moq_wt *moq_wt_accept(struct moq_quic_conn *c, struct moq_node *n,
-                             struct moq_wt_stats *stats)
+                             struct moq_wt_stats *stats, const struct moq_quic_callbacks *cb)
 {
 	struct moq_wt *w = wt_new(c, n, stats, 1);
 
 	if (!w) {
-		moq_quic_conn_set_callbacks(c, NULL, NULL);
 		moq_quic_conn_close(c, MOQ_H3_INTERNAL_ERROR, "memory");
 		return NULL;
 	}
-	moq_quic_conn_set_callbacks(c, &wt_cbs, w);
+	moq_quic_conn_set_callbacks(c, cb ? cb : &wt_cbs, w);
 	start_h3(w);
 	return w;
 }
