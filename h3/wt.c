@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scratch_binding.h"
 
 enum wkind {
 	K_PENDING = 0, /* type / signal not read yet */
