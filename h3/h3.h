@@ -310,13 +310,14 @@ const struct moq_quic_callbacks *moq_wt_quic_callbacks(void);
  * offering MOQ_H3_ALPN): at the handshake it opens the control stream and
  * sends the CONNECT for https://@authority@path (@path with any query);
  * the 200 response starts a moq-lite client session on @n
- * (moq_binding_connect with @role; the version the server chose). The
- * node's session callbacks then run as for moq_node_connect's sessions,
- * with @user as the session's user pointer (moq_session_user). Returns
- * the object, or NULL (memory).
+ * (moq_binding_connect with @role; the version the server chose) whose
+ * user pointer is @user (moq_session_user): the node's session callbacks
+ * then run as for moq_node_connect's sessions. When the connection ends
+ * before a session began (handshake, refusal), @failed (may be NULL) is
+ * called with @user. Returns the object, or NULL (memory).
  */
 struct moq_wt *moq_wt_connect(struct moq_quic_conn *c, struct moq_node *n, const char *authority,
-                              const char *path, int role, void *user);
+                              const char *path, int role, void *user, void (*failed)(void *user));
 
 /* moq_wt_session: the moq-lite session on @w, NULL before the CONNECT
  * succeeded or after it ended. */

@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 enum wkind {
 	K_PENDING = 0, /* type / signal not read yet */
 	K_CONTROL,     /* the peer's control stream */
@@ -55,8 +54,9 @@ struct moq_wt {
 	struct moq_wt_stats *st;
 	int server;
 	enum wstate state;
-	int role;   /* client: moq_binding_connect's role */
-	void *user; /* client: the session's user pointer */
+	int role;                   /* client: moq_binding_connect's role */
+	void *user;                 /* client: the session's user pointer */
+	void (*failed)(void *user); /* client: ended before a session */
 	char *authority, *path;
 	int64_t ctl_sid;      /* our control stream */
 	int64_t connect_sid;  /* the CONNECT stream = the session id; -1 before */
@@ -932,6 +932,8 @@ static void cb_conn_closed(struct moq_quic_conn *c, void *user,
 	}
 	if (s)
 		moq_binding_closed(s, code, local);
+	else if (!w->server && w->failed)
+		w->failed(w->user);
 	wt_free(w);
 }
 
@@ -984,7 +986,7 @@ struct moq_wt *moq_wt_accept(struct moq_quic_conn *c, struct moq_node *n,
 }
 
 struct moq_wt *moq_wt_connect(struct moq_quic_conn *c, struct moq_node *n, const char *authority,
-                              const char *path, int role, void *user)
+                              const char *path, int role, void *user, void (*failed)(void *user))
 {
 	struct moq_wt *w = wt_new(c, n, NULL, 0);
 
@@ -998,6 +1000,7 @@ struct moq_wt *moq_wt_connect(struct moq_quic_conn *c, struct moq_node *n, const
 	}
 	w->role = role;
 	w->user = user;
+	w->failed = failed;
 	moq_quic_conn_set_callbacks(c, &wt_cbs, w);
 	return w;
 }

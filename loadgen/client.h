@@ -75,6 +75,9 @@ struct moq_lg_client_cfg {
 	/* a token for every session: sent in the lite-05 SETUP Path as
 	 * "?jwt=..." (a relay with --auth-key checks it); "" = none */
 	char jwt[MOQ_LG_JWT_MAX + 1];
+	/* 0: raw QUIC; 1: WebTransport over HTTP/3 (wt_client.h,
+	 * enum moq_lg_transport) */
+	int transport;
 };
 
 /*

@@ -37,6 +37,9 @@
  *   --thp                  put the first HEAP_RESERVE bytes of the malloc heap on
  *                          transparent huge pages (moq_lg_heap_hugepages; default off,
  *                          see HEAP_RESERVE)
+ *   --transport quic|wt    raw QUIC (default) or WebTransport: ALPN h3, the
+ *                          extended CONNECT, WebTransport stream prefixes
+ *                          (wt_client.c, h3/)
  *   --verbose
  *
  * Prints a live line on stderr, a JSON line per second and a final summary.
@@ -64,6 +67,7 @@
 #include <rte_mbuf.h>
 
 #include "client.h"
+#include "wt_client.h"
 #include "media.h"
 #include "net.h"
 
@@ -119,6 +123,7 @@ struct opts {
 	char relay[64], local[64];
 	int port;
 	char jwt[MOQ_LG_JWT_MAX + 1]; /* --jwt TOKEN / --token FILE */
+	int transport;                /* --transport quic|wt (wt_client.h) */
 };
 
 struct io_stats {
@@ -136,6 +141,7 @@ static void usage(void)
 	        "      --tracks video:1M,audio --keyframe-max BYTES --broadcast PATH --duration S\n"
 	        "      --conns-per-addr N --max-handshakes N\n"
 	        "      --jwt TOKEN | --token FILE (sent as SETUP Path ?jwt=)\n"
+	        "      --transport quic|wt (raw QUIC, default; or WebTransport over HTTP/3)\n"
 	        "      --warmup S --json FILE|- --quiet --port N --busy-poll --thp --verbose\n");
 }
 
@@ -188,6 +194,17 @@ static int parse_args(struct opts *o, int argc, char **argv)
 			o->thp = 1;
 		} else if (!strcmp(a, "--verbose")) {
 			o->verbose = 1;
+		} else if (!strcmp(a, "--transport")) {
+			NEEDV();
+			if (!strcmp(v, "quic")) {
+				o->transport = MOQ_LG_TRANSPORT_QUIC;
+			} else if (!strcmp(v, "wt")) {
+				o->transport = MOQ_LG_TRANSPORT_WT;
+			} else {
+				fprintf(stderr, "moqdp-load: --transport: '%s' is not quic or wt\n",
+				        v);
+				return -1;
+			}
 		} else if (!strcmp(a, "--subscribers")) {
 			NEEDV();
 			unsigned long n = strtoul(v, &end, 10);
@@ -923,6 +940,7 @@ int main(int argc, char **argv)
 	cfg.verbose = o.verbose;
 	cfg.max_handshakes = o.max_handshakes;
 	memcpy(cfg.jwt, o.jwt, sizeof(cfg.jwt));
+	cfg.transport = o.transport;
 	snprintf(cfg.broadcast, sizeof(cfg.broadcast), "%s", o.broadcast);
 	if (parse_tracks(o.tracks, &cfg) < 0)
 		return 2;

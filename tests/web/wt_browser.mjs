@@ -223,7 +223,10 @@ async function main() {
 	tap(st && st.connected, `Chromium connected over WebTransport (negotiated ${st ? st.protocol : "-"})`,
 		st ? `${st.error}\n${st.connected ? "" : consoleLines.slice(-10).join("\n")}` : "no result");
 	const okFrames = st ? st.framesOk : 0;
-	tap(st && st.framesOk > seconds * 15 && st.bad.length === 0 && st.error === "",
+	// 30 fps: the relay may start a new subscriber at the next group and
+	// drop a group a slow reader lags on (DROPPED, counted): at least a
+	// quarter of the frames and two whole groups, every one of them right
+	tap(st && st.framesOk >= seconds * 7 && st.groupsDone >= 2 && st.bad.length === 0 && st.error === "",
 		`Chromium verified ${okFrames} frames of moqdp-load's broadcast in ${st ? st.groups : 0} groups (checksum, track, group, length, order), 0 bad, ${st ? st.groupsReset : 0} reset by the relay`,
 		st ? `${st.bad.join("\n")}\n${st.error}\ngroups received ${st.groups}, read to the end ${st.groupsDone}, reset by the relay ${st.groupsReset} ${st.resetWhy}` : consoleLines.join("\n"));
 	const dm = subs.err.match(/delivered\s+(\d+) frames verified/);
