@@ -162,7 +162,7 @@ async function main() {
 	tap(m && mh && m[1] === mh[1], "the relay prints its certificate's sha-256 (64 hex) and /metrics carries it",
 		m ? `certificate.sha256 ${m[1]}` : relay.err.slice(-2000));
 	if (!m) return 1;
-	const hash = m[1];
+	const startHash = m[1];
 
 	// moqdp-load publishes moqdp/load
 	const load = args.load;
@@ -201,6 +201,12 @@ async function main() {
 
 	// the URL path roots the session (BINDINGS.md 1): "/" is the relay's root
 	const url = `https://${relayIp}:${udp}/`;
+	// the certificate now (as a page fetches certificate.sha256 when it
+	// connects: the relay renews its certificate)
+	const mNow = await httpGet(mport, "/metrics");
+	const hNow = mNow && mNow.match(/moqdp_certificate_info\{sha256="([0-9a-f]{64})"\} 1/);
+	const renewalsAtConnect = metric(mNow, "moqdp_certificate_renewals_total");
+	const hash = hNow ? hNow[1] : startHash;
 	const monoBaseNs = process.hrtime.bigint().toString();
 	const perfBase = await pg.evaluate(() => performance.now());
 	const cfg = {
@@ -254,6 +260,28 @@ async function main() {
 	tap(neg.startsWith("refused") && /CERTIFICATE/.test(why),
 		"a pinned hash that is not the relay's certificate is refused (TLS: certificate)", `${neg}\n${why}`);
 
+	if (args.renew) {
+		// MOQDP_TEST_CERT_RENEW_S: the relay renewed its certificate during
+		// the run (the session above kept its own); a new connection pins
+		// the new one
+		const m2 = await httpGet(mport, "/metrics");
+		const h2 = m2 && m2.match(/moqdp_certificate_info\{sha256="([0-9a-f]{64})"\} 1/);
+		const renewals = metric(m2, "moqdp_certificate_renewals_total");
+		tap(renewals >= 1 && h2 && h2[1] !== startHash,
+			`the relay renewed its certificate without a restart (${renewals} renewal(s), ${renewals - renewalsAtConnect} during the browser's session, which went on; sha-256 now ${h2 ? h2[1].slice(0, 16) : "?"}...)`);
+		const again = await pg.evaluate(async (cfg) => {
+			try {
+				const wt = new WebTransport(cfg.url, { protocols: ["moq-lite-05"], serverCertificateHashes: [{ algorithm: "sha-256", value: Uint8Array.from(cfg.hash.match(/../g).map((h) => parseInt(h, 16))) }] });
+				await Promise.race([wt.ready, new Promise((_, j) => setTimeout(() => j(new Error("timeout")), 8000))]);
+				const p = wt.protocol;
+				wt.close();
+				return `connected ${p}`;
+			} catch (e) {
+				return `refused: ${e}`;
+			}
+		}, { url, hash: h2 ? h2[1] : hash });
+		tap(again.startsWith("connected"), "a new connection pins the renewed certificate", again);
+	}
 	const metrics = await httpGet(mport, "/metrics");
 	const wts = metric(metrics, "moqdp_webtransport_sessions_total");
 	tap(wts >= 1, `the relay counted ${wts} WebTransport session(s)`, metrics ? "" : "no /metrics");
