@@ -57,6 +57,9 @@ struct moq_wt {
 	int role;                   /* client: moq_binding_connect's role */
 	void *user;                 /* client: the session's user pointer */
 	void (*failed)(void *user); /* client: ended before a session */
+	/* inside one of our callbacks (a close there runs conn_closed at
+	 * once): freed by the outermost one when dead */
+	int depth, dead;
 	char *authority, *path;
 	int64_t ctl_sid;      /* our control stream */
 	int64_t connect_sid;  /* the CONNECT stream = the session id; -1 before */
@@ -202,6 +205,8 @@ static size_t pfx_len(const struct moq_wt *w, int64_t sid)
 /* Close the whole connection with an HTTP/3 error (RFC 9114, 8). */
 static void h3_fail(struct moq_wt *w, uint64_t h3code, const char *why)
 {
+	if (w->dead)
+		return;
 	if (w->state == W_CLOSING && w->capsule_sent)
 		return;
 	w->st->h3_errors++;
@@ -216,6 +221,8 @@ static void h3_fail(struct moq_wt *w, uint64_t h3code, const char *why)
 
 static void reject_stream(struct moq_wt *w, struct wst *e, uint64_t h3code)
 {
+	if (w->dead)
+		return;
 	w->st->streams_rejected++;
 	e->kind = K_REJECTED;
 	moq_quic_stream_stop_sending(w->c, e->sid, h3code);
@@ -228,7 +235,11 @@ static void reject_stream(struct moq_wt *w, struct wst *e, uint64_t h3code)
 static int put(struct moq_wt *w, int64_t sid, const void *p, size_t len, int fin)
 {
 	struct iovec iov = {.iov_base = (void *)(uintptr_t)p, .iov_len = len};
-	long rc = moq_quic_stream_write(w->c, sid, &iov, len ? 1 : 0, fin);
+	long rc;
+
+	if (w->dead)
+		return MOQ_ERR_CLOSED;
+	rc = moq_quic_stream_write(w->c, sid, &iov, len ? 1 : 0, fin);
 
 	return rc < 0 ? (int)rc : 0;
 }
@@ -247,6 +258,8 @@ static void send_close(struct moq_wt *w, uint64_t code, const char *reason)
 	int n;
 
 	w->state = W_CLOSING;
+	if (w->dead)
+		return;
 	if (w->capsule_sent)
 		return;
 	w->capsule_sent = 1;
@@ -482,7 +495,7 @@ static void connect_data(struct moq_wt *w, const uint8_t *d, size_t len, int fin
 		memcpy(w->crx + w->crx_len, d, len);
 		w->crx_len += len;
 	}
-	while (w->state != W_CLOSING) {
+	while (w->state != W_CLOSING && !w->dead) {
 		uint64_t type, flen;
 		int h = moq_h3_frame_head(w->crx + off, w->crx_len - off, &type, &flen);
 
@@ -523,6 +536,8 @@ static void connect_data(struct moq_wt *w, const uint8_t *d, size_t len, int fin
 		if (w->state == W_CLOSING)
 			break;
 	}
+	if (w->dead)
+		return;
 	if (off) {
 		memmove(w->crx, w->crx + off, w->crx_len - off);
 		w->crx_len -= off;
@@ -650,7 +665,7 @@ static void start_h3(struct moq_wt *w)
 	}
 }
 
-static int cb_established(struct moq_quic_conn *c, void *user, const char *alpn)
+static int in_established(struct moq_quic_conn *c, void *user, const char *alpn)
 {
 	struct moq_wt *w = user;
 
@@ -724,7 +739,7 @@ bad:
 	return -1;
 }
 
-static int cb_stream_data(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t offset,
+static int in_stream_data(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t offset,
                           const uint8_t *data, size_t len, int fin)
 {
 	struct moq_wt *w = user;
@@ -755,7 +770,7 @@ static int cb_stream_data(struct moq_quic_conn *c, void *user, int64_t sid, uint
 	}
 	if (e->kind == K_PENDING) {
 		used = stream_head(w, e, data, len);
-		if (used < 0)
+		if (used < 0 || w->dead)
 			return 0;
 		data += used;
 		len -= (size_t)used;
@@ -785,7 +800,7 @@ static int cb_stream_data(struct moq_quic_conn *c, void *user, int64_t sid, uint
 	return 0;
 }
 
-static void cb_stream_acked(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t acked,
+static void in_stream_acked(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t acked,
                             uint64_t newly)
 {
 	struct moq_wt *w = user;
@@ -821,7 +836,7 @@ static int peer_wt(struct moq_wt *w, int64_t sid)
 	return e && e->kind == K_WT;
 }
 
-static void cb_stream_reset(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t app_err,
+static void in_stream_reset(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t app_err,
                             uint64_t final_size)
 {
 	struct moq_wt *w = user;
@@ -851,7 +866,7 @@ static void cb_stream_reset(struct moq_quic_conn *c, void *user, int64_t sid, ui
 		moq_binding_stream_reset(w->s, sid, moq_h3_code_from_h3(app_err));
 }
 
-static void cb_stream_stop_sending(struct moq_quic_conn *c, void *user, int64_t sid,
+static void in_stream_stop_sending(struct moq_quic_conn *c, void *user, int64_t sid,
                                    uint64_t app_err)
 {
 	struct moq_wt *w = user;
@@ -861,7 +876,7 @@ static void cb_stream_stop_sending(struct moq_quic_conn *c, void *user, int64_t 
 		moq_binding_stream_stop_sending(w->s, sid, moq_h3_code_from_h3(app_err));
 }
 
-static void cb_stream_closed(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t app_err)
+static void in_stream_closed(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t app_err)
 {
 	struct moq_wt *w = user;
 	struct wst *e;
@@ -883,7 +898,7 @@ static void cb_stream_closed(struct moq_quic_conn *c, void *user, int64_t sid, u
 	tab_del(w, e);
 }
 
-static void cb_writable(struct moq_quic_conn *c, void *user, int64_t sid)
+static void in_writable(struct moq_quic_conn *c, void *user, int64_t sid)
 {
 	struct moq_wt *w = user;
 
@@ -934,7 +949,109 @@ static void cb_conn_closed(struct moq_quic_conn *c, void *user,
 		moq_binding_closed(s, code, local);
 	else if (!w->server && w->failed)
 		w->failed(w->user);
-	wt_free(w);
+	if (w->depth)
+		w->dead = 1; /* the callback it ran in frees it (leave) */
+	else
+		wt_free(w);
+}
+
+/* The connection's callbacks run with @w held: a close during one (the
+ * peer's capsule, an HTTP/3 error) runs conn_closed at once, and what the
+ * callback does after it must still find @w; the outermost frees it. */
+static void enter(struct moq_wt *w)
+{
+	w->depth++;
+}
+
+static void leave(struct moq_wt *w)
+{
+	if (--w->depth == 0 && w->dead)
+		wt_free(w);
+}
+
+static int cb_established(struct moq_quic_conn *c, void *user, const char *alpn)
+{
+	struct moq_wt *w = user;
+	int rc;
+
+	if (!w)
+		return 0;
+	enter(w);
+	rc = in_established(c, user, alpn);
+	leave(w);
+	return rc;
+}
+
+static int cb_stream_data(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t offset,
+                          const uint8_t *data, size_t len, int fin)
+{
+	struct moq_wt *w = user;
+	int rc;
+
+	if (!w || w->dead)
+		return 0;
+	enter(w);
+	rc = in_stream_data(c, user, sid, offset, data, len, fin);
+	leave(w);
+	return rc;
+}
+
+static void cb_stream_acked(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t acked,
+                            uint64_t newly)
+{
+	struct moq_wt *w = user;
+
+	if (!w || w->dead)
+		return;
+	enter(w);
+	in_stream_acked(c, user, sid, acked, newly);
+	leave(w);
+}
+
+static void cb_stream_reset(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t app_err,
+                            uint64_t final_size)
+{
+	struct moq_wt *w = user;
+
+	if (!w || w->dead)
+		return;
+	enter(w);
+	in_stream_reset(c, user, sid, app_err, final_size);
+	leave(w);
+}
+
+static void cb_stream_stop_sending(struct moq_quic_conn *c, void *user, int64_t sid,
+                                   uint64_t app_err)
+{
+	struct moq_wt *w = user;
+
+	if (!w || w->dead)
+		return;
+	enter(w);
+	in_stream_stop_sending(c, user, sid, app_err);
+	leave(w);
+}
+
+static void cb_stream_closed(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t app_err)
+{
+	struct moq_wt *w = user;
+
+	if (!w || w->dead)
+		return;
+	enter(w);
+	in_stream_closed(c, user, sid, app_err);
+	leave(w);
+}
+
+static void cb_writable(struct moq_quic_conn *c, void *user, int64_t sid)
+{
+	struct moq_wt *w = user;
+
+	if (!w || w->dead)
+		return;
+	enter(w);
+	in_writable(c, user, sid);
+	leave(w);
 }
 
 static const struct moq_quic_callbacks wt_cbs = {
