@@ -287,11 +287,22 @@ async function main() {
 	tap(wts >= 1, `the relay counted ${wts} WebTransport session(s)`, metrics ? "" : "no /metrics");
 	console.log(`# browser: ${okFrames} frames verified, ${st ? st.published : 0} published; moqdp-load: ${delivered} frames of the browser's broadcast verified`);
 
-	await browser.close();
-	relay.kill("SIGQUIT"); // drain
-	const relayRc = await Promise.race([relay.done, sleep(15000).then(() => "timeout")]);
-	tap(relayRc === 0, `the relay drains and exits on SIGQUIT (exit ${relayRc})`, relay.err.slice(-1500));
+	// SIGQUIT with a WebTransport session open (and no other: the
+	// publisher stops first): GOAWAY to it, closed within the grace period
 	pub.kill("SIGINT");
+	await Promise.race([pub.done, sleep(5000)]);
+	const m3 = await httpGet(mport, "/metrics");
+	const h3now = m3 && m3.match(/moqdp_certificate_info\{sha256="([0-9a-f]{64})"\} 1/);
+	const held = await pg.evaluate((c) => window.moqdpHold(c).catch((e) => `failed: ${e}`), { url, hash: h3now ? h3now[1] : hash });
+	await sleep(500);
+	relay.kill("SIGQUIT"); // drain
+	const heldEnd = await Promise.race([pg.evaluate(() => window.moqdpHeld), sleep(15000).then(() => "still open")]);
+	const relayRc = await Promise.race([relay.done, sleep(15000).then(() => "timeout")]);
+	const dr = relay.err.match(/drained \((\d+) connections left, (\d+) goaway sent, (\d+) closed\)/);
+	tap(relayRc === 0 && dr && Number(dr[2]) === 1 && Number(dr[1]) === 0 && heldEnd.startsWith("closed"),
+		`SIGQUIT drains a WebTransport session: GOAWAY sent ${dr ? dr[2] : "?"}, ${dr ? dr[1] : "?"} left, the browser's session ${heldEnd} (${held}), relay exit ${relayRc}`,
+		relay.err.slice(-1500));
+	await browser.close();
 	return 0;
 }
 

@@ -178,6 +178,19 @@ async function publish(conn, cfg, until) {
 	return bc;
 }
 
+// A session held open (the relay's SIGQUIT drain): resolves when it closes.
+window.moqdpHold = async (cfg) => {
+	const conn = await Moq.Connection.connect(new URL(cfg.url), {
+		websocket: { enabled: false },
+		webtransport: { serverCertificateHashes: [{ algorithm: "sha-256", value: cfg.hash }] },
+	});
+	window.moqdpHeld = conn.closed.then(
+		() => "closed",
+		(e) => `closed: ${e}`,
+	);
+	return conn.version;
+};
+
 window.moqdpRun = async (cfg) => {
 	try {
 		const conn = await Moq.Connection.connect(new URL(cfg.url), {
