@@ -327,6 +327,27 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	metric(&o, "cert_pem_loads_total", "counter",
 	       "PEM certificate chains read and parsed (start and SIGHUP).", s->cert_pem_loads);
 	put(&o,
+	    "# HELP moqdp_certificate_info The certificate browsers pin "
+	    "(serverCertificateHashes).\n"
+	    "# TYPE moqdp_certificate_info gauge\nmoqdp_certificate_info{sha256=\"%s\"} 1\n",
+	    s->cert_sha256);
+	metric(&o, "certificate_not_after_seconds", "gauge",
+	       "The generated certificate's end, Unix seconds (0 with --cert).",
+	       (uint64_t)s->cert_not_after);
+	metric(&o, "certificate_renewals_total", "counter",
+	       "Generated certificates replaced before they expired.", s->cert_renewals);
+	metric(&o, "webtransport_sessions_total", "counter",
+	       "WebTransport CONNECTs accepted (moq-lite sessions over HTTP/3).", s->wt_sessions);
+	metric(&o, "webtransport_refused_total", "counter",
+	       "WebTransport CONNECTs refused (4xx / 5xx, bounds).", s->wt_refused);
+	metric(&o, "webtransport_h3_errors_total", "counter",
+	       "HTTP/3 connections closed with an HTTP/3 error.", s->wt_h3_errors);
+	metric(&o, "webtransport_streams_total", "counter",
+	       "WebTransport streams the peers opened.", s->wt_streams_in);
+	metric(&o, "webtransport_streams_rejected_total", "counter",
+	       "WebTransport streams refused (no such session, bad prefix).",
+	       s->wt_streams_rejected);
+	put(&o,
 	    "# HELP moqdp_busy_seconds_total Worker time spent on packets.\n"
 	    "# TYPE moqdp_busy_seconds_total counter\nmoqdp_busy_seconds_total %.6f\n",
 	    (double)s->busy_tsc / hz);
@@ -627,6 +648,13 @@ static int stats_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "conns_refused_half_open", s.conns_refused_half_open);
 	rte_tel_data_add_dict_u64(d, "conns_refused_per_addr", s.conns_refused_per_addr);
 	rte_tel_data_add_dict_u64(d, "sessions", s.sessions);
+	rte_tel_data_add_dict_string(d, "certificate_sha256", s.cert_sha256);
+	rte_tel_data_add_dict_u64(d, "certificate_not_after", (uint64_t)s.cert_not_after);
+	rte_tel_data_add_dict_u64(d, "certificate_renewals", s.cert_renewals);
+	rte_tel_data_add_dict_u64(d, "wt_sessions", s.wt_sessions);
+	rte_tel_data_add_dict_u64(d, "wt_refused", s.wt_refused);
+	rte_tel_data_add_dict_u64(d, "wt_h3_errors", s.wt_h3_errors);
+	rte_tel_data_add_dict_u64(d, "wt_streams", s.wt_streams_in);
 	rte_tel_data_add_dict_u64(d, "broadcasts", s.broadcasts);
 	rte_tel_data_add_dict_u64(d, "frames_in", s.frames_in);
 	rte_tel_data_add_dict_u64(d, "frames_out", s.frames_out);

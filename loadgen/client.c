@@ -17,6 +17,7 @@
 
 #include "cache.h"
 #include "moq.h"
+#include "wt_client.h"
 
 /* The publisher's cache byte budget when none is given: 5 s of a 4 Mbps
  * track is 2.5 MB, so 64 MiB keeps every group until it expires. */
@@ -182,6 +183,7 @@ static void on_ready(struct moq_session *s, void *user)
 	if (!u->is_pub && u->state == SUB_CONNECTING && cl->connecting)
 		cl->connecting--;
 	u->state = SUB_READY;
+	u->s = s; /* a WebTransport session exists only from now on */
 	moq_lg_hist_add(&cl->hs, cl->now - u->connect_ns);
 	if (u->is_pub) {
 		cl->pub_ready_ns = cl->now;
@@ -442,7 +444,8 @@ struct moq_lg_client *moq_lg_client_create(const struct moq_lg_client_cfg *cfg, 
 	}
 
 	size_t nalpn;
-	const char *const *alpn = moq_node_alpns(&nalpn);
+	const char *const *alpn = cfg->transport == MOQ_LG_TRANSPORT_WT ? moq_lg_wt_alpns(&nalpn)
+	                                                                : moq_node_alpns(&nalpn);
 	struct moq_quic_config qc = {
 	        .role = MOQ_QUIC_CLIENT,
 	        .alpn = alpn,
@@ -571,12 +574,39 @@ static const struct moq_quic_addr *local_for(const struct moq_lg_client *cl, uin
 	return &cl->locals[a];
 }
 
+/* A WebTransport connection ended before its session began. */
+static void wt_failed(void *user)
+{
+	struct lg_sub *u = user;
+	struct moq_lg_client *cl = u->cl;
+
+	if (!cl->stopping) {
+		u->failed = 1;
+		if (!u->is_pub)
+			cl->subs_failed++;
+	}
+	if (u->state == SUB_CONNECTING && !u->is_pub && cl->connecting)
+		cl->connecting--;
+	u->state = SUB_CLOSED;
+}
+
 static void connect_one(struct moq_lg_client *cl, struct lg_sub *u, const struct moq_quic_addr *l,
                         int role)
 {
 	int e = 0;
 	u->connect_ns = cl->now;
 	u->state = SUB_CONNECTING;
+	if (cl->cfg.transport == MOQ_LG_TRANSPORT_WT) {
+		u->s = NULL;
+		e = moq_lg_wt_connect(u->is_pub ? cl->node : cl->snode, cl->ep, l, &cl->cfg.relay,
+		                      cl->setup_path, role, u, wt_failed, cl->now);
+		if (e < 0) {
+			u->state = SUB_CLOSED;
+			u->failed = 1;
+			cl->connect_errors++;
+		}
+		return;
+	}
 	u->s = moq_node_connect(u->is_pub ? cl->node : cl->snode, cl->ep, l, &cl->cfg.relay,
 	                        cl->setup_path[0] ? cl->setup_path : NULL, role, u, cl->now, &e);
 	if (!u->s) {

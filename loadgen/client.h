@@ -83,6 +83,9 @@ struct moq_lg_client_cfg {
 	uint32_t light_verify_every;
 	uint32_t light_verify_min;
 	uint32_t light_mute; /* this many light subscribers never ACK (tests) */
+	/* 0: raw QUIC; 1: WebTransport over HTTP/3 (wt_client.h,
+	 * enum moq_lg_transport) */
+	int transport;
 };
 
 /*

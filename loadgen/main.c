@@ -43,6 +43,9 @@
  *   --verify-every N       with --light: subscriber k verifies when k % N == 0
  *                          (default 20), N lowered until --verify-min verify
  *   --verify-min N         with --light: at least N verifying subscribers (default 100)
+ *   --transport quic|wt    raw QUIC (default) or WebTransport: ALPN h3, the
+ *                          extended CONNECT, WebTransport stream prefixes
+ *                          (wt_client.c, h3/)
  *   --verbose
  *
  * Prints a live line on stderr, a JSON line per second and a final summary.
@@ -70,6 +73,7 @@
 #include <rte_mbuf.h>
 
 #include "client.h"
+#include "wt_client.h"
 #include "media.h"
 #include "net.h"
 
@@ -127,6 +131,7 @@ struct opts {
 	char jwt[MOQ_LG_JWT_MAX + 1]; /* --jwt TOKEN / --token FILE */
 	int light;                    /* --light */
 	uint32_t verify_every, verify_min;
+	int transport;                /* --transport quic|wt (wt_client.h) */
 };
 
 struct io_stats {
@@ -144,6 +149,7 @@ static void usage(void)
 	        "      --tracks video:1M,audio --keyframe-max BYTES --broadcast PATH --duration S\n"
 	        "      --conns-per-addr N --max-handshakes N\n"
 	        "      --jwt TOKEN | --token FILE (sent as SETUP Path ?jwt=)\n"
+	        "      --transport quic|wt (raw QUIC, default; or WebTransport over HTTP/3)\n"
 	        "      --warmup S --json FILE|- --quiet --port N --busy-poll --thp --verbose\n"
 	        "      --light [--verify-every N] [--verify-min N]\n");
 }
@@ -197,6 +203,17 @@ static int parse_args(struct opts *o, int argc, char **argv)
 			o->thp = 1;
 		} else if (!strcmp(a, "--verbose")) {
 			o->verbose = 1;
+		} else if (!strcmp(a, "--transport")) {
+			NEEDV();
+			if (!strcmp(v, "quic")) {
+				o->transport = MOQ_LG_TRANSPORT_QUIC;
+			} else if (!strcmp(v, "wt")) {
+				o->transport = MOQ_LG_TRANSPORT_WT;
+			} else {
+				fprintf(stderr, "moqdp-load: --transport: '%s' is not quic or wt\n",
+				        v);
+				return -1;
+			}
 		} else if (!strcmp(a, "--subscribers")) {
 			NEEDV();
 			unsigned long n = strtoul(v, &end, 10);
@@ -1021,6 +1038,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "moqdp-load: --verify-every / --verify-min need --light\n");
 		return 2;
 	}
+	if (o.light && o.transport != MOQ_LG_TRANSPORT_QUIC) {
+		fprintf(stderr, "moqdp-load: --light takes over raw QUIC connections only "
+		                "(not --transport wt)\n");
+		return 2;
+	}
 	if (o.light) {
 		const char *mute = getenv("MOQDP_TEST_LIGHT_MUTE");
 		cfg.light_verify_every = o.verify_every ? o.verify_every : 20;
@@ -1028,6 +1050,7 @@ int main(int argc, char **argv)
 		cfg.light_mute = mute ? (uint32_t)strtoul(mute, NULL, 10) : 0;
 	}
 	memcpy(cfg.jwt, o.jwt, sizeof(cfg.jwt));
+	cfg.transport = o.transport;
 	snprintf(cfg.broadcast, sizeof(cfg.broadcast), "%s", o.broadcast);
 	if (parse_tracks(o.tracks, &cfg) < 0)
 		return 2;

@@ -238,6 +238,12 @@ struct moq_quic_config {
 	 * (a subscriber waiting for the next group) is not closed by the idle
 	 * timeout and NAT bindings stay open. 0 = off. */
 	uint64_t keep_alive_ns;
+
+	/* RFC 9221: the max_datagram_frame_size transport parameter; 0 = no
+	 * DATAGRAM frames (the default). > 0: the peer may send them (HTTP/3
+	 * datagrams, which WebTransport clients require to be on); received
+	 * ones are dropped. */
+	uint64_t max_datagram_frame_size;
 };
 
 /* Endpoint counters; every refusal or drop has one. */
@@ -419,6 +425,15 @@ void moq_quic_tls_free(struct moq_quic_tls *t);
 void moq_quic_tls_fingerprint(const struct moq_quic_tls *t, uint8_t out[32]);
 
 /*
+ * moq_quic_tls_validity: the notBefore / notAfter of @t's (leaf)
+ * certificate in Unix seconds. The generated development certificate is
+ * ECDSA P-256 valid 14 days in total, from a day before it was made (what
+ * browsers accept with serverCertificateHashes). Returns 0, or
+ * MOQ_ERR_CRYPTO when the dates cannot be read.
+ */
+int moq_quic_tls_validity(const struct moq_quic_tls *t, int64_t *not_before, int64_t *not_after);
+
+/*
  * moq_quic_endpoint_set_tls: (server) new connections of @ep get @t's
  * certificate from now on; open ones keep theirs (as _reload_cert, but no
  * file is read: no blocking, nothing to fail on a built @t). @ep takes its
@@ -485,6 +500,17 @@ struct moq_quic_conn *moq_quic_connect(struct moq_quic_endpoint *ep,
 /* moq_quic_conn_user / _set_user: the per-connection user pointer. */
 void *moq_quic_conn_user(const struct moq_quic_conn *c);
 void moq_quic_conn_set_user(struct moq_quic_conn *c, void *user);
+
+/*
+ * moq_quic_conn_set_callbacks: from now on @c's callbacks are @cb (NULL:
+ * none) with @user, instead of the endpoint's config.cb: a layer above
+ * takes a connection over, e.g. HTTP/3 when the negotiated ALPN is "h3"
+ * (call it from the established callback or right after moq_quic_connect).
+ * The other connections keep the endpoint's table (a direct call each). On
+ * the endpoint's thread; @cb must outlive the connection.
+ */
+void moq_quic_conn_set_callbacks(struct moq_quic_conn *c, const struct moq_quic_callbacks *cb,
+                                 void *user);
 
 /* moq_quic_conn_endpoint: the endpoint that owns @c. */
 struct moq_quic_endpoint *moq_quic_conn_endpoint(const struct moq_quic_conn *c);

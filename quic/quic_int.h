@@ -82,6 +82,9 @@ struct moq_quic_conn {
 	uint32_t tls_gen; /* ep->tls_gen when ssl was made from ep->ctx */
 	ngtcp2_crypto_conn_ref ref;
 	void *user;
+	/* this connection's callbacks: the endpoint's until
+	 * moq_quic_conn_set_callbacks hands it to another layer */
+	const struct moq_quic_callbacks *cb;
 	int server;
 	enum conn_state state;
 	int notified;  /* conn_closed was called */
