@@ -12,7 +12,10 @@
  * payload byte count is checked against what was published.
  *
  *   bench_moq_fanout [--subs N] [--groups G] [--callgrind]
+ *                    [--scope poll|relay] [--cg-out FILE]
  *                    [--audio] [--rate MBPS]
+ *
+ * --cg-out keeps callgrind's output file for callgrind_annotate.
  *
  * --audio adds an audio track the subscribers also take: one 160-byte frame
  * per group every 20 ms (a new stream per frame, as the open-source MoQ
@@ -24,7 +27,10 @@
  * the run lasts the groups' time + 2 s.
  *
  * With --callgrind the program runs itself under valgrind's callgrind,
- * collecting only inside the relay's moq_node_poll (bench_relay_poll), and
+ * collecting only inside the relay's moq_node_poll (bench_relay_poll), or
+ * with --scope relay also inside the relay endpoint's receive, timer and
+ * send calls (the link's moq_quic_link_b_*: ACK processing, packet writing
+ * and encryption: all the relay does), and
  * prints the instructions per payload byte the relay queued (bytes_out),
  * split by the source folder of each function (exclusive costs; inlined
  * code counts where its source is). The ramp (handshakes, subscriptions) is
@@ -418,32 +424,39 @@ static int cg_split(const char *path, double *moq, double *quic, double *cache, 
 	return 0;
 }
 
-static int run_callgrind(const char *self, int nsubs, uint64_t groups)
+static int run_callgrind(const char *self, int nsubs, uint64_t groups, int whole,
+                         const char *keep)
 {
-	char out[64], bf[64], ns[24], gs[24], rs[24];
+	char out[256], bf[64], ns[24], gs[24], rs[24];
 	pid_t pid;
 	int status;
 	double m, q, c, o, t;
 	FILE *f;
 	uint64_t bytes = 0;
 
-	snprintf(out, sizeof(out), "/tmp/bench_moq_fanout.%d.cg", (int)getpid());
+	if (keep)
+		snprintf(out, sizeof(out), "%s", keep);
+	else
+		snprintf(out, sizeof(out), "/tmp/bench_moq_fanout.%d.cg", (int)getpid());
 	snprintf(bf, sizeof(bf), "/tmp/bench_moq_fanout.%d.bytes", (int)getpid());
 	snprintf(ns, sizeof(ns), "%d", nsubs);
 	snprintf(gs, sizeof(gs), "%" PRIu64, groups);
 	snprintf(rs, sizeof(rs), "%.6f", (double)B.rate_bps / 1e6);
 	pid = fork();
 	if (pid == 0) {
-		char cgout[96];
+		char cgout[300];
+		const char *t1 = whole ? "--toggle-collect=moq_quic_link_b_send" : "--quiet";
+		const char *t2 = whole ? "--toggle-collect=moq_quic_link_b_recv" : "--quiet";
+		const char *t3 = whole ? "--toggle-collect=moq_quic_link_b_timers" : "--quiet";
 		snprintf(cgout, sizeof(cgout), "--callgrind-out-file=%s", out);
 		execlp("valgrind", "valgrind", "--tool=callgrind", "--quiet", cgout,
 		       "--dump-instr=no", "--compress-strings=yes", "--compress-pos=no",
 #ifdef HAVE_CALLGRIND_H
 		       "--instr-atstart=no",
 #endif
-		       "--toggle-collect=bench_relay_poll", self, "--subs", ns, "--groups", gs,
-		       "--bytes-file", bf, "--rate", rs, B.audio ? "--audio" : (char *)NULL,
-		       (char *)NULL);
+		       "--toggle-collect=bench_relay_poll", t1, t2, t3, self, "--subs", ns,
+		       "--groups", gs, "--bytes-file", bf, "--rate", rs,
+		       B.audio ? "--audio" : (char *)NULL, (char *)NULL);
 		_exit(127);
 	}
 	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
@@ -462,11 +475,13 @@ static int run_callgrind(const char *self, int nsubs, uint64_t groups)
 	unlink(bf);
 	if (cg_split(out, &m, &q, &c, &o) < 0)
 		return 1;
-	unlink(out);
+	if (!keep)
+		unlink(out);
 	t = m + q + c + o;
-	printf("relay moq_node_poll, %d subscribers, %" PRIu64
+	printf("relay %s, %d subscribers, %" PRIu64
 	       " groups%s%s: %.1f M instructions, %" PRIu64 " payload bytes queued\n",
-	       nsubs, groups, B.audio ? ", audio" : "", B.rate_bps ? ", rate-capped" : "", t / 1e6,
+	       whole ? "(poll + endpoint recv/timers/send)" : "moq_node_poll", nsubs, groups,
+	       B.audio ? ", audio" : "", B.rate_bps ? ", rate-capped" : "", t / 1e6,
 	       bytes);
 	printf("%-8s %14s %10s %8s\n", "part", "instructions", "instr/B", "share");
 	printf("%-8s %14.0f %10.3f %7.1f%%\n", "moq", m, m / (double)bytes, 100 * m / t);
@@ -479,8 +494,8 @@ static int run_callgrind(const char *self, int nsubs, uint64_t groups)
 
 int main(int argc, char **argv)
 {
-	int cg = 0;
-	const char *bytes_file = NULL;
+	int cg = 0, whole = 0;
+	const char *bytes_file = NULL, *keep = NULL;
 	uint64_t groups = 4;
 	struct moq_node_stats st;
 	uint64_t want = 0, bad = 0;
@@ -493,6 +508,11 @@ int main(int argc, char **argv)
 			groups = strtoull(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--callgrind"))
 			cg = 1;
+		else if (!strcmp(argv[i], "--scope") && i + 1 < argc &&
+		         (!strcmp(argv[i + 1], "poll") || !strcmp(argv[i + 1], "relay")))
+			whole = !strcmp(argv[++i], "relay");
+		else if (!strcmp(argv[i], "--cg-out") && i + 1 < argc)
+			keep = argv[++i];
 		else if (!strcmp(argv[i], "--bytes-file") && i + 1 < argc)
 			bytes_file = argv[++i];
 		else if (!strcmp(argv[i], "--audio"))
@@ -501,8 +521,8 @@ int main(int argc, char **argv)
 			B.rate_bps = (uint64_t)(strtod(argv[++i], NULL) * 1e6);
 		else {
 			fprintf(stderr,
-			        "usage: %s [--subs N] [--groups G] [--callgrind] [--audio] "
-			        "[--rate MBPS]\n",
+			        "usage: %s [--subs N] [--groups G] [--callgrind] "
+			        "[--scope poll|relay] [--cg-out FILE] [--audio] [--rate MBPS]\n",
 			        argv[0]);
 			return 2;
 		}
@@ -510,7 +530,7 @@ int main(int argc, char **argv)
 	if (B.nsubs < 1 || B.nsubs > 8000 || groups < 1)
 		return 2;
 	if (cg)
-		return run_callgrind(argv[0], B.nsubs, groups);
+		return run_callgrind(argv[0], B.nsubs, groups, whole, keep);
 	B.subs = calloc((size_t)B.nsubs, sizeof(*B.subs));
 	if (!B.subs || setup() < 0) {
 		fprintf(stderr, "setup failed\n");
