@@ -111,6 +111,9 @@ struct moq_quic_conn {
 	struct quic_strm *pend_head[MOQ_QUIC_URGENCY_LEVELS], *pend_tail[MOQ_QUIC_URGENCY_LEVELS];
 	uint32_t npend;
 	uint8_t pend_mask; /* bit u: class u has pending streams */
+	/* peer streams closed whose slots are not granted again yet (conn.c,
+	 * stream_close_cb: MAX_STREAMS in batches) */
+	uint32_t owed_uni, owed_bidi;
 
 	/* ready list (something may be sent) */
 	struct moq_quic_conn *rnext, *rprev;
