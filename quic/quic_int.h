@@ -114,6 +114,9 @@ struct moq_quic_conn {
 	/* peer streams closed whose slots are not granted again yet (conn.c,
 	 * stream_close_cb: MAX_STREAMS in batches) */
 	uint32_t owed_uni, owed_bidi;
+	/* a timer was handled since ngtcp2 last said it had nothing to send
+	 * (send.c: write until it says so) */
+	uint8_t expired;
 
 	/* ready list (something may be sent) */
 	struct moq_quic_conn *rnext, *rprev;

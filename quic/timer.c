@@ -110,6 +110,7 @@ int moq_quic_endpoint_timers(struct moq_quic_endpoint *ep, uint64_t now)
 			conn_free(c);
 			continue;
 		}
+		c->expired = 1;
 		c->in_ng = 1;
 		rv = ngtcp2_conn_handle_expiry(c->q, now);
 		c->in_ng = 0;
