@@ -346,6 +346,7 @@ void atab_compact(struct moq_quic_endpoint *ep);
 /* timer.c: the timer heap. */
 void heap_remove(struct moq_quic_endpoint *ep, struct moq_quic_conn *c);
 void conn_update_timer(struct moq_quic_conn *c);
+void conn_update_timer_sent(struct moq_quic_conn *c, uint64_t now);
 
 /* stream.c: stream records. */
 struct quic_strm *strm_new(struct moq_quic_conn *c, int64_t id);

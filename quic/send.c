@@ -242,7 +242,7 @@ int moq_quic_endpoint_send(struct moq_quic_endpoint *ep, struct moq_quic_pkt *pk
 		}
 		if (more)
 			ready_add(c);
-		conn_update_timer(c);
+		conn_update_timer_sent(c, now);
 	}
 	ep->st.pkts_out += i;
 	for (k = 0; k < i; k++)
