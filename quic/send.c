@@ -201,7 +201,7 @@ static size_t conn_write(struct moq_quic_conn *c, struct moq_quic_pkt *pkts, siz
 int moq_quic_endpoint_send(struct moq_quic_endpoint *ep, struct moq_quic_pkt *pkts, size_t n,
                            uint64_t now)
 {
-	size_t i = 0, k, rounds;
+	size_t i = 0, k, rounds, w;
 
 	if (ep == NULL || (pkts == NULL && n > 0))
 		return MOQ_ERR_INVAL;
@@ -235,14 +235,18 @@ int moq_quic_endpoint_send(struct moq_quic_endpoint *ep, struct moq_quic_pkt *pk
 		if (k >= rounds)
 			break;
 		ready_del(c);
-		i += conn_write(c, pkts + i, n - i, now, &more);
+		w = conn_write(c, pkts + i, n - i, now, &more);
+		i += w;
 		if (c->state == CS_DEAD) {
 			conn_free(c);
 			continue;
 		}
 		if (more)
 			ready_add(c);
-		conn_update_timer_sent(c, now);
+		if (w > 0)
+			conn_update_timer_sent(c, now); /* a new pacing timestamp */
+		else
+			conn_update_timer(c);
 	}
 	ep->st.pkts_out += i;
 	for (k = 0; k < i; k++)
