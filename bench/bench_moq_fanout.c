@@ -87,7 +87,7 @@ static struct {
 	int pub_ready;
 	struct sub *subs;
 	int nsubs;
-	uint32_t scale; /* --scale */
+	uint32_t scale;    /* --scale */
 	int audio;         /* --audio */
 	uint64_t rate_bps; /* --rate */
 	struct moq_cache_track *at;
@@ -429,8 +429,7 @@ static int cg_split(const char *path, double *moq, double *quic, double *cache, 
 	return 0;
 }
 
-static int run_callgrind(const char *self, int nsubs, uint64_t groups, int whole,
-                         const char *keep)
+static int run_callgrind(const char *self, int nsubs, uint64_t groups, int whole, const char *keep)
 {
 	char out[256], bf[64], ns[24], gs[24], rs[24], ks[24];
 	pid_t pid;
@@ -532,7 +531,8 @@ int main(int argc, char **argv)
 		else {
 			fprintf(stderr,
 			        "usage: %s [--subs N] [--groups G] [--callgrind] "
-			        "[--scope poll|relay] [--cg-out FILE] [--audio] [--scale K] [--rate MBPS]\n",
+			        "[--scope poll|relay] [--cg-out FILE] [--audio] [--scale K] "
+			        "[--rate MBPS]\n",
 			        argv[0]);
 			return 2;
 		}

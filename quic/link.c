@@ -227,25 +227,22 @@ int moq_quic_link_inject(struct moq_quic_link *l, int dir, const uint8_t *data, 
  * side of the link (bench_moq_fanout --scope relay toggles callgrind on
  * them: the relay is endpoint b there). */
 __attribute__((noinline)) int moq_quic_link_b_send(struct moq_quic_endpoint *ep,
-                                                   struct moq_quic_pkt *pk, size_t n,
-                                                   uint64_t now);
+                                                   struct moq_quic_pkt *pk, size_t n, uint64_t now);
 __attribute__((noinline)) int moq_quic_link_b_send(struct moq_quic_endpoint *ep,
-                                                   struct moq_quic_pkt *pk, size_t n,
-                                                   uint64_t now)
+                                                   struct moq_quic_pkt *pk, size_t n, uint64_t now)
 {
 	return moq_quic_endpoint_send(ep, pk, n, now);
 }
 
 __attribute__((noinline)) int moq_quic_link_b_recv(struct moq_quic_endpoint *ep,
-                                                    const uint8_t *data, size_t len,
-                                                    const struct moq_quic_addr *local,
-                                                    const struct moq_quic_addr *remote,
-                                                    uint64_t now);
+                                                   const uint8_t *data, size_t len,
+                                                   const struct moq_quic_addr *local,
+                                                   const struct moq_quic_addr *remote,
+                                                   uint64_t now);
 __attribute__((noinline)) int moq_quic_link_b_recv(struct moq_quic_endpoint *ep,
-                                                    const uint8_t *data, size_t len,
-                                                    const struct moq_quic_addr *local,
-                                                    const struct moq_quic_addr *remote,
-                                                    uint64_t now)
+                                                   const uint8_t *data, size_t len,
+                                                   const struct moq_quic_addr *local,
+                                                   const struct moq_quic_addr *remote, uint64_t now)
 {
 	return moq_quic_endpoint_recv(ep, data, len, local, remote, now);
 }
