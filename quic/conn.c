@@ -184,12 +184,21 @@ static int stream_close_cb(ngtcp2_conn *q, uint32_t flags, int64_t sid, uint64_t
 	if (s)
 		strm_free(c, s);
 	/* A stream slot of the peer's is free again: allow one more
-	 * (RFC 9000, 4.6). */
+	 * (RFC 9000, 4.6), granted in batches of half the initial limit (as
+	 * browsers' QUIC stacks do): one MAX_STREAMS per closed stream made
+	 * the peer ACK a packet of its own for every one-frame audio group. */
 	if (!ngtcp2_conn_is_local_stream(q, sid)) {
-		if (ngtcp2_is_bidi_stream(sid))
-			ngtcp2_conn_extend_max_streams_bidi(q, 1);
-		else
-			ngtcp2_conn_extend_max_streams_uni(q, 1);
+		int bidi = ngtcp2_is_bidi_stream(sid);
+		uint64_t lim = bidi ? c->ep->cfg.max_streams_bidi : c->ep->cfg.max_streams_uni;
+		uint32_t *owed = bidi ? &c->owed_bidi : &c->owed_uni;
+
+		if (++*owed >= (lim / 2 > 0 ? lim / 2 : 1)) {
+			if (bidi)
+				ngtcp2_conn_extend_max_streams_bidi(q, *owed);
+			else
+				ngtcp2_conn_extend_max_streams_uni(q, *owed);
+			*owed = 0;
+		}
 	}
 	return 0;
 }

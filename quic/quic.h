@@ -356,7 +356,9 @@ int moq_quic_endpoint_timers(struct moq_quic_endpoint *ep, uint64_t now);
 
 /*
  * moq_quic_endpoint_next_expiry: the earliest timestamp at which _timers has
- * work, or UINT64_MAX when there is none.
+ * work, or UINT64_MAX when there is none. A connection a datagram made ready
+ * to send (moq_quic_endpoint_pending) gets its timer from the _send that
+ * writes it: call _send before sleeping until this time.
  */
 uint64_t moq_quic_endpoint_next_expiry(const struct moq_quic_endpoint *ep);
 
