@@ -343,6 +343,20 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	       s->cache_expired);
 	metric(&o, "cache_lagged_total", "counter", "Groups pushed out of a track's window.",
 	       s->cache_lagged);
+	metric(&o, "cache_pool_limit_bytes", "gauge",
+	       "Bytes the cache's pools may reserve (from --cache-budget).", s->cache_pool_limit);
+	metric(&o, "cache_pool_reserved_bytes", "gauge", "Bytes the cache's pools reserved.",
+	       s->cache_pool_reserved);
+	metric(&o, "cache_pool_slab_bytes", "gauge", "Bytes of pool slabs serving a size class.",
+	       s->cache_pool_slab_bytes);
+	metric(&o, "cache_pool_held_bytes", "gauge",
+	       "Bytes the pools hand to the cache (class sizes; rte_malloc above the largest).",
+	       s->cache_pool_obj_bytes);
+	metric(&o, "cache_pool_exhausted_total", "counter",
+	       "Cache allocations refused: the pools were at their limit.",
+	       s->cache_pool_exhausted);
+	metric(&o, "cache_pool_fallback_total", "counter",
+	       "Cache allocations above the largest class (rte_malloc).", s->cache_pool_fallback);
 	metric(&o, "mbufs_in_use", "gauge", "Mbufs of the relay's pools in use.", s->mbufs_in_use);
 	metric(&o, "mbufs_in_use_peak", "gauge",
 	       "Most mbufs in use seen (sampled every ~10 ms and at every read).", s->mbufs_peak);
@@ -652,6 +666,15 @@ static int cache_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "evicted", c.evicted);
 	rte_tel_data_add_dict_u64(d, "expired", c.expired);
 	rte_tel_data_add_dict_u64(d, "lagged", c.lagged);
+	rte_tel_data_add_dict_u64(d, "pool_limit_bytes", c.pool_limit);
+	rte_tel_data_add_dict_u64(d, "pool_reserved_bytes", c.pool_reserved);
+	rte_tel_data_add_dict_u64(d, "pool_slab_bytes", c.pool_slab_bytes);
+	rte_tel_data_add_dict_u64(d, "pool_held_bytes", c.pool_obj_bytes);
+	rte_tel_data_add_dict_u64(d, "pool_objects", c.pool_objs);
+	rte_tel_data_add_dict_u64(d, "pool_cached_objects", c.pool_cached);
+	rte_tel_data_add_dict_u64(d, "pool_exhausted", c.pool_exhausted);
+	rte_tel_data_add_dict_u64(d, "pool_fallback_allocs", c.pool_fallback);
+	rte_tel_data_add_dict_u64(d, "pool_remote_frees", c.pool_remote_frees);
 	return 0;
 }
 

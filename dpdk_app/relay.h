@@ -88,6 +88,11 @@ struct moq_relay_stats {
 	uint64_t cache_tracks, cache_groups;                 /* live now */
 	uint64_t cache_evicted, cache_expired, cache_lagged; /* groups removed: budget,
 	                                                       * --max-latency, window */
+	/* the cache's pools (pool.h): bytes they may reserve, have reserved,
+	 * hold in slabs, hand to the cache; allocations refused at the limit,
+	 * served by rte_malloc (above the largest class) */
+	uint64_t cache_pool_limit, cache_pool_reserved, cache_pool_slab_bytes;
+	uint64_t cache_pool_obj_bytes, cache_pool_exhausted, cache_pool_fallback;
 	uint64_t uptime_ns;
 	struct moq_relay_worker_counters worker[MOQ_RELAY_MAX_WORKERS]; /* 0..workers-1 */
 	/* mbufs of the relay's pools (rte_mempool_in_use_count, summed over

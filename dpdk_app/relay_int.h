@@ -22,6 +22,7 @@
 #include "relay.h"
 #include "io.h"
 #include "mgmt.h"
+#include "pool.h"
 
 #define MOQ_RELAY_MAX_PORTS 8
 #define MOQ_RELAY_MAX_RXQ   MOQ_CFG_MAX_LCORE_QUEUES /* refused beyond (pmd_config.h) */
@@ -106,6 +107,7 @@ struct moq_relay {
 	struct rte_mempool *pools[RTE_MAX_NUMA_NODES];
 	struct rte_mempool *kpool; /* kernel backend: redirect copies */
 	struct moq_cache *cache;   /* shared by all workers (cache.h) */
+	struct moq_pool *cache_pool; /* the cache's memory (pool.h) */
 	struct moq_hub *hub;       /* joins the workers' nodes (moq.h); NULL with one */
 	struct moq_auth *auth;     /* --auth-*: the key set the nodes check (auth.h); NULL = off */
 	int quit, drain, reload;
