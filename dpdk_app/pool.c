@@ -75,10 +75,10 @@ struct moq_pool {
 	uint64_t nlisted; /* under tlock: in chunks[] */
 	rte_spinlock_t tlock;
 	uint32_t tmask;
-	struct chunk **table; /* atomic entries */
-	struct chunk **chunks; /* all of them, for free */
-	uint8_t home[RTE_MAX_LCORE];          /* arena of each lcore */
-	struct lcache *lc[RTE_MAX_LCORE];     /* NULL for lcores not enabled */
+	struct chunk **table;             /* atomic entries */
+	struct chunk **chunks;            /* all of them, for free */
+	uint8_t home[RTE_MAX_LCORE];      /* arena of each lcore */
+	struct lcache *lc[RTE_MAX_LCORE]; /* NULL for lcores not enabled */
 	uint64_t exhausted, fallback_allocs, fallback_bytes, remote_frees; /* atomic */
 	struct arena arena[MOQ_POOL_MAX_ARENAS];
 };
@@ -326,8 +326,7 @@ struct moq_pool *moq_pool_create(const char *name, uint64_t limit, const int *so
 
 	(void)name;
 	classes_init();
-	if (nsockets == 0 || nsockets > MOQ_POOL_MAX_ARENAS || limit == 0 ||
-	    limit > (1ull << 46)) {
+	if (nsockets == 0 || nsockets > MOQ_POOL_MAX_ARENAS || limit == 0 || limit > (1ull << 46)) {
 		rte_errno = EINVAL;
 		return NULL;
 	}
@@ -450,10 +449,10 @@ void *moq_pool_alloc(struct moq_pool *p, size_t size, size_t align)
 		rte_spinlock_unlock(&a->lock);
 		if (got == 0) {
 			/* the home arena is full: one object from another */
-			void *o = p->narenas > 1 ? alloc_locked_one(p, (p->home[lcore] + 1) %
-			                                                       p->narenas,
-			                                            (unsigned)k)
-			                         : NULL;
+			void *o = p->narenas > 1
+			                  ? alloc_locked_one(p, (p->home[lcore] + 1) % p->narenas,
+			                                     (unsigned)k)
+			                  : NULL;
 
 			if (p->narenas == 1)
 				__atomic_fetch_add(&p->exhausted, 1, __ATOMIC_RELAXED);
@@ -564,6 +563,7 @@ void moq_pool_stats(struct moq_pool *p, struct moq_pool_stats *st)
 		for (unsigned k = 0; k < MOQ_POOL_CLASSES; k++) {
 			st->slabs[k] += a->slabs[k];
 			live[k] += (int64_t)(a->alloc_nolc[k] - a->free_nolc[k]);
+			st->allocs += a->alloc_nolc[k];
 		}
 		rte_spinlock_unlock(&a->lock);
 	}
@@ -573,8 +573,10 @@ void moq_pool_stats(struct moq_pool *p, struct moq_pool_stats *st)
 		if (lc == NULL)
 			continue;
 		for (unsigned k = 0; k < MOQ_POOL_CLASSES; k++) {
-			live[k] += (int64_t)(__atomic_load_n(&lc->allocs[k], __ATOMIC_RELAXED) -
-			                     __atomic_load_n(&lc->frees[k], __ATOMIC_RELAXED));
+			uint64_t na = __atomic_load_n(&lc->allocs[k], __ATOMIC_RELAXED);
+
+			live[k] += (int64_t)(na - __atomic_load_n(&lc->frees[k], __ATOMIC_RELAXED));
+			st->allocs += na;
 			st->cached += __atomic_load_n(&lc->n[k], __ATOMIC_RELAXED);
 		}
 	}

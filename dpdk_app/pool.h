@@ -33,10 +33,10 @@
 
 #include "cache.h"
 
-#define MOQ_POOL_SLAB      (64u * 1024u)       /* slab size: the largest class */
-#define MOQ_POOL_CHUNK     (2u * 1024u * 1024u) /* reserved per rte_malloc call */
-#define MOQ_POOL_MAX_CLASS MOQ_POOL_SLAB
-#define MOQ_POOL_CLASSES   64u
+#define MOQ_POOL_SLAB       (64u * 1024u)        /* slab size: the largest class */
+#define MOQ_POOL_CHUNK      (2u * 1024u * 1024u) /* reserved per rte_malloc call */
+#define MOQ_POOL_MAX_CLASS  MOQ_POOL_SLAB
+#define MOQ_POOL_CLASSES    64u
 #define MOQ_POOL_MAX_ARENAS 4u
 
 struct moq_pool;
@@ -81,16 +81,17 @@ struct moq_cache_alloc moq_pool_cache_alloc(struct moq_pool *p);
 void moq_pool_flush(struct moq_pool *p);
 
 struct moq_pool_stats {
-	uint64_t limit;          /* bytes the pool may reserve */
-	uint64_t reserved;       /* bytes reserved (chunks) */
-	uint64_t slab_bytes;     /* bytes of slabs serving a class */
-	uint64_t obj_bytes;      /* class bytes of objects allocated (not cached) */
-	uint64_t objs;           /* objects allocated (not cached) */
-	uint64_t cached;         /* objects in the lcores' caches */
-	uint64_t exhausted;      /* allocations refused: the limit was reached */
-	uint64_t fallback_allocs; /* allocations above the largest class */
-	uint64_t fallback_bytes;  /* bytes of those held now (requested sizes) */
-	uint64_t remote_frees;   /* objects freed into another socket's arena */
+	uint64_t limit;                   /* bytes the pool may reserve */
+	uint64_t reserved;                /* bytes reserved (chunks) */
+	uint64_t slab_bytes;              /* bytes of slabs serving a class */
+	uint64_t obj_bytes;               /* class bytes of objects allocated (not cached) */
+	uint64_t objs;                    /* objects allocated (not cached) */
+	uint64_t allocs;                  /* allocations served by the classes, ever */
+	uint64_t cached;                  /* objects in the lcores' caches */
+	uint64_t exhausted;               /* allocations refused: the limit was reached */
+	uint64_t fallback_allocs;         /* allocations above the largest class */
+	uint64_t fallback_bytes;          /* bytes of those held now (requested sizes) */
+	uint64_t remote_frees;            /* objects freed into another socket's arena */
 	uint64_t slabs[MOQ_POOL_CLASSES]; /* slabs per class */
 	uint64_t live[MOQ_POOL_CLASSES];  /* objects allocated per class */
 };

@@ -105,11 +105,11 @@ struct moq_relay {
 	struct rte_ring *rings[MOQ_RELAY_MAX_WORKERS]; /* w[i]->ring (relay_io.rings) */
 	const struct relay_io_ops *io_ops;             /* the backend's (io.h) */
 	struct rte_mempool *pools[RTE_MAX_NUMA_NODES];
-	struct rte_mempool *kpool; /* kernel backend: redirect copies */
-	struct moq_cache *cache;   /* shared by all workers (cache.h) */
+	struct rte_mempool *kpool;   /* kernel backend: redirect copies */
+	struct moq_cache *cache;     /* shared by all workers (cache.h) */
 	struct moq_pool *cache_pool; /* the cache's memory (pool.h) */
-	struct moq_hub *hub;       /* joins the workers' nodes (moq.h); NULL with one */
-	struct moq_auth *auth;     /* --auth-*: the key set the nodes check (auth.h); NULL = off */
+	struct moq_hub *hub;         /* joins the workers' nodes (moq.h); NULL with one */
+	struct moq_auth *auth; /* --auth-*: the key set the nodes check (auth.h); NULL = off */
 	int quit, drain, reload;
 	uint32_t announce_pending; /* ports whose link came up: worker 0 announces */
 	uint64_t announcements;    /* atomic: worker 0 and the main lcore add */
