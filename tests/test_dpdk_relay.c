@@ -1660,6 +1660,23 @@ START_TEST(max_latency_expires_groups)
 	ck_assert_int_eq(
 	        telemetry(prefix + strlen("--file-prefix="), "/moqdp/cache", tel, sizeof(tel)), 0);
 	ck_assert_msg(strstr(tel, "\"max_latency_us\":100000") != NULL, "%s", tel);
+	/* the cache's memory is the pools' (issue 13): they hand the cache
+	 * its bytes, within what they reserved, within their limit (sized
+	 * from the default 1 GiB budget: 1 GiB + 1/4 + slabs + lcore caches) */
+	ck_assert_msg(strstr(tel, "\"pool_limit_bytes\":") != NULL, "%s", tel);
+	{
+		long long held = metric(r, "moqdp_cache_pool_held_bytes");
+		long long slab = metric(r, "moqdp_cache_pool_slab_bytes");
+		long long res = metric(r, "moqdp_cache_pool_reserved_bytes");
+		long long lim = metric(r, "moqdp_cache_pool_limit_bytes");
+
+		ck_assert_int_gt(held, 0);
+		ck_assert_int_le(held, slab + (1 << 20)); /* + rte_malloc'd tables */
+		ck_assert_int_le(slab, res);
+		ck_assert_int_ge(lim, (1ll << 30) + (1ll << 28));
+		ck_assert_int_le(res, lim);
+		ck_assert_int_eq(metric(r, "moqdp_cache_pool_exhausted_total"), 0);
+	}
 	fprintf(stderr,
 	        "max_latency_expires_groups: --max-latency 100ms: %lld groups expired, %lld "
 	        "tracks; %llu frames verified by 5 subscribers, 0 errors\n",
