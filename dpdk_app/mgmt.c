@@ -165,6 +165,9 @@ static void worker_metrics(struct mbuf_w *o, const struct moq_relay_stats *s)
 	worker_metric(o, s, "cert_generation", "gauge",
 	              "The certificate generation new connections on this worker get.",
 	              WOFF(cert_generation));
+	worker_metric(o, s, "admit_busy_permille", "gauge",
+	              "--admit-busy: the worker's busy share of its last 100 ms window.",
+	              WOFF(admit_busy_permille));
 #undef WOFF
 }
 
@@ -210,6 +213,7 @@ static void bounds_metrics(struct mbuf_w *o, const struct moq_relay_stats *s)
 	        {"max_broadcast_name", s->names_refused_broadcast},
 	        {"max_track_name", s->names_refused_track},
 	        {"max_message", s->msgs_refused_size},
+	        {"capacity", s->subs_refused_capacity}, /* --admit-busy */
 	};
 
 	put(o, "# HELP moqdp_bounds_refused_total Requests refused by a per-peer bound "
@@ -298,6 +302,15 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	metric(&o, "announcements_total", "counter",
 	       "Gratuitous ARPs and unsolicited NAs sent (start, link up).", s->announcements);
 	metric(&o, "goaway_sent_total", "counter", "GOAWAY sent to sessions (drain).", s->goaways);
+	metric(&o, "admit_goaway_total", "counter",
+	       "GOAWAY sent to new subscribers refused for capacity (--admit-refuse goaway=URL).",
+	       s->goaways_capacity);
+	metric(&o, "admit_sessions_total", "counter",
+	       "Sessions admitted as subscribers (their first SUBSCRIBE accepted).",
+	       s->subs_admitted);
+	metric(&o, "admit_closed_windows_total", "counter",
+	       "100 ms windows a worker admitted no new subscriber (--admit-busy).",
+	       s->admit_closed_windows);
 	metric(&o, "drain_closed_total", "counter", "Connections closed at the end of a drain.",
 	       s->drain_closes);
 	metric(&o, "quic_dropped_total", "counter", "Datagrams QUIC dropped.", s->quic_dropped);
@@ -589,6 +602,12 @@ static int stats_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "mbufs_total", s.mbufs_total);
 	malloc_fill(d);
 	rte_tel_data_add_dict_u64(d, "quic_spare_bytes", s.quic_spare_bytes);
+	/* admission (--admit-busy) */
+	rte_tel_data_add_dict_u64(d, "subscribers", s.subscribers);
+	rte_tel_data_add_dict_u64(d, "admit_sessions", s.subs_admitted);
+	rte_tel_data_add_dict_u64(d, "admit_refused", s.subs_refused_capacity);
+	rte_tel_data_add_dict_u64(d, "admit_goaways", s.goaways_capacity);
+	rte_tel_data_add_dict_u64(d, "admit_closed_windows", s.admit_closed_windows);
 	/* relay-added latency since start or the last /moqdp/latency_reset */
 	moq_lat_hist_sub(&s.relay_lat, &m->lat_base);
 	tel_latency(d, &s.relay_lat);

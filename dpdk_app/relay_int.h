@@ -70,6 +70,8 @@ struct relay_worker {
 	uint32_t tls_gen; /* the relay_tls generation its endpoint serves (atomic) */
 	uint64_t drain_start, drain_close_at;
 	struct relay_io io; /* what the I/O backend sees of this worker (io.h) */
+	/* admission (--admit-busy): the window's start and busy TSC then */
+	uint64_t admit_tsc0, admit_busy0;
 	/* the published figures: written by the worker, read by any thread */
 	uint32_t snap_seq __rte_cache_aligned; /* odd while the worker writes */
 	struct relay_snap snap;
@@ -108,6 +110,7 @@ struct moq_relay {
 	struct rte_mempool *kpool;   /* kernel backend: redirect copies */
 	struct moq_cache *cache;     /* shared by all workers (cache.h) */
 	struct moq_pool *cache_pool; /* the cache's memory (pool.h) */
+	uint64_t admit_window_tsc;   /* --admit-busy: ADMIT_WINDOW_NS in TSC cycles */
 	struct moq_hub *hub;         /* joins the workers' nodes (moq.h); NULL with one */
 	struct moq_auth *auth; /* --auth-*: the key set the nodes check (auth.h); NULL = off */
 	int quit, drain, reload;

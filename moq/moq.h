@@ -368,10 +368,11 @@ int64_t moq_session_fetch(struct moq_session *s, const char *broadcast, size_t b
  * node may accept @credit more SUBSCRIBEs before the next call; a
  * SUBSCRIBE from a session that has not yet had one accepted (a new
  * subscriber) is refused with 11 (bounds) while the credit is used up
- * (counted in subs_refused_capacity; GOAWAY too with cfg.admit_goaway). A
- * session once admitted is never refused for capacity: its further
- * SUBSCRIBEs (another track, a new rendition) are accepted and only use
- * up credit. MOQ_ADMIT_OPEN (the default) = no limit. The relay calls it
+ * (counted in subs_refused_capacity; GOAWAY too with cfg.admit_goaway),
+ * and so is every later SUBSCRIBE of that session (a viewer gets all of
+ * its tracks or none). A session once admitted is never refused for
+ * capacity: its further SUBSCRIBEs (another track, a new rendition) are
+ * accepted and only use up credit. MOQ_ADMIT_OPEN (the default) = no limit. The relay calls it
  * per window of its worker's busy time (dpdk_app/relay.c). Node thread.
  */
 #define MOQ_ADMIT_OPEN INT64_MAX

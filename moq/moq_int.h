@@ -256,8 +256,9 @@ struct moq_session {
 	struct moq_quic_conn *conn;
 	enum moq_version v;
 	uint8_t server, ready, setup_in, goaway_in, closing, freed;
-	uint8_t admitted, admit_goaway; /* moq_node_admit: a SUBSCRIBE was accepted;
-					 * GOAWAY sent for capacity */
+	uint8_t admitted, admit_refused, admit_goaway; /* moq_node_admit: a SUBSCRIBE
+							* was accepted / refused for
+							* capacity; GOAWAY sent */
 	char *root; /* server: the client's SETUP Path, normalised (roots the session) */
 	size_t rootlen;
 	uint8_t asked_announces;

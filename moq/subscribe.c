@@ -142,7 +142,8 @@ void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_su
 		st_refuse(s, st, MOQ_CODE_BOUNDS);
 		return;
 	}
-	if (!s->admitted && n->admit_credit <= 0) {
+	if (!s->admitted && (s->admit_refused || n->admit_credit <= 0)) {
+		s->admit_refused = 1; /* all or nothing: not video without audio */
 		refuse_capacity(s, st);
 		return;
 	}

@@ -113,6 +113,12 @@ struct moq_pmd_config {
 	char auth_key_dir[MOQ_CFG_PATH_MAX]; /* a directory of {kid}.jwk */
 	char auth_public[MOQ_CFG_PATH_MAX];  /* comma-separated prefixes; "" = all */
 	int auth_public_set;                 /* auth_public was given (it may be "") */
+	/* admission (issue 13; moq.h, moq_node_admit): a worker busier than
+	 * admit_busy percent of its last window admits no new subscriber (0 =
+	 * off); refused with SUBSCRIBE reset 11, and GOAWAY naming
+	 * admit_goaway when set ("" = bounds only) */
+	uint32_t admit_busy;
+	char admit_goaway[MOQ_CFG_PATH_MAX];
 };
 
 /*
