@@ -2,13 +2,15 @@
 /*
  * pool.c: per-lcore size-class pools on hugepages (see pool.h).
  *
- * An arena owns chunks; a chunk is MOQ_POOL_CHUNK bytes aligned to its size,
+ * An arena owns chunks; a chunk is MOQ_POOL_CHUNK bytes aligned to a slab,
  * with a descriptor per slab kept beside it (not in the chunk: objects fill
  * slabs exactly). A slab serving a class hands out objects from its free
  * list, then by carving the next untouched one; a slab with free objects is
  * on its class's partial list, a full one on no list, an empty one on the
  * arena's free list. All of that is under the arena's spinlock, taken once
- * per batch. The chunk table maps address >> 21 to its chunk: open
+ * per batch. A chunk is aligned to a slab, not to its own size (an aligned
+ * 2 MiB block costs the EAL heap up to twice that); the chunk table maps
+ * each 2 MiB address window a chunk overlaps (two) to the chunk: open
  * addressing, entries only ever added (under the table lock), read without
  * a lock on every free.
  */
@@ -75,7 +77,10 @@ struct moq_pool {
 	uint64_t nlisted; /* under tlock: in chunks[] */
 	rte_spinlock_t tlock;
 	uint32_t tmask;
-	struct chunk **table;             /* atomic entries */
+	struct tentry {
+		uintptr_t key;   /* atomic: address >> CHUNK_SHIFT; 0 = free */
+		struct chunk *c; /* a chunk overlapping that window */
+	} * table;
 	struct chunk **chunks;            /* all of them, for free */
 	uint8_t home[RTE_MAX_LCORE];      /* arena of each lcore */
 	struct lcache *lc[RTE_MAX_LCORE]; /* NULL for lcores not enabled */
@@ -160,16 +165,28 @@ static inline uint32_t thash(uintptr_t key, uint32_t mask)
 
 static inline struct chunk *chunk_find(const struct moq_pool *p, const void *obj)
 {
-	uintptr_t key = (uintptr_t)obj >> CHUNK_SHIFT;
+	uintptr_t a = (uintptr_t)obj, key = a >> CHUNK_SHIFT, k;
 	uint32_t h = thash(key, p->tmask);
-	struct chunk *c;
 
-	while ((c = __atomic_load_n(&p->table[h], __ATOMIC_ACQUIRE)) != NULL) {
-		if ((uintptr_t)c->base >> CHUNK_SHIFT == key)
-			return c;
+	while ((k = __atomic_load_n(&p->table[h].key, __ATOMIC_ACQUIRE)) != 0) {
+		const struct chunk *c = p->table[h].c;
+
+		if (k == key && a - (uintptr_t)c->base < MOQ_POOL_CHUNK)
+			return (struct chunk *)c;
 		h = (h + 1) & p->tmask;
 	}
 	return NULL;
+}
+
+/* Under the table lock: @c under the 2 MiB window @key. */
+static void table_add(struct moq_pool *p, uintptr_t key, struct chunk *c)
+{
+	uint32_t h = thash(key, p->tmask);
+
+	while (p->table[h].key != 0)
+		h = (h + 1) & p->tmask;
+	p->table[h].c = c;
+	__atomic_store_n(&p->table[h].key, key, __ATOMIC_RELEASE);
 }
 
 /* A new chunk for arena @ai, its slabs onto the free list. Under the arena
@@ -179,7 +196,6 @@ static struct slab *chunk_add(struct moq_pool *p, unsigned ai)
 	struct arena *a = &p->arena[ai];
 	struct chunk *c;
 	uint8_t *base;
-	uint32_t h;
 
 	rte_spinlock_lock(&p->tlock);
 	if (p->nchunks >= p->limit_chunks) {
@@ -189,7 +205,7 @@ static struct slab *chunk_add(struct moq_pool *p, unsigned ai)
 	p->nchunks++; /* reserve our place: the table never overfills */
 	rte_spinlock_unlock(&p->tlock);
 	c = rte_zmalloc_socket("moqdp_pool_chunk", sizeof(*c), RTE_CACHE_LINE_SIZE, a->socket);
-	base = rte_malloc_socket("moqdp_pool", MOQ_POOL_CHUNK, MOQ_POOL_CHUNK, a->socket);
+	base = rte_malloc_socket("moqdp_pool", MOQ_POOL_CHUNK, MOQ_POOL_SLAB, a->socket);
 	if (c == NULL || base == NULL) {
 		rte_free(c);
 		rte_free(base);
@@ -210,10 +226,9 @@ static struct slab *chunk_add(struct moq_pool *p, unsigned ai)
 	a->free_slabs = &c->slab[0];
 	rte_spinlock_lock(&p->tlock);
 	p->chunks[p->nlisted++] = c;
-	h = thash((uintptr_t)base >> CHUNK_SHIFT, p->tmask);
-	while (p->table[h] != NULL)
-		h = (h + 1) & p->tmask;
-	__atomic_store_n(&p->table[h], c, __ATOMIC_RELEASE);
+	table_add(p, (uintptr_t)base >> CHUNK_SHIFT, c);
+	if (((uintptr_t)base + MOQ_POOL_CHUNK - 1) >> CHUNK_SHIFT != (uintptr_t)base >> CHUNK_SHIFT)
+		table_add(p, ((uintptr_t)base + MOQ_POOL_CHUNK - 1) >> CHUNK_SHIFT, c);
 	rte_spinlock_unlock(&p->tlock);
 	return a->free_slabs;
 }
@@ -331,7 +346,7 @@ struct moq_pool *moq_pool_create(const char *name, uint64_t limit, const int *so
 		return NULL;
 	}
 	nch = (limit + MOQ_POOL_CHUNK - 1) / MOQ_POOL_CHUNK;
-	while (tsize < 2 * nch)
+	while (tsize < 4 * nch) /* two windows per chunk, half full at most */
 		tsize *= 2;
 	p = rte_zmalloc_socket("moqdp_pool", sizeof(*p), RTE_CACHE_LINE_SIZE, sockets[0]);
 	if (p == NULL)
