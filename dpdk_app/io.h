@@ -32,6 +32,11 @@ struct relay_worker_stats {
 	uint64_t conn_set_full;         /* a connection the drain set could not track */
 	uint64_t gso_msgs;              /* kernel backend: GSO sends of several datagrams */
 	uint64_t rx_truncated;          /* kernel backend: datagrams over --mtu, dropped */
+	/* admission (--admit-busy; relay.c, admit_window): the last window's
+	 * busy share in permille, windows that closed admission, the credit
+	 * of new subscriptions given for the current window */
+	uint64_t admit_busy_permille, admit_closed_windows;
+	int64_t admit_credit;
 };
 
 /* What a backend sees of its worker; relay.c fills it before open. */

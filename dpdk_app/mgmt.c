@@ -166,6 +166,9 @@ static void worker_metrics(struct mbuf_w *o, const struct moq_relay_stats *s)
 	worker_metric(o, s, "cert_generation", "gauge",
 	              "The certificate generation new connections on this worker get.",
 	              WOFF(cert_generation));
+	worker_metric(o, s, "admit_busy_permille", "gauge",
+	              "--admit-busy: the worker's busy share of its last 100 ms window.",
+	              WOFF(admit_busy_permille));
 #undef WOFF
 }
 
@@ -211,6 +214,7 @@ static void bounds_metrics(struct mbuf_w *o, const struct moq_relay_stats *s)
 	        {"max_broadcast_name", s->names_refused_broadcast},
 	        {"max_track_name", s->names_refused_track},
 	        {"max_message", s->msgs_refused_size},
+	        {"capacity", s->subs_refused_capacity}, /* --admit-busy */
 	};
 
 	put(o, "# HELP moqdp_bounds_refused_total Requests refused by a per-peer bound "
@@ -299,6 +303,15 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	metric(&o, "announcements_total", "counter",
 	       "Gratuitous ARPs and unsolicited NAs sent (start, link up).", s->announcements);
 	metric(&o, "goaway_sent_total", "counter", "GOAWAY sent to sessions (drain).", s->goaways);
+	metric(&o, "admit_goaway_total", "counter",
+	       "GOAWAY sent to new subscribers refused for capacity (--admit-refuse goaway=URL).",
+	       s->goaways_capacity);
+	metric(&o, "admit_sessions_total", "counter",
+	       "Sessions admitted as subscribers (their first SUBSCRIBE accepted).",
+	       s->subs_admitted);
+	metric(&o, "admit_closed_windows_total", "counter",
+	       "100 ms windows a worker admitted no new subscriber (--admit-busy).",
+	       s->admit_closed_windows);
 	metric(&o, "drain_closed_total", "counter", "Connections closed at the end of a drain.",
 	       s->drain_closes);
 	metric(&o, "quic_dropped_total", "counter", "Datagrams QUIC dropped.", s->quic_dropped);
@@ -365,6 +378,20 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	       s->cache_expired);
 	metric(&o, "cache_lagged_total", "counter", "Groups pushed out of a track's window.",
 	       s->cache_lagged);
+	metric(&o, "cache_pool_limit_bytes", "gauge",
+	       "Bytes the cache's pools may reserve (from --cache-budget).", s->cache_pool_limit);
+	metric(&o, "cache_pool_reserved_bytes", "gauge", "Bytes the cache's pools reserved.",
+	       s->cache_pool_reserved);
+	metric(&o, "cache_pool_slab_bytes", "gauge", "Bytes of pool slabs serving a size class.",
+	       s->cache_pool_slab_bytes);
+	metric(&o, "cache_pool_held_bytes", "gauge",
+	       "Bytes the pools hand to the cache (class sizes; rte_malloc above the largest).",
+	       s->cache_pool_obj_bytes);
+	metric(&o, "cache_pool_exhausted_total", "counter",
+	       "Cache allocations refused: the pools were at their limit.",
+	       s->cache_pool_exhausted);
+	metric(&o, "cache_pool_fallback_total", "counter",
+	       "Cache allocations above the largest class (rte_malloc).", s->cache_pool_fallback);
 	metric(&o, "mbufs_in_use", "gauge", "Mbufs of the relay's pools in use.", s->mbufs_in_use);
 	metric(&o, "mbufs_in_use_peak", "gauge",
 	       "Most mbufs in use seen (sampled every ~10 ms and at every read).", s->mbufs_peak);
@@ -663,6 +690,12 @@ static int stats_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "mbufs_total", s.mbufs_total);
 	malloc_fill(d);
 	rte_tel_data_add_dict_u64(d, "quic_spare_bytes", s.quic_spare_bytes);
+	/* admission (--admit-busy) */
+	rte_tel_data_add_dict_u64(d, "subscribers", s.subscribers);
+	rte_tel_data_add_dict_u64(d, "admit_sessions", s.subs_admitted);
+	rte_tel_data_add_dict_u64(d, "admit_refused", s.subs_refused_capacity);
+	rte_tel_data_add_dict_u64(d, "admit_goaways", s.goaways_capacity);
+	rte_tel_data_add_dict_u64(d, "admit_closed_windows", s.admit_closed_windows);
 	/* relay-added latency since start or the last /moqdp/latency_reset */
 	moq_lat_hist_sub(&s.relay_lat, &m->lat_base);
 	tel_latency(d, &s.relay_lat);
@@ -740,6 +773,15 @@ static int cache_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "evicted", c.evicted);
 	rte_tel_data_add_dict_u64(d, "expired", c.expired);
 	rte_tel_data_add_dict_u64(d, "lagged", c.lagged);
+	rte_tel_data_add_dict_u64(d, "pool_limit_bytes", c.pool_limit);
+	rte_tel_data_add_dict_u64(d, "pool_reserved_bytes", c.pool_reserved);
+	rte_tel_data_add_dict_u64(d, "pool_slab_bytes", c.pool_slab_bytes);
+	rte_tel_data_add_dict_u64(d, "pool_held_bytes", c.pool_obj_bytes);
+	rte_tel_data_add_dict_u64(d, "pool_objects", c.pool_objs);
+	rte_tel_data_add_dict_u64(d, "pool_cached_objects", c.pool_cached);
+	rte_tel_data_add_dict_u64(d, "pool_exhausted", c.pool_exhausted);
+	rte_tel_data_add_dict_u64(d, "pool_fallback_allocs", c.pool_fallback);
+	rte_tel_data_add_dict_u64(d, "pool_remote_frees", c.pool_remote_frees);
 	return 0;
 }
 

@@ -36,6 +36,13 @@ struct relay_mgmt_worker {
 struct relay_mgmt_cache {
 	uint64_t budget, used, max_latency_us;
 	uint64_t tracks, groups, evicted, expired, lagged;
+	/* its pools (pool.h): bytes the pools may reserve, have reserved, hold
+	 * in slabs serving a class, hand out to the cache (class sizes, and
+	 * rte_malloc above the largest); objects out, in lcore caches;
+	 * allocations refused at the limit, above the largest class, objects
+	 * freed into another socket's arena */
+	uint64_t pool_limit, pool_reserved, pool_slab_bytes, pool_obj_bytes;
+	uint64_t pool_objs, pool_cached, pool_exhausted, pool_fallback, pool_remote_frees;
 };
 
 /* relay.c: what the management side reads. */

@@ -444,6 +444,54 @@ static void tls_drop(struct relay_tls *t)
 	free(t);
 }
 
+/* Admission (--admit-busy; issue 13, "no collapse past capacity"): every
+ * ADMIT_WINDOW_NS the worker takes its busy share of the window just ended
+ * (busy_tsc: iterations that did work, on either backend: the kernel
+ * backend's sendmmsg / recvmmsg time counts as its busy time) and tells its
+ * node how many new subscriptions it may accept in the next one
+ * (moq_node_admit): none at or above the threshold; below it, the
+ * subscriptions the remaining headroom carries at the window's cost per
+ * subscription (busy / subscriptions: the fixed costs counted in make it
+ * an overestimate, so the estimate errs on the side of refusing), at least
+ * one; without ADMIT_LEARN subscriptions to estimate from, no limit but the
+ * threshold. Below ADMIT_FLOOR subscriptions a worker admits up to the
+ * floor even when busy: it has no estimate of what one costs yet, and a
+ * worker that cannot carry a few viewers is misconfigured, not full.
+ * Admitted sessions are never refused (moq.h). */
+#define ADMIT_WINDOW_NS 100000000ull /* 100 ms: ~3 video frames, 5 audio groups */
+#define ADMIT_LEARN     64u          /* subscriptions before the cost is estimated */
+#define ADMIT_FLOOR     8u           /* subscriptions always admitted: 4 video + audio */
+
+static void admit_window(struct moq_relay *r, struct relay_worker *w, uint64_t tsc)
+{
+	uint64_t span = tsc - w->admit_tsc0, busy = w->st.busy_tsc - w->admit_busy0;
+	uint64_t thr = (uint64_t)r->cfg.admit_busy * 10, b, subs;
+	struct moq_node_stats ns;
+	int64_t credit;
+
+	w->admit_tsc0 = tsc;
+	w->admit_busy0 = w->st.busy_tsc;
+	b = span ? busy * 1000 / span : 0;
+	if (b > 1000)
+		b = 1000;
+	moq_node_stats(w->node, &ns);
+	subs = ns.subscribers;
+	if (b >= thr) {
+		credit = subs < ADMIT_FLOOR ? (int64_t)(ADMIT_FLOOR - subs) : 0;
+		if (credit == 0)
+			w->st.admit_closed_windows++;
+	} else if (subs < ADMIT_LEARN || b == 0) {
+		credit = MOQ_ADMIT_OPEN;
+	} else {
+		credit = (int64_t)((thr - b) * subs / b);
+		if (credit < 1)
+			credit = 1;
+	}
+	w->st.admit_busy_permille = b;
+	w->st.admit_credit = credit;
+	moq_node_admit(w->node, credit);
+}
+
 int moq_relay_poll(struct moq_relay *r, unsigned int wi)
 {
 	struct relay_worker *w;
@@ -475,6 +523,8 @@ int moq_relay_poll(struct moq_relay *r, unsigned int wi)
 		w->st.busy_tsc += t1 - t0;
 	else
 		w->st.idle_tsc += t1 - t0;
+	if (r->cfg.admit_busy != 0 && w->node != NULL && t1 - w->admit_tsc0 >= r->admit_window_tsc)
+		admit_window(r, w, t1);
 	return work;
 }
 
@@ -1117,6 +1167,10 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 			/* --max-latency: expiry of the cache tracks the relay
 			 * creates for its upstream subscriptions */
 			nc.track.max_latency = r->cfg.max_latency_us * 1000;
+			if (r->cfg.admit_goaway[0] != '\0') { /* --admit-refuse goaway=URL */
+				nc.admit_goaway = r->cfg.admit_goaway;
+				nc.admit_goaway_len = strlen(r->cfg.admit_goaway);
+			}
 			w->node = moq_node_create(&nc);
 			if (w->node == NULL)
 				return rfail(err, errlen, "worker %u: cannot create the moq node",
@@ -1150,18 +1204,39 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 	return 0;
 }
 
-/* The cache's memory: hugepages through EAL (thread-safe; NUMA: any socket
- * for now, the cache is shared by all workers). */
-static void *cache_alloc(void *ctx, size_t size, size_t align)
+/* The cache's memory: per-lcore size-class pools on hugepages (pool.h),
+ * an arena on each socket that has a worker. The pool may reserve the
+ * budget + 1/4 (the pool holds up to 1.10 x what the cache bills, and the
+ * cache passes its budget by up to a group's writes before it evicts), plus
+ * a slab per class (MOQ_POOL_CLASSES x 64 KiB: each class's partly used
+ * slab) and 2 MiB per worker (its lcore caches: at most 64 KiB per class,
+ * far less in practice). Reserved in 2 MiB chunks as the cache grows. */
+static struct moq_pool *cache_pool_create(struct moq_relay *r, const unsigned int *lcores,
+                                          char *err, size_t errlen)
 {
-	(void)ctx;
-	return rte_malloc_socket("moqdp_cache", size, (unsigned int)align, SOCKET_ID_ANY);
-}
+	int sockets[MOQ_POOL_MAX_ARENAS];
+	unsigned int ns = 0;
+	uint64_t limit = r->cfg.cache_budget + r->cfg.cache_budget / 4 +
+	                 (uint64_t)MOQ_POOL_CLASSES * MOQ_POOL_SLAB +
+	                 (uint64_t)r->nb_workers * MOQ_POOL_CHUNK;
+	struct moq_pool *p;
 
-static void cache_free(void *ctx, void *p)
-{
-	(void)ctx;
-	rte_free(p);
+	for (unsigned int i = 0; i < r->nb_workers; i++) {
+		int sock = (int)rte_lcore_to_socket_id(lcores[i]);
+		unsigned int j;
+
+		for (j = 0; j < ns && sockets[j] != sock; j++)
+			;
+		if (j == ns && ns < MOQ_POOL_MAX_ARENAS)
+			sockets[ns++] = sock;
+	}
+	if (ns == 0)
+		sockets[ns++] = (int)rte_socket_id();
+	p = moq_pool_create("moqdp_cache", limit, sockets, ns);
+	if (p == NULL)
+		rfail(err, errlen, "--cache-budget: cannot create the cache's pools: %s",
+		      rte_strerror(rte_errno));
+	return p;
 }
 
 struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, size_t errlen)
@@ -1179,6 +1254,7 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 	r->t0_ns = moq_relay_now_ns();
 	r->tsc0 = rte_rdtsc();
 	r->tsc_mult = (uint64_t)((1000000000ull << 32) / rte_get_tsc_hz());
+	r->admit_window_tsc = rte_get_tsc_hz() / (1000000000ull / ADMIT_WINDOW_NS);
 	if (cfg->backend == MOQ_CFG_BACKEND_DPDK) {
 		if (pick_ports(r, err, errlen) != 0 || pick_workers(r, lcores, err, errlen) != 0 ||
 		    assign_addresses(r, err, errlen) != 0 || setup_ports(r, err, errlen) != 0)
@@ -1200,8 +1276,10 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 		struct moq_cache_cfg cc;
 
 		memset(&cc, 0, sizeof(cc));
-		cc.alloc.alloc = cache_alloc;
-		cc.alloc.free = cache_free;
+		r->cache_pool = cache_pool_create(r, lcores, err, errlen);
+		if (r->cache_pool == NULL)
+			goto fail;
+		cc.alloc = moq_pool_cache_alloc(r->cache_pool);
 		cc.budget = cfg->cache_budget;
 		cc.max_readers = r->nb_workers;
 		cc.clock = cache_clock; /* the workers' latency commits use it too */
@@ -1314,6 +1392,7 @@ void moq_relay_destroy(struct moq_relay *r)
 	moq_cluster_destroy(r->cluster);
 	moq_auth_destroy(r->auth);
 	moq_cache_destroy(r->cache);
+	moq_pool_free(r->cache_pool); /* after the cache: it frees into it */
 	if (cb_relay == r)
 		cb_relay = NULL;
 	rte_free(r);
@@ -1573,6 +1652,17 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->cache_expired = cs.expired;
 		s->cache_lagged = cs.lagged;
 	}
+	if (r->cache_pool != NULL) {
+		struct moq_pool_stats ps;
+
+		moq_pool_stats(r->cache_pool, &ps);
+		s->cache_pool_limit = ps.limit;
+		s->cache_pool_reserved = ps.reserved;
+		s->cache_pool_slab_bytes = ps.slab_bytes;
+		s->cache_pool_obj_bytes = ps.obj_bytes + ps.fallback_bytes;
+		s->cache_pool_exhausted = ps.exhausted;
+		s->cache_pool_fallback = ps.fallback_allocs;
+	}
 	s->announcements = __atomic_load_n(&r->announcements, __ATOMIC_RELAXED);
 	s->cert_generation = __atomic_load_n(&r->tls_gen_now, __ATOMIC_RELAXED);
 	s->cert_pem_loads = moq_quic_tls_pem_loads();
@@ -1645,6 +1735,10 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->bcast_failovers += sn.ns.bcast_failovers;
 		s->ann_duplicates += sn.ns.ann_duplicates;
 		s->ann_restarts += sn.ns.ann_restarts;
+		s->subs_refused_capacity += sn.ns.subs_refused_capacity;
+		s->goaways_capacity += sn.ns.goaways_capacity;
+		s->subs_admitted += sn.ns.subs_admitted;
+		s->admit_closed_windows += st->admit_closed_windows;
 		/* with a hub every worker's origin table holds every broadcast
 		 * (mirrored): the largest table is the count, not the sum */
 		if (sn.ns.broadcasts > s->broadcasts)
@@ -1676,6 +1770,7 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		wc->cert_generation = __atomic_load_n(&r->w[i]->tls_gen, __ATOMIC_RELAXED);
 		wc->busy_tsc = st->busy_tsc;
 		wc->idle_tsc = st->idle_tsc;
+		wc->admit_busy_permille = st->admit_busy_permille;
 		moq_lat_hist_merge(&s->relay_lat, &sn.lat);
 	}
 	for (unsigned int pi = 0; pi < r->nb_ports; pi++) {
@@ -1726,6 +1821,20 @@ void moq_relay_mgmt_cache(const struct moq_relay *r, struct relay_mgmt_cache *c)
 	c->evicted = cs.evicted;
 	c->expired = cs.expired;
 	c->lagged = cs.lagged;
+	if (r->cache_pool != NULL) {
+		struct moq_pool_stats ps;
+
+		moq_pool_stats(r->cache_pool, &ps);
+		c->pool_limit = ps.limit;
+		c->pool_reserved = ps.reserved;
+		c->pool_slab_bytes = ps.slab_bytes;
+		c->pool_obj_bytes = ps.obj_bytes + ps.fallback_bytes;
+		c->pool_objs = ps.objs;
+		c->pool_cached = ps.cached;
+		c->pool_exhausted = ps.exhausted;
+		c->pool_fallback = ps.fallback_allocs;
+		c->pool_remote_frees = ps.remote_frees;
+	}
 }
 
 /* accessors ------------------------------------------------------------- */

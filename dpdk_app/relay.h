@@ -39,6 +39,7 @@ struct moq_relay_worker_counters {
 	uint64_t redirected_in;      /* datagrams other workers handed over */
 	uint64_t cert_generation;    /* the relay's certificate generation it serves */
 	uint64_t busy_tsc, idle_tsc;
+	uint64_t admit_busy_permille; /* --admit-busy: busy share of its last window */
 };
 
 /* Counters summed over workers and ports (moq_relay_stats). */
@@ -88,6 +89,15 @@ struct moq_relay_stats {
 	uint64_t cache_tracks, cache_groups;                 /* live now */
 	uint64_t cache_evicted, cache_expired, cache_lagged; /* groups removed: budget,
 	                                                       * --max-latency, window */
+	/* the cache's pools (pool.h): bytes they may reserve, have reserved,
+	 * hold in slabs, hand to the cache; allocations refused at the limit,
+	 * served by rte_malloc (above the largest class) */
+	uint64_t cache_pool_limit, cache_pool_reserved, cache_pool_slab_bytes;
+	uint64_t cache_pool_obj_bytes, cache_pool_exhausted, cache_pool_fallback;
+	/* admission (--admit-busy, moq.h moq_node_admit), summed over workers:
+	 * new subscribers refused (reset 11), GOAWAYs sent for it, sessions
+	 * admitted, windows that closed admission */
+	uint64_t subs_refused_capacity, goaways_capacity, subs_admitted, admit_closed_windows;
 	uint64_t uptime_ns;
 	struct moq_relay_worker_counters worker[MOQ_RELAY_MAX_WORKERS]; /* 0..workers-1 */
 	/* mbufs of the relay's pools (rte_mempool_in_use_count, summed over

@@ -23,6 +23,7 @@
 #include "io.h"
 #include "mgmt.h"
 #include "h3.h"
+#include "pool.h"
 
 #define MOQ_RELAY_MAX_PORTS 8
 #define MOQ_RELAY_MAX_RXQ   MOQ_CFG_MAX_LCORE_QUEUES /* refused beyond (pmd_config.h) */
@@ -72,6 +73,8 @@ struct relay_worker {
 	uint32_t tls_gen; /* the relay_tls generation its endpoint serves (atomic) */
 	uint64_t drain_start, drain_close_at;
 	struct relay_io io; /* what the I/O backend sees of this worker (io.h) */
+	/* admission (--admit-busy): the window's start and busy TSC then */
+	uint64_t admit_tsc0, admit_busy0;
 	/* the published figures: written by the worker, read by any thread */
 	uint32_t snap_seq __rte_cache_aligned; /* odd while the worker writes */
 	struct relay_snap snap;
@@ -107,10 +110,12 @@ struct moq_relay {
 	struct rte_ring *rings[MOQ_RELAY_MAX_WORKERS]; /* w[i]->ring (relay_io.rings) */
 	const struct relay_io_ops *io_ops;             /* the backend's (io.h) */
 	struct rte_mempool *pools[RTE_MAX_NUMA_NODES];
-	struct rte_mempool *kpool; /* kernel backend: redirect copies */
-	struct moq_cache *cache;   /* shared by all workers (cache.h) */
-	struct moq_hub *hub;       /* joins the workers' nodes (moq.h); NULL with one */
-	struct moq_auth *auth;     /* --auth-*: the key set the nodes check (auth.h); NULL = off */
+	struct rte_mempool *kpool;   /* kernel backend: redirect copies */
+	struct moq_cache *cache;     /* shared by all workers (cache.h) */
+	struct moq_pool *cache_pool; /* the cache's memory (pool.h) */
+	uint64_t admit_window_tsc;   /* --admit-busy: ADMIT_WINDOW_NS in TSC cycles */
+	struct moq_hub *hub;         /* joins the workers' nodes (moq.h); NULL with one */
+	struct moq_auth *auth;       /* --auth-*: the key set the nodes check (auth.h); NULL = off */
 	struct moq_cluster *cluster; /* --cluster-connect: worker 0's links (cluster.h) */
 	int quit, drain, reload;
 	uint32_t announce_pending; /* ports whose link came up: worker 0 announces */

@@ -170,6 +170,11 @@ struct moq_node_cfg {
 	 * once, a flapping one does not make the relay unsubscribe and
 	 * subscribe again upstream); 0 = it closes at once */
 	uint64_t up_hold_ns;
+	/* Admission (moq_node_admit): a SUBSCRIBE the node has no headroom
+	 * for is reset with 11 (bounds); with admit_goaway set (a relay URL,
+	 * borrowed) a lite-04+ session is also sent GOAWAY naming it, once. */
+	const char *admit_goaway;
+	size_t admit_goaway_len;
 };
 
 /* Counters of a node (monotonic unless noted). */
@@ -211,6 +216,12 @@ struct moq_node_stats {
 	uint64_t auth_refused;         /* sessions closed with 6 at set-up (token, role) */
 	uint64_t auth_expired;         /* sessions closed with 6 when their token expired */
 	uint64_t auth_denied;          /* requests refused with 6: path outside the token */
+	/* Admission (moq_node_admit) */
+	uint64_t subs_refused_capacity; /* SUBSCRIBEs of new subscribers refused (reset 11):
+					 * no headroom */
+	uint64_t goaways_capacity;      /* sessions sent GOAWAY (cfg.admit_goaway) for it */
+	uint64_t subs_admitted;         /* sessions admitted as subscribers (their first
+					 * SUBSCRIBE accepted), ever */
 };
 
 /*
@@ -419,6 +430,21 @@ int moq_session_track(struct moq_session *s, const char *broadcast, size_t blen,
  */
 int64_t moq_session_fetch(struct moq_session *s, const char *broadcast, size_t blen,
                           const char *track, size_t tlen, uint8_t priority, uint64_t seq);
+
+/*
+ * moq_node_admit: admission control of new subscribers (issue 13). The
+ * node may accept @credit more SUBSCRIBEs before the next call; a
+ * SUBSCRIBE from a session that has not yet had one accepted (a new
+ * subscriber) is refused with 11 (bounds) while the credit is used up
+ * (counted in subs_refused_capacity; GOAWAY too with cfg.admit_goaway),
+ * and so is every later SUBSCRIBE of that session (a viewer gets all of
+ * its tracks or none). A session once admitted is never refused for
+ * capacity: its further SUBSCRIBEs (another track, a new rendition) are
+ * accepted and only use up credit. MOQ_ADMIT_OPEN (the default) = no limit. The relay calls it
+ * per window of its worker's busy time (dpdk_app/relay.c). Node thread.
+ */
+#define MOQ_ADMIT_OPEN INT64_MAX
+void moq_node_admit(struct moq_node *n, int64_t credit);
 
 /* moq_node_goaway: send GOAWAY with @uri to every session of the node
  * (lite-04+; graceful drain). Returns the number of sessions told. */

@@ -263,6 +263,9 @@ struct moq_session {
 	uint8_t tp_closing;                 /* binding: close called, moq_binding_closed due */
 	enum moq_version v;
 	uint8_t server, ready, setup_in, goaway_in, closing, freed;
+	uint8_t admitted, admit_refused, admit_goaway; /* moq_node_admit: a SUBSCRIBE
+							* was accepted / refused for
+							* capacity; GOAWAY sent */
 	char *root; /* server: the client's SETUP Path, normalised (roots the session) */
 	size_t rootlen;
 	uint8_t asked_announces;
@@ -353,6 +356,7 @@ struct moq_node {
 	} lat_pend[MOQ_LAT_PENDING];
 	uint16_t lat_used[MOQ_LAT_PENDING];
 	struct moq_lat_hist lat;
+	int64_t admit_credit; /* moq_node_admit; MOQ_ADMIT_OPEN = no limit */
 };
 
 /* latency.c, relay-added latency: note the arrivals of the complete frames

@@ -23,6 +23,7 @@ struct moq_node *moq_node_create(const struct moq_node_cfg *cfg)
 	if (!n)
 		return NULL;
 	n->cfg = *cfg;
+	n->admit_credit = MOQ_ADMIT_OPEN;
 	if (!n->cfg.origin)
 		n->cfg.origin = hop_id_random(n);
 	if (!n->cfg.max_sessions)
@@ -111,6 +112,11 @@ void moq_node_destroy(struct moq_node *n)
 void moq_node_stats(const struct moq_node *n, struct moq_node_stats *out)
 {
 	*out = n->st;
+}
+
+void moq_node_admit(struct moq_node *n, int64_t credit)
+{
+	n->admit_credit = credit;
 }
 
 uint64_t moq_node_origin(const struct moq_node *n)

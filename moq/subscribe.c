@@ -101,6 +101,23 @@ void dsub_free(struct moq_session *s, struct dsub *d)
 	free(d);
 }
 
+/* A new subscriber the node has no headroom for (moq_node_admit): reset
+ * 11 bounds, and with cfg.admit_goaway a lite-04+ session is told, once,
+ * to go to that relay (PROTOCOL.md, Goaway). */
+static void refuse_capacity(struct moq_session *s, struct mstream *st)
+{
+	struct moq_node *n = s->n;
+
+	n->st.subs_refused_capacity++;
+	n->st.refused_bounds++;
+	if (n->cfg.admit_goaway && !s->admit_goaway && s->v >= MOQ_LITE_04 &&
+	    moq_session_goaway(s, n->cfg.admit_goaway, n->cfg.admit_goaway_len) == 0) {
+		s->admit_goaway = 1;
+		n->st.goaways_capacity++;
+	}
+	st_refuse(s, st, MOQ_CODE_BOUNDS);
+}
+
 /* SUBSCRIBE from the peer (PROTOCOL.md, Subscribe). A request beyond a
  * configured bound (per session, cfg.max_subscribers, cfg.max_tracks) is
  * refused with reset 11 bounds (PROTOCOL.md, Error codes). */
@@ -123,6 +140,11 @@ void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_su
 		n->st.subs_refused_session++;
 		n->st.refused_bounds++;
 		st_refuse(s, st, MOQ_CODE_BOUNDS);
+		return;
+	}
+	if (!s->admitted && (s->admit_refused || n->admit_credit <= 0)) {
+		s->admit_refused = 1; /* all or nothing: not video without audio */
+		refuse_capacity(s, st);
 		return;
 	}
 	if (req_path(s, st, &m->broadcast, m->track.len, &full, &flen) < 0)
@@ -186,6 +208,12 @@ void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_su
 	s->ndsubs++;
 	if (d->up)
 		up_added(d->up, d);
+	if (n->admit_credit != MOQ_ADMIT_OPEN)
+		n->admit_credit--;
+	if (!s->admitted) {
+		s->admitted = 1;
+		n->st.subs_admitted++;
+	}
 	return;
 fail_refuse:
 	free(d);

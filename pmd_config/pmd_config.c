@@ -33,6 +33,7 @@ enum key_type {
 	K_MASK,     /* hex port mask */
 	K_PROFILE,  /* auto | a profile name */
 	K_HOSTPORT, /* host:port or "" */
+	K_ADMIT,    /* bounds | goaway=URL */
 };
 
 struct key {
@@ -140,6 +141,14 @@ static const struct key keys[] = {
         {"upstream-hold", K_DUR, OFF(upstream_hold_us), 0, 600 * US,
          "upstream subscription kept after its last subscriber left (default 2s with "
          "--cluster-connect, else 0)"},
+        /* Admission (issue 13): 99 at most, a worker is never more than
+	 * 100 % busy; off by default (docs/DEPLOY.md, Admission) */
+        {"admit-busy", K_U32, OFF(admit_busy), 0, 99,
+         "admit new subscribers only while the worker was busy less than this percent of "
+         "its last 100 ms; 0 = off (default 0)"},
+        {"admit-refuse", K_ADMIT, OFF(admit_goaway), 0, 0,
+         "how --admit-busy refuses: bounds (SUBSCRIBE reset 11) or goaway=URL (also "
+         "GOAWAY naming another relay; default bounds)"},
 };
 
 #define NB_KEYS (sizeof(keys) / sizeof(keys[0]))
@@ -509,6 +518,17 @@ static int set_value(struct moq_pmd_config *cfg, const struct key *k, const char
 			cfg->auth_public_set = 1; /* "" is a value: every path */
 		return 0;
 	}
+	case K_ADMIT:
+		if (strcmp(v, "bounds") == 0) {
+			cfg->admit_goaway[0] = '\0';
+			return 0;
+		}
+		if (strncmp(v, "goaway=", 7) == 0 && v[7] != '\0' &&
+		    strlen(v + 7) < sizeof(cfg->admit_goaway)) {
+			snprintf(cfg->admit_goaway, sizeof(cfg->admit_goaway), "%s", v + 7);
+			return 0;
+		}
+		return fail(err, errlen, "%s: '%s' is not bounds or goaway=URL", lbl, v);
 	case K_BACKEND:
 		if (strcmp(v, "dpdk") == 0)
 			cfg->backend = MOQ_CFG_BACKEND_DPDK;

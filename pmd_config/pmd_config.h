@@ -120,6 +120,12 @@ struct moq_pmd_config {
 					       * "insecure" = no verification */
 	uint64_t upstream_hold_us;            /* upstream kept after its last subscriber */
 	int upstream_hold_set;                /* given (else 2 s with cluster_connect, 0 without) */
+	/* admission (issue 13; moq.h, moq_node_admit): a worker busier than
+	 * admit_busy percent of its last window admits no new subscriber (0 =
+	 * off); refused with SUBSCRIBE reset 11, and GOAWAY naming
+	 * admit_goaway when set ("" = bounds only) */
+	uint32_t admit_busy;
+	char admit_goaway[MOQ_CFG_PATH_MAX];
 };
 
 /*

@@ -1660,6 +1660,23 @@ START_TEST(max_latency_expires_groups)
 	ck_assert_int_eq(
 	        telemetry(prefix + strlen("--file-prefix="), "/moqdp/cache", tel, sizeof(tel)), 0);
 	ck_assert_msg(strstr(tel, "\"max_latency_us\":100000") != NULL, "%s", tel);
+	/* the cache's memory is the pools' (issue 13): they hand the cache
+	 * its bytes, within what they reserved, within their limit (sized
+	 * from the default 1 GiB budget: 1 GiB + 1/4 + slabs + lcore caches) */
+	ck_assert_msg(strstr(tel, "\"pool_limit_bytes\":") != NULL, "%s", tel);
+	{
+		long long held = metric(r, "moqdp_cache_pool_held_bytes");
+		long long slab = metric(r, "moqdp_cache_pool_slab_bytes");
+		long long res = metric(r, "moqdp_cache_pool_reserved_bytes");
+		long long lim = metric(r, "moqdp_cache_pool_limit_bytes");
+
+		ck_assert_int_gt(held, 0);
+		ck_assert_int_le(held, slab + (1 << 20)); /* + rte_malloc'd tables */
+		ck_assert_int_le(slab, res);
+		ck_assert_int_ge(lim, (1ll << 30) + (1ll << 28));
+		ck_assert_int_le(res, lim);
+		ck_assert_int_eq(metric(r, "moqdp_cache_pool_exhausted_total"), 0);
+	}
 	fprintf(stderr,
 	        "max_latency_expires_groups: --max-latency 100ms: %lld groups expired, %lld "
 	        "tracks; %llu frames verified by 5 subscribers, 0 errors\n",
@@ -2693,6 +2710,89 @@ END_TEST
  * /metrics series: with --max-track-name 4 every SUBSCRIBE of moqdp-load
  * ("video", "audio") is refused (reset 11) and counted under its option's
  * name; the other bounds' series are there at 0. */
+/* Admission (issue 13) over the kernel backend: --admit-busy 1 is a
+ * threshold the relay passes as soon as it does anything (a handshake, a
+ * few packets). 30 subscribers arrive at 15/s, a handshake every ~67 ms:
+ * the worker admits its floor (4 sessions of video + audio, relay.c
+ * ADMIT_FLOOR) and whoever subscribes in a window after a quiet one, and
+ * refuses the others with 11 (moqdp_bounds_refused_total{bound="capacity"}),
+ * each on both of its tracks; every admitted subscriber gets every group to
+ * the end: nothing missing, reset or wrong, and only the refused stall. */
+START_TEST(admission_kernel_backend)
+{
+	unsigned int udp = 40000 + (unsigned int)(getpid() + 17) % 20000, mport = udp + 1;
+	char sudp[16], mgmt[32], prefix[64], relay[40], load[8192], *r;
+	const char *args[] = {prefix,
+	                      "--no-huge",
+	                      "-m",
+	                      "512",
+	                      "--no-pci",
+	                      "-l",
+	                      "0-1",
+	                      "--",
+	                      "--backend",
+	                      "kernel",
+	                      "--listen",
+	                      "127.0.0.1",
+	                      "--port",
+	                      sudp,
+	                      "--mgmt",
+	                      mgmt,
+	                      "--admit-busy",
+	                      "1",
+	                      "--stats-interval",
+	                      "0",
+	                      NULL};
+	const char *largs[] = {"--kernel",   "--relay",   relay,           "--local",
+	                       "127.0.0.2",  "--publish", "--subscribers", "30",
+	                       "--ramp",     "15",        "--tracks",      "video:200k,audio",
+	                       "--duration", "5",         "--quiet",       NULL};
+	unsigned long long delivered = 0, missing = 1, errors = 1, reset = 1, stalled = 99;
+	long long refused, admitted, closed;
+	const char *p;
+	int rc;
+
+	snprintf(sudp, sizeof(sudp), "%u", udp);
+	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", mport);
+	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-ad-%d", (int)getpid());
+	snprintf(relay, sizeof(relay), "127.0.0.1:%u", udp);
+	spawn(args);
+	ck_assert_msg(wait_http(mport, "/health", 15000) != NULL, "stderr: %s", slurp(errpath));
+	rc = run_load(largs, load, sizeof(load), 30000);
+	ck_assert_msg(rc == 0, "moqdp-load exit %d: %s", rc, load);
+	load_delivery(load, &delivered, &missing, &errors);
+	p = strstr(load, "groups complete, ");
+	ck_assert_msg(p && sscanf(p, "groups complete, %llu reset", &reset) == 1, "%s", load);
+	p = strstr(load, " failed, ");
+	ck_assert_msg(p && sscanf(p, " failed, %llu stalled", &stalled) == 1, "%s", load);
+	r = metrics_when(mport, "moqdp_frames_out_total", (long long)delivered);
+	refused = metric(r, "moqdp_bounds_refused_total{bound=\"capacity\"}");
+	admitted = metric(r, "moqdp_admit_sessions_total");
+	closed = metric(r, "moqdp_admit_closed_windows_total");
+	fprintf(stderr,
+	        "admission_kernel_backend: --admit-busy 1: %lld of 30 sessions admitted, %lld "
+	        "SUBSCRIBEs refused (11), %lld windows closed; %llu frames verified, %llu missing, "
+	        "%llu reset, %llu stalled\n",
+	        admitted, refused, closed, delivered, missing, reset, stalled);
+	ck_assert_int_gt(closed, 0);
+	ck_assert_int_gt(refused, 0);
+	ck_assert_int_ge(admitted, 4); /* the floor */
+	ck_assert_int_lt(admitted, 30);
+	/* a refused session is refused both tracks (it was never admitted) */
+	ck_assert_msg(refused == 2 * (30 - admitted), "%lld refused, %lld admitted: %s", refused,
+	              admitted, load);
+	/* the admitted keep going: every group, nothing wrong, none stalled */
+	ck_assert_uint_gt(delivered, 0);
+	ck_assert_uint_eq(missing, 0);
+	ck_assert_uint_eq(reset, 0);
+	ck_assert_uint_eq(errors, 0);
+	ck_assert_uint_eq(stalled, (unsigned long long)(30 - admitted));
+	ck_assert_int_eq(metric(r, "moqdp_subscribers"), 0); /* all gone at the end */
+	kill(child, SIGTERM);
+	ck_assert_int_eq(wait_exit(10000), 0);
+}
+END_TEST
+
 START_TEST(bounds_options_metrics)
 {
 	unsigned int udp = 40000 + (unsigned int)(getpid() + 13) % 20000, mport = udp + 1;
@@ -2816,6 +2916,7 @@ Suite *dpdk_relay_options_suite(void)
 	tcase_add_test(tc, telemetry_while_running_and_stopping);
 	tcase_add_test(tc, tracks_relay_wide);
 	tcase_add_test(tc, bounds_options_metrics);
+	tcase_add_test(tc, admission_kernel_backend);
 	suite_add_tcase(s, tc);
 	return s;
 }

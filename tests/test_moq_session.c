@@ -1308,6 +1308,109 @@ START_TEST(test_max_subscribers)
 }
 END_TEST
 
+static int sub4_got_group(void)
+{
+	return H.subs[4].groups_complete >= 1;
+}
+
+static void admit_goaway_cfg(struct moq_node_cfg *nc)
+{
+	nc->admit_goaway = "https://relay2.example/";
+	nc->admit_goaway_len = 23;
+}
+
+/* Admission (issue 13): three subscribers are in when the relay is told it
+ * has no headroom (moq_node_admit 0). A fourth session's SUBSCRIBE is reset
+ * 11 (bounds) and counted; an admitted session's second SUBSCRIBE is still
+ * accepted; the admitted get every group byte-exact. With headroom again
+ * the fourth gets in. _i = 1: refusals also send GOAWAY naming another
+ * relay (cfg.admit_goaway), once per session. */
+START_TEST(test_admission_capacity)
+{
+	struct moq_sub_params p = {1, false, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE};
+	struct moq_node_stats rs;
+	struct sub *d, *e;
+	int64_t extra;
+
+	if (_i == 1)
+		relay_cfg = admit_goaway_cfg;
+	h_init(NULL, 0);
+	relay_cfg = NULL;
+	h_publisher();
+	for (int i = 0; i < 4; i++)
+		h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	d = &H.subs[3];
+	for (int i = 0; i < 3; i++)
+		h_subscribe(&H.subs[i], 1);
+	h_run(50 * MS, 0);
+	moq_node_stats(H.relay, &rs);
+	ck_assert_uint_eq(rs.subs_admitted, 3);
+	ck_assert_uint_eq(rs.subscribers, 3);
+
+	/* no headroom from here */
+	moq_node_admit(H.relay, 0);
+	h_subscribe(d, 1);
+	ck_assert(h_until(sub3_refused, 1 * SEC, 0));
+	ck_assert_int_eq(d->sub_closed_code, MOQ_CODE_BOUNDS);
+	ck_assert(!d->closed); /* the subscribe stream only, not the session */
+	/* an admitted subscriber's further request keeps it going */
+	extra = moq_session_subscribe(H.subs[1].s, "live/room", 9, "video", 5, &p);
+	ck_assert_int_ge(extra, 0);
+	h_run(50 * MS, 0);
+	moq_node_stats(H.relay, &rs);
+	ck_assert_uint_eq(rs.subscribers, 4); /* 3 + the admitted one's second */
+	ck_assert_uint_eq(rs.subs_refused_capacity, 1);
+	ck_assert_uint_eq(rs.refused_bounds, 1);
+	ck_assert_uint_eq(rs.subs_admitted, 3);
+	if (_i == 1) {
+		ck_assert(d->goaway);
+		ck_assert_str_eq(d->goaway_uri, "https://relay2.example/");
+		ck_assert_uint_eq(rs.goaways_capacity, 1);
+		ck_assert(!H.subs[0].goaway && !H.subs[1].goaway); /* the admitted: none */
+	} else {
+		ck_assert(!d->goaway);
+		ck_assert_uint_eq(rs.goaways_capacity, 0);
+	}
+
+	want_last = 2;
+	d->last_seq = want_last; /* refused: not waited for */
+	first_sub = 0;
+	ck_assert_msg(h_until(subs_done, 10 * SEC, 3), "the admitted did not get 3 groups");
+	h_run(50 * MS, 3);
+	check_exact(&H.subs[0], 0);
+	check_exact(&H.subs[2], 2);
+	ck_assert_uint_eq(H.subs[1].errors, 0);
+	ck_assert_uint_ge(H.subs[1].done_by_id[extra], 1); /* its second subscription too */
+	ck_assert_uint_eq(d->groups_complete + d->bytes + d->errors, 0);
+
+	if (_i == 0) {
+		/* headroom again: the refused session stays refused (a viewer gets
+		 * all of its tracks or none), a new one gets in */
+		moq_node_admit(H.relay, MOQ_ADMIT_OPEN);
+		d->sub_closed = 0;
+		h_subscribe(d, 1);
+		ck_assert(h_until(sub3_refused, 1 * SEC, 3));
+		ck_assert_int_eq(d->sub_closed_code, MOQ_CODE_BOUNDS);
+		e = &H.subs[H.nsubs++];
+		h_connect(e, MOQ_ROLE_SUBSCRIBER, NULL);
+		ck_assert(h_until(all_ready, 2 * SEC, 3));
+		h_subscribe(e, 1);
+		ck_assert(h_until(sub4_got_group, 5 * SEC, 5));
+		ck_assert(!e->sub_closed);
+		ck_assert_uint_eq(e->errors, 0);
+		moq_node_stats(H.relay, &rs);
+		ck_assert_uint_eq(rs.subs_admitted, 4);
+		ck_assert_uint_eq(rs.subs_refused_capacity, 2);
+	}
+	fprintf(stderr,
+	        "# admission%s: 4th subscriber refused (11), admitted ones %llu groups each, "
+	        "0 errors\n",
+	        _i ? " with GOAWAY" : "", (unsigned long long)H.subs[0].groups_complete);
+	h_fini();
+}
+END_TEST
+
 static int sub2_refused(void)
 {
 	return H.subs[2].sub_closed;
@@ -3093,6 +3196,7 @@ Suite *moq_session_suite(void)
 	tcase_add_test(tc, test_track_fetch_goaway);
 	tcase_add_test(tc, test_bounds);
 	tcase_add_test(tc, test_max_subscribers);
+	tcase_add_loop_test(tc, test_admission_capacity, 0, 2);
 	tcase_add_test(tc, test_max_tracks);
 	tcase_add_test(tc, test_max_subscribers_hub);
 	tcase_add_test(tc, test_priority);

@@ -285,6 +285,8 @@ static const struct {
         {"--cluster-token", "/tmp/token", "--cluster-token: only with --cluster-connect"},
         {"--cluster-ca", "insecure", "--cluster-ca: only with --cluster-connect"},
         {"--upstream-hold", "1h", "--upstream-hold: 1h is out of range"},
+        {"--admit-busy", "100", "--admit-busy: '100' is not an integer in [0, 99]"},
+        {"--admit-refuse", "goaway=", "--admit-refuse: 'goaway=' is not bounds or goaway=URL"},
 };
 
 START_TEST(bad_option)
@@ -618,6 +620,38 @@ START_TEST(bounds_options)
 }
 END_TEST
 
+/* Admission (issue 13): --admit-busy and --admit-refuse, honoured or refused
+ * with one line naming the option; also as MOQDP_ADMIT_* variables. */
+START_TEST(admission_options)
+{
+	struct moq_pmd_config c;
+	char err[MOQ_CFG_ERR_MAX];
+	char *env[] = {"MOQDP_ADMIT_BUSY=75", "MOQDP_ADMIT_REFUSE=goaway=https://b.example/", NULL};
+
+	ck_assert_int_eq(parse(&c, no_env, err, NULL), 0);
+	ck_assert_uint_eq(c.admit_busy, 0); /* off */
+	ck_assert_str_eq(c.admit_goaway, "");
+	ck_assert_int_eq(parse(&c, no_env, err, "--admit-busy", "85", "--admit-refuse",
+	                       "goaway=https://relay2.example:4443/", NULL),
+	                 0);
+	ck_assert_uint_eq(c.admit_busy, 85);
+	ck_assert_str_eq(c.admit_goaway, "https://relay2.example:4443/");
+	ck_assert_int_eq(
+	        parse(&c, no_env, err, "--admit-busy", "85", "--admit-refuse", "bounds", NULL), 0);
+	ck_assert_str_eq(c.admit_goaway, "");
+	ck_assert_int_eq(parse(&c, env, err, NULL), 0);
+	ck_assert_uint_eq(c.admit_busy, 75);
+	ck_assert_str_eq(c.admit_goaway, "https://b.example/");
+	ck_assert_int_eq(parse(&c, no_env, err, "--admit-busy", "100", NULL), MOQ_ERR_CONFIG);
+	ck_assert_msg(strstr(err, "--admit-busy") != NULL && !strchr(err, '\n'), "%s", err);
+	ck_assert_int_eq(parse(&c, no_env, err, "--admit-refuse", "goaway", NULL), MOQ_ERR_CONFIG);
+	ck_assert_str_eq(err, "--admit-refuse: 'goaway' is not bounds or goaway=URL");
+	ck_assert_int_eq(parse(&c, no_env, err, "--admit-refuse", "goaway=", NULL), MOQ_ERR_CONFIG);
+	ck_assert_int_eq(parse(&c, no_env, err, "--admit-refuse", "reset", NULL), MOQ_ERR_CONFIG);
+	ck_assert_str_eq(err, "--admit-refuse: 'reset' is not bounds or goaway=URL");
+}
+END_TEST
+
 Suite *pmd_config_suite(void);
 
 Suite *pmd_config_suite(void)
@@ -642,6 +676,7 @@ Suite *pmd_config_suite(void)
 	tcase_add_test(tc, auth_options);
 	tcase_add_test(tc, profiles_documented);
 	tcase_add_test(tc, bounds_options);
+	tcase_add_test(tc, admission_options);
 	tcase_add_test(tc, queues_per_lcore);
 	suite_add_tcase(s, tc);
 	return s;
