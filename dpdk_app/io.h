@@ -17,6 +17,8 @@
 
 struct moq_relay;
 struct moq_node;
+struct moq_cache;
+struct moq_auth;
 struct rte_mempool;
 struct rte_ring;
 
@@ -46,6 +48,12 @@ struct relay_io {
 	struct rte_mempool *pool;      /* kernel backend: redirect copies */
 	struct relay_worker_stats *st; /* the worker's counters */
 	void *priv;                    /* the backend's own per-worker state */
+	/* the kernel backend's TCP side (--tcp, web.h): the certificate the
+	 * endpoint serves now (relay.c updates it on SIGHUP), the cache and
+	 * the auth key set (NULL: off) */
+	struct moq_quic_tls *tls;
+	struct moq_cache *cache;
+	struct moq_auth *auth;
 };
 
 /* A backend. open and close may be NULL. */

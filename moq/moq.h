@@ -472,4 +472,22 @@ uint64_t moq_lat_hist_quantile(const struct moq_lat_hist *h, double q);
  * @h in microseconds into @out. */
 void moq_lat_hist_summary(const struct moq_lat_hist *h, struct moq_latency *out);
 
+
+/* --- the origin table for the HTTP listener (web.h) ---------------------- */
+
+/*
+ * moq_node_broadcasts: call @cb for every broadcast in @n's origin table
+ * (with a hub: every worker's) under @prefix (normalised here; whole
+ * segments) whose publisher is live (lingering ones are left out), with its
+ * normalised path and where the suffix after @prefix starts. A snapshot, on
+ * the node's thread. Returns the count, or MOQ_ERR_INVAL for a bad prefix.
+ */
+int moq_node_broadcasts(struct moq_node *n, const char *prefix, size_t len,
+                        void (*cb)(void *user, const char *path, size_t plen, size_t suffix_off),
+                        void *user);
+
+/* moq_node_broadcast_live: whether broadcast @path (normalised here) is in
+ * the origin table with a live publisher. */
+bool moq_node_broadcast_live(struct moq_node *n, const char *path, size_t len);
+
 #endif /* MOQ_MOQ_MOQ_H */

@@ -129,6 +129,14 @@ static const struct key keys[] = {
          "directory of {kid}.jwk keys, chosen by the token's kid"},
         {"auth-public", K_PATH, OFF(auth_public), 0, 0,
          "prefixes (comma-separated) open without a token, \"\" = all"},
+        /* issue 15: the TCP side (web/web.h; BINDINGS.md, sections 2 and 3) */
+        {"tcp", K_U32, OFF(tcp), 0, 1,
+         "1: HTTP/1.1 + WebSocket (qmux) on TCP --port of the --listen addresses, plain "
+         "and TLS (kernel backend; default 0)"},
+        {"max-tcp-conns", K_U32, OFF(max_tcp_conns), 1, 1000000,
+         "TCP connections per worker with --tcp 1; beyond: refused (default 1024)"},
+        {"web-root", K_PATH, OFF(web_root), 0, 0,
+         "directory served under /demo/ with --tcp 1 (scripts/demo --browser); default none"},
 };
 
 #define NB_KEYS (sizeof(keys) / sizeof(keys[0]))
@@ -185,6 +193,7 @@ void moq_pmd_config_defaults(struct moq_pmd_config *cfg)
 	cfg->max_session_fetches = 16;        /* MOQ_DEFAULT_MAX_FETCHES */
 	cfg->max_broadcast_name = 1024;       /* MOQ_DEFAULT_MAX_BROADCAST_NAME */
 	cfg->max_track_name = 256;            /* MOQ_DEFAULT_MAX_TRACK_NAME */
+	cfg->max_tcp_conns = 1024;
 	cfg->max_message = 4096;              /* moq_node_create's default */
 }
 
@@ -801,6 +810,12 @@ int moq_pmd_config_check(const struct moq_pmd_config *cfg, char *err, size_t err
 			return fail(err, errlen, "--queues: port %u is not in --portmask",
 			            cfg->queues[i].port);
 	}
+	/* the DPDK backend's ports belong to DPDK: no kernel TCP path yet */
+	if (cfg->backend == MOQ_CFG_BACKEND_DPDK && cfg->tcp)
+		return fail(err, errlen,
+		            "--tcp: the dpdk backend has no TCP path (use --backend kernel)");
+	if (!cfg->tcp && cfg->web_root[0])
+		return fail(err, errlen, "--web-root: needs --tcp 1");
 	if (cfg->backend == MOQ_CFG_BACKEND_DPDK) {
 		for (unsigned int i = 0; i < cfg->nb_listen; i++) {
 			static const uint8_t zero[16];
@@ -817,7 +832,7 @@ int moq_pmd_config_check(const struct moq_pmd_config *cfg, char *err, size_t err
 
 const char *moq_pmd_config_usage(void)
 {
-	static char buf[4096];
+	static char buf[8192];
 	size_t n = 0;
 
 	if (buf[0] != '\0')

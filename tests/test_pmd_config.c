@@ -279,6 +279,10 @@ static const struct {
         {"--max-broadcast-name", "4097", "--max-broadcast-name:"},
         {"--max-track-name", "0", "--max-track-name:"},
         {"--max-message", "63", "--max-message: '63' is not an integer in [64, 4096]"},
+        /* issue 15: --tcp is refused on the dpdk backend (the default here) */
+        {"--tcp", "1", "--tcp: the dpdk backend has no TCP path (use --backend kernel)"},
+        {"--max-tcp-conns", "0", "--max-tcp-conns:"},
+        {"--web-root", "/srv", "--web-root: needs --tcp 1"},
 };
 
 START_TEST(bad_option)

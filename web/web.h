@@ -247,6 +247,15 @@ unsigned int moq_web_port(const struct moq_web *w);
 /* moq_web_destroy: close every connection (sessions end) and the listener. */
 void moq_web_destroy(struct moq_web *w);
 
+/*
+ * moq_web_req_parse: what the listener would answer to request bytes @d
+ * from the request alone (no node, no socket; tests and the fuzz target):
+ * the HTTP status (101 for an acceptable WebSocket upgrade, 200 for a
+ * /health, /certificate.sha256 or a well-formed /announced or /fetch, 400,
+ * 404, 405, 414, 431, ...), 0 when the request is incomplete.
+ */
+int moq_web_req_parse(const uint8_t *d, size_t n);
+
 /* moq_web_tls_ctx_new: a TLS (1.2 / 1.3) server context for TCP with the
  * certificate and key of the QUIC context @quic_ctx (a WOLFSSL_CTX).
  * Returns NULL on failure. moq_web_tls_ctx_free frees it. */
