@@ -2,8 +2,9 @@
 /*
  * access.c: what each server session may do when the node has cfg.auth
  * (auth.h; docs/DEPLOY.md, Auth). A session is authorised once, at set-up:
- * the lite-05 SETUP Path carries the connection path and `?jwt=`; lite-03/04
- * have no SETUP, so only public prefixes (rooted at "") apply. A refusal, a
+ * the lite-05 SETUP Path carries the connection path and `?jwt=` (on a
+ * binding, the request URL does); lite-03/04 over raw QUIC have no SETUP, so
+ * only public prefixes (rooted at "") apply. A refusal, a
  * SETUP Role the token cannot serve, and later the token's expiry close the
  * session with 6 "unauthorized" (moq-relay, connection.rs). Requests are
  * checked when they arrive (announce: put; subscribe, fetch, track and
@@ -24,6 +25,7 @@ int access_session(struct moq_session *s, const struct moq_str *setup_path)
 {
 	struct moq_node *n = s->n;
 	struct moq_auth_grant *g = NULL;
+	struct moq_str url;
 	int rc;
 
 	if (!n->cfg.auth || !s->server)
@@ -31,6 +33,12 @@ int access_session(struct moq_session *s, const struct moq_str *setup_path)
 	if (s->auth_done)
 		return s->grant ? 0 : -1;
 	s->auth_done = 1;
+	/* a binding's request target (WebTransport, WebSocket) carries the
+	 * path and `?jwt=` when SETUP does not */
+	if ((!setup_path || !setup_path->len) && s->url) {
+		url = (struct moq_str){s->url, strlen(s->url)};
+		setup_path = &url;
+	}
 	rc = moq_auth_connect(n->cfg.auth, setup_path ? setup_path->p : NULL,
 	                      setup_path ? setup_path->len : 0, &g);
 	/* connection.rs: a Role the token cannot serve is refused too */

@@ -47,6 +47,7 @@ struct moq_session *moq_node_connect(struct moq_node *n, struct moq_quic_endpoin
 		return NULL;
 	}
 	s->conn = c;
+	s->tp = c;
 	return s;
 }
 
@@ -135,7 +136,7 @@ int moq_session_unsubscribe(struct moq_session *s, uint64_t id)
 		if (st && st->kind == SK_GROUP_IN && st->gi->us == us && !st->gi->refused) {
 			gin_end(s, st->gi, MOQ_CODE_CANCEL);
 			if (!st->rx_fin)
-				moq_quic_stream_stop_sending(s->conn, st->sid, MOQ_CODE_CANCEL);
+				tp_stop_sending(s, st->sid, MOQ_CODE_CANCEL);
 		}
 	}
 	return 0;
@@ -247,12 +248,12 @@ int moq_session_goaway(struct moq_session *s, const char *uri, size_t len)
 
 void moq_session_close(struct moq_session *s, uint64_t code)
 {
-	if (s->closing && !s->conn)
+	if (s->closing && !s->tp)
 		return;
 	s->closing = 1;
 	s->close_code = code;
-	if (s->conn && !s->depth)
-		moq_quic_conn_close(s->conn, code, NULL);
+	if (s->tp && !s->depth)
+		tp_close(s, code);
 	else if (!s->freed)
 		sess_mark(s);
 }

@@ -72,8 +72,8 @@ void gout_reset(struct moq_session *s, struct gout *go, uint64_t code)
 	go->reset = 1;
 	/* RFC 9000, 3.1: RESET_STREAM is allowed after FIN until all data is
 	 * acknowledged; the stale tail is then never retransmitted. */
-	if (s->conn && !go->st->reset_sent) {
-		moq_quic_stream_reset(s->conn, go->st->sid, code);
+	if (s->tp && !go->st->reset_sent) {
+		tp_reset(s, go->st->sid, code);
 		go->st->reset_sent = 1;
 	}
 	/* Reset data is never acknowledged: stop billing it. */
@@ -204,7 +204,7 @@ static int gout_open(struct moq_session *s, struct dsub *d, struct moq_cache_gro
 		int hl = moq_group_hdr_encode(h, 32, d->id, go->seq);
 		struct iovec iov = {h, hl > 0 ? (size_t)hl : 0};
 		tx_unreserve(&st->tx, 32 - iov.iov_len);
-		if (iov.iov_len && moq_quic_stream_write(s->conn, st->sid, &iov, 1, 0) >= 0)
+		if (iov.iov_len && tp_write(s, st->sid, &iov, 1, 0) >= 0)
 			st->tx_off += iov.iov_len;
 	}
 	go->written = st->tx_off;
@@ -221,22 +221,27 @@ static int gout_open(struct moq_session *s, struct dsub *d, struct moq_cache_gro
  * unacknowledged bytes <= max(2 cwnd, 64 KiB), capped by the configured
  * session_queue. The cwnd is read (moq_quic_conn_get_info) only once the
  * floor is reached, at most once per visit. */
-static bool budget_left(struct moq_session *s)
+static __attribute__((noinline)) bool budget_refresh(struct moq_session *s)
 {
 	struct moq_quic_conn_info ci;
 
-	if (s->unacked < s->budget)
-		return true;
-	if (s->budget_fresh)
-		return false;
 	s->budget_fresh = 1;
-	moq_quic_conn_get_info(s->conn, &ci);
+	tp_info(s, &ci);
 	s->budget = 2 * ci.cwnd;
 	if (s->budget < MIN_BUDGET)
 		s->budget = MIN_BUDGET;
 	if (s->budget > s->n->cfg.session_queue)
 		s->budget = s->n->cfg.session_queue;
 	return s->unacked < s->budget;
+}
+
+static inline bool budget_left(struct moq_session *s)
+{
+	if (s->unacked < s->budget)
+		return true;
+	if (s->budget_fresh)
+		return false;
+	return budget_refresh(s);
 }
 
 /* Write what is cached and not yet sent of @go, in batches, while the
@@ -264,7 +269,7 @@ static uint64_t gout_pump(struct moq_session *s, struct gout *go)
 		if (cnt < 0) {
 			if (cnt == MOQ_ERR_CLOSED) {
 				/* moq-lite, Group: FIN at a frame boundary = complete. */
-				if (moq_quic_stream_write(s->conn, go->st->sid, NULL, 0, 1) >= 0) {
+				if (tp_write(s, go->st->sid, NULL, 0, 1) >= 0) {
 					go->fin = 1;
 					go->st->fin_sent = 1;
 					n->st.groups_fin++;
@@ -348,7 +353,7 @@ static uint64_t gout_pump(struct moq_session *s, struct gout *go)
 			stc = moq_cache_group_status(go->g, NULL, &frames);
 			fin = stc == MOQ_ERR_CLOSED && go->cur.frame >= frames;
 		}
-		rc = moq_quic_stream_write(s->conn, go->st->sid, iov, ni, fin);
+		rc = tp_write(s, go->st->sid, iov, ni, fin);
 		if (rc < 0) {
 			gout_reset(s, go, MOQ_CODE_CANCEL);
 			break;
@@ -720,7 +725,7 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 	}
 	/* Local broadcasts' tracks are watched per session that reads them. */
 	for (s = n->watch; s; s = s->wnext) {
-		if (s->queued || !s->ready || s->closing || !s->conn)
+		if (s->queued || !s->ready || s->closing || !s->tp)
 			continue;
 		for (struct dsub *d = s->dsubs; d; d = d->next)
 			if (!d->up && !d->done && d->track &&
@@ -739,7 +744,7 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 	if (now - n->last_full >= FULL_NS) {
 		n->last_full = now;
 		for (s = n->sessions; s; s = s->next)
-			if (!s->queued && s->ready && !s->closing && s->conn && sess_stale(s))
+			if (!s->queued && s->ready && !s->closing && s->tp && sess_stale(s))
 				sess_mark(s);
 	}
 	/* A FIN'd stream still unacknowledged whose group expired, was evicted
@@ -749,7 +754,7 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 	if (now - n->last_fin_check >= FIN_CHECK_NS) {
 		n->last_fin_check = now;
 		for (s = n->sessions; s; s = s->next) {
-			if (s->closing || !s->conn)
+			if (s->closing || !s->tp)
 				continue;
 			if (s->gouts && s->blocked) {
 				s->walk_all = 1;
@@ -775,7 +780,13 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 	while ((s = n->work)) {
 		n->work = s->pnext;
 		s->queued = 0;
-		if (s->ready && !s->closing && s->conn) {
+		if (__builtin_expect(s->ready_due, 0)) {
+			/* a binding's client session (moq_binding_connect) */
+			s->ready_due = 0;
+			if (!s->closing && n->cfg.cb && n->cfg.cb->session_ready)
+				n->cfg.cb->session_ready(s, n->cfg.user);
+		}
+		if (s->ready && !s->closing && s->tp) {
 			s->depth++;
 			written += fanout_session(s);
 			s->depth--;

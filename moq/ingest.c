@@ -90,8 +90,8 @@ static void gin_refuse(struct moq_session *s, struct mstream *st, uint64_t code)
 		gi->g = NULL;
 	}
 	gi->refused = 1;
-	if (!st->rx_fin && s->conn)
-		moq_quic_stream_stop_sending(s->conn, st->sid, code);
+	if (!st->rx_fin && s->tp)
+		tp_stop_sending(s, st->sid, code);
 }
 
 void gin_data(struct moq_session *s, struct mstream *st, const uint8_t *p, size_t len)

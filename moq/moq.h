@@ -295,12 +295,75 @@ enum moq_version moq_session_version(const struct moq_session *s);
 /* moq_session_ready: nonzero once the session can open streams. */
 int moq_session_ready(const struct moq_session *s);
 
-/* moq_session_conn: the QUIC connection (NULL once closed). */
+/* moq_session_conn: the QUIC connection (NULL once closed, and for a
+ * session on a binding). */
 struct moq_quic_conn *moq_session_conn(const struct moq_session *s);
 
 /* moq_session_set_user / moq_session_user: an application pointer. */
 void moq_session_set_user(struct moq_session *s, void *user);
 void *moq_session_user(const struct moq_session *s);
+
+/*
+ * Bindings (BINDINGS.md): a moq-lite session over a transport other than raw
+ * QUIC (WebTransport over HTTP/3, qmux over WebSocket). The session calls the
+ * binding's ops for stream operations; the binding feeds the session what it
+ * saw with the moq_binding_* calls below, in the sense of the QUIC callbacks
+ * of quic.h. Raw QUIC sessions keep calling quic/ directly.
+ */
+struct moq_binding_ops {
+	/* Same contracts as moq_quic_stream_open / _write / _reset /
+	 * _stop_sending (quic.h): stream ids QUIC-style (bit 0 = server-
+	 * initiated, bit 1 = uni); write returns the bytes accepted (fewer under
+	 * flow control) or a negative MOQ_QUIC_ERR_*, and the iov memory stays
+	 * referenced until moq_binding_stream_acked covers it (fanout passes
+	 * cache memory: zero copy). Codes are moq-lite codes; a binding that
+	 * maps codes (WebTransport: the HTTP/3 space) maps them itself. */
+	int (*stream_open)(void *b, int bidi, int64_t *sid);
+	long (*stream_write)(void *b, int64_t sid, const struct iovec *iov, size_t n, int fin);
+	int (*stream_reset)(void *b, int64_t sid, uint64_t code);
+	int (*stream_stop_sending)(void *b, int64_t sid, uint64_t code);
+	/* Close the session with moq-lite @code; the binding then calls
+	 * moq_binding_closed (during this call or later). */
+	void (*close)(void *b, uint64_t code);
+	/* cwnd / bytes_in_flight / RTT for fanout's per-session budget; NULL:
+	 * unknown (the budget is the node's session_queue). */
+	void (*get_info)(void *b, struct moq_quic_conn_info *out);
+};
+
+/*
+ * moq_binding_accept: a server session on binding @b. @v was negotiated by
+ * the binding (wt-protocol, the WebSocket subprotocol); @url is the request
+ * target "/path?query": the path roots the session (like the lite-05 SETUP
+ * Path), and with cfg.auth its `jwt` query is the token. The session is ready
+ * at once (lite-05 SETUP streams follow as on raw QUIC). Returns NULL when
+ * the node refuses it (max_sessions, memory): the binding refuses the peer.
+ */
+struct moq_session *moq_binding_accept(struct moq_node *n, const struct moq_binding_ops *ops,
+                                       void *b, enum moq_version v, const char *url,
+                                       size_t url_len);
+
+/*
+ * moq_binding_connect: a client session on binding @b, once the binding's
+ * own handshake is done: as moq_node_connect's session after its QUIC
+ * handshake. @path is the lite-05 SETUP Path (NULL: none), @role as there.
+ * The node's session_ready callback runs at its next moq_node_poll (after
+ * this returns, so moq_session_set_user can come first). NULL: refused.
+ */
+struct moq_session *moq_binding_connect(struct moq_node *n, const struct moq_binding_ops *ops,
+                                        void *b, enum moq_version v, const char *path, int role);
+
+/* What the binding saw. @acked: total bytes of the moq-lite stream the peer
+ * acknowledged (the binding's own prefixes excluded). After
+ * moq_binding_closed (which frees @s) the binding must not use @s again;
+ * moq_node_destroy frees the sessions still open without calling close. */
+void moq_binding_stream_data(struct moq_session *s, int64_t sid, const uint8_t *data, size_t len,
+                             int fin);
+void moq_binding_stream_acked(struct moq_session *s, int64_t sid, uint64_t acked);
+void moq_binding_stream_reset(struct moq_session *s, int64_t sid, uint64_t code);
+void moq_binding_stream_stop_sending(struct moq_session *s, int64_t sid, uint64_t code);
+void moq_binding_stream_closed(struct moq_session *s, int64_t sid);
+void moq_binding_writable(struct moq_session *s);
+void moq_binding_closed(struct moq_session *s, uint64_t code, int local);
 
 /*
  * moq_session_announce_request: ask the peer for broadcasts under @prefix

@@ -10,6 +10,7 @@
 
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "auth.h"
 
@@ -253,7 +254,12 @@ struct smap {
 struct moq_session {
 	struct moq_session *next;
 	struct moq_node *n;
-	struct moq_quic_conn *conn;
+	struct moq_quic_conn *conn; /* raw QUIC; NULL on a binding */
+	void *tp;                   /* the transport while it is up: conn, or the binding's */
+	const struct moq_binding_ops *bops; /* NULL: raw QUIC */
+	char *url;                          /* binding: the request target (root, token) */
+	uint8_t ready_due;                  /* binding client: session_ready at the next poll */
+	uint8_t tp_closing;                 /* binding: close called, moq_binding_closed due */
 	enum moq_version v;
 	uint8_t server, ready, setup_in, goaway_in, closing, freed;
 	char *root; /* server: the client's SETUP Path, normalised (roots the session) */
@@ -535,13 +541,72 @@ static inline void tx_unreserve(struct txbuf *tb, size_t len)
 	tb->tail->len -= (uint32_t)len;
 }
 
+/* The transport under a session (moq.h, Bindings): raw QUIC is called
+ * directly; a binding through its ops. Callers check s->tp first. */
+static inline int tp_open(struct moq_session *s, int bidi, int64_t *sid)
+{
+	if (__builtin_expect(s->bops != NULL, 0))
+		return s->bops->stream_open(s->tp, bidi, sid);
+	return moq_quic_stream_open(s->conn, bidi, sid);
+}
+
+static inline long tp_write(struct moq_session *s, int64_t sid, const struct iovec *iov, size_t n,
+                            int fin)
+{
+	if (__builtin_expect(s->bops != NULL, 0))
+		return s->bops->stream_write(s->tp, sid, iov, n, fin);
+	return moq_quic_stream_write(s->conn, sid, iov, n, fin);
+}
+
+static inline void tp_reset(struct moq_session *s, int64_t sid, uint64_t code)
+{
+	if (s->bops)
+		s->bops->stream_reset(s->tp, sid, code);
+	else
+		moq_quic_stream_reset(s->conn, sid, code);
+}
+
+static inline void tp_stop_sending(struct moq_session *s, int64_t sid, uint64_t code)
+{
+	if (s->bops)
+		s->bops->stream_stop_sending(s->tp, sid, code);
+	else
+		moq_quic_stream_stop_sending(s->conn, sid, code);
+}
+
+static inline void tp_close(struct moq_session *s, uint64_t code)
+{
+	if (s->bops) {
+		if (!s->tp_closing) {
+			s->tp_closing = 1;
+			s->bops->close(s->tp, code);
+		}
+	} else
+		moq_quic_conn_close(s->conn, code, NULL);
+}
+
+/* cwnd and friends; a binding without get_info: a window as large as the
+ * node's session queue, so the configured bound still applies. */
+static inline void tp_info(struct moq_session *s, struct moq_quic_conn_info *ci)
+{
+	if (!s->bops) {
+		moq_quic_conn_get_info(s->conn, ci);
+		return;
+	}
+	memset(ci, 0, sizeof(*ci));
+	if (s->bops->get_info)
+		s->bops->get_info(s->tp, ci);
+	else
+		ci->cwnd = s->n->cfg.session_queue;
+}
+
 /* Carry out a deferred close (frees @s). Returns nonzero when it did. */
 static inline int sess_flush(struct moq_session *s)
 {
-	if (!s->closing || s->depth || !s->conn)
+	if (!s->closing || s->depth || !s->tp || s->tp_closing)
 		return 0;
 	/* conn_closed frees the session during this call. */
-	moq_quic_conn_close(s->conn, s->close_code, NULL);
+	tp_close(s, s->close_code);
 	return 1;
 }
 

@@ -83,6 +83,7 @@ void moq_node_destroy(struct moq_node *n)
 	while (n->sessions) {
 		struct moq_session *s = n->sessions;
 		s->conn = NULL;
+		s->tp = NULL;
 		s->freed = 1;
 		sess_free(s, MOQ_CODE_CLOSED, 1);
 	}

@@ -54,6 +54,7 @@ struct moq_session *sess_new(struct moq_node *n, struct moq_quic_conn *c, int se
 		return NULL;
 	s->n = n;
 	s->conn = c;
+	s->tp = c;
 	s->server = (uint8_t)server;
 	sess_mark(s);
 	s->next = n->sessions;
@@ -170,6 +171,7 @@ void sess_free(struct moq_session *s, uint64_t code, int local)
 	free(s->streams.vals);
 	free(s->root);
 	free(s->path);
+	free(s->url);
 	moq_auth_grant_free(s->grant);
 	free(s);
 }
@@ -249,23 +251,17 @@ static void cb_conn_new(struct moq_quic_conn *c, void *user)
 		sess_flush(s);                                                                     \
 	} while (0)
 
-static int cb_established(struct moq_quic_conn *c, void *user, const char *alpn)
+/* The transport is up with version @v (QUIC: from the ALPN). */
+static void sess_established(struct moq_session *s, enum moq_version v)
 {
-	struct moq_session *s = user;
-
-	(void)c;
-	ENTER(s);
-	s->v = alpn_version(alpn);
+	s->v = v;
 	if (!s->v) {
 		sess_fail(s, MOQ_CODE_UNKNOWN_ALPN);
-		LEAVE(s);
-		return 0;
+		return;
 	}
 	/* lite-03/04 carry no SETUP: cfg.auth authorises them here */
-	if (s->v < MOQ_LITE_05 && access_session(s, NULL) < 0) {
-		LEAVE(s);
-		return 0;
-	}
+	if (s->v < MOQ_LITE_05 && access_session(s, NULL) < 0)
+		return;
 	if (s->v >= MOQ_LITE_05)
 		send_setup(s);
 	else if (s->n->cfg.relay && s->server) {
@@ -274,10 +270,35 @@ static int cb_established(struct moq_quic_conn *c, void *user, const char *alpn)
 	}
 	s->ready = 1;
 	sess_mark(s);
-	if (s->n->cfg.cb && s->n->cfg.cb->session_ready)
+	if (s->bops && !s->server)
+		s->ready_due = 1; /* moq_binding_connect: at the next poll */
+	else if (s->n->cfg.cb && s->n->cfg.cb->session_ready)
 		s->n->cfg.cb->session_ready(s, s->n->cfg.user);
+}
+
+static int cb_established(struct moq_quic_conn *c, void *user, const char *alpn)
+{
+	struct moq_session *s = user;
+
+	(void)c;
+	ENTER(s);
+	sess_established(s, alpn_version(alpn));
 	LEAVE(s);
 	return 0;
+}
+
+void moq_binding_stream_data(struct moq_session *s, int64_t sid, const uint8_t *data, size_t len,
+                             int fin)
+{
+	if (!s || s->closing)
+		return;
+	s->depth++;
+	if (!s->v)
+		sess_fail(s, MOQ_CODE_PROTOCOL_VIOLATION);
+	else
+		stream_data(s, sid, data, len, fin);
+	s->depth--;
+	sess_flush(s);
 }
 
 static int cb_stream_data(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t offset,
@@ -286,25 +307,16 @@ static int cb_stream_data(struct moq_quic_conn *c, void *user, int64_t sid, uint
 	struct moq_session *s = user;
 
 	(void)offset;
-	ENTER(s);
-	if (!s->v)
+	if (s && !s->closing && !s->v)
 		s->v = alpn_version(moq_quic_conn_alpn(c));
-	if (!s->v)
-		sess_fail(s, MOQ_CODE_PROTOCOL_VIOLATION);
-	else
-		stream_data(s, sid, data, len, fin);
-	LEAVE(s);
+	moq_binding_stream_data(s, sid, data, len, fin);
 	return 0;
 }
 
-static void cb_stream_acked(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t acked,
-                            uint64_t newly)
+void moq_binding_stream_acked(struct moq_session *s, int64_t sid, uint64_t acked)
 {
-	struct moq_session *s = user;
 	struct mstream *st;
 
-	(void)c;
-	(void)newly;
 	if (!s || s->closing)
 		return;
 	st = smap_get(&s->streams, sid);
@@ -323,15 +335,19 @@ static void cb_stream_acked(struct moq_quic_conn *c, void *user, int64_t sid, ui
 	}
 }
 
-static void cb_stream_reset(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t app_err,
-                            uint64_t final_size)
+static void cb_stream_acked(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t acked,
+                            uint64_t newly)
 {
-	struct moq_session *s = user;
+	(void)c;
+	(void)newly;
+	moq_binding_stream_acked(user, sid, acked);
+}
+
+void moq_binding_stream_reset(struct moq_session *s, int64_t sid, uint64_t app_err)
+{
 	struct moq_node *n;
 	struct mstream *st;
 
-	(void)c;
-	(void)final_size;
 	if (!s || s->closing)
 		return;
 	n = s->n;
@@ -390,36 +406,52 @@ static void cb_stream_reset(struct moq_quic_conn *c, void *user, int64_t sid, ui
 	sess_flush(s);
 }
 
-static void cb_stream_stop_sending(struct moq_quic_conn *c, void *user, int64_t sid,
-                                   uint64_t app_err)
+static void cb_stream_reset(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t app_err,
+                            uint64_t final_size)
 {
-	struct moq_session *s = user;
+	(void)c;
+	(void)final_size;
+	moq_binding_stream_reset(user, sid, app_err);
+}
+
+/* QUIC: the endpoint has already reset the sending side with the same code
+ * (quic.h); a binding resets it here. */
+static void stop_sending(struct moq_session *s, int64_t sid, uint64_t app_err)
+{
 	struct mstream *st;
 
-	(void)c;
-	(void)app_err;
 	if (!s || s->closing)
 		return;
 	st = smap_get(&s->streams, sid);
 	if (!st)
 		return;
-	/* The endpoint resets the sending side with the same code. */
 	if (st->go && !st->go->fin && !st->go->reset) {
 		st->go->reset = 1;
 		s->unacked -= st->go->written - st->go->acked;
 		st->go->written = st->go->acked;
 		s->n->st.resets_cancel++;
 	}
+	if (s->bops && !st->reset_sent && !st->fin_sent && s->tp)
+		tp_reset(s, sid, app_err);
 	st->reset_sent = 1;
 }
 
-static void cb_stream_closed(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t app_err)
+void moq_binding_stream_stop_sending(struct moq_session *s, int64_t sid, uint64_t app_err)
 {
-	struct moq_session *s = user;
+	stop_sending(s, sid, app_err);
+}
+
+static void cb_stream_stop_sending(struct moq_quic_conn *c, void *user, int64_t sid,
+                                   uint64_t app_err)
+{
+	(void)c;
+	stop_sending(user, sid, app_err);
+}
+
+void moq_binding_stream_closed(struct moq_session *s, int64_t sid)
+{
 	struct mstream *st;
 
-	(void)c;
-	(void)app_err;
 	if (!s || s->freed)
 		return;
 	st = smap_get(&s->streams, sid);
@@ -427,32 +459,105 @@ static void cb_stream_closed(struct moq_quic_conn *c, void *user, int64_t sid, u
 		st_free(s, st);
 }
 
-static void cb_writable(struct moq_quic_conn *c, void *user, int64_t sid)
+static void cb_stream_closed(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t app_err)
 {
-	struct moq_session *s = user;
-
 	(void)c;
-	(void)sid;
+	(void)app_err;
+	moq_binding_stream_closed(user, sid);
+}
+
+void moq_binding_writable(struct moq_session *s)
+{
 	/* moq_node_poll retries whatever waited for stream credit. */
 	if (s)
 		sess_mark(s);
 }
 
+static void cb_writable(struct moq_quic_conn *c, void *user, int64_t sid)
+{
+	(void)c;
+	(void)sid;
+	moq_binding_writable(user);
+}
+
+void moq_binding_closed(struct moq_session *s, uint64_t code, int local)
+{
+	if (!s)
+		return;
+	s->conn = NULL;
+	s->tp = NULL;
+	s->freed = 1;
+	sess_free(s, s->close_code ? s->close_code : code, local);
+}
+
 static void cb_conn_closed(struct moq_quic_conn *c, void *user,
                            const struct moq_quic_close_info *info)
 {
-	struct moq_session *s = user;
 	uint64_t code;
 
 	(void)c;
-	if (!s)
-		return;
 	code = info->kind == MOQ_QUIC_CLOSE_APPLICATION ? info->code : MOQ_CODE_TRANSPORT;
-	if (info->kind == MOQ_QUIC_CLOSE_APPLICATION && info->code == 0)
-		code = 0;
-	s->conn = NULL;
-	s->freed = 1;
-	sess_free(s, s->close_code ? s->close_code : code, info->local);
+	moq_binding_closed(user, code, info->local);
+}
+
+/* ------------------------------------------------------------ bindings */
+
+struct moq_session *moq_binding_accept(struct moq_node *n, const struct moq_binding_ops *ops,
+                                       void *b, enum moq_version v, const char *url, size_t url_len)
+{
+	struct moq_session *s;
+	size_t l = 0;
+
+	if (!ops || !b || !url)
+		return NULL;
+	s = sess_new(n, NULL, 1);
+	if (!s) {
+		n->st.refused_bounds++;
+		return NULL;
+	}
+	s->bops = ops;
+	s->tp = b;
+	while (l < url_len && url[l] != '?')
+		l++;
+	/* the URL path roots the session, as a lite-05 SETUP Path does */
+	if (!(s->url = memdup0(url, url_len)) ||
+	    (l && !(s->root = path_dup(url, l, &s->rootlen)))) {
+		s->tp = NULL;
+		s->freed = 1;
+		sess_free(s, 0, 1);
+		return NULL;
+	}
+	s->depth++;
+	sess_established(s, v);
+	s->depth--;
+	/* a refusal (auth, version) closes it at the next poll, through the
+	 * binding's close, like a raw QUIC session's */
+	return s;
+}
+
+struct moq_session *moq_binding_connect(struct moq_node *n, const struct moq_binding_ops *ops,
+                                        void *b, enum moq_version v, const char *path, int role)
+{
+	struct moq_session *s;
+
+	if (!ops || !b)
+		return NULL;
+	s = sess_new(n, NULL, 0);
+	if (!s)
+		return NULL;
+	s->bops = ops;
+	s->tp = b;
+	s->role = (uint8_t)role;
+	if (path && !(s->path = memdup0(path, strlen(path)))) {
+		s->tp = NULL;
+		s->freed = 1;
+		sess_free(s, 0, 1);
+		return NULL;
+	}
+	s->depth++;
+	sess_established(s, v);
+	s->depth--;
+	return s;
 }
 
 static const struct moq_quic_callbacks node_cbs = {

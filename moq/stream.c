@@ -185,18 +185,18 @@ struct mstream *st_open(struct moq_session *s, int bidi, uint8_t kind, int *err)
 	int rc;
 	struct mstream *st;
 
-	if (!s->conn || s->closing) {
+	if (!s->tp || s->closing) {
 		*err = MOQ_ERR_STATE;
 		return NULL;
 	}
-	rc = moq_quic_stream_open(s->conn, bidi, &sid);
+	rc = tp_open(s, bidi, &sid);
 	if (rc < 0) {
 		*err = rc;
 		return NULL;
 	}
 	st = st_new(s, sid, kind, 1);
 	if (!st) {
-		moq_quic_stream_reset(s->conn, sid, MOQ_CODE_CANCEL);
+		tp_reset(s, sid, MOQ_CODE_CANCEL);
 		*err = MOQ_ERR_NOMEM;
 	}
 	return st;
@@ -208,7 +208,7 @@ int st_write(struct moq_session *s, struct mstream *st, const void *data, size_t
 	struct iovec iov = {NULL, 0};
 	long rc;
 
-	if (!s->conn || st->fin_sent || st->reset_sent)
+	if (!s->tp || st->fin_sent || st->reset_sent)
 		return MOQ_ERR_CLOSED;
 	if (len) {
 		uint8_t *p = tx_reserve(s, &st->tx, len);
@@ -218,7 +218,7 @@ int st_write(struct moq_session *s, struct mstream *st, const void *data, size_t
 		iov.iov_base = p;
 		iov.iov_len = len;
 	}
-	rc = moq_quic_stream_write(s->conn, st->sid, &iov, len ? 1 : 0, fin);
+	rc = tp_write(s, st->sid, &iov, len ? 1 : 0, fin);
 	if (rc < 0)
 		return (int)rc;
 	st->tx_off += len;
@@ -252,10 +252,10 @@ int st_send(struct moq_session *s, struct mstream *st, int64_t stype, const stru
 
 void st_reset(struct moq_session *s, struct mstream *st, uint64_t code)
 {
-	if (!s->conn)
+	if (!s->tp)
 		return;
 	if (!st->fin_sent && !st->reset_sent && (st->local || !(st->sid & 2))) {
-		moq_quic_stream_reset(s->conn, st->sid, code);
+		tp_reset(s, st->sid, code);
 		st->reset_sent = 1;
 	}
 }
@@ -263,10 +263,10 @@ void st_reset(struct moq_session *s, struct mstream *st, uint64_t code)
 /* Refuse a peer stream: stop its sending side and reset ours. */
 void st_refuse(struct moq_session *s, struct mstream *st, uint64_t code)
 {
-	if (!s->conn)
+	if (!s->tp)
 		return;
 	if (!st->rx_fin)
-		moq_quic_stream_stop_sending(s->conn, st->sid, code);
+		tp_stop_sending(s, st->sid, code);
 	st_reset(s, st, code);
 	st->kind = SK_IGNORE;
 }

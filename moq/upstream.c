@@ -110,7 +110,7 @@ void usub_close(struct usub *us)
 	if (us->closed)
 		return;
 	us->closed = 1;
-	if (us->st && us->s->conn)
+	if (us->st && us->s->tp)
 		st_write(us->s, us->st, NULL, 0, 1);
 }
 

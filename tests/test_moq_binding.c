@@ -1,0 +1,593 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_moq_binding.c: moq-lite sessions on a binding (moq.h, Bindings): the
+ * interface WebTransport and qmux implement, driven by an in-memory pair of
+ * binding ends that delivers stream bytes, FINs, resets and acknowledgements
+ * between two nodes in order. A publisher node and a subscriber node reach a
+ * relay node through it; the relay sees only moq_binding_accept sessions.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moq.h"
+
+#define MS          1000000ull
+#define FRAMES      10
+#define MAX_STREAMS 512
+
+enum { P_DATA, P_RESET, P_STOP, P_CLOSE };
+
+struct pend {
+	struct pend *next;
+	int kind;
+	int64_t sid;
+	uint8_t *data;
+	size_t len;
+	int fin;
+	uint64_t code;
+};
+
+struct strm {
+	int64_t sid;
+	int used;
+	uint64_t written; /* bytes we wrote */
+	int wdone, rdone; /* our sending / receiving side finished */
+	int closed;
+};
+
+struct end {
+	struct moq_session *s;
+	struct end *peer;
+	int server;
+	int64_t nbidi, nuni;
+	struct pend *head, *tail; /* for the peer */
+	struct strm st[MAX_STREAMS];
+	int closed;
+	uint64_t close_code;
+	int close_local;
+	uint64_t opens, writes;
+};
+
+static struct end *end_new(int server)
+{
+	struct end *e = calloc(1, sizeof(*e));
+
+	ck_assert(e);
+	e->server = server;
+	return e;
+}
+
+static struct strm *strm_get(struct end *e, int64_t sid, int create)
+{
+	struct strm *free_slot = NULL;
+
+	for (int i = 0; i < MAX_STREAMS; i++) {
+		if (e->st[i].used && e->st[i].sid == sid)
+			return &e->st[i];
+		if (!e->st[i].used && !free_slot)
+			free_slot = &e->st[i];
+	}
+	if (!create || !free_slot)
+		return NULL;
+	memset(free_slot, 0, sizeof(*free_slot));
+	free_slot->used = 1;
+	free_slot->sid = sid;
+	/* a uni stream has one direction only */
+	if (sid & 2) {
+		int ours = (int)(sid & 1) == e->server;
+		if (ours)
+			free_slot->rdone = 1;
+		else
+			free_slot->wdone = 1;
+	}
+	return free_slot;
+}
+
+static void push(struct end *e, int kind, int64_t sid, const void *d, size_t len, int fin,
+                 uint64_t code)
+{
+	struct pend *p = calloc(1, sizeof(*p));
+
+	ck_assert(p);
+	p->kind = kind;
+	p->sid = sid;
+	p->fin = fin;
+	p->code = code;
+	if (len) {
+		p->data = malloc(len);
+		ck_assert(p->data);
+		memcpy(p->data, d, len);
+		p->len = len;
+	}
+	if (e->tail)
+		e->tail->next = p;
+	else
+		e->head = p;
+	e->tail = p;
+}
+
+static int b_open(void *b, int bidi, int64_t *sid)
+{
+	struct end *e = b;
+	int64_t idx = bidi ? e->nbidi++ : e->nuni++;
+
+	if (e->closed)
+		return MOQ_ERR_CLOSED;
+	*sid = idx << 2 | (bidi ? 0 : 2) | e->server;
+	ck_assert(strm_get(e, *sid, 1));
+	e->opens++;
+	return 0;
+}
+
+static long b_write(void *b, int64_t sid, const struct iovec *iov, size_t n, int fin)
+{
+	struct end *e = b;
+	struct strm *t = strm_get(e, sid, 1);
+	size_t total = 0;
+	uint8_t *buf;
+
+	ck_assert(t);
+	ck_assert_msg(!t->wdone, "write on a finished stream %lld", (long long)sid);
+	for (size_t i = 0; i < n; i++)
+		total += iov[i].iov_len;
+	buf = malloc(total ? total : 1);
+	ck_assert(buf);
+	total = 0;
+	for (size_t i = 0; i < n; i++) {
+		memcpy(buf + total, iov[i].iov_base, iov[i].iov_len);
+		total += iov[i].iov_len;
+	}
+	push(e, P_DATA, sid, buf, total, fin, 0);
+	free(buf);
+	t->written += total;
+	e->writes++;
+	return (long)total;
+}
+
+static int b_reset(void *b, int64_t sid, uint64_t code)
+{
+	struct end *e = b;
+	struct strm *t = strm_get(e, sid, 1);
+
+	if (t->wdone)
+		return 0;
+	t->wdone = 1;
+	push(e, P_RESET, sid, NULL, 0, 0, code);
+	return 0;
+}
+
+static int b_stop(void *b, int64_t sid, uint64_t code)
+{
+	struct end *e = b;
+
+	push(e, P_STOP, sid, NULL, 0, 0, code);
+	return 0;
+}
+
+static void b_close(void *b, uint64_t code)
+{
+	struct end *e = b;
+
+	push(e, P_CLOSE, -1, NULL, 0, 0, code);
+}
+
+static const struct moq_binding_ops ops = {
+        .stream_open = b_open,
+        .stream_write = b_write,
+        .stream_reset = b_reset,
+        .stream_stop_sending = b_stop,
+        .close = b_close,
+};
+
+static void maybe_closed(struct end *e, struct strm *t)
+{
+	if (t->wdone && t->rdone && !t->closed) {
+		t->closed = 1;
+		t->used = 0;
+		if (e->s && !e->closed)
+			moq_binding_stream_closed(e->s, t->sid);
+	}
+}
+
+static void end_gone(struct end *e, uint64_t code, int local)
+{
+	if (e->closed)
+		return;
+	e->closed = 1;
+	e->close_code = code;
+	e->close_local = local;
+	if (e->s)
+		moq_binding_closed(e->s, code, local);
+	e->s = NULL;
+}
+
+/* Deliver what @e queued to its peer (and the acknowledgements back).
+ * Returns the number of items delivered. */
+static int deliver(struct end *e)
+{
+	struct end *q = e->peer;
+	int n = 0;
+	struct pend *p;
+
+	while ((p = e->head)) {
+		e->head = p->next;
+		if (!e->head)
+			e->tail = NULL;
+		n++;
+		if (p->kind == P_CLOSE) {
+			end_gone(e, p->code, 1);
+			end_gone(q, p->code, 0);
+		} else if (!q->closed && !e->closed) {
+			struct strm *r = strm_get(q, p->sid, 1);
+			struct strm *w = strm_get(e, p->sid, 0);
+			switch (p->kind) {
+			case P_DATA:
+				if (r && !r->rdone) {
+					if (p->fin)
+						r->rdone = 1;
+					moq_binding_stream_data(q->s, p->sid, p->data, p->len,
+					                        p->fin);
+				}
+				if (w && !e->closed) {
+					moq_binding_stream_acked(e->s, p->sid, w->written);
+					if (p->fin && !w->wdone) {
+						w->wdone = 1;
+						maybe_closed(e, w);
+					}
+				}
+				if (r && !q->closed)
+					maybe_closed(q, r);
+				break;
+			case P_RESET:
+				if (r && !r->rdone) {
+					r->rdone = 1;
+					moq_binding_stream_reset(q->s, p->sid, p->code);
+					if (!q->closed)
+						maybe_closed(q, r);
+				}
+				if (w)
+					maybe_closed(e, w);
+				break;
+			case P_STOP:
+				if (r && !r->wdone)
+					moq_binding_stream_stop_sending(q->s, p->sid, p->code);
+				break;
+			}
+		}
+		free(p->data);
+		free(p);
+	}
+	return n;
+}
+
+/* ------------------------------------------------------------- harness */
+
+struct subst {
+	uint64_t frames, bytes, bad, groups_done;
+	uint64_t next_frame; /* expected index across the run */
+	int ready;
+	int64_t sub_closed;
+};
+
+static struct {
+	struct moq_cache_counting rcnt, pcnt;
+	struct moq_cache *rcache, *pcache;
+	struct moq_node *relay, *pubn, *subn;
+	struct end *pub_c, *pub_s, *sub_c, *sub_s;
+	struct subst sub;
+	uint64_t now;
+} B;
+
+static uint8_t fbyte(uint64_t seq, uint32_t idx, uint64_t off)
+{
+	return (uint8_t)(seq * 13 + idx * 5 + off);
+}
+
+static size_t fsize(uint64_t seq, uint32_t idx)
+{
+	return idx == 0 ? 3000 : 100 + (seq * 7 + idx * 11) % 900;
+}
+
+static uint64_t cur_seq, cur_off;
+static uint32_t cur_idx;
+static int cur_started;
+
+static void on_ready(struct moq_session *s, void *user)
+{
+	(void)user;
+	if (moq_session_user(s))
+		((struct subst *)moq_session_user(s))->ready = 1;
+}
+
+static void on_frame(struct moq_session *s, void *user, uint64_t id, uint64_t seq, int64_t ts,
+                     uint64_t size)
+{
+	(void)s;
+	(void)user;
+	(void)id;
+	(void)ts;
+	if (seq != cur_seq || !cur_started) {
+		cur_seq = seq;
+		cur_idx = 0;
+		cur_started = 1;
+	} else {
+		cur_idx++;
+	}
+	cur_off = 0;
+	if (size != fsize(seq, cur_idx))
+		B.sub.bad++;
+	B.sub.frames++;
+}
+
+static void on_frame_data(struct moq_session *s, void *user, uint64_t id, uint64_t seq,
+                          const uint8_t *d, size_t len)
+{
+	(void)s;
+	(void)user;
+	(void)id;
+	for (size_t i = 0; i < len; i++)
+		if (d[i] != fbyte(seq, cur_idx, cur_off + i))
+			B.sub.bad++;
+	cur_off += len;
+	B.sub.bytes += len;
+}
+
+static void on_group_end(struct moq_session *s, void *user, uint64_t id, uint64_t seq, int64_t code)
+{
+	(void)s;
+	(void)user;
+	(void)id;
+	(void)seq;
+	if (code == -1)
+		B.sub.groups_done++;
+}
+
+static void on_sub_closed(struct moq_session *s, void *user, uint64_t id, int64_t code)
+{
+	(void)s;
+	(void)user;
+	(void)id;
+	B.sub.sub_closed = code;
+}
+
+static const struct moq_node_callbacks sub_cb = {
+        .session_ready = on_ready,
+        .frame = on_frame,
+        .frame_data = on_frame_data,
+        .group_end = on_group_end,
+        .sub_closed = on_sub_closed,
+};
+
+static void setup(void)
+{
+	struct moq_cache_cfg cc = {0};
+	struct moq_node_cfg nc = {0};
+
+	memset(&B, 0, sizeof(B));
+	cur_started = 0;
+	B.now = 1000 * MS;
+	moq_cache_counting_init(&B.rcnt);
+	moq_cache_counting_init(&B.pcnt);
+	cc.alloc = moq_cache_counting_alloc(&B.rcnt);
+	B.rcache = moq_cache_create(&cc);
+	cc.alloc = moq_cache_counting_alloc(&B.pcnt);
+	B.pcache = moq_cache_create(&cc);
+	ck_assert(B.rcache && B.pcache);
+	nc.cache = B.rcache;
+	nc.relay = 1;
+	nc.origin = 77;
+	B.relay = moq_node_create(&nc);
+	memset(&nc, 0, sizeof(nc));
+	nc.cache = B.pcache;
+	nc.origin = 78;
+	B.pubn = moq_node_create(&nc);
+	memset(&nc, 0, sizeof(nc));
+	nc.cb = &sub_cb;
+	nc.origin = 79;
+	B.subn = moq_node_create(&nc);
+	ck_assert(B.relay && B.pubn && B.subn);
+}
+
+static void pair(struct end **c, struct end **s)
+{
+	*c = end_new(0);
+	*s = end_new(1);
+	(*c)->peer = *s;
+	(*s)->peer = *c;
+}
+
+static void pump(int rounds)
+{
+	for (int i = 0; i < rounds; i++) {
+		int n = 0;
+		B.now += MS;
+		moq_node_poll(B.pubn, B.now);
+		moq_node_poll(B.relay, B.now);
+		moq_node_poll(B.subn, B.now);
+		struct end *ends[] = {B.pub_c, B.pub_s, B.sub_c, B.sub_s};
+		for (int k = 0; k < 4; k++)
+			if (ends[k])
+				n += deliver(ends[k]);
+		(void)n;
+	}
+}
+
+static void teardown_ends(void)
+{
+	struct end *ends[] = {B.pub_c, B.pub_s, B.sub_c, B.sub_s};
+
+	for (int k = 0; k < 4; k++)
+		if (ends[k]) {
+			if (ends[k]->s)
+				moq_session_close(ends[k]->s, 0);
+		}
+	pump(5);
+	moq_node_destroy(B.subn);
+	moq_node_destroy(B.pubn);
+	moq_node_destroy(B.relay);
+	moq_cache_destroy(B.pcache);
+	moq_cache_destroy(B.rcache);
+	for (int k = 0; k < 4; k++)
+		if (ends[k]) {
+			while (ends[k]->head) {
+				struct pend *p = ends[k]->head;
+				ends[k]->head = p->next;
+				free(p->data);
+				free(p);
+			}
+			free(ends[k]);
+		}
+}
+
+/* A publisher on URL /demo publishing "room" and a subscriber on URL / reading
+ * "demo/room": the URL path roots the publisher's session, and every byte of
+ * FRAMES frames a group crosses both bindings in order. */
+static void run_version(enum moq_version v)
+{
+	struct moq_cache_track *vt;
+	struct moq_cache_group *g;
+	struct moq_sub_params p = {0, false, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE};
+	uint64_t want_bytes = 0;
+	const uint64_t groups = 6;
+
+	setup();
+	pair(&B.pub_c, &B.pub_s);
+	pair(&B.sub_c, &B.sub_s);
+	B.pub_s->s = moq_binding_accept(B.relay, &ops, B.pub_s, v, "/demo?x=1", 9);
+	ck_assert(B.pub_s->s);
+	B.pub_c->s = moq_binding_connect(B.pubn, &ops, B.pub_c, v, NULL, MOQ_ROLE_PUBLISHER);
+	ck_assert(B.pub_c->s);
+	B.sub_s->s = moq_binding_accept(B.relay, &ops, B.sub_s, v, "/", 1);
+	B.sub_c->s = moq_binding_connect(B.subn, &ops, B.sub_c, v, NULL, MOQ_ROLE_SUBSCRIBER);
+	ck_assert(B.sub_s->s && B.sub_c->s);
+	moq_session_set_user(B.sub_c->s, &B.sub);
+	ck_assert_int_eq(moq_cache_track_create(B.pcache, "room", 4, "video", 5, NULL, &vt), 0);
+	ck_assert_int_eq(moq_node_publish(B.pubn, "room", 4, 1000), 0);
+	pump(20);
+	ck_assert_msg(B.sub.ready, "session_ready after moq_binding_connect, at a poll");
+	ck_assert_int_ge(moq_session_subscribe(B.sub_c->s, "demo/room", 9, "video", 5, &p), 0);
+	pump(20);
+	for (uint64_t seq = 0; seq < groups; seq++) {
+		ck_assert_int_eq(moq_cache_group_open(vt, seq, B.now, &g), 0);
+		for (uint32_t i = 0; i < FRAMES; i++) {
+			uint8_t buf[4000];
+			size_t sz = fsize(seq, i);
+			for (size_t k = 0; k < sz; k++)
+				buf[k] = fbyte(seq, i, k);
+			ck_assert_int_eq(moq_cache_write_frame(g, i, buf, sz), 0);
+			want_bytes += sz;
+			pump(2);
+		}
+		ck_assert_int_eq(moq_cache_group_finish(g), 0);
+		moq_cache_group_unref(g);
+		pump(5);
+	}
+	pump(30);
+	ck_assert_uint_eq(B.sub.bad, 0);
+	ck_assert_uint_eq(B.sub.frames, groups * FRAMES);
+	ck_assert_uint_eq(B.sub.bytes, want_bytes);
+	ck_assert_uint_eq(B.sub.groups_done, groups);
+	ck_assert_msg(B.pub_s->opens + B.sub_s->opens > 0,
+	              "the relay opened streams on the binding");
+	moq_cache_track_unref(vt);
+	teardown_ends();
+}
+
+START_TEST(test_binding_lite05)
+{
+	run_version(MOQ_LITE_05);
+}
+END_TEST
+
+START_TEST(test_binding_lite04)
+{
+	run_version(MOQ_LITE_04);
+}
+END_TEST
+
+/* The URL path roots the session: the broadcast is "demo/room", so a
+ * subscriber asking for "room" gets not-found, not the broadcast. */
+START_TEST(test_binding_root)
+{
+	struct moq_cache_track *vt;
+	struct moq_sub_params p = {0, false, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE};
+
+	setup();
+	B.sub.sub_closed = 0;
+	pair(&B.pub_c, &B.pub_s);
+	pair(&B.sub_c, &B.sub_s);
+	B.pub_s->s = moq_binding_accept(B.relay, &ops, B.pub_s, MOQ_LITE_05, "/demo", 5);
+	B.pub_c->s =
+	        moq_binding_connect(B.pubn, &ops, B.pub_c, MOQ_LITE_05, NULL, MOQ_ROLE_PUBLISHER);
+	B.sub_s->s = moq_binding_accept(B.relay, &ops, B.sub_s, MOQ_LITE_05, "/", 1);
+	B.sub_c->s =
+	        moq_binding_connect(B.subn, &ops, B.sub_c, MOQ_LITE_05, NULL, MOQ_ROLE_SUBSCRIBER);
+	moq_session_set_user(B.sub_c->s, &B.sub);
+	ck_assert_int_eq(moq_cache_track_create(B.pcache, "room", 4, "video", 5, NULL, &vt), 0);
+	ck_assert_int_eq(moq_node_publish(B.pubn, "room", 4, 1000), 0);
+	pump(20);
+	ck_assert_int_ge(moq_session_subscribe(B.sub_c->s, "room", 4, "video", 5, &p), 0);
+	pump(20);
+	ck_assert_int_eq(B.sub.sub_closed, 13); /* not found */
+	moq_cache_track_unref(vt);
+	teardown_ends();
+}
+END_TEST
+
+/* Bad input on one binding session: an unknown stream type is refused on
+ * that stream alone (STOP_SENDING 10 through the binding); a message cut short
+ * by FIN closes that session through the binding's close with 5 (decode);
+ * the other session goes on. */
+START_TEST(test_binding_bad_input_closes_one)
+{
+	static const uint8_t junk[] = {0x3f, 0x01, 0x02};
+	static const uint8_t cut[] = {MOQ_STREAM_SUBSCRIBE, 0x20, 0x01};
+	struct pend *p;
+	int stopped = 0;
+
+	setup();
+	pair(&B.pub_c, &B.pub_s);
+	pair(&B.sub_c, &B.sub_s);
+	B.pub_s->s = moq_binding_accept(B.relay, &ops, B.pub_s, MOQ_LITE_05, "/", 1);
+	B.pub_c->s = moq_binding_connect(B.pubn, &ops, B.pub_c, MOQ_LITE_05, NULL, MOQ_ROLE_BOTH);
+	B.sub_s->s = moq_binding_accept(B.relay, &ops, B.sub_s, MOQ_LITE_05, "/", 1);
+	B.sub_c->s = moq_binding_connect(B.subn, &ops, B.sub_c, MOQ_LITE_05, NULL, MOQ_ROLE_BOTH);
+	moq_session_set_user(B.sub_c->s, &B.sub);
+	pump(10);
+	/* an unknown stream type on a client uni stream: that stream only */
+	moq_binding_stream_data(B.pub_s->s, 402, junk, sizeof(junk), 0);
+	for (p = B.pub_s->head; p; p = p->next)
+		if (p->kind == P_STOP && p->sid == 402 && p->code == MOQ_CODE_UNEXPECTED_STREAM)
+			stopped = 1;
+	ck_assert_msg(stopped, "STOP_SENDING 10 on the unknown stream");
+	pump(10);
+	ck_assert(!B.pub_s->closed);
+	/* a SUBSCRIBE declaring 32 bytes, then FIN after 1: the session */
+	moq_binding_stream_data(B.pub_s->s, 400, cut, sizeof(cut), 1);
+	pump(10);
+	ck_assert_msg(B.pub_s->closed, "the relay closed the bad session");
+	ck_assert_uint_eq(B.pub_s->close_code, MOQ_CODE_DECODE);
+	ck_assert(B.pub_s->close_local);
+	ck_assert(B.pub_c->closed && !B.pub_c->close_local);
+	ck_assert(!B.sub_s->closed && !B.sub_c->closed);
+	ck_assert(moq_session_ready(B.sub_c->s));
+	teardown_ends();
+}
+END_TEST
+
+Suite *moq_binding_suite(void);
+Suite *moq_binding_suite(void)
+{
+	Suite *s = suite_create("moq_binding");
+	TCase *tc = tcase_create("binding");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_binding_lite05);
+	tcase_add_test(tc, test_binding_lite04);
+	tcase_add_test(tc, test_binding_root);
+	tcase_add_test(tc, test_binding_bad_input_closes_one);
+	suite_add_tcase(s, tc);
+	return s;
+}
