@@ -108,7 +108,7 @@ struct wconn {
 	size_t reclen;
 	struct moq_qmux *q;
 	struct moq_session *s;
-	int sclose, sclose_local;
+	int sclose, sclose_local, accepted, ws_version;
 	uint64_t sclose_code;
 	int ws_close_sent;
 	/* the record being written: ws header + the record's iovecs */
@@ -492,12 +492,27 @@ static void q_sclosed(void *u, int64_t sid)
 		moq_binding_stream_closed(c->s, sid);
 }
 
+/* The session starts once the client's transport parameters are in (the
+ * first writable): a moq-lite session opens streams as it starts (lite-03/04
+ * relay: the announce request) and qmux has the stream credit from then on.
+ * Called from inside moq_qmux_recv_record, before the record's next frame. */
+static void sess_start(struct wconn *c)
+{
+	c->accepted = 1;
+	c->s = moq_binding_accept(c->w->cfg.node, &ws_ops, c, (enum moq_version)c->ws_version,
+	                          c->url, c->urllen);
+	if (c->s == NULL) /* refused by the node's bounds: moq-lite 11 */
+		moq_qmux_close(c->q, 11);
+}
+
 static void q_writable(void *u)
 {
 	struct wconn *c = u;
 
 	mark(c);
-	if (c->s != NULL)
+	if (!c->accepted && moq_qmux_peer_params(c->q) != NULL)
+		sess_start(c);
+	else if (c->s != NULL)
 		moq_binding_writable(c->s);
 }
 
@@ -1063,15 +1078,11 @@ static void serve_ws(struct wconn *c, uint64_t now)
 	qc.cb = &ws_qcb;
 	qc.user = c;
 	c->q = moq_qmux_new(&qc, now);
-	if (c->q != NULL)
-		c->s = moq_binding_accept(c->w->cfg.node, &ws_ops, c, (enum moq_version)v, c->url,
-		                          c->urllen);
-	if (c->s == NULL) {
-		moq_qmux_free(c->q);
-		c->q = NULL;
-		respond_text(c, 503, "Service Unavailable", "session refused\n");
+	if (c->q == NULL) {
+		respond_text(c, 503, "Service Unavailable", "out of memory\n");
 		return;
 	}
+	c->ws_version = v; /* the session starts with the client's parameters */
 	n = snprintf(h, sizeof(h),
 	             "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
 	             "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n"
@@ -1418,8 +1429,17 @@ static void conn_free(struct wconn *c)
 	if (c->ssl != NULL)
 		wolfSSL_free(c->ssl);
 	free(c->tlsrec);
-	epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
-	close(c->fd);
+	/* out of the dirty list (ending the session above may have put it
+	 * back there) */
+	for (struct wconn **pp = &w->dirty; *pp != NULL; pp = &(*pp)->dnext)
+		if (*pp == c) {
+			*pp = c->dnext;
+			break;
+		}
+	if (c->fd >= 0) {
+		epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
+		close(c->fd);
+	}
 	if (c->prev)
 		c->prev->next = c->next;
 	else

@@ -994,10 +994,12 @@ int moq_qmux_stream_open(struct moq_qmux *q, int bidi, int64_t *sid)
 	struct qstream *s;
 	int64_t id;
 
-	if (q->closing || !q->peer_seen)
+	if (q->closing)
 		return MOQ_ERR_STATE;
+	/* RFC 9000, 4.6; before the peer's parameters its limits are 0: the
+	 * writable callback follows when they arrive */
 	if (q->local_next[d] >= q->local_max[d])
-		return MOQ_ERR_AGAIN; /* RFC 9000, 4.6 */
+		return MOQ_ERR_AGAIN;
 	id = (int64_t)(q->local_next[d] << 2) | (d << 1) | (q->cfg.server ? 1 : 0);
 	s = snew(q, id);
 	if (s == NULL)

@@ -140,9 +140,8 @@ void moq_qmux_record_done(struct moq_qmux *q, uint64_t now);
 int moq_qmux_timers(struct moq_qmux *q, uint64_t now);
 
 /* moq_qmux_stream_open: a local stream (QUIC ids). Returns 0 with *@sid,
- * MOQ_ERR_AGAIN (the peer's stream count; writable tells when more),
- * MOQ_ERR_STATE (closing, or the peer's parameters not yet seen),
- * MOQ_ERR_NOMEM. */
+ * MOQ_ERR_AGAIN (the peer's stream count, 0 until its parameters arrive;
+ * writable tells when more), MOQ_ERR_STATE (closing), MOQ_ERR_NOMEM. */
 int moq_qmux_stream_open(struct moq_qmux *q, int bidi, int64_t *sid);
 
 /*

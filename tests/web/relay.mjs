@@ -11,6 +11,17 @@ import * as Moq from "@moq/net";
 
 // Node 20 has no global WebSocket: @moq/qmux uses the `ws` package's.
 globalThis.WebSocket = WebSocket;
+// ... nor Promise.withResolvers (ES2024, Node 22), which @moq/net calls.
+if (!Promise.withResolvers)
+	Promise.withResolvers = function () {
+		let resolve;
+		let reject;
+		const promise = new this((a, b) => {
+			resolve = a;
+			reject = b;
+		});
+		return { promise, resolve, reject };
+	};
 // @moq/net is chatty on the console (debug/warn); keep TAP clean.
 console.debug = () => {};
 console.warn = () => {};
@@ -121,7 +132,7 @@ export async function publish(url, path, everyMs = 40, props) {
 	const timer = setInterval(() => {
 		if (stopped) return;
 		const g = track.appendGroup();
-		for (let f = 0; f < FRAMES; f++) g.writeFrame({ payload: payload(g.sequence, f), timestamp: 0 });
+		for (let f = 0; f < FRAMES; f++) g.writeFrame({ payload: payload(g.sequence, f), timestamp: Moq.Time.Timestamp.now() });
 		g.close();
 		seq = g.sequence + 1;
 	}, everyMs);
@@ -137,9 +148,21 @@ export async function publish(url, path, everyMs = 40, props) {
 	};
 }
 
+// Wait until the relay's /announced lists @path (its origin table has it).
+export async function waitAnnounced(url, path, timeoutMs = 10000) {
+	const deadline = Date.now() + timeoutMs;
+	while (Date.now() < deadline) {
+		const r = await fetch(new URL("/announced/", url));
+		if ((await r.text()).split("\n").includes(path)) return true;
+		await sleep(50);
+	}
+	return false;
+}
+
 // Subscribe to @path's "data" and check every frame; resolves once @want
 // complete groups arrived (or rejects after @timeoutMs).
 export async function subscribe(url, path, want, timeoutMs = 20000, props) {
+	if (!(await waitAnnounced(url, path))) throw new Error(`${path} never announced`);
 	const conn = await Moq.Connection.connect(url, props);
 	const sub = conn.consume(Moq.Path.from(path)).subscribe("data");
 	const res = { conn, groups: 0, frames: 0, bytes: 0, errors: [], seqs: [] };

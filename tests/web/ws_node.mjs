@@ -33,24 +33,26 @@ try {
 	s5.conn.close();
 
 	// lite-04: a client that offers only qmux-01.moq-lite-04
-	const only04 = () => ({
-		transport: new Session(`ws://127.0.0.1:${relay.port}/`, {
+	// (@moq/net reads the transport's protocol at once: hand it a ready one)
+	const only04 = async () => {
+		const transport = new Session(`ws://127.0.0.1:${relay.port}/`, {
 			protocols: ["moq-lite-04"],
 			versions: { "moq-lite-04": "qmux-01" },
 			requireProtocol: true,
-		}),
-	});
-	const t = only04().transport;
-	await t.ready;
+		});
+		await transport.ready;
+		return { transport };
+	};
+	const t = (await only04()).transport;
 	ok(t.protocol === "moq-lite-04", "lite-04 offered alone: the relay accepts qmux-01.moq-lite-04", t.protocol);
 	t.close();
-	pub4 = await publish(url, "node/four", 40, only04());
-	const s4 = await subscribe(url, "node/four", 10, 20000, only04());
+	pub4 = await publish(url, "node/four", 40, await only04());
+	const s4 = await subscribe(url, "node/four", 10, 20000, await only04());
 	ok(s4.groups >= 10 && s4.errors.length === 0, `lite-04: ${s4.groups} groups, ${s4.frames} frames, ${s4.bytes} bytes, every byte verified`, s4.errors.slice(0, 3).join("; "));
 	s4.conn.close();
 
 	// a lite-04 subscriber reads the lite-05 publisher (one relay, one cache)
-	const x = await subscribe(url, "node/five", 5, 20000, only04());
+	const x = await subscribe(url, "node/five", 5, 20000, await only04());
 	ok(x.groups >= 5 && x.errors.length === 0, "lite-04 subscriber of a lite-05 publisher: every byte verified", x.errors.slice(0, 3).join("; "));
 	x.conn.close();
 
