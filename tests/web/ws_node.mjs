@@ -29,7 +29,7 @@ try {
 	ok(s5.groups >= 12 && s5.errors.length === 0, `lite-05: ${s5.groups} groups, ${s5.frames} frames, ${s5.bytes} bytes, every byte verified`, s5.errors.slice(0, 3).join("; "));
 	let consecutive = true;
 	for (let i = 1; i < s5.seqs.length; i++) consecutive &&= s5.seqs[i] === s5.seqs[i - 1] + 1;
-	ok(consecutive, "lite-05: groups in sequence, none lost", s5.seqs.join(","));
+	ok(consecutive && s5.resets.length === 0, "lite-05: groups in sequence, none lost or reset", `${s5.seqs.join(",")} ${s5.resets.join("; ")}`);
 	s5.conn.close();
 
 	// lite-04: a client that offers only qmux-01.moq-lite-04
