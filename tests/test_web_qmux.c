@@ -742,6 +742,59 @@ START_TEST(ws_helpers)
 }
 END_TEST
 
+
+/* The listener's answer to a request, decided from the request alone
+ * (web.h, moq_web_req_parse: the code paths of http.c, run dry). */
+static int req(const char *r)
+{
+	return moq_web_req_parse((const uint8_t *)r, strlen(r));
+}
+
+#define UPG(proto)                                                                                 \
+	"GET /room?jwt=x HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"     \
+	"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" proto "\r\n"
+
+START_TEST(http_requests)
+{
+	static char big[20000];
+
+	ck_assert_int_eq(req("GET /health HTTP/1.1\r\nHost: h\r\n\r\n"), 200);
+	ck_assert_int_eq(req("GET /certificate.sha256 HTTP/1.1\r\n\r\n"), 200);
+	ck_assert_int_eq(req("GET /health HTTP/1.1\r\nHost: h\r\n"), 0); /* incomplete */
+	ck_assert_int_eq(req("POST /health HTTP/1.1\r\nContent-Length: 0\r\n\r\n"), 405);
+	ck_assert_int_eq(req("GET /nothing HTTP/1.1\r\n\r\n"), 404);
+	ck_assert_int_eq(req("BLAH\r\n\r\n"), 400);
+	ck_assert_int_eq(req("GET /announced/a%2 HTTP/1.1\r\n\r\n"), 400);
+	ck_assert_int_eq(req("GET /announced/demo HTTP/1.1\r\n\r\n"), 200);
+	ck_assert_int_eq(req("GET /fetch/demo/bbb/video?group=latest HTTP/1.1\r\n\r\n"), 200);
+	ck_assert_int_eq(req("GET /fetch/demo/bbb/video?group=12 HTTP/1.1\r\n\r\n"), 200);
+	ck_assert_int_eq(req("GET /fetch/demo/bbb/video?group=-1 HTTP/1.1\r\n\r\n"), 400);
+	ck_assert_int_eq(req("GET /fetch/video HTTP/1.1\r\n\r\n"), 400);
+	ck_assert_int_eq(req("GET /fetch//video HTTP/1.1\r\n\r\n"), 400);
+	/* the upgrade: our preference among what is offered, 400 for none */
+	ck_assert_int_eq(req(UPG("Sec-WebSocket-Protocol: qmux-02.moq-lite-05, qmux-01.moq-lite-05\r\n")),
+	                 101);
+	ck_assert_int_eq(req(UPG("Sec-WebSocket-Protocol: webtransport\r\n"
+	                         "Sec-WebSocket-Protocol: qmux-01.moq-lite-03\r\n")),
+	                 101);
+	ck_assert_int_eq(req(UPG("Sec-WebSocket-Protocol: qmux-00.moq-lite-05, webtransport\r\n")), 400);
+	ck_assert_int_eq(req(UPG("")), 400);
+	ck_assert_int_eq(req("GET / HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+	                     "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: qmux-01.moq-lite-05\r\n\r\n"),
+	                 400); /* no key */
+	/* bounds: a long target 414, long headers 431 */
+	memset(big, 'a', sizeof(big) - 1);
+	{
+		char r[30000];
+
+		snprintf(r, sizeof(r), "GET /%.*s HTTP/1.1\r\n\r\n", 3000, big);
+		ck_assert_int_eq(req(r), 414);
+		snprintf(r, sizeof(r), "GET / HTTP/1.1\r\nX-A: %.*s\r\n\r\n", 12000, big);
+		ck_assert_int_eq(req(r), 431);
+	}
+}
+END_TEST
+
 Suite *web_qmux_suite(void);
 
 Suite *web_qmux_suite(void)
@@ -762,6 +815,7 @@ Suite *web_qmux_suite(void)
 	tcase_add_test(t, idle_timeout_and_ping);
 	tcase_add_test(t, app_close_goes_out_last);
 	tcase_add_test(t, ws_helpers);
+	tcase_add_test(t, http_requests);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -683,8 +683,11 @@ static int hp_url(http_parser *p, const char *at, size_t n)
 {
 	struct wconn *c = p->data;
 
-	if (c->urllen + n >= sizeof(c->url))
-		return 1; /* too long: the parser stops, we answer 414 */
+	if (c->urllen + n >= sizeof(c->url)) {
+		c->urllen = sizeof(c->url) - 1; /* too long: the parser stops, 414 */
+		c->url[c->urllen] = 0;
+		return 1;
+	}
 	memcpy(c->url + c->urllen, at, n);
 	c->urllen += n;
 	c->url[c->urllen] = 0;
@@ -1252,7 +1255,7 @@ static int http_feed(struct wconn *c, uint64_t now)
 		respond_text(c, 400, "Bad Request", "malformed request\n");
 		return 1;
 	}
-	if (!c->req_done && c->req_bytes > REQ_MAX) {
+	if (c->req_bytes > REQ_MAX) {
 		respond_text(c, 431, "Request Header Fields Too Large", "request too large\n");
 		return 1;
 	}
