@@ -4,6 +4,7 @@
  * client role (client.h).
  */
 #include "client.h"
+#include "ws.h"
 
 #include <malloc.h>
 #include <stdint.h>
@@ -152,6 +153,7 @@ static void on_ready(struct moq_session *s, void *user)
 	struct lg_sub *u = sub_of(s);
 	if (!u)
 		return;
+	u->s = s; /* --transport ws: the session is new here */
 	if (!u->is_pub && u->state == SUB_CONNECTING && cl->connecting)
 		cl->connecting--;
 	u->state = SUB_READY;
@@ -491,6 +493,17 @@ static void connect_one(struct moq_lg_client *cl, struct lg_sub *u, const struct
 	int e = 0;
 	u->connect_ns = cl->now;
 	u->state = SUB_CONNECTING;
+	if (cl->cfg.ws) { /* --transport ws: the session comes with on_ready */
+		u->s = NULL;
+		e = moq_lg_ws_connect(cl->cfg.ws, u->is_pub ? cl->node : cl->snode, &cl->cfg.relay,
+		                      cl->setup_path[0] ? cl->setup_path : NULL, role, u);
+		if (e < 0) {
+			u->state = SUB_CLOSED;
+			u->failed = 1;
+			cl->connect_errors++;
+		}
+		return;
+	}
 	u->s = moq_node_connect(u->is_pub ? cl->node : cl->snode, cl->ep, l, &cl->cfg.relay,
 	                        cl->setup_path[0] ? cl->setup_path : NULL, role, u, cl->now, &e);
 	if (!u->s) {

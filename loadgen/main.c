@@ -37,6 +37,8 @@
  *   --thp                  put the first HEAP_RESERVE bytes of the malloc heap on
  *                          transparent huge pages (moq_lg_heap_hugepages; default off,
  *                          see HEAP_RESERVE)
+ *   --transport quic|ws    ws: every session over WebSocket + qmux-01 to the relay's
+ *                          TCP port (the same number; relay --tcp 1), with --kernel
  *   --verbose
  *
  * Prints a live line on stderr, a JSON line per second and a final summary.
@@ -66,6 +68,11 @@
 #include "client.h"
 #include "media.h"
 #include "net.h"
+#include "web.h"
+#include "ws.h"
+
+/* --transport ws: the epoll tag of the web's descriptor in the kernel set */
+#define WS_EV 0xffffffffu
 
 #define BURST 32
 /* Packet buffers per moq_lg_client_send call: each call of
@@ -119,6 +126,7 @@ struct opts {
 	char relay[64], local[64];
 	int port;
 	char jwt[MOQ_LG_JWT_MAX + 1]; /* --jwt TOKEN / --token FILE */
+	int ws;                       /* --transport ws */
 };
 
 struct io_stats {
@@ -136,7 +144,8 @@ static void usage(void)
 	        "      --tracks video:1M,audio --keyframe-max BYTES --broadcast PATH --duration S\n"
 	        "      --conns-per-addr N --max-handshakes N\n"
 	        "      --jwt TOKEN | --token FILE (sent as SETUP Path ?jwt=)\n"
-	        "      --warmup S --json FILE|- --quiet --port N --busy-poll --thp --verbose\n");
+	        "      --warmup S --json FILE|- --quiet --port N --busy-poll --thp --verbose\n"
+	        "      --transport quic|ws (ws: WebSocket + qmux-01 to the relay's TCP port, --kernel)\n");
 }
 
 /* A byte count: digits, then nothing, k, M (decimal), Ki or Mi (binary). */
@@ -178,6 +187,13 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		char *end = NULL;
 		if (!strcmp(a, "--kernel")) {
 			o->kernel = 1;
+		} else if (!strcmp(a, "--transport")) {
+			NEEDV();
+			if (strcmp(v, "ws") && strcmp(v, "quic")) {
+				fprintf(stderr, "moqdp-load: --transport: '%s' is not quic or ws\n", v);
+				return -1;
+			}
+			o->ws = !strcmp(v, "ws");
 		} else if (!strcmp(a, "--publish")) {
 			o->publish = 1;
 		} else if (!strcmp(a, "--quiet")) {
@@ -970,6 +986,10 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGUSR1, &sa, NULL);
 
+	if (o.ws && !o.kernel) {
+		fprintf(stderr, "moqdp-load: --transport ws: needs --kernel (TCP on kernel sockets)\n");
+		return 2;
+	}
 	struct kio k = {.ep = -1, .kb = NULL};
 	struct dio d;
 	memset(&d, 0, sizeof(d));
@@ -992,6 +1012,18 @@ int main(int argc, char **argv)
 	}
 	cfg.locals = locals;
 	cfg.nlocals = nlocals;
+	struct moq_web *web = NULL;
+	if (o.ws) {
+		char werr[256];
+		struct epoll_event ev = {.events = EPOLLIN, .data.u32 = WS_EV};
+
+		web = moq_lg_ws_open(werr, sizeof(werr));
+		if (!web || epoll_ctl(k.ep, EPOLL_CTL_ADD, moq_web_fd(web), &ev) != 0) {
+			fprintf(stderr, "moqdp-load: --transport ws: %s\n", web ? strerror(errno) : werr);
+			return 1;
+		}
+		cfg.ws = web;
+	}
 
 	int err = 0;
 	uint64_t t0 = moq_lg_now_ns();
@@ -1060,9 +1092,12 @@ int main(int argc, char **argv)
 			}
 			int ne = epoll_wait(k.ep, evs, 64, timeout);
 			for (int i = 0; i < ne; i++)
-				work += kernel_rx(&k, evs[i].data.u32, cl, locals, &io);
+				if (evs[i].data.u32 != WS_EV)
+					work += kernel_rx(&k, evs[i].data.u32, cl, locals, &io);
 			now = moq_lg_now_ns();
 			work += moq_lg_client_poll(cl, now);
+			if (web)
+				work += moq_web_poll(web, now); /* what the nodes wrote goes out */
 			work += kernel_tx(&k, cl, &io);
 		} else {
 			work += dpdk_rx(&d, cl, &io);
@@ -1089,6 +1124,7 @@ int main(int argc, char **argv)
 	}
 	if (pg.json && pg.json != stdout)
 		fclose(pg.json);
+	moq_web_destroy(web); /* its sessions end first, on the client's nodes */
 	moq_lg_client_destroy(cl);
 	if (o.kernel) {
 		kernel_close(&k);

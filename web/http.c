@@ -68,7 +68,7 @@
 #define WS_CLOSE_DATA      1003
 #define WS_CLOSE_TOO_BIG   1009
 
-enum cstate { C_SNIFF, C_TLS_HS, C_HTTP, C_WS, C_FETCH, C_FILE, C_DONE };
+enum cstate { C_SNIFF, C_TLS_HS, C_HTTP, C_WS, C_FETCH, C_FILE, C_DONE, C_CONNECTING, C_WS_HS };
 
 struct wconn {
 	struct moq_web *w;
@@ -128,6 +128,13 @@ struct wconn {
 	struct moq_cache_cursor fcur;
 	/* /demo/ files (cfg.static_dir) */
 	int file_fd;
+	/* the client side (moq_web_connect): frames out are masked (RFC 6455,
+	 * 5.3), so a record is copied once into maskbuf */
+	int client, role;
+	struct moq_node *node;
+	void *user;
+	uint8_t *maskbuf;
+	uint32_t mask_seed;
 };
 
 struct moq_web {
@@ -299,19 +306,50 @@ static int out_flush(struct wconn *c)
 	return 1;
 }
 
+/* A client's masking key (RFC 6455, 5.3: unpredictable to scripts; this
+ * client runs no scripts, a xorshift of the connection's seed will do). */
+static void mask_key(struct wconn *c, uint8_t k[4])
+{
+	uint32_t x = c->mask_seed;
+
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	c->mask_seed = x;
+	memcpy(k, &x, 4);
+}
+
+/* A control frame (close, pong) of @n <= 125 bytes, masked by a client. */
+static void ws_ctl(struct wconn *c, unsigned int op, const uint8_t *p, size_t n)
+{
+	uint8_t f[2 + 4 + 125];
+	size_t o = moq_ws_header(f, op, n);
+
+	if (c->client) {
+		uint8_t *k = f + o;
+
+		f[1] |= 0x80;
+		mask_key(c, k);
+		o += 4;
+		for (size_t i = 0; i < n; i++)
+			f[o + i] = p[i] ^ k[i & 3];
+	} else {
+		memcpy(f + o, p, n);
+	}
+	out_put(c, f, o + n);
+}
+
 static void ws_close_frame(struct wconn *c, unsigned int code)
 {
-	uint8_t f[4];
+	uint8_t f[2];
 
 	if (c->ws_close_sent)
 		return;
 	c->ws_close_sent = 1;
 	/* RFC 6455, 5.5.1: the status code, big-endian */
-	f[0] = 0x88;
-	f[1] = 2;
-	f[2] = (uint8_t)(code >> 8);
-	f[3] = (uint8_t)code;
-	out_put(c, f, sizeof(f));
+	f[0] = (uint8_t)(code >> 8);
+	f[1] = (uint8_t)code;
+	ws_ctl(c, 0x8, f, sizeof(f));
 	c->close_after = 1;
 }
 
@@ -355,6 +393,26 @@ static void conn_flush(struct wconn *c, uint64_t now)
 			c->riov[0].iov_len = moq_ws_header(c->wshdr, 0x2, len);
 			c->rn = (unsigned int)n + 1;
 			c->rtot = len + c->riov[0].iov_len;
+			if (c->client) {
+				/* masked: header, key, then the record XORed into maskbuf */
+				uint8_t *k, *m = c->maskbuf;
+				size_t h = moq_ws_header(m, 0x2, len), o;
+
+				m[1] |= 0x80;
+				k = m + h;
+				mask_key(c, k);
+				o = h + 4;
+				for (int i = 1; i <= n; i++) {
+					const uint8_t *p = c->riov[i].iov_base;
+
+					for (size_t j = 0; j < c->riov[i].iov_len; j++, o++)
+						m[o] = p[j] ^ k[(o - h - 4) & 3];
+				}
+				c->riov[0].iov_base = m;
+				c->riov[0].iov_len = o;
+				c->rn = 1;
+				c->rtot = o;
+			}
 			c->rdone = 0;
 			c->rbusy = 1;
 		}
@@ -499,6 +557,15 @@ static void q_sclosed(void *u, int64_t sid)
 static void sess_start(struct wconn *c)
 {
 	c->accepted = 1;
+	if (c->client) {
+		c->s = moq_binding_connect(c->node, &ws_ops, c, (enum moq_version)c->ws_version,
+		                           c->url[0] ? c->url : NULL, c->role);
+		if (c->s != NULL)
+			moq_session_set_user(c->s, c->user);
+		else
+			moq_qmux_close(c->q, 11);
+		return;
+	}
 	c->s = moq_binding_accept(c->w->cfg.node, &ws_ops, c, (enum moq_version)c->ws_version,
 	                          c->url, c->urllen);
 	if (c->s == NULL) /* refused by the node's bounds: moq-lite 11 */
@@ -599,7 +666,7 @@ static void ws_input(struct wconn *c, uint64_t now)
 			c->frame_op = io.opcode;
 			c->ctllen = 0;
 			/* RFC 6455, 5.1 / 5.2: a client masks; no extensions */
-			if (!io.mask || io.rsv != 0) {
+			if (io.mask == c->client || io.rsv != 0) {
 				ws_fail(c, MOQ_QMUX_PROTOCOL_VIOLATION, WS_CLOSE_PROTOCOL);
 				return;
 			}
@@ -642,11 +709,7 @@ static void ws_input(struct wconn *c, uint64_t now)
 			continue;
 		/* the frame is complete */
 		if (c->frame_op == 0x9) { /* ping: pong with its payload */
-			uint8_t h[10];
-			size_t hl = moq_ws_header(h, 0xA, c->ctllen);
-
-			out_put(c, h, hl);
-			out_put(c, c->ctl, c->ctllen);
+			ws_ctl(c, 0xA, c->ctl, c->ctllen);
 		} else if (c->frame_op == 0x8) {
 			/* the peer closes: the session ends (no qmux close came) */
 			if (c->q != NULL && !moq_qmux_closing(c->q))
@@ -1432,6 +1495,7 @@ static void conn_free(struct wconn *c)
 	if (c->ssl != NULL)
 		wolfSSL_free(c->ssl);
 	free(c->tlsrec);
+	free(c->maskbuf);
 	/* out of the dirty list (ending the session above may have put it
 	 * back there) */
 	for (struct wconn **pp = &w->dirty; *pp != NULL; pp = &(*pp)->dnext)
@@ -1454,8 +1518,12 @@ static void conn_free(struct wconn *c)
 }
 
 /* Everything due on @c: input handled by the caller; output, session end. */
+static void client_progress(struct wconn *c, uint64_t now);
+
 static void conn_service(struct wconn *c, uint64_t now)
 {
+	if (c->st == C_CONNECTING || c->st == C_WS_HS)
+		client_progress(c, now);
 	for (int i = 0; i < 16 && (c->st == C_FETCH || c->st == C_FILE) && !c->dead; i++) {
 		size_t before = c->outlen;
 
@@ -1554,7 +1622,10 @@ int moq_web_poll(struct moq_web *w, uint64_t now)
 				c->dead = 1; /* idle: closed without a word (RFC 9000, 10.1) */
 			if (c->st == C_FETCH || c->st == C_FILE || c->q != NULL)
 				conn_service(c, now);
-			if ((c->st == C_SNIFF || c->st == C_TLS_HS || c->st == C_HTTP) &&
+			if (c->t0 == 0) /* a client connection: from its first tick */
+				c->t0 = now;
+			if ((c->st == C_SNIFF || c->st == C_TLS_HS || c->st == C_HTTP ||
+			     c->st == C_CONNECTING || c->st == C_WS_HS) &&
 			    now - c->t0 > REQ_TIMEOUT_NS)
 				c->dead = 1;
 			if (c->dead)
@@ -1578,7 +1649,7 @@ struct moq_web *moq_web_create(const struct moq_web_cfg *cfg, char *err, size_t 
 	struct moq_web *w;
 	struct epoll_event ev;
 
-	if (cfg == NULL || cfg->node == NULL || cfg->naddr == 0 || cfg->naddr > 8) {
+	if (cfg == NULL || (cfg->node == NULL && cfg->naddr > 0) || cfg->naddr > 8) {
 		snprintf(err, errlen, "web: bad configuration");
 		return NULL;
 	}
@@ -1653,6 +1724,11 @@ void moq_web_stats(const struct moq_web *w, struct moq_web_stats *out)
 	*out = w->st;
 }
 
+int moq_web_fd(const struct moq_web *w)
+{
+	return w->ep;
+}
+
 unsigned int moq_web_port(const struct moq_web *w)
 {
 	struct sockaddr_storage ss;
@@ -1704,4 +1780,187 @@ fail:
 void moq_web_tls_ctx_free(void *ctx)
 {
 	wolfSSL_CTX_free(ctx);
+}
+
+/* --- the client side (moq_web_connect) ----------------------------------- */
+
+/* The upgrade is out; read the server's answer: "HTTP/1.1 101" with the
+ * subprotocol it chose, then qmux runs on what follows. */
+static void client_progress(struct wconn *c, uint64_t now)
+{
+	if (c->st == C_CONNECTING) {
+		int e = 0;
+		socklen_t l = sizeof(e);
+		char req[2600], key[32];
+		uint8_t nonce[16];
+		int n;
+
+		if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &e, &l) != 0 || e == EINPROGRESS)
+			return;
+		if (e != 0) {
+			c->dead = 1;
+			return;
+		}
+		{
+			struct sockaddr_storage ss;
+
+			l = sizeof(ss);
+			if (getpeername(c->fd, (struct sockaddr *)&ss, &l) != 0)
+				return; /* not connected yet */
+		}
+		for (int i = 0; i < 16; i++) {
+			uint8_t k[4];
+
+			mask_key(c, k);
+			nonce[i] = k[0];
+		}
+		/* RFC 6455, 4.1: a base64 16-byte nonce */
+		{
+			static const char t[] =
+			        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+			size_t o = 0;
+
+			for (int i = 0; i < 16; i += 3) {
+				uint32_t v = (uint32_t)nonce[i] << 16 |
+				             (i + 1 < 16 ? (uint32_t)nonce[i + 1] << 8 : 0) |
+				             (i + 2 < 16 ? nonce[i + 2] : 0);
+
+				key[o++] = t[(v >> 18) & 63];
+				key[o++] = t[(v >> 12) & 63];
+				key[o++] = i + 1 < 16 ? t[(v >> 6) & 63] : '=';
+				key[o++] = i + 2 < 16 ? t[v & 63] : '=';
+			}
+			key[o] = 0;
+		}
+		n = snprintf(req, sizeof(req),
+		             "GET /%s HTTP/1.1\r\nHost: moqdp\r\nUpgrade: websocket\r\n"
+		             "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
+		             "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: "
+		             "qmux-01.moq-lite-05, qmux-01.moq-lite-04\r\n\r\n",
+		             c->url[0] == '/' ? c->url + 1 : c->url, key);
+		if (n < 0 || (size_t)n >= sizeof(req)) {
+			c->dead = 1;
+			return;
+		}
+		out_put(c, req, (size_t)n);
+		c->st = C_WS_HS;
+		return;
+	}
+	/* C_WS_HS */
+	for (;;) {
+		ssize_t r = conn_read(c);
+		const uint8_t *end;
+		const char *name = NULL;
+		char *p, *hdr;
+		int v;
+
+		if (r < 0) {
+			c->dead = 1;
+			return;
+		}
+		end = memmem(c->in + c->inoff, c->inlen - c->inoff, "\r\n\r\n", 4);
+		if (end == NULL) {
+			if (r == 0)
+				return;
+			continue;
+		}
+		hdr = (char *)c->in + c->inoff;
+		if (c->inlen - c->inoff < 12 || memcmp(hdr, "HTTP/1.1 101", 12) != 0) {
+			c->dead = 1;
+			return;
+		}
+		c->in[end - c->in] = 0; /* the blank line's CR: the headers end here */
+		p = strcasestr(hdr, "\r\nSec-WebSocket-Protocol:");
+		v = p ? moq_ws_select(p + 25, strcspn(p + 25, "\r"), &name) : MOQ_ERR_NOTFOUND;
+		c->inoff = (size_t)(end - c->in) + 4;
+		if (v < 0) {
+			c->dead = 1;
+			return;
+		}
+		c->ws_version = v;
+		if (wslay_frame_context_init(&c->wsf, &wsl_cb, c) != 0) {
+			c->dead = 1;
+			return;
+		}
+		{
+			struct moq_qmux_cfg qc;
+
+			memset(&qc, 0, sizeof(qc));
+			qc.server = 0;
+			moq_qmux_default_params(&qc.local);
+			qc.cb = &ws_qcb;
+			qc.user = c;
+			c->q = moq_qmux_new(&qc, now);
+		}
+		if (c->q == NULL) {
+			c->dead = 1;
+			return;
+		}
+		c->st = C_WS;
+		c->w->st.ws_sessions++;
+		c->w->st.ws_open++;
+		ws_input(c, now); /* what came with the answer */
+		return;
+	}
+}
+
+int moq_web_connect(struct moq_web *w, struct moq_node *node, const struct sockaddr *to,
+                    socklen_t tolen, const char *path, int role, void *user)
+{
+	struct epoll_event ev;
+	struct wconn *c;
+	int fd, one = 1;
+
+	if (node == NULL || to == NULL || (path && strlen(path) >= sizeof(c->url)))
+		return MOQ_ERR_INVAL;
+	c = calloc(1, sizeof(*c));
+	if (c == NULL)
+		return MOQ_ERR_NOMEM;
+	c->maskbuf = malloc(REC_CAP + 14);
+	fd = socket(to->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (c->maskbuf == NULL || fd < 0) {
+		free(c->maskbuf);
+		free(c);
+		if (fd >= 0)
+			close(fd);
+		return MOQ_ERR_NOMEM;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(fd, to, tolen) != 0 && errno != EINPROGRESS) {
+		close(fd);
+		free(c->maskbuf);
+		free(c);
+		return MOQ_ERR_IO;
+	}
+	c->w = w;
+	c->fd = fd;
+	c->file_fd = -1;
+	c->client = 1;
+	c->node = node;
+	c->role = role;
+	c->user = user;
+	c->mask_seed = (uint32_t)(uintptr_t)c ^ 0x9e3779b9u ^ (uint32_t)fd;
+	if (c->mask_seed == 0)
+		c->mask_seed = 1;
+	if (path != NULL) {
+		c->urllen = strlen(path);
+		memcpy(c->url, path, c->urllen + 1);
+	}
+	c->st = C_CONNECTING;
+	ev.events = EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP;
+	ev.data.ptr = c;
+	if (epoll_ctl(w->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+		close(fd);
+		free(c->maskbuf);
+		free(c);
+		return MOQ_ERR_IO;
+	}
+	c->next = w->conns;
+	if (w->conns)
+		w->conns->prev = c;
+	w->conns = c;
+	w->st.conns++;
+	w->st.conns_total++;
+	mark(c);
+	return 0;
 }

@@ -202,7 +202,8 @@ int moq_ws_select(const char *offered, size_t len, const char **name);
 struct moq_web;
 
 struct moq_web_cfg {
-	struct moq_node *node;   /* the worker's node: sessions, origin (required) */
+	struct moq_node *node;   /* the worker's node: sessions, origin (required
+	                          * with addresses; a client-only @w may have none) */
 	struct moq_cache *cache; /* /fetch reads it (the node's cache) */
 	struct moq_auth *auth;   /* NULL: no auth */
 	const struct sockaddr *addr[8]; /* bind TCP here (the relay's addresses, its port) */
@@ -233,12 +234,29 @@ struct moq_web *moq_web_create(const struct moq_web_cfg *cfg, char *err, size_t 
  * epoll_wait with timeout 0). Returns the events handled. */
 int moq_web_poll(struct moq_web *w, uint64_t now);
 
+/*
+ * moq_web_connect: (client; moqdp-load --transport ws) open a WebSocket to
+ * @to (the relay's address and port, TCP), offering qmux-01.moq-lite-05 and
+ * -04 on request target "/" + @path (may carry "?jwt="); once the upgrade
+ * is answered and the relay's transport parameters are in, a session on
+ * @node (moq.h, moq_binding_connect, @role) with @user as its user pointer:
+ * @node's session_ready callback follows at its next poll. A @w made with
+ * naddr 0 listens on nothing. Returns 0, MOQ_ERR_INVAL, MOQ_ERR_NOMEM,
+ * MOQ_ERR_IO.
+ */
+int moq_web_connect(struct moq_web *w, struct moq_node *node, const struct sockaddr *to,
+                    socklen_t tolen, const char *path, int role, void *user);
+
 /* moq_web_set_tls: new TLS connections use @tls_ctx and @fingerprint
  * (certificate reload). */
 void moq_web_set_tls(struct moq_web *w, void *tls_ctx, const uint8_t *fingerprint);
 
 /* moq_web_stats: counters into @out. */
 void moq_web_stats(const struct moq_web *w, struct moq_web_stats *out);
+
+/* moq_web_fd: the listener's epoll descriptor (readable when moq_web_poll
+ * has events), for a caller's own epoll set. */
+int moq_web_fd(const struct moq_web *w);
 
 /* moq_web_port: the bound TCP port of the first address (host order). */
 unsigned int moq_web_port(const struct moq_web *w);
