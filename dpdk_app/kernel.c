@@ -61,6 +61,7 @@ struct relay_kernel {
 	struct moq_web *web;
 	void *web_tls;
 	const struct moq_quic_tls *web_cert;
+	uint64_t web_in, web_out; /* its byte counters, as last added to the worker's */
 };
 
 /* A redirected datagram: this header, then the payload, in one mbuf. */
@@ -387,8 +388,17 @@ static int kernel_poll(struct relay_io *w, uint64_t now)
 	work += moq_node_poll(w->node, now);
 	/* the TCP side after the node: what fanout queued goes out now */
 	if (kb->web != NULL) {
+		struct moq_web_stats ws;
+
 		web_cert_follow(w, kb);
 		work += moq_web_poll(kb->web, now);
+		/* TCP bytes count in the worker's rx / tx bytes (egress in the
+		 * stats line, /metrics, bench-fanout's ws case) */
+		moq_web_stats(kb->web, &ws);
+		w->st->rx_bytes += ws.bytes_in - kb->web_in;
+		w->st->tx_bytes += ws.bytes_out - kb->web_out;
+		kb->web_in = ws.bytes_in;
+		kb->web_out = ws.bytes_out;
 	}
 	/* what the socket did not take first; new packets only once it did */
 	if (kb->nheld > 0 && now >= kb->retry_ns)
