@@ -74,7 +74,8 @@ struct moq_lg_client_cfg {
 	int verbose;
 	/* a token for every session: sent in the lite-05 SETUP Path as
 	 * "?jwt=..." (a relay with --auth-key checks it); "" = none */
-	char jwt[MOQ_LG_JWT_MAX + 1];	/* --transport ws (ws.h): sessions over WebSocket through this; NULL:
+	char jwt[MOQ_LG_JWT_MAX + 1];
+	/* --transport ws (ws.h): sessions over WebSocket through this; NULL:
 	 * QUIC */
 	struct moq_web *ws;
 };

@@ -145,7 +145,8 @@ static void usage(void)
 	        "      --conns-per-addr N --max-handshakes N\n"
 	        "      --jwt TOKEN | --token FILE (sent as SETUP Path ?jwt=)\n"
 	        "      --warmup S --json FILE|- --quiet --port N --busy-poll --thp --verbose\n"
-	        "      --transport quic|ws (ws: WebSocket + qmux-01 to the relay's TCP port, --kernel)\n");
+	        "      --transport quic|ws (ws: WebSocket + qmux-01 to the relay's TCP port, "
+	        "--kernel)\n");
 }
 
 /* A byte count: digits, then nothing, k, M (decimal), Ki or Mi (binary). */
@@ -190,7 +191,8 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		} else if (!strcmp(a, "--transport")) {
 			NEEDV();
 			if (strcmp(v, "ws") && strcmp(v, "quic")) {
-				fprintf(stderr, "moqdp-load: --transport: '%s' is not quic or ws\n", v);
+				fprintf(stderr, "moqdp-load: --transport: '%s' is not quic or ws\n",
+				        v);
 				return -1;
 			}
 			o->ws = !strcmp(v, "ws");
@@ -987,7 +989,8 @@ int main(int argc, char **argv)
 	sigaction(SIGUSR1, &sa, NULL);
 
 	if (o.ws && !o.kernel) {
-		fprintf(stderr, "moqdp-load: --transport ws: needs --kernel (TCP on kernel sockets)\n");
+		fprintf(stderr,
+		        "moqdp-load: --transport ws: needs --kernel (TCP on kernel sockets)\n");
 		return 2;
 	}
 	struct kio k = {.ep = -1, .kb = NULL};
@@ -1019,7 +1022,8 @@ int main(int argc, char **argv)
 
 		web = moq_lg_ws_open(werr, sizeof(werr));
 		if (!web || epoll_ctl(k.ep, EPOLL_CTL_ADD, moq_web_fd(web), &ev) != 0) {
-			fprintf(stderr, "moqdp-load: --transport ws: %s\n", web ? strerror(errno) : werr);
+			fprintf(stderr, "moqdp-load: --transport ws: %s\n",
+			        web ? strerror(errno) : werr);
 			return 1;
 		}
 		cfg.ws = web;

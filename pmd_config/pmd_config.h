@@ -114,8 +114,8 @@ struct moq_pmd_config {
 	char auth_public[MOQ_CFG_PATH_MAX];  /* comma-separated prefixes; "" = all */
 	int auth_public_set;                 /* auth_public was given (it may be "") */
 	/* the TCP side (web/web.h): HTTP + WebSocket on TCP --port */
-	uint32_t tcp;                   /* 1: on (kernel backend) */
-	uint32_t max_tcp_conns;         /* per worker */
+	uint32_t tcp;                    /* 1: on (kernel backend) */
+	uint32_t max_tcp_conns;          /* per worker */
 	char web_root[MOQ_CFG_PATH_MAX]; /* served under /demo/; "" = none */
 };
 

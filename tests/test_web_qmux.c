@@ -100,7 +100,7 @@ static void cb_closed(void *u, uint64_t code, int app, int local)
 	s->close_local = local;
 }
 
-static const struct moq_qmux_callbacks cbs = {cb_data,   cb_reset,    cb_stop,  cb_acked,
+static const struct moq_qmux_callbacks cbs = {cb_data,    cb_reset,    cb_stop,  cb_acked,
                                               cb_sclosed, cb_writable, cb_closed};
 
 static void side_init(struct side *s, int server, const struct moq_qmux_params *p)
@@ -482,9 +482,21 @@ START_TEST(every_frame_type_accepted)
 	 * (our bidi 1 not open: ignored), MAX_STREAMS x2, DATA_BLOCKED,
 	 * STREAM_DATA_BLOCKED, STREAMS_BLOCKED x2, QX_PING request / response,
 	 * STREAM without OFF/LEN (runs to the end) */
-	uint64_t f[] = {0x00, 0x00, 0x01, 0x10, 2000000, 0x11, 0, 500000, 0x12, 50, 0x13, 60,
-	                0x14, 100, 0x15, 0, 100, 0x16, 10, 0x17, 10, 0x348c67529ef8c7bdull, 7,
-	                0x348c67529ef8c7beull, 0, 0x0f, 4, 0, 2};
+	uint64_t f[] = {0x00,    0x00,
+	                0x01,    0x10,
+	                2000000, 0x11,
+	                0,       500000,
+	                0x12,    50,
+	                0x13,    60,
+	                0x14,    100,
+	                0x15,    0,
+	                100,     0x16,
+	                10,      0x17,
+	                10,      0x348c67529ef8c7bdull,
+	                7,       0x348c67529ef8c7beull,
+	                0,       0x0f,
+	                4,       0,
+	                2};
 	struct iovec iov[8];
 	size_t len;
 	int64_t sid;
@@ -717,7 +729,8 @@ START_TEST(ws_helpers)
 	char acc[29];
 	const char *name = NULL;
 	uint8_t h[10];
-	const char *off = "qmux-02.moq-lite-05, qmux-01.moq-lite-04 ,qmux-01.moq-lite-05,webtransport";
+	const char *off =
+	        "qmux-02.moq-lite-05, qmux-01.moq-lite-04 ,qmux-01.moq-lite-05,webtransport";
 
 	/* RFC 6455, 1.3's example */
 	ck_assert_int_eq(moq_ws_accept_key("dGhlIHNhbXBsZSBub25jZQ==", 24, acc), 0);
@@ -742,7 +755,6 @@ START_TEST(ws_helpers)
 }
 END_TEST
 
-
 /* The listener's answer to a request, decided from the request alone
  * (web.h, moq_web_req_parse: the code paths of http.c, run dry). */
 static int req(const char *r)
@@ -752,7 +764,8 @@ static int req(const char *r)
 
 #define UPG(proto)                                                                                 \
 	"GET /room?jwt=x HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"     \
-	"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" proto "\r\n"
+	"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" proto       \
+	"\r\n"
 
 START_TEST(http_requests)
 {
@@ -772,15 +785,18 @@ START_TEST(http_requests)
 	ck_assert_int_eq(req("GET /fetch/video HTTP/1.1\r\n\r\n"), 400);
 	ck_assert_int_eq(req("GET /fetch//video HTTP/1.1\r\n\r\n"), 400);
 	/* the upgrade: our preference among what is offered, 400 for none */
-	ck_assert_int_eq(req(UPG("Sec-WebSocket-Protocol: qmux-02.moq-lite-05, qmux-01.moq-lite-05\r\n")),
-	                 101);
+	ck_assert_int_eq(
+	        req(UPG("Sec-WebSocket-Protocol: qmux-02.moq-lite-05, qmux-01.moq-lite-05\r\n")),
+	        101);
 	ck_assert_int_eq(req(UPG("Sec-WebSocket-Protocol: webtransport\r\n"
 	                         "Sec-WebSocket-Protocol: qmux-01.moq-lite-03\r\n")),
 	                 101);
-	ck_assert_int_eq(req(UPG("Sec-WebSocket-Protocol: qmux-00.moq-lite-05, webtransport\r\n")), 400);
+	ck_assert_int_eq(req(UPG("Sec-WebSocket-Protocol: qmux-00.moq-lite-05, webtransport\r\n")),
+	                 400);
 	ck_assert_int_eq(req(UPG("")), 400);
 	ck_assert_int_eq(req("GET / HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-	                     "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: qmux-01.moq-lite-05\r\n\r\n"),
+	                     "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: "
+	                     "qmux-01.moq-lite-05\r\n\r\n"),
 	                 400); /* no key */
 	/* bounds: a long target 414, long headers 431 */
 	memset(big, 'a', sizeof(big) - 1);

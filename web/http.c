@@ -63,10 +63,10 @@
 /* qmux timers and fetch progress are looked at this often. */
 #define TICK_NS 20000000ull
 /* RFC 6455, 7.4.1 */
-#define WS_CLOSE_NORMAL    1000
-#define WS_CLOSE_PROTOCOL  1002
-#define WS_CLOSE_DATA      1003
-#define WS_CLOSE_TOO_BIG   1009
+#define WS_CLOSE_NORMAL   1000
+#define WS_CLOSE_PROTOCOL 1002
+#define WS_CLOSE_DATA     1003
+#define WS_CLOSE_TOO_BIG  1009
 
 enum cstate { C_SNIFF, C_TLS_HS, C_HTTP, C_WS, C_FETCH, C_FILE, C_DONE, C_CONNECTING, C_WS_HS };
 
@@ -428,7 +428,7 @@ static void conn_flush(struct wconn *c, uint64_t now)
 	}
 	if (c->q != NULL && moq_qmux_closing(c->q) && !c->rbusy) {
 		/* BINDINGS.md, section 2: the qmux close, then the WebSocket Close */
-		ws_close_frame(c, c->ws_code      ? c->ws_code
+		ws_close_frame(c, c->ws_code                         ? c->ws_code
 		                  : c->close_app || !c->sclose_local ? WS_CLOSE_NORMAL
 		                                                     : WS_CLOSE_PROTOCOL);
 		if (out_flush(c) < 0)
@@ -779,17 +779,26 @@ static int hp_value(http_parser *p, const char *at, size_t n)
 		         : strcasecmp(c->field, "sec-websocket-key") == 0      ? H_KEY
 		         : strcasecmp(c->field, "sec-websocket-version") == 0  ? H_VERSION
 		         : strcasecmp(c->field, "sec-websocket-protocol") == 0 ? H_PROTO
-		                                                                : H_NONE;
+		                                                               : H_NONE;
 		/* RFC 7230, 3.2.2: several lines of a list header are one list */
 		if (c->hdr == H_PROTO && c->protolen > 0)
 			hcopy(c->proto, sizeof(c->proto), &c->protolen, ",", 1);
 	}
 	switch (c->hdr) {
-	case H_UPGRADE: hcopy(c->upgrade, sizeof(c->upgrade), &c->upgradelen, at, n); break;
-	case H_KEY: hcopy(c->key, sizeof(c->key), &c->keylen, at, n); break;
-	case H_VERSION: hcopy(c->version, sizeof(c->version), &c->versionlen, at, n); break;
-	case H_PROTO: hcopy(c->proto, sizeof(c->proto), &c->protolen, at, n); break;
-	default: break;
+	case H_UPGRADE:
+		hcopy(c->upgrade, sizeof(c->upgrade), &c->upgradelen, at, n);
+		break;
+	case H_KEY:
+		hcopy(c->key, sizeof(c->key), &c->keylen, at, n);
+		break;
+	case H_VERSION:
+		hcopy(c->version, sizeof(c->version), &c->versionlen, at, n);
+		break;
+	case H_PROTO:
+		hcopy(c->proto, sizeof(c->proto), &c->protolen, at, n);
+		break;
+	default:
+		break;
 	}
 	return 0;
 }
@@ -991,9 +1000,10 @@ static void fetch_step(struct wconn *c, uint64_t now)
 		memset(&c->fcur, 0, sizeof(c->fcur));
 	}
 	if (!c->fsent_hdr) {
-		static const char h[] = "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
-		                        "Access-Control-Allow-Origin: *\r\nCache-Control: no-store\r\n"
-		                        "Connection: close\r\n\r\n";
+		static const char h[] =
+		        "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+		        "Access-Control-Allow-Origin: *\r\nCache-Control: no-store\r\n"
+		        "Connection: close\r\n\r\n";
 
 		out_put(c, h, sizeof(h) - 1);
 		c->fsent_hdr = 1;
@@ -1032,7 +1042,8 @@ static void fetch_step(struct wconn *c, uint64_t now)
 				done += (uint32_t)v[i].iov_len;
 			}
 		}
-		if (c->fcur.pos != 0 && c->fcur.frame == fr[0].index && !moq_cache_frame_complete(&fr[0]))
+		if (c->fcur.pos != 0 && c->fcur.frame == fr[0].index &&
+		    !moq_cache_frame_complete(&fr[0]))
 			continue;
 	}
 }
@@ -1056,8 +1067,8 @@ static void serve_fetch(struct wconn *c, char *rest, size_t rn, const char *quer
 	slash = memrchr(rest, '/', rn);
 	/* /fetch/<broadcast>/<track>: both non-empty */
 	if (slash == NULL || slash == rest || (size_t)(slash - rest) + 1 >= rn ||
-	    (size_t)(slash - rest) >= sizeof(c->fb) || rn - (size_t)(slash - rest) - 1 >=
-	                                                           sizeof(c->ftrack)) {
+	    (size_t)(slash - rest) >= sizeof(c->fb) ||
+	    rn - (size_t)(slash - rest) - 1 >= sizeof(c->ftrack)) {
 		respond_text(c, 400, "Bad Request", "want /fetch/<broadcast>/<track>\n");
 		return;
 	}
@@ -1117,7 +1128,8 @@ static void serve_ws(struct wconn *c, uint64_t now)
 	}
 	v = moq_ws_select(c->proto, c->protolen, &name);
 	if (v < 0) { /* BINDINGS.md, section 2: 400 when nothing offered matches */
-		respond_text(c, 400, "Bad Request", "no supported subprotocol (qmux-01.moq-lite-05)\n");
+		respond_text(c, 400, "Bad Request",
+		             "no supported subprotocol (qmux-01.moq-lite-05)\n");
 		return;
 	}
 	{
@@ -1285,7 +1297,8 @@ static void request(struct wconn *c, uint64_t now)
 			return;
 		}
 		serve_announced(c, pre, (size_t)n, query, qn);
-	} else if (c->w->cfg.static_dir != NULL && !c->w->dry && pl >= 6 && memcmp(path, "/demo/", 6) == 0) {
+	} else if (c->w->cfg.static_dir != NULL && !c->w->dry && pl >= 6 &&
+	           memcmp(path, "/demo/", 6) == 0) {
 		serve_file(c, path + 6, pl - 6);
 	} else if (pl > 7 && memcmp(path, "/fetch/", 7) == 0) {
 		char rest[2048];
@@ -1693,8 +1706,8 @@ struct moq_web *moq_web_create(const struct moq_web_cfg *cfg, char *err, size_t 
 		if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
 		    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0 ||
 		    bind(fd, cfg->addr[i], cfg->addrlen[i]) != 0 || listen(fd, 512) != 0) {
-			snprintf(err, errlen, "--tcp: cannot listen on TCP %s port %u: %s", ip, port,
-			         strerror(errno));
+			snprintf(err, errlen, "--tcp: cannot listen on TCP %s port %u: %s", ip,
+			         port, strerror(errno));
 			if (fd >= 0)
 				close(fd);
 			w->nl = i;

@@ -347,8 +347,8 @@ static const uint8_t *rbytes(struct rd *r, uint64_t n)
 /* qmux-01, 4.2 / RFC 9000, 18: the peer's parameters. */
 static int parse_params(struct moq_qmux *q, const uint8_t *p, size_t len)
 {
-	static const uint64_t known[] = {0x01, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x20,
-	                                 TP_MAX_RECORD_SIZE};
+	static const uint64_t known[] = {
+	        0x01, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x20, TP_MAX_RECORD_SIZE};
 	struct moq_qmux_params pp;
 	struct rd r = {p, len, 0};
 	unsigned int seen = 0;
@@ -377,15 +377,32 @@ static int parse_params(struct moq_qmux *q, const uint8_t *p, size_t len)
 		if (moq_varint_get(val, (size_t)l, &v) != (int)l)
 			return perr(q, MOQ_QMUX_TRANSPORT_PARAMETER_ERROR);
 		switch (id) {
-		case 0x01: pp.idle_timeout_ms = v; break;
-		case 0x04: pp.max_data = v; break;
-		case 0x05: pp.max_stream_data_bidi_local = v; break;
-		case 0x06: pp.max_stream_data_bidi_remote = v; break;
-		case 0x07: pp.max_stream_data_uni = v; break;
-		case 0x08: pp.max_streams_bidi = v; break;
-		case 0x09: pp.max_streams_uni = v; break;
-		case 0x20: break; /* datagrams: we never send them */
-		default: pp.max_record_size = v; break;
+		case 0x01:
+			pp.idle_timeout_ms = v;
+			break;
+		case 0x04:
+			pp.max_data = v;
+			break;
+		case 0x05:
+			pp.max_stream_data_bidi_local = v;
+			break;
+		case 0x06:
+			pp.max_stream_data_bidi_remote = v;
+			break;
+		case 0x07:
+			pp.max_stream_data_uni = v;
+			break;
+		case 0x08:
+			pp.max_streams_bidi = v;
+			break;
+		case 0x09:
+			pp.max_streams_uni = v;
+			break;
+		case 0x20:
+			break; /* datagrams: we never send them */
+		default:
+			pp.max_record_size = v;
+			break;
 		}
 	}
 	/* RFC 9000, 18.2: stream counts above 2^60 are an error; qmux-01:
@@ -712,7 +729,7 @@ int moq_qmux_recv_record(struct moq_qmux *q, const uint8_t *rec, size_t len, uin
 			return rc;
 	}
 	return q->closing && !q->close_sent && !q->close_app && q->close_code != 0 ? MOQ_ERR_PROTO
-	                                                                             : 0;
+	                                                                           : 0;
 }
 
 /* --- send ---------------------------------------------------------------- */

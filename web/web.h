@@ -40,24 +40,24 @@ struct moq_session;
 /* qmux-01, Transport parameters: the default and least max_record_size. */
 #define MOQ_QMUX_MIN_RECORD 16382u
 /* QUIC transport error codes (RFC 9000, 20.1) a qmux close carries. */
-#define MOQ_QMUX_FLOW_CONTROL_ERROR       0x03u
-#define MOQ_QMUX_STREAM_LIMIT_ERROR       0x04u
-#define MOQ_QMUX_STREAM_STATE_ERROR       0x05u
-#define MOQ_QMUX_FINAL_SIZE_ERROR         0x06u
-#define MOQ_QMUX_FRAME_ENCODING_ERROR     0x07u
+#define MOQ_QMUX_FLOW_CONTROL_ERROR        0x03u
+#define MOQ_QMUX_STREAM_LIMIT_ERROR        0x04u
+#define MOQ_QMUX_STREAM_STATE_ERROR        0x05u
+#define MOQ_QMUX_FINAL_SIZE_ERROR          0x06u
+#define MOQ_QMUX_FRAME_ENCODING_ERROR      0x07u
 #define MOQ_QMUX_TRANSPORT_PARAMETER_ERROR 0x08u
-#define MOQ_QMUX_PROTOCOL_VIOLATION       0x0au
+#define MOQ_QMUX_PROTOCOL_VIOLATION        0x0au
 
 /* Transport parameters (qmux-01 uses QUIC's ids; BINDINGS.md, section 2). */
 struct moq_qmux_params {
-	uint64_t idle_timeout_ms;      /* 0x01 */
-	uint64_t max_data;             /* 0x04 */
+	uint64_t idle_timeout_ms;             /* 0x01 */
+	uint64_t max_data;                    /* 0x04 */
 	uint64_t max_stream_data_bidi_local;  /* 0x05 */
 	uint64_t max_stream_data_bidi_remote; /* 0x06 */
-	uint64_t max_stream_data_uni;  /* 0x07 */
-	uint64_t max_streams_bidi;     /* 0x08 */
-	uint64_t max_streams_uni;      /* 0x09 */
-	uint64_t max_record_size;      /* 0x0571c59429cd0845 */
+	uint64_t max_stream_data_uni;         /* 0x07 */
+	uint64_t max_streams_bidi;            /* 0x08 */
+	uint64_t max_streams_uni;             /* 0x09 */
+	uint64_t max_record_size;             /* 0x0571c59429cd0845 */
 };
 
 /* What the engine tells the layer above (a moq-lite session). All but
@@ -202,17 +202,17 @@ int moq_ws_select(const char *offered, size_t len, const char **name);
 struct moq_web;
 
 struct moq_web_cfg {
-	struct moq_node *node;   /* the worker's node: sessions, origin (required
+	struct moq_node *node;          /* the worker's node: sessions, origin (required
 	                          * with addresses; a client-only @w may have none) */
-	struct moq_cache *cache; /* /fetch reads it (the node's cache) */
-	struct moq_auth *auth;   /* NULL: no auth */
+	struct moq_cache *cache;        /* /fetch reads it (the node's cache) */
+	struct moq_auth *auth;          /* NULL: no auth */
 	const struct sockaddr *addr[8]; /* bind TCP here (the relay's addresses, its port) */
 	socklen_t addrlen[8];
 	unsigned int naddr;
-	uint32_t max_conns;      /* TCP connections of this listener, 0 = 256 */
+	uint32_t max_conns;         /* TCP connections of this listener, 0 = 256 */
 	const uint8_t *fingerprint; /* SHA-256 of the certificate's DER (32), NULL: none */
-	void *tls_ctx;           /* a WOLFSSL_CTX for TLS (borrowed), NULL: plain only */
-	const char *static_dir;  /* /demo/ files are served from here, NULL: none */
+	void *tls_ctx;              /* a WOLFSSL_CTX for TLS (borrowed), NULL: plain only */
+	const char *static_dir;     /* /demo/ files are served from here, NULL: none */
 };
 
 /* Counters of a listener. */

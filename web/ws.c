@@ -92,7 +92,8 @@ int moq_ws_select(const char *offered, size_t len, const char **name)
 		while (i < len) {
 			size_t a, b;
 
-			while (i < len && (offered[i] == ' ' || offered[i] == '\t' || offered[i] == ','))
+			while (i < len &&
+			       (offered[i] == ' ' || offered[i] == '\t' || offered[i] == ','))
 				i++;
 			a = i;
 			while (i < len && offered[i] != ',')
