@@ -34,6 +34,10 @@ struct relay_worker_stats {
 	uint64_t conn_set_full;         /* a connection the drain set could not track */
 	uint64_t gso_msgs;              /* kernel backend: GSO sends of several datagrams */
 	uint64_t rx_truncated;          /* kernel backend: datagrams over --mtu, dropped */
+	/* kernel backend --tcp (web.h, struct moq_web_stats): connections open
+	 * now / accepted / refused by --max-tcp-conns, WebSocket sessions
+	 * opened / closed for bad input */
+	uint64_t tcp_conns, tcp_conns_total, tcp_refused, ws_sessions, ws_protocol_closes;
 };
 
 /* What a backend sees of its worker; relay.c fills it before open. */

@@ -399,6 +399,11 @@ static int kernel_poll(struct relay_io *w, uint64_t now)
 		w->st->tx_bytes += ws.bytes_out - kb->web_out;
 		kb->web_in = ws.bytes_in;
 		kb->web_out = ws.bytes_out;
+		w->st->tcp_conns = ws.conns;
+		w->st->tcp_conns_total = ws.conns_total;
+		w->st->tcp_refused = ws.conns_refused;
+		w->st->ws_sessions = ws.ws_sessions;
+		w->st->ws_protocol_closes = ws.closes_protocol;
 	}
 	/* what the socket did not take first; new packets only once it did */
 	if (kb->nheld > 0 && now >= kb->retry_ns)

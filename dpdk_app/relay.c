@@ -1451,6 +1451,11 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->redirect_drops += st->redirect_drops;
 		s->goaways += st->goaways;
 		s->gso_msgs += st->gso_msgs;
+		s->tcp_conns += st->tcp_conns;
+		s->tcp_conns_total += st->tcp_conns_total;
+		s->tcp_refused += st->tcp_refused;
+		s->ws_sessions += st->ws_sessions;
+		s->ws_protocol_closes += st->ws_protocol_closes;
 		s->drain_closes += st->drain_closes;
 		s->busy_tsc += st->busy_tsc;
 		s->idle_tsc += st->idle_tsc;

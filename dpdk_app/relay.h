@@ -109,6 +109,10 @@ struct moq_relay_stats {
 	uint64_t msgs_refused_size;       /* --max-message */
 	uint64_t ctl_rx_bytes;            /* control-stream receive buffers now */
 	uint64_t bcast_replaced, bcast_failovers, ann_duplicates, ann_restarts;
+	/* kernel backend --tcp (web.h): TCP connections open / accepted /
+	 * refused by --max-tcp-conns, WebSocket sessions, their closes for bad
+	 * input */
+	uint64_t tcp_conns, tcp_conns_total, tcp_refused, ws_sessions, ws_protocol_closes;
 };
 
 /*

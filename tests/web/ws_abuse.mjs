@@ -6,6 +6,7 @@
 // over the stream limit, flow control overrun; and an upgrade with no
 // matching subprotocol gets HTTP 400. TAP on stdout.
 // usage: node ws_abuse.mjs <moqdp-relay>
+import net from "node:net";
 import WebSocket from "ws";
 import { done, ok, publish, sleep, startRelay, subscribe } from "./relay.mjs";
 
@@ -96,7 +97,13 @@ function abuse(port, act, protocols = ["qmux-01.moq-lite-05"]) {
 	});
 }
 
-const relay = await startRelay(process.argv[2]);
+const mport = 20000 + Math.floor(Math.random() * 20000);
+const relay = await startRelay(process.argv[2], ["--mgmt", `127.0.0.1:${mport}`]);
+const metric = async (name) => {
+	const t = await (await fetch(`http://127.0.0.1:${mport}/metrics`)).text();
+	const m = t.match(new RegExp(`^moqdp_${name} (\\d+)`, "m"));
+	return m ? Number(m[1]) : -1;
+};
 const url = new URL(`http://127.0.0.1:${relay.port}/`);
 let pub;
 try {
@@ -168,10 +175,49 @@ try {
 	await watch;
 	ok(bystander.groups > before + 5 && bystander.errors.length === 0, `the bystander kept receiving (${before} groups before, ${bystander.groups} after, ${bystander.resets} resets), every byte verified`, bystander.errors.slice(0, 3).join("; "));
 	ok(relay.proc.exitCode === null, "the relay still runs");
+	await new Promise((r) => setTimeout(r, 300)); // the workers publish their figures at 10 Hz
+	const closes = await metric("ws_protocol_closes_total");
+	ok(closes >= 7, `/metrics: moqdp_ws_protocol_closes_total counts them (${closes})`);
+	const sessions = await metric("ws_sessions_total");
+	ok(sessions >= 8, `/metrics: moqdp_ws_sessions_total (${sessions})`);
 } catch (e) {
 	ok(false, "no exception", e?.stack ?? String(e));
 } finally {
 	pub?.stop();
 	await relay.stop();
+}
+
+// --max-tcp-conns: beyond the bound a connection is closed at once, counted
+{
+	const mp = 20000 + Math.floor(Math.random() * 20000);
+	const r2 = await startRelay(process.argv[2], ["--max-tcp-conns", "2", "--mgmt", `127.0.0.1:${mp}`]);
+	const open = () =>
+		new Promise((res) => {
+			const c = net.connect(r2.port, "127.0.0.1", () => res(c));
+			c.on("error", () => res(c));
+		});
+	try {
+		const a = await open();
+		const b = await open();
+		await new Promise((r) => setTimeout(r, 200));
+		const c = await open();
+		const closed = await new Promise((res) => {
+			const t = setTimeout(() => res(false), 3000);
+			c.on("close", () => {
+				clearTimeout(t);
+				res(true);
+			});
+			c.resume();
+		});
+		ok(closed, "--max-tcp-conns 2: a third connection is closed at once");
+		await new Promise((r) => setTimeout(r, 300));
+		const t = await (await fetch(`http://127.0.0.1:${mp}/metrics`)).text();
+		const m = t.match(/^moqdp_tcp_refused_total (\d+)/m);
+		ok(m && Number(m[1]) >= 1, "/metrics: moqdp_tcp_refused_total counts it", m?.[0]);
+		a.destroy();
+		b.destroy();
+	} finally {
+		await r2.stop();
+	}
 }
 process.exit(done() === 0 ? 0 : 1);
