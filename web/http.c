@@ -843,20 +843,28 @@ static int query_get(const char *q, size_t qn, const char *k, const char **v)
 	return found;
 }
 
-/* Undo %XX in place; returns the new length or -1 for a bad escape. */
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+	                              : -1;
+}
+
+/* Undo %XX in place (RFC 3986, 2.1); returns the new length or -1 for a
+ * bad escape. */
 static int pct_decode(char *s, size_t n)
 {
 	size_t o = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		if (s[i] == '%') {
-			unsigned int v;
+			int hi, lo;
 
-			if (i + 2 >= n + 0 && i + 2 > n - 1)
+			if (i + 2 >= n || (hi = hexval(s[i + 1])) < 0 ||
+			    (lo = hexval(s[i + 2])) < 0)
 				return -1;
-			if (sscanf(s + i + 1, "%2x", &v) != 1)
-				return -1;
-			s[o++] = (char)v;
+			s[o++] = (char)(hi << 4 | lo);
 			i += 2;
 		} else {
 			s[o++] = s[i];
