@@ -12,7 +12,12 @@
  * payload byte count is checked against what was published.
  *
  *   bench_moq_fanout [--subs N] [--groups G] [--callgrind]
- *                    [--audio] [--rate MBPS]
+ *                    [--scope poll|relay] [--cg-out FILE]
+ *                    [--audio] [--scale K] [--rate MBPS]
+ *
+ * --cg-out keeps callgrind's output file for callgrind_annotate. --scale K
+ * multiplies every video frame's size by K (1..16): 1 is about 0.3 Mbps of
+ * video, 4 about 1.2 Mbps (bench-fanout's 1M case), 13 about 4 Mbps.
  *
  * --audio adds an audio track the subscribers also take: one 160-byte frame
  * per group every 20 ms (a new stream per frame, as the open-source MoQ
@@ -24,7 +29,10 @@
  * the run lasts the groups' time + 2 s.
  *
  * With --callgrind the program runs itself under valgrind's callgrind,
- * collecting only inside the relay's moq_node_poll (bench_relay_poll), and
+ * collecting only inside the relay's moq_node_poll (bench_relay_poll), or
+ * with --scope relay also inside the relay endpoint's receive, timer and
+ * send calls (the link's moq_quic_link_b_*: ACK processing, packet writing
+ * and encryption: all the relay does), and
  * prints the instructions per payload byte the relay queued (bytes_out),
  * split by the source folder of each function (exclusive costs; inlined
  * code counts where its source is). The ramp (handshakes, subscriptions) is
@@ -55,6 +63,7 @@
 #define SEC              1000000000ull
 #define FRAMES_PER_GROUP 15
 #define FRAME_NS         (33 * MS)
+#define SCALE_MAX        16 /* --scale: frame sizes times 1..16 */
 
 struct sub {
 	struct moq_session *s;
@@ -78,6 +87,7 @@ static struct {
 	int pub_ready;
 	struct sub *subs;
 	int nsubs;
+	uint32_t scale;    /* --scale */
 	int audio;         /* --audio */
 	uint64_t rate_bps; /* --rate */
 	struct moq_cache_track *at;
@@ -94,7 +104,7 @@ static uint64_t now(void)
 
 static size_t frame_size(uint64_t seq, uint32_t idx)
 {
-	return idx == 0 ? 6000 + (seq % 7) * 100 : 200 + ((seq * 31 + idx * 97) % 1300);
+	return B.scale * (idx == 0 ? 6000 + (seq % 7) * 100 : 200 + ((seq * 31 + idx * 97) % 1300));
 }
 
 static struct sub *sub_of(struct moq_session *s)
@@ -179,7 +189,7 @@ __attribute__((noinline)) int bench_relay_poll(struct moq_node *n, uint64_t t)
 
 static void pub_tick(uint64_t t)
 {
-	static uint8_t buf[8000];
+	static uint8_t buf[8000 * SCALE_MAX];
 
 	while (B.pub_ready && t >= B.next_frame && B.seq < B.max_groups) {
 		size_t sz = frame_size(B.seq, B.fidx);
@@ -257,6 +267,7 @@ static int setup(void)
 	if (!B.rcache || !B.pcache)
 		return -1;
 	nc.cache = B.rcache;
+	nc.max_sessions = 8192; /* --subs up to 8000 (the default is 4096) */
 	nc.relay = 1;
 	nc.origin = 1000;
 	if (B.rate_bps)
@@ -418,32 +429,39 @@ static int cg_split(const char *path, double *moq, double *quic, double *cache, 
 	return 0;
 }
 
-static int run_callgrind(const char *self, int nsubs, uint64_t groups)
+static int run_callgrind(const char *self, int nsubs, uint64_t groups, int whole, const char *keep)
 {
-	char out[64], bf[64], ns[24], gs[24], rs[24];
+	char out[256], bf[64], ns[24], gs[24], rs[24], ks[24];
 	pid_t pid;
 	int status;
 	double m, q, c, o, t;
 	FILE *f;
 	uint64_t bytes = 0;
 
-	snprintf(out, sizeof(out), "/tmp/bench_moq_fanout.%d.cg", (int)getpid());
+	if (keep)
+		snprintf(out, sizeof(out), "%s", keep);
+	else
+		snprintf(out, sizeof(out), "/tmp/bench_moq_fanout.%d.cg", (int)getpid());
 	snprintf(bf, sizeof(bf), "/tmp/bench_moq_fanout.%d.bytes", (int)getpid());
 	snprintf(ns, sizeof(ns), "%d", nsubs);
 	snprintf(gs, sizeof(gs), "%" PRIu64, groups);
 	snprintf(rs, sizeof(rs), "%.6f", (double)B.rate_bps / 1e6);
+	snprintf(ks, sizeof(ks), "%u", B.scale);
 	pid = fork();
 	if (pid == 0) {
-		char cgout[96];
+		char cgout[300];
+		const char *t1 = whole ? "--toggle-collect=moq_quic_link_b_send" : "--quiet";
+		const char *t2 = whole ? "--toggle-collect=moq_quic_link_b_recv" : "--quiet";
+		const char *t3 = whole ? "--toggle-collect=moq_quic_link_b_timers" : "--quiet";
 		snprintf(cgout, sizeof(cgout), "--callgrind-out-file=%s", out);
 		execlp("valgrind", "valgrind", "--tool=callgrind", "--quiet", cgout,
 		       "--dump-instr=no", "--compress-strings=yes", "--compress-pos=no",
 #ifdef HAVE_CALLGRIND_H
 		       "--instr-atstart=no",
 #endif
-		       "--toggle-collect=bench_relay_poll", self, "--subs", ns, "--groups", gs,
-		       "--bytes-file", bf, "--rate", rs, B.audio ? "--audio" : (char *)NULL,
-		       (char *)NULL);
+		       "--toggle-collect=bench_relay_poll", t1, t2, t3, self, "--subs", ns,
+		       "--groups", gs, "--bytes-file", bf, "--rate", rs, "--scale", ks,
+		       B.audio ? "--audio" : (char *)NULL, (char *)NULL);
 		_exit(127);
 	}
 	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
@@ -462,11 +480,14 @@ static int run_callgrind(const char *self, int nsubs, uint64_t groups)
 	unlink(bf);
 	if (cg_split(out, &m, &q, &c, &o) < 0)
 		return 1;
-	unlink(out);
+	if (!keep)
+		unlink(out);
 	t = m + q + c + o;
-	printf("relay moq_node_poll, %d subscribers, %" PRIu64
-	       " groups%s%s: %.1f M instructions, %" PRIu64 " payload bytes queued\n",
-	       nsubs, groups, B.audio ? ", audio" : "", B.rate_bps ? ", rate-capped" : "", t / 1e6,
+	printf("relay %s, %d subscribers, %" PRIu64
+	       " groups%s%s, frame sizes x%u: %.1f M instructions, %" PRIu64
+	       " payload bytes queued\n",
+	       whole ? "(poll + endpoint recv/timers/send)" : "moq_node_poll", nsubs, groups,
+	       B.audio ? ", audio" : "", B.rate_bps ? ", rate-capped" : "", B.scale, t / 1e6,
 	       bytes);
 	printf("%-8s %14s %10s %8s\n", "part", "instructions", "instr/B", "share");
 	printf("%-8s %14.0f %10.3f %7.1f%%\n", "moq", m, m / (double)bytes, 100 * m / t);
@@ -479,13 +500,14 @@ static int run_callgrind(const char *self, int nsubs, uint64_t groups)
 
 int main(int argc, char **argv)
 {
-	int cg = 0;
-	const char *bytes_file = NULL;
+	int cg = 0, whole = 0, rc = -1;
+	const char *bytes_file = NULL, *keep = NULL;
 	uint64_t groups = 4;
 	struct moq_node_stats st;
 	uint64_t want = 0, bad = 0;
 
 	B.nsubs = 1000;
+	B.scale = 1;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--subs") && i + 1 < argc)
 			B.nsubs = atoi(argv[++i]);
@@ -493,27 +515,41 @@ int main(int argc, char **argv)
 			groups = strtoull(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--callgrind"))
 			cg = 1;
+		else if (!strcmp(argv[i], "--scope") && i + 1 < argc &&
+		         (!strcmp(argv[i + 1], "poll") || !strcmp(argv[i + 1], "relay")))
+			whole = !strcmp(argv[++i], "relay");
+		else if (!strcmp(argv[i], "--cg-out") && i + 1 < argc)
+			keep = argv[++i];
 		else if (!strcmp(argv[i], "--bytes-file") && i + 1 < argc)
 			bytes_file = argv[++i];
 		else if (!strcmp(argv[i], "--audio"))
 			B.audio = 1;
+		else if (!strcmp(argv[i], "--scale") && i + 1 < argc)
+			B.scale = (uint32_t)atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--rate") && i + 1 < argc)
 			B.rate_bps = (uint64_t)(strtod(argv[++i], NULL) * 1e6);
 		else {
 			fprintf(stderr,
-			        "usage: %s [--subs N] [--groups G] [--callgrind] [--audio] "
+			        "usage: %s [--subs N] [--groups G] [--callgrind] "
+			        "[--scope poll|relay] [--cg-out FILE] [--audio] [--scale K] "
 			        "[--rate MBPS]\n",
 			        argv[0]);
 			return 2;
 		}
 	}
-	if (B.nsubs < 1 || B.nsubs > 8000 || groups < 1)
+	if (B.nsubs < 1 || B.nsubs > 8000 || groups < 1 || B.scale < 1 || B.scale > SCALE_MAX) {
+		fprintf(stderr, "--subs 1..8000, --groups >= 1, --scale 1..%d\n", SCALE_MAX);
 		return 2;
+	}
 	if (cg)
-		return run_callgrind(argv[0], B.nsubs, groups);
+		return run_callgrind(argv[0], B.nsubs, groups, whole, keep);
 	B.subs = calloc((size_t)B.nsubs, sizeof(*B.subs));
-	if (!B.subs || setup() < 0) {
-		fprintf(stderr, "setup failed\n");
+	if (!B.subs || (rc = setup()) < 0) {
+		int ready = 0;
+		for (int i = 0; B.subs && i < B.nsubs; i++)
+			ready += B.subs[i].ready;
+		fprintf(stderr, "setup failed (%d): %d of %d subscribers ready\n", rc, ready,
+		        B.nsubs);
 		return 1;
 	}
 	/* The measured part: from the first group on. */

@@ -110,15 +110,18 @@ int main(int argc, char **argv)
 	}
 	{
 		struct moq_relay_stats s;
-		char fp[100];
+		char fp[100], hex[65];
 
 		moq_relay_stats(r, &s);
 		moq_relay_fingerprint(r, fp, sizeof(fp));
+		moq_relay_fingerprint_hex(r, hex, sizeof(hex));
 		fprintf(stderr,
 		        "moqdp-relay: %s backend, %u port(s), %u worker(s), udp port %u, mgmt %s\n"
-		        "moqdp-relay: certificate sha-256 %s\n",
+		        "moqdp-relay: certificate sha-256 %s\n"
+		        "moqdp-relay: certificate.sha256 %s (WebTransport: ALPN h3 on udp port "
+		        "%u)\n",
 		        cfg.backend == MOQ_CFG_BACKEND_DPDK ? "dpdk" : "kernel", s.ports, s.workers,
-		        cfg.udp_port, cfg.mgmt[0] ? cfg.mgmt : "off", fp);
+		        cfg.udp_port, cfg.mgmt[0] ? cfg.mgmt : "off", fp, hex, cfg.udp_port);
 		for (unsigned int i = 0; i < s.ports; i++) {
 			struct rte_ether_addr mac;
 			int pid = moq_relay_port_id(r, i);

@@ -32,6 +32,7 @@
 #include "pmd_config.h"
 #include "quic.h"
 #include "io.h"
+#include "cluster.h"
 
 static double rate(uint64_t a, uint64_t b, double secs)
 {
@@ -336,6 +337,27 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	metric(&o, "cert_pem_loads_total", "counter",
 	       "PEM certificate chains read and parsed (start and SIGHUP).", s->cert_pem_loads);
 	put(&o,
+	    "# HELP moqdp_certificate_info The certificate browsers pin "
+	    "(serverCertificateHashes).\n"
+	    "# TYPE moqdp_certificate_info gauge\nmoqdp_certificate_info{sha256=\"%s\"} 1\n",
+	    s->cert_sha256);
+	metric(&o, "certificate_not_after_seconds", "gauge",
+	       "The generated certificate's end, Unix seconds (0 with --cert).",
+	       (uint64_t)s->cert_not_after);
+	metric(&o, "certificate_renewals_total", "counter",
+	       "Generated certificates replaced before they expired.", s->cert_renewals);
+	metric(&o, "webtransport_sessions_total", "counter",
+	       "WebTransport CONNECTs accepted (moq-lite sessions over HTTP/3).", s->wt_sessions);
+	metric(&o, "webtransport_refused_total", "counter",
+	       "WebTransport CONNECTs refused (4xx / 5xx, bounds).", s->wt_refused);
+	metric(&o, "webtransport_h3_errors_total", "counter",
+	       "HTTP/3 connections closed with an HTTP/3 error.", s->wt_h3_errors);
+	metric(&o, "webtransport_streams_total", "counter",
+	       "WebTransport streams the peers opened.", s->wt_streams_in);
+	metric(&o, "webtransport_streams_rejected_total", "counter",
+	       "WebTransport streams refused (no such session, bad prefix).",
+	       s->wt_streams_rejected);
+	put(&o,
 	    "# HELP moqdp_busy_seconds_total Worker time spent on packets.\n"
 	    "# TYPE moqdp_busy_seconds_total counter\nmoqdp_busy_seconds_total %.6f\n",
 	    (double)s->busy_tsc / hz);
@@ -369,6 +391,64 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 		put(&o, "moqdp_net_dropped_total{reason=\"%s\"} %" PRIu64 "\n",
 		    moq_net_drop_name(d), s->net_drop[d]);
 	bounds_metrics(&o, s);
+	metric(&o, "upstream_subscriptions", "gauge",
+	       "Upstream subscriptions open (one per track a worker relays), summed over workers.",
+	       s->upstream_subs);
+	metric(&o, "cluster_announces_dropped_total", "counter",
+	       "Announces dropped because their hop chain holds this relay (reflected).",
+	       s->loops_refused);
+	return o.over ? MOQ_ERR_TOO_LARGE : (int)o.off;
+}
+
+/* Per peer link (cluster.h), appended to /metrics' @buf after its first
+ * @off bytes. Returns the new length or MOQ_ERR_TOO_LARGE. */
+static int cluster_metrics(const struct moq_cluster *c, char *buf, size_t len, int off)
+{
+	struct mbuf_w o = {buf, len, (size_t)off, 0};
+	static const struct {
+		const char *name, *type, *help;
+		size_t off;
+	} series[] = {
+	        {"state", "gauge", "Peer link: 0 down, 1 connecting, 2 up.",
+	         offsetof(struct moq_cluster_link_info, state)},
+	        {"rtt_seconds", "gauge", "Peer link: smoothed RTT.",
+	         offsetof(struct moq_cluster_link_info, rtt_ns)},
+	        {"upstream_subscriptions", "gauge",
+	         "Peer link: our upstream subscriptions over it (one per track).",
+	         offsetof(struct moq_cluster_link_info, upstream_subs)},
+	        {"sent_bytes_total", "counter", "Peer link: UDP payload bytes sent.",
+	         offsetof(struct moq_cluster_link_info, bytes_sent)},
+	        {"received_bytes_total", "counter", "Peer link: UDP payload bytes received.",
+	         offsetof(struct moq_cluster_link_info, bytes_recv)},
+	        {"reconnects_total", "counter", "Peer link: dials after the first.",
+	         offsetof(struct moq_cluster_link_info, reconnects)},
+	        {"connects_total", "counter", "Peer link: sessions that became ready.",
+	         offsetof(struct moq_cluster_link_info, connects)},
+	};
+	unsigned int nb = moq_cluster_links(c);
+
+	if (off < 0 || nb == 0)
+		return off;
+	for (size_t k = 0; k < sizeof(series) / sizeof(series[0]); k++) {
+		put(&o, "# HELP moqdp_cluster_link_%s %s\n# TYPE moqdp_cluster_link_%s %s\n",
+		    series[k].name, series[k].help, series[k].name, series[k].type);
+		for (unsigned int i = 0; i < nb; i++) {
+			struct moq_cluster_link_info li;
+			uint64_t v;
+
+			moq_cluster_link_info(c, i, &li);
+			if (series[k].off == offsetof(struct moq_cluster_link_info, state))
+				v = (uint64_t)li.state;
+			else
+				memcpy(&v, (const char *)&li + series[k].off, sizeof(v));
+			if (series[k].off == offsetof(struct moq_cluster_link_info, rtt_ns))
+				put(&o, "moqdp_cluster_link_%s{peer=\"%s\"} %.6f\n", series[k].name,
+				    li.url, (double)v / 1e9);
+			else
+				put(&o, "moqdp_cluster_link_%s{peer=\"%s\"} %" PRIu64 "\n",
+				    series[k].name, li.url, v);
+		}
+	}
 	return o.over ? MOQ_ERR_TOO_LARGE : (int)o.off;
 }
 
@@ -469,6 +549,7 @@ static void serve(struct relay_mgmt *m, int fd)
 
 		moq_relay_stats(m->relay, &s);
 		len = moq_relay_metrics(&s, body, sizeof(body));
+		len = cluster_metrics(moq_relay_cluster(m->relay), body, sizeof(body), len);
 		if (len < 0)
 			respond(fd, "500 Internal Server Error", "text/plain", "too large\n", 10);
 		else
@@ -577,6 +658,13 @@ static int stats_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "conns_refused_half_open", s.conns_refused_half_open);
 	rte_tel_data_add_dict_u64(d, "conns_refused_per_addr", s.conns_refused_per_addr);
 	rte_tel_data_add_dict_u64(d, "sessions", s.sessions);
+	rte_tel_data_add_dict_string(d, "certificate_sha256", s.cert_sha256);
+	rte_tel_data_add_dict_u64(d, "certificate_not_after", (uint64_t)s.cert_not_after);
+	rte_tel_data_add_dict_u64(d, "certificate_renewals", s.cert_renewals);
+	rte_tel_data_add_dict_u64(d, "wt_sessions", s.wt_sessions);
+	rte_tel_data_add_dict_u64(d, "wt_refused", s.wt_refused);
+	rte_tel_data_add_dict_u64(d, "wt_h3_errors", s.wt_h3_errors);
+	rte_tel_data_add_dict_u64(d, "wt_streams", s.wt_streams_in);
 	rte_tel_data_add_dict_u64(d, "broadcasts", s.broadcasts);
 	rte_tel_data_add_dict_u64(d, "frames_in", s.frames_in);
 	rte_tel_data_add_dict_u64(d, "frames_out", s.frames_out);
@@ -700,6 +788,46 @@ static int tel_tracks(const char *cmd, const char *params, struct rte_tel_data *
 	return tel_locked(tracks_fill, d);
 }
 
+/* /moqdp/cluster: one dict per peer link (cluster.h), by index. */
+static int cluster_fill(struct relay_mgmt *m, struct rte_tel_data *d)
+{
+	const struct moq_cluster *c = moq_relay_cluster(m->relay);
+	struct moq_relay_stats s;
+
+	moq_relay_stats(m->relay, &s);
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_u64(d, "announces_dropped", s.loops_refused);
+	rte_tel_data_add_dict_u64(d, "links", moq_cluster_links(c));
+	for (unsigned int i = 0; i < moq_cluster_links(c); i++) {
+		struct rte_tel_data *ld = rte_tel_data_alloc();
+		struct moq_cluster_link_info li;
+		char name[16];
+
+		if (ld == NULL)
+			return -ENOMEM;
+		moq_cluster_link_info(c, i, &li);
+		rte_tel_data_start_dict(ld);
+		rte_tel_data_add_dict_string(ld, "peer", li.url);
+		rte_tel_data_add_dict_u64(ld, "state", (uint64_t)li.state);
+		rte_tel_data_add_dict_u64(ld, "rtt_us", li.rtt_ns / 1000);
+		rte_tel_data_add_dict_u64(ld, "upstream_subs", li.upstream_subs);
+		rte_tel_data_add_dict_u64(ld, "bytes_sent", li.bytes_sent);
+		rte_tel_data_add_dict_u64(ld, "bytes_recv", li.bytes_recv);
+		rte_tel_data_add_dict_u64(ld, "reconnects", li.reconnects);
+		rte_tel_data_add_dict_u64(ld, "connects", li.connects);
+		snprintf(name, sizeof(name), "link%u", i);
+		rte_tel_data_add_dict_container(d, name, ld, 0);
+	}
+	return 0;
+}
+
+static int tel_cluster(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	(void)cmd;
+	(void)params;
+	return tel_locked(cluster_fill, d);
+}
+
 void moq_relay_telemetry_register(struct relay_mgmt *m)
 {
 	static int registered;
@@ -719,6 +847,9 @@ void moq_relay_telemetry_register(struct relay_mgmt *m)
 	rte_telemetry_register_cmd("/moqdp/tracks", tel_tracks,
 	                           "Broadcasts, tracks, subscriptions, relay-wide. No "
 	                           "parameters");
+	rte_telemetry_register_cmd("/moqdp/cluster", tel_cluster,
+	                           "Peer relay links: state, RTT, upstream subscriptions, bytes, "
+	                           "reconnects. No parameters");
 	rte_telemetry_register_cmd("/moqdp/latency_reset", tel_latency_reset,
 	                           "Start a new window for /moqdp/stats relay_lat_*; returns "
 	                           "the one that ended. No parameters");

@@ -33,6 +33,7 @@
 #include <rte_ring.h>
 
 #include "auth.h"
+#include "cluster.h"
 #include "moq_err.h"
 #include "pmd_port.h"
 #include "quic.h"
@@ -414,6 +415,7 @@ static void publish_stats(struct moq_relay *r, struct relay_worker *w)
 		moq_node_stats(w->node, &sn.ns);
 		moq_node_latency_hist(w->node, &sn.lat);
 	}
+	sn.wt = w->wt_stats;
 	for (unsigned int pi = 0; pi < r->nb_ports; pi++) {
 		const struct moq_net_stats *ns = &w->net[pi]->stats;
 
@@ -455,6 +457,8 @@ int moq_relay_poll(struct moq_relay *r, unsigned int wi)
 	t0 = rte_rdtsc();
 	now = moq_relay_now_ns();
 	work = r->io_ops->poll(&w->io, now);
+	if (wi == 0 && r->cluster != NULL) /* links to peer relays (cluster.h) */
+		work += moq_cluster_poll(r->cluster, now);
 	if (__atomic_load_n(&r->drain, __ATOMIC_RELAXED) && w->conns != NULL)
 		drain_step(r, w, now);
 	if (w->ep != NULL) {
@@ -523,13 +527,66 @@ static void conn_untrack(struct relay_worker *w, struct moq_quic_conn *c)
 		}
 }
 
+/* A new connection has no session until its handshake says which ALPN:
+ * a moq-lite one gets moq/'s session (the endpoint's callbacks, direct);
+ * "h3" is handed to the WebTransport layer (h3.h), which takes the
+ * connection's callbacks over and starts the session at the CONNECT. */
 static void wrap_conn_new(struct moq_quic_conn *c, void *user)
 {
 	struct relay_worker *w = worker_of(c);
 
-	moq_node_quic_callbacks()->conn_new(c, user);
+	(void)user;
+	moq_quic_conn_set_user(c, NULL);
 	if (w != NULL && w->conns != NULL)
 		conn_track(w, c);
+}
+
+static void wrap_wt_closed(struct moq_quic_conn *c, void *user,
+                           const struct moq_quic_close_info *info)
+{
+	struct relay_worker *w = worker_of(c);
+
+	if (w != NULL && w->conns != NULL)
+		conn_untrack(w, c);
+	moq_wt_quic_callbacks()->conn_closed(c, user, info);
+}
+
+/* h3.h's callbacks with conn_closed wrapped: the drain's set forgets it */
+static const struct moq_quic_callbacks *relay_wt_callbacks(void)
+{
+	static struct moq_quic_callbacks cbs;
+
+	if (cbs.conn_closed == NULL) {
+		cbs = *moq_wt_quic_callbacks();
+		cbs.conn_closed = wrap_wt_closed;
+	}
+	return &cbs;
+}
+
+static int wrap_established(struct moq_quic_conn *c, void *user, const char *alpn)
+{
+	struct relay_worker *w = worker_of(c);
+	const struct moq_quic_callbacks *mc = moq_node_quic_callbacks();
+
+	(void)user;
+	if (w == NULL || w->node == NULL)
+		return 0;
+	if (alpn != NULL && strcmp(alpn, MOQ_H3_ALPN) == 0) {
+		moq_wt_accept(c, w->node, &w->wt_stats, relay_wt_callbacks());
+		return 0;
+	}
+	mc->conn_new(c, w->node);
+	return mc->established(c, moq_quic_conn_user(c), alpn);
+}
+
+/* The moq-lite session of @c (raw QUIC or WebTransport), NULL without. */
+static struct moq_session *conn_session(struct moq_quic_conn *c)
+{
+	const char *alpn = moq_quic_conn_alpn(c);
+
+	if (alpn != NULL && strcmp(alpn, MOQ_H3_ALPN) == 0)
+		return moq_wt_conn_session(c);
+	return moq_quic_conn_user(c);
 }
 
 static void wrap_conn_closed(struct moq_quic_conn *c, void *user,
@@ -549,7 +606,9 @@ static const struct moq_quic_callbacks *relay_callbacks(void)
 	if (cbs.conn_new == NULL) {
 		cbs = *moq_node_quic_callbacks();
 		cbs.conn_new = wrap_conn_new;
+		cbs.established = wrap_established;
 		cbs.conn_closed = wrap_conn_closed;
+		(void)relay_wt_callbacks(); /* built here, before the workers run */
 	}
 	return &cbs;
 }
@@ -569,7 +628,7 @@ static void drain_step(struct moq_relay *r, struct relay_worker *w, uint64_t now
 
 			if (c == NULL || c == CONN_GONE)
 				continue;
-			s = moq_quic_conn_user(c);
+			s = conn_session(c);
 			if (s != NULL && moq_session_goaway(s, "", 0) == 0)
 				w->st.goaways++;
 		}
@@ -600,8 +659,19 @@ static struct moq_quic_endpoint *make_endpoint(const struct moq_pmd_config *cfg,
 	qc.role = MOQ_QUIC_SERVER;
 	qc.worker_id = (uint8_t)id;
 	qc.tls = tls; /* the relay's, shared by every worker */
-	qc.alpn = moq_node_alpns(&nalpn);
-	qc.alpn_count = nalpn;
+	/* the moq-lite ALPNs and, on the same port, HTTP/3 for WebTransport
+	 * (BINDINGS.md 1), which needs max_datagram_frame_size > 0 */
+	{
+		const char *const *ma = moq_node_alpns(&nalpn);
+		static const char *alpns[8];
+
+		for (size_t i = 0; i < nalpn && i < 7; i++)
+			alpns[i] = ma[i];
+		alpns[nalpn < 7 ? nalpn : 7] = MOQ_H3_ALPN;
+		qc.alpn = alpns;
+		qc.alpn_count = (nalpn < 7 ? nalpn : 7) + 1;
+	}
+	qc.max_datagram_frame_size = 65535;
 	/* moq.h wiring: the node's callbacks, the node as config.user */
 	qc.cb = node != NULL ? relay_callbacks() : NULL;
 	qc.user = node;
@@ -903,6 +973,38 @@ static void link_check(struct moq_relay *r, int quiet)
 	}
 }
 
+/* Renew the generated certificate this long before it expires (it is
+ * valid 14 days: quic.h, moq_quic_tls_validity). */
+#define CERT_RENEW_BEFORE_S 86400
+/* MOQDP_TEST_CERT_RENEW_S=N: renew the generated certificate every N s
+ * (tests; the harness's MOQDP_TEST_* variables are not relay options). */
+#define CERT_RENEW_TEST_ENV "MOQDP_TEST_CERT_RENEW_S"
+
+/* The relay's fingerprint strings, and when a generated certificate is
+ * renewed (main lcore). */
+static void tls_note(struct moq_relay *r, const struct moq_quic_tls *tls)
+{
+	uint8_t fp[32];
+	int64_t nb, na;
+	const char *test = getenv(CERT_RENEW_TEST_ENV);
+
+	moq_quic_tls_fingerprint(tls, fp);
+	moq_quic_fingerprint_str(fp, r->fingerprint, sizeof(r->fingerprint));
+	for (int i = 0; i < 32; i++)
+		snprintf(r->fingerprint_hex + 2 * i, 3, "%02x", fp[i]);
+	r->cert_renew_at = 0;
+	if (r->cfg.cert[0] != '\0' || moq_quic_tls_validity(tls, &nb, &na) != 0)
+		return;
+	r->cert_not_after = na;
+	if (test != NULL && atoi(test) > 0) {
+		r->cert_renew_at = moq_relay_now_ns() + (uint64_t)atoi(test) * 1000000000ull;
+	} else {
+		int64_t left = na - (int64_t)time(NULL) - CERT_RENEW_BEFORE_S;
+		r->cert_renew_at =
+		        moq_relay_now_ns() + (uint64_t)(left > 60 ? left : 60) * 1000000000ull;
+	}
+}
+
 static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *err, size_t errlen)
 {
 	uint8_t secret[MOQ_QUIC_SECRET_LEN];
@@ -919,7 +1021,6 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 	 * certificate they all serve) */
 	{
 		struct relay_tls *t = calloc(1, sizeof(*t));
-		uint8_t fp[32];
 		int qerr = MOQ_ERR_NOMEM;
 
 		if (t != NULL)
@@ -933,8 +1034,7 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 		t->gen = 1;
 		r->tls = t;
 		r->tls_gen_now = 1;
-		moq_quic_tls_fingerprint(t->tls, fp);
-		moq_quic_fingerprint_str(fp, r->fingerprint, sizeof(r->fingerprint));
+		tls_note(r, t->tls);
 	}
 	for (unsigned int i = 0; i < r->nb_workers; i++) {
 		int sock = (int)rte_lcore_to_socket_id(lcores[i]);
@@ -1005,6 +1105,16 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 			nc.cache_reader = i; /* the node registers and reports quiescence */
 			nc.hub = r->hub;     /* NULL with one worker */
 			nc.auth = r->auth;   /* NULL: no --auth-* */
+			/* --upstream-hold (2 s by default on a relay that dials
+			 * peers: an edge); worker 0 follows the peer links */
+			nc.up_hold_ns = (r->cfg.upstream_hold_set ? r->cfg.upstream_hold_us
+			                 : r->cluster != NULL     ? 2000000ull
+			                                          : 0) *
+			                1000;
+			if (i == 0 && r->cluster != NULL) {
+				nc.cb = moq_cluster_node_callbacks();
+				nc.user = r->cluster;
+			}
 			/* --max-latency: expiry of the cache tracks the relay
 			 * creates for its upstream subscriptions */
 			nc.track.max_latency = r->cfg.max_latency_us * 1000;
@@ -1127,8 +1237,15 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 		if (r->auth == NULL)
 			goto fail;
 	}
+	/* --cluster-connect: the peers are parsed (and resolved) first */
+	r->cluster = moq_cluster_create(cfg, err, errlen);
+	if (r->cluster == NULL && err[0] != '\0')
+		goto fail;
 	cb_relay = r;
 	if (setup_workers(r, lcores, err, errlen) != 0)
+		goto fail;
+	if (r->cluster != NULL &&
+	    moq_cluster_attach(r->cluster, r->w[0]->node, cfg, err, errlen) != 0)
 		goto fail;
 	if (cfg->backend == MOQ_CFG_BACKEND_DPDK) {
 		for (unsigned int i = 0; i < r->nb_ports; i++)
@@ -1152,7 +1269,8 @@ void moq_relay_destroy(struct moq_relay *r)
 	moq_relay_telemetry_unregister(&r->mgmt);
 	moq_relay_mgmt_close(&r->mgmt);
 	/* every endpoint first: closing a session may post to another
-	 * worker's node through the hub (moq.h) */
+	 * worker's node through the hub (moq.h); the peer links' too */
+	moq_cluster_close(r->cluster);
 	for (unsigned int i = 0; i < MOQ_RELAY_MAX_WORKERS; i++)
 		if (r->w[i] != NULL) {
 			moq_quic_endpoint_free(r->w[i]->ep); /* closes sessions (moq.h) */
@@ -1199,6 +1317,7 @@ void moq_relay_destroy(struct moq_relay *r)
 	if (r->tls != NULL)
 		tls_drop(r->tls);
 	moq_hub_destroy(r->hub); /* after every node */
+	moq_cluster_destroy(r->cluster);
 	moq_auth_destroy(r->auth);
 	moq_cache_destroy(r->cache);
 	if (cb_relay == r)
@@ -1257,6 +1376,46 @@ static void tls_reap(struct moq_relay *r)
 	}
 }
 
+/* Main lcore: @t is the certificate new connections get from now on (each
+ * worker's endpoint takes it from its own loop, tls_take). */
+static void tls_publish(struct moq_relay *r, struct relay_tls *t)
+{
+	struct relay_tls *old;
+
+	tls_note(r, t->tls);
+	t->gen = r->tls->gen + 1;
+	old = __atomic_exchange_n(&r->tls, t, __ATOMIC_ACQ_REL);
+	old->next = r->tls_retired;
+	r->tls_retired = old;
+	__atomic_store_n(&r->tls_gen_now, t->gen, __ATOMIC_RELAXED);
+}
+
+/* The generated development certificate is valid 14 days (what browsers
+ * pin): a new one before it expires, the way SIGHUP swaps a --cert (open
+ * connections keep theirs). On failure the old one stays; retried in a
+ * minute. */
+static void cert_renew(struct moq_relay *r)
+{
+	struct relay_tls *t = calloc(1, sizeof(*t));
+	int qerr = MOQ_ERR_NOMEM;
+
+	if (t != NULL)
+		t->tls = moq_quic_tls_new(NULL, NULL, &qerr);
+	if (t == NULL || t->tls == NULL) {
+		free(t);
+		fprintf(stderr, "moqdp-relay: certificate renewal failed (%s); retrying in 60 s\n",
+		        moq_err_str(qerr));
+		r->cert_renew_at = moq_relay_now_ns() + 60000000000ull;
+		return;
+	}
+	tls_publish(r, t);
+	r->cert_renewals++;
+	fprintf(stderr,
+	        "moqdp-relay: certificate renewed: sha-256 %s, certificate.sha256 %s (valid "
+	        "until %" PRId64 ")\n",
+	        r->fingerprint, r->fingerprint_hex, r->cert_not_after);
+}
+
 /* SIGHUP: build a TLS context from the configured files here, on the main
  * lcore, once (quic.h: ~1-2 ms); a bad one keeps the old. A good one is
  * published (the relay's tls pointer, a new generation): every worker's
@@ -1265,8 +1424,7 @@ static void tls_reap(struct moq_relay *r)
  * connections keep theirs. */
 static void do_reload(struct moq_relay *r)
 {
-	struct relay_tls *t, *old;
-	uint8_t fp[32];
+	struct relay_tls *t;
 	int qerr = MOQ_ERR_NOMEM;
 
 	if (r->auth != NULL) {
@@ -1299,13 +1457,7 @@ static void do_reload(struct moq_relay *r)
 		r->reload_failed++;
 		return;
 	}
-	moq_quic_tls_fingerprint(t->tls, fp);
-	moq_quic_fingerprint_str(fp, r->fingerprint, sizeof(r->fingerprint));
-	t->gen = r->tls->gen + 1;
-	old = __atomic_exchange_n(&r->tls, t, __ATOMIC_ACQ_REL);
-	old->next = r->tls_retired;
-	r->tls_retired = old;
-	__atomic_store_n(&r->tls_gen_now, t->gen, __ATOMIC_RELAXED);
+	tls_publish(r, t);
 	fprintf(stderr,
 	        "moqdp-relay: reload: %s is valid; new connections get it (sha-256 %s), open "
 	        "ones keep theirs\n",
@@ -1341,6 +1493,8 @@ int moq_relay_run(struct moq_relay *r)
 		}
 		if (__atomic_exchange_n(&r->reload, 0, __ATOMIC_RELAXED))
 			do_reload(r);
+		if (r->cert_renew_at != 0 && t >= r->cert_renew_at)
+			cert_renew(r);
 		if (r->tls_retired != NULL)
 			tls_reap(r);
 		if (__atomic_load_n(&r->drain, __ATOMIC_RELAXED) && drain_deadline == 0) {
@@ -1428,6 +1582,9 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 	s->announcements = __atomic_load_n(&r->announcements, __ATOMIC_RELAXED);
 	s->cert_generation = __atomic_load_n(&r->tls_gen_now, __ATOMIC_RELAXED);
 	s->cert_pem_loads = moq_quic_tls_pem_loads();
+	memcpy(s->cert_sha256, r->fingerprint_hex, sizeof(s->cert_sha256));
+	s->cert_not_after = r->cert_not_after;
+	s->cert_renewals = r->cert_renewals;
 	if (r->auth != NULL) {
 		struct moq_auth_stats as;
 
@@ -1469,11 +1626,18 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->cert_reloads += sn.qs.cert_reloads;
 		s->cert_reload_errors += sn.qs.cert_reload_errors;
 		s->conns_old_cert += sn.qs.conns_old_cert;
+		s->wt_sessions += sn.wt.sessions;
+		s->wt_refused += sn.wt.refused;
+		s->wt_h3_errors += sn.wt.h3_errors;
+		s->wt_streams_in += sn.wt.streams_in;
+		s->wt_streams_rejected += sn.wt.streams_rejected;
+		s->wt_capsules_close += sn.wt.capsules_close;
 		s->quic_spare_bytes += sn.qs.spare_bytes;
 		s->sessions += sn.ns.sessions;
 		s->subscribers += sn.ns.subscribers;
 		s->tracks += sn.ns.tracks;
 		s->upstream_subs += sn.ns.upstream_subs;
+		s->loops_refused += sn.ns.loops_refused;
 		s->subs_refused_limit += sn.ns.subs_refused_limit;
 		s->tracks_refused_limit += sn.ns.tracks_refused_limit;
 		s->auth_refused += sn.ns.auth_refused;
@@ -1600,4 +1764,14 @@ unsigned int moq_relay_http_port(const struct moq_relay *r)
 void moq_relay_fingerprint(const struct moq_relay *r, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s", r->fingerprint);
+}
+
+struct moq_cluster *moq_relay_cluster(const struct moq_relay *r)
+{
+	return r->cluster;
+}
+
+void moq_relay_fingerprint_hex(const struct moq_relay *r, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s", r->fingerprint_hex);
 }

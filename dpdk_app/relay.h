@@ -109,6 +109,17 @@ struct moq_relay_stats {
 	uint64_t msgs_refused_size;       /* --max-message */
 	uint64_t ctl_rx_bytes;            /* control-stream receive buffers now */
 	uint64_t bcast_replaced, bcast_failovers, ann_duplicates, ann_restarts;
+	/* relay-to-relay (cluster.h): announces dropped because their hop
+	 * chain holds our hop id (a reflected announce), summed over workers */
+	uint64_t loops_refused;
+	/* WebTransport (h3.h, struct moq_wt_stats), summed over workers */
+	uint64_t wt_sessions, wt_refused, wt_h3_errors, wt_streams_in, wt_streams_rejected,
+	        wt_capsules_close;
+	/* the certificate browsers pin: 64 lowercase hex; the generated one's
+	 * end (Unix s, 0 with a --cert) and its renewals */
+	char cert_sha256[65];
+	int64_t cert_not_after;
+	uint64_t cert_renewals;
 	/* kernel backend --tcp (web.h): TCP connections open / accepted /
 	 * refused by --max-tcp-conns, WebSocket sessions, their closes for bad
 	 * input */
@@ -207,5 +218,16 @@ unsigned int moq_relay_http_port(const struct moq_relay *r);
  * "AB:CD:..." into @buf (>= 96 bytes); "" for the kernel backend without
  * endpoints. */
 void moq_relay_fingerprint(const struct moq_relay *r, char *buf, size_t len);
+
+struct moq_cluster;
+/* moq_relay_cluster: the links to peer relays (cluster.h), NULL without
+ * --cluster-connect. */
+struct moq_cluster *moq_relay_cluster(const struct moq_relay *r);
+
+/* moq_relay_fingerprint_hex: the same as 64 lowercase hex characters, what
+ * a browser pins (serverCertificateHashes; BINDINGS.md 1, the body of
+ * certificate.sha256), into @buf (>= 65 bytes). Changes when the relay
+ * renews its generated certificate or SIGHUP loads a --cert. */
+void moq_relay_fingerprint_hex(const struct moq_relay *r, char *buf, size_t len);
 
 #endif /* MOQ_DPDK_APP_RELAY_H */

@@ -22,6 +22,7 @@
 #include "relay.h"
 #include "io.h"
 #include "mgmt.h"
+#include "h3.h"
 
 #define MOQ_RELAY_MAX_PORTS 8
 #define MOQ_RELAY_MAX_RXQ   MOQ_CFG_MAX_LCORE_QUEUES /* refused beyond (pmd_config.h) */
@@ -41,6 +42,7 @@ struct relay_snap {
 	struct moq_lat_hist lat;
 	uint64_t rx_udp, rx_l4_partial;      /* moq_net_stats, summed over ports */
 	uint64_t net_drop[MOQ_NET_DROP_MAX]; /* ... per reason */
+	struct moq_wt_stats wt;              /* WebTransport sessions (h3.h) */
 };
 
 struct relay_worker {
@@ -61,6 +63,7 @@ struct relay_worker {
 	uint64_t tx_retry_tsc; /* the ring was full: no flush before this TSC */
 	uint16_t nb_tx[MOQ_RELAY_MAX_PORTS];
 	struct relay_worker_stats st __rte_cache_aligned;
+	struct moq_wt_stats wt_stats; /* this worker's WebTransport layer (h3.h) */
 	/* Open connections (for the drain): open addressing on the pointer,
 	 * NULL = free, CONN_GONE = deleted; conn_cap is a power of two. */
 	struct moq_quic_conn **conns;
@@ -108,6 +111,7 @@ struct moq_relay {
 	struct moq_cache *cache;   /* shared by all workers (cache.h) */
 	struct moq_hub *hub;       /* joins the workers' nodes (moq.h); NULL with one */
 	struct moq_auth *auth;     /* --auth-*: the key set the nodes check (auth.h); NULL = off */
+	struct moq_cluster *cluster; /* --cluster-connect: worker 0's links (cluster.h) */
 	int quit, drain, reload;
 	uint32_t announce_pending; /* ports whose link came up: worker 0 announces */
 	uint64_t announcements;    /* atomic: worker 0 and the main lcore add */
@@ -122,6 +126,10 @@ struct moq_relay {
 	struct relay_mgmt mgmt; /* the HTTP listener, telemetry (mgmt.h) */
 	uint64_t t0_ns;
 	char fingerprint[100];
+	char fingerprint_hex[65]; /* the same, 64 lowercase hex (certificate.sha256) */
+	int64_t cert_not_after;   /* Unix s: the generated certificate's end */
+	uint64_t cert_renew_at;   /* moq_relay_now_ns() to renew it at (0: a --cert) */
+	uint64_t cert_renewals;   /* generated certificates replaced before they expired */
 	/* moq_relay_clock_ns: ns = (tsc - tsc0) * tsc_mult >> 32 */
 	uint64_t tsc0, tsc_mult;
 	/* mbufs in use (moq_relay_mbufs_sample; atomics: the main lcore and the

@@ -18,6 +18,7 @@
 
 #include "cache.h"
 #include "moq.h"
+#include "wt_client.h"
 
 /* The publisher's cache byte budget when none is given: 5 s of a 4 Mbps
  * track is 2.5 MB, so 64 MiB keeps every group until it expires. */
@@ -46,14 +47,20 @@
  * moqdp-load (a cache miss or two per session). */
 #define SUB_NODE_POLL_NS 100000000ull
 
-enum sub_state { SUB_IDLE = 0, SUB_CONNECTING, SUB_READY, SUB_CLOSED };
+/* Light subscribers' flow control grant (RFC 9000, 4.6: streams <= 2^60;
+ * 16: a varint < 2^62). */
+#define LIGHT_MAX_STREAMS (1ull << 60)
+#define LIGHT_MAX_DATA    ((1ull << 62) - 1)
+
+enum sub_state { SUB_IDLE = 0, SUB_CONNECTING, SUB_READY, SUB_CLOSED, SUB_LIGHT };
 
 struct lg_sub {
 	struct moq_lg_client *cl;
 	struct moq_session *s;
 	uint32_t idx;
 	uint8_t state, is_pub, failed;
-	int64_t ids[MOQ_LG_MAX_TRACKS]; /* -1: not subscribed */
+	uint8_t light_cand, light_due, light_taking; /* light.h */
+	int64_t ids[MOQ_LG_MAX_TRACKS];              /* -1: not subscribed */
 	uint64_t retry_at[MOQ_LG_MAX_TRACKS];
 	uint64_t connect_ns, last_rx_ns;
 	struct moq_lg_rx rx[MOQ_LG_MAX_TRACKS];
@@ -94,10 +101,31 @@ struct moq_lg_client {
 	int stopping;
 	char setup_path[MOQ_LG_JWT_MAX + 8]; /* "?jwt=<cfg.jwt>", "" without one */
 	struct moq_lg_hist lat, hs;
+	/* light subscribers: the take-over queue (indices), and the latency of
+	 * what they verified before it (kept out of lat) */
+	struct moq_lg_light *light;
+	uint32_t *take_q;
+	uint32_t take_n, light_taken, light_cands;
+	struct moq_lg_hist lat_light;
 	uint64_t subs_ready_total, subs_closed, subs_failed, retries, refused, connect_errors;
 };
 
 /* ---- helpers ------------------------------------------------------------- */
+
+/* Every how many subscribers one verifies (0: no light subscribers): at
+ * most cfg.light_verify_every, lowered until light_verify_min verify. */
+static uint32_t light_step(const struct moq_lg_client_cfg *cfg)
+{
+	uint32_t every = cfg->light_verify_every;
+	if (!every || !cfg->subscribers)
+		return 0;
+	if (cfg->light_verify_min) {
+		uint32_t most = cfg->subscribers / cfg->light_verify_min;
+		if (most < every)
+			every = most;
+	}
+	return every > 1 ? every : 0;
+}
 
 static int track_of(const struct lg_sub *u, uint64_t id)
 {
@@ -153,10 +181,10 @@ static void on_ready(struct moq_session *s, void *user)
 	struct lg_sub *u = sub_of(s);
 	if (!u)
 		return;
-	u->s = s; /* --transport ws: the session is new here */
 	if (!u->is_pub && u->state == SUB_CONNECTING && cl->connecting)
 		cl->connecting--;
 	u->state = SUB_READY;
+	u->s = s; /* a WebTransport / WebSocket session exists only from now on */
 	moq_lg_hist_add(&cl->hs, cl->now - u->connect_ns);
 	if (u->is_pub) {
 		cl->pub_ready_ns = cl->now;
@@ -174,6 +202,11 @@ static void on_closed(struct moq_session *s, void *user, uint64_t code, int loca
 	struct lg_sub *u = sub_of(s);
 	if (!u)
 		return;
+	if (u->light_taking) {
+		/* detached for a light take-over (light.h): not a close */
+		u->s = NULL;
+		return;
+	}
 	if (cl->cfg.verbose && (code != 0 || !cl->stopping))
 		fprintf(stderr, "moqdp-load: session %u closed code=%llu local=%d\n", u->idx,
 		        (unsigned long long)code, local);
@@ -248,10 +281,21 @@ static void on_frame_data(struct moq_session *s, void *user, uint64_t id, uint64
 
 static void on_group_end(struct moq_session *s, void *user, uint64_t id, uint64_t seq, int64_t code)
 {
-	(void)user;
+	struct moq_lg_client *cl = user;
 	struct moq_lg_rx *r = rx_of(s, id);
-	if (r)
-		moq_lg_rx_group_end(r, seq, code);
+	if (!r)
+		return;
+	moq_lg_rx_group_end(r, seq, code);
+	struct lg_sub *u = sub_of(s);
+	if (!u->light_cand || u->light_due || code != -1)
+		return;
+	/* a light candidate goes light with its first verified group (this
+	 * one), once every track is subscribed and delivering (a group begun) */
+	for (unsigned i = 0; i < cl->cfg.ntracks; i++)
+		if (u->ids[i] < 0 || u->rx[i].seen == 0)
+			return;
+	u->light_due = 1;
+	cl->take_q[cl->take_n++] = u->idx;
 }
 
 static const struct moq_node_callbacks node_cb = {
@@ -317,18 +361,29 @@ struct moq_lg_client *moq_lg_client_create(const struct moq_lg_client_cfg *cfg, 
 	cl->now = cl->start_ns = now;
 	moq_lg_hist_reset(&cl->lat);
 	moq_lg_hist_reset(&cl->hs);
+	moq_lg_hist_reset(&cl->lat_light);
 
 	if (cfg->subscribers) {
 		cl->subs = calloc(cfg->subscribers, sizeof(*cl->subs));
 		if (!cl->subs)
 			goto fail_subs;
+		uint32_t every = light_step(cfg);
+		if (every) {
+			cl->light = moq_lg_light_create(cfg->subscribers);
+			cl->take_q = calloc(cfg->subscribers, sizeof(*cl->take_q));
+			if (!cl->light || !cl->take_q)
+				goto fail_subs;
+		}
 		for (uint32_t k = 0; k < cfg->subscribers; k++) {
 			struct lg_sub *u = &cl->subs[k];
 			u->cl = cl;
 			u->idx = k;
+			u->light_cand = every && k % every != 0;
+			cl->light_cands += u->light_cand;
 			for (unsigned i = 0; i < cfg->ntracks; i++) {
 				u->ids[i] = -1;
-				moq_lg_rx_init(&u->rx[i], cfg->tracks[i].id, &cl->lat);
+				moq_lg_rx_init(&u->rx[i], cfg->tracks[i].id,
+				               u->light_cand ? &cl->lat_light : &cl->lat);
 			}
 		}
 	}
@@ -390,7 +445,8 @@ struct moq_lg_client *moq_lg_client_create(const struct moq_lg_client_cfg *cfg, 
 	}
 
 	size_t nalpn;
-	const char *const *alpn = moq_node_alpns(&nalpn);
+	const char *const *alpn = cfg->transport == MOQ_LG_TRANSPORT_WT ? moq_lg_wt_alpns(&nalpn)
+	                                                                : moq_node_alpns(&nalpn);
 	struct moq_quic_config qc = {
 	        .role = MOQ_QUIC_CLIENT,
 	        .alpn = alpn,
@@ -400,10 +456,21 @@ struct moq_lg_client *moq_lg_client_create(const struct moq_lg_client_cfg *cfg, 
 	        .max_conns_per_addr = cfg->subscribers + 16,
 	        /* a subscriber receives one uni stream per group */
 	        .max_streams_uni = 10000,
+	        /* light subscribers never send MAX_DATA / MAX_STREAM_DATA /
+	         * MAX_STREAMS after the take-over: everything is granted at
+	         * the handshake (set below) */
 	        .max_udp_payload = cfg->max_udp_payload,
 	        .cb = moq_node_quic_callbacks(),
 	        .user = cl->node,
 	};
+	if (cl->light) {
+		/* RFC 9000, 4.6 / 18.2: the largest stream count and the
+		 * largest varint; every subscriber gets them, so the relay sees
+		 * no difference between the two kinds */
+		qc.max_streams_uni = LIGHT_MAX_STREAMS;
+		qc.max_data = LIGHT_MAX_DATA;
+		qc.max_stream_data = LIGHT_MAX_DATA;
+	}
 	int qe = 0;
 	cl->ep = moq_quic_endpoint_new(&qc, &qe);
 	if (!cl->ep) {
@@ -428,6 +495,8 @@ fail_fbuf:
 fail_cache:
 	free(cl->subs);
 fail_subs:
+	moq_lg_light_destroy(cl->light);
+	free(cl->take_q);
 	free(cl->locals);
 fail_locals:
 	free(cl);
@@ -453,6 +522,8 @@ void moq_lg_client_destroy(struct moq_lg_client *cl)
 	moq_cache_destroy(cl->cache);
 	free(cl->fbuf);
 	free(cl->subs);
+	moq_lg_light_destroy(cl->light);
+	free(cl->take_q);
 	free(cl->locals);
 	free(cl);
 }
@@ -467,13 +538,30 @@ int moq_lg_client_recv(struct moq_lg_client *cl, const uint8_t *data, size_t len
                        uint64_t now)
 {
 	cl->now = now;
-	return moq_quic_endpoint_recv(cl->ep, data, len, local, remote, now);
+	/* a light subscriber's datagram never reaches the endpoint */
+	if (cl->light && moq_lg_light_recv(cl->light, data, len, now))
+		return 0;
+	int rc = moq_quic_endpoint_recv(cl->ep, data, len, local, remote, now);
+	if (cl->light)
+		moq_lg_light_observe(cl->light, data, len, now);
+	return rc;
 }
 
 int moq_lg_client_send(struct moq_lg_client *cl, struct moq_quic_pkt *pkts, size_t n, uint64_t now)
 {
+	int k = 0;
 	cl->now = now;
-	return moq_quic_endpoint_send(cl->ep, pkts, n, now);
+	if (cl->light)
+		k = moq_lg_light_send(cl->light, pkts, n, now);
+	if ((size_t)k == n)
+		return k;
+	int m = moq_quic_endpoint_send(cl->ep, pkts + k, n - (size_t)k, now);
+	return m < 0 ? (k ? k : m) : k + m;
+}
+
+int moq_lg_client_pending(const struct moq_lg_client *cl)
+{
+	return moq_quic_endpoint_pending(cl->ep) || (cl->light && moq_lg_light_pending(cl->light));
 }
 
 /* ---- poll ---------------------------------------------------------------- */
@@ -487,16 +575,39 @@ static const struct moq_quic_addr *local_for(const struct moq_lg_client *cl, uin
 	return &cl->locals[a];
 }
 
+/* A WebTransport connection ended before its session began. */
+static void wt_failed(void *user)
+{
+	struct lg_sub *u = user;
+	struct moq_lg_client *cl = u->cl;
+
+	if (!cl->stopping) {
+		u->failed = 1;
+		if (!u->is_pub)
+			cl->subs_failed++;
+	}
+	if (u->state == SUB_CONNECTING && !u->is_pub && cl->connecting)
+		cl->connecting--;
+	u->state = SUB_CLOSED;
+}
+
 static void connect_one(struct moq_lg_client *cl, struct lg_sub *u, const struct moq_quic_addr *l,
                         int role)
 {
 	int e = 0;
 	u->connect_ns = cl->now;
 	u->state = SUB_CONNECTING;
-	if (cl->cfg.ws) { /* --transport ws: the session comes with on_ready */
+	if (cl->cfg.transport == MOQ_LG_TRANSPORT_WT || cl->cfg.ws) {
+		/* WebTransport / --transport ws: the session comes with on_ready */
 		u->s = NULL;
-		e = moq_lg_ws_connect(cl->cfg.ws, u->is_pub ? cl->node : cl->snode, &cl->cfg.relay,
-		                      cl->setup_path[0] ? cl->setup_path : NULL, role, u);
+		if (cl->cfg.ws)
+			e = moq_lg_ws_connect(cl->cfg.ws, u->is_pub ? cl->node : cl->snode,
+			                      &cl->cfg.relay, cl->setup_path[0] ? cl->setup_path : NULL,
+			                      role, u);
+		else
+			e = moq_lg_wt_connect(u->is_pub ? cl->node : cl->snode, cl->ep, l,
+			                      &cl->cfg.relay, cl->setup_path, role, u, wt_failed,
+			                      cl->now);
 		if (e < 0) {
 			u->state = SUB_CLOSED;
 			u->failed = 1;
@@ -513,7 +624,39 @@ static void connect_one(struct moq_lg_client *cl, struct lg_sub *u, const struct
 		if (cl->cfg.verbose)
 			fprintf(stderr, "moqdp-load: connect %u failed: %s\n", u->idx,
 			        moq_err_str(e));
+		return;
 	}
+	/* a light candidate's keys are captured during its handshake */
+	if (u->light_cand && moq_lg_light_prepare(cl->light, u->idx, moq_session_conn(u->s)) < 0)
+		u->light_cand = 0;
+}
+
+/* Take the queued light candidates over (outside any QUIC callback). */
+static int take_light(struct moq_lg_client *cl)
+{
+	int done = 0;
+	for (uint32_t j = 0; j < cl->take_n; j++) {
+		struct lg_sub *u = &cl->subs[cl->take_q[j]];
+		struct moq_quic_conn *c = u->s ? moq_session_conn(u->s) : NULL;
+		if (u->state != SUB_READY || !c) {
+			u->light_cand = 0;
+			continue;
+		}
+		u->light_taking = 1;
+		int mute = cl->light_taken < cl->cfg.light_mute;
+		if (moq_lg_light_take(cl->light, u->idx, c, mute, cl->now) == 0) {
+			u->state = SUB_LIGHT;
+			cl->light_taken++;
+			done++;
+		} else {
+			u->light_taking = 0;
+			u->light_cand = 0;
+			if (cl->cfg.verbose)
+				fprintf(stderr, "moqdp-load: subscriber %u stays full\n", u->idx);
+		}
+	}
+	cl->take_n = 0;
+	return done;
 }
 
 static int publish_due(struct moq_lg_client *cl)
@@ -629,6 +772,11 @@ int moq_lg_client_poll(struct moq_lg_client *cl, uint64_t now)
 			cl->next_retry = next;
 	}
 run:
+	if (cl->light) {
+		if (cl->take_n && !cl->stopping)
+			work += take_light(cl);
+		work += moq_lg_light_poll(cl->light, now);
+	}
 	if (now >= cl->next_expire) {
 		moq_cache_expire(cl->cache, now);
 		cl->next_expire = now + EXPIRE_EVERY_NS;
@@ -664,6 +812,11 @@ uint64_t moq_lg_client_next_wake(const struct moq_lg_client *cl)
 		t = cl->next_snode_poll;
 	if (cl->next_retry && cl->next_retry < t && !cl->stopping)
 		t = cl->next_retry;
+	if (cl->light) {
+		uint64_t n = cl->take_n ? cl->now : moq_lg_light_next_wake(cl->light);
+		if (n < t)
+			t = n;
+	}
 	if (cl->pub_started && !cl->stopping)
 		for (unsigned i = 0; i < cl->cfg.ntracks; i++) {
 			uint64_t n = moq_lg_gen_next(&cl->pt[i].gen);
@@ -685,6 +838,8 @@ void moq_lg_client_stop(struct moq_lg_client *cl, uint64_t now)
 {
 	cl->now = now;
 	cl->stopping = 1;
+	if (cl->light)
+		moq_lg_light_stop(cl->light, now);
 	for (uint32_t k = 0; k < cl->opened; k++)
 		if (cl->subs[k].s)
 			moq_session_close(cl->subs[k].s, 0);
@@ -708,14 +863,29 @@ void moq_lg_client_report(struct moq_lg_client *cl, uint64_t now, int final,
 	out->pub_bytes = cl->pub_bytes;
 	out->pub_groups = cl->pub_groups;
 	out->hist = &cl->lat;
-	uint64_t stalled = 0;
+	uint64_t stalled = 0, nlight = 0, nverify = 0;
+	struct moq_lg_counts light_c;
+	memset(&light_c, 0, sizeof(light_c));
 	for (uint32_t k = 0; k < cl->opened; k++) {
 		struct lg_sub *u = &cl->subs[k];
 		if (u->state == SUB_READY) {
 			out->subs_ready++;
 			if (now > u->last_rx_ns + MOQ_LG_STALL_NS)
 				stalled++;
+		} else if (u->state == SUB_LIGHT) {
+			out->subs_ready++;
+			nlight++;
 		}
+		if (u->light_cand) {
+			/* what a light one (or one still to be taken over)
+			 * verified before the take-over is reported apart: it
+			 * verifies nothing after, so the verifying sample's
+			 * counts never move between the kinds */
+			for (unsigned i = 0; i < cl->cfg.ntracks; i++)
+				moq_lg_counts_add(&light_c, &u->rx[i].c);
+			continue;
+		}
+		nverify++;
 		for (unsigned i = 0; i < cl->cfg.ntracks; i++) {
 			if (final)
 				moq_lg_rx_finish(&u->rx[i]);
@@ -727,6 +897,14 @@ void moq_lg_client_report(struct moq_lg_client *cl, uint64_t now, int final,
 	out->tx_bytes_wire = qs.bytes_out;
 	out->rx_pkts = qs.pkts_in;
 	out->tx_pkts = qs.pkts_out;
+	struct moq_lg_light_stats ls;
+	memset(&ls, 0, sizeof(ls));
+	if (cl->light) {
+		moq_lg_light_stats(cl->light, now, &ls);
+		out->rx_bytes_wire += ls.rx_bytes;
+		out->rx_pkts += ls.rx_pkts;
+		out->tx_pkts += ls.acks_sent + ls.pings_sent;
+	}
 	if (extra) {
 		memset(extra, 0, sizeof(*extra));
 		extra->subs_stalled = stalled;
@@ -738,6 +916,11 @@ void moq_lg_client_report(struct moq_lg_client *cl, uint64_t now, int final,
 		extra->pub_write_errors = cl->pub_write_errors;
 		extra->handshake_p50_ns = moq_lg_hist_pct(&cl->hs, 50);
 		extra->handshake_max_ns = cl->hs.max;
+		extra->light_cands = cl->light_cands;
+		extra->light_subs = nlight;
+		extra->verify_subs = nverify;
+		extra->light_c = light_c;
+		extra->light = ls;
 	}
 }
 

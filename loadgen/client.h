@@ -33,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "light.h"
 #include "media.h"
 #include "quic.h"
 
@@ -75,6 +76,16 @@ struct moq_lg_client_cfg {
 	/* a token for every session: sent in the lite-05 SETUP Path as
 	 * "?jwt=..." (a relay with --auth-key checks it); "" = none */
 	char jwt[MOQ_LG_JWT_MAX + 1];
+	/* light subscribers (light.h): 0 = none; else subscriber k verifies
+	 * every frame when k % light_verify_every == 0 (the step lowered so that
+	 * at least light_verify_min of them do), the others are taken over at
+	 * their first verified group, once every track delivers */
+	uint32_t light_verify_every;
+	uint32_t light_verify_min;
+	uint32_t light_mute; /* this many light subscribers never ACK (tests) */
+	/* 0: raw QUIC; 1: WebTransport over HTTP/3 (wt_client.h,
+	 * enum moq_lg_transport) */
+	int transport;
 	/* --transport ws (ws.h): sessions over WebSocket through this; NULL:
 	 * QUIC */
 	struct moq_web *ws;
@@ -103,8 +114,12 @@ int moq_lg_client_recv(struct moq_lg_client *cl, const uint8_t *data, size_t len
                        const struct moq_quic_addr *local, const struct moq_quic_addr *remote,
                        uint64_t now);
 
-/* moq_lg_client_send: fill up to @n packet buffers (moq_quic_endpoint_send). */
+/* moq_lg_client_send: fill up to @n packet buffers (moq_quic_endpoint_send;
+ * the light subscribers' ACKs first). */
 int moq_lg_client_send(struct moq_lg_client *cl, struct moq_quic_pkt *pkts, size_t n, uint64_t now);
+
+/* moq_lg_client_pending: nonzero when _send has something to write now. */
+int moq_lg_client_pending(const struct moq_lg_client *cl);
 
 /*
  * moq_lg_client_poll: open the sessions the ramp allows by @now, retry
@@ -143,6 +158,12 @@ struct moq_lg_client_extra {
 	uint64_t pub_ready; /* 1 once the publisher session is up */
 	uint64_t pub_write_errors;
 	uint64_t handshake_p50_ns, handshake_max_ns;
+	/* light subscribers (cfg.light_verify_every) */
+	uint64_t light_cands;         /* subscribers meant to go light */
+	uint64_t light_subs;          /* taken over */
+	uint64_t verify_subs;         /* full, verifying subscribers */
+	struct moq_lg_counts light_c; /* what light ones verified before the take-over */
+	struct moq_lg_light_stats light;
 };
 
 /*

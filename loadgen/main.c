@@ -37,7 +37,16 @@
  *   --thp                  put the first HEAP_RESERVE bytes of the malloc heap on
  *                          transparent huge pages (moq_lg_heap_hugepages; default off,
  *                          see HEAP_RESERVE)
- *   --transport quic|ws    ws: every session over WebSocket + qmux-01 to the relay's
+ *   --light                light subscribers (loadgen/light.h): all but a verifying
+ *                          sample are taken over from ngtcp2 after their first
+ *                          verified group and only ACK from then on
+ *   --verify-every N       with --light: subscriber k verifies when k % N == 0
+ *                          (default 20), N lowered until --verify-min verify
+ *   --verify-min N         with --light: at least N verifying subscribers (default 100)
+ *   --transport quic|wt    raw QUIC (default) or WebTransport: ALPN h3, the
+ *                          extended CONNECT, WebTransport stream prefixes
+ *                          (wt_client.c, h3/)
+ *   --transport ws         every session over WebSocket + qmux-01 to the relay's
  *                          TCP port (the same number; relay --tcp 1), with --kernel
  *   --verbose
  *
@@ -66,6 +75,7 @@
 #include <rte_mbuf.h>
 
 #include "client.h"
+#include "wt_client.h"
 #include "media.h"
 #include "net.h"
 #include "web.h"
@@ -126,7 +136,10 @@ struct opts {
 	char relay[64], local[64];
 	int port;
 	char jwt[MOQ_LG_JWT_MAX + 1]; /* --jwt TOKEN / --token FILE */
-	int ws;                       /* --transport ws */
+	int light;                    /* --light */
+	uint32_t verify_every, verify_min;
+	int transport;                /* --transport quic|wt (wt_client.h) */
+	int ws;                       /* --transport ws (ws.h) */
 };
 
 struct io_stats {
@@ -144,9 +157,10 @@ static void usage(void)
 	        "      --tracks video:1M,audio --keyframe-max BYTES --broadcast PATH --duration S\n"
 	        "      --conns-per-addr N --max-handshakes N\n"
 	        "      --jwt TOKEN | --token FILE (sent as SETUP Path ?jwt=)\n"
+	        "      --transport quic|wt|ws (raw QUIC, default; WebTransport over HTTP/3; "
+	        "WebSocket + qmux-01 to the relay's TCP port, with --kernel)\n"
 	        "      --warmup S --json FILE|- --quiet --port N --busy-poll --thp --verbose\n"
-	        "      --transport quic|ws (ws: WebSocket + qmux-01 to the relay's TCP port, "
-	        "--kernel)\n");
+	        "      --light [--verify-every N] [--verify-min N]\n");
 }
 
 /* A byte count: digits, then nothing, k, M (decimal), Ki or Mi (binary). */
@@ -188,14 +202,6 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		char *end = NULL;
 		if (!strcmp(a, "--kernel")) {
 			o->kernel = 1;
-		} else if (!strcmp(a, "--transport")) {
-			NEEDV();
-			if (strcmp(v, "ws") && strcmp(v, "quic")) {
-				fprintf(stderr, "moqdp-load: --transport: '%s' is not quic or ws\n",
-				        v);
-				return -1;
-			}
-			o->ws = !strcmp(v, "ws");
 		} else if (!strcmp(a, "--publish")) {
 			o->publish = 1;
 		} else if (!strcmp(a, "--quiet")) {
@@ -206,6 +212,19 @@ static int parse_args(struct opts *o, int argc, char **argv)
 			o->thp = 1;
 		} else if (!strcmp(a, "--verbose")) {
 			o->verbose = 1;
+		} else if (!strcmp(a, "--transport")) {
+			NEEDV();
+			if (!strcmp(v, "quic")) {
+				o->transport = MOQ_LG_TRANSPORT_QUIC;
+			} else if (!strcmp(v, "wt")) {
+				o->transport = MOQ_LG_TRANSPORT_WT;
+			} else if (!strcmp(v, "ws")) {
+				o->ws = 1; /* WebSocket + qmux-01 (ws.h) */
+			} else {
+				fprintf(stderr,
+				        "moqdp-load: --transport: '%s' is not quic, wt or ws\n", v);
+				return -1;
+			}
 		} else if (!strcmp(a, "--subscribers")) {
 			NEEDV();
 			unsigned long n = strtoul(v, &end, 10);
@@ -215,6 +234,19 @@ static int parse_args(struct opts *o, int argc, char **argv)
 				return -1;
 			}
 			o->subscribers = (uint32_t)n;
+		} else if (!strcmp(a, "--light")) {
+			o->light = 1;
+		} else if (!strcmp(a, "--verify-every") || !strcmp(a, "--verify-min")) {
+			NEEDV();
+			unsigned long n = strtoul(v, &end, 10);
+			if (*end || n == 0 || n > 1000000) {
+				fprintf(stderr, "moqdp-load: %s: '%s' is not a count\n", a, v);
+				return -1;
+			}
+			if (!strcmp(a, "--verify-every"))
+				o->verify_every = (uint32_t)n;
+			else
+				o->verify_min = (uint32_t)n;
 		} else if (!strcmp(a, "--max-handshakes")) {
 			NEEDV();
 			unsigned long n = strtoul(v, &end, 10);
@@ -417,10 +449,18 @@ static void progress_tick(struct progress *p, struct moq_lg_client *cl, uint64_t
 	if (p->json && n > 1) {
 		/* append the client's own figures before the closing brace */
 		buf[n - 1] = 0;
+		char lb[256] = "";
+		if (ex.light_cands)
+			snprintf(lb, sizeof(lb),
+			         ",\"light_subs\":%" PRIu64 ",\"verify_subs\":%" PRIu64
+			         ",\"light_acked_bytes\":%" PRIu64 ",\"light_rx_bytes\":%" PRIu64
+			         ",\"wire_rx_bytes\":%" PRIu64,
+			         ex.light_subs, ex.verify_subs, ex.light.acked_bytes,
+			         ex.light.rx_bytes, r.rx_bytes_wire);
 		fprintf(p->json,
 		        "%s,\"subs_stalled\":%" PRIu64 ",\"subs_failed\":%" PRIu64
-		        ",\"tx_drops\":%" PRIu64 "}\n",
-		        buf, ex.subs_stalled, ex.subs_failed, io->tx_drops + io->unresolved);
+		        ",\"tx_drops\":%" PRIu64 "%s}\n",
+		        buf, ex.subs_stalled, ex.subs_failed, io->tx_drops + io->unresolved, lb);
 		fflush(p->json);
 	}
 	if (p->live) {
@@ -434,6 +474,66 @@ static void progress_tick(struct progress *p, struct moq_lg_client *cl, uint64_t
 	p->have_prev = 1;
 }
 
+/* The process's CPU time (user + system), for its cost per byte. */
+static double cpu_seconds(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* --light: the two kinds apart, and what a light subscriber costs us. */
+static void light_summary(const struct moq_lg_report *r, const struct moq_lg_client_extra *ex,
+                          char *jbuf, size_t jcap)
+{
+	const struct moq_lg_light_stats *l = &ex->light;
+	double cpu = cpu_seconds();
+	double light_cyc_b = l->rx_bytes ? (double)l->cycles / (double)l->rx_bytes : 0;
+	double light_cyc_s = ex->light_subs && r->t_s > 0
+	                             ? (double)l->cycles / (double)ex->light_subs / r->t_s
+	                             : 0;
+	double all_ns_b = r->rx_bytes_wire ? cpu * 1e9 / (double)r->rx_bytes_wire : 0;
+	if (jbuf) {
+		snprintf(jbuf, jcap,
+		         ",\"light_subs\":%" PRIu64 ",\"light_cands\":%" PRIu64
+		         ",\"verify_subs\":%" PRIu64 ",\"light_refused\":%" PRIu64
+		         ",\"light_rx_pkts\":%" PRIu64 ",\"light_rx_bytes\":%" PRIu64
+		         ",\"light_acked_pkts\":%" PRIu64 ",\"light_acked_bytes\":%" PRIu64
+		         ",\"light_acks\":%" PRIu64 ",\"light_out_of_order\":%" PRIu64
+		         ",\"light_key_updates\":%" PRIu64 ",\"light_bad\":%" PRIu64
+		         ",\"light_stalled\":%" PRIu64 ",\"light_frames_ok\":%" PRIu64
+		         ",\"light_errors\":%" PRIu64
+		         ",\"light_cycles_per_byte\":%.4f,\"light_cycles_per_sub_s\":%.0f"
+		         ",\"tsc_hz\":%" PRIu64 ",\"cpu_s\":%.3f,\"cpu_ns_per_byte\":%.3f"
+		         ",\"wire_rx_bytes\":%" PRIu64,
+		         ex->light_subs, ex->light_cands, ex->verify_subs, l->refused, l->rx_pkts,
+		         l->rx_bytes, l->acked_pkts, l->acked_bytes, l->acks_sent, l->out_of_order,
+		         l->key_updates, l->bad_pkts, l->stalled, ex->light_c.frames_ok,
+		         moq_lg_counts_errors(&ex->light_c), light_cyc_b, light_cyc_s, l->tsc_hz,
+		         cpu, all_ns_b, r->rx_bytes_wire);
+		return;
+	}
+	fprintf(stderr,
+	        "  light       %" PRIu64 " of %" PRIu64 " subscribers light (%" PRIu64
+	        " kept full), %" PRIu64 " verifying; before the take-over %" PRIu64
+	        " frames verified, %" PRIu64 " errors\n",
+	        ex->light_subs, ex->light_cands, l->refused, ex->verify_subs, ex->light_c.frames_ok,
+	        moq_lg_counts_errors(&ex->light_c));
+	fprintf(stderr,
+	        "              %" PRIu64 " pkts / %.2f MB received, %.2f MB ACKed in %" PRIu64
+	        " ACKs (%.1f pkts an ACK), %" PRIu64 " out of order, %" PRIu64
+	        " key updates, %" PRIu64 " pings, %" PRIu64 " bad, %" PRIu64
+	        " stalled at the end\n",
+	        l->rx_pkts, (double)l->rx_bytes / 1e6, (double)l->acked_bytes / 1e6, l->acks_sent,
+	        l->acks_sent ? (double)l->acked_pkts / (double)l->acks_sent : 0.0, l->out_of_order,
+	        l->key_updates, l->pings_sent, l->bad_pkts, l->stalled);
+	fprintf(stderr,
+	        "  cost        light path %.3f cycles/B (%.0f cycles per light subscriber a "
+	        "second, "
+	        "TSC %.2f GHz); whole moqdp-load %.2f ns CPU per wire byte in\n",
+	        light_cyc_b, light_cyc_s, (double)l->tsc_hz / 1e9, all_ns_b);
+}
+
 static int summary(struct moq_lg_client *cl, uint64_t now, FILE *json, const struct io_stats *io,
                    int tty, uint32_t subscribers)
 {
@@ -441,6 +541,9 @@ static int summary(struct moq_lg_client *cl, uint64_t now, FILE *json, const str
 	struct moq_lg_client_extra ex;
 	char buf[4096];
 	moq_lg_client_report(cl, now, 1, &r, &ex);
+	char lbuf[1024] = "";
+	if (ex.light_cands)
+		light_summary(&r, &ex, lbuf, sizeof(lbuf));
 	if (tty)
 		fputc('\n', stderr);
 	int n = moq_lg_report_json(&r, NULL, buf, sizeof(buf));
@@ -450,10 +553,10 @@ static int summary(struct moq_lg_client *cl, uint64_t now, FILE *json, const str
 		        "%s,\"final\":true,\"subs_stalled\":%" PRIu64 ",\"subs_failed\":%" PRIu64
 		        ",\"connect_errors\":%" PRIu64 ",\"sub_retries\":%" PRIu64
 		        ",\"handshake_p50_us\":%.1f,\"tx_drops\":%" PRIu64
-		        ",\"io_rx_pkts\":%" PRIu64 ",\"io_tx_pkts\":%" PRIu64 "}\n",
+		        ",\"io_rx_pkts\":%" PRIu64 ",\"io_tx_pkts\":%" PRIu64 "%s}\n",
 		        buf, ex.subs_stalled, ex.subs_failed, ex.connect_errors, ex.sub_retries,
 		        (double)ex.handshake_p50_ns / 1e3, io->tx_drops + io->unresolved,
-		        io->rx_pkts, io->tx_pkts);
+		        io->rx_pkts, io->tx_pkts, lbuf);
 		fflush(json);
 	}
 	const struct moq_lg_counts *c = &r.c;
@@ -481,7 +584,9 @@ static int summary(struct moq_lg_client *cl, uint64_t now, FILE *json, const str
 	        (double)moq_lg_hist_pct(r.hist, 99) / 1e6, (double)r.hist->max / 1e6, r.hist->n,
 	        (double)r.rx_bytes_wire / 1e6, r.rx_pkts, (double)r.tx_bytes_wire / 1e6, r.tx_pkts,
 	        io->tx_drops + io->unresolved);
-	if (errors)
+	if (ex.light_cands)
+		light_summary(&r, &ex, NULL, 0);
+	if (errors || moq_lg_counts_errors(&ex.light_c))
 		return 1;
 	if (subscribers && c->frames_ok == 0)
 		return 1;
@@ -564,7 +669,7 @@ static int kernel_tx(struct kio *k, struct moq_lg_client *cl, struct io_stats *i
 	struct moq_quic_pkt pkts[TX_BATCH];
 	int total = 0;
 	for (int round = 0; round < TX_ROUNDS; round++) {
-		if (!moq_quic_endpoint_pending(moq_lg_client_endpoint(cl)))
+		if (!moq_lg_client_pending(cl))
 			break;
 		for (int j = 0; j < TX_BATCH; j++) {
 			pkts[j].data = bufs[j];
@@ -821,7 +926,7 @@ static int dpdk_tx(struct dio *d, struct moq_lg_client *cl, struct io_stats *io)
 	int total = 0;
 	for (int round = 0; round < TX_ROUNDS; round++) {
 		/* nothing to write: no mbufs taken and given back */
-		if (!moq_quic_endpoint_pending(moq_lg_client_endpoint(cl)))
+		if (!moq_lg_client_pending(cl))
 			break;
 		if (rte_pktmbuf_alloc_bulk(d->pool, ms, TX_BATCH) != 0) {
 			io->tx_drops++;
@@ -940,7 +1045,23 @@ int main(int argc, char **argv)
 	cfg.conns_per_addr = o.conns_per_addr ? o.conns_per_addr : MOQ_LG_CONNS_PER_ADDR;
 	cfg.verbose = o.verbose;
 	cfg.max_handshakes = o.max_handshakes;
+	if ((o.verify_every || o.verify_min) && !o.light) {
+		fprintf(stderr, "moqdp-load: --verify-every / --verify-min need --light\n");
+		return 2;
+	}
+	if (o.light && (o.transport != MOQ_LG_TRANSPORT_QUIC || o.ws)) {
+		fprintf(stderr, "moqdp-load: --light takes over raw QUIC connections only "
+		                "(not --transport wt or ws)\n");
+		return 2;
+	}
+	if (o.light) {
+		const char *mute = getenv("MOQDP_TEST_LIGHT_MUTE");
+		cfg.light_verify_every = o.verify_every ? o.verify_every : 20;
+		cfg.light_verify_min = o.verify_min ? o.verify_min : 100;
+		cfg.light_mute = mute ? (uint32_t)strtoul(mute, NULL, 10) : 0;
+	}
 	memcpy(cfg.jwt, o.jwt, sizeof(cfg.jwt));
+	cfg.transport = o.transport;
 	snprintf(cfg.broadcast, sizeof(cfg.broadcast), "%s", o.broadcast);
 	if (parse_tracks(o.tracks, &cfg) < 0)
 		return 2;
@@ -1088,7 +1209,7 @@ int main(int argc, char **argv)
 		if (o.kernel) {
 			struct epoll_event evs[64];
 			int timeout = 0;
-			if (!moq_quic_endpoint_pending(moq_lg_client_endpoint(cl))) {
+			if (!moq_lg_client_pending(cl)) {
 				uint64_t w = moq_lg_client_next_wake(cl);
 				timeout = w <= now ? 0 : (int)((w - now + 999999) / 1000000);
 				if (timeout > 10)
@@ -1108,8 +1229,7 @@ int main(int argc, char **argv)
 			now = moq_lg_now_ns();
 			work += moq_lg_client_poll(cl, now);
 			work += dpdk_tx(&d, cl, &io);
-			if (!work && !o.busy_poll &&
-			    !moq_quic_endpoint_pending(moq_lg_client_endpoint(cl))) {
+			if (!work && !o.busy_poll && !moq_lg_client_pending(cl)) {
 				uint64_t w = moq_lg_client_next_wake(cl), t = moq_lg_now_ns();
 				if (w > t + 20000) {
 					uint64_t ns = w - t < IDLE_SLEEP_MAX_NS ? w - t

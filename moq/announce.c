@@ -13,21 +13,29 @@
 
 /* ------------------------------------------------------------ announce */
 
-/* Whether announce stream @st (ANN_IN of @s) should hear about @bc. */
-static bool ann_match(struct moq_session *s, struct mstream *st, struct bcast *bc, size_t *off)
+/* Whether announce stream @st (ANN_IN of @s) should hear about @bc when
+ * its live route is @pub with @hops. */
+static bool ann_match_route(struct moq_session *s, struct mstream *st, struct bcast *bc,
+                            const struct moq_session *pub, const uint64_t *hops, uint32_t nh,
+                            size_t *off)
 {
 	if (!s->server && s->role == MOQ_ROLE_SUBSCRIBER)
 		return false; /* a subscribe-only client session publishes nothing */
-	if (bc->pub == s)
+	if (pub == s)
 		return false; /* never echo a broadcast to its publisher */
 	if (!moq_path_has_prefix(st->prefix, st->plen, bc->path, bc->len, off))
 		return false;
 	/* PROTOCOL.md, Announce: loop prevention. */
-	if (hops_have(bc->hops, bc->nhops, st->exclude_hop) ||
-	    hops_have(bc->hops, bc->nhops, s->peer_origin))
+	if (hops_have(hops, nh, st->exclude_hop) || hops_have(hops, nh, s->peer_origin))
 		return false;
 	/* cfg.auth: a session sees only the broadcasts its token may get */
-	return bc->nhops + 1 <= MOQ_MAX_HOPS && access_ok(s, 0, bc->path, bc->len);
+	return nh + 1 <= MOQ_MAX_HOPS && access_ok(s, 0, bc->path, bc->len);
+}
+
+/* Whether announce stream @st (ANN_IN of @s) should hear about @bc. */
+static bool ann_match(struct moq_session *s, struct mstream *st, struct bcast *bc, size_t *off)
+{
+	return ann_match_route(s, st, bc, bc->pub, bc->hops, bc->nhops, off);
 }
 
 static int ann_send(struct moq_session *s, struct mstream *st, struct bcast *bc, size_t off,
@@ -69,6 +77,35 @@ void ann_notify(struct moq_node *n, struct bcast *bc, int active)
 			continue;
 		if (ann_match(s, st, bc, &off))
 			ann_send(s, st, bc, off, active);
+	}
+}
+
+/*
+ * @bc's live route changed from @old_pub with @old_hops to its current one
+ * (bcast_route). A request that heard the old route and may not hear the
+ * new one (its peer is on the new chain: the route now goes through it) is
+ * told the broadcast ended, or the peer would keep a route through us that
+ * leads back to itself; one that may hear only the new route hears it
+ * active; one that hears both hears a restart when @renew (another
+ * broadcast under the path), nothing otherwise.
+ */
+void ann_reroute(struct moq_node *n, struct bcast *bc, const struct moq_session *old_pub,
+                 const uint64_t *old_hops, uint32_t old_nh, bool renew)
+{
+	for (struct mstream *st = n->ann_in; st; st = st->ann_next) {
+		struct moq_session *s = st->ann_s;
+		size_t off;
+		bool was, is;
+		if (s->closing || st->kind != SK_ANN_IN || st->fin_sent)
+			continue;
+		was = ann_match_route(s, st, bc, old_pub, old_hops, old_nh, &off);
+		is = ann_match(s, st, bc, &off);
+		if (was && !is)
+			ann_send(s, st, bc, off, 0);
+		else if (!was && is)
+			ann_send(s, st, bc, off, 1);
+		else if (was && renew)
+			ann_send(s, st, bc, off, ANN_RESTART);
 	}
 }
 

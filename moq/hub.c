@@ -291,8 +291,17 @@ static void hub_handle(struct moq_node *n, struct hub_msg *m)
 				}
 			}
 		}
-		bc->nhops = m->nhops;
-		memcpy(bc->hops, m->hops, m->nhops * sizeof(m->hops[0]));
+		{
+			/* the owner's route moved: this worker's announce requests
+			 * whose peer is now on the chain hear it ended (ann_reroute) */
+			uint64_t old_hops[MOQ_MAX_HOPS];
+			uint32_t old_nh = bc->nhops;
+
+			memcpy(old_hops, bc->hops, old_nh * sizeof(old_hops[0]));
+			bc->nhops = m->nhops;
+			memcpy(bc->hops, m->hops, m->nhops * sizeof(m->hops[0]));
+			ann_reroute(n, bc, bc->pub, old_hops, old_nh, false);
+		}
 		return;
 	case HUB_ANN_ENDED:
 		if (bc && bc->owner == from1)

@@ -165,6 +165,11 @@ struct moq_node_cfg {
 	 * `put`, subscribe / fetch / track / announce interest need `get`
 	 * (auth.h, docs/DEPLOY.md, Auth) */
 	struct moq_auth *auth;
+	/* relay: how long an upstream subscription stays open after its last
+	 * subscriber left (a viewer that comes back within it is served at
+	 * once, a flapping one does not make the relay unsubscribe and
+	 * subscribe again upstream); 0 = it closes at once */
+	uint64_t up_hold_ns;
 };
 
 /* Counters of a node (monotonic unless noted). */
@@ -535,6 +540,27 @@ uint64_t moq_lat_hist_quantile(const struct moq_lat_hist *h, double q);
  * @h in microseconds into @out. */
 void moq_lat_hist_summary(const struct moq_lat_hist *h, struct moq_latency *out);
 
+/* --- relay-to-relay (AUTH-CLUSTER.md, Relay-to-relay) -------------------- */
+
+/*
+ * moq_route_hash: FNV-1a from moq-relay's seed 0x420C0DECB00B over the
+ * broadcast name @name (@len bytes) then each of @hops[0..@nh) as 8
+ * little-endian bytes: the deterministic tie-break of route choice, the same
+ * on every node of a cluster.
+ */
+uint64_t moq_route_hash(const char *name, size_t len, const uint64_t *hops, uint32_t nh);
+
+/* moq_session_upstreams: the relay's upstream subscriptions (one per track
+ * its subscribers read through this session) open on @s now. */
+uint32_t moq_session_upstreams(const struct moq_session *s);
+
+/* moq_session_peer_origin: the peer's hop id from its SETUP (lite-05), 0
+ * when it sent none. */
+uint64_t moq_session_peer_origin(const struct moq_session *s);
+
+/* moq_session_announce_requests: the peer's announce requests open on @s
+ * (a relay peer asks once it accepted the session). */
+uint32_t moq_session_announce_requests(const struct moq_session *s);
 
 /* --- the origin table for the HTTP listener (web.h) ---------------------- */
 

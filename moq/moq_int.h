@@ -147,6 +147,7 @@ struct upstream {
 	uint8_t dirty;         /* on the node's dirty_ups: aggregate at the next poll */
 	uint8_t agg_set;       /* agg is what the current subscribers ask */
 	struct upstream *dnext;
+	uint64_t hold_until; /* nonzero: no subscriber left; closes then (cfg.up_hold_ns) */
 };
 
 /* Hub messages between the nodes of one relay (control path only). */
@@ -331,6 +332,7 @@ struct moq_node {
 	struct bcast *linger_head, *linger_tail; /* lingering, oldest deadline first */
 	struct mstream *ann_in;                  /* every session's announce requests (ANN_IN) */
 	struct upstream *ups;
+	uint64_t hold_next; /* earliest hold_until of the ups (0 = none held) */
 	struct tinfo *tinfos;
 	uint32_t ntinfos;
 	uint64_t now;
@@ -401,6 +403,8 @@ void bcast_session_gone(struct moq_node *n, struct moq_session *s);
 /* announce.c: announce streams */
 #define ANN_RESTART 2 /* ann_notify: @bc is a new broadcast under the same path */
 void ann_notify(struct moq_node *n, struct bcast *bc, int active);
+void ann_reroute(struct moq_node *n, struct bcast *bc, const struct moq_session *old_pub,
+                 const uint64_t *old_hops, uint32_t old_nh, bool renew);
 void ann_in_stop(struct moq_session *s, struct mstream *st);
 int ann_in_start(struct moq_session *s, struct mstream *st, const struct moq_announce_req *r);
 int on_announce(struct moq_session *s, struct mstream *st, const struct moq_announce *a);

@@ -354,6 +354,60 @@ static bool other_publisher(const uint64_t *a, uint32_t na, const uint64_t *b, u
 	return na && nb && a[0] && b[0] && a[0] != b[0];
 }
 
+/* AUTH-CLUSTER.md, Relay-to-relay: route choice hashes with FNV-1a from
+ * moq-relay's seed, so every node of a cluster (moqdp or moq-relay) ranks
+ * the same routes the same way. */
+#define ROUTE_FNV_SEED  0x420C0DECB00Bull
+#define ROUTE_FNV_PRIME 0x100000001b3ull
+
+uint64_t moq_route_hash(const char *name, size_t len, const uint64_t *hops, uint32_t nh)
+{
+	uint64_t h = ROUTE_FNV_SEED;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (uint8_t)name[i]) * ROUTE_FNV_PRIME;
+	for (uint32_t i = 0; i < nh; i++)
+		for (unsigned b = 0; b < 8; b++) /* each hop id little-endian */
+			h = (h ^ ((hops[i] >> (8 * b)) & 0xff)) * ROUTE_FNV_PRIME;
+	return h;
+}
+
+/*
+ * Route order (AUTH-CLUSTER.md, Relay-to-relay: announced before offline,
+ * lower cost, fewer hops, the FNV-1a hash over the name and hop ids, then
+ * newest). moq-lite 03..05 carry no cost, and an offline route is not kept
+ * as a candidate here (a lingering broadcast has no route). Returns > 0
+ * when route @a is preferred to @b, < 0 when @b is, 0 when only age can
+ * tell (the caller keeps the newest):
+ *  - the same original publisher over two routes: fewer hops, then the
+ *    lower hash over the name and the whole chain;
+ *  - two original publishers, at least one learned through another relay
+ *    (a chain of more than one hop): the lower hash over the name and the
+ *    first hop (the publisher). Hop counts differ by where a node sits, so
+ *    they cannot decide between publishers if every node is to pick the
+ *    same one; the publisher's id is the same everywhere;
+ *  - two publishers both connected directly: 0 (Broadcast ownership: the
+ *    newer one replaces the live one).
+ */
+static int route_cmp(const char *p, size_t len, const uint64_t *a, uint32_t na, const uint64_t *b,
+                     uint32_t nb)
+{
+	uint64_t ha, hb;
+
+	if (na && nb && a[0] && a[0] == b[0]) {
+		if (na != nb)
+			return na < nb ? 1 : -1;
+		ha = moq_route_hash(p, len, a, na);
+		hb = moq_route_hash(p, len, b, nb);
+	} else {
+		if ((na <= 1 && nb <= 1) || !na || !nb || !a[0] || !b[0])
+			return 0;
+		ha = moq_route_hash(p, len, a, 1);
+		hb = moq_route_hash(p, len, b, 1);
+	}
+	return ha == hb ? 0 : ha < hb ? 1 : -1;
+}
+
 static struct bsrc **bsrc_find(struct bcast *bc, const struct moq_session *s)
 {
 	for (struct bsrc **pp = &bc->backups; *pp; pp = &(*pp)->next)
@@ -403,6 +457,11 @@ static bool bsrc_push(struct bcast *bc, struct moq_session *s, const uint64_t *h
 static void bcast_route(struct moq_node *n, struct bcast *bc, struct moq_session *s,
                         const uint64_t *hops, uint32_t nh, bool renew)
 {
+	uint64_t old_hops[MOQ_MAX_HOPS];
+	uint32_t old_nh = bc->nhops;
+	const struct moq_session *old_pub = bc->pub;
+
+	memcpy(old_hops, bc->hops, old_nh * sizeof(old_hops[0]));
 	bcast_unlinger(n, bc);
 	bcast_set_pub(bc, s);
 	bc->nhops = nh;
@@ -423,8 +482,9 @@ static void bcast_route(struct moq_node *n, struct bcast *bc, struct moq_session
 		if (up->dsubs || up->nremote)
 			up_open(up, s);
 	}
-	if (renew)
-		ann_notify(n, bc, ANN_RESTART);
+	/* requests hear a restart, or the end or start of the route where
+	 * it now runs through their peer or no longer does */
+	ann_reroute(n, bc, old_pub, old_hops, old_nh, renew);
 	hub_announce(n, bc, 1);
 }
 
@@ -504,7 +564,21 @@ uint64_t bcast_offer(struct moq_node *n, struct moq_session *s, const char *p, s
 		return 0;
 	}
 	if (same_publisher(bc->hops, bc->nhops, hops, nh)) {
-		/* The same original publisher over another route: a standby. */
+		/* The same original publisher over another route: a standby,
+		 * or the live route when it ranks first (route_cmp: fewer
+		 * hops); the subscriptions splice over, nothing announced. */
+		if (route_cmp(p, len, hops, nh, bc->hops, bc->nhops) > 0 &&
+		    bsrc_push(bc, bc->pub, bc->hops, bc->nhops)) {
+			bcast_route(n, bc, s, hops, nh, false);
+			return 0;
+		}
+		bsrc_push(bc, s, hops, nh);
+		return 0;
+	}
+	/* Another publisher learned through a relay that ranks below the live
+	 * one waits as a hidden backup: every node keeps the same publisher
+	 * (route_cmp). */
+	if (route_cmp(p, len, hops, nh, bc->hops, bc->nhops) < 0) {
 		bsrc_push(bc, s, hops, nh);
 		return 0;
 	}
@@ -515,6 +589,27 @@ uint64_t bcast_offer(struct moq_node *n, struct moq_session *s, const char *p, s
 	n->st.bcast_replaced++;
 	bcast_route(n, bc, s, hops, nh, true);
 	return 0;
+}
+
+/* The backup that takes over when @bc's live route goes: a standby of the
+ * same publisher first (it splices in), the best ranked of those (fewer
+ * hops); otherwise the best ranked other publisher, the newest on a tie. */
+static struct bsrc **bsrc_best(struct bcast *bc)
+{
+	struct bsrc **best = &bc->backups;
+	bool bsame = same_publisher(bc->hops, bc->nhops, (*best)->hops, (*best)->nhops);
+
+	for (struct bsrc **pp = &(*best)->next; *pp; pp = &(*pp)->next) {
+		struct bsrc *b = *pp;
+		bool same = same_publisher(bc->hops, bc->nhops, b->hops, b->nhops);
+		if ((same && !bsame) ||
+		    (same == bsame && route_cmp(bc->path, bc->len, b->hops, b->nhops, (*best)->hops,
+		                                (*best)->nhops) > 0)) {
+			best = pp;
+			bsame = same;
+		}
+	}
+	return best;
 }
 
 /*
@@ -540,9 +635,10 @@ void bcast_withdraw(struct moq_node *n, struct bcast *bc, struct moq_session *s,
 		}
 		return;
 	}
-	b = bc->backups;
-	if (b) {
-		bc->backups = b->next;
+	if (bc->backups) {
+		bp = bsrc_best(bc);
+		b = *bp;
+		*bp = b->next;
 		b->pub->nbcasts--;
 		n->st.bcast_failovers++;
 		bcast_route(n, bc, b->pub, b->hops, b->nhops,

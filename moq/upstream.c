@@ -165,11 +165,23 @@ static void up_apply(struct upstream *up, const struct moq_subscribe_update *a)
 static void up_recompute(struct upstream *up)
 {
 	struct moq_subscribe_update a;
+	struct moq_node *n = up->n;
 
 	if (!up->dsubs && !up->nremote) {
+		/* cfg.up_hold_ns: a running subscription waits for a
+		 * subscriber to come back before it is closed (ups_settle) */
+		if (n->cfg.up_hold_ns && up->us && !up->us->closed && !up->ended) {
+			if (!up->hold_until) {
+				up->hold_until = n->now + n->cfg.up_hold_ns;
+				if (!n->hold_next || up->hold_until < n->hold_next)
+					n->hold_next = up->hold_until;
+			}
+			return;
+		}
 		up_free(up);
 		return;
 	}
+	up->hold_until = 0;
 	up_agg(up, &a);
 	up_apply(up, &a);
 }
@@ -211,7 +223,7 @@ void up_added(struct upstream *up, const struct dsub *d)
 
 void ups_settle(struct moq_node *n)
 {
-	struct upstream *up;
+	struct upstream *up, *nx;
 
 	while ((up = n->dirty_ups)) {
 		n->dirty_ups = up->dnext;
@@ -219,6 +231,41 @@ void ups_settle(struct moq_node *n)
 		up->dnext = NULL;
 		up_recompute(up);
 	}
+	/* Held upstreams (cfg.up_hold_ns) nobody came back to close now. */
+	if (!n->hold_next || n->now < n->hold_next)
+		return;
+	n->hold_next = 0;
+	for (up = n->ups; up; up = nx) {
+		nx = up->next;
+		if (!up->hold_until)
+			continue;
+		if (up->dsubs || up->nremote) {
+			up->hold_until = 0;
+		} else if (n->now >= up->hold_until || !up->us || up->us->closed || up->ended) {
+			up_free(up);
+		} else if (!n->hold_next || up->hold_until < n->hold_next) {
+			n->hold_next = up->hold_until;
+		}
+	}
+}
+
+uint32_t moq_session_upstreams(const struct moq_session *s)
+{
+	uint32_t k = 0;
+
+	for (const struct usub *us = s->usubs; us; us = us->next)
+		k += us->up && !us->closed;
+	return k;
+}
+
+uint64_t moq_session_peer_origin(const struct moq_session *s)
+{
+	return s->peer_origin;
+}
+
+uint32_t moq_session_announce_requests(const struct moq_session *s)
+{
+	return s->nann_in;
 }
 
 void up_free(struct upstream *up)

@@ -129,6 +129,17 @@ static const struct key keys[] = {
          "directory of {kid}.jwk keys, chosen by the token's kid"},
         {"auth-public", K_PATH, OFF(auth_public), 0, 0,
          "prefixes (comma-separated) open without a token, \"\" = all"},
+        /* relay-to-relay (dpdk_app/cluster.h); moq-relay's names */
+        {"cluster-connect", K_PATH, OFF(cluster_connect), 0, 0,
+         "peer relays to dial, comma-separated moql://host:port/ URLs (kernel backend)"},
+        {"cluster-token", K_PATH, OFF(cluster_token), 0, 0,
+         "file holding the JWT sent to peers (lite-05 SETUP path ?jwt=)"},
+        {"cluster-ca", K_PATH, OFF(cluster_ca), 0, 0,
+         "CA file (PEM) peers' certificates are verified with; \"insecure\" = none"},
+        /* 600 s: far beyond a viewer's reconnect */
+        {"upstream-hold", K_DUR, OFF(upstream_hold_us), 0, 600 * US,
+         "upstream subscription kept after its last subscriber left (default 2s with "
+         "--cluster-connect, else 0)"},
         /* issue 15: the TCP side (web/web.h; BINDINGS.md, sections 2 and 3) */
         {"tcp", K_U32, OFF(tcp), 0, 1,
          "1: HTTP/1.1 + WebSocket (qmux) on TCP --port of the --listen addresses, plain "
@@ -493,15 +504,20 @@ static int set_value(struct moq_pmd_config *cfg, const struct key *k, const char
 			            "%s: %s is out of range [%" PRIu64 "us, %" PRIu64 "us]", lbl, v,
 			            k->min, k->max);
 		*(uint64_t *)(void *)field = x;
+		if (k->off == OFF(upstream_hold_us))
+			cfg->upstream_hold_set = 1;
 		return 0;
-	case K_PATH:
-		if (strlen(v) >= MOQ_CFG_PATH_MAX)
-			return fail(err, errlen, "%s: path longer than %d bytes", lbl,
-			            MOQ_CFG_PATH_MAX - 1);
-		snprintf(field, MOQ_CFG_PATH_MAX, "%s", v);
+	case K_PATH: {
+		size_t cap = k->off == OFF(cluster_connect) ? sizeof(cfg->cluster_connect)
+		                                            : MOQ_CFG_PATH_MAX;
+
+		if (strlen(v) >= cap)
+			return fail(err, errlen, "%s: path longer than %zu bytes", lbl, cap - 1);
+		snprintf(field, cap, "%s", v);
 		if (k->off == OFF(auth_public))
 			cfg->auth_public_set = 1; /* "" is a value: every path */
 		return 0;
+	}
 	case K_BACKEND:
 		if (strcmp(v, "dpdk") == 0)
 			cfg->backend = MOQ_CFG_BACKEND_DPDK;
@@ -810,6 +826,18 @@ int moq_pmd_config_check(const struct moq_pmd_config *cfg, char *err, size_t err
 			return fail(err, errlen, "--queues: port %u is not in --portmask",
 			            cfg->queues[i].port);
 	}
+	if (cfg->cluster_connect[0] != '\0' && cfg->backend == MOQ_CFG_BACKEND_DPDK)
+		return fail(err, errlen,
+		            "--cluster-connect: the dpdk backend cannot dial peers yet; use "
+		            "--backend kernel");
+	if (cfg->cluster_connect[0] != '\0' && cfg->cluster_ca[0] == '\0')
+		return fail(err, errlen,
+		            "--cluster-ca: required with --cluster-connect (a CA file, or "
+		            "\"insecure\" for no verification)");
+	if (cfg->cluster_connect[0] == '\0' &&
+	    (cfg->cluster_token[0] != '\0' || cfg->cluster_ca[0] != '\0'))
+		return fail(err, errlen, "%s: only with --cluster-connect",
+		            cfg->cluster_token[0] ? "--cluster-token" : "--cluster-ca");
 	/* the DPDK backend's ports belong to DPDK: no kernel TCP path yet */
 	if (cfg->backend == MOQ_CFG_BACKEND_DPDK && cfg->tcp)
 		return fail(err, errlen,

@@ -113,6 +113,13 @@ struct moq_pmd_config {
 	char auth_key_dir[MOQ_CFG_PATH_MAX]; /* a directory of {kid}.jwk */
 	char auth_public[MOQ_CFG_PATH_MAX];  /* comma-separated prefixes; "" = all */
 	int auth_public_set;                 /* auth_public was given (it may be "") */
+	/* relay-to-relay (AUTH-CLUSTER.md, Relay-to-relay; dpdk_app/cluster.h) */
+	char cluster_connect[1024];           /* comma-separated peer URLs; "" = none */
+	char cluster_token[MOQ_CFG_PATH_MAX]; /* file with the JWT sent to peers */
+	char cluster_ca[MOQ_CFG_PATH_MAX];    /* CA file peers are verified with,
+					       * "insecure" = no verification */
+	uint64_t upstream_hold_us;            /* upstream kept after its last subscriber */
+	int upstream_hold_set;                /* given (else 2 s with cluster_connect, 0 without) */
 	/* the TCP side (web/web.h): HTTP + WebSocket on TCP --port */
 	uint32_t tcp;                    /* 1: on (kernel backend) */
 	uint32_t max_tcp_conns;          /* per worker */

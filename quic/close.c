@@ -107,8 +107,8 @@ void conn_notify(struct moq_quic_conn *c, struct moq_quic_close_info *info)
 		ep->st.conn_errors++;
 	if (info->code == NGTCP2_STREAM_LIMIT_ERROR && info->kind == MOQ_QUIC_CLOSE_TRANSPORT)
 		ep->st.refused_streams++;
-	if (ep->cfg.cb && ep->cfg.cb->conn_closed)
-		ep->cfg.cb->conn_closed(c, c->user, info);
+	if (c->cb && c->cb->conn_closed)
+		c->cb->conn_closed(c, c->user, info);
 }
 
 static void conn_notify_ccerr(struct moq_quic_conn *c, int local)

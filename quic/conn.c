@@ -89,8 +89,8 @@ static int handshake_completed_cb(ngtcp2_conn *q, void *user_data)
 		ngtcp2_conn_set_tls_alert(c->q, 120);
 		return NGTCP2_ERR_CALLBACK_FAILURE;
 	}
-	if (!c->notified && !c->close_req && ep->cfg.cb && ep->cfg.cb->established) {
-		if (ep->cfg.cb->established(c, c->user, c->alpn) < 0) {
+	if (!c->notified && !c->close_req && c->cb && c->cb->established) {
+		if (c->cb->established(c, c->user, c->alpn) < 0) {
 			c->cb_failed = 1;
 			return NGTCP2_ERR_CALLBACK_FAILURE;
 		}
@@ -100,7 +100,7 @@ static int handshake_completed_cb(ngtcp2_conn *q, void *user_data)
 
 static int app_live(const struct moq_quic_conn *c)
 {
-	return !c->notified && !c->close_req && c->ep->cfg.cb != NULL;
+	return !c->notified && !c->close_req && c->cb != NULL;
 }
 
 static int recv_stream_data_cb(ngtcp2_conn *q, uint32_t flags, int64_t sid, uint64_t offset,
@@ -108,7 +108,7 @@ static int recv_stream_data_cb(ngtcp2_conn *q, uint32_t flags, int64_t sid, uint
                                void *stream_user_data)
 {
 	struct moq_quic_conn *c = user_data;
-	const struct moq_quic_callbacks *cb = c->ep->cfg.cb;
+	const struct moq_quic_callbacks *cb = c->cb;
 
 	(void)stream_user_data;
 	if (app_live(c) && cb->stream_data) {
@@ -130,7 +130,7 @@ static int acked_cb(ngtcp2_conn *q, int64_t sid, uint64_t offset, uint64_t datal
 {
 	struct moq_quic_conn *c = user_data;
 	struct quic_strm *s = stream_user_data;
-	const struct moq_quic_callbacks *cb = c->ep->cfg.cb;
+	const struct moq_quic_callbacks *cb = c->cb;
 
 	(void)q;
 	if (s == NULL)
@@ -144,7 +144,7 @@ static int acked_cb(ngtcp2_conn *q, int64_t sid, uint64_t offset, uint64_t datal
 static int stream_open_cb(ngtcp2_conn *q, int64_t sid, void *user_data)
 {
 	struct moq_quic_conn *c = user_data;
-	const struct moq_quic_callbacks *cb = c->ep->cfg.cb;
+	const struct moq_quic_callbacks *cb = c->cb;
 	struct quic_strm *s = strm_new(c, sid);
 
 	if (s == NULL)
@@ -161,7 +161,7 @@ static int stream_close_cb(ngtcp2_conn *q, uint32_t flags, int64_t sid, uint64_t
                            void *user_data, void *stream_user_data)
 {
 	struct moq_quic_conn *c = user_data;
-	const struct moq_quic_callbacks *cb = c->ep->cfg.cb;
+	const struct moq_quic_callbacks *cb = c->cb;
 	struct quic_strm *s = stream_user_data;
 
 	(void)q;
@@ -184,12 +184,21 @@ static int stream_close_cb(ngtcp2_conn *q, uint32_t flags, int64_t sid, uint64_t
 	if (s)
 		strm_free(c, s);
 	/* A stream slot of the peer's is free again: allow one more
-	 * (RFC 9000, 4.6). */
+	 * (RFC 9000, 4.6), granted in batches of half the initial limit (as
+	 * browsers' QUIC stacks do): one MAX_STREAMS per closed stream made
+	 * the peer ACK a packet of its own for every one-frame audio group. */
 	if (!ngtcp2_conn_is_local_stream(q, sid)) {
-		if (ngtcp2_is_bidi_stream(sid))
-			ngtcp2_conn_extend_max_streams_bidi(q, 1);
-		else
-			ngtcp2_conn_extend_max_streams_uni(q, 1);
+		int bidi = ngtcp2_is_bidi_stream(sid);
+		uint64_t lim = bidi ? c->ep->cfg.max_streams_bidi : c->ep->cfg.max_streams_uni;
+		uint32_t *owed = bidi ? &c->owed_bidi : &c->owed_uni;
+
+		if (++*owed >= (lim / 2 > 0 ? lim / 2 : 1)) {
+			if (bidi)
+				ngtcp2_conn_extend_max_streams_bidi(q, *owed);
+			else
+				ngtcp2_conn_extend_max_streams_uni(q, *owed);
+			*owed = 0;
+		}
 	}
 	return 0;
 }
@@ -198,7 +207,7 @@ static int stream_reset_cb(ngtcp2_conn *q, int64_t sid, uint64_t final_size, uin
                            void *user_data, void *stream_user_data)
 {
 	struct moq_quic_conn *c = user_data;
-	const struct moq_quic_callbacks *cb = c->ep->cfg.cb;
+	const struct moq_quic_callbacks *cb = c->cb;
 
 	(void)q;
 	(void)stream_user_data;
@@ -210,7 +219,7 @@ static int stream_reset_cb(ngtcp2_conn *q, int64_t sid, uint64_t final_size, uin
 static int extend_streams_cb(ngtcp2_conn *q, uint64_t max_streams, void *user_data)
 {
 	struct moq_quic_conn *c = user_data;
-	const struct moq_quic_callbacks *cb = c->ep->cfg.cb;
+	const struct moq_quic_callbacks *cb = c->cb;
 
 	(void)q;
 	(void)max_streams;
@@ -223,7 +232,7 @@ static int extend_stream_data_cb(ngtcp2_conn *q, int64_t sid, uint64_t max_data,
                                  void *stream_user_data)
 {
 	struct moq_quic_conn *c = user_data;
-	const struct moq_quic_callbacks *cb = c->ep->cfg.cb;
+	const struct moq_quic_callbacks *cb = c->cb;
 	struct quic_strm *s = stream_user_data;
 
 	(void)q;
@@ -236,6 +245,19 @@ static int extend_stream_data_cb(ngtcp2_conn *q, int64_t sid, uint64_t max_data,
 	ready_add(c);
 	if (app_live(c) && cb->writable)
 		cb->writable(c, c->user, sid);
+	return 0;
+}
+
+/* RFC 9221: a DATAGRAM frame the peer may send (max_datagram_frame_size
+ * > 0). Nothing above quic/ takes datagrams yet: dropped. */
+static int recv_datagram_cb(ngtcp2_conn *q, uint32_t flags, const uint8_t *data, size_t datalen,
+                            void *user_data)
+{
+	(void)q;
+	(void)flags;
+	(void)data;
+	(void)datalen;
+	(void)user_data;
 	return 0;
 }
 
@@ -322,6 +344,7 @@ void setup_callbacks(struct moq_quic_endpoint *ep)
 	cb->stream_open = stream_open_cb;
 	cb->stream_close = stream_close_cb;
 	cb->stream_reset = stream_reset_cb;
+	cb->recv_datagram = recv_datagram_cb;
 	cb->extend_max_local_streams_bidi = extend_streams_cb;
 	cb->extend_max_local_streams_uni = extend_streams_cb;
 	cb->extend_max_stream_data = extend_stream_data_cb;
@@ -363,6 +386,8 @@ void params_init(struct moq_quic_endpoint *ep, ngtcp2_transport_params *p)
 	p->initial_max_streams_uni = ep->cfg.max_streams_uni;
 	p->max_idle_timeout = ep->cfg.idle_timeout_ns;
 	p->active_connection_id_limit = ACTIVE_CID_LIMIT;
+	/* RFC 9221, 3: DATAGRAM frames accepted (and dropped: recv_datagram_cb) */
+	p->max_datagram_frame_size = ep->cfg.max_datagram_frame_size;
 }
 
 struct moq_quic_conn *conn_alloc(struct moq_quic_endpoint *ep, const struct moq_quic_addr *local,
@@ -376,6 +401,7 @@ struct moq_quic_conn *conn_alloc(struct moq_quic_endpoint *ep, const struct moq_
 	c->ref.get_conn = get_conn;
 	c->ref.user_data = c;
 	c->user = user ? user : ep->cfg.user;
+	c->cb = ep->cfg.cb;
 	c->hidx = UINT32_MAX;
 	c->local = *local;
 	c->remote = *remote;
@@ -404,6 +430,13 @@ void *moq_quic_conn_user(const struct moq_quic_conn *c)
 
 void moq_quic_conn_set_user(struct moq_quic_conn *c, void *user)
 {
+	c->user = user;
+}
+
+void moq_quic_conn_set_callbacks(struct moq_quic_conn *c, const struct moq_quic_callbacks *cb,
+                                 void *user)
+{
+	c->cb = cb;
 	c->user = user;
 }
 

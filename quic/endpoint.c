@@ -288,6 +288,11 @@ static void conn_recv(struct moq_quic_conn *c, const uint8_t *data, size_t len,
 			c->remote.len = cur->remote.addrlen;
 		}
 		ready_add(c);
+		/* the next _send visits it and sets its timer after writing
+		 * (send.c): once per burst, not per datagram (a timer update
+		 * is an ngtcp2_conn_get_expiry and a heap move) */
+		if (c->in_ready)
+			return;
 	}
 	conn_update_timer(c);
 }

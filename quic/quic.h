@@ -238,6 +238,12 @@ struct moq_quic_config {
 	 * (a subscriber waiting for the next group) is not closed by the idle
 	 * timeout and NAT bindings stay open. 0 = off. */
 	uint64_t keep_alive_ns;
+
+	/* RFC 9221: the max_datagram_frame_size transport parameter; 0 = no
+	 * DATAGRAM frames (the default). > 0: the peer may send them (HTTP/3
+	 * datagrams, which WebTransport clients require to be on); received
+	 * ones are dropped. */
+	uint64_t max_datagram_frame_size;
 };
 
 /* Endpoint counters; every refusal or drop has one. */
@@ -350,7 +356,9 @@ int moq_quic_endpoint_timers(struct moq_quic_endpoint *ep, uint64_t now);
 
 /*
  * moq_quic_endpoint_next_expiry: the earliest timestamp at which _timers has
- * work, or UINT64_MAX when there is none.
+ * work, or UINT64_MAX when there is none. A connection a datagram made ready
+ * to send (moq_quic_endpoint_pending) gets its timer from the _send that
+ * writes it: call _send before sleeping until this time.
  */
 uint64_t moq_quic_endpoint_next_expiry(const struct moq_quic_endpoint *ep);
 
@@ -423,6 +431,15 @@ void moq_quic_tls_fingerprint(const struct moq_quic_tls *t, uint8_t out[32]);
 void *moq_quic_tls_wolfssl_ctx(const struct moq_quic_tls *t);
 
 /*
+ * moq_quic_tls_validity: the notBefore / notAfter of @t's (leaf)
+ * certificate in Unix seconds. The generated development certificate is
+ * ECDSA P-256 valid 14 days in total, from a day before it was made (what
+ * browsers accept with serverCertificateHashes). Returns 0, or
+ * MOQ_ERR_CRYPTO when the dates cannot be read.
+ */
+int moq_quic_tls_validity(const struct moq_quic_tls *t, int64_t *not_before, int64_t *not_after);
+
+/*
  * moq_quic_endpoint_set_tls: (server) new connections of @ep get @t's
  * certificate from now on; open ones keep theirs (as _reload_cert, but no
  * file is read: no blocking, nothing to fail on a built @t). @ep takes its
@@ -489,6 +506,17 @@ struct moq_quic_conn *moq_quic_connect(struct moq_quic_endpoint *ep,
 /* moq_quic_conn_user / _set_user: the per-connection user pointer. */
 void *moq_quic_conn_user(const struct moq_quic_conn *c);
 void moq_quic_conn_set_user(struct moq_quic_conn *c, void *user);
+
+/*
+ * moq_quic_conn_set_callbacks: from now on @c's callbacks are @cb (NULL:
+ * none) with @user, instead of the endpoint's config.cb: a layer above
+ * takes a connection over, e.g. HTTP/3 when the negotiated ALPN is "h3"
+ * (call it from the established callback or right after moq_quic_connect).
+ * The other connections keep the endpoint's table (a direct call each). On
+ * the endpoint's thread; @cb must outlive the connection.
+ */
+void moq_quic_conn_set_callbacks(struct moq_quic_conn *c, const struct moq_quic_callbacks *cb,
+                                 void *user);
 
 /* moq_quic_conn_endpoint: the endpoint that owns @c. */
 struct moq_quic_endpoint *moq_quic_conn_endpoint(const struct moq_quic_conn *c);
@@ -589,6 +617,82 @@ int moq_quic_stream_set_urgency(struct moq_quic_conn *c, int64_t sid, uint8_t ur
  * Returns 0 or MOQ_ERR_NOTFOUND.
  */
 int moq_quic_stream_stop_sending(struct moq_quic_conn *c, int64_t sid, uint64_t app_err);
+
+/* ---- light clients (export.c) ------------------------------------------
+ *
+ * A load generator's "light" subscriber: a client connection that, once
+ * established and subscribed, is taken away from ngtcp2 and answered by the
+ * caller itself (header protection, packet numbers, ACK-only 1-RTT packets;
+ * loadgen/light.c). quic/ captures the connection's 1-RTT secrets and keys
+ * during the handshake, exports them with the CIDs and packet number state,
+ * and then forgets the connection without sending anything.
+ */
+#define MOQ_QUIC_LIGHT_SECRET_MAX 48 /* SHA-384 */
+#define MOQ_QUIC_LIGHT_KEY_MAX    32 /* AES-256 */
+#define MOQ_QUIC_LIGHT_IV_LEN     12 /* RFC 9001, 5.3: the AEAD nonce */
+#define MOQ_QUIC_LIGHT_MAX_CIDS   12
+
+/* One direction's 1-RTT secret and the keys derived from it (RFC 9001, 5.1). */
+struct moq_quic_light_dir {
+	uint8_t secret[MOQ_QUIC_LIGHT_SECRET_MAX];
+	uint8_t key[MOQ_QUIC_LIGHT_KEY_MAX];
+	uint8_t iv[MOQ_QUIC_LIGHT_IV_LEN];
+	uint8_t hp[MOQ_QUIC_LIGHT_KEY_MAX];
+};
+
+/* What moq_quic_conn_light_prepare captures (caller memory). */
+struct moq_quic_light_keys {
+	struct moq_quic_light_dir rx, tx; /* rx: the server's packets */
+	size_t secretlen, keylen;
+	int have; /* 1-RTT keys captured */
+};
+
+/* A connection's state at the switch-over. */
+struct moq_quic_light {
+	const struct moq_quic_light_keys *keys;
+	uint8_t dcid[20]; /* the peer's CID our packets carry */
+	size_t dcidlen;
+	uint8_t scids[MOQ_QUIC_LIGHT_MAX_CIDS][20]; /* ours: the peer's packets carry one */
+	size_t scidlen;
+	unsigned nscids;
+	/* the first packet number the caller may send: above every one ngtcp2
+	 * used (RFC 9000, 12.3: numbers may be skipped, never reused) */
+	uint64_t tx_pn;
+	uint64_t ack_delay_exponent; /* ours (RFC 9000, 18.2) */
+	uint64_t max_ack_delay_ns;   /* ours */
+	uint64_t idle_timeout_ns;    /* negotiated (RFC 9000, 10.1), 0 = none */
+	struct moq_quic_addr local, remote;
+	uint32_t version;
+};
+
+/*
+ * moq_quic_conn_light_prepare: (client, before its first _send) have the
+ * handshake of @c offer AES-128-GCM only and record its 1-RTT secrets and
+ * keys into @keys (caller memory that must outlive the handshake; have is
+ * set once they are known). Returns 0, MOQ_ERR_INVAL (@c a server
+ * connection or NULL), MOQ_ERR_STATE (the handshake has started),
+ * MOQ_ERR_CRYPTO (wolfSSL refused the cipher list or method).
+ */
+int moq_quic_conn_light_prepare(struct moq_quic_conn *c, struct moq_quic_light_keys *keys);
+
+/*
+ * moq_quic_conn_light_export: fill @out for @c (CIDs and addresses always).
+ * Returns 0 when @c can be taken over: established, keys captured by
+ * _prepare, AES-128-GCM with SHA-256; else MOQ_ERR_STATE (not established
+ * or keys not captured) or MOQ_ERR_CONFIG (another cipher). @out->keys
+ * points into the @keys given to _prepare.
+ */
+int moq_quic_conn_light_export(struct moq_quic_conn *c, const struct moq_quic_light_keys *keys,
+                               struct moq_quic_light *out);
+
+/*
+ * moq_quic_conn_light_detach: forget @c without sending anything: its
+ * application gets conn_closed (kind APPLICATION, code 0, local, what
+ * "detached") now and the connection is freed at the next _timers. Its
+ * CIDs leave the endpoint's table: datagrams for them must not reach
+ * moq_quic_endpoint_recv any more (it would answer with stateless resets).
+ */
+void moq_quic_conn_light_detach(struct moq_quic_conn *c);
 
 #ifdef __cplusplus
 }

@@ -82,6 +82,9 @@ struct moq_quic_conn {
 	uint32_t tls_gen; /* ep->tls_gen when ssl was made from ep->ctx */
 	ngtcp2_crypto_conn_ref ref;
 	void *user;
+	/* this connection's callbacks: the endpoint's until
+	 * moq_quic_conn_set_callbacks hands it to another layer */
+	const struct moq_quic_callbacks *cb;
 	int server;
 	enum conn_state state;
 	int notified;  /* conn_closed was called */
@@ -111,6 +114,12 @@ struct moq_quic_conn {
 	struct quic_strm *pend_head[MOQ_QUIC_URGENCY_LEVELS], *pend_tail[MOQ_QUIC_URGENCY_LEVELS];
 	uint32_t npend;
 	uint8_t pend_mask; /* bit u: class u has pending streams */
+	/* peer streams closed whose slots are not granted again yet (conn.c,
+	 * stream_close_cb: MAX_STREAMS in batches) */
+	uint32_t owed_uni, owed_bidi;
+	/* a timer was handled since ngtcp2 last said it had nothing to send
+	 * (send.c: write until it says so) */
+	uint8_t expired;
 
 	/* ready list (something may be sent) */
 	struct moq_quic_conn *rnext, *rprev;
@@ -340,6 +349,7 @@ void atab_compact(struct moq_quic_endpoint *ep);
 /* timer.c: the timer heap. */
 void heap_remove(struct moq_quic_endpoint *ep, struct moq_quic_conn *c);
 void conn_update_timer(struct moq_quic_conn *c);
+void conn_update_timer_sent(struct moq_quic_conn *c, uint64_t now);
 
 /* stream.c: stream records. */
 struct quic_strm *strm_new(struct moq_quic_conn *c, int64_t id);

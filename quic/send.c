@@ -9,6 +9,10 @@
 
 /* iovecs handed to ngtcp2 per writev call. */
 #define WRITE_VECS 16
+/* A packet with at least this much room left was not filled because ngtcp2
+ * had nothing more to put in it (its control frames are shorter; STREAM and
+ * CRYPTO frames are split to fit). */
+#define PKT_ROOM_LEFT 256
 
 /* Build the iovec list from sent_off, at most @max entries and no more than
  * needed to cover @bytes (one packet's worth: ngtcp2 walks every entry it is
@@ -119,6 +123,10 @@ static size_t conn_write(struct moq_quic_conn *c, struct moq_quic_pkt *pkts, siz
 				sid = s->id;
 				if (all && s->fin_queued)
 					flags |= NGTCP2_WRITE_STREAM_FLAG_FIN;
+				/* the last stream with data: ngtcp2 closes the
+				 * packet in this call (no WRITE_MORE round trip) */
+				if (all && c->npend == 1)
+					flags &= ~(uint32_t)NGTCP2_WRITE_STREAM_FLAG_MORE;
 			}
 			c->in_ng = 1;
 			nw = ngtcp2_conn_writev_stream(c->q, &ps.path, &pi, pk->data, cap,
@@ -156,16 +164,27 @@ static size_t conn_write(struct moq_quic_conn *c, struct moq_quic_pkt *pkts, siz
 			*more = 0;
 			return i;
 		}
-		if (nw == 0)
+		if (nw == 0) {
+			c->expired = 0; /* all ngtcp2 had, probes included */
 			break;
+		}
 		pk->len = (size_t)nw;
 		addr_set(&pk->local, ps.path.local.addr, ps.path.local.addrlen);
 		addr_set(&pk->remote, ps.path.remote.addr, ps.path.remote.addrlen);
 		pk->ecn = (uint8_t)pi.ecn;
 		c->bytes_sent += (size_t)nw;
 		i++;
-		if (i == max_pkts)
+		if (i == max_pkts) {
 			*more = 1;
+		} else if (c->npend == 0 && !c->expired && c->server &&
+		           c->state == CS_ESTABLISHED && (size_t)nw + PKT_ROOM_LEFT <= maxlen &&
+		           (size_t)nw + PKT_ROOM_LEFT <= cap) {
+			/* No stream has data and ngtcp2 did not fill the packet:
+			 * it has nothing more, and asking costs a writev call
+			 * per connection written. Not after a timer fired (PTO
+			 * probes come in pairs): then until ngtcp2 says 0. */
+			break;
+		}
 	}
 	if (i > 0)
 		ngtcp2_conn_update_pkt_tx_time(c->q, now);
@@ -182,7 +201,7 @@ static size_t conn_write(struct moq_quic_conn *c, struct moq_quic_pkt *pkts, siz
 int moq_quic_endpoint_send(struct moq_quic_endpoint *ep, struct moq_quic_pkt *pkts, size_t n,
                            uint64_t now)
 {
-	size_t i = 0, k, rounds;
+	size_t i = 0, k, rounds, w;
 
 	if (ep == NULL || (pkts == NULL && n > 0))
 		return MOQ_ERR_INVAL;
@@ -216,14 +235,18 @@ int moq_quic_endpoint_send(struct moq_quic_endpoint *ep, struct moq_quic_pkt *pk
 		if (k >= rounds)
 			break;
 		ready_del(c);
-		i += conn_write(c, pkts + i, n - i, now, &more);
+		w = conn_write(c, pkts + i, n - i, now, &more);
+		i += w;
 		if (c->state == CS_DEAD) {
 			conn_free(c);
 			continue;
 		}
 		if (more)
 			ready_add(c);
-		conn_update_timer(c);
+		if (w > 0)
+			conn_update_timer_sent(c, now); /* a new pacing timestamp */
+		else
+			conn_update_timer(c);
 	}
 	ep->st.pkts_out += i;
 	for (k = 0; k < i; k++)

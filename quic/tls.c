@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <wolfssl/options.h>
@@ -29,8 +30,12 @@
 /* TLS 1.3 suites QUIC may use (RFC 9001, 5.3); AES-128-GCM first. */
 #define TLS13_CIPHERS                                                                              \
 	"TLS13-AES128-GCM-SHA256:TLS13-AES256-GCM-SHA384:TLS13-CHACHA20-POLY1305-SHA256"
-/* Validity of the generated development certificate (days). */
-#define SELF_SIGNED_DAYS 14
+/* Validity of the generated development certificate (days after now).
+ * wolfSSL back-dates notBefore by one day (asn.c SetValidity), so 13 gives
+ * 14 days in total: browsers accept a certificate pinned with
+ * serverCertificateHashes only if it is valid for at most 14 days
+ * (W3C WebTransport, 4.4 "custom certificate requirements"). */
+#define SELF_SIGNED_DAYS 13
 
 static int tls_inited;
 static uint64_t pem_loads; /* moq_quic_tls_pem_loads (atomic) */
@@ -129,6 +134,13 @@ static int gen_self_signed(WC_RNG *rng, WOLFSSL_CTX *ctx, uint8_t fp[32])
 	cert->isCA = 0;
 	cert->sigType = CTC_SHA256wECDSA;
 	cert->daysValid = SELF_SIGNED_DAYS;
+	/* X.509 v3 extensions: browsers' verifiers for pinned certificates
+	 * (Chromium's quiche CertificateView) do not parse a certificate
+	 * without any ("Failed to parse the certificate"). */
+	if (wc_SetKeyUsage(cert, "digitalSignature") != 0 ||
+	    wc_SetExtKeyUsage(cert, "serverAuth") != 0 ||
+	    wc_SetSubjectKeyIdFromPublicKey_ex(cert, ECC_TYPE, key) != 0)
+		goto fail_cert;
 	derlen = wc_MakeCert_ex(cert, der, sizeof(der), ECC_TYPE, key, rng);
 	if (derlen <= 0)
 		goto fail_cert;
@@ -398,6 +410,29 @@ void moq_quic_tls_free(struct moq_quic_tls *t)
 void moq_quic_tls_fingerprint(const struct moq_quic_tls *t, uint8_t out[32])
 {
 	memcpy(out, t->fp, sizeof(t->fp));
+}
+
+static int asn1_unix(const WOLFSSL_ASN1_TIME *a, int64_t *out)
+{
+	struct tm tm;
+
+	memset(&tm, 0, sizeof(tm));
+	if (a == NULL || wolfSSL_ASN1_TIME_to_tm(a, &tm) != WOLFSSL_SUCCESS)
+		return MOQ_ERR_CRYPTO;
+	*out = (int64_t)timegm(&tm);
+	return 0;
+}
+
+int moq_quic_tls_validity(const struct moq_quic_tls *t, int64_t *not_before, int64_t *not_after)
+{
+	WOLFSSL_X509 *x = wolfSSL_CTX_get0_certificate(t->ctx);
+
+	if (x == NULL)
+		return MOQ_ERR_CRYPTO;
+	if (asn1_unix(wolfSSL_X509_get_notBefore(x), not_before) != 0 ||
+	    asn1_unix(wolfSSL_X509_get_notAfter(x), not_after) != 0)
+		return MOQ_ERR_CRYPTO;
+	return 0;
 }
 
 int quic_tls_ctx_new(struct moq_quic_endpoint *ep)

@@ -279,6 +279,12 @@ static const struct {
         {"--max-broadcast-name", "4097", "--max-broadcast-name:"},
         {"--max-track-name", "0", "--max-track-name:"},
         {"--max-message", "63", "--max-message: '63' is not an integer in [64, 4096]"},
+        /* relay-to-relay (dpdk_app/cluster.h; URLs are checked at start-up) */
+        {"--cluster-connect", "moql://127.0.0.1:4443/",
+         "--cluster-connect: the dpdk backend cannot dial peers yet"},
+        {"--cluster-token", "/tmp/token", "--cluster-token: only with --cluster-connect"},
+        {"--cluster-ca", "insecure", "--cluster-ca: only with --cluster-connect"},
+        {"--upstream-hold", "1h", "--upstream-hold: 1h is out of range"},
         /* issue 15: --tcp is refused on the dpdk backend (the default here) */
         {"--tcp", "1", "--tcp: the dpdk backend has no TCP path (use --backend kernel)"},
         {"--max-tcp-conns", "0", "--max-tcp-conns:"},

@@ -2300,6 +2300,31 @@ START_TEST(test_hkdf_wolfcrypt)
 }
 END_TEST
 
+/* The generated development certificate follows what browsers accept with
+ * serverCertificateHashes: valid 14 days in total (not more), starting a
+ * day back; each one made is a new certificate (renewal). */
+START_TEST(test_dev_cert_browser_rules)
+{
+	int err = 0;
+	int64_t nb, na, now = (int64_t)time(NULL);
+	struct moq_quic_tls *a = moq_quic_tls_new(NULL, NULL, &err), *b;
+	uint8_t fa[32], fb[32];
+
+	ck_assert_ptr_nonnull(a);
+	ck_assert_int_eq(moq_quic_tls_validity(a, &nb, &na), 0);
+	ck_assert_int_eq(na - nb, 14 * 86400);
+	ck_assert_int_le(nb, now - 86400 + 5);
+	ck_assert_int_ge(nb, now - 86400 - 5);
+	b = moq_quic_tls_new(NULL, NULL, &err);
+	ck_assert_ptr_nonnull(b);
+	moq_quic_tls_fingerprint(a, fa);
+	moq_quic_tls_fingerprint(b, fb);
+	ck_assert(memcmp(fa, fb, 32) != 0);
+	moq_quic_tls_free(a);
+	moq_quic_tls_free(b);
+}
+END_TEST
+
 Suite *quic_suite(void);
 
 Suite *quic_suite(void)
@@ -2338,6 +2363,7 @@ Suite *quic_suite(void)
 	        {"test_pem_cert", test_pem_cert},
 	        {"test_cert_reload", test_cert_reload},
 	        {"test_shared_tls", test_shared_tls},
+	        {"test_dev_cert_browser_rules", test_dev_cert_browser_rules},
 	        {"test_bad_config", test_bad_config},
 	        {"test_interop_gtlsclient", test_interop_gtlsclient},
 	};

@@ -35,22 +35,22 @@ try {
 	const s = await subscribe(new URL(`${base}/`), "moqdp/demo", 5);
 	ok(s.groups >= 5 && s.errors.length === 0, "the page's origin carries the broadcast over WebSocket", s.errors.join("; "));
 	s.conn.close();
-	// a real browser: Chromium opens the page; WebTransport is tried first
-	// (this relay serves no HTTP/3) and the WebSocket fallback carries the
-	// broadcast; the page checks every byte of every frame
+	// a real browser: Chromium opens the page forced onto the WebSocket
+	// fallback (?ws=1: @moq/qmux's Session as the transport, no WebTransport)
+	// and checks every byte of every frame
 	if (existsSync("/usr/bin/chromium")) {
 		const { chromium } = await import("playwright-core");
 		const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: ["--no-sandbox"] });
 		try {
 			const page = await browser.newPage();
-			await page.goto(`${base}/demo/?broadcast=moqdp/demo&tracks=data&verify=1`);
+			await page.goto(`${base}/demo/?broadcast=moqdp/demo&tracks=data&verify=1&ws=1`);
 			let v = "";
 			for (let i = 0; i < 100 && !/verified ([3-9]\d|\d{3,}) bad 0/.test(v); i++) {
 				await new Promise((r) => setTimeout(r, 100));
 				v = (await page.textContent("#verify")) ?? "";
 			}
 			const st = await page.textContent("#status");
-			ok(/WebSocket/.test(st), "Chromium: the page connected over the WebSocket fallback", st);
+			ok(/WebSocket/.test(st), "Chromium forced onto WebSocket: the page connected over qmux-01", st);
 			ok(/verified ([3-9]\d|\d{3,}) bad 0/.test(v), `Chromium: frames arrive, every byte verified (${v})`, v);
 		} finally {
 			await browser.close();

@@ -3,6 +3,7 @@
 // synthetic broadcast through the relay that serves this page and show what
 // arrives, per track, once a second.
 import * as Moq from "@moq/net";
+import Session from "@moq/qmux";
 
 const params = new URLSearchParams(location.search);
 const broadcast = params.get("broadcast") ?? "moqdp/load";
@@ -76,8 +77,21 @@ setInterval(() => {
 }, 1000);
 
 try {
-	const conn = await Moq.Connection.connect(relay);
-	status.textContent = `connected (${conn.version}, ${conn.transport?.constructor?.name === "WebTransport" ? "WebTransport" : "WebSocket"})`;
+	// ?ws=1: force the WebSocket fallback (qmux-01 on the relay's TCP port);
+	// otherwise @moq/net races WebTransport and WebSocket
+	let props;
+	if (params.get("ws") === "1") {
+		const transport = new Session(relay, {
+			protocols: ["moq-lite-05", "moq-lite-04"],
+			versions: { "moq-lite-05": "qmux-01", "moq-lite-04": "qmux-01" },
+			requireProtocol: true,
+		});
+		await transport.ready;
+		props = { transport };
+	}
+	const conn = await Moq.Connection.connect(relay, props);
+	const ws = conn.transport instanceof Session || props !== undefined;
+	status.textContent = `connected (${conn.version}, ${ws ? "WebSocket" : "WebTransport"})`;
 	await Promise.all(tracks.map((t) => run(conn, t)));
 	status.textContent = "the broadcast ended";
 } catch (e) {

@@ -1,0 +1,661 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * h3.c: the HTTP/3 wire pieces WebTransport needs (h3.h): varints, SETTINGS,
+ * frame headers, the extended CONNECT and its response through nghttp3's
+ * QPACK, wt-available-protocols, capsules, prefixes and the error-code
+ * mapping. No state, no I/O: wt.c drives them per connection.
+ */
+#include "h3.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nghttp3/nghttp3.h>
+
+/* ------------------------------------------------------------ varints */
+
+int moq_h3_varint_get(const uint8_t *p, size_t len, uint64_t *v)
+{
+	size_t n;
+	uint64_t x;
+
+	if (len == 0)
+		return MOQ_ERR_SHORT;
+	n = (size_t)1 << (p[0] >> 6); /* RFC 9000, 16: 2-bit length */
+	if (len < n)
+		return MOQ_ERR_SHORT;
+	x = p[0] & 0x3f;
+	for (size_t i = 1; i < n; i++)
+		x = x << 8 | p[i];
+	*v = x;
+	return (int)n;
+}
+
+size_t moq_h3_varint_len(uint64_t v)
+{
+	if (v < 64)
+		return 1;
+	if (v < 16384)
+		return 2;
+	if (v < 1073741824)
+		return 4;
+	if (v < 4611686018427387904ull)
+		return 8;
+	return 0;
+}
+
+size_t moq_h3_varint_put(uint8_t *p, uint64_t v)
+{
+	size_t n = moq_h3_varint_len(v);
+	static const uint8_t tag[9] = {0, 0x00, 0x40, 0, 0x80, 0, 0, 0, 0xc0};
+
+	for (size_t i = n; i-- > 0; v >>= 8)
+		p[i] = (uint8_t)v;
+	if (n)
+		p[0] |= tag[n];
+	return n;
+}
+
+/* ------------------------------------------------------- error codes */
+
+uint64_t moq_h3_code_to_h3(uint64_t c)
+{
+	c &= 0xffffffffull;
+	return MOQ_H3_WT_CODE_FIRST + c + c / 0x1e;
+}
+
+uint64_t moq_h3_code_from_h3(uint64_t h)
+{
+	uint64_t d;
+
+	if (h < MOQ_H3_WT_CODE_FIRST || h > MOQ_H3_WT_CODE_LAST)
+		return h;
+	d = h - MOQ_H3_WT_CODE_FIRST;
+	return d - d / 0x1f;
+}
+
+/* ----------------------------------------------------------- settings */
+
+int moq_h3_control_open(uint8_t *buf, size_t cap, int client)
+{
+	/* BINDINGS.md 1: the server's SETTINGS; a client sends the same
+	 * datagram / WebTransport ones (ENABLE_CONNECT_PROTOCOL is a server's
+	 * setting, RFC 8441, 3). */
+	static const uint64_t server[][2] = {
+	        {MOQ_H3_SET_ENABLE_CONNECT, 1},  {MOQ_H3_SET_H3_DATAGRAM, 1},
+	        {MOQ_H3_SET_H3_DATAGRAM_OLD, 1}, {MOQ_H3_SET_WT_MAX_SESSIONS, 1},
+	        {MOQ_H3_SET_WT_MAX_SESS_OLD, 1}, {MOQ_H3_SET_WT_ENABLE_OLD, 1},
+	};
+	uint8_t body[96];
+	size_t bl = 0, n = 0, first = client ? 1 : 0;
+
+	for (size_t i = first; i < sizeof(server) / sizeof(server[0]); i++) {
+		bl += moq_h3_varint_put(body + bl, server[i][0]);
+		bl += moq_h3_varint_put(body + bl, server[i][1]);
+	}
+	if (cap < 1 + 1 + moq_h3_varint_len(bl) + bl)
+		return MOQ_ERR_TOO_LARGE;
+	n += moq_h3_varint_put(buf + n, MOQ_H3_STREAM_CONTROL);
+	n += moq_h3_varint_put(buf + n, MOQ_H3_FRAME_SETTINGS);
+	n += moq_h3_varint_put(buf + n, bl);
+	memcpy(buf + n, body, bl);
+	return (int)(n + bl);
+}
+
+int moq_h3_settings_decode(const uint8_t *p, size_t len, struct moq_h3_settings *out)
+{
+	size_t off = 0;
+	uint64_t seen = 0; /* bits of the known identifiers, for repeats */
+
+	memset(out, 0, sizeof(*out));
+	while (off < len) {
+		uint64_t id, val, bit = 0;
+		int a = moq_h3_varint_get(p + off, len - off, &id), b;
+
+		if (a < 0)
+			return MOQ_ERR_DECODE;
+		b = moq_h3_varint_get(p + off + (size_t)a, len - off - (size_t)a, &val);
+		if (b < 0)
+			return MOQ_ERR_DECODE;
+		off += (size_t)a + (size_t)b;
+		out->count++;
+		/* RFC 9114, 7.2.4.1: HTTP/2's settings are an error here */
+		if (id >= 0x02 && id <= 0x05)
+			return MOQ_ERR_PROTO;
+		switch (id) {
+		case MOQ_H3_SET_QPACK_MAX_TABLE:
+			out->qpack_max_table = val;
+			bit = 1;
+			break;
+		case MOQ_H3_SET_QPACK_BLOCKED:
+			out->qpack_blocked = val;
+			bit = 2;
+			break;
+		case MOQ_H3_SET_MAX_FIELD_SECTION:
+			out->max_field_section = val;
+			bit = 4;
+			break;
+		case MOQ_H3_SET_ENABLE_CONNECT:
+			out->enable_connect = val;
+			bit = 8;
+			break;
+		case MOQ_H3_SET_H3_DATAGRAM:
+		case MOQ_H3_SET_H3_DATAGRAM_OLD:
+			if (val)
+				out->h3_datagram = val;
+			bit = id == MOQ_H3_SET_H3_DATAGRAM ? 16 : 32;
+			break;
+		case MOQ_H3_SET_WT_MAX_SESSIONS:
+		case MOQ_H3_SET_WT_MAX_SESS_OLD:
+			if (val)
+				out->wt_max_sessions = val;
+			bit = id == MOQ_H3_SET_WT_MAX_SESSIONS ? 64 : 128;
+			break;
+		case MOQ_H3_SET_WT_ENABLE_OLD:
+			out->wt_enable_old = val;
+			bit = 256;
+			break;
+		default:
+			break; /* RFC 9114, 7.2.4: unknown identifiers are ignored */
+		}
+		/* RFC 9114, 7.2.4: the same identifier twice is an error */
+		if (seen & bit)
+			return MOQ_ERR_PROTO;
+		seen |= bit;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ frames */
+
+int moq_h3_frame_head(const uint8_t *p, size_t len, uint64_t *type, uint64_t *flen)
+{
+	int a = moq_h3_varint_get(p, len, type), b;
+
+	if (a < 0)
+		return a;
+	b = moq_h3_varint_get(p + a, len - (size_t)a, flen);
+	if (b < 0)
+		return b;
+	return a + b;
+}
+
+/* ----------------------------------------------------- protocol lists */
+
+static const struct {
+	const char *name;
+	enum moq_version v;
+} versions[] = {
+        {MOQ_ALPN_05, MOQ_LITE_05},
+        {MOQ_ALPN_04, MOQ_LITE_04},
+        {MOQ_ALPN_03, MOQ_LITE_03},
+};
+
+static enum moq_version version_of(const char *s, size_t len)
+{
+	for (size_t i = 0; i < sizeof(versions) / sizeof(versions[0]); i++)
+		if (strlen(versions[i].name) == len && memcmp(versions[i].name, s, len) == 0)
+			return versions[i].v;
+	return 0;
+}
+
+static const char *version_name(enum moq_version v)
+{
+	for (size_t i = 0; i < sizeof(versions) / sizeof(versions[0]); i++)
+		if (versions[i].v == v)
+			return versions[i].name;
+	return NULL;
+}
+
+static size_t skip_ows(const char *s, size_t i, size_t len)
+{
+	while (i < len && (s[i] == ' ' || s[i] == '\t'))
+		i++;
+	return i;
+}
+
+/* RFC 8941, 3.1 / 3.3.3: a list of sf-strings, each with optional
+ * parameters (skipped). The first of ours wins (the client's order). */
+int moq_h3_protocols_pick(const char *s, size_t len)
+{
+	size_t i = skip_ows(s, 0, len);
+	enum moq_version best = 0;
+
+	if (i == len)
+		return 0; /* an empty list */
+	for (;;) {
+		char item[64];
+		size_t il = 0;
+		int too_long = 0;
+
+		if (i >= len || s[i] != '"')
+			return MOQ_ERR_DECODE;
+		for (i++;; i++) {
+			if (i >= len)
+				return MOQ_ERR_DECODE;
+			if (s[i] == '\\') {
+				if (++i >= len || (s[i] != '"' && s[i] != '\\'))
+					return MOQ_ERR_DECODE;
+			} else if (s[i] == '"') {
+				i++;
+				break;
+			} else if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e) {
+				return MOQ_ERR_DECODE;
+			}
+			if (il < sizeof(item))
+				item[il++] = s[i];
+			else
+				too_long = 1;
+		}
+		/* parameters: ;key[=value] */
+		while (i < len && s[i] == ';') {
+			i++;
+			while (i < len && s[i] != ';' && s[i] != ',' && s[i] != '"')
+				i++;
+			if (i < len && s[i] == '"')
+				return MOQ_ERR_DECODE; /* a quoted parameter value: not ours */
+		}
+		if (!best && !too_long)
+			best = version_of(item, il);
+		i = skip_ows(s, i, len);
+		if (i == len)
+			break;
+		if (s[i] != ',')
+			return MOQ_ERR_DECODE;
+		i = skip_ows(s, i + 1, len);
+		if (i == len)
+			return MOQ_ERR_DECODE; /* a trailing comma */
+	}
+	return (int)best;
+}
+
+/* ----------------------------------------------------------- CONNECT */
+
+enum {
+	PH_METHOD = 1,
+	PH_PROTOCOL = 2,
+	PH_SCHEME = 4,
+	PH_AUTHORITY = 8,
+	PH_PATH = 16,
+};
+
+static int eq(const nghttp3_vec *v, const char *s)
+{
+	return v->len == strlen(s) && memcmp(v->base, s, v->len) == 0;
+}
+
+static char *dup_vec(const nghttp3_vec *v)
+{
+	char *p = malloc(v->len + 1);
+
+	if (p) {
+		memcpy(p, v->base, v->len);
+		p[v->len] = '\0';
+	}
+	return p;
+}
+
+static int refuse(struct moq_h3_request *r, int status, const char *why)
+{
+	if (r->status == 200) {
+		r->status = status;
+		r->why = why;
+	}
+	return 0;
+}
+
+/* One decoded field of the request: check and keep what matters. */
+static int request_field(struct moq_h3_request *r, unsigned *seen, int *protos, int *has_protos,
+                         const nghttp3_vec *n, const nghttp3_vec *v)
+{
+	unsigned bit = 0;
+
+	if (n->len > 0 && n->base[0] == ':') {
+		/* RFC 9114, 4.3: pseudo-headers first, each once, known ones */
+		if (*seen & 0x100)
+			return refuse(r, 400, "pseudo-header after a regular field");
+		if (eq(n, ":method"))
+			bit = PH_METHOD;
+		else if (eq(n, ":protocol"))
+			bit = PH_PROTOCOL;
+		else if (eq(n, ":scheme"))
+			bit = PH_SCHEME;
+		else if (eq(n, ":authority"))
+			bit = PH_AUTHORITY;
+		else if (eq(n, ":path"))
+			bit = PH_PATH;
+		else
+			return refuse(r, 400, "unknown pseudo-header");
+		if (*seen & bit)
+			return refuse(r, 400, "pseudo-header repeated");
+		*seen |= bit;
+		switch (bit) {
+		case PH_METHOD:
+			if (!eq(v, "CONNECT"))
+				return refuse(r, 400, ":method is not CONNECT");
+			break;
+		case PH_PROTOCOL:
+			if (!eq(v, "webtransport"))
+				return refuse(r, 501, ":protocol is not webtransport");
+			break;
+		case PH_SCHEME:
+			if (!eq(v, "https"))
+				return refuse(r, 400, ":scheme is not https");
+			break;
+		case PH_AUTHORITY:
+			if (v->len == 0)
+				return refuse(r, 400, "empty :authority");
+			free(r->authority);
+			r->authority = dup_vec(v);
+			if (!r->authority)
+				return MOQ_ERR_NOMEM;
+			break;
+		case PH_PATH:
+			if (v->len == 0 || v->base[0] != '/')
+				return refuse(r, 400, ":path does not start with /");
+			free(r->path);
+			r->path = dup_vec(v);
+			if (!r->path)
+				return MOQ_ERR_NOMEM;
+			r->path_len = v->len;
+			break;
+		}
+		return 0;
+	}
+	*seen |= 0x100;
+	if (eq(n, "wt-available-protocols")) {
+		int p = moq_h3_protocols_pick((const char *)v->base, v->len);
+
+		*has_protos = 1;
+		if (p < 0)
+			return refuse(r, 400, "wt-available-protocols is not a list of strings");
+		if (!*protos)
+			*protos = p;
+	}
+	return 0;
+}
+
+int moq_h3_connect_parse(int64_t sid, const uint8_t *block, size_t len, struct moq_h3_request *out)
+{
+	const nghttp3_mem *mem = nghttp3_mem_default();
+	nghttp3_qpack_decoder *dec = NULL;
+	nghttp3_qpack_stream_context *sctx = NULL;
+	unsigned seen = 0;
+	int protos = 0, has_protos = 0, rv = 0;
+	size_t off = 0;
+
+	memset(out, 0, sizeof(*out));
+	out->status = 200;
+	/* RFC 9204, 3.2.3: our SETTINGS announce capacity 0 and no blocked
+	 * streams, so the field section can only use the static table. */
+	if (nghttp3_qpack_decoder_new(&dec, 0, 0, mem) != 0)
+		return MOQ_ERR_NOMEM;
+	if (nghttp3_qpack_stream_context_new(&sctx, sid, mem) != 0) {
+		rv = MOQ_ERR_NOMEM;
+		goto done;
+	}
+	for (;;) {
+		nghttp3_qpack_nv nv;
+		uint8_t flags = 0;
+		nghttp3_ssize n = nghttp3_qpack_decoder_read_request(dec, sctx, &nv, &flags,
+		                                                     block + off, len - off, 1);
+
+		if (n < 0) {
+			rv = n == NGHTTP3_ERR_NOMEM ? MOQ_ERR_NOMEM : MOQ_ERR_DECODE;
+			goto done;
+		}
+		off += (size_t)n;
+		if (flags & NGHTTP3_QPACK_DECODE_FLAG_BLOCKED) {
+			rv = MOQ_ERR_DECODE; /* refers to a dynamic table we never allowed */
+			goto done;
+		}
+		if (flags & NGHTTP3_QPACK_DECODE_FLAG_EMIT) {
+			nghttp3_vec nm = nghttp3_rcbuf_get_buf(nv.name);
+			nghttp3_vec vl = nghttp3_rcbuf_get_buf(nv.value);
+
+			rv = request_field(out, &seen, &protos, &has_protos, &nm, &vl);
+			nghttp3_rcbuf_decref(nv.name);
+			nghttp3_rcbuf_decref(nv.value);
+			if (rv < 0)
+				goto done;
+		}
+		if (flags & NGHTTP3_QPACK_DECODE_FLAG_FINAL)
+			break;
+		if (n == 0 && off >= len) {
+			rv = MOQ_ERR_DECODE;
+			goto done;
+		}
+	}
+	if (!(seen & PH_METHOD))
+		refuse(out, 400, "no :method");
+	if (!(seen & PH_PROTOCOL))
+		refuse(out, 400, "no :protocol (not an extended CONNECT)");
+	if (!(seen & PH_SCHEME))
+		refuse(out, 400, "no :scheme");
+	if (!(seen & PH_AUTHORITY))
+		refuse(out, 400, "no :authority");
+	if (!(seen & PH_PATH))
+		refuse(out, 400, "no :path");
+	if (!has_protos)
+		refuse(out, 406,
+		       "no wt-available-protocols (moq-lite 05/04/03 are negotiated there)");
+	else if (!protos)
+		refuse(out, 406, "wt-available-protocols offers no moq-lite version of ours");
+	out->v = out->status == 200 ? (enum moq_version)protos : 0;
+done:
+	nghttp3_qpack_stream_context_del(sctx);
+	nghttp3_qpack_decoder_del(dec);
+	if (rv < 0)
+		moq_h3_request_free(out);
+	return rv;
+}
+
+void moq_h3_request_free(struct moq_h3_request *r)
+{
+	free(r->path);
+	free(r->authority);
+	r->path = NULL;
+	r->authority = NULL;
+	r->path_len = 0;
+}
+
+static void nv_set(nghttp3_nv *nv, const char *n, const char *v)
+{
+	nv->name = (uint8_t *)(uintptr_t)n;
+	nv->namelen = strlen(n);
+	nv->value = (uint8_t *)(uintptr_t)v;
+	nv->valuelen = strlen(v);
+	nv->flags = NGHTTP3_NV_FLAG_NONE;
+}
+
+/* A HEADERS frame holding @nva QPACK-encoded (static table, literals). */
+static uint8_t *headers_frame(int64_t sid, const nghttp3_nv *nva, size_t nvlen, size_t *out_len)
+{
+	const nghttp3_mem *mem = nghttp3_mem_default();
+	nghttp3_qpack_encoder *enc = NULL;
+	nghttp3_buf pbuf, rbuf, ebuf;
+	uint8_t *out = NULL;
+
+	nghttp3_buf_init(&pbuf);
+	nghttp3_buf_init(&rbuf);
+	nghttp3_buf_init(&ebuf);
+	if (nghttp3_qpack_encoder_new(&enc, 0, mem) != 0)
+		return NULL;
+	if (nghttp3_qpack_encoder_encode(enc, &pbuf, &rbuf, &ebuf, sid, nva, nvlen) == 0) {
+		size_t pl = (size_t)(pbuf.last - pbuf.pos), rl = (size_t)(rbuf.last - rbuf.pos);
+		size_t bl = pl + rl, n = 0;
+
+		out = malloc(16 + bl);
+		if (out) {
+			n += moq_h3_varint_put(out + n, MOQ_H3_FRAME_HEADERS);
+			n += moq_h3_varint_put(out + n, bl);
+			memcpy(out + n, pbuf.pos, pl);
+			memcpy(out + n + pl, rbuf.pos, rl);
+			*out_len = n + bl;
+		}
+	}
+	nghttp3_buf_free(&pbuf, mem);
+	nghttp3_buf_free(&rbuf, mem);
+	nghttp3_buf_free(&ebuf, mem);
+	nghttp3_qpack_encoder_del(enc);
+	return out;
+}
+
+uint8_t *moq_h3_response_encode(int64_t sid, int status, enum moq_version v, size_t *out_len)
+{
+	nghttp3_nv nva[3];
+	char st[8], proto[32];
+	size_t n = 0;
+	const char *name = version_name(v);
+
+	snprintf(st, sizeof(st), "%d", status);
+	nv_set(&nva[n++], ":status", st);
+	if (status == 200) {
+		/* draft-ietf-webtrans-http3-02, 3.3: what Chrome checks */
+		nv_set(&nva[n++], "sec-webtransport-http3-draft", "draft02");
+		if (name) {
+			snprintf(proto, sizeof(proto), "\"%s\"", name);
+			nv_set(&nva[n++], "wt-protocol", proto);
+		}
+	}
+	return headers_frame(sid, nva, n, out_len);
+}
+
+uint8_t *moq_h3_request_encode(int64_t sid, const char *authority, const char *path,
+                               size_t *out_len)
+{
+	nghttp3_nv nva[7];
+
+	nv_set(&nva[0], ":method", "CONNECT");
+	nv_set(&nva[1], ":protocol", "webtransport");
+	nv_set(&nva[2], ":scheme", "https");
+	nv_set(&nva[3], ":authority", authority);
+	nv_set(&nva[4], ":path", path);
+	nv_set(&nva[5], "sec-webtransport-http3-draft02", "1");
+	nv_set(&nva[6], "wt-available-protocols",
+	       "\"" MOQ_ALPN_05 "\", \"" MOQ_ALPN_04 "\", \"" MOQ_ALPN_03 "\"");
+	return headers_frame(sid, nva, 7, out_len);
+}
+
+int moq_h3_response_parse(int64_t sid, const uint8_t *block, size_t len, int *status,
+                          enum moq_version *v)
+{
+	const nghttp3_mem *mem = nghttp3_mem_default();
+	nghttp3_qpack_decoder *dec = NULL;
+	nghttp3_qpack_stream_context *sctx = NULL;
+	size_t off = 0;
+	int rv = MOQ_ERR_DECODE;
+
+	*status = 0;
+	*v = 0;
+	if (nghttp3_qpack_decoder_new(&dec, 0, 0, mem) != 0)
+		return MOQ_ERR_NOMEM;
+	if (nghttp3_qpack_stream_context_new(&sctx, sid, mem) != 0) {
+		nghttp3_qpack_decoder_del(dec);
+		return MOQ_ERR_NOMEM;
+	}
+	for (;;) {
+		nghttp3_qpack_nv nv;
+		uint8_t flags = 0;
+		nghttp3_ssize n = nghttp3_qpack_decoder_read_request(dec, sctx, &nv, &flags,
+		                                                     block + off, len - off, 1);
+
+		if (n < 0 || (flags & NGHTTP3_QPACK_DECODE_FLAG_BLOCKED))
+			break;
+		off += (size_t)n;
+		if (flags & NGHTTP3_QPACK_DECODE_FLAG_EMIT) {
+			nghttp3_vec nm = nghttp3_rcbuf_get_buf(nv.name);
+			nghttp3_vec vl = nghttp3_rcbuf_get_buf(nv.value);
+
+			if (eq(&nm, ":status") && vl.len == 3)
+				*status = (vl.base[0] - '0') * 100 + (vl.base[1] - '0') * 10 +
+				          (vl.base[2] - '0');
+			else if (eq(&nm, "wt-protocol")) {
+				int p = moq_h3_protocols_pick((const char *)vl.base, vl.len);
+				*v = p > 0 ? (enum moq_version)p : 0;
+			}
+			nghttp3_rcbuf_decref(nv.name);
+			nghttp3_rcbuf_decref(nv.value);
+		}
+		if (flags & NGHTTP3_QPACK_DECODE_FLAG_FINAL) {
+			rv = *status >= 100 && *status <= 999 ? 0 : MOQ_ERR_DECODE;
+			break;
+		}
+		if (n == 0 && off >= len)
+			break;
+	}
+	nghttp3_qpack_stream_context_del(sctx);
+	nghttp3_qpack_decoder_del(dec);
+	return rv;
+}
+
+/* ---------------------------------------------------------- capsules */
+
+int moq_h3_capsule_get(const uint8_t *p, size_t len, uint64_t *type, const uint8_t **val,
+                       size_t *vlen)
+{
+	uint64_t l;
+	int h = moq_h3_frame_head(p, len, type, &l); /* same shape: type, length */
+
+	if (h < 0)
+		return h;
+	if (l > MOQ_H3_MAX_FRAME)
+		return MOQ_ERR_TOO_LARGE;
+	if (len - (size_t)h < l)
+		return MOQ_ERR_SHORT;
+	*val = p + h;
+	*vlen = (size_t)l;
+	return h + (int)l;
+}
+
+int moq_h3_close_capsule(uint8_t *buf, size_t cap, uint32_t code, const char *reason,
+                         size_t reason_len)
+{
+	size_t cl, n = 0;
+
+	if (reason_len > 1024) /* draft-ietf-webtrans-http3, 5: at most 1024 bytes */
+		reason_len = 1024;
+	cl = 4 + reason_len;
+	if (cap < 1 + 8 + 4 + 8 + cl)
+		return MOQ_ERR_TOO_LARGE;
+	n += moq_h3_varint_put(buf + n, MOQ_H3_FRAME_DATA);
+	n += moq_h3_varint_put(buf + n, moq_h3_varint_len(MOQ_H3_CAPSULE_CLOSE_WT) +
+	                                        moq_h3_varint_len(cl) + cl);
+	n += moq_h3_varint_put(buf + n, MOQ_H3_CAPSULE_CLOSE_WT);
+	n += moq_h3_varint_put(buf + n, cl);
+	buf[n++] = (uint8_t)(code >> 24);
+	buf[n++] = (uint8_t)(code >> 16);
+	buf[n++] = (uint8_t)(code >> 8);
+	buf[n++] = (uint8_t)code;
+	if (reason_len)
+		memcpy(buf + n, reason, reason_len);
+	return (int)(n + reason_len);
+}
+
+/* ----------------------------------------------------------- prefixes */
+
+size_t moq_h3_stream_prefix(uint8_t *buf, int bidi, uint64_t session_id)
+{
+	size_t n = moq_h3_varint_put(buf, bidi ? MOQ_H3_STREAM_WT_BIDI : MOQ_H3_STREAM_WT_UNI);
+
+	return n + moq_h3_varint_put(buf + n, session_id);
+}
+
+size_t moq_h3_datagram_prefix(uint8_t *buf, uint64_t session_id)
+{
+	/* RFC 9297, 2.1: Quarter Stream ID = the request stream's id / 4 */
+	return moq_h3_varint_put(buf, session_id / 4);
+}
+
+int moq_h3_datagram_parse(const uint8_t *p, size_t len, uint64_t *session_id)
+{
+	uint64_t q;
+	int n = moq_h3_varint_get(p, len, &q);
+
+	/* RFC 9297, 2.1: at most 2^60 - 1 (the stream id is a 62-bit varint) */
+	if (n < 0 || q >= (1ull << 60))
+		return MOQ_ERR_DECODE;
+	*session_id = q * 4;
+	return n;
+}

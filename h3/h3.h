@@ -1,0 +1,334 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * h3.h: the minimal HTTP/3 a WebTransport session needs, and moq-lite over
+ * WebTransport (docs/BINDINGS.md section 1; RFC 9114, RFC 9204, RFC 9220,
+ * RFC 9297, draft-ietf-webtrans-http3).
+ *
+ * Two parts:
+ *   - wire helpers without state (varints, SETTINGS, the extended CONNECT
+ *     and its response, capsules, datagram and stream prefixes, the error
+ *     code mapping): what the unit suite and the fuzz target drive;
+ *   - struct moq_wt, one WebTransport session on one QUIC connection whose
+ *     ALPN is "h3": it takes the connection's callbacks over
+ *     (moq_quic_conn_set_callbacks), runs the control streams and the
+ *     CONNECT, strips and adds the WebTransport stream prefixes and hands
+ *     the moq-lite session (moq_binding_accept / _connect) exactly the
+ *     streams it would see on raw QUIC. Stream ids are the QUIC ones; the
+ *     acknowledged offsets of locally opened streams are moved back by the
+ *     prefix so the session counts its own bytes. Frame data is written
+ *     from the caller's memory as on raw QUIC (fanout stays zero-copy).
+ *
+ * QPACK: Debian 12's libnghttp3 (0.8) standalone QPACK encoder / decoder,
+ * static table only (we announce a dynamic table capacity of 0, open no
+ * encoder / decoder streams, and read and drop the peer's).
+ *
+ * Errors: 0 / a count, or a negative MOQ_ERR_* (common/moq_err.h).
+ */
+#ifndef MOQ_H3_H3_H
+#define MOQ_H3_H3_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "moq_err.h"
+#include "moq.h"
+#include "quic.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* RFC 9114, 3.1: the ALPN of HTTP/3, offered beside the moq-lite ALPNs. */
+#define MOQ_H3_ALPN "h3"
+
+/* RFC 9114, 7.2: frame types. */
+#define MOQ_H3_FRAME_DATA     0x00
+#define MOQ_H3_FRAME_HEADERS  0x01
+#define MOQ_H3_FRAME_SETTINGS 0x04
+#define MOQ_H3_FRAME_GOAWAY   0x07
+/* RFC 9114, 6.2 / RFC 9204, 4.2: unidirectional stream types. */
+#define MOQ_H3_STREAM_CONTROL   0x00
+#define MOQ_H3_STREAM_PUSH      0x01
+#define MOQ_H3_STREAM_QPACK_ENC 0x02
+#define MOQ_H3_STREAM_QPACK_DEC 0x03
+/* draft-ietf-webtrans-http3, 4.1 / 4.2: WebTransport stream signals. */
+#define MOQ_H3_STREAM_WT_UNI  0x54
+#define MOQ_H3_STREAM_WT_BIDI 0x41
+/* draft-ietf-webtrans-http3, 5: CLOSE_WEBTRANSPORT_SESSION, DRAIN. */
+#define MOQ_H3_CAPSULE_CLOSE_WT 0x2843
+#define MOQ_H3_CAPSULE_DRAIN_WT 0x78ae
+
+/* SETTINGS identifiers (BINDINGS.md 1: the server's values; Chrome still
+ * checks the old datagram and WebTransport codepoints). */
+#define MOQ_H3_SET_QPACK_MAX_TABLE   0x01
+#define MOQ_H3_SET_MAX_FIELD_SECTION 0x06
+#define MOQ_H3_SET_QPACK_BLOCKED     0x07
+#define MOQ_H3_SET_ENABLE_CONNECT    0x08       /* RFC 8441 / 9220 */
+#define MOQ_H3_SET_H3_DATAGRAM       0x33       /* RFC 9297 */
+#define MOQ_H3_SET_H3_DATAGRAM_OLD   0xffd277   /* draft-ietf-masque-h3-datagram */
+#define MOQ_H3_SET_WT_MAX_SESSIONS   0xc671706a /* draft-ietf-webtrans-http3-07+ */
+#define MOQ_H3_SET_WT_ENABLE_OLD     0x2b603742 /* draft-02 ENABLE_WEBTRANSPORT */
+#define MOQ_H3_SET_WT_MAX_SESS_OLD   0x2b603743 /* draft-02..06 max sessions */
+
+/* RFC 9114, 8.1 / RFC 9204, 6: HTTP/3 and QPACK error codes. */
+#define MOQ_H3_NO_ERROR                   0x100
+#define MOQ_H3_GENERAL_PROTOCOL_ERROR     0x101
+#define MOQ_H3_INTERNAL_ERROR             0x102
+#define MOQ_H3_STREAM_CREATION_ERROR      0x103
+#define MOQ_H3_CLOSED_CRITICAL_STREAM     0x104
+#define MOQ_H3_FRAME_UNEXPECTED           0x105
+#define MOQ_H3_FRAME_ERROR                0x106
+#define MOQ_H3_ID_ERROR                   0x108
+#define MOQ_H3_SETTINGS_ERROR             0x109
+#define MOQ_H3_MISSING_SETTINGS           0x10a
+#define MOQ_H3_REQUEST_REJECTED           0x10b
+#define MOQ_H3_MESSAGE_ERROR              0x10e
+#define MOQ_H3_QPACK_DECOMPRESSION_FAILED 0x200
+/* draft-ietf-webtrans-http3, 9.5: a stream for a session not (yet) open. */
+#define MOQ_H3_WT_BUFFERED_STREAM_REJECTED 0x3994bd84
+#define MOQ_H3_WT_SESSION_GONE             0x170d7b68
+
+/* draft-ietf-webtrans-http3, 4.4: application codes in the HTTP/3 space. */
+#define MOQ_H3_WT_CODE_FIRST 0x52e4a40fa8dbull
+#define MOQ_H3_WT_CODE_LAST  0x52e5ac983162ull
+
+/* The largest HEADERS / capsule we read (CONNECT requests are < 1 KiB;
+ * moq-relay's MAX_FRAME_SIZE is 64 KiB). Longer: refused. */
+#define MOQ_H3_MAX_FRAME 16384u
+
+/* ------------------------------------------------------------ varints */
+
+/*
+ * moq_h3_varint_get: RFC 9000, 16: decode a variable-length integer from
+ * @p (@len bytes) into *@v. Returns the bytes used (1, 2, 4, 8), or
+ * MOQ_ERR_SHORT when @len is too short.
+ */
+int moq_h3_varint_get(const uint8_t *p, size_t len, uint64_t *v);
+
+/* moq_h3_varint_len: the encoded length of @v (1, 2, 4, 8; 0 when @v >=
+ * 2^62). */
+size_t moq_h3_varint_len(uint64_t v);
+
+/* moq_h3_varint_put: encode @v at @p (moq_h3_varint_len(v) bytes, the
+ * caller's room). Returns the bytes written, 0 when @v >= 2^62. */
+size_t moq_h3_varint_put(uint8_t *p, uint64_t v);
+
+/* ------------------------------------------------------- error codes */
+
+/* moq_h3_code_to_h3: a moq-lite (WebTransport application) code @c in the
+ * HTTP/3 space: 0x52e4a40fa8db + c + floor(c / 0x1e). @c is taken modulo
+ * 2^32 (WebTransport codes are 32 bits). */
+uint64_t moq_h3_code_to_h3(uint64_t c);
+
+/* moq_h3_code_from_h3: the inverse for @h inside [FIRST, LAST] (codepoints
+ * reserved for GREASE give the code below them); any other @h is returned
+ * as it is (a peer that sent the raw moq-lite code: both forms accepted). */
+uint64_t moq_h3_code_from_h3(uint64_t h);
+
+/* ----------------------------------------------------------- settings */
+
+/* The settings a peer sent that matter here (0 = absent). */
+struct moq_h3_settings {
+	uint64_t qpack_max_table;
+	uint64_t qpack_blocked;
+	uint64_t max_field_section;
+	uint64_t enable_connect;
+	uint64_t h3_datagram;     /* 0x33 or the old 0xffd277 */
+	uint64_t wt_max_sessions; /* 0xc671706a or the old 0x2b603743 */
+	uint64_t wt_enable_old;   /* 0x2b603742 */
+	uint32_t count;           /* identifiers read (unknown and GREASE included) */
+};
+
+/*
+ * moq_h3_control_open: the bytes our control stream starts with: the
+ * stream type 0x00 and a SETTINGS frame with ENABLE_CONNECT_PROTOCOL,
+ * H3_DATAGRAM (both codepoints) and the WebTransport settings (new and
+ * old codepoints), or, when @client, ENABLE_DATAGRAM and the WebTransport
+ * settings a client sends. Writes into @buf (@cap bytes; 64 suffice).
+ * Returns the length, or MOQ_ERR_TOO_LARGE.
+ */
+int moq_h3_control_open(uint8_t *buf, size_t cap, int client);
+
+/*
+ * moq_h3_settings_decode: RFC 9114, 7.2.4: the payload of a SETTINGS
+ * frame (@p, @len) into *@out (zeroed first). Returns 0, MOQ_ERR_DECODE
+ * (truncated pair), MOQ_ERR_PROTO (a setting repeated, or an HTTP/2
+ * setting 0x02..0x05 that RFC 9114, 7.2.4.1 forbids).
+ */
+int moq_h3_settings_decode(const uint8_t *p, size_t len, struct moq_h3_settings *out);
+
+/* ------------------------------------------------------------ frames */
+
+/*
+ * moq_h3_frame_head: the type and length of the frame at @p. Returns the
+ * header's length (type + length varints), MOQ_ERR_SHORT when @len does
+ * not hold the whole header.
+ */
+int moq_h3_frame_head(const uint8_t *p, size_t len, uint64_t *type, uint64_t *flen);
+
+/* ----------------------------------------------------------- CONNECT */
+
+/* A parsed extended CONNECT (RFC 9220) request. */
+struct moq_h3_request {
+	enum moq_version v; /* negotiated from wt-available-protocols (0: none) */
+	char *path;         /* :path, query included (malloc'd; moq_h3_request_free) */
+	size_t path_len;
+	char *authority; /* :authority (malloc'd) */
+	int status;      /* 200: accept; otherwise the HTTP status to refuse with */
+	const char *why; /* a constant description of a refusal */
+};
+
+/*
+ * moq_h3_connect_parse: decode the QPACK field section @block (@len bytes,
+ * the payload of the HEADERS frame on the CONNECT stream @sid) with
+ * nghttp3's decoder (static table only) and check it (RFC 9220, 3 and
+ * draft-ietf-webtrans-http3, 3.2): :method CONNECT, :protocol webtransport,
+ * :scheme https, a non-empty :authority, a :path starting with '/',
+ * no pseudo-header twice or unknown; then negotiate `wt-available-protocols`
+ * (an RFC 8941 list of strings, the client's preference) against moq-lite
+ * 05 / 04 / 03. On return out->status is 200 (accepted, out->v set), 400
+ * (malformed request: out->why says which part), 501 (:protocol is not
+ * webtransport) or 406 (no moq-lite version offered). Returns 0 (see
+ * out->status), MOQ_ERR_DECODE (QPACK could not be decoded: the peer
+ * broke HTTP/3, QPACK_DECOMPRESSION_FAILED), MOQ_ERR_NOMEM.
+ */
+int moq_h3_connect_parse(int64_t sid, const uint8_t *block, size_t len, struct moq_h3_request *out);
+
+/* moq_h3_request_free: free what moq_h3_connect_parse allocated. */
+void moq_h3_request_free(struct moq_h3_request *r);
+
+/*
+ * moq_h3_protocols_pick: parse an RFC 8941 list of strings @list and
+ * return the first moq-lite version of ours in it (0: none). Returns
+ * MOQ_ERR_DECODE for a list that is not an sf-list of strings.
+ */
+int moq_h3_protocols_pick(const char *list, size_t len);
+
+/*
+ * moq_h3_response_encode: a HEADERS frame (type, length, QPACK field
+ * section) with :status @status and, for 200, sec-webtransport-http3-draft:
+ * draft02 and wt-protocol: "moq-lite-0N" for @v. Returns a malloc'd buffer
+ * (*@out_len bytes) or NULL (memory).
+ */
+uint8_t *moq_h3_response_encode(int64_t sid, int status, enum moq_version v, size_t *out_len);
+
+/*
+ * moq_h3_request_encode: (client) a HEADERS frame with the extended
+ * CONNECT for https://@authority@path offering moq-lite 05, 04, 03 in
+ * wt-available-protocols. Returns a malloc'd buffer or NULL.
+ */
+uint8_t *moq_h3_request_encode(int64_t sid, const char *authority, const char *path,
+                               size_t *out_len);
+
+/*
+ * moq_h3_response_parse: (client) decode the response field section
+ * @block; *@status gets :status, *@v the version of wt-protocol (0 when
+ * absent or not ours). Returns 0, MOQ_ERR_DECODE.
+ */
+int moq_h3_response_parse(int64_t sid, const uint8_t *block, size_t len, int *status,
+                          enum moq_version *v);
+
+/* ---------------------------------------------------------- capsules */
+
+/*
+ * moq_h3_capsule_get: RFC 9297, 3.2: the capsule at @p: *@type, its value
+ * at *@val (*@vlen bytes, inside @p). Returns the capsule's total length,
+ * MOQ_ERR_SHORT (incomplete), MOQ_ERR_TOO_LARGE (> MOQ_H3_MAX_FRAME).
+ */
+int moq_h3_capsule_get(const uint8_t *p, size_t len, uint64_t *type, const uint8_t **val,
+                       size_t *vlen);
+
+/*
+ * moq_h3_close_capsule: a DATA frame carrying CLOSE_WEBTRANSPORT_SESSION
+ * with the 32-bit @code and @reason (truncated to 1024 bytes, the draft's
+ * bound) into @buf (@cap). Returns the length, or MOQ_ERR_TOO_LARGE.
+ */
+int moq_h3_close_capsule(uint8_t *buf, size_t cap, uint32_t code, const char *reason,
+                         size_t reason_len);
+
+/* ----------------------------------------------------------- prefixes */
+
+/*
+ * moq_h3_stream_prefix: the bytes a WebTransport stream of session
+ * @session_id starts with: 0x54 + id (uni) or 0x41 + id (bidi), into @buf
+ * (16 bytes suffice). Returns the length.
+ */
+size_t moq_h3_stream_prefix(uint8_t *buf, int bidi, uint64_t session_id);
+
+/*
+ * moq_h3_datagram_prefix: RFC 9297, 2.1: an HTTP datagram of session
+ * @session_id starts with the quarter stream id. Writes it into @buf
+ * (8 bytes suffice); returns the length.
+ */
+size_t moq_h3_datagram_prefix(uint8_t *buf, uint64_t session_id);
+
+/*
+ * moq_h3_datagram_parse: the session id of the HTTP datagram @p (@len) in
+ * *@session_id, the payload offset returned. MOQ_ERR_DECODE when the
+ * prefix is truncated or names no client-bidi stream.
+ */
+int moq_h3_datagram_parse(const uint8_t *p, size_t len, uint64_t *session_id);
+
+/* ------------------------------------------------- WebTransport sessions */
+
+struct moq_wt;
+
+/* Counters of one worker's WebTransport layer (moq_wt_stats). */
+struct moq_wt_stats {
+	uint64_t sessions;         /* CONNECTs accepted */
+	uint64_t refused;          /* CONNECTs answered with a 4xx / 5xx */
+	uint64_t h3_errors;        /* connections closed with an HTTP/3 error */
+	uint64_t streams_in;       /* WebTransport streams the peers opened */
+	uint64_t streams_rejected; /* ... before their session was open, or bad prefixes */
+	uint64_t capsules_close;   /* CLOSE_WEBTRANSPORT_SESSION received */
+	uint64_t datagrams_dropped;
+};
+
+/*
+ * moq_wt_accept: (server) take over connection @c whose handshake just
+ * negotiated MOQ_H3_ALPN (call from the endpoint's established callback).
+ * Opens the control stream with our SETTINGS and waits for the CONNECT on
+ * the client's first bidi stream; an accepted CONNECT starts a moq-lite
+ * session on @n (moq_binding_accept: the negotiated version, the :path as
+ * the session root and the `jwt` query as its token). @stats (may be NULL)
+ * is the worker's counters, which must outlive @c. @cb: the callbacks @c
+ * gets, NULL = moq_wt_quic_callbacks(); a caller that must see the
+ * connection close passes a copy with conn_closed wrapped (calling the
+ * original). Returns the session object (also the connection's user
+ * pointer from now on), or NULL when memory ran out (then @c is closed
+ * with H3_INTERNAL_ERROR).
+ */
+struct moq_wt *moq_wt_accept(struct moq_quic_conn *c, struct moq_node *n,
+                             struct moq_wt_stats *stats, const struct moq_quic_callbacks *cb);
+
+/* moq_wt_quic_callbacks: the QUIC callbacks of a connection this layer
+ * runs (user pointer: its struct moq_wt). */
+const struct moq_quic_callbacks *moq_wt_quic_callbacks(void);
+
+/*
+ * moq_wt_connect: (client) take over @c (just made by moq_quic_connect,
+ * offering MOQ_H3_ALPN): at the handshake it opens the control stream and
+ * sends the CONNECT for https://@authority@path (@path with any query);
+ * the 200 response starts a moq-lite client session on @n
+ * (moq_binding_connect with @role; the version the server chose) whose
+ * user pointer is @user (moq_session_user): the node's session callbacks
+ * then run as for moq_node_connect's sessions. When the connection ends
+ * before a session began (handshake, refusal), @failed (may be NULL) is
+ * called with @user. Returns the object, or NULL (memory).
+ */
+struct moq_wt *moq_wt_connect(struct moq_quic_conn *c, struct moq_node *n, const char *authority,
+                              const char *path, int role, void *user, void (*failed)(void *user));
+
+/* moq_wt_session: the moq-lite session on @w, NULL before the CONNECT
+ * succeeded or after it ended. */
+struct moq_session *moq_wt_session(const struct moq_wt *w);
+
+/* moq_wt_conn_session: the moq-lite session of a connection taken over
+ * by this layer (its ALPN is MOQ_H3_ALPN), else NULL. */
+struct moq_session *moq_wt_conn_session(const struct moq_quic_conn *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MOQ_H3_H3_H */

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fuzz_h3.c: libFuzzer target for h3/'s parsers of peer input: the first
+ * byte picks the parser, the rest is its input (a CONNECT field section,
+ * a response, SETTINGS, a capsule stream, a wt-available-protocols list,
+ * frame headers and datagram / stream prefixes). Each must return an error
+ * or a bounded result, never read past its input.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "h3.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	const uint8_t *p = data + 1;
+	size_t len;
+
+	if (size < 1)
+		return 0;
+	len = size - 1;
+	switch (data[0] % 6) {
+	case 0: {
+		struct moq_h3_request r;
+		if (moq_h3_connect_parse(0, p, len, &r) == 0) {
+			if (r.status == 200 && (!r.path || r.path[0] != '/' || !r.v))
+				abort();
+			if (r.status != 200 && (!r.why || r.v))
+				abort();
+			moq_h3_request_free(&r);
+		}
+		break;
+	}
+	case 1: {
+		int status;
+		enum moq_version v;
+		if (moq_h3_response_parse(0, p, len, &status, &v) == 0 &&
+		    (status < 100 || status > 999))
+			abort();
+		break;
+	}
+	case 2: {
+		struct moq_h3_settings s;
+		(void)moq_h3_settings_decode(p, len, &s);
+		break;
+	}
+	case 3: {
+		size_t off = 0;
+		for (;;) {
+			uint64_t type;
+			const uint8_t *val;
+			size_t vlen;
+			int n = moq_h3_capsule_get(p + off, len - off, &type, &val, &vlen);
+			if (n <= 0)
+				break;
+			if (val < p + off || val + vlen > p + len)
+				abort();
+			off += (size_t)n;
+		}
+		break;
+	}
+	case 4: {
+		int v = moq_h3_protocols_pick((const char *)p, len);
+		if (v != 0 && v != MOQ_ERR_DECODE && v != MOQ_LITE_03 && v != MOQ_LITE_04 &&
+		    v != MOQ_LITE_05)
+			abort();
+		break;
+	}
+	default: {
+		uint64_t a, b;
+		int h = moq_h3_frame_head(p, len, &a, &b);
+		if (h > (int)len)
+			abort();
+		h = moq_h3_datagram_parse(p, len, &a);
+		if (h > 0 && (a % 4 != 0 || (size_t)h > len))
+			abort();
+		if (len >= 8) {
+			uint64_t code;
+			memcpy(&code, p, 8);
+			code &= 0xffffffffull;
+			if (moq_h3_code_from_h3(moq_h3_code_to_h3(code)) != code)
+				abort();
+		}
+		break;
+	}
+	}
+	return 0;
+}

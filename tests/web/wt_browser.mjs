@@ -1,0 +1,318 @@
+// SPDX-License-Identifier: MIT
+// wt_browser.mjs: moq-lite over WebTransport from a real browser (TAP).
+//
+//   node wt_browser.mjs --relay RELAY --load LOAD [--backend kernel|dpdk] [--seconds N]
+//
+// Headless Chromium (Debian's, driven by playwright-core) loads a page that
+// bundles @moq/net (esbuild, at test time) and connects to moqdp-relay over
+// WebTransport (HTTP/3 on the relay's UDP port) pinning the certificate with
+// serverCertificateHashes = the fingerprint the relay printed. For N seconds
+// it subscribes to moqdp-load's broadcast and verifies every frame (checksum,
+// track, group, length, order: wt_page.js) while it publishes a broadcast
+// that moqdp-load subscribers verify the same way (loadgen/media.c).
+//
+// kernel: the relay's kernel-socket backend on 127.0.0.1, everything on
+//   loopback.
+// dpdk:   the relay's DPDK backend on a net_tap port whose kernel end the test
+//   moves into a network namespace it creates (10.78.0.0/24); moqdp-load
+//   and Chromium run inside it (ip netns exec). Needs root.
+//
+// A pinned hash that is not the relay's is refused (the pinning is real).
+// Skips (TAP SKIP) only where no browser can run: no /usr/bin/chromium.
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import http from "node:http";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const args = Object.fromEntries(
+	process.argv.slice(2).reduce((acc, a, i, all) => {
+		if (a.startsWith("--")) acc.push([a.slice(2), all[i + 1]]);
+		return acc;
+	}, []),
+);
+const backend = args.backend || "kernel";
+const seconds = Number(args.seconds || 8);
+const CHROMIUM = "/usr/bin/chromium";
+
+let n = 0;
+let failed = 0;
+function tap(ok, name, diag = "") {
+	n++;
+	if (!ok) failed++;
+	console.log(`${ok ? "ok" : "not ok"} ${n} - ${name}`);
+	for (const l of String(diag).split("\n").filter(Boolean)) console.log(`# ${l}`);
+}
+
+const children = [];
+function start(cmd, argv, opts = {}) {
+	const p = spawn(cmd, argv, { stdio: ["ignore", "pipe", "pipe"], ...opts });
+	p.out = "";
+	p.err = "";
+	p.stdout.on("data", (d) => (p.out += d));
+	p.stderr.on("data", (d) => (p.err += d));
+	p.done = new Promise((r) => p.on("exit", (code, sig) => r(code ?? sig)));
+	children.push(p);
+	return p;
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+async function waitFor(fn, ms, what) {
+	const end = Date.now() + ms;
+	for (;;) {
+		const v = await fn();
+		if (v) return v;
+		if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+		await sleep(100);
+	}
+}
+function httpGet(port, p, host = "127.0.0.1") {
+	return new Promise((resolve) => {
+		const req = http.get({ host, port, path: p, timeout: 2000 }, (res) => {
+			let body = "";
+			res.on("data", (d) => (body += d));
+			res.on("end", () => resolve(body));
+		});
+		req.on("error", () => resolve(null));
+		req.on("timeout", () => {
+			req.destroy();
+			resolve(null);
+		});
+	});
+}
+function metric(body, name) {
+	const m = body && body.match(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\d+)`, "m"));
+	return m ? Number(m[1]) : -1;
+}
+function sh(cmd) {
+	const r = spawnSync("sh", ["-c", cmd], { encoding: "utf8" });
+	return { ok: r.status === 0, out: (r.stdout || "") + (r.stderr || "") };
+}
+
+async function cleanup(ns) {
+	for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGINT");
+	await sleep(500);
+	for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
+	if (ns) sh(`ip netns del ${ns} 2>/dev/null; rm -f /tmp/moqdp-wt-chromium-${process.pid}.sh; rm -rf /var/run/dpdk/moqdp-wt-${process.pid}`);
+	else sh(`rm -rf /var/run/dpdk/moqdp-wt-${process.pid}`);
+}
+
+async function main() {
+	console.log(`# WebTransport from Chromium, ${backend} backend, ${seconds} s`);
+	if (!existsSync(CHROMIUM)) {
+		console.log("1..0 # SKIP no browser on this machine (/usr/bin/chromium; scripts/setup installs it)");
+		return 0;
+	}
+	const { chromium } = await import("playwright-core");
+	const esbuild = await import("esbuild");
+
+	// the page: @moq/net bundled now
+	const bundle = await esbuild.build({
+		entryPoints: [path.join(here, "wt_page.js")],
+		bundle: true,
+		format: "esm",
+		platform: "browser",
+		target: "es2022",
+		write: false,
+		logLevel: "silent",
+	});
+	const js = bundle.outputFiles[0].text;
+	const page = `<!doctype html><meta charset=utf-8><title>moqdp wt</title><script type=module src="/page.js"></script>`;
+	// served by request interception (no listener, on either side of the
+	// namespace): a loopback origin is a secure context, as WebTransport needs
+	const webUrl = "http://127.0.0.1:9/";
+
+	const pid = process.pid;
+	const udp = 42000 + (pid % 15000);
+	const mport = udp + 1;
+	const ns = backend === "dpdk" ? `moqdpwt${pid}` : null;
+	const net = 20 + (pid % 200);
+	const relayIp = ns ? `10.78.${net}.1` : "127.0.0.1";
+	const clientIp = ns ? `10.78.${net}.2` : "127.0.0.2";
+	const inNs = (cmd, argv) => (ns ? ["ip", ["netns", "exec", ns, cmd, ...argv]] : [cmd, argv]);
+	const prefix = `--file-prefix=moqdp-wt-${pid}`;
+	let relayArgs;
+	if (ns) {
+		const tap0 = `wtt${pid % 100000}`;
+		if (!sh(`ip netns add ${ns}`).ok) throw new Error("ip netns add failed (needs root)");
+		relayArgs = [prefix, "--no-huge", "-m", "512", "--no-pci", "-l", "0-1",
+			`--vdev=net_tap0,iface=${tap0}`, "--", "--listen", `${relayIp}/24`, "--port", String(udp),
+			"--mgmt", `127.0.0.1:${mport}`, "--stats-interval", "0"];
+		const relay = start(args.relay, relayArgs, { env: { ...process.env } });
+		// the tap's kernel end is moved once the relay has started its port
+		// (/health answers after the port set-up)
+		await waitFor(async () => (await httpGet(mport, "/health")) !== null || relay.exitCode !== null, 30000, "the relay");
+		if (!sh(`ip link show ${tap0}`).ok) throw new Error(`no ${tap0}: ${relay.err.slice(-1500)}`);
+		const r = sh(`ip link set ${tap0} netns ${ns} && ip -n ${ns} addr add ${clientIp}/24 dev ${tap0} && ` +
+			`ip -n ${ns} addr add ${clientIp.replace(/\.2$/, ".3")}/24 dev ${tap0} && ` +
+			`ip -n ${ns} addr add ${clientIp.replace(/\.2$/, ".4")}/24 dev ${tap0} && ` +
+			`ip -n ${ns} link set ${tap0} up && ip -n ${ns} link set lo up`);
+		if (!r.ok) throw new Error(`moving the tap into ${ns}: ${r.out}`);
+	} else {
+		relayArgs = [prefix, "--no-huge", "-m", "512", "--no-pci", "-l", "0-1", "--",
+			"--backend", "kernel", "--listen", "127.0.0.1", "--port", String(udp),
+			"--mgmt", `127.0.0.1:${mport}`, "--stats-interval", "0"];
+		start(args.relay, relayArgs, { env: { ...process.env, ...(args.renew ? { MOQDP_TEST_CERT_RENEW_S: args.renew } : {}) } });
+	}
+	const relay = children[0];
+	await waitFor(async () => (await httpGet(mport, "/health")) !== null || relay.exitCode !== null, 30000, "the relay");
+	const m = relay.err.match(/certificate\.sha256 ([0-9a-f]{64})/);
+	const metrics0 = await httpGet(mport, "/metrics");
+	const mh = metrics0 && metrics0.match(/moqdp_certificate_info\{sha256="([0-9a-f]{64})"\} 1/);
+	tap(m && mh && m[1] === mh[1], "the relay prints its certificate's sha-256 (64 hex) and /metrics carries it",
+		m ? `certificate.sha256 ${m[1]}` : relay.err.slice(-2000));
+	if (!m) return 1;
+	const startHash = m[1];
+
+	// moqdp-load publishes moqdp/load
+	const load = args.load;
+	const dur = seconds + 12;
+	const [pc, pa] = inNs(load, ["--kernel", "--relay", `${relayIp}:${udp}`, "--local", clientIp,
+		"--publish", "--tracks", "video:600k", "--broadcast", "moqdp/load", "--duration", String(dur), "--quiet", "--json", "/dev/null"]);
+	const pub = start(pc, pa);
+	await sleep(1500);
+
+	// Chromium (inside the namespace for dpdk: the page is served there too)
+	let browser;
+	const chromeArgs = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"];
+	if (ns) {
+		// playwright launches the executable; a wrapper runs it in the namespace
+		const wrapper = `/tmp/moqdp-wt-chromium-${pid}.sh`;
+		sh(`printf '#!/bin/sh\\nexec ip netns exec ${ns} ${CHROMIUM} "$@"\\n' > ${wrapper} && chmod +x ${wrapper}`);
+		browser = await chromium.launch({ executablePath: wrapper, headless: true, args: chromeArgs });
+	} else {
+		browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: chromeArgs });
+	}
+	const ctx = await browser.newContext();
+	// Chromium's Local Network Access: the page (loopback) reaching the
+	// relay on the namespace's private subnet needs the site's permission,
+	// granted here as a user would
+	await ctx.grantPermissions(["local-network-access"], { origin: webUrl.slice(0, -1) });
+	const pg = await ctx.newPage();
+	await pg.route(`${webUrl}**`, (route) => {
+		const js_ = route.request().url().endsWith("/page.js");
+		route.fulfill({ status: 200, contentType: js_ ? "text/javascript" : "text/html", body: js_ ? js : page });
+	});
+	const consoleLines = [];
+	pg.on("console", (msg) => consoleLines.push(msg.text()));
+	pg.on("pageerror", (e) => consoleLines.push(`pageerror: ${e}`));
+	await pg.goto(webUrl);
+	await pg.waitForFunction(() => typeof window.moqdpRun === "function", null, { timeout: 15000 });
+
+	// the URL path roots the session (BINDINGS.md 1): "/" is the relay's root
+	const url = `https://${relayIp}:${udp}/`;
+	// the certificate now (as a page fetches certificate.sha256 when it
+	// connects: the relay renews its certificate)
+	const mNow = await httpGet(mport, "/metrics");
+	const hNow = mNow && mNow.match(/moqdp_certificate_info\{sha256="([0-9a-f]{64})"\} 1/);
+	const renewalsAtConnect = metric(mNow, "moqdp_certificate_renewals_total");
+	const hash = hNow ? hNow[1] : startHash;
+	const monoBaseNs = process.hrtime.bigint().toString();
+	const perfBase = await pg.evaluate(() => performance.now());
+	const cfg = {
+		url, hash, durationMs: seconds * 1000, pubExtraMs: 3000,
+		subBroadcast: "moqdp/load", subTrack: "video", subTrackId: 1,
+		pubBroadcast: "browser/pub", pubTrack: "video", pubTrackId: 1,
+		fps: 30, groupFrames: 30, frameSize: 1500, monoBaseNs, perfBase,
+	};
+	const run = pg.evaluate((c) => window.moqdpRun(c), cfg);
+	// moqdp-load subscribers of the browser's broadcast, once it is up
+	await waitFor(() => pg.evaluate(() => window.moqdpState.connected || window.moqdpState.error !== ""), 15000, "the browser's connection");
+	await sleep(1000);
+	const [sc, sa] = inNs(load, ["--kernel", "--relay", `${relayIp}:${udp}`, "--local", ns ? clientIp.replace(/\.2$/, ".3") : "127.0.0.3",
+		"--subscribers", "2", "--ramp", "0", "--tracks", "video:600k", "--broadcast", "browser/pub",
+		"--duration", String(seconds - 2), "--quiet", "--json", "/dev/null"]);
+	const subs = start(sc, sa);
+	const st = await Promise.race([run, sleep(seconds * 1000 + 30000).then(() => null)]);
+	const subsRc = await Promise.race([subs.done, sleep(30000).then(() => "timeout")]);
+
+	tap(st && st.connected, `Chromium connected over WebTransport (negotiated ${st ? st.protocol : "-"})`,
+		st ? `${st.error}\n${st.connected ? "" : consoleLines.slice(-10).join("\n")}` : "no result");
+	const okFrames = st ? st.framesOk : 0;
+	// 30 fps: the relay may start a new subscriber at the next group and
+	// drop a group a slow reader lags on (DROPPED, counted): at least a
+	// quarter of the frames and two whole groups, every one of them right
+	tap(st && st.framesOk >= seconds * 7 && st.groupsDone >= 2 && st.bad.length === 0 && st.error === "",
+		`Chromium verified ${okFrames} frames of moqdp-load's broadcast in ${st ? st.groups : 0} groups (checksum, track, group, length, order), 0 bad, ${st ? st.groupsReset : 0} reset by the relay`,
+		st ? `${st.bad.join("\n")}\n${st.error}\ngroups received ${st.groups}, read to the end ${st.groupsDone}, reset by the relay ${st.groupsReset} ${st.resetWhy}` : consoleLines.join("\n"));
+	const dm = subs.err.match(/delivered\s+(\d+) frames verified/);
+	const mm = subs.err.match(/reset, (\d+) missing/);
+	const em = subs.err.match(/errors\s+(\d+)/);
+	const delivered = dm ? Number(dm[1]) : 0;
+	tap(subsRc === 0 && delivered > (seconds - 3) * 2 * 15 && em && Number(em[1]) === 0,
+		`moqdp-load's 2 subscribers verified ${delivered} frames the browser published (exit ${subsRc}, missing ${mm ? mm[1] : "?"}, errors ${em ? em[1] : "?"})`,
+		subs.err.slice(-3000));
+	// a hash that is not the relay's: Chromium refuses the certificate
+	const wrong = hash.replace(/^./, (c) => (c === "0" ? "1" : "0"));
+	const before = consoleLines.length;
+	const neg = await pg.evaluate(async (cfg) => {
+		try {
+			const wt = new WebTransport(cfg.url, { serverCertificateHashes: [{ algorithm: "sha-256", value: Uint8Array.from(cfg.hash.match(/../g).map((h) => parseInt(h, 16))) }] });
+			await Promise.race([wt.ready, new Promise((_, j) => setTimeout(() => j(new Error("timeout")), 8000))]);
+			wt.close();
+			return "connected";
+		} catch (e) {
+			return `refused: ${e}`;
+		}
+	}, { url, hash: wrong });
+	await sleep(200);
+	const why = consoleLines.slice(before).join("\n");
+	tap(neg.startsWith("refused") && /CERTIFICATE/.test(why),
+		"a pinned hash that is not the relay's certificate is refused (TLS: certificate)", `${neg}\n${why}`);
+
+	if (args.renew) {
+		// MOQDP_TEST_CERT_RENEW_S: the relay renewed its certificate during
+		// the run (the session above kept its own); a new connection pins
+		// the new one
+		const m2 = await httpGet(mport, "/metrics");
+		const h2 = m2 && m2.match(/moqdp_certificate_info\{sha256="([0-9a-f]{64})"\} 1/);
+		const renewals = metric(m2, "moqdp_certificate_renewals_total");
+		tap(renewals >= 1 && h2 && h2[1] !== startHash,
+			`the relay renewed its certificate without a restart (${renewals} renewal(s), ${renewals - renewalsAtConnect} during the browser's session, which went on; sha-256 now ${h2 ? h2[1].slice(0, 16) : "?"}...)`);
+		const again = await pg.evaluate(async (cfg) => {
+			try {
+				const wt = new WebTransport(cfg.url, { protocols: ["moq-lite-05"], serverCertificateHashes: [{ algorithm: "sha-256", value: Uint8Array.from(cfg.hash.match(/../g).map((h) => parseInt(h, 16))) }] });
+				await Promise.race([wt.ready, new Promise((_, j) => setTimeout(() => j(new Error("timeout")), 8000))]);
+				const p = wt.protocol;
+				wt.close();
+				return `connected ${p}`;
+			} catch (e) {
+				return `refused: ${e}`;
+			}
+		}, { url, hash: h2 ? h2[1] : hash });
+		tap(again.startsWith("connected"), "a new connection pins the renewed certificate", again);
+	}
+	const metrics = await httpGet(mport, "/metrics");
+	const wts = metric(metrics, "moqdp_webtransport_sessions_total");
+	tap(wts >= 1, `the relay counted ${wts} WebTransport session(s)`, metrics ? "" : "no /metrics");
+	console.log(`# browser: ${okFrames} frames verified, ${st ? st.published : 0} published; moqdp-load: ${delivered} frames of the browser's broadcast verified`);
+
+	// SIGQUIT with a WebTransport session open (and no other: the
+	// publisher stops first): GOAWAY to it, closed within the grace period
+	pub.kill("SIGINT");
+	await Promise.race([pub.done, sleep(5000)]);
+	const m3 = await httpGet(mport, "/metrics");
+	const h3now = m3 && m3.match(/moqdp_certificate_info\{sha256="([0-9a-f]{64})"\} 1/);
+	const held = await pg.evaluate((c) => window.moqdpHold(c).catch((e) => `failed: ${e}`), { url, hash: h3now ? h3now[1] : hash });
+	await sleep(500);
+	relay.kill("SIGQUIT"); // drain
+	const heldEnd = await Promise.race([pg.evaluate(() => window.moqdpHeld), sleep(15000).then(() => "still open")]);
+	const relayRc = await Promise.race([relay.done, sleep(15000).then(() => "timeout")]);
+	const dr = relay.err.match(/drained \((\d+) connections left, (\d+) goaway sent, (\d+) closed\)/);
+	tap(relayRc === 0 && dr && Number(dr[2]) === 1 && Number(dr[1]) === 0 && heldEnd.startsWith("closed"),
+		`SIGQUIT drains a WebTransport session: GOAWAY sent ${dr ? dr[2] : "?"}, ${dr ? dr[1] : "?"} left, the browser's session ${heldEnd} (${held}), relay exit ${relayRc}`,
+		relay.err.slice(-1500));
+	await browser.close();
+	return 0;
+}
+
+let rc = 1;
+try {
+	rc = await main();
+} catch (e) {
+	tap(false, "the test ran", String(e && e.stack ? e.stack : e));
+	for (const c of children) console.log(`# ${c.spawnargs.join(" ").slice(0, 200)}\n# ${c.err.slice(-1500).replace(/\n/g, "\n# ")}`);
+}
+await cleanup(backend === "dpdk" ? `moqdpwt${process.pid}` : null);
+if (n > 0) console.log(`1..${n}`);
+process.exit(failed || rc ? 1 : 0);
