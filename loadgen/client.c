@@ -602,8 +602,8 @@ static void connect_one(struct moq_lg_client *cl, struct lg_sub *u, const struct
 		u->s = NULL;
 		if (cl->cfg.ws)
 			e = moq_lg_ws_connect(cl->cfg.ws, u->is_pub ? cl->node : cl->snode,
-			                      &cl->cfg.relay, cl->setup_path[0] ? cl->setup_path : NULL,
-			                      role, u);
+			                      &cl->cfg.relay,
+			                      cl->setup_path[0] ? cl->setup_path : NULL, role, u);
 		else
 			e = moq_lg_wt_connect(u->is_pub ? cl->node : cl->snode, cl->ep, l,
 			                      &cl->cfg.relay, cl->setup_path, role, u, wt_failed,
