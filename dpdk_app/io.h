@@ -17,6 +17,8 @@
 
 struct moq_relay;
 struct moq_node;
+struct moq_cache;
+struct moq_auth;
 struct rte_mempool;
 struct rte_ring;
 
@@ -37,6 +39,10 @@ struct relay_worker_stats {
 	 * of new subscriptions given for the current window */
 	uint64_t admit_busy_permille, admit_closed_windows;
 	int64_t admit_credit;
+	/* kernel backend --tcp (web.h, struct moq_web_stats): connections open
+	 * now / accepted / refused by --max-tcp-conns, WebSocket sessions
+	 * opened / closed for bad input */
+	uint64_t tcp_conns, tcp_conns_total, tcp_refused, ws_sessions, ws_protocol_closes;
 };
 
 /* What a backend sees of its worker; relay.c fills it before open. */
@@ -51,6 +57,12 @@ struct relay_io {
 	struct rte_mempool *pool;      /* kernel backend: redirect copies */
 	struct relay_worker_stats *st; /* the worker's counters */
 	void *priv;                    /* the backend's own per-worker state */
+	/* the kernel backend's TCP side (--tcp, web.h): the certificate the
+	 * endpoint serves now (relay.c updates it on SIGHUP), the cache and
+	 * the auth key set (NULL: off) */
+	struct moq_quic_tls *tls;
+	struct moq_cache *cache;
+	struct moq_auth *auth;
 };
 
 /* A backend. open and close may be NULL. */

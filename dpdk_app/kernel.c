@@ -6,6 +6,11 @@
  * sendmmsg (net.h's kernel I/O) and runs the same QUIC endpoint as the DPDK
  * path. A datagram whose CID names another worker is copied into an mbuf
  * and sent to that worker's ring, as on DPDK.
+ *
+ * With --tcp 1 each worker also listens on TCP --port of the same addresses
+ * (web.h: HTTP/1.1, TLS, the WebSocket qmux binding), polled from the same
+ * loop after the moq node (epoll, timeout 0): a TCP subscriber's sessions
+ * live on the worker's node like its QUIC ones.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,6 +25,7 @@
 
 #include "moq_err.h"
 #include "moq.h"
+#include "web.h"
 #include "net.h"
 #include "pmd_port.h"
 #include "quic.h"
@@ -50,6 +56,12 @@ struct relay_kernel {
 	int nheld;
 	uint64_t retry_ns; /* held: no send before this */
 	uint8_t tx[MOQ_PMD_BURST][MOQ_QUIC_MAX_UDP_PAYLOAD];
+	/* --tcp: the worker's HTTP / WebSocket listener, its TLS context and
+	 * the certificate that context was made from */
+	struct moq_web *web;
+	void *web_tls;
+	const struct moq_quic_tls *web_cert;
+	uint64_t web_in, web_out; /* its byte counters, as last added to the worker's */
 };
 
 /* A redirected datagram: this header, then the payload, in one mbuf. */
@@ -57,6 +69,60 @@ struct kdgram {
 	struct moq_quic_addr local, remote;
 	uint16_t len;
 };
+
+/* --tcp: the worker's TCP listener on --port of every --listen address
+ * (the same addresses as UDP), TLS with the endpoint's certificate. */
+static int web_open(struct relay_io *io, struct relay_kernel *k, const struct moq_pmd_config *cfg,
+                    char *err, size_t errlen)
+{
+	struct moq_quic_addr a[MOQ_CFG_MAX_LISTEN];
+	struct moq_web_cfg wc;
+	uint8_t fp[32];
+
+	memset(&wc, 0, sizeof(wc));
+	for (unsigned int i = 0; i < cfg->nb_listen && i < MOQ_CFG_MAX_LISTEN; i++) {
+		moq_relay_addr_from(&a[i], cfg->listen[i].family == AF_INET ? 4 : 6,
+		                    cfg->listen[i].addr, cfg->udp_port);
+		wc.addr[i] = &a[i].u.sa;
+		wc.addrlen[i] = a[i].len;
+		wc.naddr = i + 1;
+	}
+	k->web_tls = moq_web_tls_ctx_new(moq_quic_tls_wolfssl_ctx(io->tls));
+	k->web_cert = io->tls;
+	if (k->web_tls == NULL) {
+		snprintf(err, errlen, "--tcp: cannot make a TLS context from the certificate");
+		return MOQ_ERR_CRYPTO;
+	}
+	moq_quic_tls_fingerprint(io->tls, fp);
+	wc.node = io->node;
+	wc.cache = io->cache;
+	wc.auth = io->auth;
+	wc.max_conns = cfg->max_tcp_conns;
+	wc.fingerprint = fp;
+	wc.tls_ctx = k->web_tls;
+	wc.static_dir = cfg->web_root[0] ? cfg->web_root : NULL;
+	k->web = moq_web_create(&wc, err, errlen);
+	return k->web != NULL ? 0 : MOQ_ERR_IO;
+}
+
+/* SIGHUP: new TLS connections get the new certificate (relay.c moved
+ * io->tls); the old context stays with the connections made from it. */
+static void web_cert_follow(struct relay_io *io, struct relay_kernel *k)
+{
+	void *t;
+	uint8_t fp[32];
+
+	if (io->tls == k->web_cert)
+		return;
+	k->web_cert = io->tls;
+	t = moq_web_tls_ctx_new(moq_quic_tls_wolfssl_ctx(io->tls));
+	if (t == NULL)
+		return; /* keep serving the old one */
+	moq_quic_tls_fingerprint(io->tls, fp);
+	moq_web_set_tls(k->web, t, fp);
+	moq_web_tls_ctx_free(k->web_tls); /* wolfSSL counts the connections' references */
+	k->web_tls = t;
+}
 
 static int kernel_open(struct relay_io *io, const struct moq_pmd_config *cfg, char *err,
                        size_t errlen)
@@ -98,6 +164,8 @@ static int kernel_open(struct relay_io *io, const struct moq_pmd_config *cfg, ch
 		k->klocal[i].len = len;
 		k->nb_ks = i + 1;
 	}
+	if (cfg->tcp)
+		return web_open(io, k, cfg, err, errlen);
 	return 0;
 }
 
@@ -107,6 +175,8 @@ static void kernel_close(struct relay_io *io)
 
 	if (k == NULL)
 		return;
+	moq_web_destroy(k->web); /* ends its sessions (moq_binding_closed) */
+	moq_web_tls_ctx_free(k->web_tls);
 	for (unsigned int i = 0; i < k->nb_ks; i++)
 		moq_net_ksock_close(&k->ks[i]);
 	rte_free(k->kb);
@@ -316,6 +386,25 @@ static int kernel_poll(struct relay_io *w, uint64_t now)
 		work += moq_quic_endpoint_timers(w->ep, now);
 	/* fanout: pending subscriber data, expiry resets (moq.h) */
 	work += moq_node_poll(w->node, now);
+	/* the TCP side after the node: what fanout queued goes out now */
+	if (kb->web != NULL) {
+		struct moq_web_stats ws;
+
+		web_cert_follow(w, kb);
+		work += moq_web_poll(kb->web, now);
+		/* TCP bytes count in the worker's rx / tx bytes (egress in the
+		 * stats line, /metrics, bench-fanout's ws case) */
+		moq_web_stats(kb->web, &ws);
+		w->st->rx_bytes += ws.bytes_in - kb->web_in;
+		w->st->tx_bytes += ws.bytes_out - kb->web_out;
+		kb->web_in = ws.bytes_in;
+		kb->web_out = ws.bytes_out;
+		w->st->tcp_conns = ws.conns;
+		w->st->tcp_conns_total = ws.conns_total;
+		w->st->tcp_refused = ws.conns_refused;
+		w->st->ws_sessions = ws.ws_sessions;
+		w->st->ws_protocol_closes = ws.closes_protocol;
+	}
 	/* what the socket did not take first; new packets only once it did */
 	if (kb->nheld > 0 && now >= kb->retry_ns)
 		work += kxmit(w, kb, kb->held, kb->held_sock, kb->nheld, now);

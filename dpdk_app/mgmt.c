@@ -300,6 +300,16 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	       s->redirect_drops);
 	metric(&o, "tx_gso_sends_total", "counter",
 	       "Kernel backend: sends carrying several datagrams (UDP GSO).", s->gso_msgs);
+	metric(&o, "tcp_connections", "gauge", "--tcp: TCP connections open.", s->tcp_conns);
+	metric(&o, "tcp_connections_total", "counter", "--tcp: TCP connections accepted.",
+	       s->tcp_conns_total);
+	metric(&o, "tcp_refused_total", "counter",
+	       "--tcp: TCP connections closed at once by --max-tcp-conns.", s->tcp_refused);
+	metric(&o, "ws_sessions_total", "counter", "--tcp: WebSocket (qmux) sessions opened.",
+	       s->ws_sessions);
+	metric(&o, "ws_protocol_closes_total", "counter",
+	       "--tcp: WebSocket sessions closed for bad input (a qmux CONNECTION_CLOSE).",
+	       s->ws_protocol_closes);
 	metric(&o, "announcements_total", "counter",
 	       "Gratuitous ARPs and unsolicited NAs sent (start, link up).", s->announcements);
 	metric(&o, "goaway_sent_total", "counter", "GOAWAY sent to sessions (drain).", s->goaways);

@@ -435,6 +435,7 @@ static void publish_stats(struct moq_relay *r, struct relay_worker *w)
 static void tls_take(struct relay_worker *w, const struct relay_tls *t)
 {
 	moq_quic_endpoint_set_tls(w->ep, t->tls);
+	w->io.tls = t->tls; /* the kernel backend's TCP listener follows */
 	__atomic_store_n(&w->tls_gen, t->gen, __ATOMIC_RELEASE);
 }
 
@@ -1198,6 +1199,9 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 		w->io.rings = r->rings;
 		w->io.pool = r->kpool;
 		w->io.st = &w->st;
+		w->io.tls = r->tls->tls;
+		w->io.cache = r->cache;
+		w->io.auth = r->auth;
 		if (r->io_ops->open != NULL && r->io_ops->open(&w->io, &r->cfg, err, errlen) != 0)
 			return MOQ_ERR_CONFIG;
 	}
@@ -1355,10 +1359,12 @@ void moq_relay_destroy(struct moq_relay *r)
 
 		if (w == NULL)
 			continue;
-		moq_node_destroy(w->node);
-		rte_free(w->conns);
+		/* the backend first: the kernel backend's TCP side ends the
+		 * sessions of its connections (moq.h, moq_binding_closed) */
 		if (r->io_ops != NULL && r->io_ops->close != NULL)
 			r->io_ops->close(&w->io);
+		moq_node_destroy(w->node);
+		rte_free(w->conns);
 		if (w->ring != NULL) {
 			struct rte_mbuf *m;
 
@@ -1692,6 +1698,11 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->redirect_drops += st->redirect_drops;
 		s->goaways += st->goaways;
 		s->gso_msgs += st->gso_msgs;
+		s->tcp_conns += st->tcp_conns;
+		s->tcp_conns_total += st->tcp_conns_total;
+		s->tcp_refused += st->tcp_refused;
+		s->ws_sessions += st->ws_sessions;
+		s->ws_protocol_closes += st->ws_protocol_closes;
 		s->drain_closes += st->drain_closes;
 		s->busy_tsc += st->busy_tsc;
 		s->idle_tsc += st->idle_tsc;

@@ -130,6 +130,10 @@ struct moq_relay_stats {
 	char cert_sha256[65];
 	int64_t cert_not_after;
 	uint64_t cert_renewals;
+	/* kernel backend --tcp (web.h): TCP connections open / accepted /
+	 * refused by --max-tcp-conns, WebSocket sessions, their closes for bad
+	 * input */
+	uint64_t tcp_conns, tcp_conns_total, tcp_refused, ws_sessions, ws_protocol_closes;
 };
 
 /*

@@ -4,6 +4,7 @@
  * client role (client.h).
  */
 #include "client.h"
+#include "ws.h"
 
 #include <malloc.h>
 #include <stdint.h>
@@ -183,7 +184,7 @@ static void on_ready(struct moq_session *s, void *user)
 	if (!u->is_pub && u->state == SUB_CONNECTING && cl->connecting)
 		cl->connecting--;
 	u->state = SUB_READY;
-	u->s = s; /* a WebTransport session exists only from now on */
+	u->s = s; /* a WebTransport / WebSocket session exists only from now on */
 	moq_lg_hist_add(&cl->hs, cl->now - u->connect_ns);
 	if (u->is_pub) {
 		cl->pub_ready_ns = cl->now;
@@ -596,10 +597,17 @@ static void connect_one(struct moq_lg_client *cl, struct lg_sub *u, const struct
 	int e = 0;
 	u->connect_ns = cl->now;
 	u->state = SUB_CONNECTING;
-	if (cl->cfg.transport == MOQ_LG_TRANSPORT_WT) {
+	if (cl->cfg.transport == MOQ_LG_TRANSPORT_WT || cl->cfg.ws) {
+		/* WebTransport / --transport ws: the session comes with on_ready */
 		u->s = NULL;
-		e = moq_lg_wt_connect(u->is_pub ? cl->node : cl->snode, cl->ep, l, &cl->cfg.relay,
-		                      cl->setup_path, role, u, wt_failed, cl->now);
+		if (cl->cfg.ws)
+			e = moq_lg_ws_connect(cl->cfg.ws, u->is_pub ? cl->node : cl->snode,
+			                      &cl->cfg.relay,
+			                      cl->setup_path[0] ? cl->setup_path : NULL, role, u);
+		else
+			e = moq_lg_wt_connect(u->is_pub ? cl->node : cl->snode, cl->ep, l,
+			                      &cl->cfg.relay, cl->setup_path, role, u, wt_failed,
+			                      cl->now);
 		if (e < 0) {
 			u->state = SUB_CLOSED;
 			u->failed = 1;

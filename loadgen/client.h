@@ -86,6 +86,9 @@ struct moq_lg_client_cfg {
 	/* 0: raw QUIC; 1: WebTransport over HTTP/3 (wt_client.h,
 	 * enum moq_lg_transport) */
 	int transport;
+	/* --transport ws (ws.h): sessions over WebSocket through this; NULL:
+	 * QUIC */
+	struct moq_web *ws;
 };
 
 /*

@@ -46,6 +46,8 @@
  *   --transport quic|wt    raw QUIC (default) or WebTransport: ALPN h3, the
  *                          extended CONNECT, WebTransport stream prefixes
  *                          (wt_client.c, h3/)
+ *   --transport ws         every session over WebSocket + qmux-01 to the relay's
+ *                          TCP port (the same number; relay --tcp 1), with --kernel
  *   --verbose
  *
  * Prints a live line on stderr, a JSON line per second and a final summary.
@@ -76,6 +78,11 @@
 #include "wt_client.h"
 #include "media.h"
 #include "net.h"
+#include "web.h"
+#include "ws.h"
+
+/* --transport ws: the epoll tag of the web's descriptor in the kernel set */
+#define WS_EV 0xffffffffu
 
 #define BURST 32
 /* Packet buffers per moq_lg_client_send call: each call of
@@ -132,6 +139,7 @@ struct opts {
 	int light;                    /* --light */
 	uint32_t verify_every, verify_min;
 	int transport;                /* --transport quic|wt (wt_client.h) */
+	int ws;                       /* --transport ws (ws.h) */
 };
 
 struct io_stats {
@@ -149,7 +157,8 @@ static void usage(void)
 	        "      --tracks video:1M,audio --keyframe-max BYTES --broadcast PATH --duration S\n"
 	        "      --conns-per-addr N --max-handshakes N\n"
 	        "      --jwt TOKEN | --token FILE (sent as SETUP Path ?jwt=)\n"
-	        "      --transport quic|wt (raw QUIC, default; or WebTransport over HTTP/3)\n"
+	        "      --transport quic|wt|ws (raw QUIC, default; WebTransport over HTTP/3; "
+	        "WebSocket + qmux-01 to the relay's TCP port, with --kernel)\n"
 	        "      --warmup S --json FILE|- --quiet --port N --busy-poll --thp --verbose\n"
 	        "      --light [--verify-every N] [--verify-min N]\n");
 }
@@ -209,9 +218,11 @@ static int parse_args(struct opts *o, int argc, char **argv)
 				o->transport = MOQ_LG_TRANSPORT_QUIC;
 			} else if (!strcmp(v, "wt")) {
 				o->transport = MOQ_LG_TRANSPORT_WT;
+			} else if (!strcmp(v, "ws")) {
+				o->ws = 1; /* WebSocket + qmux-01 (ws.h) */
 			} else {
-				fprintf(stderr, "moqdp-load: --transport: '%s' is not quic or wt\n",
-				        v);
+				fprintf(stderr,
+				        "moqdp-load: --transport: '%s' is not quic, wt or ws\n", v);
 				return -1;
 			}
 		} else if (!strcmp(a, "--subscribers")) {
@@ -1038,9 +1049,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "moqdp-load: --verify-every / --verify-min need --light\n");
 		return 2;
 	}
-	if (o.light && o.transport != MOQ_LG_TRANSPORT_QUIC) {
+	if (o.light && (o.transport != MOQ_LG_TRANSPORT_QUIC || o.ws)) {
 		fprintf(stderr, "moqdp-load: --light takes over raw QUIC connections only "
-		                "(not --transport wt)\n");
+		                "(not --transport wt or ws)\n");
 		return 2;
 	}
 	if (o.light) {
@@ -1098,6 +1109,11 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGUSR1, &sa, NULL);
 
+	if (o.ws && !o.kernel) {
+		fprintf(stderr,
+		        "moqdp-load: --transport ws: needs --kernel (TCP on kernel sockets)\n");
+		return 2;
+	}
 	struct kio k = {.ep = -1, .kb = NULL};
 	struct dio d;
 	memset(&d, 0, sizeof(d));
@@ -1120,6 +1136,19 @@ int main(int argc, char **argv)
 	}
 	cfg.locals = locals;
 	cfg.nlocals = nlocals;
+	struct moq_web *web = NULL;
+	if (o.ws) {
+		char werr[256];
+		struct epoll_event ev = {.events = EPOLLIN, .data.u32 = WS_EV};
+
+		web = moq_lg_ws_open(werr, sizeof(werr));
+		if (!web || epoll_ctl(k.ep, EPOLL_CTL_ADD, moq_web_fd(web), &ev) != 0) {
+			fprintf(stderr, "moqdp-load: --transport ws: %s\n",
+			        web ? strerror(errno) : werr);
+			return 1;
+		}
+		cfg.ws = web;
+	}
 
 	int err = 0;
 	uint64_t t0 = moq_lg_now_ns();
@@ -1188,9 +1217,12 @@ int main(int argc, char **argv)
 			}
 			int ne = epoll_wait(k.ep, evs, 64, timeout);
 			for (int i = 0; i < ne; i++)
-				work += kernel_rx(&k, evs[i].data.u32, cl, locals, &io);
+				if (evs[i].data.u32 != WS_EV)
+					work += kernel_rx(&k, evs[i].data.u32, cl, locals, &io);
 			now = moq_lg_now_ns();
 			work += moq_lg_client_poll(cl, now);
+			if (web)
+				work += moq_web_poll(web, now); /* what the nodes wrote goes out */
 			work += kernel_tx(&k, cl, &io);
 		} else {
 			work += dpdk_rx(&d, cl, &io);
@@ -1216,6 +1248,7 @@ int main(int argc, char **argv)
 	}
 	if (pg.json && pg.json != stdout)
 		fclose(pg.json);
+	moq_web_destroy(web); /* its sessions end first, on the client's nodes */
 	moq_lg_client_destroy(cl);
 	if (o.kernel) {
 		kernel_close(&k);

@@ -588,4 +588,21 @@ uint64_t moq_session_peer_origin(const struct moq_session *s);
  * (a relay peer asks once it accepted the session). */
 uint32_t moq_session_announce_requests(const struct moq_session *s);
 
+/* --- the origin table for the HTTP listener (web.h) ---------------------- */
+
+/*
+ * moq_node_broadcasts: call @cb for every broadcast in @n's origin table
+ * (with a hub: every worker's) under @prefix (normalised here; whole
+ * segments) whose publisher is live (lingering ones are left out), with its
+ * normalised path and where the suffix after @prefix starts. A snapshot, on
+ * the node's thread. Returns the count, or MOQ_ERR_INVAL for a bad prefix.
+ */
+int moq_node_broadcasts(struct moq_node *n, const char *prefix, size_t len,
+                        void (*cb)(void *user, const char *path, size_t plen, size_t suffix_off),
+                        void *user);
+
+/* moq_node_broadcast_live: whether broadcast @path (normalised here) is in
+ * the origin table with a live publisher. */
+bool moq_node_broadcast_live(struct moq_node *n, const char *path, size_t len);
+
 #endif /* MOQ_MOQ_MOQ_H */

@@ -665,3 +665,34 @@ void bcast_session_gone(struct moq_node *n, struct moq_session *s)
 			bcast_withdraw(n, bc, s, true);
 	}
 }
+
+/* moq.h: the origin table as the HTTP listener's /announced lists it. */
+int moq_node_broadcasts(struct moq_node *n, const char *prefix, size_t len,
+                        void (*cb)(void *user, const char *path, size_t plen, size_t suffix_off),
+                        void *user)
+{
+	size_t plen, off;
+	char *p = path_dup(prefix ? prefix : "", len, &plen);
+	int count = 0;
+
+	if (p == NULL)
+		return MOQ_ERR_INVAL;
+	for (struct bcast *bc = n->bcasts; bc; bc = bc->next) {
+		if (bc->linger_until != 0 || !moq_path_has_prefix(p, plen, bc->path, bc->len, &off))
+			continue;
+		cb(user, bc->path, bc->len, off);
+		count++;
+	}
+	free(p);
+	return count;
+}
+
+bool moq_node_broadcast_live(struct moq_node *n, const char *path, size_t len)
+{
+	size_t plen;
+	char *p = path_dup(path, len, &plen);
+	struct bcast *bc = p ? bcast_find(n, p, plen) : NULL;
+
+	free(p);
+	return bc != NULL && bc->linger_until == 0;
+}

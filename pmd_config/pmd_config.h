@@ -126,6 +126,10 @@ struct moq_pmd_config {
 	 * admit_goaway when set ("" = bounds only) */
 	uint32_t admit_busy;
 	char admit_goaway[MOQ_CFG_PATH_MAX];
+	/* the TCP side (web/web.h): HTTP + WebSocket on TCP --port */
+	uint32_t tcp;                    /* 1: on (kernel backend) */
+	uint32_t max_tcp_conns;          /* per worker */
+	char web_root[MOQ_CFG_PATH_MAX]; /* served under /demo/; "" = none */
 };
 
 /*

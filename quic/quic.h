@@ -426,6 +426,10 @@ void moq_quic_tls_free(struct moq_quic_tls *t);
  * @out (32 bytes). */
 void moq_quic_tls_fingerprint(const struct moq_quic_tls *t, uint8_t out[32]);
 
+/* moq_quic_tls_wolfssl_ctx: @t's WOLFSSL_CTX, for a TCP listener that
+ * serves the same certificate and key (web.h, moq_web_tls_ctx_new). */
+void *moq_quic_tls_wolfssl_ctx(const struct moq_quic_tls *t);
+
 /*
  * moq_quic_tls_validity: the notBefore / notAfter of @t's (leaf)
  * certificate in Unix seconds. The generated development certificate is

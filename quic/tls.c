@@ -833,3 +833,8 @@ int __wrap_wolfSSL_quic_hkdf(uint8_t *dest, size_t destlen, const WOLFSSL_EVP_MD
 	               ? WOLFSSL_SUCCESS
 	               : WOLFSSL_FAILURE;
 }
+
+void *moq_quic_tls_wolfssl_ctx(const struct moq_quic_tls *t)
+{
+	return t != NULL ? t->ctx : NULL;
+}

@@ -287,6 +287,10 @@ static const struct {
         {"--upstream-hold", "1h", "--upstream-hold: 1h is out of range"},
         {"--admit-busy", "100", "--admit-busy: '100' is not an integer in [0, 99]"},
         {"--admit-refuse", "goaway=", "--admit-refuse: 'goaway=' is not bounds or goaway=URL"},
+        /* issue 15: --tcp is refused on the dpdk backend (the default here) */
+        {"--tcp", "1", "--tcp: the dpdk backend has no TCP path (use --backend kernel)"},
+        {"--max-tcp-conns", "0", "--max-tcp-conns:"},
+        {"--web-root", "/srv", "--web-root: needs --tcp 1"},
 };
 
 START_TEST(bad_option)
