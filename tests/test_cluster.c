@@ -775,7 +775,7 @@ START_TEST(wt_link)
 	const char *pub[] = {
 	        "--publish", "--duration", "40", "--token", AUTH_FIXTURES "/cluster.jwt", NULL};
 	const char *sub[] = {"--subscribers", subs, "--duration", "8", NULL};
-	unsigned long long d = 0, m = 1, e = 1;
+	unsigned long long d = 0, d2 = 0, m = 1, e = 1;
 	long long wts, osubs, oups, lups;
 	struct proc *pp, *ps;
 
@@ -824,12 +824,34 @@ START_TEST(wt_link)
 	ck_assert_int_eq(wait_link(&e1, "upstream_subscriptions", &ow, 0, 8000), 0);
 	ck_assert_int_eq(wait_metric(&o, "moqdp_subscribers", 0, 5000), 0);
 	wts = relay_metric(&o, "moqdp_webtransport_sessions_total");
+	/* O dies and comes back on its port: the link notices (idle timeout),
+	 * dials again with its backoff and carries a new broadcast */
+	stop_proc(pp, SIGKILL);
+	stop_proc(e2.p, SIGTERM);
+	kill(o.p->pid, SIGKILL);
+	wait_proc(o.p, 5000);
+	ck_assert_int_ne(wait_link(&e1, "state", &ow, 0, 12000), 2);
+	ck_assert_int_eq(wait_metric(&e1, "moqdp_broadcasts", 0, 12000), 0);
+	relay_start(&o, "wo", b, oargs);
+	ck_assert_int_eq(wait_link(&e1, "state", &ow, 2, 30000), 2);
+	ck_assert_int_eq(link_metric(&e1, "connects_total", &ow), 2);
+	ck_assert_int_ge(link_metric(&e1, "reconnects_total", &ow), 1);
+	ck_assert_int_eq(wait_metric(&o, "moqdp_webtransport_sessions_total", 1, 5000), 1);
+	pp = load_start(&o, "127.0.3.1", "wpub2", pub);
+	ck_assert_int_eq(wait_metric(&e1, "moqdp_broadcasts", 1, 15000), 1);
+	sub[3] = "4";
+	load_result(load_start(&e1, "127.0.1.1", "ws2", sub), 60000, 0, &d2, &m, &e);
+	ck_assert_uint_gt(d2, 100);
+	ck_assert_uint_eq(m, 0);
+	ck_assert_uint_eq(e, 0);
 	fprintf(stderr,
 	        "wt_link: %u subscribers at the edge verified %llu frames (0 missing, 0 errors) "
 	        "over an https:// link; O counted %lld WebTransport sessions (with E2's refused "
 	        "ones), held %lld "
 	        "subscriptions (%d tracks) and %lld upstream subscriptions\n",
 	        nsub, d, wts, osubs, TRACKS, oups);
+	fprintf(stderr, "wt_link: after O's restart the link came back; %llu frames verified\n",
+	        d2);
 	stop_proc(pp, SIGKILL);
 }
 END_TEST
