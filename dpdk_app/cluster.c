@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "h3.h"
 #include "moq_err.h"
 #include "net.h"
 #include "quic.h"
@@ -49,10 +50,15 @@ struct link {
 	char url[256]; /* shown: scheme://host:port/path, no query */
 	char host[256];
 	char path[LINK_PATH_MAX]; /* the SETUP path (with ?jwt=) */
+	char authority[272];      /* https: the CONNECT's :authority, host:port */
+	int wt;                   /* https:// : WebTransport (ALPN h3, h3.h) */
 	struct moq_quic_addr remote, local;
 	struct moq_net_ksock ks;
 	struct moq_quic_endpoint *ep;
 	struct moq_session *s;
+	/* https: the connection of the current attempt, from the dial until
+	 * it ended (its session exists only once the CONNECT succeeded) */
+	struct moq_quic_conn *qc;
 	int state;
 	uint64_t backoff_ns, next_try, up_since, next_expiry, ready_at;
 	uint64_t attempts;
@@ -140,15 +146,15 @@ static int parse_url(struct link *l, const char *u, const char *token, char *err
 	char portstr[8];
 	int rc;
 
-	if (strncmp(u, "https://", 8) == 0)
-		return cfail(err, errlen,
-		             "--cluster-connect: '%s': WebTransport (https://) peers are not "
-		             "supported yet; use moql://host:port/ (raw QUIC)",
-		             u);
-	if (strncmp(u, "moql://", 7) == 0 || strncmp(u, "moqt://", 7) == 0)
+	if (strncmp(u, "https://", 8) == 0) { /* WebTransport (BINDINGS.md 1) */
+		l->wt = 1;
+		p = u + 8;
+	} else if (strncmp(u, "moql://", 7) == 0 || strncmp(u, "moqt://", 7) == 0)
 		p = u + 7;
 	else
-		return cfail(err, errlen, "--cluster-connect: '%s' is not a moql://host:port/ URL",
+		return cfail(err, errlen,
+		             "--cluster-connect: '%s' is not a moql://host:port/ or "
+		             "https://host:port/ URL",
 		             u);
 	hs = p;
 	if (*p == '[') { /* [v6]:port */
@@ -188,6 +194,15 @@ static int parse_url(struct link *l, const char *u, const char *token, char *err
 		              strchr(path, '?') ? "&" : "?", token);
 	if (rc < 0 || (size_t)rc >= sizeof(l->path))
 		return cfail(err, errlen, "--cluster-connect: '%s': path and token too long", u);
+	/* https: the CONNECT's :authority (the :path is "/" + l->path) */
+	{
+		char auth[sizeof(l->authority)];
+		int v6 = strchr(l->host, ':') != NULL;
+
+		snprintf(auth, sizeof(auth), "%s%s%s:%lu", v6 ? "[" : "", l->host, v6 ? "]" : "",
+		         port);
+		memcpy(l->authority, auth, sizeof(auth));
+	}
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_DGRAM;
@@ -278,8 +293,15 @@ int moq_cluster_attach(struct moq_cluster *c, struct moq_node *node,
 		l->local.len = blen;
 		memset(&qc, 0, sizeof(qc));
 		qc.role = MOQ_QUIC_CLIENT;
-		qc.alpn = moq_node_alpns(&nalpn);
-		qc.alpn_count = nalpn;
+		if (l->wt) { /* HTTP/3 only: the CONNECT picks the moq-lite version */
+			static const char *const h3_alpns[] = {MOQ_H3_ALPN};
+
+			qc.alpn = h3_alpns;
+			qc.alpn_count = 1;
+		} else {
+			qc.alpn = moq_node_alpns(&nalpn);
+			qc.alpn_count = nalpn;
+		}
 		qc.cb = moq_node_quic_callbacks();
 		qc.user = node;
 		qc.server_name = l->host;
@@ -307,18 +329,27 @@ int moq_cluster_attach(struct moq_cluster *c, struct moq_node *node,
 
 /* The link's session ended (or never started): dial again after the
  * backoff (cluster.h). */
+/* The link's current QUIC connection, NULL without. */
+static struct moq_quic_conn *link_conn(const struct link *l)
+{
+	if (l->wt)
+		return l->qc;
+	return l->s != NULL ? moq_session_conn(l->s) : NULL;
+}
+
 static void link_down(struct link *l, uint64_t now)
 {
 	struct moq_quic_conn_info qi;
 
-	if (l->s != NULL && moq_session_conn(l->s) != NULL) {
-		moq_quic_conn_get_info(moq_session_conn(l->s), &qi);
+	if (link_conn(l) != NULL) {
+		moq_quic_conn_get_info(link_conn(l), &qi);
 		l->done_sent += qi.bytes_sent;
 		l->done_recv += qi.bytes_recv;
 	}
 	if (l->state == MOQ_CLUSTER_UP && now - l->up_since >= BACKOFF_RESET_NS)
 		l->backoff_ns = BACKOFF_MIN_NS;
 	l->s = NULL;
+	l->qc = NULL;
 	l->ready_at = 0;
 	SET(l->state, MOQ_CLUSTER_DOWN);
 	SET(l->failures, l->failures + 1);
@@ -333,9 +364,21 @@ static struct link *link_of(struct moq_cluster *c, struct moq_session *s)
 {
 	void *u = moq_session_user(s);
 
-	for (unsigned int i = 0; c != NULL && i < c->nb; i++)
-		if (u == &c->l[i] && c->l[i].s == s)
-			return &c->l[i];
+	for (unsigned int i = 0; c != NULL && i < c->nb; i++) {
+		struct link *l = &c->l[i];
+
+		if (u != l)
+			continue;
+		if (l->s == s)
+			return l;
+		/* https: the session began with the CONNECT's response, after
+		 * the dial; it is the current attempt's while that is on */
+		if (l->wt && l->s == NULL && l->qc != NULL &&
+		    GET(l->state) == MOQ_CLUSTER_CONNECTING) {
+			l->s = s;
+			return l;
+		}
+	}
 	return NULL;
 }
 
@@ -374,12 +417,54 @@ const struct moq_node_callbacks *moq_cluster_node_callbacks(void)
 	return &cb;
 }
 
+/* https: the attempt's connection ended before its session began
+ * (handshake, certificate, CONNECT refused). */
+static void wt_failed(void *user)
+{
+	struct link *l = user;
+
+	if (l->qc == NULL || l->s != NULL || GET(l->state) != MOQ_CLUSTER_CONNECTING)
+		return; /* not the current attempt's */
+	fprintf(stderr, "moqdp-relay: cluster: %s: WebTransport session not established\n", l->url);
+	link_down(l, l->c->now);
+}
+
+/* https: dial @l with ALPN h3 and CONNECT https://authority/path, the
+ * moq-lite session on WebTransport (h3.h, as moqdp-load --transport wt). */
+static int dial_wt(struct link *l, uint64_t now)
+{
+	char path[LINK_PATH_MAX + 2];
+	int err = 0;
+
+	snprintf(path, sizeof(path), "/%s", l->path);
+	l->qc = moq_quic_connect(l->ep, &l->local, &l->remote, NULL, now, &err);
+	if (l->qc == NULL)
+		return err ? err : MOQ_ERR_IO;
+	if (moq_wt_connect(l->qc, l->c->node, l->authority, path, MOQ_ROLE_BOTH, l, wt_failed) ==
+	    NULL) {
+		moq_quic_conn_close(l->qc, MOQ_H3_INTERNAL_ERROR, "memory");
+		l->qc = NULL;
+		return MOQ_ERR_NOMEM;
+	}
+	return 0;
+}
+
 static void dial(struct link *l, uint64_t now)
 {
 	int err = 0;
 
 	SET(l->attempts, l->attempts + 1); /* after the first: reconnects */
 	SET(l->state, MOQ_CLUSTER_CONNECTING);
+	if (l->wt) {
+		l->s = NULL;
+		err = dial_wt(l, now);
+		if (err != 0) {
+			fprintf(stderr, "moqdp-relay: cluster: %s: cannot dial (%s)\n", l->url,
+			        moq_err_str(err));
+			link_down(l, now);
+		}
+		return;
+	}
 	l->s = moq_node_connect(l->c->node, l->ep, &l->local, &l->remote,
 	                        l->path[0] ? l->path : NULL, MOQ_ROLE_BOTH, l, now, &err);
 	if (l->s == NULL) {
@@ -443,7 +528,7 @@ static int link_poll(struct link *l, uint64_t now)
 	}
 	l->next_expiry = moq_quic_endpoint_next_expiry(l->ep);
 	if (now - l->last_info >= 100000000ull) { /* 10 Hz: the figures others read */
-		struct moq_quic_conn *qc = l->s ? moq_session_conn(l->s) : NULL;
+		struct moq_quic_conn *qc = link_conn(l);
 
 		l->last_info = now;
 		if (qc != NULL) {
@@ -453,7 +538,7 @@ static int link_poll(struct link *l, uint64_t now)
 			SET(l->rtt_ns, qi.smoothed_rtt_ns);
 			SET(l->bytes_sent, l->done_sent + qi.bytes_sent);
 			SET(l->bytes_recv, l->done_recv + qi.bytes_recv);
-			SET(l->upstream_subs, moq_session_upstreams(l->s));
+			SET(l->upstream_subs, l->s ? moq_session_upstreams(l->s) : 0);
 		} else {
 			SET(l->bytes_sent, l->done_sent);
 			SET(l->bytes_recv, l->done_recv);
@@ -482,6 +567,7 @@ void moq_cluster_close(struct moq_cluster *c)
 		moq_quic_endpoint_free(l->ep); /* closes the session (moq.h) */
 		l->ep = NULL;
 		l->s = NULL;
+		l->qc = NULL;
 		moq_net_ksock_close(&l->ks);
 	}
 }

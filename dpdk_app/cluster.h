@@ -14,9 +14,10 @@
  * AUTH-CLUSTER.md says), and subscriptions go over the link on demand, one
  * upstream subscription per track however many local subscribers.
  *
- * Raw QUIC only: moql:// (or moqt://) URLs; https:// (WebTransport) is
- * refused at start-up until the relay has a WebTransport client. The token
- * of --cluster-token travels as ?jwt= in the lite-05 SETUP path. Mutual TLS
+ * moql:// (or moqt://) URLs dial raw QUIC; https:// URLs dial WebTransport
+ * (ALPN h3, h3.h's moq_wt_connect; the session begins with the CONNECT's
+ * 200). The token of --cluster-token travels as ?jwt= in the lite-05 SETUP
+ * path (raw QUIC) or the CONNECT's :path (WebTransport). Mutual TLS
  * is not offered. The DPDK backend cannot dial yet (pmd_config refuses the
  * combination).
  *
@@ -61,8 +62,9 @@ struct moq_cluster_link_info {
 /*
  * moq_cluster_create: parse cfg->cluster_connect (URLs) and read
  * cfg->cluster_token. Returns the cluster, or NULL with one line in @err
- * naming the option (a URL that is not moql://host[:port]/..., https://
- * not supported, an unresolvable host, an unreadable token file, memory).
+ * naming the option (a URL that is neither moql://host[:port]/... nor
+ * https://host[:port]/..., an unresolvable host, an unreadable token file,
+ * memory).
  * Returns NULL with @err empty when no peer is configured.
  */
 struct moq_cluster *moq_cluster_create(const struct moq_pmd_config *cfg, char *err, size_t errlen);

@@ -132,7 +132,7 @@ static const struct key keys[] = {
          "prefixes (comma-separated) open without a token, \"\" = all"},
         /* relay-to-relay (dpdk_app/cluster.h); moq-relay's names */
         {"cluster-connect", K_PATH, OFF(cluster_connect), 0, 0,
-         "peer relays to dial, comma-separated moql://host:port/ URLs (kernel backend)"},
+         "peer relays to dial, comma-separated moql:// or https:// URLs (kernel backend)"},
         {"cluster-token", K_PATH, OFF(cluster_token), 0, 0,
          "file holding the JWT sent to peers (lite-05 SETUP path ?jwt=)"},
         {"cluster-ca", K_PATH, OFF(cluster_ca), 0, 0,

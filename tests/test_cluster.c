@@ -17,8 +17,13 @@
  *    refused (6);
  *  - failover: an edge with two routes (through two mid-tier relays) loses
  *    the live one and its viewers go on over the other;
- *  - option errors (https://, a missing --cluster-ca, the dpdk backend) and
- *    moq_route_hash against an independent FNV-1a.
+ *  - option errors (a bad scheme, a missing --cluster-ca, the dpdk backend)
+ *    and moq_route_hash against an independent FNV-1a;
+ *  - a WebTransport link (https://): an edge dials the origin with ALPN h3
+ *    and its --cluster-token as ?jwt= of the CONNECT :path; the origin
+ *    counts it as a WebTransport session, holds one subscription per track
+ *    for it, and the edge's subscribers verify every frame; an edge
+ *    without a token is refused and keeps re-dialling.
  * Every wait is bounded; every child is killed in teardown.
  *
  * tests/fixtures/auth/cluster.jwt: claims {root "", put [""], get [""],
@@ -719,13 +724,8 @@ static void expect_refusal(const char *const *extra, const char *want)
 
 START_TEST(option_refusals)
 {
-	const char *https[] = {"--backend",
-	                       "kernel",
-	                       "--cluster-connect",
-	                       "https://127.0.0.1:4443/",
-	                       "--cluster-ca",
-	                       "insecure",
-	                       NULL};
+	const char *https[] = {"--backend", "kernel", "--cluster-connect",
+	                       "https://127.0.0.1:4443/", NULL};
 	const char *noca[] = {"--backend", "kernel", "--cluster-connect", "moql://127.0.0.1:4443/",
 	                      NULL};
 	const char *dpdk[] = {"--cluster-connect", "moql://127.0.0.1:4443/", "--cluster-ca",
@@ -744,13 +744,115 @@ START_TEST(option_refusals)
 	                        "udp://x:1/", "--cluster-ca", "insecure",
 	                        NULL};
 
-	expect_refusal(https, "moqdp-relay: --cluster-connect: 'https://127.0.0.1:4443/': "
-	                      "WebTransport (https://) peers are not supported yet");
+	/* https:// is accepted (wt_link) and verifies certificates as moql:// */
+	expect_refusal(https, "moqdp-relay: --cluster-ca: required with --cluster-connect");
 	expect_refusal(noca, "moqdp-relay: --cluster-ca: required with --cluster-connect");
 	expect_refusal(dpdk, "moqdp-relay: --cluster-connect: the dpdk backend cannot dial");
 	expect_refusal(token, "moqdp-relay: --cluster-token: only with --cluster-connect");
 	expect_refusal(badtok, "moqdp-relay: --cluster-token: cannot read /nonexistent/token");
 	expect_refusal(scheme, "moqdp-relay: --cluster-connect: 'udp://x:1/' is not a moql://");
+}
+END_TEST
+
+/* ------------------------------------------------------ WebTransport link */
+
+START_TEST(wt_link)
+{
+	unsigned int b = base_port(6), nsub = edge_subs();
+	struct relay o, ow, e1, e2;
+	char oarg[64], subs[16];
+	const char *oargs[] = {"--auth-key", AUTH_FIXTURES "/hs256.jwk", NULL};
+	const char *with[] = {"--cluster-connect",
+	                      oarg,
+	                      "--cluster-ca",
+	                      "insecure",
+	                      "--cluster-token",
+	                      AUTH_FIXTURES "/cluster.jwt",
+	                      "--upstream-hold",
+	                      "1s",
+	                      NULL};
+	const char *without[] = {"--cluster-connect", oarg, "--cluster-ca", "insecure", NULL};
+	const char *pub[] = {
+	        "--publish", "--duration", "40", "--token", AUTH_FIXTURES "/cluster.jwt", NULL};
+	const char *sub[] = {"--subscribers", subs, "--duration", "8", NULL};
+	unsigned long long d = 0, d2 = 0, m = 1, e = 1;
+	long long wts, osubs, oups, lups;
+	struct proc *pp, *ps;
+
+	snprintf(subs, sizeof(subs), "%u", nsub);
+	relay_start(&o, "wo", b, oargs);
+	ow = o; /* the link's peer label: the https:// URL */
+	snprintf(ow.url, sizeof(ow.url), "https://127.0.0.1:%u/", o.udp);
+	snprintf(oarg, sizeof(oarg), "%s", ow.url);
+	relay_start(&e1, "we1", b + 2, with);
+	ck_assert_int_eq(wait_link(&e1, "state", &ow, 2, 15000), 2);
+	/* O took the link as a WebTransport session (h3/, CONNECT accepted):
+	 * the only one (moqdp-load below publishes over raw QUIC) */
+	wts = wait_metric(&o, "moqdp_webtransport_sessions_total", 1, 5000);
+	ck_assert_int_eq(wts, 1);
+	ck_assert_int_eq(wait_metric(&o, "moqdp_sessions", 1, 3000), 1);
+	/* without a token O refuses each attempt; E2 keeps dialling */
+	relay_start(&e2, "we2", b + 4, without);
+	ck_assert_int_ge(wait_link(&e2, "reconnects_total", &ow, 1, 15000), 1);
+	ck_assert_int_ne(link_metric(&e2, "state", &ow), 2);
+	ck_assert_int_eq(link_metric(&e2, "connects_total", &ow), 0);
+	pp = load_start(&o, "127.0.3.1", "wpub", pub);
+	ck_assert_int_eq(wait_metric(&e1, "moqdp_broadcasts", 1, 15000), 1);
+	ck_assert_int_eq(relay_metric(&e2, "moqdp_broadcasts"), 0);
+	ps = load_start(&e1, "127.0.1.1", "ws1", sub);
+	ck_assert_int_eq(wait_metric(&e1, "moqdp_subscribers", nsub * TRACKS, 30000),
+	                 nsub * TRACKS);
+	/* O: one subscription per track for the edge, one upstream per track;
+	 * the edge: one upstream per track over its link */
+	osubs = wait_metric(&o, "moqdp_subscribers", TRACKS, 5000);
+	oups = relay_metric(&o, "moqdp_upstream_subscriptions");
+	lups = wait_link(&e1, "upstream_subscriptions", &ow, TRACKS, 3000);
+	ck_assert_int_eq(osubs, TRACKS);
+	ck_assert_int_eq(oups, TRACKS);
+	ck_assert_int_eq(lups, TRACKS);
+	load_result(ps, 60000, 0, &d, &m, &e);
+	ck_assert_uint_gt(d, 100);
+	ck_assert_uint_eq(m, 0);
+	ck_assert_uint_eq(e, 0);
+	ck_assert_int_gt(link_metric(&e1, "received_bytes_total", &ow), 0);
+	ck_assert_int_gt(link_metric(&e1, "sent_bytes_total", &ow), 0);
+	/* one session all along: the link never dropped */
+	ck_assert_int_eq(link_metric(&e1, "connects_total", &ow), 1);
+	ck_assert_int_eq(link_metric(&e1, "reconnects_total", &ow), 0);
+	/* the viewers left: after --upstream-hold the edge unsubscribes and O
+	 * frees what the link held */
+	ck_assert_int_eq(wait_link(&e1, "upstream_subscriptions", &ow, 0, 8000), 0);
+	ck_assert_int_eq(wait_metric(&o, "moqdp_subscribers", 0, 5000), 0);
+	wts = relay_metric(&o, "moqdp_webtransport_sessions_total");
+	/* O dies and comes back on its port: the link notices (idle timeout),
+	 * dials again with its backoff and carries a new broadcast */
+	stop_proc(pp, SIGKILL);
+	stop_proc(e2.p, SIGTERM);
+	kill(o.p->pid, SIGKILL);
+	wait_proc(o.p, 5000);
+	ck_assert_int_ne(wait_link(&e1, "state", &ow, 0, 12000), 2);
+	ck_assert_int_eq(wait_metric(&e1, "moqdp_broadcasts", 0, 12000), 0);
+	relay_start(&o, "wo", b, oargs);
+	ck_assert_int_eq(wait_link(&e1, "state", &ow, 2, 30000), 2);
+	ck_assert_int_eq(link_metric(&e1, "connects_total", &ow), 2);
+	ck_assert_int_ge(link_metric(&e1, "reconnects_total", &ow), 1);
+	ck_assert_int_eq(wait_metric(&o, "moqdp_webtransport_sessions_total", 1, 5000), 1);
+	pp = load_start(&o, "127.0.3.1", "wpub2", pub);
+	ck_assert_int_eq(wait_metric(&e1, "moqdp_broadcasts", 1, 15000), 1);
+	sub[3] = "4";
+	load_result(load_start(&e1, "127.0.1.1", "ws2", sub), 60000, 0, &d2, &m, &e);
+	ck_assert_uint_gt(d2, 100);
+	ck_assert_uint_eq(m, 0);
+	ck_assert_uint_eq(e, 0);
+	fprintf(stderr,
+	        "wt_link: %u subscribers at the edge verified %llu frames (0 missing, 0 errors) "
+	        "over an https:// link; O counted %lld WebTransport sessions (with E2's refused "
+	        "ones), held %lld "
+	        "subscriptions (%d tracks) and %lld upstream subscriptions\n",
+	        nsub, d, wts, osubs, TRACKS, oups);
+	fprintf(stderr, "wt_link: after O's restart the link came back; %llu frames verified\n",
+	        d2);
+	stop_proc(pp, SIGKILL);
 }
 END_TEST
 
@@ -798,6 +900,7 @@ Suite *cluster_suite(void)
 	        {"loop", loop_of_three},
 	        {"two_publishers", two_publishers_one_route},
 	        {"failover", failover_to_standby_route},
+	        {"wt_link", wt_link},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		tc = tcase_create(cases[i].name);
