@@ -502,6 +502,26 @@ static void cb_conn_closed(struct moq_quic_conn *c, void *user,
 
 /* ------------------------------------------------------------ bindings */
 
+/* A session failed before the binding ever saw it: free it quietly. */
+static struct moq_session *binding_drop(struct moq_session *s)
+{
+	s->tp = NULL;
+	s->freed = 1;
+	sess_free(s, 0, 1);
+	return NULL;
+}
+
+/* The binding's transport is up: the session starts as a QUIC one does at
+ * its handshake (a refusal, auth or version, closes it at the next poll
+ * through the binding's close). */
+static struct moq_session *binding_start(struct moq_session *s, enum moq_version v)
+{
+	s->depth++;
+	sess_established(s, v);
+	s->depth--;
+	return s;
+}
+
 struct moq_session *moq_binding_accept(struct moq_node *n, const struct moq_binding_ops *ops,
                                        void *b, enum moq_version v, const char *url, size_t url_len)
 {
@@ -520,19 +540,9 @@ struct moq_session *moq_binding_accept(struct moq_node *n, const struct moq_bind
 	while (l < url_len && url[l] != '?')
 		l++;
 	/* the URL path roots the session, as a lite-05 SETUP Path does */
-	if (!(s->url = memdup0(url, url_len)) ||
-	    (l && !(s->root = path_dup(url, l, &s->rootlen)))) {
-		s->tp = NULL;
-		s->freed = 1;
-		sess_free(s, 0, 1);
-		return NULL;
-	}
-	s->depth++;
-	sess_established(s, v);
-	s->depth--;
-	/* a refusal (auth, version) closes it at the next poll, through the
-	 * binding's close, like a raw QUIC session's */
-	return s;
+	if (!(s->url = memdup0(url, url_len)) || (l && !(s->root = path_dup(url, l, &s->rootlen))))
+		return binding_drop(s);
+	return binding_start(s, v);
 }
 
 struct moq_session *moq_binding_connect(struct moq_node *n, const struct moq_binding_ops *ops,
@@ -548,16 +558,9 @@ struct moq_session *moq_binding_connect(struct moq_node *n, const struct moq_bin
 	s->bops = ops;
 	s->tp = b;
 	s->role = (uint8_t)role;
-	if (path && !(s->path = memdup0(path, strlen(path)))) {
-		s->tp = NULL;
-		s->freed = 1;
-		sess_free(s, 0, 1);
-		return NULL;
-	}
-	s->depth++;
-	sess_established(s, v);
-	s->depth--;
-	return s;
+	if (path && !(s->path = memdup0(path, strlen(path))))
+		return binding_drop(s);
+	return binding_start(s, v);
 }
 
 static const struct moq_quic_callbacks node_cbs = {
