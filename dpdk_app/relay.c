@@ -1736,6 +1736,9 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->tcp_refused += st->tcp_refused;
 		s->ws_sessions += st->ws_sessions;
 		s->ws_protocol_closes += st->ws_protocol_closes;
+		s->exc_in += st->exc_in;
+		s->exc_out += st->exc_out;
+		s->exc_drops += st->exc_drops;
 		s->drain_closes += st->drain_closes;
 		s->busy_tsc += st->busy_tsc;
 		s->idle_tsc += st->idle_tsc;

@@ -18,7 +18,10 @@ the test moves into C, where curl and moqdp-load --kernel run:
    every frame verified, all ready, no errors;
 5. moqdp-load over QUIC on the same port number at the same time as 4.
    (a second broadcast), every frame verified;
-6. on SIGTERM the relay exits 0 and its exception interface is gone.
+6. the relay's /metrics (management listener inside R) count frames both
+   ways through the exception port, none dropped, and the TCP connections
+   and WebSocket sessions;
+7. on SIGTERM the relay exits 0 and its exception interface is gone.
 
 Needs root (namespaces, net_tap); skipped otherwise.
 """
@@ -80,7 +83,7 @@ def main():
     if os.geteuid() != 0:
         print("1..0 # SKIP needs root (network namespaces, net_tap)")
         return 0
-    print("1..7", flush=True)
+    print("1..8", flush=True)
     relay = None
     try:
         for ns in (NSR, NSC):
@@ -91,7 +94,7 @@ def main():
             ["ip", "netns", "exec", NSR, RELAY, "-l", "0-1", "--no-pci", "--no-huge", "-m", "512",
              "--file-prefix", f"moqdp-exc-{PID}", "--log-level=lib.eal:error",
              f"--vdev=net_tap0,iface={DATA_IF}", "--", "--backend", "dpdk", "--listen",
-             f"{IP}/24", "--port", str(PORT), "--tcp", "1", "--mgmt", "",
+             f"{IP}/24", "--port", str(PORT), "--tcp", "1", "--mgmt", "127.0.0.1:9464",
              "--stats-interval", "0"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         exc_if = f"moqx{relay.pid}"
@@ -137,6 +140,16 @@ def main():
         quic = load([], "exc/quic", "10.79.0.7")
         load_ok(ws, "WebSocket (qmux-01) through the exception port")
         load_ok(quic, "QUIC on the same port, beside it")
+        met = sh(f"ip netns exec {NSR} curl -s --max-time 5 http://127.0.0.1:9464/metrics").stdout
+        vals = {k: int(float(v)) for k, v in
+                re.findall(r"^moqdp_(exception_\w+|tcp_connections_total|ws_sessions_total) "
+                           r"(\S+)$", met, re.M)}
+        tap(vals.get("exception_to_kernel_total", 0) > 100 and
+            vals.get("exception_from_kernel_total", 0) > 100 and
+            vals.get("exception_drops_total", 1) == 0 and
+            vals.get("tcp_connections_total", 0) >= 8 and vals.get("ws_sessions_total", 0) >= 5,
+            "/metrics: frames both ways through the exception port, none dropped; "
+            "TCP connections and WebSocket sessions counted", repr(vals))
         relay.send_signal(signal.SIGTERM)
         try:
             out = relay.communicate(timeout=30)[0]
