@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """test_dpdk_exc.py: the DPDK backend's TCP side through its exception port (TAP).
 
-  test_dpdk_exc.py RELAY LOAD
+  test_dpdk_exc.py RELAY LOAD [NODE]
 
 Issue 15 on `--backend dpdk --tcp 1` (dpdk_app/exc.c, docs/DEPLOY.md section
 14). The test makes two network namespaces: the relay runs in R (its
@@ -21,7 +21,10 @@ the test moves into C, where curl and moqdp-load --kernel run:
 6. the relay's /metrics (management listener inside R) count frames both
    ways through the exception port, none dropped, and the TCP connections
    and WebSocket sessions;
-7. on SIGTERM the relay exits 0 and its exception interface is gone.
+7. @moq/net in node (tests/web/ws_remote.mjs) over WebSocket: the http://
+   path (certificate.sha256, then the session), publish + subscribe, every
+   byte verified (skipped without node / tests/web/node_modules);
+8. on SIGTERM the relay exits 0 and its exception interface is gone.
 
 Needs root (namespaces, net_tap); skipped otherwise.
 """
@@ -33,6 +36,10 @@ import sys
 import time
 
 RELAY, LOAD = sys.argv[1], sys.argv[2]
+NODE = sys.argv[3] if len(sys.argv) > 3 else ""
+WS_REMOTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "web", "ws_remote.mjs")
+if not os.path.isdir(os.path.join(os.path.dirname(WS_REMOTE), "node_modules", "@moq")):
+    NODE = ""
 PID = os.getpid()
 NSR, NSC = f"moqdp-excR-{PID}", f"moqdp-excC-{PID}"
 DATA_IF = f"mqe{PID % 100000}"
@@ -83,7 +90,7 @@ def main():
     if os.geteuid() != 0:
         print("1..0 # SKIP needs root (network namespaces, net_tap)")
         return 0
-    print("1..8", flush=True)
+    print("1..9", flush=True)
     relay = None
     try:
         for ns in (NSR, NSC):
@@ -150,6 +157,13 @@ def main():
             vals.get("tcp_connections_total", 0) >= 8 and vals.get("ws_sessions_total", 0) >= 5,
             "/metrics: frames both ways through the exception port, none dropped; "
             "TCP connections and WebSocket sessions counted", repr(vals))
+        if NODE:
+            r = sh(f"ip netns exec {NSC} {NODE} {WS_REMOTE} http://{IP}:{PORT}/", timeout=90)
+            tap(r.returncode == 0 and "not ok" not in r.stdout and r.stdout.count("ok ") >= 3,
+                "@moq/net (node) over WebSocket through the exception port: the http:// "
+                "path, every byte verified", r.stdout + r.stderr)
+        else:
+            tap(True, "# SKIP @moq/net: no node or tests/web/node_modules (scripts/setup)")
         relay.send_signal(signal.SIGTERM)
         try:
             out = relay.communicate(timeout=30)[0]
