@@ -43,6 +43,9 @@ struct relay_worker_stats {
 	 * now / accepted / refused by --max-tcp-conns, WebSocket sessions
 	 * opened / closed for bad input */
 	uint64_t tcp_conns, tcp_conns_total, tcp_refused, ws_sessions, ws_protocol_closes;
+	/* dpdk backend --tcp (exc.c): frames handed to the exception port,
+	 * frames it sent out of the data port, frames it did not take */
+	uint64_t exc_in, exc_out, exc_drops;
 };
 
 /* What a backend sees of its worker; relay.c fills it before open. */
@@ -78,6 +81,24 @@ struct relay_io_ops {
 	/* free what open set up (also after a failed or no open) */
 	void (*close)(struct relay_io *io);
 };
+
+/* The TCP side (--tcp, web.h) of a worker: its HTTP / WebSocket listener,
+ * the TLS context and the certificate that context was made from, its byte
+ * counters as last added to the worker's. kernel.c: the kernel backend's
+ * workers; exc.c: the DPDK backend's, behind its exception port. */
+struct moq_web;
+struct relay_web {
+	struct moq_web *web;
+	void *web_tls;
+	const struct moq_quic_tls *web_cert;
+	uint64_t web_in, web_out;
+};
+int moq_relay_web_open(struct relay_io *io, struct relay_web *k, const struct moq_pmd_config *cfg,
+                       char *err, size_t errlen);
+/* poll it (epoll, timeout 0), follow SIGHUP's certificate, add its
+ * counters to io->st; returns the work done (0: idle or off) */
+int moq_relay_web_poll(struct relay_io *io, struct relay_web *k, uint64_t now);
+void moq_relay_web_close(struct relay_web *k);
 
 /* kernel.c: the kernel-socket backend. */
 extern const struct relay_io_ops moq_relay_kernel_ops;

@@ -56,12 +56,7 @@ struct relay_kernel {
 	int nheld;
 	uint64_t retry_ns; /* held: no send before this */
 	uint8_t tx[MOQ_PMD_BURST][MOQ_QUIC_MAX_UDP_PAYLOAD];
-	/* --tcp: the worker's HTTP / WebSocket listener, its TLS context and
-	 * the certificate that context was made from */
-	struct moq_web *web;
-	void *web_tls;
-	const struct moq_quic_tls *web_cert;
-	uint64_t web_in, web_out; /* its byte counters, as last added to the worker's */
+	struct relay_web web; /* --tcp (io.h) */
 };
 
 /* A redirected datagram: this header, then the payload, in one mbuf. */
@@ -71,9 +66,10 @@ struct kdgram {
 };
 
 /* --tcp: the worker's TCP listener on --port of every --listen address
- * (the same addresses as UDP), TLS with the endpoint's certificate. */
-static int web_open(struct relay_io *io, struct relay_kernel *k, const struct moq_pmd_config *cfg,
-                    char *err, size_t errlen)
+ * (the same addresses as UDP), TLS with the endpoint's certificate. The
+ * DPDK backend's exception port (exc.c) uses it too. */
+int moq_relay_web_open(struct relay_io *io, struct relay_web *k, const struct moq_pmd_config *cfg,
+                       char *err, size_t errlen)
 {
 	struct moq_quic_addr a[MOQ_CFG_MAX_LISTEN];
 	struct moq_web_cfg wc;
@@ -107,7 +103,7 @@ static int web_open(struct relay_io *io, struct relay_kernel *k, const struct mo
 
 /* SIGHUP: new TLS connections get the new certificate (relay.c moved
  * io->tls); the old context stays with the connections made from it. */
-static void web_cert_follow(struct relay_io *io, struct relay_kernel *k)
+static void web_cert_follow(struct relay_io *io, struct relay_web *k)
 {
 	void *t;
 	uint8_t fp[32];
@@ -122,6 +118,37 @@ static void web_cert_follow(struct relay_io *io, struct relay_kernel *k)
 	moq_web_set_tls(k->web, t, fp);
 	moq_web_tls_ctx_free(k->web_tls); /* wolfSSL counts the connections' references */
 	k->web_tls = t;
+}
+
+int moq_relay_web_poll(struct relay_io *w, struct relay_web *kb, uint64_t now)
+{
+	struct moq_web_stats ws;
+	int work;
+
+	if (kb->web == NULL)
+		return 0;
+	web_cert_follow(w, kb);
+	work = moq_web_poll(kb->web, now);
+	/* TCP bytes count in the worker's rx / tx bytes (egress in the
+	 * stats line, /metrics, bench-fanout's ws case) */
+	moq_web_stats(kb->web, &ws);
+	w->st->rx_bytes += ws.bytes_in - kb->web_in;
+	w->st->tx_bytes += ws.bytes_out - kb->web_out;
+	kb->web_in = ws.bytes_in;
+	kb->web_out = ws.bytes_out;
+	w->st->tcp_conns = ws.conns;
+	w->st->tcp_conns_total = ws.conns_total;
+	w->st->tcp_refused = ws.conns_refused;
+	w->st->ws_sessions = ws.ws_sessions;
+	w->st->ws_protocol_closes = ws.closes_protocol;
+	return work;
+}
+
+void moq_relay_web_close(struct relay_web *k)
+{
+	moq_web_destroy(k->web); /* ends its sessions (moq_binding_closed) */
+	moq_web_tls_ctx_free(k->web_tls);
+	memset(k, 0, sizeof(*k));
 }
 
 static int kernel_open(struct relay_io *io, const struct moq_pmd_config *cfg, char *err,
@@ -165,7 +192,7 @@ static int kernel_open(struct relay_io *io, const struct moq_pmd_config *cfg, ch
 		k->nb_ks = i + 1;
 	}
 	if (cfg->tcp)
-		return web_open(io, k, cfg, err, errlen);
+		return moq_relay_web_open(io, &k->web, cfg, err, errlen);
 	return 0;
 }
 
@@ -175,8 +202,7 @@ static void kernel_close(struct relay_io *io)
 
 	if (k == NULL)
 		return;
-	moq_web_destroy(k->web); /* ends its sessions (moq_binding_closed) */
-	moq_web_tls_ctx_free(k->web_tls);
+	moq_relay_web_close(&k->web);
 	for (unsigned int i = 0; i < k->nb_ks; i++)
 		moq_net_ksock_close(&k->ks[i]);
 	rte_free(k->kb);
@@ -387,24 +413,7 @@ static int kernel_poll(struct relay_io *w, uint64_t now)
 	/* fanout: pending subscriber data, expiry resets (moq.h) */
 	work += moq_node_poll(w->node, now);
 	/* the TCP side after the node: what fanout queued goes out now */
-	if (kb->web != NULL) {
-		struct moq_web_stats ws;
-
-		web_cert_follow(w, kb);
-		work += moq_web_poll(kb->web, now);
-		/* TCP bytes count in the worker's rx / tx bytes (egress in the
-		 * stats line, /metrics, bench-fanout's ws case) */
-		moq_web_stats(kb->web, &ws);
-		w->st->rx_bytes += ws.bytes_in - kb->web_in;
-		w->st->tx_bytes += ws.bytes_out - kb->web_out;
-		kb->web_in = ws.bytes_in;
-		kb->web_out = ws.bytes_out;
-		w->st->tcp_conns = ws.conns;
-		w->st->tcp_conns_total = ws.conns_total;
-		w->st->tcp_refused = ws.conns_refused;
-		w->st->ws_sessions = ws.ws_sessions;
-		w->st->ws_protocol_closes = ws.closes_protocol;
-	}
+	work += moq_relay_web_poll(w, &kb->web, now);
 	/* what the socket did not take first; new packets only once it did */
 	if (kb->nheld > 0 && now >= kb->retry_ns)
 		work += kxmit(w, kb, kb->held, kb->held_sock, kb->nheld, now);

@@ -310,6 +310,14 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	metric(&o, "ws_protocol_closes_total", "counter",
 	       "--tcp: WebSocket sessions closed for bad input (a qmux CONNECTION_CLOSE).",
 	       s->ws_protocol_closes);
+	metric(&o, "exception_to_kernel_total", "counter",
+	       "--tcp, dpdk backend: frames handed to the exception port (TCP, ARP, ICMP).",
+	       s->exc_in);
+	metric(&o, "exception_from_kernel_total", "counter",
+	       "--tcp, dpdk backend: frames the kernel wrote on the exception port, sent.",
+	       s->exc_out);
+	metric(&o, "exception_drops_total", "counter",
+	       "--tcp, dpdk backend: frames the exception port did not take.", s->exc_drops);
 	metric(&o, "announcements_total", "counter",
 	       "Gratuitous ARPs and unsolicited NAs sent (start, link up).", s->announcements);
 	metric(&o, "goaway_sent_total", "counter", "GOAWAY sent to sessions (drain).", s->goaways);

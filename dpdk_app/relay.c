@@ -175,6 +175,12 @@ static void tx_add(struct moq_relay *r, struct relay_worker *w, unsigned int pi,
 	w->tx[pi][w->nb_tx[pi]++] = m;
 }
 
+void moq_relay_tx_add(struct moq_relay *r, struct relay_worker *w, unsigned int pi,
+                      struct rte_mbuf *m)
+{
+	tx_add(r, w, pi, m);
+}
+
 /* Frames left from an earlier flush on any port (the ring was full). */
 static int tx_backlog(struct moq_relay *r, struct relay_worker *w)
 {
@@ -298,8 +304,12 @@ static void handle_frame(struct moq_relay *r, struct relay_worker *w, unsigned i
 	v = moq_net_rx_mbuf(w->net[pi], m, now, &u, w->pool, &reply);
 	if (v == MOQ_NET_REPLY && reply != NULL)
 		tx_add(r, w, pi, reply);
-	if (v == MOQ_NET_UDP && deliver(r, w, &u, m, now, may_redirect))
-		return; /* now the owner's */
+	if (v == MOQ_NET_UDP) {
+		if (deliver(r, w, &u, m, now, may_redirect))
+			return; /* now the owner's */
+	} else if (unlikely(r->exc_port >= 0) && moq_relay_exc_take(r, w, m, (int)v)) {
+		return; /* --tcp: the kernel's (exc.c) */
+	}
 	rte_pktmbuf_free(m);
 }
 
@@ -343,6 +353,8 @@ static int dpdk_poll(struct moq_relay *r, struct relay_worker *w, uint64_t now)
 		}
 		w->next_expiry = moq_quic_endpoint_next_expiry(w->ep);
 	}
+	if (r->exc_port >= 0)
+		work += moq_relay_exc_poll(r, w, now);
 	if (w->id == 0)
 		announce_pending(r, w);
 	for (unsigned int pi = 0; pi < r->nb_ports; pi++)
@@ -358,9 +370,27 @@ static int dpdk_io_poll(struct relay_io *io, uint64_t now)
 	return dpdk_poll(io->relay, container_of(io, struct relay_worker, io), now);
 }
 
+/* --tcp: each worker's TCP listener on the exception port's address */
+static int dpdk_io_open(struct relay_io *io, const struct moq_pmd_config *cfg, char *err,
+                        size_t errlen)
+{
+	struct relay_worker *w = container_of(io, struct relay_worker, io);
+
+	if (io->relay->exc_port < 0)
+		return 0;
+	return moq_relay_web_open(io, &w->web, cfg, err, errlen);
+}
+
+static void dpdk_io_close(struct relay_io *io)
+{
+	moq_relay_web_close(&container_of(io, struct relay_worker, io)->web);
+}
+
 static const struct relay_io_ops dpdk_ops = {
         .name = "dpdk",
+        .open = dpdk_io_open,
         .poll = dpdk_io_poll,
+        .close = dpdk_io_close,
 };
 
 /* published figures ------------------------------------------------------ */
@@ -1255,13 +1285,15 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 	r->cfg = *cfg;
 	r->io_ops = cfg->backend == MOQ_CFG_BACKEND_KERNEL ? &moq_relay_kernel_ops : &dpdk_ops;
 	r->mgmt.http_fd = -1;
+	r->exc_port = -1;
 	r->t0_ns = moq_relay_now_ns();
 	r->tsc0 = rte_rdtsc();
 	r->tsc_mult = (uint64_t)((1000000000ull << 32) / rte_get_tsc_hz());
 	r->admit_window_tsc = rte_get_tsc_hz() / (1000000000ull / ADMIT_WINDOW_NS);
 	if (cfg->backend == MOQ_CFG_BACKEND_DPDK) {
 		if (pick_ports(r, err, errlen) != 0 || pick_workers(r, lcores, err, errlen) != 0 ||
-		    assign_addresses(r, err, errlen) != 0 || setup_ports(r, err, errlen) != 0)
+		    assign_addresses(r, err, errlen) != 0 || setup_ports(r, err, errlen) != 0 ||
+		    moq_relay_exc_open(r, err, errlen) != 0)
 			goto fail;
 	} else {
 		if (pick_workers(r, lcores, err, errlen) != 0)
@@ -1379,6 +1411,7 @@ void moq_relay_destroy(struct moq_relay *r)
 		}
 		rte_free(w);
 	}
+	moq_relay_exc_close(r); /* after the TCP listeners on its address */
 	for (unsigned int i = 0; i < r->nb_ports; i++) {
 		moq_pmd_port_stop(&r->ports[i].pp);
 		rte_free(r->ports[i].neigh);
@@ -1703,6 +1736,9 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->tcp_refused += st->tcp_refused;
 		s->ws_sessions += st->ws_sessions;
 		s->ws_protocol_closes += st->ws_protocol_closes;
+		s->exc_in += st->exc_in;
+		s->exc_out += st->exc_out;
+		s->exc_drops += st->exc_drops;
 		s->drain_closes += st->drain_closes;
 		s->busy_tsc += st->busy_tsc;
 		s->idle_tsc += st->idle_tsc;

@@ -134,6 +134,9 @@ struct moq_relay_stats {
 	 * refused by --max-tcp-conns, WebSocket sessions, their closes for bad
 	 * input */
 	uint64_t tcp_conns, tcp_conns_total, tcp_refused, ws_sessions, ws_protocol_closes;
+	/* dpdk backend --tcp (exc.c): frames to / from the exception port,
+	 * frames it did not take */
+	uint64_t exc_in, exc_out, exc_drops;
 };
 
 /*

@@ -73,6 +73,9 @@ struct relay_worker {
 	uint32_t tls_gen; /* the relay_tls generation its endpoint serves (atomic) */
 	uint64_t drain_start, drain_close_at;
 	struct relay_io io; /* what the I/O backend sees of this worker (io.h) */
+	/* --tcp on the dpdk backend (exc.c): the TCP listener, the next poll */
+	struct relay_web web;
+	uint64_t exc_next;
 	/* admission (--admit-busy): the window's start and busy TSC then */
 	uint64_t admit_tsc0, admit_busy0;
 	/* the published figures: written by the worker, read by any thread */
@@ -110,12 +113,17 @@ struct moq_relay {
 	struct rte_ring *rings[MOQ_RELAY_MAX_WORKERS]; /* w[i]->ring (relay_io.rings) */
 	const struct relay_io_ops *io_ops;             /* the backend's (io.h) */
 	struct rte_mempool *pools[RTE_MAX_NUMA_NODES];
-	struct rte_mempool *kpool;   /* kernel backend: redirect copies */
+	struct rte_mempool *kpool; /* kernel backend: redirect copies */
+	/* --tcp on the dpdk backend (exc.c): the exception port (-1: none),
+	 * its vdev and kernel interface names, its mbuf pool */
+	int exc_port, exc_made;
+	char exc_name[40], exc_if[16];
+	struct rte_mempool *exc_pool;
 	struct moq_cache *cache;     /* shared by all workers (cache.h) */
 	struct moq_pool *cache_pool; /* the cache's memory (pool.h) */
 	uint64_t admit_window_tsc;   /* --admit-busy: ADMIT_WINDOW_NS in TSC cycles */
 	struct moq_hub *hub;         /* joins the workers' nodes (moq.h); NULL with one */
-	struct moq_auth *auth;       /* --auth-*: the key set the nodes check (auth.h); NULL = off */
+	struct moq_auth *auth; /* --auth-*: the key set the nodes check (auth.h); NULL = off */
 	struct moq_cluster *cluster; /* --cluster-connect: worker 0's links (cluster.h) */
 	int quit, drain, reload;
 	uint32_t announce_pending; /* ports whose link came up: worker 0 announces */
@@ -143,5 +151,17 @@ struct moq_relay {
 };
 
 uint64_t moq_relay_now_ns(void);
+
+/* exc.c: the dpdk backend's exception port (--tcp 1). open: create it
+ * after the data ports (0, or MOQ_ERR_CONFIG with one line in @err);
+ * take: a frame moq_net did not deliver (verdict @v), 1 when it went to
+ * the kernel; poll: the kernel's frames out of the data port, the TCP
+ * listener. relay.c: tx_add for exc.c. */
+int moq_relay_exc_open(struct moq_relay *r, char *err, size_t errlen);
+void moq_relay_exc_close(struct moq_relay *r);
+int moq_relay_exc_take(struct moq_relay *r, struct relay_worker *w, struct rte_mbuf *m, int v);
+int moq_relay_exc_poll(struct moq_relay *r, struct relay_worker *w, uint64_t now);
+void moq_relay_tx_add(struct moq_relay *r, struct relay_worker *w, unsigned int pi,
+                      struct rte_mbuf *m);
 
 #endif /* MOQ_DPDK_APP_RELAY_INT_H */

@@ -152,7 +152,7 @@ static const struct key keys[] = {
         /* issue 15: the TCP side (web/web.h; BINDINGS.md, sections 2 and 3) */
         {"tcp", K_U32, OFF(tcp), 0, 1,
          "1: HTTP/1.1 + WebSocket (qmux) on TCP --port of the --listen addresses, plain "
-         "and TLS (kernel backend; default 0)"},
+         "and TLS (dpdk backend: through a net_tap exception port, IPv4; default 0)"},
         {"max-tcp-conns", K_U32, OFF(max_tcp_conns), 1, 1000000,
          "TCP connections per worker with --tcp 1; beyond: refused (default 1024)"},
         {"web-root", K_PATH, OFF(web_root), 0, 0,
@@ -214,7 +214,7 @@ void moq_pmd_config_defaults(struct moq_pmd_config *cfg)
 	cfg->max_broadcast_name = 1024;       /* MOQ_DEFAULT_MAX_BROADCAST_NAME */
 	cfg->max_track_name = 256;            /* MOQ_DEFAULT_MAX_TRACK_NAME */
 	cfg->max_tcp_conns = 1024;
-	cfg->max_message = 4096;              /* moq_node_create's default */
+	cfg->max_message = 4096; /* moq_node_create's default */
 }
 
 /* Splits "<number><unit>" and returns the number; *end is the unit. */
@@ -858,10 +858,15 @@ int moq_pmd_config_check(const struct moq_pmd_config *cfg, char *err, size_t err
 	    (cfg->cluster_token[0] != '\0' || cfg->cluster_ca[0] != '\0'))
 		return fail(err, errlen, "%s: only with --cluster-connect",
 		            cfg->cluster_token[0] ? "--cluster-token" : "--cluster-ca");
-	/* the DPDK backend's ports belong to DPDK: no kernel TCP path yet */
+	/* the DPDK backend's TCP goes through its exception port (exc.c),
+	 * which carries one IPv4 address */
 	if (cfg->backend == MOQ_CFG_BACKEND_DPDK && cfg->tcp)
-		return fail(err, errlen,
-		            "--tcp: the dpdk backend has no TCP path (use --backend kernel)");
+		for (unsigned int i = 0; i < cfg->nb_listen; i++)
+			if (cfg->listen[i].family != AF_INET)
+				return fail(
+				        err, errlen,
+				        "--tcp: the dpdk backend's TCP path (its exception "
+				        "port) carries IPv4 only; --listen has an IPv6 address");
 	if (!cfg->tcp && cfg->web_root[0])
 		return fail(err, errlen, "--web-root: needs --tcp 1");
 	if (cfg->backend == MOQ_CFG_BACKEND_DPDK) {

@@ -287,8 +287,9 @@ static const struct {
         {"--upstream-hold", "1h", "--upstream-hold: 1h is out of range"},
         {"--admit-busy", "100", "--admit-busy: '100' is not an integer in [0, 99]"},
         {"--admit-refuse", "goaway=", "--admit-refuse: 'goaway=' is not bounds or goaway=URL"},
-        /* issue 15: --tcp is refused on the dpdk backend (the default here) */
-        {"--tcp", "1", "--tcp: the dpdk backend has no TCP path (use --backend kernel)"},
+        /* issue 15: --tcp is 0 or 1 (the dpdk backend's exception port:
+         * tcp_on_dpdk below) */
+        {"--tcp", "2", "--tcp: '2' is not an integer in [0, 1]"},
         {"--max-tcp-conns", "0", "--max-tcp-conns:"},
         {"--web-root", "/srv", "--web-root: needs --tcp 1"},
 };
@@ -500,6 +501,23 @@ START_TEST(cross_checks)
 }
 END_TEST
 
+/* issue 15: the dpdk backend takes --tcp 1 (its exception port, exc.c)
+ * for IPv4 --listen addresses and refuses it with an IPv6 one. */
+START_TEST(tcp_on_dpdk)
+{
+	struct moq_pmd_config c;
+	char err[MOQ_CFG_ERR_MAX];
+
+	ck_assert_int_eq(parse(&c, no_env, err, "--tcp", "1", "--listen", "10.0.0.2/24", NULL), 0);
+	ck_assert_uint_eq(c.tcp, 1);
+	ck_assert_int_eq(
+	        parse(&c, no_env, err, "--tcp", "1", "--listen", "10.0.0.2/24,fd00::2/64", NULL),
+	        MOQ_ERR_CONFIG);
+	ck_assert_str_eq(err, "--tcp: the dpdk backend's TCP path (its exception port) carries "
+	                      "IPv4 only; --listen has an IPv6 address");
+}
+END_TEST
+
 /* --auth-key / --auth-key-dir / --auth-public: moq-relay's names, from
  * every source; "" is a value for --auth-public (every path public). */
 START_TEST(auth_options)
@@ -682,6 +700,7 @@ Suite *pmd_config_suite(void)
 	tcase_add_test(tc, bounds_options);
 	tcase_add_test(tc, admission_options);
 	tcase_add_test(tc, queues_per_lcore);
+	tcase_add_test(tc, tcp_on_dpdk);
 	suite_add_tcase(s, tc);
 	return s;
 }

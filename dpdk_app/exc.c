@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * exc.c: the DPDK backend's exception port (--tcp 1, docs/DEPLOY.md
+ * section 14). The data port's NIC belongs to DPDK, so the kernel never
+ * sees TCP to the relay's address. The relay creates a net_tap vdev
+ * (rte_eal_hotplug_add, kernel interface "moqx<pid>") with the data port's
+ * MAC and brings its kernel side up with the port's --listen IPv4 address
+ * (ioctl SIOCSIFADDR / SIOCSIFNETMASK / SIOCSIFFLAGS). Workers hand it
+ * every received frame to our address that moq_net did not take (TCP, ICMP
+ * the relay does not answer) and copy ARP concerning our address to it, so
+ * the kernel resolves its neighbours itself; what the kernel writes on it
+ * goes out of the data port. Each worker binds its TCP listener (web.h,
+ * SO_REUSEPORT) on that address and polls it as the kernel backend does;
+ * the kernel spreads the tap's flows over one queue pair per worker.
+ *
+ * Fast-path cost: none on a UDP frame (handle_frame tests the verdict it
+ * already tests); one test of exc_port on every frame moq_net did not
+ * deliver, and the tap's RX queue and the TCP listener are polled at most
+ * every EXC_POLL_NS while idle (a syscall each).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <rte_dev.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+
+#include "moq_err.h"
+#include "pmd_port.h"
+#include "relay_int.h"
+
+/* An idle exception port / TCP listener is polled again after this long;
+ * one that did work at once. */
+#define EXC_POLL_NS 100000ull
+#define EXC_DESC    256
+
+static int efail(char *err, size_t errlen, const char *fmt, const char *a, const char *b)
+{
+	snprintf(err, errlen, fmt, a, b);
+	return MOQ_ERR_CONFIG;
+}
+
+/* The kernel side: address, netmask, up (IPv6 off: the exception path
+ * carries IPv4; ND stays the relay's). */
+static int exc_ifup(const char *ifname, const uint8_t ip4[4], unsigned int prefix, char *err,
+                    size_t errlen)
+{
+	struct ifreq ifr;
+	struct sockaddr_in *sin = (struct sockaddr_in *)&ifr.ifr_addr;
+	uint32_t mask = prefix == 0 ? 0 : htonl(~0u << (32 - prefix));
+	char path[96];
+	FILE *f;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), rc = 0;
+
+	if (fd < 0)
+		return efail(err, errlen, "--tcp: socket: %s%s", strerror(errno), "");
+	snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/disable_ipv6", ifname);
+	f = fopen(path, "w");
+	if (f != NULL) {
+		fputs("1", f);
+		fclose(f);
+	}
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
+	sin->sin_family = AF_INET;
+	memcpy(&sin->sin_addr, ip4, 4);
+	if (ioctl(fd, SIOCSIFADDR, &ifr) != 0)
+		rc = efail(err, errlen, "--tcp: cannot give the exception port %s its address: %s",
+		           ifname, strerror(errno));
+	sin->sin_addr.s_addr = mask;
+	if (rc == 0 && ioctl(fd, SIOCSIFNETMASK, &ifr) != 0)
+		rc = efail(err, errlen, "--tcp: cannot set the exception port %s's netmask: %s",
+		           ifname, strerror(errno));
+	if (rc == 0 && ioctl(fd, SIOCGIFFLAGS, &ifr) == 0) {
+		ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+		if (ioctl(fd, SIOCSIFFLAGS, &ifr) != 0)
+			rc = efail(err, errlen, "--tcp: cannot bring the exception port %s up: %s",
+			           ifname, strerror(errno));
+	}
+	close(fd);
+	return rc;
+}
+
+int moq_relay_exc_open(struct moq_relay *r, char *err, size_t errlen)
+{
+	const struct relay_port *p = &r->ports[0];
+	struct rte_eth_conf conf;
+	char args[128], mac[18];
+	uint16_t pid;
+	int rc;
+
+	r->exc_port = -1;
+	if (!r->cfg.tcp)
+		return 0;
+	if (r->nb_ports != 1 || !p->has_ip4)
+		return efail(err, errlen,
+		             "--tcp: the dpdk backend's exception port needs one port with an IPv4 "
+		             "--listen address%s%s",
+		             "", "");
+	snprintf(r->exc_name, sizeof(r->exc_name), "net_tap_moqx%d", (int)getpid());
+	snprintf(r->exc_if, sizeof(r->exc_if), "moqx%d", (int)getpid());
+	snprintf(mac, sizeof(mac), "%02x:%02x:%02x:%02x:%02x:%02x", p->ifc.mac[0], p->ifc.mac[1],
+	         p->ifc.mac[2], p->ifc.mac[3], p->ifc.mac[4], p->ifc.mac[5]);
+	snprintf(args, sizeof(args), "iface=%s,mac=%s", r->exc_if, mac);
+	if (rte_eal_hotplug_add("vdev", r->exc_name, args) != 0)
+		return efail(err, errlen,
+		             "--tcp: cannot create the exception port (net_tap %s): %s "
+		             "(root and the net_tap PMD are needed)",
+		             r->exc_if, rte_strerror(rte_errno));
+	r->exc_made = 1;
+	if (rte_eth_dev_get_port_by_name(r->exc_name, &pid) != 0)
+		return efail(err, errlen, "--tcp: the exception port %s has no port id%s",
+		             r->exc_if, "");
+	r->exc_pool = moq_pmd_pool_create("exc", (int)rte_socket_id(),
+	                                  r->nb_workers * (EXC_DESC + 64) + 1024,
+	                                  RTE_MBUF_DEFAULT_BUF_SIZE);
+	if (r->exc_pool == NULL)
+		return efail(err, errlen, "--tcp: no mbuf pool for the exception port: %s%s",
+		             rte_strerror(rte_errno), "");
+	memset(&conf, 0, sizeof(conf));
+	rc = rte_eth_dev_configure(pid, (uint16_t)r->nb_workers, (uint16_t)r->nb_workers, &conf);
+	for (unsigned int q = 0; rc == 0 && q < r->nb_workers; q++) {
+		rc = rte_eth_rx_queue_setup(pid, (uint16_t)q, EXC_DESC,
+		                            (unsigned int)rte_socket_id(), NULL, r->exc_pool);
+		if (rc == 0)
+			rc = rte_eth_tx_queue_setup(pid, (uint16_t)q, EXC_DESC,
+			                            (unsigned int)rte_socket_id(), NULL);
+	}
+	if (rc == 0)
+		rc = rte_eth_dev_start(pid);
+	if (rc != 0)
+		return efail(err, errlen, "--tcp: cannot start the exception port %s: %s",
+		             r->exc_if, rte_strerror(-rc));
+	r->exc_port = pid;
+	return exc_ifup(r->exc_if, p->ip4, p->ip4_prefix, err, errlen);
+}
+
+void moq_relay_exc_close(struct moq_relay *r)
+{
+	if (r->exc_port >= 0) {
+		rte_eth_dev_stop((uint16_t)r->exc_port);
+		rte_eth_dev_close((uint16_t)r->exc_port);
+	}
+	if (r->exc_made)
+		rte_eal_hotplug_remove("vdev", r->exc_name);
+	r->exc_port = -1;
+	r->exc_made = 0;
+	rte_mempool_free(r->exc_pool);
+	r->exc_pool = NULL;
+}
+
+/* A frame moq_net did not deliver (@v): TCP / ICMP to our IPv4 address,
+ * or ARP naming it, goes to the kernel. Returns 1 when @m was taken. */
+int moq_relay_exc_take(struct moq_relay *r, struct relay_worker *w, struct rte_mbuf *m, int v)
+{
+	const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
+	const uint8_t *ip4 = r->ports[0].ip4;
+	uint16_t len = rte_pktmbuf_data_len(m);
+
+	if (len < 42)
+		return 0;
+	if (f[12] == 0x08 && f[13] == 0x06) { /* ARP: its target address */
+		if (memcmp(f + 38, ip4, 4) != 0)
+			return 0;
+	} else if (f[12] == 0x08 && f[13] == 0x00) {
+		/* IPv4 to us: TCP, or ICMP moq_net did not answer */
+		if (memcmp(f + 30, ip4, 4) != 0 ||
+		    !(f[23] == IPPROTO_TCP || (f[23] == IPPROTO_ICMP && v == MOQ_NET_DROPPED)))
+			return 0;
+	} else {
+		return 0;
+	}
+	m->ol_flags = 0;
+	if (rte_eth_tx_burst((uint16_t)r->exc_port, (uint16_t)w->id, &m, 1) != 1) {
+		w->st.exc_drops++;
+		return 0;
+	}
+	w->st.exc_in++;
+	return 1;
+}
+
+/* What the kernel wrote on the exception port goes out of the data port;
+ * then the worker's TCP listener. */
+int moq_relay_exc_poll(struct moq_relay *r, struct relay_worker *w, uint64_t now)
+{
+	struct rte_mbuf *mb[MOQ_PMD_BURST];
+	int work = 0;
+	uint16_t n;
+
+	if (now < w->exc_next)
+		return 0;
+	n = rte_eth_rx_burst((uint16_t)r->exc_port, (uint16_t)w->id, mb, MOQ_PMD_BURST);
+	for (uint16_t i = 0; i < n; i++) {
+		mb[i]->ol_flags = 0;
+		moq_relay_tx_add(r, w, 0, mb[i]);
+	}
+	w->st.exc_out += n;
+	work += n;
+	work += moq_relay_web_poll(&w->io, &w->web, now);
+	w->exc_next = work > 0 ? now : now + EXC_POLL_NS;
+	return work;
+}
