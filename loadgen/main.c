@@ -138,8 +138,8 @@ struct opts {
 	char jwt[MOQ_LG_JWT_MAX + 1]; /* --jwt TOKEN / --token FILE */
 	int light;                    /* --light */
 	uint32_t verify_every, verify_min;
-	int transport;                /* --transport quic|wt (wt_client.h) */
-	int ws;                       /* --transport ws (ws.h) */
+	int transport; /* --transport quic|wt (wt_client.h) */
+	int ws;        /* --transport ws (ws.h) */
 };
 
 struct io_stats {

@@ -213,9 +213,9 @@ struct moq_node_stats {
 	uint64_t bcast_failovers; /* a backup or standby route took over */
 	uint64_t ann_duplicates;  /* duplicate ANNOUNCEs in one session (lite-03/04: closed 12) */
 	uint64_t ann_restarts;    /* ... lite-05: a restart */
-	uint64_t auth_refused;         /* sessions closed with 6 at set-up (token, role) */
-	uint64_t auth_expired;         /* sessions closed with 6 when their token expired */
-	uint64_t auth_denied;          /* requests refused with 6: path outside the token */
+	uint64_t auth_refused;    /* sessions closed with 6 at set-up (token, role) */
+	uint64_t auth_expired;    /* sessions closed with 6 when their token expired */
+	uint64_t auth_denied;     /* requests refused with 6: path outside the token */
 	/* Admission (moq_node_admit) */
 	uint64_t subs_refused_capacity; /* SUBSCRIBEs of new subscribers refused (reset 11):
 					 * no headroom */
