@@ -437,16 +437,9 @@ static int dial_wt(struct link *l, uint64_t now)
 	int err = 0;
 
 	snprintf(path, sizeof(path), "/%s", l->path);
-	l->qc = moq_quic_connect(l->ep, &l->local, &l->remote, NULL, now, &err);
-	if (l->qc == NULL)
-		return err ? err : MOQ_ERR_IO;
-	if (moq_wt_connect(l->qc, l->c->node, l->authority, path, MOQ_ROLE_BOTH, l, wt_failed) ==
-	    NULL) {
-		moq_quic_conn_close(l->qc, MOQ_H3_INTERNAL_ERROR, "memory");
-		l->qc = NULL;
-		return MOQ_ERR_NOMEM;
-	}
-	return 0;
+	l->qc = moq_wt_dial(l->ep, &l->local, &l->remote, l->c->node, l->authority, path,
+	                    MOQ_ROLE_BOTH, l, wt_failed, now, &err);
+	return l->qc ? 0 : err;
 }
 
 static void dial(struct link *l, uint64_t now)

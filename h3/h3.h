@@ -319,6 +319,17 @@ const struct moq_quic_callbacks *moq_wt_quic_callbacks(void);
 struct moq_wt *moq_wt_connect(struct moq_quic_conn *c, struct moq_node *n, const char *authority,
                               const char *path, int role, void *user, void (*failed)(void *user));
 
+/*
+ * moq_wt_dial: moq_quic_connect from @ep (@local -> @remote; the endpoint
+ * offers MOQ_H3_ALPN) and moq_wt_connect on the new connection, the rest as
+ * there. Returns the connection, or NULL with *@err set (the connection, if
+ * made, closed).
+ */
+struct moq_quic_conn *moq_wt_dial(struct moq_quic_endpoint *ep, const struct moq_quic_addr *local,
+                                  const struct moq_quic_addr *remote, struct moq_node *n,
+                                  const char *authority, const char *path, int role, void *user,
+                                  void (*failed)(void *user), uint64_t now, int *err);
+
 /* moq_wt_session: the moq-lite session on @w, NULL before the CONNECT
  * succeeded or after it ended. */
 struct moq_session *moq_wt_session(const struct moq_wt *w);

@@ -1122,6 +1122,26 @@ struct moq_wt *moq_wt_connect(struct moq_quic_conn *c, struct moq_node *n, const
 	return w;
 }
 
+struct moq_quic_conn *moq_wt_dial(struct moq_quic_endpoint *ep, const struct moq_quic_addr *local,
+                                  const struct moq_quic_addr *remote, struct moq_node *n,
+                                  const char *authority, const char *path, int role, void *user,
+                                  void (*failed)(void *user), uint64_t now, int *err)
+{
+	int e = 0;
+	struct moq_quic_conn *c = moq_quic_connect(ep, local, remote, NULL, now, &e);
+
+	if (!c) {
+		*err = e ? e : MOQ_ERR_IO;
+		return NULL;
+	}
+	if (!moq_wt_connect(c, n, authority, path, role, user, failed)) {
+		moq_quic_conn_close(c, MOQ_H3_INTERNAL_ERROR, "memory");
+		*err = MOQ_ERR_NOMEM;
+		return NULL;
+	}
+	return c;
+}
+
 struct moq_session *moq_wt_session(const struct moq_wt *w)
 {
 	return w ? w->s : NULL;

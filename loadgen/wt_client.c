@@ -24,7 +24,6 @@ int moq_lg_wt_connect(struct moq_node *n, struct moq_quic_endpoint *ep,
                       uint64_t now)
 {
 	char ip[INET6_ADDRSTRLEN], authority[INET6_ADDRSTRLEN + 8], path[600];
-	struct moq_quic_conn *c;
 	int e = 0;
 
 	if (relay->u.sa.sa_family == AF_INET6) {
@@ -38,12 +37,6 @@ int moq_lg_wt_connect(struct moq_node *n, struct moq_quic_endpoint *ep,
 	/* BINDINGS.md 1: the URL path roots the session (the relay's root
 	 * here); the token rides in ?jwt= */
 	snprintf(path, sizeof(path), "/%s", query ? query : "");
-	c = moq_quic_connect(ep, local, relay, NULL, now, &e);
-	if (!c)
-		return e ? e : MOQ_ERR_IO;
-	if (!moq_wt_connect(c, n, authority, path, role, user, failed)) {
-		moq_quic_conn_close(c, MOQ_H3_INTERNAL_ERROR, "memory");
-		return MOQ_ERR_NOMEM;
-	}
-	return 0;
+	return moq_wt_dial(ep, local, relay, n, authority, path, role, user, failed, now, &e) ? 0
+	                                                                                      : e;
 }
