@@ -41,8 +41,8 @@
 #define LINK_ACCEPT_NS 1000000000ull
 /* moq-lite's default port for raw QUIC URLs without one (moq-relay: 443). */
 #define LINK_DEFAULT_PORT 443
-/* The SETUP path with its ?jwt= query: a lite-05 SETUP message is at most
- * 1100 bytes with everything else (moq_int.h setup_buf). */
+/* The SETUP path with its ?jwt= query: with everything else a lite-05
+ * SETUP message stays well under a packet. */
 #define LINK_PATH_MAX 1024
 
 struct link {

@@ -147,7 +147,7 @@ static void tx_flush(struct moq_relay *r, struct relay_worker *w, unsigned int p
 	/* a full ring is asked again only after ~2 us: polling its indexes
 	 * as fast as the loop runs took the cache lines from the peer that
 	 * empties it (a memif load generator received a third less) */
-	if (w->tx_retry_tsc != 0 && n < MOQ_RELAY_TXBUF && rte_rdtsc() < w->tx_retry_tsc)
+	if (w->tx_retry_tsc != 0 && n < MOQ_RELAY_TXBUF && w->poll_tsc < w->tx_retry_tsc)
 		return;
 	w->tx_retry_tsc = 0;
 	sent = rte_eth_tx_burst(r->ports[pi].port_id, (uint16_t)w->id, w->tx[pi], n);
@@ -157,7 +157,7 @@ static void tx_flush(struct moq_relay *r, struct relay_worker *w, unsigned int p
 	}
 	if (sent < n) {
 		w->st.tx_ring_full++;
-		w->tx_retry_tsc = rte_rdtsc() + rte_get_tsc_hz() / 500000;
+		w->tx_retry_tsc = w->poll_tsc + rte_get_tsc_hz() / 500000;
 		memmove(&w->tx[pi][0], &w->tx[pi][sent], (size_t)(n - sent) * sizeof(w->tx[pi][0]));
 	}
 	w->nb_tx[pi] = (uint16_t)(n - sent);
@@ -533,7 +533,11 @@ int moq_relay_poll(struct moq_relay *r, unsigned int wi)
 		return MOQ_ERR_INVAL;
 	w = r->w[wi];
 	t0 = rte_rdtsc();
-	now = moq_relay_now_ns();
+	w->poll_tsc = t0;
+	/* CLOCK_MONOTONIC from the TSC read the busy accounting takes anyway:
+	 * the vDSO's clock_gettime was ~9% of an idle-heavy worker's samples
+	 * under perf (kvm-clock), one call per iteration */
+	now = r->t0_ns + (uint64_t)(((unsigned __int128)(t0 - r->tsc0) * r->tsc_mult) >> 32);
 	work = r->io_ops->poll(&w->io, now);
 	if (wi == 0 && r->cluster != NULL) /* links to peer relays (cluster.h) */
 		work += moq_cluster_poll(r->cluster, now);

@@ -62,6 +62,8 @@ struct relay_worker {
 	uint64_t next_expiry, stats_ns;
 	struct rte_mbuf *tx[MOQ_RELAY_MAX_PORTS][MOQ_RELAY_TXBUF];
 	uint64_t tx_retry_tsc; /* the ring was full: no flush before this TSC */
+	uint64_t poll_tsc;     /* the TSC at this iteration's start (moq_relay_poll): a
+	                        * full ring's retry is timed with it, not a read per flush */
 	uint16_t nb_tx[MOQ_RELAY_MAX_PORTS];
 	struct relay_worker_stats st __rte_cache_aligned;
 	struct moq_wt_stats wt_stats; /* this worker's WebTransport layer (h3.h) */

@@ -725,6 +725,10 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 	}
 	/* Local broadcasts' tracks are watched per session that reads them. */
 	for (s = n->watch; s; s = s->wnext) {
+		/* one session ahead: thousands of them do not stay in cache
+		 * between polls, and the walk is a chain of misses otherwise */
+		if (s->wnext != NULL)
+			sess_prefetch(s->wnext);
 		if (s->queued || !s->ready || s->closing || !s->tp)
 			continue;
 		for (struct dsub *d = s->dsubs; d; d = d->next)
@@ -779,6 +783,8 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 	n->pending = NULL;
 	while ((s = n->work)) {
 		n->work = s->pnext;
+		if (s->pnext != NULL) /* as in the watch walk above */
+			sess_prefetch(s->pnext);
 		s->queued = 0;
 		if (__builtin_expect(s->ready_due, 0)) {
 			/* a binding's client session (moq_binding_connect) */
