@@ -30,6 +30,15 @@
  * rte_malloc elements above the largest class); a second column, slabs,
  * counts every slab serving a class whole (free slots in partly used slabs
  * and the lcore's cached objects included).
+ *
+ *   bench_cache_pool --callgrind [--latency-ms N]
+ *   bench_cache_pool --write-path rte_malloc|pool [--latency-ms N]
+ * measure the cache's write path (bench_write_path below): by default every
+ * group opens at time 0 with no max latency, so each track keeps a window of
+ * 1,024 groups (an audio track's 20 ms groups fill it in 20 s) and groups
+ * leave it lagged; with --latency-ms N the groups open at their media time
+ * and the tracks' max latency is N ms (audio: N / 20 groups), so they expire
+ * by age at the next group open as at a relay.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -547,6 +556,9 @@ static void bench_rte_free(void *ctx, void *p)
 	rte_free(p);
 }
 
+/* --latency-ms: the tracks' max latency in ns; 0 = none, groups open at 0 */
+static uint64_t wp_latency;
+
 /* The measured write path: 4 video (1 Mbps) + audio pairs, 10 s replayed
  * @rounds times into a 32 MiB budget (evicting as the relay does) through
  * allocator @a; its name is what callgrind counts. */
@@ -560,7 +572,7 @@ __attribute__((noinline)) void bench_write_path(const struct ops *o, const uint8
 	struct moq_cache *c;
 	struct moq_cache_track *t[8];
 	struct moq_cache_group *g[8] = {0};
-	struct moq_cache_track_cfg tc = {UINT64_MAX / 4, 1024};
+	struct moq_cache_track_cfg tc = {wp_latency ? wp_latency : UINT64_MAX / 4, 1024};
 	unsigned k;
 
 	cfg.alloc = a;
@@ -581,13 +593,18 @@ __attribute__((noinline)) void bench_write_path(const struct ops *o, const uint8
 			int64_t rc;
 
 			if (op->kind == OP_OPEN) {
+				/* media time, rounds back to back (us -> ns) */
+				uint64_t now =
+				        ((uint64_t)round * SECONDS * 1000000u + (uint64_t)op->ts) *
+				        1000u;
+
 				if (g[op->track] != NULL) {
 					moq_cache_group_finish(g[op->track]);
 					moq_cache_group_unref(g[op->track]);
 				}
 				rc = moq_cache_group_open(t[op->track],
-				                          op->a + (uint64_t)round * per, 0,
-				                          &g[op->track]);
+				                          op->a + (uint64_t)round * per,
+				                          wp_latency ? now : 0, &g[op->track]);
 			} else if (op->kind == OP_BEGIN) {
 				rc = moq_cache_frame_begin(g[op->track], op->ts, op->a);
 			} else {
@@ -649,8 +666,8 @@ static double callgrind_ir(const char *self, const char *alloc, const char *togg
 	snprintf(out, sizeof(out), "/tmp/bench_cache_pool.%d.cg", (int)getpid());
 	snprintf(cmd, sizeof(cmd),
 	         "valgrind --tool=callgrind --callgrind-out-file=%s %s %s --write-path %s "
-	         ">/dev/null 2>&1",
-	         out, toggles, self, alloc);
+	         "--latency-ms %llu >/dev/null 2>&1",
+	         out, toggles, self, alloc, (unsigned long long)(wp_latency / 1000000u));
 	if (system(cmd) != 0) {
 		fprintf(stderr, "callgrind run failed: %s\n", cmd);
 		return -1;
@@ -687,9 +704,14 @@ static int write_path_callgrind(const char *self)
 	frames = o.frames * (WP_ROUNDS + 1); /* the warm-up run counts too */
 	free(o.v);
 	printf("cache write path (4 x (1 Mbps video + audio), 40 s into a 32 MiB budget, %llu "
-	       "frames), callgrind Ir:\n%-12s %14s %12s %14s %12s\n",
-	       (unsigned long long)frames, "allocator", "write path", "per frame", "allocator",
-	       "per frame");
+	       "frames, ",
+	       (unsigned long long)frames);
+	if (wp_latency)
+		printf("max latency %llu ms", (unsigned long long)(wp_latency / 1000000u));
+	else
+		printf("1,024-group windows");
+	printf("), callgrind Ir:\n%-12s %14s %12s %14s %12s\n", "allocator", "write path",
+	       "per frame", "allocator", "per frame");
 	for (int i = 0; i < 2; i++)
 		printf("%-12s %14.0f %12.1f %14.0f %12.1f\n", allocs[i], ir[i],
 		       ir[i] / (double)frames, air[i], air[i] / (double)frames);
@@ -776,6 +798,8 @@ int main(int argc, char **argv)
 			return 2;
 		for (unsigned i = 0; i < CHUNK; i++)
 			src[i] = (uint8_t)i;
+		if (argc > 3 && strcmp(argv[argc - 2], "--latency-ms") == 0)
+			wp_latency = strtoull(argv[argc - 1], NULL, 10) * 1000000u;
 		if (argc > 2 && strcmp(argv[1], "--write-path") == 0)
 			return write_path_once(argv[2], src);
 		if (argc > 1 && strcmp(argv[1], "--callgrind") == 0)

@@ -144,6 +144,11 @@ struct moq_cache_track {
 	uint64_t newest;                       /* atomic: newest seq + 1; 0 = none */
 	uint64_t version;                      /* atomic */
 	struct moq_cache_group *ghead, *gtail; /* live groups, by sequence */
+	/* under the lock, for expire_track_locked: the latest created of the
+	 * groups opened so far, and the sequence of the last group opened at
+	 * a time before it (the caller's clock went back; 0 = none): from that
+	 * group on, none is older than a group before it */
+	uint64_t max_created, disorder_seq;
 	struct retire rt;
 	const char *path, *name;
 	size_t path_len, name_len;
@@ -614,6 +619,11 @@ static int evict_locked(struct moq_cache *c)
 	return n;
 }
 
+/* Expire @t's groups older than its max latency (its newest one too if
+ * @all). The list is in open order, and from disorder_seq on no group is
+ * older than one before it, so the walk ends at the first group there
+ * young enough: O(expired groups + 1) while the caller's clock runs
+ * forward, the same groups expire as in a walk over all of them. */
 static int expire_track_locked(struct moq_cache_track *t, uint64_t now, bool all)
 {
 	struct moq_cache_group *g = t->ghead, *next;
@@ -621,8 +631,12 @@ static int expire_track_locked(struct moq_cache_track *t, uint64_t now, bool all
 
 	for (; g != NULL; g = next) {
 		next = g->tnext;
-		if ((all || !is_newest(g)) && now > g->created &&
-		    now - g->created > t->max_latency) {
+		if (!(now > g->created && now - g->created > t->max_latency)) {
+			if (g->seq >= t->disorder_seq)
+				break;
+			continue;
+		}
+		if (all || !is_newest(g)) {
 			group_remove(g, R_OLD);
 			n++;
 		}
@@ -911,7 +925,7 @@ int moq_cache_group_open(struct moq_cache_track *t, uint64_t seq, uint64_t now,
                          struct moq_cache_group **out)
 {
 	struct moq_cache *c = t->cache;
-	struct moq_cache_group *g, *o, *next;
+	struct moq_cache_group *g;
 	uint64_t newest;
 	struct slot *s;
 
@@ -946,12 +960,14 @@ int moq_cache_group_open(struct moq_cache_track *t, uint64_t seq, uint64_t now,
 	STORE_REL(&t->idle, 0); /* a writer is here */
 	/* the new group becomes the newest: every older one may expire */
 	expire_track_locked(t, now, true);
-	/* the window keeps sequences (seq - window, seq] */
-	for (o = t->ghead; o != NULL; o = next) {
-		next = o->tnext;
-		if (o->seq + t->mask + 1 <= seq)
-			group_remove(o, R_LAGGED);
-	}
+	if (now < t->max_created)
+		t->disorder_seq = seq;
+	else
+		t->max_created = now;
+	/* the window keeps sequences (seq - window, seq]; the track's list is
+	 * in sequence order, so the lagged ones lead it */
+	while (t->ghead != NULL && t->ghead->seq + t->mask + 1 <= seq)
+		group_remove(t->ghead, R_LAGGED);
 	/* link: global open order, track sequence order */
 	g->gprev = c->gtail;
 	if (c->gtail != NULL)

@@ -1359,6 +1359,210 @@ START_TEST(idle_track_expires_and_is_dropped)
 }
 END_TEST
 
+/* Group opens and the expiry timers walk a track's groups from the oldest
+ * and stop at the first one young enough: a clock that went back, a
+ * removed newest group and all (moq_cache_expire) against idle
+ * (moq_cache_expire_idle) must still expire exactly the old ones. */
+START_TEST(expiry_walk_stops_only_past_the_old)
+{
+	struct moq_cache_track *t, *u;
+	struct moq_cache_group *g, *x;
+	uint64_t s;
+
+	mk(0);
+	t = mktrack("b", "back", 100 * NS_MS, 0);
+	u = mktrack("b", "tail", 100 * NS_MS, 0);
+	/* the caller's clock went back for group 1: at group 2's open
+	 * (502 ms) it is old (50 ms) behind a young group 0 (500 ms) */
+	g = mkgroup(t, 0, 500 * NS_MS);
+	moq_cache_group_unref(g);
+	g = mkgroup(t, 1, 50 * NS_MS);
+	moq_cache_group_unref(g);
+	g = mkgroup(t, 2, 502 * NS_MS);
+	moq_cache_group_unref(g);
+	ck_assert_int_eq(moq_cache_track_group(t, 1, &x), MOQ_ERR_OLD);
+	ck_assert_int_eq(moq_cache_track_group(t, 0, &x), 0);
+	moq_cache_group_unref(x);
+	/* back again (3 at 10 ms), then ahead: 3 is old behind 0 and 2 */
+	g = mkgroup(t, 3, 10 * NS_MS);
+	moq_cache_group_unref(g);
+	g = mkgroup(t, 4, 590 * NS_MS);
+	moq_cache_group_unref(g);
+	ck_assert_int_eq(moq_cache_track_group(t, 3, &x), MOQ_ERR_OLD);
+	for (s = 0; s < 5; s += 2) {
+		ck_assert_int_eq(moq_cache_track_group(t, s, &x), 0);
+		moq_cache_group_unref(x);
+	}
+	/* the timer on a live track: 0 and 2 once old, the newest never */
+	ck_assert_int_eq(moq_cache_expire(cache, 550 * NS_MS), 0);
+	ck_assert_int_eq(moq_cache_expire(cache, 650 * NS_MS), 2);
+	ck_assert_int_eq(moq_cache_expire(cache, 700 * NS_MS), 0);
+	ck_assert_int_eq(moq_cache_track_group(t, 4, &x), 0);
+	moq_cache_group_unref(x);
+
+	/* in order, the newest removed: the group before it is no one's
+	 * newest and expires with the others on the timer */
+	for (s = 0; s < 4; s++) {
+		g = mkgroup(u, s, s * 10 * NS_MS);
+		moq_cache_group_unref(g);
+	}
+	ck_assert_int_eq(moq_cache_expire_idle(cache, 100 * NS_MS), 0);
+	ck_assert_int_eq(moq_cache_track_group(u, 3, &x), 0);
+	ck_assert_int_eq(moq_cache_group_evict(x), 0);
+	moq_cache_group_unref(x);
+	/* the last group (20 ms) is young at 115 ms: the timer waits */
+	ck_assert_int_eq(moq_cache_expire_idle(cache, 115 * NS_MS), 0);
+	ck_assert_int_eq(moq_cache_expire_idle(cache, 125 * NS_MS), 3);
+	ck_assert_int_eq(moq_cache_track_group(u, 2, &x), MOQ_ERR_OLD);
+	/* idle: the newest expires on the timer too */
+	g = mkgroup(u, 4, 1000 * NS_MS);
+	moq_cache_group_unref(g);
+	ck_assert_int_eq(moq_cache_expire(cache, 1200 * NS_MS), 0);
+	moq_cache_track_set_idle(u);
+	ck_assert_int_eq(moq_cache_expire(cache, 1200 * NS_MS), 1);
+	moq_cache_track_unref(t);
+	moq_cache_track_unref(u);
+	teardown_all();
+}
+END_TEST
+
+/* A model of expiry as a walk over every group of the track (what the
+ * cache did before it stopped early), driven by random opens with a clock
+ * that jumps back and ahead, explicit evictions, idle marks and both
+ * timers: the cache removes the same groups for the same reasons. */
+#define MODEL_GROUPS 1500u
+#define MODEL_WINDOW 64u
+
+struct model_group {
+	uint64_t seq, created;
+	int why; /* 0 live, else the error a reader gets */
+};
+
+static struct model_group mg[MODEL_GROUPS];
+static unsigned mn;
+static uint32_t mrng;
+
+static uint32_t mrand(void)
+{
+	mrng ^= mrng << 13;
+	mrng ^= mrng >> 17;
+	mrng ^= mrng << 5;
+	return mrng;
+}
+
+static bool model_old(uint64_t created, uint64_t now, uint64_t lat)
+{
+	return now > created && now - created > lat;
+}
+
+/* every group but the newest (unless @all) older than @lat */
+static int model_expire(uint64_t now, uint64_t lat, bool all, uint64_t newest)
+{
+	int n = 0;
+
+	for (unsigned i = 0; i < mn; i++) {
+		if (mg[i].why == 0 && (all || mg[i].seq + 1 != newest) &&
+		    model_old(mg[i].created, now, lat)) {
+			mg[i].why = MOQ_ERR_OLD;
+			n++;
+		}
+	}
+	return n;
+}
+
+START_TEST(expiry_matches_a_full_walk)
+{
+	const uint64_t lat = 200 * NS_MS;
+	struct moq_cache_track *t;
+	struct moq_cache_group *g;
+	struct moq_cache_stats st;
+	uint64_t clk = 0, newest = 0, nold = 0, nlag = 0, nev = 0;
+	bool idle = false;
+
+	mk(0);
+	t = mktrack("b", "m", lat, MODEL_WINDOW);
+	mn = 0;
+	mrng = 0x9e3779b9u + (uint32_t)_i;
+	while (mn < MODEL_GROUPS) {
+		uint32_t op = mrand() % 100;
+		int n = 0, got = 0;
+
+		clk += (mrand() % 40) * NS_MS;
+		if (op < 60) {
+			uint64_t seq = newest + mrand() % 3, now = clk;
+			uint32_t r = mrand() % 10;
+
+			if (r == 0)
+				now = clk > 700 * NS_MS ? clk - (mrand() % 700) * NS_MS : 0;
+			else if (r == 1)
+				now = clk + (mrand() % 300) * NS_MS;
+			n = model_expire(now, lat, true, newest);
+			for (unsigned i = 0; i < mn; i++) {
+				if (mg[i].why == 0 && mg[i].seq + MODEL_WINDOW <= seq) {
+					mg[i].why = MOQ_ERR_LAGGED;
+					nlag++;
+				}
+			}
+			mg[mn++] = (struct model_group){seq, now, 0};
+			newest = seq + 1;
+			idle = false;
+			g = mkgroup(t, seq, now);
+			moq_cache_group_unref(g);
+		} else if (op < 65 && mn > 0) {
+			struct model_group *e = &mg[mrand() % mn];
+
+			if (e->why == 0) {
+				e->why = MOQ_ERR_EVICTED;
+				nev++;
+				ck_assert_int_eq(moq_cache_track_group(t, e->seq, &g), 0);
+				ck_assert_int_eq(moq_cache_group_evict(g), 0);
+				moq_cache_group_unref(g);
+			}
+		} else if (op < 70) {
+			idle = true;
+			moq_cache_track_set_idle(t);
+		} else if (op < 85) {
+			n = model_expire(clk, lat, idle, newest);
+			got = moq_cache_expire(cache, clk);
+		} else {
+			int last = -1;
+
+			for (unsigned i = 0; i < mn; i++)
+				if (mg[i].why == 0)
+					last = (int)i;
+			if (idle)
+				n = model_expire(clk, lat, true, newest);
+			else if (last >= 0 && model_old(mg[last].created, clk, lat))
+				n = model_expire(clk, lat, false, newest);
+			got = moq_cache_expire_idle(cache, clk);
+		}
+		ck_assert_int_eq(got, op < 70 ? 0 : n);
+		nold += (uint64_t)n;
+		/* live, or removed for the model's reason (the window's slots
+		 * remember the last MODEL_WINDOW sequences); asserts only on a
+		 * mismatch (each check assertion writes to the runner) */
+		for (unsigned i = 0; i < mn; i++) {
+			int rc = moq_cache_track_group(t, mg[i].seq, &g);
+			bool known = mg[i].why == 0 || mg[i].seq + MODEL_WINDOW >= newest;
+
+			if (rc == 0)
+				moq_cache_group_unref(g);
+			if (known ? rc != mg[i].why : rc == 0)
+				ck_abort_msg("group %llu: %d, model %d",
+				             (unsigned long long)mg[i].seq, rc, mg[i].why);
+		}
+	}
+	moq_cache_stats(cache, &st);
+	ck_assert_uint_eq(st.expired, nold);
+	ck_assert_uint_eq(st.lagged, nlag);
+	ck_assert_uint_eq(st.evicted, nev);
+	ck_assert_uint_eq(st.groups, MODEL_GROUPS - nold - nlag - nev);
+	ck_assert_uint_gt(nold, MODEL_GROUPS / 4);
+	moq_cache_track_unref(t);
+	teardown_all();
+}
+END_TEST
+
 Suite *cache_suite(void);
 
 Suite *cache_suite(void)
@@ -1391,6 +1595,8 @@ Suite *cache_suite(void)
 	tcase_add_test(tc, arrival_stamps_from_clock);
 	tcase_add_test(tc, arrival_default_clock_is_monotonic);
 	tcase_add_test(tc, idle_track_expires_and_is_dropped);
+	tcase_add_test(tc, expiry_walk_stops_only_past_the_old);
+	tcase_add_loop_test(tc, expiry_matches_a_full_walk, 0, 4);
 	suite_add_tcase(s, tc);
 	return s;
 }

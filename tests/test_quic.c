@@ -599,6 +599,95 @@ START_TEST(test_received_uni_streams_close)
 }
 END_TEST
 
+/* The receiver of a peer's streams gives their credit back in batches of
+ * half its limit (quic/conn.c, stream_close_cb), not a MAX_STREAMS per
+ * closed stream: an audio track sends a one-frame group stream every 20 ms,
+ * and a frame per group made the sender ACK a packet of its own for each.
+ * The sender sees each MAX_STREAMS that raised its limit as writable(-1),
+ * and the link counts the packets each way. With 16 streams granted: 400
+ * streams one per 20 ms take 400 / 8 grants (one per close: 400, and the
+ * sender's packets go from 526 to 800), and bursts of 9 streams every 20 ms
+ * (the most a batch of 8 sustains: up to 7 closed streams wait for a grant)
+ * never find the credit spent (a batch of the whole limit would). */
+#define MS_GRANT  16
+#define MS_AUDIO  400
+#define MS_BURST  (MS_GRANT / 2 + 1)
+#define MS_BURSTS 40
+
+static uint64_t srv_more_streams; /* writable(-1) on the server */
+
+static void cb_writable(struct moq_quic_conn *c, void *user, int64_t sid)
+{
+	(void)c;
+	if (sid == -1 && user == &srv)
+		srv_more_streams++;
+}
+
+static void send_small_stream(int64_t *sid, uint8_t buf[32])
+{
+	struct iovec iov = {buf, 32};
+
+	ck_assert_int_eq(moq_quic_stream_open(srv.conns[0].c, 0, sid), 0);
+	for (size_t k = 0; k < 32; k++)
+		buf[k] = pat(*sid, k);
+	ck_assert_int_eq(moq_quic_stream_write(srv.conns[0].c, *sid, &iov, 1, 1), 32);
+}
+
+START_TEST(test_max_streams_batched)
+{
+	static struct moq_quic_callbacks wcbs;
+	static uint8_t bufs[MS_AUDIO + MS_BURST * MS_BURSTS][32]; /* zero-copy writes */
+	struct moq_quic_config s = base_cfg(MOQ_QUIC_SERVER, &srv);
+	struct moq_quic_config c = base_cfg(MOQ_QUIC_CLIENT, &cli);
+	struct moq_quic_link_config lc;
+	struct moq_quic_link_stats a0, a1, b0, b1;
+	uint64_t n = 0, grants;
+	int64_t sid;
+
+	wcbs = cbs;
+	wcbs.writable = cb_writable;
+	s.cb = &wcbs;
+	c.max_streams_uni = MS_GRANT;
+	memset(&lc, 0, sizeof(lc));
+	lc.dir[0].delay_ns = lc.dir[1].delay_ns = 5000000; /* 10 ms RTT */
+	setup_pair(&s, &c, &lc);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, both_established, NULL, 5ull * 1000000000), 0);
+	moq_quic_link_run(lnk, NULL, NULL, 100ull * 1000000);
+	srv_more_streams = 0;
+	moq_quic_link_get_stats(lnk, 0, &a0);
+	moq_quic_link_get_stats(lnk, 1, &b0);
+	for (; n < MS_AUDIO; n++) {
+		send_small_stream(&sid, bufs[n]);
+		moq_quic_link_run(lnk, NULL, NULL, 20ull * 1000000);
+	}
+	ck_assert_uint_eq(cli.conns[0].streams_closed, MS_AUDIO);
+	grants = srv_more_streams;
+	moq_quic_link_get_stats(lnk, 0, &a1);
+	moq_quic_link_get_stats(lnk, 1, &b1);
+	/* a grant per 8 closed streams (the last 7 wait for the next one) */
+	ck_assert_uint_ge(grants, MS_AUDIO / (MS_GRANT / 2) - 1);
+	ck_assert_uint_le(grants, MS_AUDIO / (MS_GRANT / 2));
+	/* the sender: a packet per stream and few ACKs (a grant per closed
+	 * stream: 800 packets, one ACK per grant) */
+	ck_assert_uint_lt(b1.pkts_sent - b0.pkts_sent, MS_AUDIO * 3 / 2);
+	/* and the receiver about one (its ACKs carry the grants) */
+	ck_assert_uint_le(a1.pkts_sent - a0.pkts_sent, MS_AUDIO + MS_AUDIO / 8);
+	/* bursts at the rate the batches sustain: every open succeeds */
+	for (int b = 0; b < MS_BURSTS; b++) {
+		for (int k = 0; k < MS_BURST; k++, n++)
+			send_small_stream(&sid, bufs[n]);
+		moq_quic_link_run(lnk, NULL, NULL, 20ull * 1000000);
+	}
+	moq_quic_link_run(lnk, NULL, NULL, 100ull * 1000000);
+	ck_assert_uint_eq(cli.conns[0].rx_fins, n);
+	ck_assert_uint_eq(cli.conns[0].streams_closed, n);
+	ck_assert_uint_eq(cli.conns[0].rx_bad_order, 0);
+	ck_assert_int_eq(cli.conns[0].closed, 0);
+	teardown_pair();
+}
+END_TEST
+
 START_TEST(test_addr_ip4)
 {
 	struct moq_quic_addr a;
@@ -2340,6 +2429,7 @@ Suite *quic_suite(void)
 	        {"test_stream_urgency", test_stream_urgency},
 	        {"test_1000_streams", test_1000_streams},
 	        {"test_received_uni_streams_close", test_received_uni_streams_close},
+	        {"test_max_streams_batched", test_max_streams_batched},
 	        {"test_addr_ip4", test_addr_ip4},
 	        {"test_key_update", test_key_update},
 	        {"test_retry", test_retry},
