@@ -45,21 +45,164 @@ void gout_release(struct moq_session *s, struct gout *go)
 }
 
 /* A stream that writes no more (FIN sent or reset) leaves the live list
- * (@pp points at its link there) for gdone; returns the next on the live
- * list. */
+ * (@pp points at its link there) for gfin (FIN sent, data unacknowledged)
+ * or gdone; returns the next on the live list. */
 static inline bool gout_is_done(const struct gout *go)
 {
 	return go->reset || go->fin;
+}
+
+/* ------------------------------------------------------- FIN registry */
+
+struct fgrp {
+	struct moq_cache_group *g; /* not a reference: its gouts hold one */
+	struct gout *head;         /* empty ones are freed by the check pass */
+	struct fgrp *hnext;
+};
+
+#define FG_MIN_CAP 64u
+
+static uint32_t fg_slot(const struct moq_node *n, const struct moq_cache_group *g)
+{
+	uint64_t h = (uint64_t)(uintptr_t)g * 0x9e3779b97f4a7c15ull;
+
+	return (uint32_t)(h >> 32) & (n->fg_cap - 1);
+}
+
+static int fg_grow(struct moq_node *n)
+{
+	uint32_t ocap = n->fg_cap, ncap = ocap ? ocap * 2 : FG_MIN_CAP;
+	struct fgrp **ot = n->fg_tab, **nt = calloc(ncap, sizeof(*nt));
+
+	if (nt == NULL)
+		return MOQ_ERR_NOMEM;
+	n->fg_tab = nt;
+	n->fg_cap = ncap;
+	for (uint32_t i = 0; i < ocap; i++)
+		for (struct fgrp *f = ot[i], *nx; f; f = nx) {
+			uint32_t b = fg_slot(n, f->g);
+			nx = f->hnext;
+			f->hnext = nt[b];
+			nt[b] = f;
+		}
+	free(ot);
+	return 0;
+}
+
+static struct fgrp *fg_get(struct moq_node *n, struct moq_cache_group *g)
+{
+	struct fgrp *f;
+	uint32_t b;
+
+	if (n->fg_n >= n->fg_cap && fg_grow(n) < 0 && n->fg_cap == 0)
+		return NULL;
+	b = fg_slot(n, g);
+	for (f = n->fg_tab[b]; f; f = f->hnext)
+		if (f->g == g)
+			return f;
+	f = n->fg_spare;
+	if (f != NULL)
+		n->fg_spare = f->hnext;
+	else if ((f = malloc(sizeof(*f))) == NULL)
+		return NULL;
+	f->g = g;
+	f->head = NULL;
+	f->hnext = n->fg_tab[b];
+	n->fg_tab[b] = f;
+	n->fg_n++;
+	return f;
+}
+
+void fg_fini(struct moq_node *n)
+{
+	for (uint32_t i = 0; i < n->fg_cap; i++)
+		for (struct fgrp *f = n->fg_tab[i], *nx; f; f = nx) {
+			nx = f->hnext;
+			free(f);
+		}
+	while (n->fg_spare) {
+		struct fgrp *f = n->fg_spare;
+		n->fg_spare = f->hnext;
+		free(f);
+	}
+	free(n->fg_tab);
+	n->fg_tab = NULL;
+	n->fg_cap = n->fg_n = 0;
+}
+
+static void gfin_add(struct moq_session *s, struct gout *go)
+{
+	struct fgrp *f = fg_get(s->n, go->g);
+
+	go->on_fin = 1;
+	gout_link_at(&s->gfin, go);
+	go->fg = f;
+	if (f == NULL) { /* out of memory: the per-session walk covers it */
+		s->fin_unreg++;
+		return;
+	}
+	go->fnext = f->head;
+	if (go->fnext != NULL)
+		go->fnext->fpprev = &go->fnext;
+	f->head = go;
+	go->fpprev = &f->head;
+}
+
+void gfin_del(struct gout *go)
+{
+	gout_unlink(go);
+	go->on_fin = 0;
+	if (go->fg == NULL) {
+		go->s->fin_unreg--;
+		return;
+	}
+	*go->fpprev = go->fnext;
+	if (go->fnext != NULL)
+		go->fnext->fpprev = go->fpprev;
+	go->fg = NULL;
+	go->fnext = NULL;
+	go->fpprev = NULL;
+}
+
+/* The FIN_CHECK_NS pass over the registry: a stale group's FIN'd streams
+ * still unacknowledged are reset; empty entries are freed. */
+static void fg_check(struct moq_node *n)
+{
+	for (uint32_t i = 0; i < n->fg_cap; i++)
+		for (struct fgrp **pp = &n->fg_tab[i], *f; (f = *pp);) {
+			int stc;
+
+			if (f->head == NULL) {
+				*pp = f->hnext;
+				f->hnext = n->fg_spare;
+				n->fg_spare = f;
+				n->fg_n--;
+				continue;
+			}
+			stc = moq_cache_group_status(f->g, NULL, NULL);
+			if (group_stale(stc))
+				for (struct gout *go = f->head, *nx; go; go = nx) {
+					struct moq_session *s = go->s;
+					nx = go->fnext; /* the reset takes it off */
+					if (s->closing || !s->tp)
+						continue;
+					gout_reset(s, go, err_code(stc));
+					sess_mark(s);
+				}
+			pp = &f->hnext;
+		}
 }
 
 static struct gout *gout_retire(struct moq_session *s, struct gout **pp)
 {
 	struct gout *go = *pp;
 
-	*pp = go->next;
+	gout_unlink(go);
 	go->done = 1;
-	go->next = s->gdone;
-	s->gdone = go;
+	if (!go->reset && go->acked < go->written)
+		gfin_add(s, go);
+	else
+		gout_link_at(&s->gdone, go);
 	return *pp;
 }
 
@@ -79,6 +222,7 @@ void gout_reset(struct moq_session *s, struct gout *go, uint64_t code)
 	/* Reset data is never acknowledged: stop billing it. */
 	s->unacked -= go->written - go->acked;
 	go->written = go->acked;
+	gout_fin_settled(s, go);
 	switch (code) {
 	case MOQ_CODE_OLD:
 		n->st.resets_old++;
@@ -139,8 +283,7 @@ static void gout_link(struct moq_session *s, struct gout *go)
 
 	while (*pp && gout_order(*pp, go) <= 0)
 		pp = &(*pp)->next;
-	go->next = *pp;
-	*pp = go;
+	gout_link_at(pp, go);
 }
 
 /* Priorities changed (SUBSCRIBE_UPDATE): put the live list back in order. */
@@ -163,6 +306,7 @@ static struct gout *gout_make(struct moq_session *s, struct mstream *st, struct 
 
 	if (!go)
 		return NULL;
+	go->s = s;
 	go->st = st;
 	go->g = g;
 	go->seq = moq_cache_group_seq(g);
@@ -618,15 +762,21 @@ out:
 
 /* The safety net, every FULL_NS: could @s have work that nothing marked?
  * A track version it has not seen, a group stream to open that could not be,
- * a stream waiting at the budget, or a live stream whose group ended or was
- * removed (FIN / reset due). Cheap: no QUIC call, no cache read. */
-static bool sess_stale(struct moq_session *s)
+ * a stream waiting at the budget, or (@deep: every FIN_CHECK_NS) a live
+ * stream whose group ended or was removed (FIN / reset due). Cheap: no QUIC
+ * call, no cache read. The live streams only on the slower pass: a slow
+ * subscriber holds dozens, and walking them every 20 ms over 5,000 sessions
+ * was a fifth of an overloaded worker (perf); a group's end moves its
+ * track's version, so only an eviction waits for it. */
+static bool sess_stale(struct moq_session *s, bool deep)
 {
 	if (s->retry || s->blocked)
 		return true;
 	for (struct dsub *d = s->dsubs; d; d = d->next)
 		if (!d->done && d->track && moq_cache_track_version(d->track) != d->last_version)
 			return true;
+	if (!deep)
+		return false;
 	for (struct gout **pp = &s->gouts, *go = *pp; go; pp = &go->next, go = *pp) {
 		while (go && gout_is_done(go))
 			go = gout_retire(s, pp);
@@ -746,9 +896,13 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 		access_expire(n, now);
 	/* Every FULL_NS, a session with work nothing marked is marked. */
 	if (now - n->last_full >= FULL_NS) {
+		bool deep = now - n->last_deep >= FIN_CHECK_NS;
+
+		if (deep)
+			n->last_deep = now;
 		n->last_full = now;
 		for (s = n->sessions; s; s = s->next)
-			if (!s->queued && s->ready && !s->closing && s->tp && sess_stale(s))
+			if (!s->queued && s->ready && !s->closing && s->tp && sess_stale(s, deep))
 				sess_mark(s);
 	}
 	/* A FIN'd stream still unacknowledged whose group expired, was evicted
@@ -764,9 +918,14 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 				s->walk_all = 1;
 				sess_mark(s);
 			}
-			for (struct gout *go = s->gdone; go; go = go->next) {
+			/* stale groups: fg_check below, once per group; here
+			 * the subscriptions with their own max latency (and a
+			 * stream the registry could not take: out of memory) */
+			for (struct gout *go = s->nlat || s->fin_unreg ? s->gfin : NULL, *nx; go;
+			     go = nx) {
 				int stc;
-				if (go->reset || go->acked >= go->written)
+				nx = go->next; /* a reset moves it to gdone */
+				if (go->fg != NULL && !(go->d && go->d->lat_ns))
 					continue;
 				stc = moq_cache_group_status(go->g, NULL, NULL);
 				if (group_stale(stc) || gout_too_old(s, go)) {
@@ -776,6 +935,7 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 				}
 			}
 		}
+		fg_check(n);
 	}
 	/* Visit the marked sessions only; marks made meanwhile (a session
 	 * that opened a group stream, ...) are for the next poll. */

@@ -34,9 +34,11 @@ int up_restart(struct upstream *up)
 		for (struct gout *go = d->s->gouts; go; go = go->next)
 			if (go->d == d)
 				gout_reset(d->s, go, MOQ_CODE_CANCEL);
-		for (struct gout *go = d->s->gdone; go; go = go->next)
+		for (struct gout *go = d->s->gfin, *nx; go; go = nx) {
+			nx = go->next; /* a reset moves it to gdone */
 			if (go->d == d)
 				gout_reset(d->s, go, MOQ_CODE_CANCEL);
+		}
 		d->ending = 1;
 		sess_mark(d->s);
 	}

@@ -94,6 +94,7 @@ void moq_node_destroy(struct moq_node *n)
 			up->dsubs = up->dsubs->unext;
 		up_free(up);
 	}
+	fg_fini(n);
 	while (n->bcasts)
 		bcast_unlink(n, n->bcasts);
 	free(n->btab);

@@ -75,11 +75,10 @@ static void st_free(struct moq_session *s, struct mstream *st)
 			s->unacked -= go->written - go->acked;
 		if (go->d && go->d->n_gouts)
 			go->d->n_gouts--;
-		for (struct gout **pp = go->done ? &s->gdone : &s->gouts; *pp; pp = &(*pp)->next)
-			if (*pp == go) {
-				*pp = go->next;
-				break;
-			}
+		if (go->on_fin)
+			gfin_del(go);
+		else
+			gout_unlink(go);
 		s->ngouts--;
 		moq_cache_group_unref(go->g);
 		gout_release(s, go);
@@ -327,6 +326,7 @@ void moq_binding_stream_acked(struct moq_session *s, int64_t sid, uint64_t acked
 		if (a > st->go->acked) {
 			s->unacked -= a - st->go->acked;
 			st->go->acked = a;
+			gout_fin_settled(s, st->go);
 			if (s->blocked) {
 				s->blocked = 0;
 				sess_mark(s);

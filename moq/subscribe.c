@@ -80,6 +80,9 @@ void dsub_free(struct moq_session *s, struct dsub *d)
 	for (struct gout *go = s->gouts; go; go = go->next)
 		if (go->d == d)
 			go->d = NULL;
+	for (struct gout *go = s->gfin; go; go = go->next)
+		if (go->d == d)
+			go->d = NULL;
 	for (struct gout *go = s->gdone; go; go = go->next)
 		if (go->d == d)
 			go->d = NULL;
