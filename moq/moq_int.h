@@ -303,8 +303,8 @@ struct moq_session {
 	 * sessions was ~1/3 of a relay worker. */
 	struct gout *gfin;
 	uint32_t fin_unreg; /* on gfin but not in the node's registry (no memory) */
-	uint8_t walk_all; /* the next fanout visit walks every live stream */
-	uint32_t ngouts;  /* both lists: each holds a QUIC stream */
+	uint8_t walk_all;   /* the next fanout visit walks every live stream */
+	uint32_t ngouts;    /* both lists: each holds a QUIC stream */
 	uint64_t next_sub_id;
 	uint64_t unacked;          /* fanout bytes queued and not acknowledged */
 	uint64_t budget;           /* this poll's limit for unacked */
@@ -351,8 +351,8 @@ struct moq_node {
 	struct fgrp **fg_tab;
 	uint32_t fg_cap, fg_n;
 	struct fgrp *fg_spare;
-	struct bcast *bcasts;    /* every broadcast, in a list ... */
-	struct bcast **btab;     /* ... and hashed by path (bmask + 1 buckets) */
+	struct bcast *bcasts; /* every broadcast, in a list ... */
+	struct bcast **btab;  /* ... and hashed by path (bmask + 1 buckets) */
 	uint32_t bmask;
 	struct bcast *linger_head, *linger_tail; /* lingering, oldest deadline first */
 	struct mstream *ann_in;                  /* every session's announce requests (ANN_IN) */
