@@ -317,6 +317,7 @@ void conn_free(struct moq_quic_conn *c)
 		if (s) {
 			free(s->ents);
 			free(s);
+			ep->nslive--;
 		}
 	}
 	free(c->smap);
