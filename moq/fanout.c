@@ -761,22 +761,25 @@ out:
 }
 
 /* The safety net, every FULL_NS: could @s have work that nothing marked?
- * A track version it has not seen, a group stream to open that could not be,
- * a stream waiting at the budget, or (@deep: every FIN_CHECK_NS) a live
+ * A group stream to open that could not be, a stream waiting at the budget,
+ * or (@deep: every FIN_CHECK_NS) a track version it has not seen or a live
  * stream whose group ended or was removed (FIN / reset due). Cheap: no QUIC
- * call, no cache read. The live streams only on the slower pass: a slow
- * subscriber holds dozens, and walking them every 20 ms over 5,000 sessions
- * was a fifth of an overloaded worker (perf); a group's end moves its
- * track's version, so only an eviction waits for it. */
+ * call, no cache read. Versions and live streams only on the slower pass:
+ * a slow subscriber holds dozens of streams, and walking them and the
+ * subscriptions every 20 ms over 5,000 sessions was a fifth of an
+ * overloaded worker (perf); versions are watched every poll anyway, and a
+ * group's end moves its track's version, so only an eviction waits. */
 static bool sess_stale(struct moq_session *s, bool deep)
 {
 	if (s->retry || s->blocked)
 		return true;
+	/* versions are watched every poll (n->watch, n->ups): this is the
+	 * fallback, at the slower pace */
+	if (!deep)
+		return false;
 	for (struct dsub *d = s->dsubs; d; d = d->next)
 		if (!d->done && d->track && moq_cache_track_version(d->track) != d->last_version)
 			return true;
-	if (!deep)
-		return false;
 	for (struct gout **pp = &s->gouts, *go = *pp; go; pp = &go->next, go = *pp) {
 		while (go && gout_is_done(go))
 			go = gout_retire(s, pp);
