@@ -196,7 +196,7 @@ struct moq_quic_endpoint {
 	/* spare stream records, with their entry arrays (strm_new) */
 	struct quic_strm *sfree;
 	uint32_t nsfree;
-	uint32_t nslive; /* stream records in use (the spares may match them) */
+	uint32_t nslive, nslive_peak; /* stream records in use, and their peak */
 	uint64_t sfree_bytes; /* the spares' records and entry arrays (stream.c) */
 
 	/* every connection */

@@ -103,11 +103,11 @@ static void smap_del(struct moq_quic_conn *c, int64_t id)
  * relay's fanout instructions (bench_moq_fanout --subs 1000 --audio). */
 #define STRM_SPARE_MAX  4096u
 #define STRM_SPARE_ENTS 64u /* larger entry arrays are not kept */
-/* Past STRM_SPARE_MAX, spares are kept while they are no more than the
- * records in use: 5,000 slow subscribers hold hundreds of thousands of
- * streams that close in waves, and a fixed 4,096 made each wave free what
- * the next one allocated again (malloc and page faults: ~15% of an
- * overloaded worker under perf). Spare memory stays <= what is in use. */
+/* Past STRM_SPARE_MAX, spares are kept up to the peak of records in use:
+ * 5,000 slow subscribers hold hundreds of thousands of streams that close
+ * in waves, and a fixed 4,096 made each wave free what the next one
+ * allocated again (malloc and page faults: ~15% of an overloaded worker
+ * under perf). The records never exceed twice their peak in use. */
 
 /* A zeroed stream record: a spare one (keeping its entry array) or a new one. */
 static struct quic_strm *strm_get(struct moq_quic_endpoint *ep)
@@ -128,7 +128,8 @@ static struct quic_strm *strm_get(struct moq_quic_endpoint *ep)
 		return NULL;
 	}
 	s->urgency = MOQ_QUIC_URGENCY_DEFAULT;
-	ep->nslive++;
+	if (++ep->nslive > ep->nslive_peak)
+		ep->nslive_peak = ep->nslive;
 	return s;
 }
 
@@ -136,7 +137,8 @@ static struct quic_strm *strm_get(struct moq_quic_endpoint *ep)
 static void strm_put(struct moq_quic_endpoint *ep, struct quic_strm *s)
 {
 	ep->nslive--;
-	if ((ep->nsfree < STRM_SPARE_MAX || ep->nsfree < ep->nslive) && s->cap <= STRM_SPARE_ENTS) {
+	if ((ep->nsfree < STRM_SPARE_MAX || ep->nsfree < ep->nslive_peak) &&
+	    s->cap <= STRM_SPARE_ENTS) {
 		s->pnext = ep->sfree;
 		ep->sfree = s;
 		ep->nsfree++;

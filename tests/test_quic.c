@@ -544,6 +544,59 @@ START_TEST(test_1000_streams)
 }
 END_TEST
 
+/* Closed streams' records are kept for the next ones while there are no
+ * more spares than records in use (past a floor of 4,096): 5,000 slow
+ * subscribers hold hundreds of thousands of streams that close in waves,
+ * and a fixed cap of 4,096 freed each wave what the next allocated again.
+ * Waves of 2,000 then 6,000 streams: the second leaves three times the
+ * spares of the first (with the fixed cap: about twice). */
+static int spare_wave_done(void *arg)
+{
+	uint64_t want = *(uint64_t *)arg;
+
+	return cli.conns[0].rx_fins >= want && srv.conns[0].streams_closed >= want;
+}
+
+static uint64_t spare_wave(unsigned n, uint64_t *total)
+{
+	struct moq_quic_stats st;
+	static const uint8_t one = 1;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct iovec iov = {.iov_base = (void *)(uintptr_t)&one, .iov_len = 1};
+		int64_t sid;
+
+		ck_assert_int_eq(moq_quic_stream_open(srv.conns[0].c, 0, &sid), 0);
+		ck_assert_int_eq(moq_quic_stream_write(srv.conns[0].c, sid, &iov, 1, 1), 1);
+	}
+	*total += n;
+	ck_assert_int_eq(moq_quic_link_run(lnk, spare_wave_done, total, 60ull * 1000000000), 0);
+	moq_quic_endpoint_stats(srv.ep, &st);
+	return st.spare_bytes;
+}
+
+START_TEST(test_stream_spares_follow_use)
+{
+	struct moq_quic_config c = base_cfg(MOQ_QUIC_CLIENT, &cli);
+	struct moq_quic_stats st;
+	uint64_t total = 0, s0, s1, s2;
+
+	c.max_streams_uni = 8000;
+	setup_pair(NULL, &c, NULL);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, both_established, NULL, 5ull * 1000000000), 0);
+	moq_quic_endpoint_stats(srv.ep, &st);
+	s0 = st.spare_bytes;
+	s1 = spare_wave(2000, &total) - s0;
+	s2 = spare_wave(6000, &total) - s0;
+	fprintf(stderr, "# spares: after 2,000 streams %llu bytes, after 6,000 %llu\n",
+	        (unsigned long long)s1, (unsigned long long)s2);
+	ck_assert_uint_gt(s1, 0);
+	ck_assert_uint_ge(s2 * 10, s1 * 28);
+	teardown_pair();
+}
+END_TEST
+
 /* A peer's unidirectional streams are closed once read to their FIN, and
  * each one closed gives the sender its stream credit back: with 8 streams
  * granted the server sends 200 over time. ngtcp2 0.12.1 never closed them
@@ -2427,6 +2480,7 @@ Suite *quic_suite(void)
 	        {"test_transfer_10mb_loss", test_transfer_10mb_loss},
 	        {"test_transfer_bbr", test_transfer_bbr},
 	        {"test_stream_urgency", test_stream_urgency},
+	        {"test_stream_spares_follow_use", test_stream_spares_follow_use},
 	        {"test_1000_streams", test_1000_streams},
 	        {"test_received_uni_streams_close", test_received_uni_streams_close},
 	        {"test_max_streams_batched", test_max_streams_batched},
