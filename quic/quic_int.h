@@ -197,7 +197,7 @@ struct moq_quic_endpoint {
 	struct quic_strm *sfree;
 	uint32_t nsfree;
 	uint32_t nslive, nslive_peak; /* stream records in use, and their peak */
-	uint64_t sfree_bytes; /* the spares' records and entry arrays (stream.c) */
+	uint64_t sfree_bytes;         /* the spares' records and entry arrays (stream.c) */
 
 	/* every connection */
 	struct moq_quic_conn *ahead;
