@@ -30,6 +30,7 @@ struct relay_worker_stats {
 	                        * TX ring, or the kernel backend's socket, was full) */
 	uint64_t redirected, redirected_in, redirect_drops;
 	uint64_t busy_tsc, idle_tsc;
+	uint64_t busy_polls, idle_polls; /* iterations that did work / found none */
 	uint64_t goaways, drain_closes; /* SIGQUIT: GOAWAY sent, connections closed */
 	uint64_t conn_set_full;         /* a connection the drain set could not track */
 	uint64_t gso_msgs;              /* kernel backend: GSO sends of several datagrams */

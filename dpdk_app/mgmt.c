@@ -386,6 +386,9 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	    "# HELP moqdp_idle_seconds_total Worker time spent polling empty queues.\n"
 	    "# TYPE moqdp_idle_seconds_total counter\nmoqdp_idle_seconds_total %.6f\n",
 	    (double)s->idle_tsc / hz);
+	metric(&o, "busy_polls_total", "counter", "Worker iterations that did work.", s->busy_polls);
+	metric(&o, "idle_polls_total", "counter", "Worker iterations that found nothing to do.",
+	       s->idle_polls);
 	metric(&o, "cache_used_bytes", "gauge", "Cache memory in use.", s->cache_used);
 	metric(&o, "cache_budget_bytes", "gauge", "Cache byte budget.", s->cache_budget);
 	metric(&o, "cache_tracks", "gauge", "Tracks in the cache.", s->cache_tracks);
@@ -688,6 +691,8 @@ static int stats_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "quic_dropped", s.quic_dropped);
 	rte_tel_data_add_dict_u64(d, "busy_tsc", s.busy_tsc);
 	rte_tel_data_add_dict_u64(d, "idle_tsc", s.idle_tsc);
+	rte_tel_data_add_dict_u64(d, "busy_polls", s.busy_polls);
+	rte_tel_data_add_dict_u64(d, "idle_polls", s.idle_polls);
 	rte_tel_data_add_dict_u64(d, "connections", s.conns);
 	rte_tel_data_add_dict_u64(d, "conns_refused_max", s.conns_refused_max);
 	rte_tel_data_add_dict_u64(d, "conns_refused_half_open", s.conns_refused_half_open);

@@ -554,10 +554,13 @@ int moq_relay_poll(struct moq_relay *r, unsigned int wi)
 		w->stats_ns = now;
 	}
 	t1 = rte_rdtsc();
-	if (work > 0)
+	if (work > 0) {
 		w->st.busy_tsc += t1 - t0;
-	else
+		w->st.busy_polls++;
+	} else {
 		w->st.idle_tsc += t1 - t0;
+		w->st.idle_polls++;
+	}
 	if (r->cfg.admit_busy != 0 && w->node != NULL && t1 - w->admit_tsc0 >= r->admit_window_tsc)
 		admit_window(r, w, t1);
 	return work;
@@ -1746,6 +1749,8 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->drain_closes += st->drain_closes;
 		s->busy_tsc += st->busy_tsc;
 		s->idle_tsc += st->idle_tsc;
+		s->busy_polls += st->busy_polls;
+		s->idle_polls += st->idle_polls;
 		s->conns += sn.qs.conns_active;
 		s->half_open += sn.qs.half_open;
 		s->conns_total += sn.qs.conns_accepted;

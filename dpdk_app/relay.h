@@ -55,6 +55,7 @@ struct moq_relay_stats {
 	uint64_t redirected;     /* datagrams sent to their owner worker */
 	uint64_t redirect_drops; /* owner's ring full / unknown worker */
 	uint64_t busy_tsc, idle_tsc;
+	uint64_t busy_polls, idle_polls; /* iterations that did work / found none */
 	uint64_t tsc_hz;
 	uint64_t net_drops;                  /* sum of net_drop[] */
 	uint64_t net_drop[MOQ_NET_DROP_MAX]; /* per reason */
