@@ -315,7 +315,8 @@ void conn_free(struct moq_quic_conn *c)
 		struct quic_strm *s = c->smap[i];
 
 		if (s) {
-			free(s->ents);
+			if (!strm_ents_inline(s))
+				free(s->ents);
 			free(s);
 			ep->nslive--;
 		}

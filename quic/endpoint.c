@@ -237,7 +237,8 @@ void moq_quic_endpoint_free(struct moq_quic_endpoint *ep)
 		struct quic_strm *s = ep->sfree;
 
 		ep->sfree = s->pnext;
-		free(s->ents);
+		if (!strm_ents_inline(s))
+			free(s->ents);
 		free(s);
 	}
 	for (i = 0; i < QUIC_ALPN_MAX_IDS; i++)

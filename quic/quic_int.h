@@ -46,6 +46,8 @@ struct sq_ent {
 	size_t len;
 };
 
+#define STRM_INL 4u /* entries inside the stream record */
+
 /* A stream's send queue of caller memory, and its bookkeeping. */
 struct quic_strm {
 	int64_t id;
@@ -60,7 +62,24 @@ struct quic_strm {
 	uint8_t fin_queued, fin_sent, wr_closed, blocked, in_pend, local_reset;
 	uint8_t urgency; /* pending class, 0 = most urgent */
 	struct quic_strm *pnext, *pprev;
+	/* a short stream's entries (an audio frame's group: header, size,
+	 * payload) live here, not in an array of their own: one cache miss
+	 * less per write, send and acknowledgement (strm_vecs and strm_ack
+	 * were 18% of a worker at 5,000 subscribers, mostly misses) */
+	struct sq_ent inl[STRM_INL];
 };
+
+/* The entry array is the record's own (not to be freed or realloc'd). */
+static inline int strm_ents_inline(const struct quic_strm *s)
+{
+	return s->ents == s->inl;
+}
+
+/* Heap bytes of @s's entry array (0 when inline). */
+static inline uint64_t strm_ents_bytes(const struct quic_strm *s)
+{
+	return strm_ents_inline(s) ? 0 : (uint64_t)s->cap * sizeof(*s->ents);
+}
 
 struct cid_key {
 	uint8_t len;

@@ -115,17 +115,20 @@ static struct quic_strm *strm_get(struct moq_quic_endpoint *ep)
 	struct quic_strm *s = ep->sfree;
 
 	if (s != NULL) {
-		struct sq_ent *ents = s->ents;
+		struct sq_ent *ents = strm_ents_inline(s) ? NULL : s->ents;
 		uint32_t cap = s->cap;
 
 		ep->sfree = s->pnext;
 		ep->nsfree--;
-		ep->sfree_bytes -= sizeof(*s) + (uint64_t)cap * sizeof(*ents);
-		memset(s, 0, sizeof(*s));
-		s->ents = ents;
-		s->cap = cap;
+		ep->sfree_bytes -= sizeof(*s) + strm_ents_bytes(s);
+		memset(s, 0, offsetof(struct quic_strm, inl));
+		s->ents = ents != NULL ? ents : s->inl;
+		s->cap = ents != NULL ? cap : STRM_INL;
 	} else if ((s = calloc(1, sizeof(*s))) == NULL) {
 		return NULL;
+	} else {
+		s->ents = s->inl;
+		s->cap = STRM_INL;
 	}
 	s->urgency = MOQ_QUIC_URGENCY_DEFAULT;
 	if (++ep->nslive > ep->nslive_peak)
@@ -142,10 +145,11 @@ static void strm_put(struct moq_quic_endpoint *ep, struct quic_strm *s)
 		s->pnext = ep->sfree;
 		ep->sfree = s;
 		ep->nsfree++;
-		ep->sfree_bytes += sizeof(*s) + (uint64_t)s->cap * sizeof(*s->ents);
+		ep->sfree_bytes += sizeof(*s) + strm_ents_bytes(s);
 		return;
 	}
-	free(s->ents);
+	if (!strm_ents_inline(s))
+		free(s->ents);
 	free(s);
 }
 
@@ -260,7 +264,13 @@ long moq_quic_stream_write(struct moq_quic_conn *c, int64_t sid, const struct io
 		while (s->n + need > ncap)
 			ncap *= 2;
 		if (ncap != s->cap) {
-			ne = realloc(s->ents, ncap * sizeof(*ne));
+			if (strm_ents_inline(s)) {
+				ne = malloc(ncap * sizeof(*ne));
+				if (ne != NULL)
+					memcpy(ne, s->inl, s->n * sizeof(*ne));
+			} else {
+				ne = realloc(s->ents, ncap * sizeof(*ne));
+			}
 			if (ne == NULL)
 				return MOQ_ERR_NOMEM;
 			s->ents = ne;
