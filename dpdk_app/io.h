@@ -31,10 +31,10 @@ struct relay_worker_stats {
 	uint64_t redirected, redirected_in, redirect_drops;
 	uint64_t busy_tsc, idle_tsc;
 	uint64_t busy_polls, idle_polls; /* iterations that did work / found none */
-	uint64_t goaways, drain_closes; /* SIGQUIT: GOAWAY sent, connections closed */
-	uint64_t conn_set_full;         /* a connection the drain set could not track */
-	uint64_t gso_msgs;              /* kernel backend: GSO sends of several datagrams */
-	uint64_t rx_truncated;          /* kernel backend: datagrams over --mtu, dropped */
+	uint64_t goaways, drain_closes;  /* SIGQUIT: GOAWAY sent, connections closed */
+	uint64_t conn_set_full;          /* a connection the drain set could not track */
+	uint64_t gso_msgs;               /* kernel backend: GSO sends of several datagrams */
+	uint64_t rx_truncated;           /* kernel backend: datagrams over --mtu, dropped */
 	/* admission (--admit-busy; relay.c, admit_window): the last window's
 	 * busy share in permille, windows that closed admission, the credit
 	 * of new subscriptions given for the current window */

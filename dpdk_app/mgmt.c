@@ -386,7 +386,8 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	    "# HELP moqdp_idle_seconds_total Worker time spent polling empty queues.\n"
 	    "# TYPE moqdp_idle_seconds_total counter\nmoqdp_idle_seconds_total %.6f\n",
 	    (double)s->idle_tsc / hz);
-	metric(&o, "busy_polls_total", "counter", "Worker iterations that did work.", s->busy_polls);
+	metric(&o, "busy_polls_total", "counter", "Worker iterations that did work.",
+	       s->busy_polls);
 	metric(&o, "idle_polls_total", "counter", "Worker iterations that found nothing to do.",
 	       s->idle_polls);
 	metric(&o, "cache_used_bytes", "gauge", "Cache memory in use.", s->cache_used);

@@ -338,8 +338,6 @@ struct moq_node {
 	struct moq_session *pending;
 	struct moq_session *work; /* the pending list moq_node_poll is visiting */
 	struct moq_session *watch;
-	uint64_t last_full; /* last safety-net pass over every session */
-	uint64_t last_deep; /* ... that walked live streams too (FIN_CHECK_NS) */
 	/* upstreams whose subscribers left or changed their parameters: their
 	 * aggregate is recomputed once, at the next poll (up_changed) */
 	struct upstream *dirty_ups;
