@@ -60,6 +60,12 @@ static struct moq_cache_group *mkgroup(struct moq_cache_track *t, uint64_t seq, 
 	return g;
 }
 
+/* open group @seq at @now and let it be (the track's index holds it) */
+static void opengroup(struct moq_cache_track *t, uint64_t seq, uint64_t now)
+{
+	moq_cache_group_unref(mkgroup(t, seq, now));
+}
+
 /* a deterministic pattern: byte i of frame f */
 static uint8_t pat(uint32_t f, uint32_t i)
 {
@@ -1374,20 +1380,15 @@ START_TEST(expiry_walk_stops_only_past_the_old)
 	u = mktrack("b", "tail", 100 * NS_MS, 0);
 	/* the caller's clock went back for group 1: at group 2's open
 	 * (502 ms) it is old (50 ms) behind a young group 0 (500 ms) */
-	g = mkgroup(t, 0, 500 * NS_MS);
-	moq_cache_group_unref(g);
-	g = mkgroup(t, 1, 50 * NS_MS);
-	moq_cache_group_unref(g);
-	g = mkgroup(t, 2, 502 * NS_MS);
-	moq_cache_group_unref(g);
+	opengroup(t, 0, 500 * NS_MS);
+	opengroup(t, 1, 50 * NS_MS);
+	opengroup(t, 2, 502 * NS_MS);
 	ck_assert_int_eq(moq_cache_track_group(t, 1, &x), MOQ_ERR_OLD);
 	ck_assert_int_eq(moq_cache_track_group(t, 0, &x), 0);
 	moq_cache_group_unref(x);
 	/* back again (3 at 10 ms), then ahead: 3 is old behind 0 and 2 */
-	g = mkgroup(t, 3, 10 * NS_MS);
-	moq_cache_group_unref(g);
-	g = mkgroup(t, 4, 590 * NS_MS);
-	moq_cache_group_unref(g);
+	opengroup(t, 3, 10 * NS_MS);
+	opengroup(t, 4, 590 * NS_MS);
 	ck_assert_int_eq(moq_cache_track_group(t, 3, &x), MOQ_ERR_OLD);
 	for (s = 0; s < 5; s += 2) {
 		ck_assert_int_eq(moq_cache_track_group(t, s, &x), 0);
