@@ -90,8 +90,11 @@ struct bcast {
 
 /* A subscription the peer made on us (we publish to it). */
 struct dsub {
-	struct dsub *next;  /* in the session */
-	struct dsub *unext; /* in the upstream */
+	struct dsub *next;   /* in the session */
+	struct dsub *unext;  /* in the upstream */
+	struct dsub **uprev; /* the link pointing at it there: O(1) leave (a track's
+	                      * thousands of subscribers leaving one by one walked
+	                      * the list each: quadratic) */
 	struct moq_session *s;
 	struct mstream *st;
 	uint64_t id;

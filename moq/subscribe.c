@@ -27,11 +27,11 @@ static void dsub_detach(struct dsub *d)
 
 	if (!up)
 		return;
-	for (struct dsub **pp = &up->dsubs; *pp; pp = &(*pp)->unext)
-		if (*pp == d) {
-			*pp = d->unext;
-			break;
-		}
+	*d->uprev = d->unext;
+	if (d->unext != NULL)
+		d->unext->uprev = d->uprev;
+	d->unext = NULL;
+	d->uprev = NULL;
 	up->ndsubs--;
 	d->up = NULL;
 	up_changed(up);
@@ -190,7 +190,10 @@ void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_su
 			goto fail_refuse;
 		d->up = up;
 		d->unext = up->dsubs;
+		if (d->unext != NULL)
+			d->unext->uprev = &d->unext;
 		up->dsubs = d;
+		d->uprev = &up->dsubs;
 		up->ndsubs++;
 		moq_cache_track_ref(up->ct);
 		d->track = up->ct;
