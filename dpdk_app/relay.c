@@ -60,9 +60,15 @@ uint64_t moq_relay_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* ns since the relay's start at TSC @tsc */
+static inline uint64_t tsc_ns(const struct moq_relay *r, uint64_t tsc)
+{
+	return (uint64_t)(((unsigned __int128)(tsc - r->tsc0) * r->tsc_mult) >> 32);
+}
+
 uint64_t moq_relay_clock_ns(const struct moq_relay *r)
 {
-	return (uint64_t)(((unsigned __int128)(rte_rdtsc() - r->tsc0) * r->tsc_mult) >> 32);
+	return tsc_ns(r, rte_rdtsc());
 }
 
 /* The cache's arrival clock (cache.h): the same as the workers' commits. */
@@ -537,7 +543,7 @@ int moq_relay_poll(struct moq_relay *r, unsigned int wi)
 	/* CLOCK_MONOTONIC from the TSC read the busy accounting takes anyway:
 	 * the vDSO's clock_gettime was ~9% of an idle-heavy worker's samples
 	 * under perf (kvm-clock), one call per iteration */
-	now = r->t0_ns + (uint64_t)(((unsigned __int128)(t0 - r->tsc0) * r->tsc_mult) >> 32);
+	now = r->t0_ns + tsc_ns(r, t0);
 	work = r->io_ops->poll(&w->io, now);
 	if (wi == 0 && r->cluster != NULL) /* links to peer relays (cluster.h) */
 		work += moq_cluster_poll(r->cluster, now);
