@@ -140,11 +140,7 @@ static void gfin_add(struct moq_session *s, struct gout *go)
 		s->fin_unreg++;
 		return;
 	}
-	go->fnext = f->head;
-	if (go->fnext != NULL)
-		go->fnext->fpprev = &go->fnext;
-	f->head = go;
-	go->fpprev = &f->head;
+	PLINK_AT(&f->head, go, fnext, fpprev);
 }
 
 void gfin_del(struct gout *go)
@@ -155,12 +151,8 @@ void gfin_del(struct gout *go)
 		go->s->fin_unreg--;
 		return;
 	}
-	*go->fpprev = go->fnext;
-	if (go->fnext != NULL)
-		go->fnext->fpprev = go->fpprev;
+	PLINK_UNLINK(go, fnext, fpprev);
 	go->fg = NULL;
-	go->fnext = NULL;
-	go->fpprev = NULL;
 }
 
 /* The FIN_CHECK_NS pass over the registry: a stale group's FIN'd streams

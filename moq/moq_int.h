@@ -514,26 +514,37 @@ void hub_send(struct moq_node *n, uint32_t to1, int kind, const char *p, size_t 
 void hub_announce(struct moq_node *n, struct bcast *bc, int active);
 void hub_drain(struct moq_node *n);
 
-/* The session's gout lists (gouts, gfin, gdone): doubly linked through
- * pprev, so a stream that closes leaves its list in O(1) (stream closes come
- * oldest first, from the far end of a LIFO list). */
+/* Intrusive lists with a back link to the link pointing at each element
+ * (<sys/queue.h>'s LIST scheme, on the fields named): O(1) unlink.
+ * PLINK_AT links @x in before *@pp (at the head when @pp is the head). */
+#define PLINK_AT(pp, x, next, pprev)                                                               \
+	do {                                                                                       \
+		(x)->next = *(pp);                                                                 \
+		if ((x)->next != NULL)                                                             \
+			(x)->next->pprev = &(x)->next;                                             \
+		*(pp) = (x);                                                                       \
+		(x)->pprev = (pp);                                                                 \
+	} while (0)
+#define PLINK_UNLINK(x, next, pprev)                                                               \
+	do {                                                                                       \
+		*(x)->pprev = (x)->next;                                                           \
+		if ((x)->next != NULL)                                                             \
+			(x)->next->pprev = (x)->pprev;                                             \
+		(x)->next = NULL;                                                                  \
+		(x)->pprev = NULL;                                                                 \
+	} while (0)
+
+/* The session's gout lists (gouts, gfin, gdone): a stream that closes
+ * leaves its list in O(1) (stream closes come oldest first, from the far
+ * end of a LIFO list). */
 static inline void gout_unlink(struct gout *go)
 {
-	*go->pprev = go->next;
-	if (go->next != NULL)
-		go->next->pprev = go->pprev;
-	go->next = NULL;
-	go->pprev = NULL;
+	PLINK_UNLINK(go, next, pprev);
 }
 
-/* Link @go in before *@pp (at the head when @pp is the list's head). */
 static inline void gout_link_at(struct gout **pp, struct gout *go)
 {
-	go->next = *pp;
-	if (go->next != NULL)
-		go->next->pprev = &go->next;
-	*pp = go;
-	go->pprev = pp;
+	PLINK_AT(pp, go, next, pprev);
 }
 
 /* fanout.c: gfin membership (the session's list and the node's FIN registry) */

@@ -27,11 +27,7 @@ static void dsub_detach(struct dsub *d)
 
 	if (!up)
 		return;
-	*d->uprev = d->unext;
-	if (d->unext != NULL)
-		d->unext->uprev = d->uprev;
-	d->unext = NULL;
-	d->uprev = NULL;
+	PLINK_UNLINK(d, unext, uprev);
 	up->ndsubs--;
 	d->up = NULL;
 	up_changed(up);
@@ -189,11 +185,7 @@ void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_su
 		if (!up)
 			goto fail_refuse;
 		d->up = up;
-		d->unext = up->dsubs;
-		if (d->unext != NULL)
-			d->unext->uprev = &d->unext;
-		up->dsubs = d;
-		d->uprev = &up->dsubs;
+		PLINK_AT(&up->dsubs, d, unext, uprev);
 		up->ndsubs++;
 		moq_cache_track_ref(up->ct);
 		d->track = up->ct;
