@@ -184,6 +184,25 @@ static void fg_check(struct moq_node *n)
 		}
 }
 
+/* The FIN check for what the registry does not cover: @s's FIN'd streams
+ * of subscriptions with their own max latency, and any the registry could
+ * not take (out of memory). */
+static void sess_fin_check(struct moq_session *s)
+{
+	for (struct gout *go = s->gfin, *nx; go; go = nx) {
+		int stc;
+
+		nx = go->next; /* a reset moves it to gdone */
+		if (go->fg != NULL && !(go->d && go->d->lat_ns))
+			continue;
+		stc = moq_cache_group_status(go->g, NULL, NULL);
+		if (group_stale(stc) || gout_too_old(s, go)) {
+			gout_reset(s, go, group_stale(stc) ? err_code(stc) : MOQ_CODE_OLD);
+			sess_mark(s);
+		}
+	}
+}
+
 static struct gout *gout_retire(struct moq_session *s, struct gout **pp)
 {
 	struct gout *go = *pp;
@@ -897,7 +916,7 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 		n->last_fin_check = now;
 		for (s = n->sessions; s; s = s->next) {
 			if (s->next != NULL)
-				__builtin_prefetch(s->next);
+				sess_prefetch(s->next);
 			if (s->closing || !s->tp)
 				continue;
 			if (s->gouts && s->blocked) {
@@ -906,24 +925,10 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 			} else if (!s->queued && s->ready && sess_stale(s)) {
 				sess_mark(s);
 			}
-			/* stale groups: fg_check below, once per group; here
-			 * the subscriptions with their own max latency (and a
-			 * stream the registry could not take: out of memory) */
-			for (struct gout *go = s->nlat || s->fin_unreg ? s->gfin : NULL, *nx; go;
-			     go = nx) {
-				int stc;
-				nx = go->next; /* a reset moves it to gdone */
-				if (go->fg != NULL && !(go->d && go->d->lat_ns))
-					continue;
-				stc = moq_cache_group_status(go->g, NULL, NULL);
-				if (group_stale(stc) || gout_too_old(s, go)) {
-					gout_reset(s, go,
-					           group_stale(stc) ? err_code(stc) : MOQ_CODE_OLD);
-					sess_mark(s);
-				}
-			}
+			if (s->nlat || s->fin_unreg)
+				sess_fin_check(s);
 		}
-		fg_check(n);
+		fg_check(n); /* stale groups, once per group */
 	}
 	/* Visit the marked sessions only; marks made meanwhile (a session
 	 * that opened a group stream, ...) are for the next poll. */
