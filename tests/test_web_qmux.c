@@ -27,6 +27,7 @@ struct side {
 	uint64_t reset_code, stop_code;
 	uint64_t acked[MAXS];
 	int closed, close_app, close_local, writable, sclosed;
+	unsigned int nreset, nstop;
 	uint64_t close_code;
 	size_t max_rec;
 	uint64_t now;
@@ -59,6 +60,7 @@ static void cb_reset(void *u, int64_t sid, uint64_t code)
 
 	s->reset_sid = sid;
 	s->reset_code = code;
+	s->nreset++;
 }
 
 static void cb_stop(void *u, int64_t sid, uint64_t code)
@@ -67,6 +69,7 @@ static void cb_stop(void *u, int64_t sid, uint64_t code)
 
 	s->stop_sid = sid;
 	s->stop_code = code;
+	s->nstop++;
 }
 
 static void cb_acked(void *u, int64_t sid, uint64_t total)
@@ -724,6 +727,123 @@ START_TEST(app_close_goes_out_last)
 }
 END_TEST
 
+/* Every record @a has queued, moved to @b one by one; each must fit the
+ * writer's buffers (MOQ_QMUX_MAX_SEND_RECORD) and parse cleanly. Returns
+ * the records moved. */
+static int drain_checked(struct side *a, struct side *b)
+{
+	int moved = 0, rc = 0;
+
+	for (int i = 0; i < 10000; i++) {
+		struct iovec iov[80];
+		size_t len;
+		int n = moq_qmux_next_record(a->q, iov, 80, &len);
+
+		ck_assert_int_ge(n, 0);
+		if (n == 0)
+			return moved;
+		ck_assert_uint_le(len, MOQ_QMUX_MAX_SEND_RECORD);
+		ck_assert_int_eq(move1(a, b, &rc), 1);
+		ck_assert_int_eq(rc, 0);
+		ck_assert_int_eq(b->closed, 0);
+		moved++;
+	}
+	ck_abort_msg("records without end");
+	return moved;
+}
+
+/* issue 22, item 1: a peer advertising max_record_size 2^62-1 must not
+ * make the engine build records larger than the writer's buffer (web/http.c
+ * copies a TLS record into REC_CAP + a WebSocket header): the record holds
+ * control frames and a STREAM frame, together at most
+ * MOQ_QMUX_MAX_SEND_RECORD bytes. */
+START_TEST(record_bounded_with_huge_peer_record_size)
+{
+	static uint8_t big[40000];
+	struct moq_qmux_params cp;
+	struct iovec v = {big, sizeof(big)};
+	int64_t sid[10], u;
+
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (uint8_t)(i * 13 + 1);
+	moq_qmux_default_params(&cp);
+	cp.max_record_size = (1ull << 62) - 1;
+	pair(A, B, &cp, NULL);
+	/* the server: a uni stream with 40,000 bytes, and ten bidi streams it
+	 * stops and resets (RESET_STREAM + STOP_SENDING each), a ping */
+	ck_assert_int_eq(moq_qmux_stream_open(B->q, 0, &u), 0);
+	ck_assert_int_eq(moq_qmux_stream_write(B->q, u, &v, 1, 0), (long)sizeof(big));
+	for (int i = 0; i < 10; i++) {
+		struct iovec one = {big, 1};
+
+		ck_assert_int_eq(moq_qmux_stream_open(B->q, 1, &sid[i]), 0);
+		ck_assert_int_eq(moq_qmux_stream_write(B->q, sid[i], &one, 1, 0), 1);
+	}
+	drain_checked(B, A);
+	for (int i = 0; i < 10; i++) {
+		ck_assert_int_eq(moq_qmux_stream_stop_sending(B->q, sid[i], 9), 0);
+		ck_assert_int_eq(moq_qmux_stream_reset(B->q, sid[i], 8), 0);
+	}
+	B->now = A->now = 5100000000ull;
+	moq_qmux_timers(B->q, B->now); /* a QX_PING request */
+	ck_assert_int_eq(moq_qmux_stream_write(B->q, u, &v, 1, 1), (long)sizeof(big));
+	drain_checked(B, A);
+	ck_assert_uint_eq(A->dlen[slot(A, u)], 2 * sizeof(big));
+	ck_assert_mem_eq(A->data[slot(A, u)], big, sizeof(big));
+	ck_assert_mem_eq(A->data[slot(A, u)] + sizeof(big), big, sizeof(big));
+	ck_assert_uint_eq(A->nreset, 10);
+	ck_assert_uint_eq(A->nstop, 10);
+}
+END_TEST
+
+/* issue 22, item 1 (the header part): control frames of many streams at
+ * once (RESET_STREAM + STOP_SENDING + MAX_STREAM_DATA each) fill more than
+ * one record's header buffer: each frame goes whole into this record or the
+ * next one, none is cut or dropped, and a STREAM frame still follows. */
+START_TEST(record_header_never_overfills)
+{
+	static uint8_t big[300];
+	struct moq_qmux_params cp;
+	struct iovec v = {big, sizeof(big)};
+	int64_t sid[60], u, x;
+
+	/* stream ids of 4-byte varints (>= 16384): 28 bytes of control
+	 * frames per stream */
+	moq_qmux_default_params(&cp);
+	cp.max_streams_bidi = 5000;
+	pair(A, B, &cp, NULL);
+	for (int i = 0; i < 4100; i++)
+		ck_assert_int_eq(moq_qmux_stream_open(B->q, 1, &x), 0);
+	for (int i = 0; i < 60; i++) {
+		ck_assert_int_eq(moq_qmux_stream_open(B->q, 1, &sid[i]), 0);
+		ck_assert_int_ge(sid[i], 16384);
+		ck_assert_int_eq(moq_qmux_stream_write(B->q, sid[i], &v, 1, 0), (long)sizeof(big));
+	}
+	drain_checked(B, A);
+	ck_assert_int_eq(moq_qmux_stream_open(B->q, 0, &u), 0);
+	for (int i = 0; i < 60; i++) {
+		/* large varints: codes of 8 bytes */
+		ck_assert_int_eq(moq_qmux_stream_stop_sending(B->q, sid[i], (1ull << 61) + 7), 0);
+		ck_assert_int_eq(moq_qmux_stream_reset(B->q, sid[i], (1ull << 61) + 5), 0);
+	}
+	ck_assert_int_eq(moq_qmux_stream_write(B->q, u, &v, 1, 1), (long)sizeof(big));
+	/* a QX_PING request each way: B's record starts with the response
+	 * and its own request (18 bytes), so the 36th stream's 28 bytes
+	 * (998 + 28) cross the 1,024-byte header buffer */
+	A->now = B->now = 5100000000ull;
+	moq_qmux_timers(A->q, A->now);
+	drain_checked(A, B);
+	moq_qmux_timers(B->q, B->now);
+	ck_assert_int_ge(drain_checked(B, A), 2);
+	ck_assert_uint_eq(A->nreset, 60);
+	ck_assert_uint_eq(A->nstop, 60);
+	ck_assert_uint_eq(A->reset_code, (1ull << 61) + 5);
+	ck_assert_uint_eq(A->stop_code, (1ull << 61) + 7);
+	ck_assert_uint_eq(A->dlen[slot(A, u)], sizeof(big));
+	ck_assert_int_eq(A->fin[slot(A, u)], 1);
+}
+END_TEST
+
 START_TEST(ws_helpers)
 {
 	char acc[29];
@@ -830,6 +950,8 @@ Suite *web_qmux_suite(void)
 	tcase_add_test(t, bad_input_closes);
 	tcase_add_test(t, idle_timeout_and_ping);
 	tcase_add_test(t, app_close_goes_out_last);
+	tcase_add_test(t, record_bounded_with_huge_peer_record_size);
+	tcase_add_test(t, record_header_never_overfills);
 	tcase_add_test(t, ws_helpers);
 	tcase_add_test(t, http_requests);
 	suite_add_tcase(s, t);

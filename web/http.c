@@ -51,6 +51,11 @@
 #define OUT_CAP 65536
 /* The record buffer: our max_record_size. */
 #define REC_CAP MOQ_QMUX_MIN_RECORD
+/* A record going out in one piece (TLS: copied for wolfSSL_write; client:
+ * masked): its WebSocket header (RFC 6455, 5.2: up to 10 bytes, a client's
+ * 4-byte masking key) and at most MOQ_QMUX_MAX_SEND_RECORD bytes. */
+#define WS_HDR_MAX  14
+#define REC_OUT_CAP (MOQ_QMUX_MAX_SEND_RECORD + WS_HDR_MAX)
 /* iovecs of one record (qmux.c keeps up to 64 segments a stream). */
 #define REC_IOV 68
 /* A slow TCP subscriber is bounded like a slow QUIC one (moq.h, fanout's
@@ -387,7 +392,11 @@ static void conn_flush(struct wconn *c, uint64_t now)
 			size_t len;
 			int n = moq_qmux_next_record(c->q, c->riov + 1, REC_IOV, &len);
 
-			if (n <= 0)
+			if (n < 0 || (n > 0 && len > MOQ_QMUX_MAX_SEND_RECORD)) {
+				c->dead = 1; /* never past tlsrec / maskbuf */
+				return;
+			}
+			if (n == 0)
 				break;
 			c->riov[0].iov_base = c->wshdr;
 			c->riov[0].iov_len = moq_ws_header(c->wshdr, 0x2, len);
@@ -1154,7 +1163,7 @@ static void serve_ws(struct wconn *c, uint64_t now)
 		return;
 	}
 	if (wslay_frame_context_init(&c->wsf, &wsl_cb, c) != 0 ||
-	    (c->ssl != NULL && (c->tlsrec = malloc(REC_CAP + 64)) == NULL)) {
+	    (c->ssl != NULL && (c->tlsrec = malloc(REC_OUT_CAP)) == NULL)) {
 		respond_text(c, 503, "Service Unavailable", "out of memory\n");
 		return;
 	}
@@ -1937,7 +1946,7 @@ int moq_web_connect(struct moq_web *w, struct moq_node *node, const struct socka
 	c = calloc(1, sizeof(*c));
 	if (c == NULL)
 		return MOQ_ERR_NOMEM;
-	c->maskbuf = malloc(REC_CAP + 14);
+	c->maskbuf = malloc(REC_OUT_CAP);
 	fd = socket(to->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (c->maskbuf == NULL || fd < 0) {
 		free(c->maskbuf);

@@ -737,14 +737,17 @@ int moq_qmux_recv_record(struct moq_qmux *q, const uint8_t *rec, size_t len, uin
 struct wr {
 	uint8_t *p;
 	size_t cap, len;
+	int err; /* a write did not fit */
 };
 
 static int wv(struct wr *w, uint64_t v)
 {
 	int n = moq_varint_put(w->p + w->len, w->cap - w->len, v);
 
-	if (n < 0)
+	if (n < 0) {
+		w->err = 1;
 		return -1;
+	}
 	w->len += (size_t)n;
 	return 0;
 }
@@ -779,16 +782,37 @@ static void put_params(struct moq_qmux *q, struct wr *w)
 	}
 }
 
-/* Room for a small frame (a few varints) in the header part. */
+/* Room for a frame of @need bytes in the header part, and in the record
+ * (@budget): a frame goes in whole or waits for the next record. */
 static int room(const struct wr *w, size_t budget, size_t need)
 {
 	return w->len + need <= w->cap && w->len + need <= budget;
 }
 
+/* The bytes of @s's pending control frames (RESET_STREAM, STOP_SENDING,
+ * MAX_STREAM_DATA; RFC 9000, 19.4, 19.5, 19.10). */
+static size_t ctrl_need(const struct qstream *s)
+{
+	size_t n = 0, sl = vlen((uint64_t)s->sid);
+
+	if (s->reset_pending)
+		n += 1 + sl + vlen(s->reset_code) + vlen(s->sent);
+	if (s->stop_pending)
+		n += 1 + sl + vlen(s->stop_code);
+	if (s->msd_pending && !s->recv_done)
+		n += 1 + sl + vlen(s->recv_max);
+	return n;
+}
+
 int moq_qmux_next_record(struct moq_qmux *q, struct iovec *iov, unsigned n, size_t *len)
 {
-	struct wr w = {q->hdr, sizeof(q->hdr), 0};
-	size_t budget = q->peer.max_record_size;
+	struct wr w = {q->hdr, sizeof(q->hdr), 0, 0};
+	/* qmux-01, 5: at most the peer's max_record_size, and never more than
+	 * the writer's buffers take (web.h, MOQ_QMUX_MAX_SEND_RECORD): a peer
+	 * advertising 2^62-1 gets records of our size */
+	size_t budget = q->peer.max_record_size < MOQ_QMUX_MAX_SEND_RECORD
+	                        ? (size_t)q->peer.max_record_size
+	                        : MOQ_QMUX_MAX_SEND_RECORD;
 	struct qstream *s;
 
 	if (n < 4)
@@ -815,28 +839,30 @@ int moq_qmux_next_record(struct moq_qmux *q, struct iovec *iov, unsigned n, size
 		q->rec_close = 1;
 		goto built;
 	}
-	if (q->ping_reply_pending && room(&w, budget, 17)) {
+	if (q->ping_reply_pending &&
+	    room(&w, budget, vlen(QX_PING_RESPONSE) + vlen(q->ping_reply))) {
 		wv(&w, QX_PING_RESPONSE);
 		wv(&w, q->ping_reply);
 		q->ping_reply_pending = 0;
 	}
-	if (q->ping_req_pending && room(&w, budget, 17)) {
+	if (q->ping_req_pending && room(&w, budget, vlen(QX_PING_REQUEST) + vlen(q->ping_seq))) {
 		wv(&w, QX_PING_REQUEST);
 		wv(&w, q->ping_seq++);
 		q->ping_req_pending = 0;
 	}
-	if (q->max_data_pending && room(&w, budget, 9)) {
+	if (q->max_data_pending && room(&w, budget, 1 + vlen(q->recv_data_max))) {
 		wv(&w, 0x10);
 		wv(&w, q->recv_data_max);
 		q->max_data_pending = 0;
 	}
 	for (int d = 0; d < 2; d++)
-		if (q->max_streams_pending[d] && room(&w, budget, 9)) {
+		if (q->max_streams_pending[d] && room(&w, budget, 1 + vlen(q->remote_max[d]))) {
 			wv(&w, 0x12 + (uint64_t)d);
 			wv(&w, q->remote_max[d]);
 			q->max_streams_pending[d] = 0;
 		}
-	while ((s = q->ctrl_head) != NULL && room(&w, budget, 1 + 8 + 8 + 8)) {
+	/* each stream's frames whole, or in the next record */
+	while ((s = q->ctrl_head) != NULL && room(&w, budget, ctrl_need(s))) {
 		ctrl_del(q, s);
 		if (s->reset_pending) {
 			/* RFC 9000, 19.4: final size = what was sent */
@@ -875,7 +901,7 @@ int moq_qmux_next_record(struct moq_qmux *q, struct iovec *iov, unsigned n, size
 		if (take == 0 && !(s->fin_queued && !s->fin_sent && avail == 0))
 			continue;
 		hdr = 1 + vlen((uint64_t)s->sid) + vlen(off) + 2;
-		if (w.len + hdr + 4 > budget)
+		if (!room(&w, budget, hdr + 4))
 			break;
 		if (take > budget - w.len - hdr)
 			take = budget - w.len - hdr;
@@ -929,6 +955,12 @@ int moq_qmux_next_record(struct moq_qmux *q, struct iovec *iov, unsigned n, size
 built:
 	if (w.len == 0)
 		return 0;
+	/* every frame above checked its room first: a varint that did not
+	 * fit would have cut a frame (never sent) */
+	if (w.err) {
+		q->rec_niov = 0;
+		return MOQ_ERR_TOO_LARGE;
+	}
 	q->rec_iov[0].iov_base = q->hdr;
 	q->rec_iov[0].iov_len = w.len;
 	q->rec_len = 0;

@@ -39,6 +39,10 @@ struct moq_session;
 
 /* qmux-01, Transport parameters: the default and least max_record_size. */
 #define MOQ_QMUX_MIN_RECORD 16382u
+/* The largest record the engine builds, whatever the peer's max_record_size
+ * (a peer may advertise up to 2^62-1): every peer takes this much, and the
+ * writer's buffers (a TLS or masked copy) are sized for it. */
+#define MOQ_QMUX_MAX_SEND_RECORD MOQ_QMUX_MIN_RECORD
 /* QUIC transport error codes (RFC 9000, 20.1) a qmux close carries. */
 #define MOQ_QMUX_FLOW_CONTROL_ERROR        0x03u
 #define MOQ_QMUX_STREAM_LIMIT_ERROR        0x04u
@@ -123,8 +127,11 @@ int moq_qmux_recv_record(struct moq_qmux *q, const uint8_t *rec, size_t len, uin
  * moq_qmux_next_record: the next record to send, as @iov (up to @n >= 4
  * entries): iov[0] the frame headers in the engine's memory, the rest stream
  * payload in the writer's memory. Returns the number of iovecs (0: nothing
- * to send), the record's size in *@len. The record stays the engine's
- * current one (the same is returned again) until moq_qmux_record_done.
+ * to send), the record's size in *@len: at most the smaller of the peer's
+ * max_record_size and MOQ_QMUX_MAX_SEND_RECORD, every frame whole. The
+ * record stays the engine's current one (the same is returned again) until
+ * moq_qmux_record_done. MOQ_ERR_INVAL: @n below 4 or the record's iovecs;
+ * MOQ_ERR_TOO_LARGE: a frame did not fit (a bug: the caller closes).
  */
 int moq_qmux_next_record(struct moq_qmux *q, struct iovec *iov, unsigned n, size_t *len);
 

@@ -77,7 +77,7 @@ static void drain(void)
 			return;
 		for (int k = 0; k < n; k++)
 			sum += iov[k].iov_len;
-		check(sum == len && len <= max);
+		check(sum == len && len <= max && len <= MOQ_QMUX_MAX_SEND_RECORD);
 		moq_qmux_record_done(Q, 0);
 	}
 }
