@@ -61,8 +61,17 @@
 /* A slow TCP subscriber is bounded like a slow QUIC one (moq.h, fanout's
  * budget max(2 cwnd, 64 KiB)): this is the "cwnd" get_info reports. */
 #define WS_WINDOW (64u << 10)
-/* BINDINGS.md, section 3: /fetch waits this long for the broadcast. */
+/* BINDINGS.md, section 3: /fetch waits this long for the broadcast (and a
+ * live group this long for its next bytes). */
 #define FETCH_WAIT_NS 30000000000ull
+/* /fetch requests in progress per listener (each pins a cache group),
+ * unless cfg.max_fetches says. */
+#define FETCH_MAX 64
+/* A peer that takes no byte of pending output for this long is closed
+ * (cfg.write_timeout_ns 0). */
+#define WRITE_TIMEOUT_NS 20000000000ull
+/* The largest /announced body (a snapshot): 4,096 names of 256 bytes. */
+#define ANN_MAX (1u << 20)
 /* A connection that sends no complete request within this long is closed. */
 #define REQ_TIMEOUT_NS 10000000000ull
 /* qmux timers and fetch progress are looked at this often. */
@@ -73,7 +82,18 @@
 #define WS_CLOSE_DATA     1003
 #define WS_CLOSE_TOO_BIG  1009
 
-enum cstate { C_SNIFF, C_TLS_HS, C_HTTP, C_WS, C_FETCH, C_FILE, C_DONE, C_CONNECTING, C_WS_HS };
+enum cstate {
+	C_SNIFF,
+	C_TLS_HS,
+	C_HTTP,
+	C_WS,
+	C_FETCH,
+	C_FILE,
+	C_BODY,
+	C_DONE,
+	C_CONNECTING,
+	C_WS_HS
+};
 
 struct wconn {
 	struct moq_web *w;
@@ -131,6 +151,17 @@ struct wconn {
 	struct moq_cache_track *ftr;
 	struct moq_cache_group *fg;
 	struct moq_cache_cursor fcur;
+	struct moq_cache_frame fv; /* the view being sent, from @fvdone on */
+	uint32_t fvdone;
+	int fvhave, fpinned;
+	uint64_t fbytes; /* payload bytes sent */
+	/* /announced: the body, sent in chunks (body_step) */
+	uint8_t *body;
+	size_t bodylen, bodycap, bodyoff;
+	int body_cut, anon;
+	/* output pending and no byte written since (0: none pending); the
+	 * bytes written (@wout) when last looked at */
+	uint64_t wblocked, wbytes, wout;
 	/* /demo/ files (cfg.static_dir) */
 	int file_fd;
 	/* the client side (moq_web_connect): frames out are masked (RFC 6455,
@@ -157,6 +188,7 @@ struct moq_web {
 };
 
 static void conn_free(struct wconn *c);
+static void body_step(struct wconn *c);
 
 /* --- output -------------------------------------------------------------- */
 
@@ -255,6 +287,7 @@ static int rec_write(struct wconn *c)
 		if (r == 0)
 			return 0;
 		c->w->st.bytes_out += (uint64_t)r;
+		c->wout += (uint64_t)r;
 		return 1;
 	}
 	while (c->rdone < c->rtot) {
@@ -282,6 +315,7 @@ static int rec_write(struct wconn *c)
 			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
 		c->rdone += (size_t)r;
 		c->w->st.bytes_out += (uint64_t)r;
+		c->wout += (uint64_t)r;
 	}
 	return 1;
 }
@@ -306,6 +340,7 @@ static int out_flush(struct wconn *c)
 		c->tls_pend = 0;
 		c->outoff += (size_t)r;
 		c->w->st.bytes_out += (uint64_t)r;
+		c->wout += (uint64_t)r;
 	}
 	c->outoff = c->outlen = 0;
 	return 1;
@@ -882,85 +917,168 @@ static int pct_decode(char *s, size_t n)
 	return (int)o;
 }
 
-static int auth_ok(struct wconn *c, const char *path, size_t plen, const char *query, size_t qn,
-                   int need_get_prefix)
+/*
+ * Authorise a request on connection path @path (@plen bytes) with the
+ * query's `jwt` (auth.h, moq_auth_connect: as a lite-05 SETUP Path). Returns
+ * 1 with the grant in *@g (the caller frees it; NULL without cfg.auth), 0
+ * when refused. c->anon records whether the request came without a token.
+ */
+static int auth_grant(struct wconn *c, const char *path, size_t plen, const char *query, size_t qn,
+                      struct moq_auth_grant **g)
 {
-	struct moq_auth_grant *g = NULL;
 	const char *jwt = NULL;
 	char target[3072];
-	int jl, rc, ok;
+	int jl, rc;
 
+	*g = NULL;
+	jl = query_get(query, qn, "jwt", &jwt);
+	c->anon = jl <= 0;
 	if (c->w->cfg.auth == NULL)
 		return 1;
-	jl = query_get(query, qn, "jwt", &jwt);
-	/* as a lite-05 SETUP Path: "path?jwt=..." (auth.h, moq_auth_connect) */
 	rc = snprintf(target, sizeof(target), "%.*s%s%.*s", (int)plen, path, jl > 0 ? "?jwt=" : "",
 	              jl > 0 ? jl : 0, jl > 0 ? jwt : "");
 	if (rc < 0 || (size_t)rc >= sizeof(target))
 		return 0;
-	if (moq_auth_connect(c->w->cfg.auth, target, (size_t)rc, &g) != MOQ_AUTH_OK)
-		return 0;
-	ok = !need_get_prefix || moq_auth_grant_overlaps(g, 0, "", 0);
-	moq_auth_grant_free(g);
-	return ok;
+	return moq_auth_connect(c->w->cfg.auth, target, (size_t)rc, g) == MOQ_AUTH_OK;
 }
 
+/* What may leave for another origin's page: an answer made without a
+ * token (public data only; with cfg.auth, the public prefixes). An answer
+ * to a token is for the page that holds it, served same-origin (the
+ * relay's /demo/) or by a client that is not a browser. */
+static const char *cors(const struct wconn *c)
+{
+	return c->anon ? "Access-Control-Allow-Origin: *\r\n" : "";
+}
+
+/* The body of a chunked response (RFC 9112, 7.1): one chunk, or the last
+ * (empty) chunk that ends a whole body. A body that is cut short ends
+ * with the connection, without it, so the client can tell. */
+#define CHUNK_HDR 12 /* "%zx\r\n" of a length below 2^40, and the CRLF after */
+
+static void chunk_head(struct wconn *c, size_t n)
+{
+	char h[16];
+	int l = snprintf(h, sizeof(h), "%zx\r\n", n);
+
+	out_put(c, h, (size_t)l);
+}
+
+static void chunk_put(struct wconn *c, const void *p, size_t n)
+{
+	chunk_head(c, n);
+	out_put(c, p, n);
+	out_put(c, "\r\n", 2);
+}
+
+static void chunk_end(struct wconn *c)
+{
+	out_put(c, "0\r\n\r\n", 5);
+}
+
+/* /announced: the snapshot goes into a heap buffer (c->body) of at most
+ * ANN_MAX bytes, then out in chunks (body_step). */
 struct ann_ctx {
 	struct wconn *c;
+	const struct moq_auth_grant *g;
 	int full;
 };
 
 static void ann_cb(void *user, const char *path, size_t plen, size_t off)
 {
 	struct ann_ctx *a = user;
+	struct wconn *c = a->c;
 	const char *sfx = path + off;
 	size_t n = plen - off;
 
+	/* the token's `get` grants, as a MoQ session's announce interest
+	 * (moq/announce.c, ann_match_route) */
+	if (a->g != NULL && !moq_auth_grant_allows(a->g, 0, path, plen))
+		return;
 	while (n > 0 && *sfx == '/')
 		sfx++, n--;
-	if ((size_t)out_room(a->c) < n + 512) {
-		a->full = 1;
-		return;
+	if (c->bodylen + n + 1 > c->bodycap) {
+		size_t cap = c->bodycap ? 2 * c->bodycap : 4096;
+		uint8_t *nb;
+
+		while (cap < c->bodylen + n + 1)
+			cap *= 2;
+		if (cap > ANN_MAX)
+			cap = ANN_MAX;
+		if (c->bodylen + n + 1 > cap || (nb = realloc(c->body, cap)) == NULL) {
+			a->full = 1;
+			return;
+		}
+		c->body = nb;
+		c->bodycap = cap;
 	}
-	out_put(a->c, sfx, n);
-	out_put(a->c, "\n", 1);
+	memcpy(c->body + c->bodylen, sfx, n);
+	c->body[c->bodylen + n] = '\n';
+	c->bodylen += n + 1;
 }
 
 static void serve_announced(struct wconn *c, const char *prefix, size_t plen, const char *query,
                             size_t qn)
 {
-	char h[256];
-	struct ann_ctx a = {c, 0};
-	size_t hdr_at, body_at;
-	int n;
+	char h[320], norm[2048];
+	struct moq_auth_grant *g = NULL;
+	struct ann_ctx a = {c, NULL, 0};
+	int n = moq_path_norm(norm, sizeof(norm), prefix, plen);
 
-	if (!auth_ok(c, prefix, plen, query, qn, 0)) {
+	if (n < 0) {
+		respond_text(c, 400, "Bad Request", "bad prefix\n");
+		return;
+	}
+	/* an announce interest needs `get` under the prefix (moq/access.c) */
+	if (!auth_grant(c, prefix, plen, query, qn, &g) ||
+	    (g != NULL && !moq_auth_grant_overlaps(g, 0, norm, (size_t)n))) {
+		moq_auth_grant_free(g);
 		respond_text(c, 401, "Unauthorized", "unauthorized\n");
 		return;
 	}
 	if (c->w->dry) {
+		moq_auth_grant_free(g);
 		respond_text(c, 200, "OK", "");
 		return;
 	}
-	/* the body first (its length goes in the header): written after a
-	 * placeholder, then the header is put in front */
-	hdr_at = c->outlen;
-	body_at = hdr_at + 200;
-	c->outlen = body_at;
+	a.g = g;
 	n = moq_node_broadcasts(c->w->cfg.node, prefix, plen, ann_cb, &a);
+	moq_auth_grant_free(g);
 	if (n < 0) {
-		c->outlen = hdr_at;
 		respond_text(c, 400, "Bad Request", "bad prefix\n");
 		return;
 	}
 	n = snprintf(h, sizeof(h),
 	             "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\n"
-	             "Content-Length: %zu\r\nAccess-Control-Allow-Origin: *\r\n"
-	             "Cache-Control: no-store\r\nConnection: close\r\n\r\n",
-	             c->outlen - body_at);
-	/* right-align the header against the body */
-	memcpy(c->out + body_at - (size_t)n, h, (size_t)n);
-	c->outoff = body_at - (size_t)n;
+	             "Transfer-Encoding: chunked\r\n%sCache-Control: no-store\r\n"
+	             "Connection: close\r\n\r\n",
+	             cors(c));
+	out_put(c, h, (size_t)n);
+	c->body_cut = a.full;
+	c->bodyoff = 0;
+	c->st = C_BODY;
+	body_step(c);
+}
+
+/* The rest of c->body, in chunks as the output buffer has room; the last
+ * chunk unless the body was cut (c->body_cut). */
+static void body_step(struct wconn *c)
+{
+	while (c->bodyoff < c->bodylen && out_room(c) > CHUNK_HDR) {
+		size_t n = c->bodylen - c->bodyoff;
+
+		if (n > (size_t)out_room(c) - CHUNK_HDR)
+			n = (size_t)out_room(c) - CHUNK_HDR;
+		chunk_put(c, c->body + c->bodyoff, n);
+		c->bodyoff += n;
+	}
+	if (c->bodyoff < c->bodylen || out_room(c) < 5)
+		return;
+	if (!c->body_cut)
+		chunk_end(c);
+	free(c->body);
+	c->body = NULL;
+	c->bodylen = c->bodycap = c->bodyoff = 0;
 	c->close_after = 1;
 	c->st = C_DONE;
 }
@@ -973,22 +1091,70 @@ static void fetch_release(struct wconn *c)
 		moq_cache_track_unref(c->ftr);
 	c->fg = NULL;
 	c->ftr = NULL;
+	if (c->fpinned) {
+		c->fpinned = 0;
+		c->w->st.fetches--;
+	}
 }
 
-/* /fetch progress: find the track, the group, then copy out what arrived. */
+/* The /fetch body is over: the last chunk when the group was read whole
+ * (finished, and every published byte sent), else the body ends with the
+ * connection (cut short: evicted, aborted, its track dropped, stalled). */
+static void fetch_end(struct wconn *c, int rc)
+{
+	uint64_t bytes = 0;
+
+	if (rc == MOQ_ERR_CLOSED && moq_cache_group_status(c->fg, &bytes, NULL) == MOQ_ERR_CLOSED &&
+	    bytes == c->fbytes)
+		chunk_end(c);
+	fetch_release(c);
+	c->close_after = 1;
+	c->st = C_DONE;
+}
+
+/* Payload bytes of the current view (c->fv from c->fvdone on) as one chunk
+ * of at most @room bytes. Returns the bytes put, 0 when the cache gave none
+ * (published bytes are always there). */
+static size_t fetch_chunk(struct wconn *c, size_t room)
+{
+	const struct moq_cache_frame *f = &c->fv;
+	size_t take = f->len - c->fvdone, got = 0;
+	struct iovec v[8];
+	int k;
+
+	if (take > room)
+		take = room;
+	if (f->data != NULL) {
+		chunk_put(c, f->data + c->fvdone, take);
+		return take;
+	}
+	k = moq_cache_group_iov(c->fg, f->offset + c->fvdone, take, v, 8);
+	for (int i = 0; i < k; i++)
+		got += v[i].iov_len;
+	if (got == 0)
+		return 0;
+	chunk_head(c, got);
+	for (int i = 0; i < k; i++)
+		out_put(c, v[i].iov_base, v[i].iov_len);
+	out_put(c, "\r\n", 2);
+	return got;
+}
+
+/* /fetch progress: find the track, the group, then copy out what arrived
+ * as chunks (any frame size: a frame goes out in as many chunks as the
+ * output buffer takes). */
 static void fetch_step(struct wconn *c, uint64_t now)
 {
-	struct moq_cache_frame fr[8];
-	int n;
-
 	if (c->ftr == NULL) {
 		if (moq_node_broadcast_live(c->w->cfg.node, c->fb, c->fblen) &&
 		    c->w->cfg.cache != NULL)
 			c->ftr = moq_cache_track_lookup(c->w->cfg.cache, c->fb, c->fblen, c->ftrack,
 			                                c->ftlen);
 		if (c->ftr == NULL) {
-			if (now >= c->fdeadline)
+			if (now >= c->fdeadline) {
+				fetch_release(c);
 				respond_text(c, 504, "Gateway Timeout", "no such broadcast yet\n");
+			}
 			return;
 		}
 	}
@@ -999,11 +1165,14 @@ static void fetch_step(struct wconn *c, uint64_t now)
 		if (c->flatest) {
 			rc = moq_cache_track_latest(c->ftr, &seq);
 			if (rc == MOQ_ERR_AGAIN) { /* no group yet: wait for the first */
-				if (now >= c->fdeadline)
+				if (now >= c->fdeadline) {
+					fetch_release(c);
 					respond_text(c, 504, "Gateway Timeout", "no group yet\n");
+				}
 				return;
 			}
 			if (rc != 0) {
+				fetch_release(c);
 				respond_text(c, 404, "Not Found", "no such group\n");
 				return;
 			}
@@ -1011,66 +1180,67 @@ static void fetch_step(struct wconn *c, uint64_t now)
 		rc = moq_cache_track_group(c->ftr, seq, &c->fg);
 		if (rc != 0) {
 			c->fg = NULL;
+			fetch_release(c);
 			respond_text(c, 404, "Not Found", "no such group\n");
 			return;
 		}
 		memset(&c->fcur, 0, sizeof(c->fcur));
 	}
 	if (!c->fsent_hdr) {
-		static const char h[] =
-		        "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
-		        "Access-Control-Allow-Origin: *\r\nCache-Control: no-store\r\n"
-		        "Connection: close\r\n\r\n";
+		char h[320];
+		int n = snprintf(h, sizeof(h),
+		                 "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+		                 "Transfer-Encoding: chunked\r\n%sCache-Control: no-store\r\n"
+		                 "Connection: close\r\n\r\n",
+		                 cors(c));
 
-		out_put(c, h, sizeof(h) - 1);
+		out_put(c, h, (size_t)n);
 		c->fsent_hdr = 1;
+		c->fdeadline = now + FETCH_WAIT_NS;
 	}
-	/* the group's frame payloads, raw, until it ends (the body ends with
-	 * the connection) */
-	while (out_room(c) >= 16384 + 1) {
-		n = moq_cache_read_frames(c->fg, &c->fcur, fr, 1);
-		if (n == 0) {
-			if (now >= c->fdeadline)
-				c->close_after = 1; /* a group still open after 30 s */
-			return;
-		}
-		if (n < 0) {
-			c->close_after = 1; /* finished (or removed: cut short) */
-			c->st = C_DONE;
-			return;
-		}
-		for (uint32_t done = 0; done < fr[0].len;) {
-			struct iovec v[8];
-			uint32_t take = fr[0].len - done;
-			int k;
+	/* the group's frame payloads, raw, until it ends */
+	while (out_room(c) > CHUNK_HDR + 256) {
+		size_t put = 0;
 
-			if (take > 16384)
-				take = 16384;
-			if (fr[0].data != NULL) {
-				out_put(c, fr[0].data + done, take);
-				done += take;
-				continue;
+		if (!c->fvhave) {
+			int n = moq_cache_read_frames(c->fg, &c->fcur, &c->fv, 1);
+
+			if (n == 0) {
+				/* a live group: more comes; one that stalls for
+				 * FETCH_WAIT_NS is cut */
+				if (now >= c->fdeadline)
+					fetch_end(c, 0);
+				return;
 			}
-			k = moq_cache_group_iov(c->fg, fr[0].offset + done, take, v, 8);
-			if (k <= 0)
-				break;
-			for (int i = 0; i < k; i++) {
-				out_put(c, v[i].iov_base, v[i].iov_len);
-				done += (uint32_t)v[i].iov_len;
+			if (n < 0) {
+				fetch_end(c, n);
+				return;
+			}
+			c->fvhave = 1;
+			c->fvdone = 0;
+		}
+		if (c->fv.len > c->fvdone) {
+			put = fetch_chunk(c, (size_t)out_room(c) - CHUNK_HDR);
+			if (put == 0) {
+				fetch_end(c, 0);
+				return;
 			}
 		}
-		if (c->fcur.pos != 0 && c->fcur.frame == fr[0].index &&
-		    !moq_cache_frame_complete(&fr[0]))
-			continue;
+		c->fvdone += (uint32_t)put;
+		c->fbytes += put;
+		c->fdeadline = now + FETCH_WAIT_NS;
+		if (c->fvdone == c->fv.len)
+			c->fvhave = 0;
 	}
 }
 
 static void serve_fetch(struct wconn *c, char *rest, size_t rn, const char *query, size_t qn,
                         uint64_t now)
 {
+	struct moq_auth_grant *g = NULL;
 	const char *v = NULL;
 	char *slash;
-	int vl, n;
+	int vl, n, ok;
 
 	n = pct_decode(rest, rn);
 	if (n < 0) {
@@ -1117,7 +1287,12 @@ static void serve_fetch(struct wconn *c, char *rest, size_t rn, const char *quer
 	c->fblen = (size_t)n;
 	c->ftlen = rn - (size_t)(slash - rest) - 1;
 	memcpy(c->ftrack, slash + 1, c->ftlen);
-	if (!auth_ok(c, c->fb, c->fblen, query, qn, 0)) {
+	/* a FETCH needs `get` on the broadcast, as a MoQ session's does
+	 * (moq/origin.c, req_path) */
+	ok = auth_grant(c, c->fb, c->fblen, query, qn, &g) &&
+	     (g == NULL || moq_auth_grant_allows(g, 0, c->fb, c->fblen));
+	moq_auth_grant_free(g);
+	if (!ok) {
 		respond_text(c, 401, "Unauthorized", "unauthorized\n");
 		return;
 	}
@@ -1125,6 +1300,15 @@ static void serve_fetch(struct wconn *c, char *rest, size_t rn, const char *quer
 		respond_text(c, 200, "OK", "");
 		return;
 	}
+	/* each /fetch pins a track and a group until it ends: bounded per
+	 * listener (cfg.max_fetches) */
+	if (c->w->st.fetches >= c->w->cfg.max_fetches) {
+		c->w->st.fetches_refused++;
+		respond_text(c, 503, "Service Unavailable", "too many fetches\n");
+		return;
+	}
+	c->fpinned = 1;
+	c->w->st.fetches++;
 	c->fdeadline = now + FETCH_WAIT_NS;
 	c->st = C_FETCH;
 	fetch_step(c, now);
@@ -1153,7 +1337,12 @@ static void serve_ws(struct wconn *c, uint64_t now)
 		char *qm = memchr(c->url, '?', c->urllen);
 		size_t pl = qm ? (size_t)(qm - c->url) : c->urllen;
 
-		if (!auth_ok(c, c->url, pl, qm ? qm + 1 : "", qm ? c->urllen - pl - 1 : 0, 0)) {
+		struct moq_auth_grant *g = NULL;
+		int ok = auth_grant(c, c->url, pl, qm ? qm + 1 : "", qm ? c->urllen - pl - 1 : 0,
+		                    &g);
+
+		moq_auth_grant_free(g);
+		if (!ok) {
 			respond_text(c, 401, "Unauthorized", "unauthorized\n");
 			return;
 		}
@@ -1473,7 +1662,8 @@ static void conn_input(struct wconn *c, uint64_t now)
 	for (;;) {
 		ssize_t r;
 
-		if (c->dead || c->st == C_DONE || c->st == C_FETCH || c->st == C_FILE)
+		if (c->dead || c->st == C_DONE || c->st == C_FETCH || c->st == C_FILE ||
+		    c->st == C_BODY)
 			break;
 		if (c->st == C_WS && (c->close_after || moq_qmux_closing(c->q)))
 			break;
@@ -1514,6 +1704,7 @@ static void conn_free(struct wconn *c)
 		moq_binding_closed(s, 0, 0);
 	}
 	fetch_release(c);
+	free(c->body);
 	if (c->file_fd >= 0)
 		close(c->file_fd);
 	if (c->q != NULL) {
@@ -1554,11 +1745,14 @@ static void conn_service(struct wconn *c, uint64_t now)
 {
 	if (c->st == C_CONNECTING || c->st == C_WS_HS)
 		client_progress(c, now);
-	for (int i = 0; i < 16 && (c->st == C_FETCH || c->st == C_FILE) && !c->dead; i++) {
+	for (int i = 0;
+	     i < 16 && (c->st == C_FETCH || c->st == C_FILE || c->st == C_BODY) && !c->dead; i++) {
 		size_t before = c->outlen;
 
 		if (c->st == C_FETCH)
 			fetch_step(c, now);
+		else if (c->st == C_BODY)
+			body_step(c);
 		else
 			file_step(c);
 		conn_flush(c, now);
@@ -1566,6 +1760,13 @@ static void conn_service(struct wconn *c, uint64_t now)
 			break; /* the socket is full, or nothing new */
 	}
 	conn_flush(c, now);
+	/* the write deadline starts when output waits and restarts with every
+	 * byte the peer takes */
+	if (!c->rbusy && c->outoff == c->outlen)
+		c->wblocked = 0;
+	else if (c->wblocked == 0 || c->wout != c->wbytes)
+		c->wblocked = now ? now : 1;
+	c->wbytes = c->wout;
 	if (c->q != NULL && moq_qmux_closing(c->q) && !c->sclose) {
 		c->sclose = 1;
 		c->sclose_code = moq_qmux_close_code(c->q);
@@ -1650,8 +1851,14 @@ int moq_web_poll(struct moq_web *w, uint64_t now)
 			nx = c->next;
 			if (c->q != NULL && moq_qmux_timers(c->q, now))
 				c->dead = 1; /* idle: closed without a word (RFC 9000, 10.1) */
-			if (c->st == C_FETCH || c->st == C_FILE || c->q != NULL)
+			if (c->st == C_FETCH || c->st == C_FILE || c->st == C_BODY || c->q != NULL)
 				conn_service(c, now);
+			/* the write deadline: output pending, not a byte taken */
+			if (!c->dead && c->wblocked != 0 &&
+			    now - c->wblocked > w->cfg.write_timeout_ns) {
+				w->st.closes_slow++;
+				c->dead = 1;
+			}
 			if (c->t0 == 0) /* a client connection: from its first tick */
 				c->t0 = now;
 			if ((c->st == C_SNIFF || c->st == C_TLS_HS || c->st == C_HTTP ||
@@ -1691,6 +1898,10 @@ struct moq_web *moq_web_create(const struct moq_web_cfg *cfg, char *err, size_t 
 	w->cfg = *cfg;
 	if (w->cfg.max_conns == 0)
 		w->cfg.max_conns = 256;
+	if (w->cfg.write_timeout_ns == 0)
+		w->cfg.write_timeout_ns = WRITE_TIMEOUT_NS;
+	if (w->cfg.max_fetches == 0)
+		w->cfg.max_fetches = FETCH_MAX;
 	if (cfg->fingerprint != NULL) {
 		memcpy(w->fp, cfg->fingerprint, 32);
 		w->has_fp = 1;

@@ -220,6 +220,13 @@ struct moq_web_cfg {
 	const uint8_t *fingerprint; /* SHA-256 of the certificate's DER (32), NULL: none */
 	void *tls_ctx;              /* a WOLFSSL_CTX for TLS (borrowed), NULL: plain only */
 	const char *static_dir;     /* /demo/ files are served from here, NULL: none */
+	/* A connection with output pending that takes no byte of it for this
+	 * long is closed (stats closes_slow): a reader that stopped reading
+	 * holds no slot, buffer or cache group for longer. 0 = 20 s. */
+	uint64_t write_timeout_ns;
+	/* /fetch requests in progress (each pins one cache track and group;
+	 * a connection runs at most one); beyond: 503. 0 = 64. */
+	uint32_t max_fetches;
 };
 
 /* Counters of a listener. */
@@ -227,6 +234,9 @@ struct moq_web_stats {
 	uint64_t conns, conns_total, conns_refused; /* open / accepted / over max_conns */
 	uint64_t requests, ws_sessions, ws_open, tls_conns;
 	uint64_t closes_protocol; /* WebSocket sessions closed for bad input */
+	uint64_t closes_slow;     /* connections closed at the write deadline */
+	uint64_t fetches;         /* /fetch requests in progress now (pinned groups) */
+	uint64_t fetches_refused; /* /fetch refused past max_fetches (503) */
 	uint64_t bytes_in, bytes_out;
 };
 
