@@ -844,6 +844,58 @@ START_TEST(record_header_never_overfills)
 }
 END_TEST
 
+/* A client frame (masked, key 0x11223344) of @op with @p into @out, after a
+ * first byte that makes moq_web_ws_parse read @chunk bytes at a time. */
+static size_t ws_frame(uint8_t *out, unsigned op, int fin, int mask, const uint8_t *p, size_t n)
+{
+	static const uint8_t k[4] = {0x11, 0x22, 0x33, 0x44};
+	size_t o = moq_ws_header(out, op, n);
+
+	if (!fin)
+		out[0] &= 0x7f;
+	if (mask) {
+		out[1] |= 0x80;
+		memcpy(out + o, k, 4);
+		o += 4;
+	}
+	for (size_t i = 0; i < n; i++)
+		out[o + i] = mask ? p[i] ^ k[i & 3] : p[i];
+	return o + n;
+}
+
+START_TEST(ws_framing_dry)
+{
+	static uint8_t in[70000], rec[20000];
+	size_t o, rl = tp_default(rec);
+
+	/* the client's parameters in a masked binary message, read 3 bytes at
+	 * a time, then a ping: taken */
+	in[0] = 2;
+	o = 1 + ws_frame(in + 1, 0x2, 1, 1, rec, rl);
+	o += ws_frame(in + o, 0x9, 1, 1, (const uint8_t *)"hi", 2);
+	ck_assert_int_eq(moq_web_ws_parse(in, o), 0);
+	/* fragmented: two pieces of one message */
+	o = 1 + ws_frame(in + 1, 0x2, 0, 1, rec, 5);
+	o += ws_frame(in + o, 0x0, 1, 1, rec + 5, rl - 5);
+	ck_assert_int_eq(moq_web_ws_parse(in, o), 0);
+	/* unmasked from a client, text, a control frame over 125 bytes, a
+	 * continuation without a message, a record over 16382 bytes: closed */
+	o = 1 + ws_frame(in + 1, 0x2, 1, 0, rec, rl);
+	ck_assert_int_eq(moq_web_ws_parse(in, o), MOQ_ERR_PROTO);
+	o = 1 + ws_frame(in + 1, 0x1, 1, 1, rec, rl);
+	ck_assert_int_eq(moq_web_ws_parse(in, o), MOQ_ERR_PROTO);
+	o = 1 + ws_frame(in + 1, 0x9, 1, 1, rec, 126);
+	ck_assert_int_eq(moq_web_ws_parse(in, o), MOQ_ERR_PROTO);
+	o = 1 + ws_frame(in + 1, 0x0, 1, 1, rec, rl);
+	ck_assert_int_eq(moq_web_ws_parse(in, o), MOQ_ERR_PROTO);
+	o = 1 + ws_frame(in + 1, 0x2, 1, 1, rec, 16383);
+	ck_assert_int_eq(moq_web_ws_parse(in, o), MOQ_ERR_PROTO);
+	/* a bad qmux record (no parameters first) */
+	o = 1 + ws_frame(in + 1, 0x2, 1, 1, (const uint8_t *)"\x10\x01", 2);
+	ck_assert_int_eq(moq_web_ws_parse(in, o), MOQ_ERR_PROTO);
+}
+END_TEST
+
 START_TEST(ws_helpers)
 {
 	char acc[29];
@@ -952,6 +1004,7 @@ Suite *web_qmux_suite(void)
 	tcase_add_test(t, app_close_goes_out_last);
 	tcase_add_test(t, record_bounded_with_huge_peer_record_size);
 	tcase_add_test(t, record_header_never_overfills);
+	tcase_add_test(t, ws_framing_dry);
 	tcase_add_test(t, ws_helpers);
 	tcase_add_test(t, http_requests);
 	suite_add_tcase(s, t);

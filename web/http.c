@@ -601,6 +601,8 @@ static void q_sclosed(void *u, int64_t sid)
 static void sess_start(struct wconn *c)
 {
 	c->accepted = 1;
+	if (c->w->dry) /* moq_web_ws_parse: no node */
+		return;
 	if (c->client) {
 		c->s = moq_binding_connect(c->node, &ws_ops, c, (enum moq_version)c->ws_version,
 		                           c->url[0] ? c->url : NULL, c->role);
@@ -1545,6 +1547,68 @@ static int http_feed(struct wconn *c, uint64_t now)
 		return 0;
 	request(c, now);
 	return 1;
+}
+
+int moq_web_ws_parse(const uint8_t *d, size_t n)
+{
+	struct moq_web *w = calloc(1, sizeof(*w));
+	struct wconn *c = calloc(1, sizeof(*c));
+	struct moq_qmux_cfg qc;
+	uint64_t now = 1;
+	int rc = 0;
+
+	if (w == NULL || c == NULL)
+		goto fail;
+	w->dry = 1;
+	c->w = w;
+	c->fd = -1;
+	c->file_fd = -1;
+	c->st = C_WS;
+	memset(&qc, 0, sizeof(qc));
+	qc.server = 1;
+	moq_qmux_default_params(&qc.local);
+	qc.cb = &ws_qcb;
+	qc.user = c;
+	if (wslay_frame_context_init(&c->wsf, &wsl_cb, c) != 0 ||
+	    (c->q = moq_qmux_new(&qc, now)) == NULL)
+		goto fail;
+	/* the first byte: how the bytes arrive (1..256 per read) */
+	while (n > 1 && !c->dead && !c->close_after && !moq_qmux_closing(c->q)) {
+		size_t k = (size_t)d[0] + 1;
+		struct iovec iov[REC_IOV];
+		size_t len;
+
+		if (k > n - 1)
+			k = n - 1;
+		if (c->inoff == c->inlen)
+			c->inoff = c->inlen = 0;
+		if (k > IN_CAP - c->inlen)
+			k = IN_CAP - c->inlen;
+		memcpy(c->in + c->inlen, d + 1, k);
+		c->inlen += k;
+		d += k;
+		n -= k;
+		ws_input(c, now++);
+		/* what would be written: taken at once */
+		c->outoff = c->outlen = 0;
+		while (moq_qmux_next_record(c->q, iov, REC_IOV, &len) > 0) {
+			if (len > MOQ_QMUX_MAX_SEND_RECORD)
+				abort();
+			moq_qmux_record_done(c->q, now);
+		}
+	}
+	rc = c->w->st.closes_protocol > 0 ? MOQ_ERR_PROTO : 0;
+	moq_qmux_free(c->q);
+	wslay_frame_context_free(c->wsf);
+	free(c);
+	free(w);
+	return rc;
+fail:
+	if (c != NULL && c->wsf != NULL)
+		wslay_frame_context_free(c->wsf);
+	free(c);
+	free(w);
+	return MOQ_ERR_NOMEM;
 }
 
 int moq_web_req_parse(const uint8_t *d, size_t n)

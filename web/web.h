@@ -290,6 +290,17 @@ void moq_web_destroy(struct moq_web *w);
  */
 int moq_web_req_parse(const uint8_t *d, size_t n);
 
+/*
+ * moq_web_ws_parse: what a WebSocket connection of the listener makes of
+ * client bytes @d (no node, no socket; tests and the fuzz target): the
+ * upgrade done, frames parsed as from a client (masked; binary messages are
+ * qmux records for a server engine, control frames answered), every record
+ * the engine builds taken at once. @d[0] sets how many bytes each read
+ * brings (1 to 256), the rest are the bytes. Returns 0, MOQ_ERR_PROTO when
+ * the connection closed for bad input, MOQ_ERR_NOMEM.
+ */
+int moq_web_ws_parse(const uint8_t *d, size_t n);
+
 /* moq_web_tls_ctx_new: a TLS (1.2 / 1.3) server context for TCP with the
  * certificate and key of the QUIC context @quic_ctx (a WOLFSSL_CTX).
  * Returns NULL on failure. moq_web_tls_ctx_free frees it. */
