@@ -83,9 +83,8 @@ static const char *token(const char *claims)
 	tok[n++] = '.';
 	n += b64u((const uint8_t *)claims, strlen(claims), tok + n);
 	ck_assert_int_eq(wc_HmacInit(&h, NULL, INVALID_DEVID), 0);
-	ck_assert_int_eq(wc_HmacSetKey(&h, WC_SHA256, (const uint8_t *)secret,
-	                               (word32)strlen(secret)),
-	                 0);
+	ck_assert_int_eq(
+	        wc_HmacSetKey(&h, WC_SHA256, (const uint8_t *)secret, (word32)strlen(secret)), 0);
 	ck_assert_int_eq(wc_HmacUpdate(&h, (const uint8_t *)tok, (word32)n), 0);
 	ck_assert_int_eq(wc_HmacFinal(&h, mac), 0);
 	wc_HmacFree(&h);

@@ -10,8 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "codec.h"
 #include "web.h"
+#include "web_int.h"
 
 #define MAXS 64
 
@@ -896,6 +898,57 @@ START_TEST(ws_framing_dry)
 }
 END_TEST
 
+/* One query reader: the listener's (web_query_get) and auth's
+ * (moq_auth_split_query, what a token is read with) find the same `jwt`
+ * in every query; path decoding is strict where form decoding keeps a bad
+ * escape (issue 22: one copy, and they agree). */
+START_TEST(query_and_decoding_agree)
+{
+	static const char *const qs[] = {
+	        "jwt=abc",
+	        "a=1&jwt=x%2By&b=2",
+	        "jwt=first&jwt=second",
+	        "jwt=first&jwt=",
+	        "j%77t=enc",
+	        "jwt",
+	        "jwt=a+b%zz",
+	        "x=1&jwt=%41%42",
+	        "&&jwt=q&",
+	        "",
+	        "jwtx=1&xjwt=2",
+	        "jwt=%",
+	};
+	char a[256], b[256], p[32];
+	size_t pl, al;
+
+	for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++) {
+		char in[300];
+		int bl;
+
+		snprintf(in, sizeof(in), "room?%s", qs[i]);
+		ck_assert_int_eq(moq_auth_split_query(in, strlen(in), &pl, a, sizeof(a), &al), 0);
+		bl = web_query_get(qs[i], strlen(qs[i]), "jwt", b, sizeof(b));
+		if (al == 0) {
+			ck_assert_msg(bl == -1, "%s: web %d", qs[i], bl);
+			continue;
+		}
+		ck_assert_msg(bl == (int)al && memcmp(a, b, al) == 0, "%s: auth %s, web %s", qs[i],
+		              a, bl >= 0 ? b : "-");
+	}
+	ck_assert_int_eq(web_query_get("group=12345678901234567890123456", 31, "group", b, 24),
+	                 MOQ_ERR_TOO_LARGE);
+	memcpy(p, "a%2Fb+c%41", 11);
+	ck_assert_int_eq(web_pct_decode(p, 10, 0), 6);
+	ck_assert_mem_eq(p, "a/b+cA", 6);
+	memcpy(p, "a%2Fb+c%41", 11);
+	ck_assert_int_eq(web_pct_decode(p, 10, 1), 6);
+	ck_assert_mem_eq(p, "a/b cA", 6);
+	memcpy(p, "a%zz", 5);
+	ck_assert_int_eq(web_pct_decode(p, 4, 0), -1);
+	ck_assert_int_eq(web_pct_decode(p, 4, 1), 4);
+}
+END_TEST
+
 START_TEST(ws_helpers)
 {
 	char acc[29];
@@ -1005,6 +1058,7 @@ Suite *web_qmux_suite(void)
 	tcase_add_test(t, record_bounded_with_huge_peer_record_size);
 	tcase_add_test(t, record_header_never_overfills);
 	tcase_add_test(t, ws_framing_dry);
+	tcase_add_test(t, query_and_decoding_agree);
 	tcase_add_test(t, ws_helpers);
 	tcase_add_test(t, http_requests);
 	suite_add_tcase(s, t);
