@@ -238,8 +238,7 @@ void hub_announce(struct moq_node *n, struct bcast *bc, int active)
 		                0);
 		if (!m)
 			continue;
-		m->nhops = bc->nhops;
-		memcpy(m->hops, bc->hops, bc->nhops * sizeof(bc->hops[0]));
+		m->nhops = (uint32_t)hops_chain(m->hops, bc->hops, bc->nhops, false, 0);
 		hub_post(n->hub, i, m);
 	}
 }
@@ -257,8 +256,7 @@ static void hub_handle(struct moq_node *n, struct hub_msg *m)
 			if (!bc)
 				return;
 			bc->owner = from1;
-			bc->nhops = m->nhops;
-			memcpy(bc->hops, m->hops, m->nhops * sizeof(m->hops[0]));
+			bc->nhops = (uint32_t)hops_chain(bc->hops, m->hops, m->nhops, false, 0);
 			ann_notify(n, bc, 1);
 			return;
 		}
@@ -297,9 +295,8 @@ static void hub_handle(struct moq_node *n, struct hub_msg *m)
 			uint64_t old_hops[MOQ_MAX_HOPS];
 			uint32_t old_nh = bc->nhops;
 
-			memcpy(old_hops, bc->hops, old_nh * sizeof(old_hops[0]));
-			bc->nhops = m->nhops;
-			memcpy(bc->hops, m->hops, m->nhops * sizeof(m->hops[0]));
+			hops_chain(old_hops, bc->hops, old_nh, false, 0);
+			bc->nhops = (uint32_t)hops_chain(bc->hops, m->hops, m->nhops, false, 0);
 			ann_reroute(n, bc, bc->pub, old_hops, old_nh, false);
 		}
 		return;

@@ -191,6 +191,8 @@ struct moq_node_stats {
 	uint64_t groups_skipped;       /* not sent: gone before a stream could open */
 	uint64_t refused_bounds;       /* requests refused by a configured limit */
 	uint64_t loops_refused;        /* announces dropped by loop prevention */
+	uint64_t ann_hops_refused;     /* announces not built or dropped: the hop chain
+					* would pass MOQ_MAX_HOPS (32) */
 	uint64_t subscribers;          /* active downstream subscriptions now (this node) */
 	uint64_t tracks;               /* upstream tracks counted against max_tracks now */
 	uint64_t subs_refused_limit;   /* SUBSCRIBEs refused by max_subscribers */

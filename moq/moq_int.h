@@ -410,6 +410,7 @@ char *path_join(const char *a, size_t al, const char *b, size_t bl, size_t *out_
 int path_norm_join(const char *base, size_t bl, const char *p, size_t len, char **out,
                    size_t *out_len);
 bool hops_have(const uint64_t *hops, uint32_t n, uint64_t h);
+int hops_chain(uint64_t *dst, const uint64_t *src, uint32_t nh, bool add, uint64_t extra);
 bool names_fit(struct moq_node *n, const char *p, size_t plen, size_t tlen);
 int req_path(struct moq_session *s, struct mstream *st, const struct moq_str *b, size_t tlen,
              char **full, size_t *flen);

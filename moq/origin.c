@@ -144,6 +144,23 @@ int req_path(struct moq_session *s, struct mstream *st, const struct moq_str *b,
 	return 0;
 }
 
+/*
+ * Every hop chain is built here (PROTOCOL.md, Announce: at most 32 hops):
+ * @src's @nh hops into @dst (room for MOQ_MAX_HOPS), then @extra when
+ * @add. Returns the chain's length, or -1 when it would pass MOQ_MAX_HOPS
+ * (@dst then holds nothing the caller may use: it drops the chain).
+ */
+int hops_chain(uint64_t *dst, const uint64_t *src, uint32_t nh, bool add, uint64_t extra)
+{
+	if (nh > MOQ_MAX_HOPS || (add && nh == MOQ_MAX_HOPS))
+		return -1;
+	if (nh && dst != src)
+		memmove(dst, src, nh * sizeof(src[0]));
+	if (add)
+		dst[nh++] = extra;
+	return (int)nh;
+}
+
 bool hops_have(const uint64_t *hops, uint32_t n, uint64_t h)
 {
 	if (h == 0)
@@ -435,8 +452,7 @@ static bool bsrc_push(struct bcast *bc, struct moq_session *s, const uint64_t *h
 	if (!b)
 		return false;
 	b->pub = s;
-	b->nhops = nh;
-	memcpy(b->hops, hops, nh * sizeof(hops[0]));
+	b->nhops = (uint32_t)hops_chain(b->hops, hops, nh, false, 0);
 	b->next = bc->backups;
 	bc->backups = b;
 	s->nbcasts++;
@@ -461,11 +477,10 @@ static void bcast_route(struct moq_node *n, struct bcast *bc, struct moq_session
 	uint32_t old_nh = bc->nhops;
 	const struct moq_session *old_pub = bc->pub;
 
-	memcpy(old_hops, bc->hops, old_nh * sizeof(old_hops[0]));
+	hops_chain(old_hops, bc->hops, old_nh, false, 0);
 	bcast_unlinger(n, bc);
 	bcast_set_pub(bc, s);
-	bc->nhops = nh;
-	memcpy(bc->hops, hops, nh * sizeof(hops[0]));
+	bc->nhops = (uint32_t)hops_chain(bc->hops, hops, nh, false, 0);
 	if (renew)
 		tinfo_drop_path(n, bc->path, bc->len);
 	for (struct upstream *up = n->ups; up; up = up->next) {
@@ -513,8 +528,7 @@ uint64_t bcast_offer(struct moq_node *n, struct moq_session *s, const char *p, s
 		n->st.ann_restarts++;
 		bp = bsrc_find(bc, s);
 		if (bp) { /* a hidden route: only its hops change */
-			(*bp)->nhops = nh;
-			memcpy((*bp)->hops, hops, nh * sizeof(hops[0]));
+			(*bp)->nhops = (uint32_t)hops_chain((*bp)->hops, hops, nh, false, 0);
 			return 0;
 		}
 		/* The same original publisher: the route is updated in place;
@@ -537,8 +551,7 @@ uint64_t bcast_offer(struct moq_node *n, struct moq_session *s, const char *p, s
 		if (!bc)
 			return 0;
 		bcast_set_pub(bc, s);
-		bc->nhops = nh;
-		memcpy(bc->hops, hops, nh * sizeof(hops[0]));
+		bc->nhops = (uint32_t)hops_chain(bc->hops, hops, nh, false, 0);
 		ann_notify(n, bc, 1);
 		hub_announce(n, bc, 1);
 		return 0;

@@ -3171,6 +3171,119 @@ START_TEST(test_subscriber_ordered)
 }
 END_TEST
 
+/* ------------------------------------------------- hop chains (issue 22) */
+
+/* Write a raw ANNOUNCE active of "live/room" with @nh hops (@first, then
+ * 101, 102, ...) on the relay's announce request to @s (its first bidi
+ * stream, id 1: RFC 9000, 2.1), in version @v. */
+static void raw_announce(struct moq_session *s, enum moq_version v, uint32_t nh, uint64_t first)
+{
+	struct moq_msg m = {.type = MOQ_MSG_ANNOUNCE};
+	struct moq_announce *an = &m.u.announce;
+	uint8_t buf[512];
+	int len;
+
+	an->status = MOQ_ANNOUNCE_ACTIVE;
+	an->suffix = (struct moq_str){"live/room", 9};
+	an->hop_count = nh;
+	for (uint32_t i = 0; i < nh; i++)
+		an->hops[i] = i == 0 ? first : 100 + i;
+	len = moq_msg_encode(buf, sizeof(buf), v, &m);
+	ck_assert_int_gt(len, 0);
+	ck_assert_int_eq(moq_session_write_raw_stream(s, 1, buf, (size_t)len, 0), 0);
+}
+
+/*
+ * Issue 22, item 2: a listener with an announce request open, a 1-hop
+ * publisher (H.client, hop id 2000) and a standby of the same original
+ * publisher whose chain has 31 (_i 0) or 32 (_i 1) hops, on lite-04. The
+ * 1-hop publisher ends: the standby takes over (ann_reroute). At 31 hops
+ * the route still fits in an announce to the listener (the relay adds its
+ * own hop: 32), so nothing changes for it; at 32 it no longer does, so the
+ * listener hears the broadcast ended (with the route it heard), and no
+ * announce is ever built past 32 hops (the ASan build saw one written past
+ * struct moq_msg on the stack).
+ */
+START_TEST(test_hops_reroute_bound)
+{
+	uint32_t nh = 31 + (uint32_t)_i;
+	struct moq_node_stats rs;
+	struct sub *a;
+
+	h_init(MOQ_ALPN_04, 0);
+	h_publisher();
+	a = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	x_start(4000, 0, 0); /* a publisher of nothing: the standby's session */
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_run(300 * MS, 1000);
+	ck_assert(X.sess.ready);
+	ck_assert_int_eq(moq_session_announce_request(a->s, "live", 4), 0);
+	h_run(300 * MS, 1000);
+	ck_assert_int_eq(a->nann, 1);
+	ck_assert_int_eq(a->ann_active[0], 1);
+	raw_announce(X.sess.s, MOQ_LITE_04, nh, 2000);
+	h_run(300 * MS, 1000);
+	rs = relay_stats();
+	ck_assert_uint_eq(rs.broadcasts, 1);
+	ck_assert_uint_eq(rs.bcast_replaced, 0);
+	ck_assert(!X.sess.closed);
+	ck_assert_int_eq(a->nann, 1);
+
+	moq_session_close(H.pub.s, 0);
+	h_run(500 * MS, 1000);
+	rs = relay_stats();
+	ck_assert_uint_eq(rs.bcast_failovers, 1);
+	ck_assert_uint_eq(rs.broadcasts, 1);
+	ck_assert(!a->closed && !X.sess.closed);
+	if (nh == 31) {
+		ck_assert_int_eq(a->nann, 1); /* the same broadcast: nothing to say */
+	} else {
+		ck_assert_int_eq(a->nann, 2);
+		ck_assert_str_eq(a->ann[1], "live/room");
+		ck_assert_int_eq(a->ann_active[1], 0);
+	}
+	/* a new request hears the route only while it fits */
+	ck_assert_int_eq(moq_session_announce_request(a->s, "live", 4), 0);
+	h_run(300 * MS, 1000);
+	ck_assert_int_eq(a->nann, 2);
+	if (nh == 31)
+		ck_assert_int_eq(a->ann_active[1], 1);
+	h_fini();
+	x_fini();
+}
+END_TEST
+
+/* lite-05: the relay stamps the responder's hop id (ANNOUNCE_OK) onto a
+ * received chain; a chain of 31 becomes 32 and is kept (a standby), one of
+ * 32 would pass the bound and is dropped, counted, the session going on. */
+START_TEST(test_hops_stamp_bound)
+{
+	uint32_t nh = 31 + (uint32_t)_i;
+	struct moq_node_stats rs;
+
+	h_init(MOQ_ALPN_05, 0);
+	h_publisher();
+	x_start(4000, 0, 0);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_run(300 * MS, 1000);
+	ck_assert(X.sess.ready);
+	raw_announce(X.sess.s, MOQ_LITE_05, nh, 2000);
+	h_run(300 * MS, 1000);
+	rs = relay_stats();
+	ck_assert_uint_eq(rs.broadcasts, 1);
+	ck_assert_uint_eq(rs.ann_hops_refused, nh == 32 ? 1 : 0);
+	ck_assert(!X.sess.closed);
+	moq_session_close(H.pub.s, 0);
+	h_run(300 * MS, 1000);
+	rs = relay_stats();
+	/* the standby takes over at 31; at 32 there was none: it lingers */
+	ck_assert_uint_eq(rs.bcast_failovers, nh == 31 ? 1 : 0);
+	h_fini();
+	x_fini();
+}
+END_TEST
+
 Suite *moq_session_suite(void);
 
 Suite *moq_session_suite(void)
@@ -3180,7 +3293,7 @@ Suite *moq_session_suite(void)
 
 	TCase *tf = tcase_create("fanout");
 	TCase *tl = tcase_create("lifecycle");
-	TCase *tb;
+	TCase *tb, *th;
 
 	/* Its own case so it can run alone: CK_RUN_CASE=fanout (callgrind). */
 	tcase_set_timeout(tf, 120);
@@ -3235,5 +3348,11 @@ Suite *moq_session_suite(void)
 	tcase_add_test(tl, test_update_start);
 	tcase_add_loop_test(tl, test_subscriber_ordered, 0, 2);
 	suite_add_tcase(s, tl);
+	/* issue 22: hop chains (CK_RUN_CASE=hops runs them alone) */
+	th = tcase_create("hops");
+	tcase_set_timeout(th, 120);
+	tcase_add_loop_test(th, test_hops_reroute_bound, 0, 2);
+	tcase_add_loop_test(th, test_hops_stamp_bound, 0, 2);
+	suite_add_tcase(s, th);
 	return s;
 }
