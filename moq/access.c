@@ -87,6 +87,26 @@ bool access_overlaps(struct moq_session *s, int put, const char *p, size_t len)
 	return access_grant(s) && moq_auth_grant_overlaps(s->grant, put, p, len);
 }
 
+/*
+ * Whether @s may present a hop chain (issue 22: only a cluster peer; a
+ * client's chain starts at this relay, hops_client): a session this node
+ * opened (a cluster link, a cascade), every session of a node without
+ * cfg.auth (no grants there: each session may do everything), and a server
+ * session whose token grants put and get on everything from root ""
+ * (AUTH-CLUSTER.md, Link auth: the broad token a peer's link carries).
+ */
+bool access_peer(struct moq_session *s)
+{
+	const struct moq_auth_grant *g;
+
+	if (!s->n->cfg.auth || !s->server)
+		return true;
+	if (!access_grant(s))
+		return false;
+	g = s->grant;
+	return moq_auth_grant_allows(g, 1, "", 0) && moq_auth_grant_allows(g, 0, "", 0);
+}
+
 /* Ask a client for its announcements: under everything without auth; with
  * it, one request per prefix the token may publish (moq-net,
  * lite/subscriber.rs, one announce interest per allowed prefix), a prefix

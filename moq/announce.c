@@ -244,6 +244,11 @@ int on_announce(struct moq_session *s, struct mstream *st, const struct moq_anno
 		free(full);
 		return 0;
 	}
+	/* issue 22: a client's announce starts its own chain */
+	if (active && n->cfg.relay && !access_peer(s)) {
+		nh = hops_client(n, hops, nh);
+		n->st.ann_chains_restarted++;
+	}
 	if (!n->cfg.relay) {
 		if (n->cfg.cb && n->cfg.cb->announce)
 			n->cfg.cb->announce(s, n->cfg.user, full, flen, active);

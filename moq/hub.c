@@ -106,6 +106,8 @@ struct moq_hub *moq_hub_create(uint32_t max_nodes, uint64_t origin)
 	}
 	h->max = max_nodes;
 	h->origin = origin ? origin : hop_id_random(h);
+	h->hop_key[0] = hop_id_random(h->nodes);
+	h->hop_key[1] = hop_id_random(h->box);
 	atomic_flag_clear(&h->lock);
 	for (uint32_t i = 0; i < max_nodes; i++)
 		atomic_flag_clear(&h->box[i].lock);

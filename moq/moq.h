@@ -193,6 +193,8 @@ struct moq_node_stats {
 	uint64_t loops_refused;        /* announces dropped by loop prevention */
 	uint64_t ann_hops_refused;     /* announces not built or dropped: the hop chain
 					* would pass MOQ_MAX_HOPS (32) */
+	uint64_t ann_chains_restarted; /* client announces whose hop chain the relay
+					* replaced by its own (only peers present hops) */
 	uint64_t subscribers;          /* active downstream subscriptions now (this node) */
 	uint64_t tracks;               /* upstream tracks counted against max_tracks now */
 	uint64_t subs_refused_limit;   /* SUBSCRIBEs refused by max_subscribers */

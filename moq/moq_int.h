@@ -182,6 +182,7 @@ struct moq_hub {
 	atomic_flag lock;
 	struct moq_node **nodes;
 	struct hub_box *box;
+	uint64_t hop_key[2]; /* the nodes' client_hop key (random, relay-wide) */
 };
 
 /* A TRACK_INFO answer the relay learned (or is asking for). */
@@ -380,6 +381,7 @@ struct moq_node {
 	uint16_t lat_used[MOQ_LAT_PENDING];
 	struct moq_lat_hist lat;
 	int64_t admit_credit; /* moq_node_admit; MOQ_ADMIT_OPEN = no limit */
+	uint64_t hop_key[2];  /* client_hop's key: the hub's, or random */
 };
 
 /* latency.c, relay-added latency: note the arrivals of the complete frames
@@ -411,6 +413,7 @@ int path_norm_join(const char *base, size_t bl, const char *p, size_t len, char 
                    size_t *out_len);
 bool hops_have(const uint64_t *hops, uint32_t n, uint64_t h);
 int hops_chain(uint64_t *dst, const uint64_t *src, uint32_t nh, bool add, uint64_t extra);
+uint32_t hops_client(const struct moq_node *n, uint64_t *hops, uint32_t nh);
 bool names_fit(struct moq_node *n, const char *p, size_t plen, size_t tlen);
 int req_path(struct moq_session *s, struct mstream *st, const struct moq_str *b, size_t tlen,
              char **full, size_t *flen);
@@ -498,6 +501,7 @@ void sess_fail(struct moq_session *s, uint64_t code);
 int access_session(struct moq_session *s, const struct moq_str *setup_path);
 bool access_allows(struct moq_session *s, int put, const char *p, size_t len);
 bool access_overlaps(struct moq_session *s, int put, const char *p, size_t len);
+bool access_peer(struct moq_session *s);
 void access_ann_request(struct moq_session *s);
 void access_expire(struct moq_node *n, uint64_t now);
 

@@ -64,6 +64,10 @@ struct moq_node *moq_node_create(const struct moq_node_cfg *cfg)
 		n->hub_id = (uint32_t)id;
 		if (!cfg->origin && n->hub->origin)
 			n->cfg.origin = n->hub->origin;
+		memcpy(n->hop_key, n->hub->hop_key, sizeof(n->hop_key));
+	} else {
+		n->hop_key[0] = hop_id_random(n);
+		n->hop_key[1] = hop_id_random(&n->cfg);
 	}
 	if (n->cfg.cache) {
 		int rc = moq_cache_reader_register(n->cfg.cache, n->cfg.cache_reader);

@@ -161,6 +161,65 @@ int hops_chain(uint64_t *dst, const uint64_t *src, uint32_t nh, bool add, uint64
 	return (int)nh;
 }
 
+/* SipHash-2-4 (Aumasson and Bernstein, 2012) of one 64-bit word: a keyed
+ * PRF, so the hop ids client_hop makes cannot be aimed at another's. */
+#define SIP_ROTL(x, b) (((x) << (b)) | ((x) >> (64 - (b))))
+#define SIP_ROUND(v0, v1, v2, v3)                                                                  \
+	do {                                                                                       \
+		v0 += v1;                                                                          \
+		v1 = SIP_ROTL(v1, 13) ^ v0;                                                        \
+		v0 = SIP_ROTL(v0, 32);                                                             \
+		v2 += v3;                                                                          \
+		v3 = SIP_ROTL(v3, 16) ^ v2;                                                        \
+		v0 += v3;                                                                          \
+		v3 = SIP_ROTL(v3, 21) ^ v0;                                                        \
+		v2 += v1;                                                                          \
+		v1 = SIP_ROTL(v1, 17) ^ v2;                                                        \
+		v2 = SIP_ROTL(v2, 32);                                                             \
+	} while (0)
+
+static uint64_t siphash_u64(const uint64_t key[2], uint64_t m)
+{
+	uint64_t v0 = key[0] ^ 0x736f6d6570736575ull, v1 = key[1] ^ 0x646f72616e646f6dull;
+	uint64_t v2 = key[0] ^ 0x6c7967656e657261ull, v3 = key[1] ^ 0x7465646279746573ull;
+	uint64_t b = 8ull << 56; /* the length byte, no tail */
+
+	v3 ^= m;
+	SIP_ROUND(v0, v1, v2, v3);
+	SIP_ROUND(v0, v1, v2, v3);
+	v0 ^= m;
+	v3 ^= b;
+	SIP_ROUND(v0, v1, v2, v3);
+	SIP_ROUND(v0, v1, v2, v3);
+	v0 ^= b;
+	v2 ^= 0xff;
+	for (int i = 0; i < 4; i++)
+		SIP_ROUND(v0, v1, v2, v3);
+	return v0 ^ v1 ^ v2 ^ v3;
+}
+
+/*
+ * Issue 22: only a cluster peer (access_peer) may present a hop chain. A
+ * client's announce starts its own chain here: its @nh hops in @hops (as
+ * received, the responder's hop stamped) become one hop, the relay's keyed
+ * hash of the client's own hop id (the chain's last: lite-04 senders append
+ * their own, lite-05 receivers stamp it). The same client over two sessions
+ * of this relay (a reconnect, a standby) keeps one publisher id; no client
+ * can name another publisher's first hop, nor shorten its chain, to take
+ * its broadcast over without the ownership rules (AUTH-CLUSTER.md). An
+ * unknown id (0, lite-03) stays unknown. Returns the new length (0 or 1).
+ */
+uint32_t hops_client(const struct moq_node *n, uint64_t *hops, uint32_t nh)
+{
+	uint64_t own;
+
+	if (!nh)
+		return 0;
+	own = hops[nh - 1];
+	hops[0] = own ? (siphash_u64(n->hop_key, own) & 0x3fffffffffffffffull) | 1 : 0;
+	return 1;
+}
+
 bool hops_have(const uint64_t *hops, uint32_t n, uint64_t h)
 {
 	if (h == 0)
