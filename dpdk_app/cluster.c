@@ -304,7 +304,9 @@ int moq_cluster_attach(struct moq_cluster *c, struct moq_node *node,
 		}
 		qc.cb = moq_node_quic_callbacks();
 		qc.user = node;
-		qc.server_name = l->host;
+		/* SNI, and with a CA file the name the peer's certificate must
+		 * carry (quic.h): --cluster-name, else the URL's host */
+		qc.server_name = cfg->cluster_name[0] ? cfg->cluster_name : l->host;
 		qc.ca_file = strcmp(cfg->cluster_ca, "insecure") == 0 ? NULL : cfg->cluster_ca;
 		qc.max_conns = 4;
 		qc.max_streams_uni = cfg->max_streams;

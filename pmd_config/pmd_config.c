@@ -137,6 +137,9 @@ static const struct key keys[] = {
          "file holding the JWT sent to peers (lite-05 SETUP path ?jwt=)"},
         {"cluster-ca", K_PATH, OFF(cluster_ca), 0, 0,
          "CA file (PEM) peers' certificates are verified with; \"insecure\" = none"},
+        {"cluster-name", K_PATH, OFF(cluster_name), 0, 0,
+         "name peers' certificates must carry (default: each URL's host; give it when the "
+         "URLs are IP addresses)"},
         /* 600 s: far beyond a viewer's reconnect */
         {"upstream-hold", K_DUR, OFF(upstream_hold_us), 0, 600 * US,
          "upstream subscription kept after its last subscriber left (default 2s with "
@@ -855,9 +858,16 @@ int moq_pmd_config_check(const struct moq_pmd_config *cfg, char *err, size_t err
 		            "--cluster-ca: required with --cluster-connect (a CA file, or "
 		            "\"insecure\" for no verification)");
 	if (cfg->cluster_connect[0] == '\0' &&
-	    (cfg->cluster_token[0] != '\0' || cfg->cluster_ca[0] != '\0'))
+	    (cfg->cluster_token[0] != '\0' || cfg->cluster_ca[0] != '\0' ||
+	     cfg->cluster_name[0] != '\0'))
 		return fail(err, errlen, "%s: only with --cluster-connect",
-		            cfg->cluster_token[0] ? "--cluster-token" : "--cluster-ca");
+		            cfg->cluster_token[0] ? "--cluster-token"
+		            : cfg->cluster_ca[0]  ? "--cluster-ca"
+		                                  : "--cluster-name");
+	if (cfg->cluster_name[0] != '\0' && strcmp(cfg->cluster_ca, "insecure") == 0)
+		return fail(err, errlen,
+		            "--cluster-name: needs a CA file in --cluster-ca (\"insecure\" checks "
+		            "no name)");
 	/* the DPDK backend's TCP goes through its exception port (exc.c),
 	 * which carries one IPv4 address */
 	if (cfg->backend == MOQ_CFG_BACKEND_DPDK && cfg->tcp)

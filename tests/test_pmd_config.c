@@ -284,6 +284,7 @@ static const struct {
          "--cluster-connect: the dpdk backend cannot dial peers yet"},
         {"--cluster-token", "/tmp/token", "--cluster-token: only with --cluster-connect"},
         {"--cluster-ca", "insecure", "--cluster-ca: only with --cluster-connect"},
+        {"--cluster-name", "relay.test", "--cluster-name: only with --cluster-connect"},
         {"--upstream-hold", "1h", "--upstream-hold: 1h is out of range"},
         {"--admit-busy", "100", "--admit-busy: '100' is not an integer in [0, 99]"},
         {"--admit-refuse", "goaway=", "--admit-refuse: 'goaway=' is not bounds or goaway=URL"},
