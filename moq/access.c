@@ -53,6 +53,9 @@ int access_session(struct moq_session *s, const struct moq_str *setup_path)
 		return -1;
 	}
 	s->grant = g;
+	/* AUTH-CLUSTER.md, Link auth: the broad token (put and get on
+	 * everything from root "") is a cluster link's */
+	s->link_grant = moq_auth_grant_allows(g, 1, "", 0) && moq_auth_grant_allows(g, 0, "", 0);
 	/* connection.rs: the session lasts no longer than the token; a timer
 	 * on the node's clock (access_expire), not a check per packet */
 	if (g->has_exp && (uint64_t)g->exp <= UINT64_MAX / NS_PER_S) {
@@ -97,14 +100,9 @@ bool access_overlaps(struct moq_session *s, int put, const char *p, size_t len)
  */
 bool access_peer(struct moq_session *s)
 {
-	const struct moq_auth_grant *g;
-
 	if (!s->n->cfg.auth || !s->server)
 		return true;
-	if (!access_grant(s))
-		return false;
-	g = s->grant;
-	return moq_auth_grant_allows(g, 1, "", 0) && moq_auth_grant_allows(g, 0, "", 0);
+	return access_grant(s) && s->link_grant;
 }
 
 /* Ask a client for its announcements: under everything without auth; with

@@ -72,6 +72,12 @@ struct moq_auth;
 #define MOQ_DEFAULT_MAX_FETCHES            16u    /* FETCH replies in flight per session */
 #define MOQ_DEFAULT_MAX_BROADCAST_NAME     1024u  /* bytes of a broadcast path */
 #define MOQ_DEFAULT_MAX_TRACK_NAME         256u   /* bytes of a track name */
+/* A cluster link is one session carrying a whole origin (issue 22): its
+ * subscriptions are every track one relay reads from the other, its
+ * broadcasts every broadcast of the peer, so it takes these instead of the
+ * per-session ones above (the origin table's bound still applies). */
+#define MOQ_DEFAULT_LINK_MAX_SUBSCRIPTIONS      65536u
+#define MOQ_DEFAULT_LINK_MAX_SESSION_BROADCASTS 16384u /* = MOQ_DEFAULT_MAX_BROADCASTS */
 
 /* Requests (announce, subscribe, track, fetch) return MOQ_ERR_STATE before
  * the session is ready and after the peer sent GOAWAY. */
@@ -156,6 +162,13 @@ struct moq_node_cfg {
 	 * refusal is counted (struct moq_node_stats). */
 	uint32_t max_broadcasts;
 	uint32_t max_session_broadcasts;
+	/* The same two per-session bounds for cluster links (0 = the
+	 * MOQ_DEFAULT_LINK_* above): a session this relay dialled, or a server
+	 * session whose token grants put and get on everything from root ""
+	 * (AUTH-CLUSTER.md, Link auth). Without cfg.auth an accepted session
+	 * cannot be told from a client: it has the client bounds. */
+	uint32_t link_max_subscriptions;
+	uint32_t link_max_session_broadcasts;
 	uint32_t max_fetches;
 	uint32_t max_broadcast_name;
 	uint32_t max_track_name;

@@ -330,6 +330,7 @@ struct moq_session {
 	/* cfg.auth (access.c): what the token grants, once authorised */
 	struct moq_auth_grant *grant;
 	uint8_t auth_done;      /* authorisation ran (grant set, or closing) */
+	uint8_t link_grant;     /* its token is a cluster link's (access_session) */
 	uint64_t auth_deadline; /* node clock: the token's exp; 0 = none */
 };
 
@@ -716,6 +717,25 @@ static inline void up_idle(struct upstream *up)
 static inline bool access_ok(struct moq_session *s, int put, const char *p, size_t len)
 {
 	return !s->n->cfg.auth || !s->server || access_allows(s, put, p, len);
+}
+
+/* Whether @s is a cluster link (moq.h, cfg.link_max_*): a session this
+ * relay dialled, or one whose token is a link's (access_session). */
+static inline bool sess_link(const struct moq_session *s)
+{
+	return (!s->server && s->n->cfg.relay) || s->link_grant;
+}
+
+/* The per-session bounds of @s: a link's, or a client's. */
+static inline uint32_t sess_max_subscriptions(const struct moq_session *s)
+{
+	return sess_link(s) ? s->n->cfg.link_max_subscriptions : s->n->cfg.max_subscriptions;
+}
+
+static inline uint32_t sess_max_broadcasts(const struct moq_session *s)
+{
+	return sess_link(s) ? s->n->cfg.link_max_session_broadcasts
+	                    : s->n->cfg.max_session_broadcasts;
 }
 
 /* Something changed for every subscriber of @up (it ended, ...). */

@@ -48,6 +48,10 @@ struct moq_node *moq_node_create(const struct moq_node_cfg *cfg)
 		n->cfg.max_broadcasts = MOQ_DEFAULT_MAX_BROADCASTS;
 	if (!n->cfg.max_session_broadcasts)
 		n->cfg.max_session_broadcasts = MOQ_DEFAULT_MAX_SESSION_BROADCASTS;
+	if (!n->cfg.link_max_subscriptions)
+		n->cfg.link_max_subscriptions = MOQ_DEFAULT_LINK_MAX_SUBSCRIPTIONS;
+	if (!n->cfg.link_max_session_broadcasts)
+		n->cfg.link_max_session_broadcasts = MOQ_DEFAULT_LINK_MAX_SESSION_BROADCASTS;
 	if (!n->cfg.max_fetches)
 		n->cfg.max_fetches = MOQ_DEFAULT_MAX_FETCHES;
 	if (!n->cfg.max_broadcast_name)

@@ -595,7 +595,7 @@ uint64_t bcast_offer(struct moq_node *n, struct moq_session *s, const char *p, s
 		bcast_route(n, bc, s, hops, nh, !same_publisher(bc->hops, bc->nhops, hops, nh));
 		return 0;
 	}
-	if (s->nbcasts >= n->cfg.max_session_broadcasts) {
+	if (s->nbcasts >= sess_max_broadcasts(s)) {
 		n->st.ann_refused_session++;
 		n->st.refused_bounds++;
 		return MOQ_CODE_BOUNDS;

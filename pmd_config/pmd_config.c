@@ -106,6 +106,11 @@ static const struct key keys[] = {
         {"max-session-broadcasts", K_U32, OFF(max_session_broadcasts), 1, 10000000,
          "broadcasts one session may announce (live or backup); beyond: closed with 11 "
          "(default 1024)"},
+        {"link-max-subscriptions", K_U32, OFF(link_max_subscriptions), 1, 10000000,
+         "subscriptions over one cluster link (a session we dialled, or one with the broad "
+         "link token), either way (default 65536)"},
+        {"link-max-broadcasts", K_U32, OFF(link_max_broadcasts), 1, 10000000,
+         "broadcasts one cluster link may announce (default 16384)"},
         {"max-announce-requests", K_U32, OFF(max_announce_requests), 1, 1000000,
          "announce requests per session; beyond: reset 11 (default 16)"},
         {"max-session-subscriptions", K_U32, OFF(max_session_subscriptions), 1, 1000000,
@@ -214,6 +219,8 @@ void moq_pmd_config_defaults(struct moq_pmd_config *cfg)
 	cfg->max_announce_requests = 16;      /* moq_node_create's default */
 	cfg->max_session_subscriptions = 256; /* moq_node_create's default */
 	cfg->max_session_fetches = 16;        /* MOQ_DEFAULT_MAX_FETCHES */
+	cfg->link_max_subscriptions = 65536;  /* MOQ_DEFAULT_LINK_MAX_SUBSCRIPTIONS */
+	cfg->link_max_broadcasts = 16384;     /* MOQ_DEFAULT_LINK_MAX_SESSION_BROADCASTS */
 	cfg->max_broadcast_name = 1024;       /* MOQ_DEFAULT_MAX_BROADCAST_NAME */
 	cfg->max_track_name = 256;            /* MOQ_DEFAULT_MAX_TRACK_NAME */
 	cfg->max_tcp_conns = 1024;

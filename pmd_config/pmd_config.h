@@ -105,6 +105,8 @@ struct moq_pmd_config {
 	uint32_t max_announce_requests;     /* per session */
 	uint32_t max_session_subscriptions; /* per session */
 	uint32_t max_session_fetches;       /* in flight per session */
+	uint32_t link_max_subscriptions;    /* per cluster link (moq.h, cfg.link_max_*) */
+	uint32_t link_max_broadcasts;       /* announced over one cluster link */
 	uint32_t max_broadcast_name;        /* bytes */
 	uint32_t max_track_name;            /* bytes */
 	uint32_t max_message;               /* control message bytes */
