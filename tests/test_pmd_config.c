@@ -273,6 +273,8 @@ static const struct {
         {"--bogus", "1", "--bogus: unknown option"},
         {"--max-broadcasts", "0", "--max-broadcasts:"},
         {"--max-session-broadcasts", "many", "--max-session-broadcasts:"},
+        {"--link-max-subscriptions", "0", "--link-max-subscriptions:"},
+        {"--link-max-broadcasts", "many", "--link-max-broadcasts:"},
         {"--max-announce-requests", "0", "--max-announce-requests:"},
         {"--max-session-subscriptions", "-1", "--max-session-subscriptions:"},
         {"--max-session-fetches", "0", "--max-session-fetches:"},
