@@ -391,6 +391,14 @@ static void on_ready(struct moq_session *s, void *user)
 	if (l == NULL)
 		return;
 	l->ready_at = l->c->now ? l->c->now : 1;
+	/* issue 22: the peer is held to what our token lets us do there (its
+	 * announces under its get, its requests under its put) */
+	if (strstr(l->path, "jwt=") != NULL &&
+	    moq_session_peer_token(s, l->path, strlen(l->path)) != 0)
+		fprintf(stderr,
+		        "moqdp-relay: cluster: %s: the token's claims do not parse; the peer's "
+		        "grants are not narrowed\n",
+		        l->url);
 	/* AUTH-CLUSTER.md: the subscribing side asks for every broadcast of
 	 * the peer; the peer (a relay) asks for ours on its side. */
 	if (moq_session_announce_request(s, "", 0) != 0)

@@ -83,9 +83,54 @@ bool access_allows(struct moq_session *s, int put, const char *p, size_t len)
 	return access_grant(s) && moq_auth_grant_allows(s->grant, put, p, len);
 }
 
+/*
+ * A session we dialled with a token (moq_session_peer_token): the token
+ * says what the peer lets us do, and the peer is held to the same. Our
+ * names there are relative to its root (the token's connection path). The
+ * peer publishing @p to us (@put: its ANNOUNCE) is what we may get from
+ * it; the peer reading @p from us (its SUBSCRIBE, FETCH, TRACK, announce
+ * interest) is what we may put to it.
+ */
+static bool peer_grant(struct moq_session *s, int put, const char *p, size_t len, bool overlap)
+{
+	const struct moq_auth_grant *g = s->grant;
+	size_t al;
+	char *a = path_join(g->root, g->rootlen, p, len, &al);
+	bool ok;
+
+	if (!a)
+		return false;
+	ok = overlap ? moq_auth_grant_overlaps(g, !put, a, al)
+	             : moq_auth_grant_allows(g, !put, a, al);
+	free(a);
+	return ok;
+}
+
+bool access_peer_allows(struct moq_session *s, int put, const char *p, size_t len)
+{
+	return peer_grant(s, put, p, len, false);
+}
+
+int moq_session_peer_token(struct moq_session *s, const char *setup_path, size_t len)
+{
+	struct moq_auth_grant *g = NULL;
+	int rc;
+
+	if (!s || s->server || !setup_path)
+		return MOQ_ERR_INVAL;
+	rc = moq_auth_peek(setup_path, len, &g);
+	if (rc)
+		return rc == MOQ_AUTH_NOMEM ? MOQ_ERR_NOMEM : MOQ_ERR_INVAL;
+	moq_auth_grant_free(s->grant);
+	s->grant = g;
+	return 0;
+}
+
 bool access_overlaps(struct moq_session *s, int put, const char *p, size_t len)
 {
-	if (!s->n->cfg.auth || !s->server)
+	if (!s->server)
+		return !s->grant || peer_grant(s, put, p, len, true);
+	if (!s->n->cfg.auth)
 		return true;
 	return access_grant(s) && moq_auth_grant_overlaps(s->grant, put, p, len);
 }

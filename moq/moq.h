@@ -597,6 +597,21 @@ uint64_t moq_route_hash(const char *name, size_t len, const uint64_t *hops, uint
  * its subscribers read through this session) open on @s now. */
 uint32_t moq_session_upstreams(const struct moq_session *s);
 
+/*
+ * moq_session_peer_token: client session @s (a relay's cluster link)
+ * presents the token in @setup_path (@len bytes, "path?jwt=..."; as sent in
+ * its SETUP or CONNECT): the peer lets us do only what that token grants,
+ * and the peer is held to the same here (issue 22). Its announces are taken
+ * only under the token's get (what we may read from it); its
+ * subscriptions, fetches, TRACKs and announce requests are served only
+ * under its put (what we may publish to it), refused with 6 otherwise. The
+ * claims are read without checking the signature (auth.h, moq_auth_peek).
+ * Without a call the peer may do everything. Returns 0, MOQ_ERR_INVAL (not
+ * a client session; no token, or one that does not parse or grants
+ * nothing), MOQ_ERR_NOMEM.
+ */
+int moq_session_peer_token(struct moq_session *s, const char *setup_path, size_t len);
+
 /* moq_session_peer_origin: the peer's hop id from its SETUP (lite-05), 0
  * when it sent none. */
 uint64_t moq_session_peer_origin(const struct moq_session *s);

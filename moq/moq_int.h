@@ -503,6 +503,7 @@ int access_session(struct moq_session *s, const struct moq_str *setup_path);
 bool access_allows(struct moq_session *s, int put, const char *p, size_t len);
 bool access_overlaps(struct moq_session *s, int put, const char *p, size_t len);
 bool access_peer(struct moq_session *s);
+bool access_peer_allows(struct moq_session *s, int put, const char *p, size_t len);
 void access_ann_request(struct moq_session *s);
 void access_expire(struct moq_node *n, uint64_t now);
 
@@ -713,10 +714,13 @@ static inline void up_idle(struct upstream *up)
 }
 
 /* Whether @s may publish (@put) or read @p (absolute, normalised): always
- * without cfg.auth and for the sessions this node opened. */
+ * without cfg.auth; for a session this node opened, as the token it
+ * presents says (none: always). */
 static inline bool access_ok(struct moq_session *s, int put, const char *p, size_t len)
 {
-	return !s->n->cfg.auth || !s->server || access_allows(s, put, p, len);
+	if (!s->server) /* a peer we dialled: as our token says (moq_session_peer_token) */
+		return !s->grant || access_peer_allows(s, put, p, len);
+	return !s->n->cfg.auth || access_allows(s, put, p, len);
 }
 
 /* Whether @s is a cluster link (moq.h, cfg.link_max_*): a session this

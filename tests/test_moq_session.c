@@ -3284,6 +3284,65 @@ START_TEST(test_hops_stamp_bound)
 }
 END_TEST
 
+/* base64url without padding of @s into @out (a test token's parts). */
+static void b64url(const char *s, char *out)
+{
+	static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	size_t n = strlen(s), o = 0;
+
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)(uint8_t)s[i] << 16;
+		if (i + 1 < n)
+			v |= (uint32_t)(uint8_t)s[i + 1] << 8;
+		if (i + 2 < n)
+			v |= (uint8_t)s[i + 2];
+		out[o++] = t[(v >> 18) & 63];
+		out[o++] = t[(v >> 12) & 63];
+		if (i + 1 < n)
+			out[o++] = t[(v >> 6) & 63];
+		if (i + 2 < n)
+			out[o++] = t[v & 63];
+	}
+	out[o] = 0;
+}
+
+/*
+ * Issue 22, item 7: a dialled peer is held to what our token lets us do
+ * there (moq_session_peer_token). Relay B dials relay A (the cascade) with
+ * a token whose claims grant get on @get only: A's "live/room" is taken
+ * (_i 0: get "live") or dropped as unauthorised (_i 1: get "other"); the
+ * claims are read, not verified (A would verify them).
+ */
+START_TEST(test_peer_token_grants)
+{
+	struct moq_quic_addr la = addr4("10.0.0.9", 9999);
+	const char *get = _i == 0 ? "live" : "other";
+	char claims[128], c64[256], path[320];
+	struct moq_node_stats rb;
+
+	snprintf(claims, sizeof(claims), "{\"root\":\"\",\"put\":[\"up\"],\"get\":[\"%s\"]}", get);
+	b64url(claims, c64);
+	snprintf(path, sizeof(path), "?jwt=eyJhbGciOiJIUzI1NiJ9.%s.c2ln", c64);
+	with_cascade = 1;
+	h_init(NULL, 0);
+	with_cascade = 0;
+	h_publisher(); /* on relay A */
+	cascade_up = moq_node_connect(H.relay2, H.cep, &la, &H.raddr, NULL, MOQ_ROLE_BOTH, NULL,
+	                              now(), NULL);
+	ck_assert_ptr_nonnull(cascade_up);
+	ck_assert_int_eq(moq_session_peer_token(cascade_up, "?jwt=not-a-token", 16), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_session_peer_token(cascade_up, path, strlen(path)), 0);
+	ck_assert(h_until(cascade_ready, 2 * SEC, 0));
+	ck_assert_int_eq(moq_session_announce_request(cascade_up, "", 0), 0);
+	h_run(300 * MS, 0);
+	moq_node_stats(H.relay2, &rb);
+	ck_assert_uint_eq(rb.broadcasts, _i == 0 ? 1 : 0);
+	ck_assert_uint_eq(rb.auth_denied, _i == 0 ? 0 : 1);
+	ck_assert(moq_session_ready(cascade_up)); /* the link goes on */
+	h_fini();
+}
+END_TEST
+
 Suite *moq_session_suite(void);
 
 Suite *moq_session_suite(void)
@@ -3353,6 +3412,7 @@ Suite *moq_session_suite(void)
 	tcase_set_timeout(th, 120);
 	tcase_add_loop_test(th, test_hops_reroute_bound, 0, 2);
 	tcase_add_loop_test(th, test_hops_stamp_bound, 0, 2);
+	tcase_add_loop_test(th, test_peer_token_grants, 0, 2);
 	suite_add_tcase(s, th);
 	return s;
 }
