@@ -277,14 +277,21 @@ int on_announce(struct moq_session *s, struct mstream *st, const struct moq_anno
 void ann_out_gone(struct moq_session *s, struct mstream *st)
 {
 	struct moq_node *n = s->n;
+	struct bsrc *b, *bn;
 	struct bcast *bc, *nx;
 
 	if (!n->cfg.relay)
 		return;
-	for (bc = n->bcasts; bc; bc = nx) {
-		nx = bc->next;
-		if (bcast_has_route(bc, s) &&
-		    moq_path_has_prefix(st->prefix, st->plen, bc->path, bc->len, NULL))
+	/* the session's own routes (issue 22: was a walk of the origin table);
+	 * a withdraw takes only that route off these lists */
+	for (b = s->backup_routes; b; b = bn) {
+		bn = b->snext;
+		if (moq_path_has_prefix(st->prefix, st->plen, b->bc->path, b->bc->len, NULL))
+			bcast_withdraw(n, b->bc, s, false);
+	}
+	for (bc = s->live_routes; bc; bc = nx) {
+		nx = bc->pnext;
+		if (moq_path_has_prefix(st->prefix, st->plen, bc->path, bc->len, NULL))
 			bcast_withdraw(n, bc, s, false);
 	}
 }

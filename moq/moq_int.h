@@ -63,6 +63,10 @@ struct upstream;
 struct bsrc {
 	struct bsrc *next; /* newest first */
 	struct moq_session *pub;
+	/* in @pub's list of backup routes (bcast_session_gone, ann_out_gone:
+	 * a session's routes without a walk of the origin table) */
+	struct bsrc *snext, **spprev;
+	struct bcast *bc;
 	uint32_t nhops;
 	uint64_t hops[MOQ_MAX_HOPS];
 };
@@ -77,9 +81,10 @@ struct bcast {
 	char *path;
 	size_t len;
 	uint64_t hash;
-	struct moq_session *pub; /* NULL: local, lingering or another worker's
+	struct moq_session *pub;       /* NULL: local, lingering or another worker's
 				  * (set with bcast_set_pub) */
-	uint32_t owner;          /* hub: 1 + id of the node that owns it; 0 = us */
+	struct bcast *pnext, **ppprev; /* in @pub's list of live routes */
+	uint32_t owner;                /* hub: 1 + id of the node that owns it; 0 = us */
 	int local;
 	uint64_t timescale;    /* local broadcasts */
 	uint64_t linger_until; /* nonzero: the publisher is gone */
@@ -290,10 +295,12 @@ struct moq_session {
 	uint32_t nlat; /* dsubs with their own max latency (dsub_params) */
 	struct usub *usubs;
 	uint32_t nusubs, nann_in;
-	uint32_t nbcasts;   /* broadcast routes it holds (live or backup):
+	uint32_t nbcasts;           /* broadcast routes it holds (live or backup):
 			   * cfg.max_session_broadcasts */
-	uint32_t nfetch;    /* FETCH replies in flight: cfg.max_fetches */
-	struct gout *gouts; /* streams still being written (may hold done ones) */
+	struct bcast *live_routes;  /* the broadcasts it is the live route of */
+	struct bsrc *backup_routes; /* its backup routes */
+	uint32_t nfetch;            /* FETCH replies in flight: cfg.max_fetches */
+	struct gout *gouts;         /* streams still being written (may hold done ones) */
 	/* FIN sent or reset, waiting for acknowledgements and for QUIC to close
 	 * the stream (seconds with a slow subscriber, and audio opens a stream
 	 * per frame): kept off @gouts so fanout visits only streams it writes.

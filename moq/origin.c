@@ -308,11 +308,23 @@ struct bcast *bcast_add(struct moq_node *n, const char *p, size_t len)
  * counts (cfg.max_session_broadcasts). */
 void bcast_set_pub(struct bcast *bc, struct moq_session *s)
 {
-	if (bc->pub)
+	if (bc->pub) {
 		bc->pub->nbcasts--;
+		PLINK_UNLINK(bc, pnext, ppprev);
+	}
 	bc->pub = s;
-	if (s)
+	if (s) {
 		s->nbcasts++;
+		PLINK_AT(&s->live_routes, bc, pnext, ppprev);
+	}
+}
+
+/* Backup route @b is dropped (off its session's list and count). */
+static void bsrc_free(struct bsrc *b)
+{
+	PLINK_UNLINK(b, snext, spprev);
+	b->pub->nbcasts--;
+	free(b);
 }
 
 void bcast_unlink(struct moq_node *n, struct bcast *bc)
@@ -334,8 +346,7 @@ void bcast_unlink(struct moq_node *n, struct bcast *bc)
 	while (bc->backups) {
 		struct bsrc *b = bc->backups;
 		bc->backups = b->next;
-		b->pub->nbcasts--;
-		free(b);
+		bsrc_free(b);
 	}
 	free(bc->path);
 	free(bc);
@@ -511,10 +522,12 @@ static bool bsrc_push(struct bcast *bc, struct moq_session *s, const uint64_t *h
 	if (!b)
 		return false;
 	b->pub = s;
+	b->bc = bc;
 	b->nhops = (uint32_t)hops_chain(b->hops, hops, nh, false, 0);
 	b->next = bc->backups;
 	bc->backups = b;
 	s->nbcasts++;
+	PLINK_AT(&s->backup_routes, b, snext, spprev);
 	return true;
 }
 
@@ -702,8 +715,7 @@ void bcast_withdraw(struct moq_node *n, struct bcast *bc, struct moq_session *s,
 		if (bp) {
 			b = *bp;
 			*bp = b->next;
-			s->nbcasts--;
-			free(b);
+			bsrc_free(b);
 		}
 		return;
 	}
@@ -711,6 +723,7 @@ void bcast_withdraw(struct moq_node *n, struct bcast *bc, struct moq_session *s,
 		bp = bsrc_best(bc);
 		b = *bp;
 		*bp = b->next;
+		PLINK_UNLINK(b, snext, spprev);
 		b->pub->nbcasts--;
 		n->st.bcast_failovers++;
 		bcast_route(n, bc, b->pub, b->hops, b->nhops,
@@ -726,16 +739,15 @@ void bcast_withdraw(struct moq_node *n, struct bcast *bc, struct moq_session *s,
 	bcast_end(n, bc);
 }
 
-/* Session @s is going away: its routes fail over, linger or are dropped. */
+/* Session @s is going away: its routes fail over, linger or are dropped.
+ * Its own lists (issue 22: was a walk of the whole origin table per
+ * session close); each withdraw takes the route off them. */
 void bcast_session_gone(struct moq_node *n, struct moq_session *s)
 {
-	struct bcast *bc, *nx;
-
-	for (bc = n->bcasts; bc; bc = nx) {
-		nx = bc->next;
-		if (bcast_has_route(bc, s))
-			bcast_withdraw(n, bc, s, true);
-	}
+	while (s->backup_routes)
+		bcast_withdraw(n, s->backup_routes->bc, s, true);
+	while (s->live_routes)
+		bcast_withdraw(n, s->live_routes, s, true);
 }
 
 /* moq.h: the origin table as the HTTP listener's /announced lists it. */
