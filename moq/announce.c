@@ -148,6 +148,7 @@ void ann_in_stop(struct moq_session *s, struct mstream *st)
 int ann_in_start(struct moq_session *s, struct mstream *st, const struct moq_announce_req *r)
 {
 	struct moq_node *n = s->n;
+	struct plink *under;
 	int rc;
 	uint64_t count = 0;
 
@@ -185,7 +186,15 @@ int ann_in_start(struct moq_session *s, struct mstream *st, const struct moq_ann
 	if (st->ann_next)
 		st->ann_next->ann_prev = st;
 	n->ann_in = st;
-	for (struct bcast *bc = n->bcasts; bc; bc = bc->next) {
+	/* issue 22: the broadcasts under the prefix only (the prefix index),
+	 * not the whole table, each twice (lite-05 counts them first) */
+	under = st->plen ? bcast_under(n, st->prefix, st->plen) : NULL;
+	for (struct plink *l = under; l; l = l->next) {
+		size_t off;
+		if (ann_match(s, st, l->bc, &off))
+			count++;
+	}
+	for (struct bcast *bc = st->plen ? NULL : n->bcasts; bc; bc = bc->next) {
 		size_t off;
 		if (ann_match(s, st, bc, &off))
 			count++;
@@ -197,7 +206,12 @@ int ann_in_start(struct moq_session *s, struct mstream *st, const struct moq_ann
 		m.u.announce_ok.active = count;
 		st_send(s, st, -1, &m, 0);
 	}
-	for (struct bcast *bc = n->bcasts; bc; bc = bc->next) {
+	for (struct plink *l = under; l; l = l->next) {
+		size_t off;
+		if (ann_match(s, st, l->bc, &off))
+			ann_send(s, st, l->bc, off, 1);
+	}
+	for (struct bcast *bc = st->plen ? NULL : n->bcasts; bc; bc = bc->next) {
 		size_t off;
 		if (ann_match(s, st, bc, &off))
 			ann_send(s, st, bc, off, 1);

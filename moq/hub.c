@@ -17,10 +17,15 @@
 
 /* ------------------------------------------------------------------- hub */
 
-/* One mailbox per node; a spinlock guards it (control path only). */
+/* One mailbox per node; a spinlock guards it (control path only). It holds
+ * at most MOQ_HUB_BOX_MAX messages (issue 22: unbounded, a stalled worker
+ * grew its mailbox without limit); a message beyond is dropped and counted
+ * (moq_node_stats hub_dropped of the receiving node). */
 struct hub_box {
 	atomic_flag lock;
 	struct hub_msg *head, *tail;
+	uint32_t len;
+	_Atomic uint64_t dropped;
 };
 
 /* Node bounds cfg.max_subscribers (@tracks 0) and cfg.max_tracks (@tracks
@@ -161,6 +166,7 @@ void hub_unregister(struct moq_hub *h, uint32_t id)
 	spin_lock(&h->box[id].lock);
 	m = h->box[id].head;
 	h->box[id].head = h->box[id].tail = NULL;
+	h->box[id].len = 0;
 	spin_unlock(&h->box[id].lock);
 	while (m) {
 		struct hub_msg *nx = m->next;
@@ -205,6 +211,13 @@ void hub_post(struct moq_hub *h, uint32_t to, struct hub_msg *m)
 		return;
 	}
 	spin_lock(&b->lock);
+	if (b->len >= MOQ_HUB_BOX_MAX) {
+		spin_unlock(&b->lock);
+		atomic_fetch_add(&b->dropped, 1);
+		hub_msg_free(m);
+		return;
+	}
+	b->len++;
 	m->next = NULL;
 	if (b->tail)
 		b->tail->next = m;
@@ -212,6 +225,11 @@ void hub_post(struct moq_hub *h, uint32_t to, struct hub_msg *m)
 		__atomic_store_n(&b->head, m, __ATOMIC_RELEASE);
 	b->tail = m;
 	spin_unlock(&b->lock);
+}
+
+uint64_t hub_dropped(const struct moq_node *n)
+{
+	return n->hub ? atomic_load(&n->hub->box[n->hub_id].dropped) : 0;
 }
 
 /* @to1 is 1 + the node id (struct bcast owner encoding). */
@@ -372,6 +390,7 @@ void hub_drain(struct moq_node *n)
 	m = b->head;
 	__atomic_store_n(&b->head, NULL, __ATOMIC_RELAXED);
 	b->tail = NULL;
+	b->len = 0;
 	spin_unlock(&b->lock);
 	while (m) {
 		struct hub_msg *nx = m->next;

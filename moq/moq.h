@@ -208,6 +208,8 @@ struct moq_node_stats {
 					* would pass MOQ_MAX_HOPS (32) */
 	uint64_t ann_chains_restarted; /* client announces whose hop chain the relay
 					* replaced by its own (only peers present hops) */
+	uint64_t hub_dropped;          /* hub messages to this node dropped: its
+					* mailbox held MOQ_HUB_BOX_MAX */
 	uint64_t subscribers;          /* active downstream subscriptions now (this node) */
 	uint64_t tracks;               /* upstream tracks counted against max_tracks now */
 	uint64_t subs_refused_limit;   /* SUBSCRIBEs refused by max_subscribers */
@@ -252,6 +254,12 @@ struct moq_node_stats {
  * @max_nodes is 0 or memory is short.
  */
 struct moq_hub *moq_hub_create(uint32_t max_nodes, uint64_t origin);
+
+/* Messages one node's hub mailbox holds between two of its polls: a
+ * worker's control-path backlog (announces, subscriptions of the others)
+ * stays far below; beyond, a message is dropped and counted (hub_dropped)
+ * rather than memory growing without bound behind a stalled worker. */
+#define MOQ_HUB_BOX_MAX 65536u
 
 /* moq_hub_destroy: free the hub after every node using it was destroyed. */
 void moq_hub_destroy(struct moq_hub *h);

@@ -71,6 +71,25 @@ struct bsrc {
 	uint64_t hops[MOQ_MAX_HOPS];
 };
 
+/* The prefix index (issue 22: an announce request walked every broadcast
+ * twice): every path prefix of a broadcast on segment boundaries, the path
+ * itself included, lists the broadcasts under it; a request for prefix P
+ * visits P's list. "" is the whole table (the node's list). */
+struct pfx {
+	struct pfx *hnext; /* in the node's ptab bucket */
+	struct plink *head;
+	uint64_t hash;
+	size_t len;
+	char path[]; /* NUL-terminated */
+};
+
+/* One broadcast in one prefix's list. */
+struct plink {
+	struct plink *next, **pprev;
+	struct pfx *px;
+	struct bcast *bc;
+};
+
 /* The origin table: one announced broadcast, in the node's hash table
  * (hnext) and list (next / prev), and while it lingers in the node's linger
  * queue (lnext / lprev, oldest deadline first). */
@@ -89,6 +108,8 @@ struct bcast {
 	uint64_t timescale;    /* local broadcasts */
 	uint64_t linger_until; /* nonzero: the publisher is gone */
 	struct bsrc *backups;  /* other routes, newest first */
+	struct plink *pl;      /* its places in the prefix index (npl of them) */
+	uint32_t npl;
 	uint32_t nhops;
 	uint64_t hops[MOQ_MAX_HOPS];
 };
@@ -364,6 +385,8 @@ struct moq_node {
 	struct bcast *bcasts; /* every broadcast, in a list ... */
 	struct bcast **btab;  /* ... and hashed by path (bmask + 1 buckets) */
 	uint32_t bmask;
+	struct pfx **ptab; /* the prefix index, hashed by prefix (pmask + 1 buckets) */
+	uint32_t pmask, npfx;
 	struct bcast *linger_head, *linger_tail; /* lingering, oldest deadline first */
 	struct mstream *ann_in;                  /* every session's announce requests (ANN_IN) */
 	struct upstream *ups;
@@ -426,6 +449,7 @@ bool names_fit(struct moq_node *n, const char *p, size_t plen, size_t tlen);
 int req_path(struct moq_session *s, struct mstream *st, const struct moq_str *b, size_t tlen,
              char **full, size_t *flen);
 struct bcast *bcast_find(struct moq_node *n, const char *p, size_t len);
+struct plink *bcast_under(struct moq_node *n, const char *p, size_t len);
 struct bcast *bcast_add(struct moq_node *n, const char *p, size_t len);
 void bcast_unlink(struct moq_node *n, struct bcast *bc);
 void bcast_end(struct moq_node *n, struct bcast *bc);
@@ -527,6 +551,7 @@ void hub_send(struct moq_node *n, uint32_t to1, int kind, const char *p, size_t 
               size_t tl);
 void hub_announce(struct moq_node *n, struct bcast *bc, int active);
 void hub_drain(struct moq_node *n);
+uint64_t hub_dropped(const struct moq_node *n);
 
 /* Intrusive lists with a back link to the link pointing at each element
  * (<sys/queue.h>'s LIST scheme, on the fields named): O(1) unlink.

@@ -106,6 +106,7 @@ void moq_node_destroy(struct moq_node *n)
 	while (n->bcasts)
 		bcast_unlink(n, n->bcasts);
 	free(n->btab);
+	free(n->ptab);
 	while (n->tinfos) {
 		struct tinfo *t = n->tinfos;
 		n->tinfos = t->next;
@@ -121,6 +122,7 @@ void moq_node_destroy(struct moq_node *n)
 void moq_node_stats(const struct moq_node *n, struct moq_node_stats *out)
 {
 	*out = n->st;
+	out->hub_dropped = hub_dropped(n);
 }
 
 void moq_node_admit(struct moq_node *n, int64_t credit)

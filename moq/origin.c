@@ -278,6 +278,122 @@ static bool btab_grow(struct moq_node *n)
 	return true;
 }
 
+/* ----------------------------------------------------- prefix index */
+
+static struct pfx *pfx_find(const struct moq_node *n, const char *p, size_t len, uint64_t h)
+{
+	if (!n->ptab)
+		return NULL;
+	for (struct pfx *x = n->ptab[h & n->pmask]; x; x = x->hnext)
+		if (x->hash == h && x->len == len && memcmp(x->path, p, len) == 0)
+			return x;
+	return NULL;
+}
+
+/* Double the index's buckets (or make the first ones) when it holds more
+ * prefixes than buckets. Returns false when memory is short and there is
+ * no table yet. */
+static bool ptab_grow(struct moq_node *n)
+{
+	uint32_t cap = n->ptab ? (n->pmask + 1) * 2 : BTAB_MIN;
+	struct pfx **t;
+
+	if (n->ptab && n->npfx < n->pmask + 1)
+		return true;
+	t = calloc(cap, sizeof(*t));
+	if (!t)
+		return n->ptab != NULL;
+	for (uint32_t i = 0; n->ptab && i <= n->pmask; i++)
+		for (struct pfx *x = n->ptab[i], *nx; x; x = nx) {
+			nx = x->hnext;
+			x->hnext = t[x->hash & (cap - 1)];
+			t[x->hash & (cap - 1)] = x;
+		}
+	free(n->ptab);
+	n->ptab = t;
+	n->pmask = cap - 1;
+	return true;
+}
+
+/* @l leaves its prefix's list; an empty prefix leaves the index. */
+static void plink_drop(struct moq_node *n, struct plink *l)
+{
+	struct pfx *x = l->px;
+
+	if (!x)
+		return;
+	PLINK_UNLINK(l, next, pprev);
+	l->px = NULL;
+	if (x->head)
+		return;
+	for (struct pfx **pp = &n->ptab[x->hash & n->pmask]; *pp; pp = &(*pp)->hnext)
+		if (*pp == x) {
+			*pp = x->hnext;
+			break;
+		}
+	n->npfx--;
+	free(x);
+}
+
+/* Put @bc in the list of each of its prefixes (segment boundaries and the
+ * path itself). Returns false when memory ran out (nothing is left in). */
+static bool pfx_index(struct moq_node *n, struct bcast *bc)
+{
+	uint32_t k = 0, np = 1;
+
+	for (size_t i = 0; i < bc->len; i++)
+		np += bc->path[i] == '/';
+	bc->pl = calloc(np, sizeof(*bc->pl));
+	if (!bc->pl)
+		return false;
+	for (size_t i = 0; i <= bc->len; i++) {
+		struct plink *l;
+		struct pfx *x;
+		uint64_t h;
+
+		if (i < bc->len && bc->path[i] != '/')
+			continue;
+		h = path_hash(bc->path, i);
+		x = pfx_find(n, bc->path, i, h);
+		if (!x) {
+			if (!ptab_grow(n) || !(x = calloc(1, sizeof(*x) + i + 1)))
+				goto fail;
+			memcpy(x->path, bc->path, i);
+			x->len = i;
+			x->hash = h;
+			x->hnext = n->ptab[h & n->pmask];
+			n->ptab[h & n->pmask] = x;
+			n->npfx++;
+		}
+		l = &bc->pl[k++];
+		l->bc = bc;
+		l->px = x;
+		PLINK_AT(&x->head, l, next, pprev);
+	}
+	bc->npl = k;
+	return true;
+fail:
+	bc->npl = k;
+	while (bc->npl)
+		plink_drop(n, &bc->pl[--bc->npl]);
+	free(bc->pl);
+	bc->pl = NULL;
+	return false;
+}
+
+/*
+ * The broadcasts under prefix @p (@len bytes, normalised, not empty): the
+ * first link of its list in the prefix index (walk with ->next, each ->bc),
+ * NULL when none. Proportional to the broadcasts under @p, not to the
+ * table. An empty prefix is the node's whole list (n->bcasts).
+ */
+struct plink *bcast_under(struct moq_node *n, const char *p, size_t len)
+{
+	struct pfx *x = pfx_find(n, p, len, path_hash(p, len));
+
+	return x ? x->head : NULL;
+}
+
 struct bcast *bcast_add(struct moq_node *n, const char *p, size_t len)
 {
 	struct bcast *b;
@@ -294,6 +410,11 @@ struct bcast *bcast_add(struct moq_node *n, const char *p, size_t len)
 	}
 	b->len = len;
 	b->hash = path_hash(p, len);
+	if (!pfx_index(n, b)) {
+		free(b->path);
+		free(b);
+		return NULL;
+	}
 	b->hnext = n->btab[b->hash & n->bmask];
 	n->btab[b->hash & n->bmask] = b;
 	b->next = n->bcasts;
@@ -342,6 +463,9 @@ void bcast_unlink(struct moq_node *n, struct bcast *bc)
 	if (bc->next)
 		bc->next->prev = bc->prev;
 	n->st.broadcasts--;
+	while (bc->npl)
+		plink_drop(n, &bc->pl[--bc->npl]);
+	free(bc->pl);
 	bcast_set_pub(bc, NULL);
 	while (bc->backups) {
 		struct bsrc *b = bc->backups;
@@ -761,6 +885,17 @@ int moq_node_broadcasts(struct moq_node *n, const char *prefix, size_t len,
 
 	if (p == NULL)
 		return MOQ_ERR_INVAL;
+	if (plen) { /* the prefix index: only what lies under it */
+		for (struct plink *l = bcast_under(n, p, plen); l; l = l->next) {
+			if (l->bc->linger_until != 0 ||
+			    !moq_path_has_prefix(p, plen, l->bc->path, l->bc->len, &off))
+				continue;
+			cb(user, l->bc->path, l->bc->len, off);
+			count++;
+		}
+		free(p);
+		return count;
+	}
 	for (struct bcast *bc = n->bcasts; bc; bc = bc->next) {
 		if (bc->linger_until != 0 || !moq_path_has_prefix(p, plen, bc->path, bc->len, &off))
 			continue;

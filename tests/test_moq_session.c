@@ -3343,6 +3343,109 @@ START_TEST(test_peer_token_grants)
 }
 END_TEST
 
+static int announce_scale_count;
+
+static void count_bcast(void *user, const char *path, size_t plen, size_t off)
+{
+	(void)user;
+	(void)path;
+	(void)plen;
+	(void)off;
+	announce_scale_count++;
+}
+
+static int subs_all_closed(void)
+{
+	for (int i = 0; i < H.nsubs; i++)
+		if (!H.subs[i].closed)
+			return 0;
+	return 1;
+}
+
+/*
+ * Issue 22, item 13: control-path work proportional to what it concerns.
+ * The relay holds 5,000 local broadcasts (bulk/0 .. bulk/4999) beside
+ * live/room; 20 subscribers each open announce requests for "live" and
+ * "bulk/7" (the prefix index: each visits one broadcast, where it walked
+ * the whole table twice) and then close (their routes are on their own
+ * lists: a close no longer walks the table). /announced's listing uses the
+ * index too. Run alone under callgrind (CK_RUN_CASE=announce_scale) for
+ * the figures in the commit message.
+ */
+START_TEST(test_announce_scale)
+{
+	enum { NBULK = 5000, NSUB = 20 };
+	char path[32];
+
+	h_init(NULL, 0);
+	h_publisher();
+	for (int i = 0; i < NBULK; i++) {
+		int len = snprintf(path, sizeof(path), "bulk/%d", i);
+		ck_assert_int_eq(moq_node_publish(H.relay, path, (size_t)len, 1000), 0);
+	}
+	for (int i = 0; i < NSUB; i++)
+		h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 3 * SEC, 0));
+	h_run(200 * MS, 0);
+	for (int i = 0; i < NSUB; i++) {
+		ck_assert_int_eq(moq_session_announce_request(H.subs[i].s, "live", 4), 0);
+		ck_assert_int_eq(moq_session_announce_request(H.subs[i].s, "bulk/7", 6), 0);
+	}
+	h_run(500 * MS, 0);
+	for (int i = 0; i < NSUB; i++) {
+		ck_assert_int_eq(H.subs[i].nann, 2);
+		ck_assert(strcmp(H.subs[i].ann[0], "bulk/7") == 0 ||
+		          strcmp(H.subs[i].ann[1], "bulk/7") == 0);
+	}
+	ck_assert_int_eq(moq_node_broadcasts(H.relay, "bulk/7", 6, count_bcast, NULL), 1);
+	ck_assert_int_eq(moq_node_broadcasts(H.relay, "bulk", 4, count_bcast, NULL), NBULK);
+	ck_assert_int_eq(moq_node_broadcasts(H.relay, "", 0, count_bcast, NULL), NBULK + 1);
+	ck_assert_int_eq(moq_node_broadcasts(H.relay, "bul", 3, count_bcast, NULL), 0);
+	for (int i = 0; i < NSUB; i++)
+		moq_session_close(H.subs[i].s, 0);
+	ck_assert(h_until(subs_all_closed, 2 * SEC, 0));
+	ck_assert_uint_eq(relay_stats().broadcasts, NBULK + 1);
+	for (int i = 0; i < NBULK; i += 2) {
+		int len = snprintf(path, sizeof(path), "bulk/%d", i);
+		ck_assert_int_eq(moq_node_unpublish(H.relay, path, (size_t)len, now()), 0);
+	}
+	ck_assert_int_eq(moq_node_broadcasts(H.relay, "bulk", 4, count_bcast, NULL), NBULK / 2);
+	ck_assert_int_eq(moq_node_broadcasts(H.relay, "bulk/8", 6, count_bcast, NULL), 0);
+	h_fini();
+}
+END_TEST
+
+/* Issue 22, item 13: a hub mailbox is bounded. Worker 1 publishes more
+ * broadcasts than MOQ_HUB_BOX_MAX while worker 2 does not poll: worker 2's
+ * mailbox keeps MOQ_HUB_BOX_MAX of the announcements, the rest are dropped
+ * and counted (before: every one was queued, without limit). */
+START_TEST(test_hub_box_bound)
+{
+	enum { EXTRA = 100 };
+	struct moq_node_stats r2;
+	char path[32];
+
+	with_hub = 1;
+	h_init(NULL, 0);
+	with_hub = 0;
+	for (uint32_t i = 0; i < MOQ_HUB_BOX_MAX + EXTRA; i++) {
+		int len = snprintf(path, sizeof(path), "many/%u", i);
+		ck_assert_int_eq(moq_node_publish(H.relay, path, (size_t)len, 1000), 0);
+	}
+	moq_node_poll(H.relay2, now());
+	moq_node_stats(H.relay2, &r2);
+	ck_assert_uint_eq(r2.hub_dropped, EXTRA);
+	ck_assert_uint_eq(r2.broadcasts, MOQ_HUB_BOX_MAX);
+	/* the mailbox took messages again once drained */
+	ck_assert_int_eq(moq_node_publish(H.relay, "one/more", 8, 1000), 0);
+	moq_node_poll(H.relay2, now());
+	moq_node_stats(H.relay2, &r2);
+	ck_assert_uint_eq(r2.hub_dropped, EXTRA);
+	ck_assert_uint_eq(r2.broadcasts, MOQ_HUB_BOX_MAX + 1);
+	h_fini();
+}
+END_TEST
+
 Suite *moq_session_suite(void);
 
 Suite *moq_session_suite(void)
@@ -3413,6 +3516,11 @@ Suite *moq_session_suite(void)
 	tcase_add_loop_test(th, test_hops_reroute_bound, 0, 2);
 	tcase_add_loop_test(th, test_hops_stamp_bound, 0, 2);
 	tcase_add_loop_test(th, test_peer_token_grants, 0, 2);
+	suite_add_tcase(s, th);
+	th = tcase_create("announce_scale");
+	tcase_set_timeout(th, 120);
+	tcase_add_test(th, test_announce_scale);
+	tcase_add_test(th, test_hub_box_bound);
 	suite_add_tcase(s, th);
 	return s;
 }
