@@ -30,7 +30,7 @@ struct fsess {
 	int64_t next_bidi; /* the client's next bidi stream (0, 4, ...) */
 	int64_t next_srv;  /* the relay's next stream ids it opens */
 	int64_t next_uni;
-	int closing;       /* the session asked to close: moq_binding_closed due */
+	int closing; /* the session asked to close: moq_binding_closed due */
 	uint64_t code;
 	enum moq_version v;
 };
