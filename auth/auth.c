@@ -1432,6 +1432,45 @@ int moq_auth_connect(struct moq_auth *a, const char *setup_path, size_t len,
 	return moq_auth_verify(a, setup_path, pl, jl ? jwt : NULL, jl, out);
 }
 
+int moq_auth_peek(const char *setup_path, size_t len, struct moq_auth_grant **out)
+{
+	char jwt[MOQ_AUTH_MAX_TOKEN + 1];
+	uint8_t body[MOQ_AUTH_MAX_TOKEN];
+	size_t pl, jl, nl;
+	const char *d1, *d2;
+	struct claims c;
+	char *np;
+	long bl;
+	int rc;
+
+	*out = NULL;
+	rc = moq_auth_split_query(setup_path, len, &pl, jwt, sizeof(jwt), &jl);
+	if (rc)
+		return rc;
+	if (!jl)
+		return MOQ_AUTH_NO_TOKEN;
+	/* RFC 7515, 7.1: the payload is the second part */
+	d1 = memchr(jwt, '.', jl);
+	d2 = d1 ? memchr(d1 + 1, '.', jl - (size_t)(d1 + 1 - jwt)) : NULL;
+	if (!d2)
+		return MOQ_AUTH_MALFORMED;
+	bl = b64url_decode(d1 + 1, (size_t)(d2 - d1 - 1), body, sizeof(body), 0);
+	if (bl < 0)
+		return MOQ_AUTH_MALFORMED;
+	memset(&c, 0, sizeof(c));
+	rc = claims_parse(body, (size_t)bl, &c);
+	if (!rc && !c.nput && !c.nget)
+		rc = MOQ_AUTH_USELESS;
+	np = rc ? NULL : norm_dup(setup_path, pl, &nl);
+	if (!rc && !np)
+		rc = MOQ_AUTH_NOMEM;
+	if (!rc)
+		rc = authorize(&c, np, nl, out);
+	claims_clear(&c);
+	free(np);
+	return rc;
+}
+
 bool moq_auth_grant_allows(const struct moq_auth_grant *g, int put, const char *path, size_t len)
 {
 	const struct moq_auth_path *v = put ? g->put : g->get;

@@ -141,6 +141,18 @@ int moq_auth_verify(struct moq_auth *a, const char *path, size_t plen, const cha
 int moq_auth_connect(struct moq_auth *a, const char *setup_path, size_t len,
                      struct moq_auth_grant **out);
 
+/*
+ * moq_auth_peek: the grant a peer gives the token we present in
+ * @setup_path (@len bytes, a SETUP Path such as "room?jwt=eyJ..."; a relay's
+ * --cluster-token): the claims are read *without* checking the signature
+ * (the token is ours, from our configuration; the peer verifies it) and
+ * narrowed to the connection path as moq_auth_verify does; exp is not
+ * checked. On MOQ_AUTH_OK *@out is a new grant (moq_auth_grant_free);
+ * otherwise NULL: MOQ_AUTH_NO_TOKEN (no jwt), MOQ_AUTH_MALFORMED,
+ * MOQ_AUTH_USELESS (grants nothing), MOQ_AUTH_ROOT, MOQ_AUTH_NOMEM.
+ */
+int moq_auth_peek(const char *setup_path, size_t len, struct moq_auth_grant **out);
+
 /* moq_auth_grant_free: NULL is a no-op. */
 void moq_auth_grant_free(struct moq_auth_grant *g);
 

@@ -304,7 +304,9 @@ int moq_cluster_attach(struct moq_cluster *c, struct moq_node *node,
 		}
 		qc.cb = moq_node_quic_callbacks();
 		qc.user = node;
-		qc.server_name = l->host;
+		/* SNI, and with a CA file the name the peer's certificate must
+		 * carry (quic.h): --cluster-name, else the URL's host */
+		qc.server_name = cfg->cluster_name[0] ? cfg->cluster_name : l->host;
 		qc.ca_file = strcmp(cfg->cluster_ca, "insecure") == 0 ? NULL : cfg->cluster_ca;
 		qc.max_conns = 4;
 		qc.max_streams_uni = cfg->max_streams;
@@ -389,6 +391,14 @@ static void on_ready(struct moq_session *s, void *user)
 	if (l == NULL)
 		return;
 	l->ready_at = l->c->now ? l->c->now : 1;
+	/* issue 22: the peer is held to what our token lets us do there (its
+	 * announces under its get, its requests under its put) */
+	if (strstr(l->path, "jwt=") != NULL &&
+	    moq_session_peer_token(s, l->path, strlen(l->path)) != 0)
+		fprintf(stderr,
+		        "moqdp-relay: cluster: %s: the token's claims do not parse; the peer's "
+		        "grants are not narrowed\n",
+		        l->url);
 	/* AUTH-CLUSTER.md: the subscribing side asks for every broadcast of
 	 * the peer; the peer (a relay) asks for ours on its side. */
 	if (moq_session_announce_request(s, "", 0) != 0)

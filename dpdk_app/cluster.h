@@ -17,7 +17,11 @@
  * moql:// (or moqt://) URLs dial raw QUIC; https:// URLs dial WebTransport
  * (ALPN h3, h3.h's moq_wt_connect; the session begins with the CONNECT's
  * 200). The token of --cluster-token travels as ?jwt= in the lite-05 SETUP
- * path (raw QUIC) or the CONNECT's :path (WebTransport). Mutual TLS
+ * path (raw QUIC) or the CONNECT's :path (WebTransport). With a CA file
+ * (--cluster-ca) the peer's certificate must chain to it and name the peer:
+ * the URL's host (a DNS name, or an address in its IP entries) or
+ * --cluster-name (issue 22: a chain alone accepted any certificate the CA
+ * issued, for any host, and sent it --cluster-token). Mutual TLS
  * is not offered. The DPDK backend cannot dial yet (pmd_config refuses the
  * combination).
  *

@@ -1192,6 +1192,8 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 			nc.max_announces = r->cfg.max_announce_requests;
 			nc.max_subscriptions = r->cfg.max_session_subscriptions;
 			nc.max_fetches = r->cfg.max_session_fetches;
+			nc.link_max_subscriptions = r->cfg.link_max_subscriptions;
+			nc.link_max_session_broadcasts = r->cfg.link_max_broadcasts;
 			nc.max_broadcast_name = r->cfg.max_broadcast_name;
 			nc.max_track_name = r->cfg.max_track_name;
 			nc.max_msg = r->cfg.max_message;

@@ -53,6 +53,9 @@ int access_session(struct moq_session *s, const struct moq_str *setup_path)
 		return -1;
 	}
 	s->grant = g;
+	/* AUTH-CLUSTER.md, Link auth: the broad token (put and get on
+	 * everything from root "") is a cluster link's */
+	s->link_grant = moq_auth_grant_allows(g, 1, "", 0) && moq_auth_grant_allows(g, 0, "", 0);
 	/* connection.rs: the session lasts no longer than the token; a timer
 	 * on the node's clock (access_expire), not a check per packet */
 	if (g->has_exp && (uint64_t)g->exp <= UINT64_MAX / NS_PER_S) {
@@ -80,11 +83,71 @@ bool access_allows(struct moq_session *s, int put, const char *p, size_t len)
 	return access_grant(s) && moq_auth_grant_allows(s->grant, put, p, len);
 }
 
+/*
+ * A session we dialled with a token (moq_session_peer_token): the token
+ * says what the peer lets us do, and the peer is held to the same. Our
+ * names there are relative to its root (the token's connection path). The
+ * peer publishing @p to us (@put: its ANNOUNCE) is what we may get from
+ * it; the peer reading @p from us (its SUBSCRIBE, FETCH, TRACK, announce
+ * interest) is what we may put to it.
+ */
+static bool peer_grant(struct moq_session *s, int put, const char *p, size_t len, bool overlap)
+{
+	const struct moq_auth_grant *g = s->grant;
+	size_t al;
+	char *a = path_join(g->root, g->rootlen, p, len, &al);
+	bool ok;
+
+	if (!a)
+		return false;
+	ok = overlap ? moq_auth_grant_overlaps(g, !put, a, al)
+	             : moq_auth_grant_allows(g, !put, a, al);
+	free(a);
+	return ok;
+}
+
+bool access_peer_allows(struct moq_session *s, int put, const char *p, size_t len)
+{
+	return peer_grant(s, put, p, len, false);
+}
+
+int moq_session_peer_token(struct moq_session *s, const char *setup_path, size_t len)
+{
+	struct moq_auth_grant *g = NULL;
+	int rc;
+
+	if (!s || s->server || !setup_path)
+		return MOQ_ERR_INVAL;
+	rc = moq_auth_peek(setup_path, len, &g);
+	if (rc)
+		return rc == MOQ_AUTH_NOMEM ? MOQ_ERR_NOMEM : MOQ_ERR_INVAL;
+	moq_auth_grant_free(s->grant);
+	s->grant = g;
+	return 0;
+}
+
 bool access_overlaps(struct moq_session *s, int put, const char *p, size_t len)
+{
+	if (!s->server)
+		return !s->grant || peer_grant(s, put, p, len, true);
+	if (!s->n->cfg.auth)
+		return true;
+	return access_grant(s) && moq_auth_grant_overlaps(s->grant, put, p, len);
+}
+
+/*
+ * Whether @s may present a hop chain (issue 22: only a cluster peer; a
+ * client's chain starts at this relay, hops_client): a session this node
+ * opened (a cluster link, a cascade), every session of a node without
+ * cfg.auth (no grants there: each session may do everything), and a server
+ * session whose token grants put and get on everything from root ""
+ * (AUTH-CLUSTER.md, Link auth: the broad token a peer's link carries).
+ */
+bool access_peer(struct moq_session *s)
 {
 	if (!s->n->cfg.auth || !s->server)
 		return true;
-	return access_grant(s) && moq_auth_grant_overlaps(s->grant, put, p, len);
+	return access_grant(s) && s->link_grant;
 }
 
 /* Ask a client for its announcements: under everything without auth; with

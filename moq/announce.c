@@ -38,30 +38,46 @@ static bool ann_match(struct moq_session *s, struct mstream *st, struct bcast *b
 	return ann_match_route(s, st, bc, bc->pub, bc->hops, bc->nhops, off);
 }
 
-static int ann_send(struct moq_session *s, struct mstream *st, struct bcast *bc, size_t off,
-                    int active)
+/*
+ * Send @bc on announce stream @st of @s (@off: where the suffix begins) as
+ * the route @hops (@nh): the live one, or for an ENDED after a reroute the
+ * one the peer heard. lite-03/04 carry the sender's own hop too; a chain
+ * that would pass MOQ_MAX_HOPS is never built: nothing is sent, counted.
+ */
+static int ann_send_route(struct moq_session *s, struct mstream *st, struct bcast *bc, size_t off,
+                          int active, const uint64_t *hops, uint32_t nh)
 {
 	struct moq_msg m = {.type = MOQ_MSG_ANNOUNCE};
 	struct moq_announce *a = &m.u.announce;
+	int len;
 
+	/* lite-05: the receiver stamps our origin (from ANNOUNCE_OK); earlier
+	 * versions carry the sender's own hop. */
+	len = hops_chain(a->hops, hops, nh, s->v < MOQ_LITE_05, s->n->cfg.origin);
+	if (len < 0) {
+		s->n->st.ann_hops_refused++;
+		return MOQ_ERR_INVAL;
+	}
 	/* A restart (ANN_RESTART): lite-05 sends a second ACTIVE, which its
 	 * receiver takes as a restart; earlier versions have none, so ENDED
 	 * then ACTIVE (as moq-relay does). */
 	if (active == ANN_RESTART && s->v < MOQ_LITE_05) {
-		int rc = ann_send(s, st, bc, off, 0);
+		int rc = ann_send_route(s, st, bc, off, 0, hops, nh);
 		if (rc < 0)
 			return rc;
 	}
 	a->status = active ? MOQ_ANNOUNCE_ACTIVE : MOQ_ANNOUNCE_ENDED;
 	a->suffix.p = bc->path + off;
 	a->suffix.len = bc->len - off;
-	a->hop_count = bc->nhops;
-	memcpy(a->hops, bc->hops, bc->nhops * sizeof(bc->hops[0]));
-	/* lite-05: the receiver stamps our origin (from ANNOUNCE_OK); earlier
-	 * versions carry the sender's own hop. */
-	if (s->v < MOQ_LITE_05)
-		a->hops[a->hop_count++] = s->n->cfg.origin;
+	a->hop_count = (uint32_t)len;
 	return st_send(s, st, -1, &m, 0);
+}
+
+/* Send @bc's live route. */
+static int ann_send(struct moq_session *s, struct mstream *st, struct bcast *bc, size_t off,
+                    int active)
+{
+	return ann_send_route(s, st, bc, off, active, bc->hops, bc->nhops);
 }
 
 /* Tell every matching announce stream of every session about @bc
@@ -100,8 +116,8 @@ void ann_reroute(struct moq_node *n, struct bcast *bc, const struct moq_session 
 			continue;
 		was = ann_match_route(s, st, bc, old_pub, old_hops, old_nh, &off);
 		is = ann_match(s, st, bc, &off);
-		if (was && !is)
-			ann_send(s, st, bc, off, 0);
+		if (was && !is) /* ended: the route it heard */
+			ann_send_route(s, st, bc, off, 0, old_hops, old_nh);
 		else if (!was && is)
 			ann_send(s, st, bc, off, 1);
 		else if (was && renew)
@@ -132,6 +148,7 @@ void ann_in_stop(struct moq_session *s, struct mstream *st)
 int ann_in_start(struct moq_session *s, struct mstream *st, const struct moq_announce_req *r)
 {
 	struct moq_node *n = s->n;
+	struct plink *under;
 	int rc;
 	uint64_t count = 0;
 
@@ -169,7 +186,15 @@ int ann_in_start(struct moq_session *s, struct mstream *st, const struct moq_ann
 	if (st->ann_next)
 		st->ann_next->ann_prev = st;
 	n->ann_in = st;
-	for (struct bcast *bc = n->bcasts; bc; bc = bc->next) {
+	/* issue 22: the broadcasts under the prefix only (the prefix index),
+	 * not the whole table, each twice (lite-05 counts them first) */
+	under = st->plen ? bcast_under(n, st->prefix, st->plen) : NULL;
+	for (struct plink *l = under; l; l = l->next) {
+		size_t off;
+		if (ann_match(s, st, l->bc, &off))
+			count++;
+	}
+	for (struct bcast *bc = st->plen ? NULL : n->bcasts; bc; bc = bc->next) {
 		size_t off;
 		if (ann_match(s, st, bc, &off))
 			count++;
@@ -181,7 +206,12 @@ int ann_in_start(struct moq_session *s, struct mstream *st, const struct moq_ann
 		m.u.announce_ok.active = count;
 		st_send(s, st, -1, &m, 0);
 	}
-	for (struct bcast *bc = n->bcasts; bc; bc = bc->next) {
+	for (struct plink *l = under; l; l = l->next) {
+		size_t off;
+		if (ann_match(s, st, l->bc, &off))
+			ann_send(s, st, l->bc, off, 1);
+	}
+	for (struct bcast *bc = st->plen ? NULL : n->bcasts; bc; bc = bc->next) {
 		size_t off;
 		if (ann_match(s, st, bc, &off))
 			ann_send(s, st, bc, off, 1);
@@ -196,8 +226,9 @@ int on_announce(struct moq_session *s, struct mstream *st, const struct moq_anno
 	char *full;
 	size_t flen;
 	int rc;
-	uint64_t hops[MOQ_MAX_HOPS + 1];
-	uint32_t nh = a->hop_count;
+	uint64_t hops[MOQ_MAX_HOPS];
+	uint32_t nh;
+	int len;
 	int active = a->status != MOQ_ANNOUNCE_ENDED;
 	struct bcast *bc;
 
@@ -211,14 +242,26 @@ int on_announce(struct moq_session *s, struct mstream *st, const struct moq_anno
 		free(full);
 		return 0;
 	}
-	memcpy(hops, a->hops, nh * sizeof(hops[0]));
-	/* lite-05: stamp the responder's origin from ANNOUNCE_OK (0 = none). */
-	if (s->v >= MOQ_LITE_05 && st->ann_origin && nh < MOQ_MAX_HOPS)
-		hops[nh++] = st->ann_origin;
+	/* lite-05: stamp the responder's origin from ANNOUNCE_OK (0 = none);
+	 * a chain that would pass MOQ_MAX_HOPS is dropped (PROTOCOL.md,
+	 * Announce: at most 32 hops). */
+	len = hops_chain(hops, a->hops, a->hop_count, s->v >= MOQ_LITE_05 && st->ann_origin,
+	                 st->ann_origin);
+	if (active && len < 0) {
+		n->st.ann_hops_refused++;
+		free(full);
+		return 0;
+	}
+	nh = len < 0 ? 0 : (uint32_t)len;
 	if (active && hops_have(hops, nh, n->cfg.origin)) {
 		n->st.loops_refused++; /* PROTOCOL.md, Announce: loop prevention */
 		free(full);
 		return 0;
+	}
+	/* issue 22: a client's announce starts its own chain */
+	if (active && n->cfg.relay && !access_peer(s)) {
+		nh = hops_client(n, hops, nh);
+		n->st.ann_chains_restarted++;
 	}
 	if (!n->cfg.relay) {
 		if (n->cfg.cb && n->cfg.cb->announce)
@@ -248,14 +291,21 @@ int on_announce(struct moq_session *s, struct mstream *st, const struct moq_anno
 void ann_out_gone(struct moq_session *s, struct mstream *st)
 {
 	struct moq_node *n = s->n;
+	struct bsrc *b, *bn;
 	struct bcast *bc, *nx;
 
 	if (!n->cfg.relay)
 		return;
-	for (bc = n->bcasts; bc; bc = nx) {
-		nx = bc->next;
-		if (bcast_has_route(bc, s) &&
-		    moq_path_has_prefix(st->prefix, st->plen, bc->path, bc->len, NULL))
+	/* the session's own routes (issue 22: was a walk of the origin table);
+	 * a withdraw takes only that route off these lists */
+	for (b = s->backup_routes; b; b = bn) {
+		bn = b->snext;
+		if (moq_path_has_prefix(st->prefix, st->plen, b->bc->path, b->bc->len, NULL))
+			bcast_withdraw(n, b->bc, s, false);
+	}
+	for (bc = s->live_routes; bc; bc = nx) {
+		nx = bc->pnext;
+		if (moq_path_has_prefix(st->prefix, st->plen, bc->path, bc->len, NULL))
 			bcast_withdraw(n, bc, s, false);
 	}
 }

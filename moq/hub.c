@@ -17,10 +17,15 @@
 
 /* ------------------------------------------------------------------- hub */
 
-/* One mailbox per node; a spinlock guards it (control path only). */
+/* One mailbox per node; a spinlock guards it (control path only). It holds
+ * at most MOQ_HUB_BOX_MAX messages (issue 22: unbounded, a stalled worker
+ * grew its mailbox without limit); a message beyond is dropped and counted
+ * (moq_node_stats hub_dropped of the receiving node). */
 struct hub_box {
 	atomic_flag lock;
 	struct hub_msg *head, *tail;
+	uint32_t len;
+	_Atomic uint64_t dropped;
 };
 
 /* Node bounds cfg.max_subscribers (@tracks 0) and cfg.max_tracks (@tracks
@@ -106,6 +111,8 @@ struct moq_hub *moq_hub_create(uint32_t max_nodes, uint64_t origin)
 	}
 	h->max = max_nodes;
 	h->origin = origin ? origin : hop_id_random(h);
+	h->hop_key[0] = hop_id_random(h->nodes);
+	h->hop_key[1] = hop_id_random(h->box);
 	atomic_flag_clear(&h->lock);
 	for (uint32_t i = 0; i < max_nodes; i++)
 		atomic_flag_clear(&h->box[i].lock);
@@ -159,6 +166,7 @@ void hub_unregister(struct moq_hub *h, uint32_t id)
 	spin_lock(&h->box[id].lock);
 	m = h->box[id].head;
 	h->box[id].head = h->box[id].tail = NULL;
+	h->box[id].len = 0;
 	spin_unlock(&h->box[id].lock);
 	while (m) {
 		struct hub_msg *nx = m->next;
@@ -203,6 +211,13 @@ void hub_post(struct moq_hub *h, uint32_t to, struct hub_msg *m)
 		return;
 	}
 	spin_lock(&b->lock);
+	if (b->len >= MOQ_HUB_BOX_MAX) {
+		spin_unlock(&b->lock);
+		atomic_fetch_add(&b->dropped, 1);
+		hub_msg_free(m);
+		return;
+	}
+	b->len++;
 	m->next = NULL;
 	if (b->tail)
 		b->tail->next = m;
@@ -210,6 +225,11 @@ void hub_post(struct moq_hub *h, uint32_t to, struct hub_msg *m)
 		__atomic_store_n(&b->head, m, __ATOMIC_RELEASE);
 	b->tail = m;
 	spin_unlock(&b->lock);
+}
+
+uint64_t hub_dropped(const struct moq_node *n)
+{
+	return n->hub ? atomic_load(&n->hub->box[n->hub_id].dropped) : 0;
 }
 
 /* @to1 is 1 + the node id (struct bcast owner encoding). */
@@ -238,8 +258,7 @@ void hub_announce(struct moq_node *n, struct bcast *bc, int active)
 		                0);
 		if (!m)
 			continue;
-		m->nhops = bc->nhops;
-		memcpy(m->hops, bc->hops, bc->nhops * sizeof(bc->hops[0]));
+		m->nhops = (uint32_t)hops_chain(m->hops, bc->hops, bc->nhops, false, 0);
 		hub_post(n->hub, i, m);
 	}
 }
@@ -257,8 +276,7 @@ static void hub_handle(struct moq_node *n, struct hub_msg *m)
 			if (!bc)
 				return;
 			bc->owner = from1;
-			bc->nhops = m->nhops;
-			memcpy(bc->hops, m->hops, m->nhops * sizeof(m->hops[0]));
+			bc->nhops = (uint32_t)hops_chain(bc->hops, m->hops, m->nhops, false, 0);
 			ann_notify(n, bc, 1);
 			return;
 		}
@@ -297,9 +315,8 @@ static void hub_handle(struct moq_node *n, struct hub_msg *m)
 			uint64_t old_hops[MOQ_MAX_HOPS];
 			uint32_t old_nh = bc->nhops;
 
-			memcpy(old_hops, bc->hops, old_nh * sizeof(old_hops[0]));
-			bc->nhops = m->nhops;
-			memcpy(bc->hops, m->hops, m->nhops * sizeof(m->hops[0]));
+			hops_chain(old_hops, bc->hops, old_nh, false, 0);
+			bc->nhops = (uint32_t)hops_chain(bc->hops, m->hops, m->nhops, false, 0);
 			ann_reroute(n, bc, bc->pub, old_hops, old_nh, false);
 		}
 		return;
@@ -373,6 +390,7 @@ void hub_drain(struct moq_node *n)
 	m = b->head;
 	__atomic_store_n(&b->head, NULL, __ATOMIC_RELAXED);
 	b->tail = NULL;
+	b->len = 0;
 	spin_unlock(&b->lock);
 	while (m) {
 		struct hub_msg *nx = m->next;

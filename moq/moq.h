@@ -72,6 +72,12 @@ struct moq_auth;
 #define MOQ_DEFAULT_MAX_FETCHES            16u    /* FETCH replies in flight per session */
 #define MOQ_DEFAULT_MAX_BROADCAST_NAME     1024u  /* bytes of a broadcast path */
 #define MOQ_DEFAULT_MAX_TRACK_NAME         256u   /* bytes of a track name */
+/* A cluster link is one session carrying a whole origin (issue 22): its
+ * subscriptions are every track one relay reads from the other, its
+ * broadcasts every broadcast of the peer, so it takes these instead of the
+ * per-session ones above (the origin table's bound still applies). */
+#define MOQ_DEFAULT_LINK_MAX_SUBSCRIPTIONS      65536u
+#define MOQ_DEFAULT_LINK_MAX_SESSION_BROADCASTS 16384u /* = MOQ_DEFAULT_MAX_BROADCASTS */
 
 /* Requests (announce, subscribe, track, fetch) return MOQ_ERR_STATE before
  * the session is ready and after the peer sent GOAWAY. */
@@ -156,6 +162,13 @@ struct moq_node_cfg {
 	 * refusal is counted (struct moq_node_stats). */
 	uint32_t max_broadcasts;
 	uint32_t max_session_broadcasts;
+	/* The same two per-session bounds for cluster links (0 = the
+	 * MOQ_DEFAULT_LINK_* above): a session this relay dialled, or a server
+	 * session whose token grants put and get on everything from root ""
+	 * (AUTH-CLUSTER.md, Link auth). Without cfg.auth an accepted session
+	 * cannot be told from a client: it has the client bounds. */
+	uint32_t link_max_subscriptions;
+	uint32_t link_max_session_broadcasts;
 	uint32_t max_fetches;
 	uint32_t max_broadcast_name;
 	uint32_t max_track_name;
@@ -191,6 +204,12 @@ struct moq_node_stats {
 	uint64_t groups_skipped;       /* not sent: gone before a stream could open */
 	uint64_t refused_bounds;       /* requests refused by a configured limit */
 	uint64_t loops_refused;        /* announces dropped by loop prevention */
+	uint64_t ann_hops_refused;     /* announces not built or dropped: the hop chain
+					* would pass MOQ_MAX_HOPS (32) */
+	uint64_t ann_chains_restarted; /* client announces whose hop chain the relay
+					* replaced by its own (only peers present hops) */
+	uint64_t hub_dropped;          /* hub messages to this node dropped: its
+					* mailbox held MOQ_HUB_BOX_MAX */
 	uint64_t subscribers;          /* active downstream subscriptions now (this node) */
 	uint64_t tracks;               /* upstream tracks counted against max_tracks now */
 	uint64_t subs_refused_limit;   /* SUBSCRIBEs refused by max_subscribers */
@@ -235,6 +254,12 @@ struct moq_node_stats {
  * @max_nodes is 0 or memory is short.
  */
 struct moq_hub *moq_hub_create(uint32_t max_nodes, uint64_t origin);
+
+/* Messages one node's hub mailbox holds between two of its polls: a
+ * worker's control-path backlog (announces, subscriptions of the others)
+ * stays far below; beyond, a message is dropped and counted (hub_dropped)
+ * rather than memory growing without bound behind a stalled worker. */
+#define MOQ_HUB_BOX_MAX 65536u
 
 /* moq_hub_destroy: free the hub after every node using it was destroyed. */
 void moq_hub_destroy(struct moq_hub *h);
@@ -579,6 +604,21 @@ uint64_t moq_route_hash(const char *name, size_t len, const uint64_t *hops, uint
 /* moq_session_upstreams: the relay's upstream subscriptions (one per track
  * its subscribers read through this session) open on @s now. */
 uint32_t moq_session_upstreams(const struct moq_session *s);
+
+/*
+ * moq_session_peer_token: client session @s (a relay's cluster link)
+ * presents the token in @setup_path (@len bytes, "path?jwt=..."; as sent in
+ * its SETUP or CONNECT): the peer lets us do only what that token grants,
+ * and the peer is held to the same here (issue 22). Its announces are taken
+ * only under the token's get (what we may read from it); its
+ * subscriptions, fetches, TRACKs and announce requests are served only
+ * under its put (what we may publish to it), refused with 6 otherwise. The
+ * claims are read without checking the signature (auth.h, moq_auth_peek).
+ * Without a call the peer may do everything. Returns 0, MOQ_ERR_INVAL (not
+ * a client session; no token, or one that does not parse or grants
+ * nothing), MOQ_ERR_NOMEM.
+ */
+int moq_session_peer_token(struct moq_session *s, const char *setup_path, size_t len);
 
 /* moq_session_peer_origin: the peer's hop id from its SETUP (lite-05), 0
  * when it sent none. */

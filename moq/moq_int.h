@@ -63,8 +63,31 @@ struct upstream;
 struct bsrc {
 	struct bsrc *next; /* newest first */
 	struct moq_session *pub;
+	/* in @pub's list of backup routes (bcast_session_gone, ann_out_gone:
+	 * a session's routes without a walk of the origin table) */
+	struct bsrc *snext, **spprev;
+	struct bcast *bc;
 	uint32_t nhops;
 	uint64_t hops[MOQ_MAX_HOPS];
+};
+
+/* The prefix index (issue 22: an announce request walked every broadcast
+ * twice): every path prefix of a broadcast on segment boundaries, the path
+ * itself included, lists the broadcasts under it; a request for prefix P
+ * visits P's list. "" is the whole table (the node's list). */
+struct pfx {
+	struct pfx *hnext; /* in the node's ptab bucket */
+	struct plink *head;
+	uint64_t hash;
+	size_t len;
+	char path[]; /* NUL-terminated */
+};
+
+/* One broadcast in one prefix's list. */
+struct plink {
+	struct plink *next, **pprev;
+	struct pfx *px;
+	struct bcast *bc;
 };
 
 /* The origin table: one announced broadcast, in the node's hash table
@@ -77,13 +100,16 @@ struct bcast {
 	char *path;
 	size_t len;
 	uint64_t hash;
-	struct moq_session *pub; /* NULL: local, lingering or another worker's
+	struct moq_session *pub;       /* NULL: local, lingering or another worker's
 				  * (set with bcast_set_pub) */
-	uint32_t owner;          /* hub: 1 + id of the node that owns it; 0 = us */
+	struct bcast *pnext, **ppprev; /* in @pub's list of live routes */
+	uint32_t owner;                /* hub: 1 + id of the node that owns it; 0 = us */
 	int local;
 	uint64_t timescale;    /* local broadcasts */
 	uint64_t linger_until; /* nonzero: the publisher is gone */
 	struct bsrc *backups;  /* other routes, newest first */
+	struct plink *pl;      /* its places in the prefix index (npl of them) */
+	uint32_t npl;
 	uint32_t nhops;
 	uint64_t hops[MOQ_MAX_HOPS];
 };
@@ -182,6 +208,7 @@ struct moq_hub {
 	atomic_flag lock;
 	struct moq_node **nodes;
 	struct hub_box *box;
+	uint64_t hop_key[2]; /* the nodes' client_hop key (random, relay-wide) */
 };
 
 /* A TRACK_INFO answer the relay learned (or is asking for). */
@@ -289,10 +316,12 @@ struct moq_session {
 	uint32_t nlat; /* dsubs with their own max latency (dsub_params) */
 	struct usub *usubs;
 	uint32_t nusubs, nann_in;
-	uint32_t nbcasts;   /* broadcast routes it holds (live or backup):
+	uint32_t nbcasts;           /* broadcast routes it holds (live or backup):
 			   * cfg.max_session_broadcasts */
-	uint32_t nfetch;    /* FETCH replies in flight: cfg.max_fetches */
-	struct gout *gouts; /* streams still being written (may hold done ones) */
+	struct bcast *live_routes;  /* the broadcasts it is the live route of */
+	struct bsrc *backup_routes; /* its backup routes */
+	uint32_t nfetch;            /* FETCH replies in flight: cfg.max_fetches */
+	struct gout *gouts;         /* streams still being written (may hold done ones) */
 	/* FIN sent or reset, waiting for acknowledgements and for QUIC to close
 	 * the stream (seconds with a slow subscriber, and audio opens a stream
 	 * per frame): kept off @gouts so fanout visits only streams it writes.
@@ -329,6 +358,7 @@ struct moq_session {
 	/* cfg.auth (access.c): what the token grants, once authorised */
 	struct moq_auth_grant *grant;
 	uint8_t auth_done;      /* authorisation ran (grant set, or closing) */
+	uint8_t link_grant;     /* its token is a cluster link's (access_session) */
 	uint64_t auth_deadline; /* node clock: the token's exp; 0 = none */
 };
 
@@ -355,6 +385,8 @@ struct moq_node {
 	struct bcast *bcasts; /* every broadcast, in a list ... */
 	struct bcast **btab;  /* ... and hashed by path (bmask + 1 buckets) */
 	uint32_t bmask;
+	struct pfx **ptab; /* the prefix index, hashed by prefix (pmask + 1 buckets) */
+	uint32_t pmask, npfx;
 	struct bcast *linger_head, *linger_tail; /* lingering, oldest deadline first */
 	struct mstream *ann_in;                  /* every session's announce requests (ANN_IN) */
 	struct upstream *ups;
@@ -380,6 +412,7 @@ struct moq_node {
 	uint16_t lat_used[MOQ_LAT_PENDING];
 	struct moq_lat_hist lat;
 	int64_t admit_credit; /* moq_node_admit; MOQ_ADMIT_OPEN = no limit */
+	uint64_t hop_key[2];  /* client_hop's key: the hub's, or random */
 };
 
 /* latency.c, relay-added latency: note the arrivals of the complete frames
@@ -410,10 +443,13 @@ char *path_join(const char *a, size_t al, const char *b, size_t bl, size_t *out_
 int path_norm_join(const char *base, size_t bl, const char *p, size_t len, char **out,
                    size_t *out_len);
 bool hops_have(const uint64_t *hops, uint32_t n, uint64_t h);
+int hops_chain(uint64_t *dst, const uint64_t *src, uint32_t nh, bool add, uint64_t extra);
+uint32_t hops_client(const struct moq_node *n, uint64_t *hops, uint32_t nh);
 bool names_fit(struct moq_node *n, const char *p, size_t plen, size_t tlen);
 int req_path(struct moq_session *s, struct mstream *st, const struct moq_str *b, size_t tlen,
              char **full, size_t *flen);
 struct bcast *bcast_find(struct moq_node *n, const char *p, size_t len);
+struct plink *bcast_under(struct moq_node *n, const char *p, size_t len);
 struct bcast *bcast_add(struct moq_node *n, const char *p, size_t len);
 void bcast_unlink(struct moq_node *n, struct bcast *bc);
 void bcast_end(struct moq_node *n, struct bcast *bc);
@@ -497,6 +533,8 @@ void sess_fail(struct moq_session *s, uint64_t code);
 int access_session(struct moq_session *s, const struct moq_str *setup_path);
 bool access_allows(struct moq_session *s, int put, const char *p, size_t len);
 bool access_overlaps(struct moq_session *s, int put, const char *p, size_t len);
+bool access_peer(struct moq_session *s);
+bool access_peer_allows(struct moq_session *s, int put, const char *p, size_t len);
 void access_ann_request(struct moq_session *s);
 void access_expire(struct moq_node *n, uint64_t now);
 
@@ -513,6 +551,7 @@ void hub_send(struct moq_node *n, uint32_t to1, int kind, const char *p, size_t 
               size_t tl);
 void hub_announce(struct moq_node *n, struct bcast *bc, int active);
 void hub_drain(struct moq_node *n);
+uint64_t hub_dropped(const struct moq_node *n);
 
 /* Intrusive lists with a back link to the link pointing at each element
  * (<sys/queue.h>'s LIST scheme, on the fields named): O(1) unlink.
@@ -707,10 +746,32 @@ static inline void up_idle(struct upstream *up)
 }
 
 /* Whether @s may publish (@put) or read @p (absolute, normalised): always
- * without cfg.auth and for the sessions this node opened. */
+ * without cfg.auth; for a session this node opened, as the token it
+ * presents says (none: always). */
 static inline bool access_ok(struct moq_session *s, int put, const char *p, size_t len)
 {
-	return !s->n->cfg.auth || !s->server || access_allows(s, put, p, len);
+	if (!s->server) /* a peer we dialled: as our token says (moq_session_peer_token) */
+		return !s->grant || access_peer_allows(s, put, p, len);
+	return !s->n->cfg.auth || access_allows(s, put, p, len);
+}
+
+/* Whether @s is a cluster link (moq.h, cfg.link_max_*): a session this
+ * relay dialled, or one whose token is a link's (access_session). */
+static inline bool sess_link(const struct moq_session *s)
+{
+	return (!s->server && s->n->cfg.relay) || s->link_grant;
+}
+
+/* The per-session bounds of @s: a link's, or a client's. */
+static inline uint32_t sess_max_subscriptions(const struct moq_session *s)
+{
+	return sess_link(s) ? s->n->cfg.link_max_subscriptions : s->n->cfg.max_subscriptions;
+}
+
+static inline uint32_t sess_max_broadcasts(const struct moq_session *s)
+{
+	return sess_link(s) ? s->n->cfg.link_max_session_broadcasts
+	                    : s->n->cfg.max_session_broadcasts;
 }
 
 /* Something changed for every subscriber of @up (it ended, ...). */

@@ -48,6 +48,10 @@ struct moq_node *moq_node_create(const struct moq_node_cfg *cfg)
 		n->cfg.max_broadcasts = MOQ_DEFAULT_MAX_BROADCASTS;
 	if (!n->cfg.max_session_broadcasts)
 		n->cfg.max_session_broadcasts = MOQ_DEFAULT_MAX_SESSION_BROADCASTS;
+	if (!n->cfg.link_max_subscriptions)
+		n->cfg.link_max_subscriptions = MOQ_DEFAULT_LINK_MAX_SUBSCRIPTIONS;
+	if (!n->cfg.link_max_session_broadcasts)
+		n->cfg.link_max_session_broadcasts = MOQ_DEFAULT_LINK_MAX_SESSION_BROADCASTS;
 	if (!n->cfg.max_fetches)
 		n->cfg.max_fetches = MOQ_DEFAULT_MAX_FETCHES;
 	if (!n->cfg.max_broadcast_name)
@@ -64,6 +68,10 @@ struct moq_node *moq_node_create(const struct moq_node_cfg *cfg)
 		n->hub_id = (uint32_t)id;
 		if (!cfg->origin && n->hub->origin)
 			n->cfg.origin = n->hub->origin;
+		memcpy(n->hop_key, n->hub->hop_key, sizeof(n->hop_key));
+	} else {
+		n->hop_key[0] = hop_id_random(n);
+		n->hop_key[1] = hop_id_random(&n->cfg);
 	}
 	if (n->cfg.cache) {
 		int rc = moq_cache_reader_register(n->cfg.cache, n->cfg.cache_reader);
@@ -98,6 +106,7 @@ void moq_node_destroy(struct moq_node *n)
 	while (n->bcasts)
 		bcast_unlink(n, n->bcasts);
 	free(n->btab);
+	free(n->ptab);
 	while (n->tinfos) {
 		struct tinfo *t = n->tinfos;
 		n->tinfos = t->next;
@@ -113,6 +122,7 @@ void moq_node_destroy(struct moq_node *n)
 void moq_node_stats(const struct moq_node *n, struct moq_node_stats *out)
 {
 	*out = n->st;
+	out->hub_dropped = hub_dropped(n);
 }
 
 void moq_node_admit(struct moq_node *n, int64_t credit)

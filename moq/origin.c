@@ -144,6 +144,82 @@ int req_path(struct moq_session *s, struct mstream *st, const struct moq_str *b,
 	return 0;
 }
 
+/*
+ * Every hop chain is built here (PROTOCOL.md, Announce: at most 32 hops):
+ * @src's @nh hops into @dst (room for MOQ_MAX_HOPS), then @extra when
+ * @add. Returns the chain's length, or -1 when it would pass MOQ_MAX_HOPS
+ * (@dst then holds nothing the caller may use: it drops the chain).
+ */
+int hops_chain(uint64_t *dst, const uint64_t *src, uint32_t nh, bool add, uint64_t extra)
+{
+	if (nh > MOQ_MAX_HOPS || (add && nh == MOQ_MAX_HOPS))
+		return -1;
+	if (nh && dst != src)
+		memmove(dst, src, nh * sizeof(src[0]));
+	if (add)
+		dst[nh++] = extra;
+	return (int)nh;
+}
+
+/* SipHash-2-4 (Aumasson and Bernstein, 2012) of one 64-bit word: a keyed
+ * PRF, so the hop ids client_hop makes cannot be aimed at another's. */
+#define SIP_ROTL(x, b) (((x) << (b)) | ((x) >> (64 - (b))))
+#define SIP_ROUND(v0, v1, v2, v3)                                                                  \
+	do {                                                                                       \
+		v0 += v1;                                                                          \
+		v1 = SIP_ROTL(v1, 13) ^ v0;                                                        \
+		v0 = SIP_ROTL(v0, 32);                                                             \
+		v2 += v3;                                                                          \
+		v3 = SIP_ROTL(v3, 16) ^ v2;                                                        \
+		v0 += v3;                                                                          \
+		v3 = SIP_ROTL(v3, 21) ^ v0;                                                        \
+		v2 += v1;                                                                          \
+		v1 = SIP_ROTL(v1, 17) ^ v2;                                                        \
+		v2 = SIP_ROTL(v2, 32);                                                             \
+	} while (0)
+
+static uint64_t siphash_u64(const uint64_t key[2], uint64_t m)
+{
+	uint64_t v0 = key[0] ^ 0x736f6d6570736575ull, v1 = key[1] ^ 0x646f72616e646f6dull;
+	uint64_t v2 = key[0] ^ 0x6c7967656e657261ull, v3 = key[1] ^ 0x7465646279746573ull;
+	uint64_t b = 8ull << 56; /* the length byte, no tail */
+
+	v3 ^= m;
+	SIP_ROUND(v0, v1, v2, v3);
+	SIP_ROUND(v0, v1, v2, v3);
+	v0 ^= m;
+	v3 ^= b;
+	SIP_ROUND(v0, v1, v2, v3);
+	SIP_ROUND(v0, v1, v2, v3);
+	v0 ^= b;
+	v2 ^= 0xff;
+	for (int i = 0; i < 4; i++)
+		SIP_ROUND(v0, v1, v2, v3);
+	return v0 ^ v1 ^ v2 ^ v3;
+}
+
+/*
+ * Issue 22: only a cluster peer (access_peer) may present a hop chain. A
+ * client's announce starts its own chain here: its @nh hops in @hops (as
+ * received, the responder's hop stamped) become one hop, the relay's keyed
+ * hash of the client's own hop id (the chain's last: lite-04 senders append
+ * their own, lite-05 receivers stamp it). The same client over two sessions
+ * of this relay (a reconnect, a standby) keeps one publisher id; no client
+ * can name another publisher's first hop, nor shorten its chain, to take
+ * its broadcast over without the ownership rules (AUTH-CLUSTER.md). An
+ * unknown id (0, lite-03) stays unknown. Returns the new length (0 or 1).
+ */
+uint32_t hops_client(const struct moq_node *n, uint64_t *hops, uint32_t nh)
+{
+	uint64_t own;
+
+	if (!nh)
+		return 0;
+	own = hops[nh - 1];
+	hops[0] = own ? (siphash_u64(n->hop_key, own) & 0x3fffffffffffffffull) | 1 : 0;
+	return 1;
+}
+
 bool hops_have(const uint64_t *hops, uint32_t n, uint64_t h)
 {
 	if (h == 0)
@@ -202,6 +278,122 @@ static bool btab_grow(struct moq_node *n)
 	return true;
 }
 
+/* ----------------------------------------------------- prefix index */
+
+static struct pfx *pfx_find(const struct moq_node *n, const char *p, size_t len, uint64_t h)
+{
+	if (!n->ptab)
+		return NULL;
+	for (struct pfx *x = n->ptab[h & n->pmask]; x; x = x->hnext)
+		if (x->hash == h && x->len == len && memcmp(x->path, p, len) == 0)
+			return x;
+	return NULL;
+}
+
+/* Double the index's buckets (or make the first ones) when it holds more
+ * prefixes than buckets. Returns false when memory is short and there is
+ * no table yet. */
+static bool ptab_grow(struct moq_node *n)
+{
+	uint32_t cap = n->ptab ? (n->pmask + 1) * 2 : BTAB_MIN;
+	struct pfx **t;
+
+	if (n->ptab && n->npfx < n->pmask + 1)
+		return true;
+	t = calloc(cap, sizeof(*t));
+	if (!t)
+		return n->ptab != NULL;
+	for (uint32_t i = 0; n->ptab && i <= n->pmask; i++)
+		for (struct pfx *x = n->ptab[i], *nx; x; x = nx) {
+			nx = x->hnext;
+			x->hnext = t[x->hash & (cap - 1)];
+			t[x->hash & (cap - 1)] = x;
+		}
+	free(n->ptab);
+	n->ptab = t;
+	n->pmask = cap - 1;
+	return true;
+}
+
+/* @l leaves its prefix's list; an empty prefix leaves the index. */
+static void plink_drop(struct moq_node *n, struct plink *l)
+{
+	struct pfx *x = l->px;
+
+	if (!x)
+		return;
+	PLINK_UNLINK(l, next, pprev);
+	l->px = NULL;
+	if (x->head)
+		return;
+	for (struct pfx **pp = &n->ptab[x->hash & n->pmask]; *pp; pp = &(*pp)->hnext)
+		if (*pp == x) {
+			*pp = x->hnext;
+			break;
+		}
+	n->npfx--;
+	free(x);
+}
+
+/* Put @bc in the list of each of its prefixes (segment boundaries and the
+ * path itself). Returns false when memory ran out (nothing is left in). */
+static bool pfx_index(struct moq_node *n, struct bcast *bc)
+{
+	uint32_t k = 0, np = 1;
+
+	for (size_t i = 0; i < bc->len; i++)
+		np += bc->path[i] == '/';
+	bc->pl = calloc(np, sizeof(*bc->pl));
+	if (!bc->pl)
+		return false;
+	for (size_t i = 0; i <= bc->len; i++) {
+		struct plink *l;
+		struct pfx *x;
+		uint64_t h;
+
+		if (i < bc->len && bc->path[i] != '/')
+			continue;
+		h = path_hash(bc->path, i);
+		x = pfx_find(n, bc->path, i, h);
+		if (!x) {
+			if (!ptab_grow(n) || !(x = calloc(1, sizeof(*x) + i + 1)))
+				goto fail;
+			memcpy(x->path, bc->path, i);
+			x->len = i;
+			x->hash = h;
+			x->hnext = n->ptab[h & n->pmask];
+			n->ptab[h & n->pmask] = x;
+			n->npfx++;
+		}
+		l = &bc->pl[k++];
+		l->bc = bc;
+		l->px = x;
+		PLINK_AT(&x->head, l, next, pprev);
+	}
+	bc->npl = k;
+	return true;
+fail:
+	bc->npl = k;
+	while (bc->npl)
+		plink_drop(n, &bc->pl[--bc->npl]);
+	free(bc->pl);
+	bc->pl = NULL;
+	return false;
+}
+
+/*
+ * The broadcasts under prefix @p (@len bytes, normalised, not empty): the
+ * first link of its list in the prefix index (walk with ->next, each ->bc),
+ * NULL when none. Proportional to the broadcasts under @p, not to the
+ * table. An empty prefix is the node's whole list (n->bcasts).
+ */
+struct plink *bcast_under(struct moq_node *n, const char *p, size_t len)
+{
+	struct pfx *x = pfx_find(n, p, len, path_hash(p, len));
+
+	return x ? x->head : NULL;
+}
+
 struct bcast *bcast_add(struct moq_node *n, const char *p, size_t len)
 {
 	struct bcast *b;
@@ -218,6 +410,11 @@ struct bcast *bcast_add(struct moq_node *n, const char *p, size_t len)
 	}
 	b->len = len;
 	b->hash = path_hash(p, len);
+	if (!pfx_index(n, b)) {
+		free(b->path);
+		free(b);
+		return NULL;
+	}
 	b->hnext = n->btab[b->hash & n->bmask];
 	n->btab[b->hash & n->bmask] = b;
 	b->next = n->bcasts;
@@ -232,11 +429,23 @@ struct bcast *bcast_add(struct moq_node *n, const char *p, size_t len)
  * counts (cfg.max_session_broadcasts). */
 void bcast_set_pub(struct bcast *bc, struct moq_session *s)
 {
-	if (bc->pub)
+	if (bc->pub) {
 		bc->pub->nbcasts--;
+		PLINK_UNLINK(bc, pnext, ppprev);
+	}
 	bc->pub = s;
-	if (s)
+	if (s) {
 		s->nbcasts++;
+		PLINK_AT(&s->live_routes, bc, pnext, ppprev);
+	}
+}
+
+/* Backup route @b is dropped (off its session's list and count). */
+static void bsrc_free(struct bsrc *b)
+{
+	PLINK_UNLINK(b, snext, spprev);
+	b->pub->nbcasts--;
+	free(b);
 }
 
 void bcast_unlink(struct moq_node *n, struct bcast *bc)
@@ -254,12 +463,14 @@ void bcast_unlink(struct moq_node *n, struct bcast *bc)
 	if (bc->next)
 		bc->next->prev = bc->prev;
 	n->st.broadcasts--;
+	while (bc->npl)
+		plink_drop(n, &bc->pl[--bc->npl]);
+	free(bc->pl);
 	bcast_set_pub(bc, NULL);
 	while (bc->backups) {
 		struct bsrc *b = bc->backups;
 		bc->backups = b->next;
-		b->pub->nbcasts--;
-		free(b);
+		bsrc_free(b);
 	}
 	free(bc->path);
 	free(bc);
@@ -435,11 +646,12 @@ static bool bsrc_push(struct bcast *bc, struct moq_session *s, const uint64_t *h
 	if (!b)
 		return false;
 	b->pub = s;
-	b->nhops = nh;
-	memcpy(b->hops, hops, nh * sizeof(hops[0]));
+	b->bc = bc;
+	b->nhops = (uint32_t)hops_chain(b->hops, hops, nh, false, 0);
 	b->next = bc->backups;
 	bc->backups = b;
 	s->nbcasts++;
+	PLINK_AT(&s->backup_routes, b, snext, spprev);
 	return true;
 }
 
@@ -461,11 +673,10 @@ static void bcast_route(struct moq_node *n, struct bcast *bc, struct moq_session
 	uint32_t old_nh = bc->nhops;
 	const struct moq_session *old_pub = bc->pub;
 
-	memcpy(old_hops, bc->hops, old_nh * sizeof(old_hops[0]));
+	hops_chain(old_hops, bc->hops, old_nh, false, 0);
 	bcast_unlinger(n, bc);
 	bcast_set_pub(bc, s);
-	bc->nhops = nh;
-	memcpy(bc->hops, hops, nh * sizeof(hops[0]));
+	bc->nhops = (uint32_t)hops_chain(bc->hops, hops, nh, false, 0);
 	if (renew)
 		tinfo_drop_path(n, bc->path, bc->len);
 	for (struct upstream *up = n->ups; up; up = up->next) {
@@ -513,8 +724,7 @@ uint64_t bcast_offer(struct moq_node *n, struct moq_session *s, const char *p, s
 		n->st.ann_restarts++;
 		bp = bsrc_find(bc, s);
 		if (bp) { /* a hidden route: only its hops change */
-			(*bp)->nhops = nh;
-			memcpy((*bp)->hops, hops, nh * sizeof(hops[0]));
+			(*bp)->nhops = (uint32_t)hops_chain((*bp)->hops, hops, nh, false, 0);
 			return 0;
 		}
 		/* The same original publisher: the route is updated in place;
@@ -522,7 +732,7 @@ uint64_t bcast_offer(struct moq_node *n, struct moq_session *s, const char *p, s
 		bcast_route(n, bc, s, hops, nh, !same_publisher(bc->hops, bc->nhops, hops, nh));
 		return 0;
 	}
-	if (s->nbcasts >= n->cfg.max_session_broadcasts) {
+	if (s->nbcasts >= sess_max_broadcasts(s)) {
 		n->st.ann_refused_session++;
 		n->st.refused_bounds++;
 		return MOQ_CODE_BOUNDS;
@@ -537,8 +747,7 @@ uint64_t bcast_offer(struct moq_node *n, struct moq_session *s, const char *p, s
 		if (!bc)
 			return 0;
 		bcast_set_pub(bc, s);
-		bc->nhops = nh;
-		memcpy(bc->hops, hops, nh * sizeof(hops[0]));
+		bc->nhops = (uint32_t)hops_chain(bc->hops, hops, nh, false, 0);
 		ann_notify(n, bc, 1);
 		hub_announce(n, bc, 1);
 		return 0;
@@ -630,8 +839,7 @@ void bcast_withdraw(struct moq_node *n, struct bcast *bc, struct moq_session *s,
 		if (bp) {
 			b = *bp;
 			*bp = b->next;
-			s->nbcasts--;
-			free(b);
+			bsrc_free(b);
 		}
 		return;
 	}
@@ -639,6 +847,7 @@ void bcast_withdraw(struct moq_node *n, struct bcast *bc, struct moq_session *s,
 		bp = bsrc_best(bc);
 		b = *bp;
 		*bp = b->next;
+		PLINK_UNLINK(b, snext, spprev);
 		b->pub->nbcasts--;
 		n->st.bcast_failovers++;
 		bcast_route(n, bc, b->pub, b->hops, b->nhops,
@@ -654,16 +863,15 @@ void bcast_withdraw(struct moq_node *n, struct bcast *bc, struct moq_session *s,
 	bcast_end(n, bc);
 }
 
-/* Session @s is going away: its routes fail over, linger or are dropped. */
+/* Session @s is going away: its routes fail over, linger or are dropped.
+ * Its own lists (issue 22: was a walk of the whole origin table per
+ * session close); each withdraw takes the route off them. */
 void bcast_session_gone(struct moq_node *n, struct moq_session *s)
 {
-	struct bcast *bc, *nx;
-
-	for (bc = n->bcasts; bc; bc = nx) {
-		nx = bc->next;
-		if (bcast_has_route(bc, s))
-			bcast_withdraw(n, bc, s, true);
-	}
+	while (s->backup_routes)
+		bcast_withdraw(n, s->backup_routes->bc, s, true);
+	while (s->live_routes)
+		bcast_withdraw(n, s->live_routes, s, true);
 }
 
 /* moq.h: the origin table as the HTTP listener's /announced lists it. */
@@ -677,6 +885,17 @@ int moq_node_broadcasts(struct moq_node *n, const char *prefix, size_t len,
 
 	if (p == NULL)
 		return MOQ_ERR_INVAL;
+	if (plen) { /* the prefix index: only what lies under it */
+		for (struct plink *l = bcast_under(n, p, plen); l; l = l->next) {
+			if (l->bc->linger_until != 0 ||
+			    !moq_path_has_prefix(p, plen, l->bc->path, l->bc->len, &off))
+				continue;
+			cb(user, l->bc->path, l->bc->len, off);
+			count++;
+		}
+		free(p);
+		return count;
+	}
 	for (struct bcast *bc = n->bcasts; bc; bc = bc->next) {
 		if (bc->linger_until != 0 || !moq_path_has_prefix(p, plen, bc->path, bc->len, &off))
 			continue;

@@ -135,7 +135,7 @@ void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_su
 		sess_fail(s, MOQ_CODE_DUPLICATE); /* ids are unique per session */
 		return;
 	}
-	if (s->ndsubs >= n->cfg.max_subscriptions) {
+	if (s->ndsubs >= sess_max_subscriptions(s)) {
 		n->st.subs_refused_session++;
 		n->st.refused_bounds++;
 		st_refuse(s, st, MOQ_CODE_BOUNDS);

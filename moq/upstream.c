@@ -69,7 +69,7 @@ struct usub *usub_open(struct moq_session *s, const char *b, size_t bl, const ch
 	struct mstream *st;
 	struct moq_msg m = {.type = MOQ_MSG_SUBSCRIBE};
 
-	if (s->nusubs >= s->n->cfg.max_subscriptions) {
+	if (s->nusubs >= sess_max_subscriptions(s)) {
 		*err = MOQ_ERR_LIMIT;
 		return NULL;
 	}

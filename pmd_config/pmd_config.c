@@ -106,6 +106,11 @@ static const struct key keys[] = {
         {"max-session-broadcasts", K_U32, OFF(max_session_broadcasts), 1, 10000000,
          "broadcasts one session may announce (live or backup); beyond: closed with 11 "
          "(default 1024)"},
+        {"link-max-subscriptions", K_U32, OFF(link_max_subscriptions), 1, 10000000,
+         "subscriptions over one cluster link (a session we dialled, or one with the broad "
+         "link token), either way (default 65536)"},
+        {"link-max-broadcasts", K_U32, OFF(link_max_broadcasts), 1, 10000000,
+         "broadcasts one cluster link may announce (default 16384)"},
         {"max-announce-requests", K_U32, OFF(max_announce_requests), 1, 1000000,
          "announce requests per session; beyond: reset 11 (default 16)"},
         {"max-session-subscriptions", K_U32, OFF(max_session_subscriptions), 1, 1000000,
@@ -137,6 +142,9 @@ static const struct key keys[] = {
          "file holding the JWT sent to peers (lite-05 SETUP path ?jwt=)"},
         {"cluster-ca", K_PATH, OFF(cluster_ca), 0, 0,
          "CA file (PEM) peers' certificates are verified with; \"insecure\" = none"},
+        {"cluster-name", K_PATH, OFF(cluster_name), 0, 0,
+         "name peers' certificates must carry (default: each URL's host; give it when the "
+         "URLs are IP addresses)"},
         /* 600 s: far beyond a viewer's reconnect */
         {"upstream-hold", K_DUR, OFF(upstream_hold_us), 0, 600 * US,
          "upstream subscription kept after its last subscriber left (default 2s with "
@@ -211,6 +219,8 @@ void moq_pmd_config_defaults(struct moq_pmd_config *cfg)
 	cfg->max_announce_requests = 16;      /* moq_node_create's default */
 	cfg->max_session_subscriptions = 256; /* moq_node_create's default */
 	cfg->max_session_fetches = 16;        /* MOQ_DEFAULT_MAX_FETCHES */
+	cfg->link_max_subscriptions = 65536;  /* MOQ_DEFAULT_LINK_MAX_SUBSCRIPTIONS */
+	cfg->link_max_broadcasts = 16384;     /* MOQ_DEFAULT_LINK_MAX_SESSION_BROADCASTS */
 	cfg->max_broadcast_name = 1024;       /* MOQ_DEFAULT_MAX_BROADCAST_NAME */
 	cfg->max_track_name = 256;            /* MOQ_DEFAULT_MAX_TRACK_NAME */
 	cfg->max_tcp_conns = 1024;
@@ -855,9 +865,16 @@ int moq_pmd_config_check(const struct moq_pmd_config *cfg, char *err, size_t err
 		            "--cluster-ca: required with --cluster-connect (a CA file, or "
 		            "\"insecure\" for no verification)");
 	if (cfg->cluster_connect[0] == '\0' &&
-	    (cfg->cluster_token[0] != '\0' || cfg->cluster_ca[0] != '\0'))
+	    (cfg->cluster_token[0] != '\0' || cfg->cluster_ca[0] != '\0' ||
+	     cfg->cluster_name[0] != '\0'))
 		return fail(err, errlen, "%s: only with --cluster-connect",
-		            cfg->cluster_token[0] ? "--cluster-token" : "--cluster-ca");
+		            cfg->cluster_token[0] ? "--cluster-token"
+		            : cfg->cluster_ca[0]  ? "--cluster-ca"
+		                                  : "--cluster-name");
+	if (cfg->cluster_name[0] != '\0' && strcmp(cfg->cluster_ca, "insecure") == 0)
+		return fail(err, errlen,
+		            "--cluster-name: needs a CA file in --cluster-ca (\"insecure\" checks "
+		            "no name)");
 	/* the DPDK backend's TCP goes through its exception port (exc.c),
 	 * which carries one IPv4 address */
 	if (cfg->backend == MOQ_CFG_BACKEND_DPDK && cfg->tcp)

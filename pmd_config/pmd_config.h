@@ -105,6 +105,8 @@ struct moq_pmd_config {
 	uint32_t max_announce_requests;     /* per session */
 	uint32_t max_session_subscriptions; /* per session */
 	uint32_t max_session_fetches;       /* in flight per session */
+	uint32_t link_max_subscriptions;    /* per cluster link (moq.h, cfg.link_max_*) */
+	uint32_t link_max_broadcasts;       /* announced over one cluster link */
 	uint32_t max_broadcast_name;        /* bytes */
 	uint32_t max_track_name;            /* bytes */
 	uint32_t max_message;               /* control message bytes */
@@ -118,6 +120,8 @@ struct moq_pmd_config {
 	char cluster_token[MOQ_CFG_PATH_MAX]; /* file with the JWT sent to peers */
 	char cluster_ca[MOQ_CFG_PATH_MAX];    /* CA file peers are verified with,
 					       * "insecure" = no verification */
+	char cluster_name[MOQ_CFG_PATH_MAX];  /* the name peers' certificates must carry
+					       * (with a CA file); "" = each URL's host */
 	uint64_t upstream_hold_us;            /* upstream kept after its last subscriber */
 	int upstream_hold_set;                /* given (else 2 s with cluster_connect, 0 without) */
 	/* admission (issue 13; moq.h, moq_node_admit): a worker busier than

@@ -195,7 +195,8 @@ struct moq_quic_config {
 	const char *key_file;
 	struct moq_quic_tls *tls;
 	/* Client: CA file to verify the server with; NULL = no verification
-	 * (development only). */
+	 * (development only). With it the certificate must also name
+	 * server_name (a DNS name, or an IP address literal). */
 	const char *ca_file;
 	/* Client: the SNI host name; NULL = "localhost". */
 	const char *server_name;

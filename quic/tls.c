@@ -5,6 +5,7 @@
  */
 #include "quic_int.h"
 
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -537,6 +538,26 @@ fail_copy:
 	return rv;
 }
 
+/*
+ * A client verifying its server (a CA file) also checks that the
+ * certificate names @name (RFC 9525, 6: the reference identity is the host
+ * the client meant to reach; a chain to the CA alone would accept any
+ * certificate the CA ever issued, for any host): a DNS name against the
+ * subject alternative names (or the CN without any), an IP address literal
+ * against the IP address entries. Returns 0 or -1.
+ */
+static int peer_name_check(WOLFSSL *ssl, const char *name)
+{
+	unsigned char a[16];
+
+	if (inet_pton(AF_INET, name, a) == 1 || inet_pton(AF_INET6, name, a) == 1)
+		return wolfSSL_X509_VERIFY_PARAM_set1_ip_asc(wolfSSL_get0_param(ssl), name) ==
+		                       WOLFSSL_SUCCESS
+		               ? 0
+		               : -1;
+	return wolfSSL_check_domain_name(ssl, name) == WOLFSSL_SUCCESS ? 0 : -1;
+}
+
 int quic_tls_conn_new(struct moq_quic_conn *c)
 {
 	struct moq_quic_endpoint *ep = c->ep;
@@ -566,6 +587,10 @@ int quic_tls_conn_new(struct moq_quic_conn *c)
 		}
 		wolfSSL_UseSNI(ssl, WOLFSSL_SNI_HOST_NAME, ep->server_name,
 		               (unsigned short)strlen(ep->server_name));
+		if (ep->ca_file != NULL && peer_name_check(ssl, ep->server_name) != 0) {
+			wolfSSL_free(ssl);
+			return MOQ_ERR_CRYPTO;
+		}
 		/* RFC 9001, 8.2: quic_transport_parameters (0x39), QUIC v1. */
 		wolfSSL_set_quic_transport_version(ssl, 0x39);
 	}

@@ -897,6 +897,9 @@ static const struct moq_node_callbacks ccbs = {
         .group_end = c_group_end,
 };
 
+/* A test's relay settings (NULL: the defaults), applied by l_init. */
+static void (*l_relay_cfg)(struct moq_node_cfg *nc);
+
 /* A relay with --auth-key (HS256 secret) and @pub, and two client nodes;
  * the client endpoint speaks only @alpn (NULL: all). */
 static void l_init(const char *pub, const char *alpn)
@@ -928,7 +931,13 @@ static void l_init(const char *pub, const char *alpn)
 	nc.relay = 1;
 	nc.origin = 1000;
 	nc.auth = L.auth;
-	L.relay = moq_node_create(&nc);
+	{
+		struct moq_node_cfg rc = nc; /* the clients keep the defaults */
+
+		if (l_relay_cfg)
+			l_relay_cfg(&rc);
+		L.relay = moq_node_create(&rc);
+	}
 	nc.auth = NULL;
 	nc.relay = 0;
 	nc.cache = L.pcache;
@@ -1233,6 +1242,138 @@ START_TEST(test_session_expiry)
 }
 END_TEST
 
+/* ------------------------------------------- hop chains (issue 22, item 8) */
+
+/* A raw lite-05 ANNOUNCE active of @suffix with the hops @hops[0..@nh) on
+ * the relay's announce request to @c (its first bidi stream, id 1). */
+static void l_raw_announce(struct cl *c, const char *suffix, const uint64_t *hops, uint32_t nh)
+{
+	struct moq_msg m = {.type = MOQ_MSG_ANNOUNCE};
+	uint8_t buf[512];
+	int len;
+
+	m.u.announce.status = MOQ_ANNOUNCE_ACTIVE;
+	m.u.announce.suffix = (struct moq_str){suffix, strlen(suffix)};
+	m.u.announce.hop_count = nh;
+	memcpy(m.u.announce.hops, hops, nh * sizeof(hops[0]));
+	len = moq_msg_encode(buf, sizeof(buf), MOQ_LITE_05, &m);
+	ck_assert_int_gt(len, 0);
+	ck_assert_int_eq(moq_session_write_raw_stream(c->s, 1, buf, (size_t)len, 0), 0);
+}
+
+/*
+ * Only a cluster peer may present hops (issue 22, item 8). A peer (the
+ * broad link token) announces room/cam learned through another relay:
+ * chain 2000, 5000 (+ its own hop, stamped). A client whose token may only
+ * put under "room" announces room/cam claiming the same first hop 2000
+ * with a shorter chain: before, it was taken as the same publisher over a
+ * better route and silently became the live route. Its chain now starts at
+ * this relay (one hop, the relay's hash of its own id), so it is another
+ * publisher: by the ownership rules it either waits as a hidden backup or
+ * replaces the live one visibly (announce restart, counted), never
+ * silently; closing it then fails over only if it was live.
+ */
+START_TEST(test_session_client_hops)
+{
+	static const uint64_t far[] = {2000, 5000}, claim[] = {2000};
+	struct cl peer, cli, ann;
+	struct moq_node_stats st;
+	int nann;
+
+	l_init(NULL, NULL);
+	l_connect(&peer, MOQ_ROLE_PUBLISHER, "",
+	          hs256("{\"root\":\"\",\"put\":[\"\"],\"get\":[\"\"]}"));
+	l_connect(&cli, MOQ_ROLE_PUBLISHER, "", hs256("{\"root\":\"\",\"put\":[\"room\"]}"));
+	l_connect(&ann, MOQ_ROLE_SUBSCRIBER, "", hs256("{\"root\":\"\",\"get\":[\"\"]}"));
+	l_run(300 * MS);
+	ck_assert(peer.ready && cli.ready && ann.ready);
+	ck_assert(!peer.closed && !cli.closed && !ann.closed);
+	ck_assert_int_eq(moq_session_announce_request(ann.s, "room", 4), 0);
+	l_raw_announce(&peer, "room/cam", far, 2);
+	l_run(200 * MS);
+	ck_assert_uint_eq(relay_bcasts(), 1);
+	ck_assert_int_eq(ann.nann, 1);
+	moq_node_stats(L.relay, &st);
+	ck_assert_uint_eq(st.ann_chains_restarted, 0); /* a peer's chain is kept */
+
+	l_raw_announce(&cli, "cam", claim, 1); /* under its request for "room" */
+	l_run(200 * MS);
+	moq_node_stats(L.relay, &st);
+	ck_assert_uint_eq(st.ann_chains_restarted, 1);
+	ck_assert_uint_eq(relay_bcasts(), 1);
+	ck_assert(!cli.closed && !peer.closed);
+	nann = ann.nann;
+	/* visible (a restart: a second ACTIVE) exactly when it replaced */
+	ck_assert_int_eq(nann, st.bcast_replaced ? 2 : 1);
+	moq_session_close(cli.s, 0);
+	l_run(300 * MS);
+	moq_node_stats(L.relay, &st);
+	ck_assert_uint_eq(st.bcast_failovers, st.bcast_replaced);
+	ck_assert_uint_eq(relay_bcasts(), 1);
+	ck_assert(!peer.closed && !ann.closed);
+	l_fini();
+}
+END_TEST
+
+/* ------------------------------------------- link bounds (issue 22, item 10) */
+
+static void link_bounds_cfg(struct moq_node_cfg *nc)
+{
+	nc->max_subscriptions = 2;
+	nc->max_session_broadcasts = 2;
+	nc->link_max_subscriptions = 8;
+	nc->link_max_session_broadcasts = 8;
+}
+
+/*
+ * A cluster link is one session carrying a whole origin: with the
+ * per-session bounds at 2, a session with the broad link token announces
+ * three broadcasts and subscribes to three tracks (the link bounds, 8),
+ * where before the third ANNOUNCE closed it with 11; a client's session
+ * (get [""] only) still has the client bound: its third SUBSCRIBE is reset
+ * with 11.
+ */
+START_TEST(test_session_link_bounds)
+{
+	static const char *const paths[] = {"room/a", "room/b", "room/c"};
+	const char *broad = "{\"root\":\"\",\"put\":[\"\"],\"get\":[\"\"]}";
+	struct cl pub, link, cli;
+	struct moq_node_stats st;
+
+	l_relay_cfg = link_bounds_cfg;
+	l_init(NULL, NULL);
+	l_relay_cfg = NULL;
+	for (int i = 0; i < 3; i++)
+		l_publish(paths[i]);
+	l_connect(&pub, MOQ_ROLE_PUBLISHER, "", hs256(broad));
+	l_connect(&link, MOQ_ROLE_SUBSCRIBER, "", hs256(broad));
+	l_connect(&cli, MOQ_ROLE_SUBSCRIBER, "", hs256("{\"root\":\"\",\"get\":[\"\"]}"));
+	l_run(300 * MS);
+	ck_assert_msg(!pub.closed, "the link was closed with %llu", (unsigned long long)pub.code);
+	ck_assert_uint_eq(relay_bcasts(), 3);
+	ck_assert(link.ready && cli.ready);
+	for (int i = 0; i < 3; i++) {
+		l_subscribe(&link, paths[i]);
+		l_subscribe(&cli, paths[i]);
+	}
+	l_run(100 * MS);
+	for (uint64_t g = 0; g < 2; g++) {
+		for (int i = 0; i < 3; i++)
+			l_group(paths[i], g);
+		l_run(100 * MS);
+	}
+	ck_assert_int_eq(link.sub_code, -2); /* none refused */
+	ck_assert_uint_eq(link.groups, 6);
+	ck_assert_int_eq(cli.sub_code, MOQ_CODE_BOUNDS);
+	ck_assert_uint_eq(cli.groups, 4);
+	moq_node_stats(L.relay, &st);
+	ck_assert_uint_eq(st.subs_refused_session, 1);
+	ck_assert_uint_eq(st.ann_refused_session, 0);
+	ck_assert(!pub.closed && !link.closed && !cli.closed);
+	l_fini();
+}
+END_TEST
+
 Suite *auth_suite(void);
 Suite *auth_suite(void)
 {
@@ -1260,6 +1401,8 @@ Suite *auth_suite(void)
 	tcase_add_test(tc, test_session_role_and_public);
 	tcase_add_test(tc, test_session_lite04_public);
 	tcase_add_test(tc, test_session_expiry);
+	tcase_add_test(tc, test_session_client_hops);
+	tcase_add_test(tc, test_session_link_bounds);
 	suite_add_tcase(s, tc);
 	return s;
 }

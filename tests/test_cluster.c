@@ -880,6 +880,72 @@ START_TEST(route_hash_fnv1a)
 }
 END_TEST
 
+/* ------------------------------------------- peer certificate names */
+
+/* ... until the link metric @what of @r towards @peer is at least @want. */
+static long long wait_link_ge(const struct relay *r, const char *what, const struct relay *peer,
+                              long long want, unsigned int ms)
+{
+	char name[160];
+
+	snprintf(name, sizeof(name), "moqdp_cluster_link_%s{peer=\"%s\"}", what, peer->url);
+	return wait_metric_ge(r, name, want, ms);
+}
+
+/* issue 22, item 7: with --cluster-ca a link checks that the peer's
+ * certificate names the peer: the URL's host, or --cluster-name. O's
+ * certificate (from a test CA, made here with openssl) names relay-o.test
+ * and the address 127.0.0.2; every edge dials moql://127.0.0.1. E1 names
+ * relay-o.test and connects; E2 checks the URL's address 127.0.0.1 (not in
+ * the certificate) and E3 the name wrong.test: both are refused at the
+ * handshake and keep re-dialling, though their chain to the CA is good. */
+START_TEST(cert_names)
+{
+	unsigned int b = base_port(7);
+	struct relay o, e1, e2, e3;
+	char dir[64], cmd[2048], oarg[64], ca[96], cert[96], key[96];
+	const char *oargs[] = {"--cert", cert, "--key", key, NULL};
+	const char *right[] = {"--cluster-connect", oarg, "--cluster-ca", ca, "--cluster-name",
+	                       "relay-o.test",      NULL};
+	const char *byaddr[] = {"--cluster-connect", oarg, "--cluster-ca", ca, NULL};
+	const char *wrong[] = {"--cluster-connect", oarg, "--cluster-ca", ca, "--cluster-name",
+	                       "wrong.test",        NULL};
+
+	snprintf(dir, sizeof(dir), "/tmp/moqdp-cluster-certs-%d", (int)getpid());
+	snprintf(ca, sizeof(ca), "%s/ca.pem", dir);
+	snprintf(cert, sizeof(cert), "%s/o.pem", dir);
+	snprintf(key, sizeof(key), "%s/o.key", dir);
+	snprintf(cmd, sizeof(cmd),
+	         "set -e; rm -rf %s; mkdir -p %s; cd %s; "
+	         "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+	         "-keyout ca.key -out ca.pem -days 2 -subj /CN=moqdp-test-ca "
+	         "-addext basicConstraints=critical,CA:TRUE "
+	         "-addext keyUsage=critical,keyCertSign 2>/dev/null; "
+	         "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout o.key "
+	         "-out o.csr -subj /CN=relay-o.test 2>/dev/null; "
+	         "printf 'subjectAltName=DNS:relay-o.test,IP:127.0.0.2\\n' > ext; "
+	         "openssl x509 -req -in o.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out o.pem "
+	         "-days 2 -extfile ext 2>/dev/null",
+	         dir, dir, dir);
+	ck_assert_msg(system(cmd) == 0, "openssl could not make the test certificates");
+	relay_start(&o, "co", b, oargs);
+	snprintf(oarg, sizeof(oarg), "%s", o.url);
+	relay_start(&e1, "ce1", b + 2, right);
+	relay_start(&e2, "ce2", b + 4, byaddr);
+	relay_start(&e3, "ce3", b + 6, wrong);
+	ck_assert_int_eq(wait_link(&e1, "state", &o, 2, 15000), 2);
+	ck_assert_int_ge(wait_link_ge(&e2, "reconnects_total", &o, 1, 15000), 1);
+	ck_assert_int_ge(wait_link_ge(&e3, "reconnects_total", &o, 1, 15000), 1);
+	ck_assert_int_eq(link_metric(&e2, "connects_total", &o), 0);
+	ck_assert_int_eq(link_metric(&e3, "connects_total", &o), 0);
+	ck_assert_int_ne(link_metric(&e2, "state", &o), 2);
+	ck_assert_int_ne(link_metric(&e3, "state", &o), 2);
+	ck_assert_int_eq(link_metric(&e1, "connects_total", &o), 1);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 Suite *cluster_suite(void);
 
 Suite *cluster_suite(void)
@@ -901,6 +967,7 @@ Suite *cluster_suite(void)
 	        {"two_publishers", two_publishers_one_route},
 	        {"failover", failover_to_standby_route},
 	        {"wt_link", wt_link},
+	        {"cert_names", cert_names},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		tc = tcase_create(cases[i].name);

@@ -3171,6 +3171,281 @@ START_TEST(test_subscriber_ordered)
 }
 END_TEST
 
+/* ------------------------------------------------- hop chains (issue 22) */
+
+/* Write a raw ANNOUNCE active of "live/room" with @nh hops (@first, then
+ * 101, 102, ...) on the relay's announce request to @s (its first bidi
+ * stream, id 1: RFC 9000, 2.1), in version @v. */
+static void raw_announce(struct moq_session *s, enum moq_version v, uint32_t nh, uint64_t first)
+{
+	struct moq_msg m = {.type = MOQ_MSG_ANNOUNCE};
+	struct moq_announce *an = &m.u.announce;
+	uint8_t buf[512];
+	int len;
+
+	an->status = MOQ_ANNOUNCE_ACTIVE;
+	an->suffix = (struct moq_str){"live/room", 9};
+	an->hop_count = nh;
+	for (uint32_t i = 0; i < nh; i++)
+		an->hops[i] = i == 0 ? first : 100 + i;
+	len = moq_msg_encode(buf, sizeof(buf), v, &m);
+	ck_assert_int_gt(len, 0);
+	ck_assert_int_eq(moq_session_write_raw_stream(s, 1, buf, (size_t)len, 0), 0);
+}
+
+/*
+ * Issue 22, item 2: a listener with an announce request open, a 1-hop
+ * publisher (H.client, hop id 2000) and a standby of the same original
+ * publisher whose chain has 31 (_i 0) or 32 (_i 1) hops, on lite-04. The
+ * 1-hop publisher ends: the standby takes over (ann_reroute). At 31 hops
+ * the route still fits in an announce to the listener (the relay adds its
+ * own hop: 32), so nothing changes for it; at 32 it no longer does, so the
+ * listener hears the broadcast ended (with the route it heard), and no
+ * announce is ever built past 32 hops (the ASan build saw one written past
+ * struct moq_msg on the stack).
+ */
+START_TEST(test_hops_reroute_bound)
+{
+	uint32_t nh = 31 + (uint32_t)_i;
+	struct moq_node_stats rs;
+	struct sub *a;
+
+	h_init(MOQ_ALPN_04, 0);
+	h_publisher();
+	a = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	x_start(4000, 0, 0); /* a publisher of nothing: the standby's session */
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_run(300 * MS, 1000);
+	ck_assert(X.sess.ready);
+	ck_assert_int_eq(moq_session_announce_request(a->s, "live", 4), 0);
+	h_run(300 * MS, 1000);
+	ck_assert_int_eq(a->nann, 1);
+	ck_assert_int_eq(a->ann_active[0], 1);
+	raw_announce(X.sess.s, MOQ_LITE_04, nh, 2000);
+	h_run(300 * MS, 1000);
+	rs = relay_stats();
+	ck_assert_uint_eq(rs.broadcasts, 1);
+	ck_assert_uint_eq(rs.bcast_replaced, 0);
+	ck_assert(!X.sess.closed);
+	ck_assert_int_eq(a->nann, 1);
+
+	moq_session_close(H.pub.s, 0);
+	h_run(500 * MS, 1000);
+	rs = relay_stats();
+	ck_assert_uint_eq(rs.bcast_failovers, 1);
+	ck_assert_uint_eq(rs.broadcasts, 1);
+	ck_assert(!a->closed && !X.sess.closed);
+	if (nh == 31) {
+		ck_assert_int_eq(a->nann, 1); /* the same broadcast: nothing to say */
+	} else {
+		ck_assert_int_eq(a->nann, 2);
+		ck_assert_str_eq(a->ann[1], "live/room");
+		ck_assert_int_eq(a->ann_active[1], 0);
+	}
+	/* a new request hears the route only while it fits */
+	ck_assert_int_eq(moq_session_announce_request(a->s, "live", 4), 0);
+	h_run(300 * MS, 1000);
+	ck_assert_int_eq(a->nann, 2);
+	if (nh == 31)
+		ck_assert_int_eq(a->ann_active[1], 1);
+	h_fini();
+	x_fini();
+}
+END_TEST
+
+/* lite-05: the relay stamps the responder's hop id (ANNOUNCE_OK) onto a
+ * received chain; a chain of 31 becomes 32 and is kept (a standby), one of
+ * 32 would pass the bound and is dropped, counted, the session going on. */
+START_TEST(test_hops_stamp_bound)
+{
+	uint32_t nh = 31 + (uint32_t)_i;
+	struct moq_node_stats rs;
+
+	h_init(MOQ_ALPN_05, 0);
+	h_publisher();
+	x_start(4000, 0, 0);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_run(300 * MS, 1000);
+	ck_assert(X.sess.ready);
+	raw_announce(X.sess.s, MOQ_LITE_05, nh, 2000);
+	h_run(300 * MS, 1000);
+	rs = relay_stats();
+	ck_assert_uint_eq(rs.broadcasts, 1);
+	ck_assert_uint_eq(rs.ann_hops_refused, nh == 32 ? 1 : 0);
+	ck_assert(!X.sess.closed);
+	moq_session_close(H.pub.s, 0);
+	h_run(300 * MS, 1000);
+	rs = relay_stats();
+	/* the standby takes over at 31; at 32 there was none: it lingers */
+	ck_assert_uint_eq(rs.bcast_failovers, nh == 31 ? 1 : 0);
+	h_fini();
+	x_fini();
+}
+END_TEST
+
+/* base64url without padding of @s into @out (a test token's parts). */
+static void b64url(const char *s, char *out)
+{
+	static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	size_t n = strlen(s), o = 0;
+
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)(uint8_t)s[i] << 16;
+		if (i + 1 < n)
+			v |= (uint32_t)(uint8_t)s[i + 1] << 8;
+		if (i + 2 < n)
+			v |= (uint8_t)s[i + 2];
+		out[o++] = t[(v >> 18) & 63];
+		out[o++] = t[(v >> 12) & 63];
+		if (i + 1 < n)
+			out[o++] = t[(v >> 6) & 63];
+		if (i + 2 < n)
+			out[o++] = t[v & 63];
+	}
+	out[o] = 0;
+}
+
+/*
+ * Issue 22, item 7: a dialled peer is held to what our token lets us do
+ * there (moq_session_peer_token). Relay B dials relay A (the cascade) with
+ * a token whose claims grant get on @get only: A's "live/room" is taken
+ * (_i 0: get "live") or dropped as unauthorised (_i 1: get "other"); the
+ * claims are read, not verified (A would verify them).
+ */
+START_TEST(test_peer_token_grants)
+{
+	struct moq_quic_addr la = addr4("10.0.0.9", 9999);
+	const char *get = _i == 0 ? "live" : "other";
+	char claims[128], c64[256], path[320];
+	struct moq_node_stats rb;
+
+	snprintf(claims, sizeof(claims), "{\"root\":\"\",\"put\":[\"up\"],\"get\":[\"%s\"]}", get);
+	b64url(claims, c64);
+	snprintf(path, sizeof(path), "?jwt=eyJhbGciOiJIUzI1NiJ9.%s.c2ln", c64);
+	with_cascade = 1;
+	h_init(NULL, 0);
+	with_cascade = 0;
+	h_publisher(); /* on relay A */
+	cascade_up = moq_node_connect(H.relay2, H.cep, &la, &H.raddr, NULL, MOQ_ROLE_BOTH, NULL,
+	                              now(), NULL);
+	ck_assert_ptr_nonnull(cascade_up);
+	ck_assert_int_eq(moq_session_peer_token(cascade_up, "?jwt=not-a-token", 16), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_session_peer_token(cascade_up, path, strlen(path)), 0);
+	ck_assert(h_until(cascade_ready, 2 * SEC, 0));
+	ck_assert_int_eq(moq_session_announce_request(cascade_up, "", 0), 0);
+	h_run(300 * MS, 0);
+	moq_node_stats(H.relay2, &rb);
+	ck_assert_uint_eq(rb.broadcasts, _i == 0 ? 1 : 0);
+	ck_assert_uint_eq(rb.auth_denied, _i == 0 ? 0 : 1);
+	ck_assert(moq_session_ready(cascade_up)); /* the link goes on */
+	h_fini();
+}
+END_TEST
+
+static int announce_scale_count;
+
+static void count_bcast(void *user, const char *path, size_t plen, size_t off)
+{
+	(void)user;
+	(void)path;
+	(void)plen;
+	(void)off;
+	announce_scale_count++;
+}
+
+static int subs_all_closed(void)
+{
+	for (int i = 0; i < H.nsubs; i++)
+		if (!H.subs[i].closed)
+			return 0;
+	return 1;
+}
+
+/*
+ * Issue 22, item 13: control-path work proportional to what it concerns.
+ * The relay holds 5,000 local broadcasts (bulk/0 .. bulk/4999) beside
+ * live/room; 20 subscribers each open announce requests for "live" and
+ * "bulk/7" (the prefix index: each visits one broadcast, where it walked
+ * the whole table twice) and then close (their routes are on their own
+ * lists: a close no longer walks the table). /announced's listing uses the
+ * index too. Run alone under callgrind (CK_RUN_CASE=announce_scale) for
+ * the figures in the commit message.
+ */
+START_TEST(test_announce_scale)
+{
+	enum { NBULK = 5000, NSUB = 20 };
+	char path[32];
+
+	h_init(NULL, 0);
+	h_publisher();
+	for (int i = 0; i < NBULK; i++) {
+		int len = snprintf(path, sizeof(path), "bulk/%d", i);
+		ck_assert_int_eq(moq_node_publish(H.relay, path, (size_t)len, 1000), 0);
+	}
+	for (int i = 0; i < NSUB; i++)
+		h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 3 * SEC, 0));
+	h_run(200 * MS, 0);
+	for (int i = 0; i < NSUB; i++) {
+		ck_assert_int_eq(moq_session_announce_request(H.subs[i].s, "live", 4), 0);
+		ck_assert_int_eq(moq_session_announce_request(H.subs[i].s, "bulk/7", 6), 0);
+	}
+	h_run(500 * MS, 0);
+	for (int i = 0; i < NSUB; i++) {
+		ck_assert_int_eq(H.subs[i].nann, 2);
+		ck_assert(strcmp(H.subs[i].ann[0], "bulk/7") == 0 ||
+		          strcmp(H.subs[i].ann[1], "bulk/7") == 0);
+	}
+	ck_assert_int_eq(moq_node_broadcasts(H.relay, "bulk/7", 6, count_bcast, NULL), 1);
+	ck_assert_int_eq(moq_node_broadcasts(H.relay, "bulk", 4, count_bcast, NULL), NBULK);
+	ck_assert_int_eq(moq_node_broadcasts(H.relay, "", 0, count_bcast, NULL), NBULK + 1);
+	ck_assert_int_eq(moq_node_broadcasts(H.relay, "bul", 3, count_bcast, NULL), 0);
+	for (int i = 0; i < NSUB; i++)
+		moq_session_close(H.subs[i].s, 0);
+	ck_assert(h_until(subs_all_closed, 2 * SEC, 0));
+	ck_assert_uint_eq(relay_stats().broadcasts, NBULK + 1);
+	for (int i = 0; i < NBULK; i += 2) {
+		int len = snprintf(path, sizeof(path), "bulk/%d", i);
+		ck_assert_int_eq(moq_node_unpublish(H.relay, path, (size_t)len, now()), 0);
+	}
+	ck_assert_int_eq(moq_node_broadcasts(H.relay, "bulk", 4, count_bcast, NULL), NBULK / 2);
+	ck_assert_int_eq(moq_node_broadcasts(H.relay, "bulk/8", 6, count_bcast, NULL), 0);
+	h_fini();
+}
+END_TEST
+
+/* Issue 22, item 13: a hub mailbox is bounded. Worker 1 publishes more
+ * broadcasts than MOQ_HUB_BOX_MAX while worker 2 does not poll: worker 2's
+ * mailbox keeps MOQ_HUB_BOX_MAX of the announcements, the rest are dropped
+ * and counted (before: every one was queued, without limit). */
+START_TEST(test_hub_box_bound)
+{
+	enum { EXTRA = 100 };
+	struct moq_node_stats r2;
+	char path[32];
+
+	with_hub = 1;
+	h_init(NULL, 0);
+	with_hub = 0;
+	for (uint32_t i = 0; i < MOQ_HUB_BOX_MAX + EXTRA; i++) {
+		int len = snprintf(path, sizeof(path), "many/%u", i);
+		ck_assert_int_eq(moq_node_publish(H.relay, path, (size_t)len, 1000), 0);
+	}
+	moq_node_poll(H.relay2, now());
+	moq_node_stats(H.relay2, &r2);
+	ck_assert_uint_eq(r2.hub_dropped, EXTRA);
+	ck_assert_uint_eq(r2.broadcasts, MOQ_HUB_BOX_MAX);
+	/* the mailbox took messages again once drained */
+	ck_assert_int_eq(moq_node_publish(H.relay, "one/more", 8, 1000), 0);
+	moq_node_poll(H.relay2, now());
+	moq_node_stats(H.relay2, &r2);
+	ck_assert_uint_eq(r2.hub_dropped, EXTRA);
+	ck_assert_uint_eq(r2.broadcasts, MOQ_HUB_BOX_MAX + 1);
+	h_fini();
+}
+END_TEST
+
 Suite *moq_session_suite(void);
 
 Suite *moq_session_suite(void)
@@ -3180,7 +3455,7 @@ Suite *moq_session_suite(void)
 
 	TCase *tf = tcase_create("fanout");
 	TCase *tl = tcase_create("lifecycle");
-	TCase *tb;
+	TCase *tb, *th;
 
 	/* Its own case so it can run alone: CK_RUN_CASE=fanout (callgrind). */
 	tcase_set_timeout(tf, 120);
@@ -3235,5 +3510,17 @@ Suite *moq_session_suite(void)
 	tcase_add_test(tl, test_update_start);
 	tcase_add_loop_test(tl, test_subscriber_ordered, 0, 2);
 	suite_add_tcase(s, tl);
+	/* issue 22: hop chains (CK_RUN_CASE=hops runs them alone) */
+	th = tcase_create("hops");
+	tcase_set_timeout(th, 120);
+	tcase_add_loop_test(th, test_hops_reroute_bound, 0, 2);
+	tcase_add_loop_test(th, test_hops_stamp_bound, 0, 2);
+	tcase_add_loop_test(th, test_peer_token_grants, 0, 2);
+	suite_add_tcase(s, th);
+	th = tcase_create("announce_scale");
+	tcase_set_timeout(th, 120);
+	tcase_add_test(th, test_announce_scale);
+	tcase_add_test(th, test_hub_box_bound);
+	suite_add_tcase(s, th);
 	return s;
 }
