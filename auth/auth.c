@@ -646,8 +646,10 @@ static int key_load(const char *opt, const char *path, struct key *k, char *err,
 	free(text);
 	if (why)
 		return cfg_fail(err, errlen, "%s: %s: %s", opt, path, why);
-	if (!k->verify && strcmp(opt, "--auth-key") == 0)
+	if (!k->verify && strcmp(opt, "--auth-key") == 0) {
+		key_clear(k); /* parsed, so its buffers are ours (LeakSanitizer) */
 		return cfg_fail(err, errlen, "%s: %s: key_ops do not include verify", opt, path);
+	}
 	return 0;
 }
 

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Count test cases (TAP lines) across meson's test log; print one line.
+"""Count test cases (TAP lines) across meson's test logs; print one line.
 
-Usage: tap_summary.py build/meson-logs/testlog.json [fuzz_rc]
+Usage: tap_summary.py LOG.json... [N...]
+Each LOG.json is a build's meson-logs/testlog.json (the normal build, then
+build-asan in CI); each bare number N that is not 0 counts one more failure
+(the fuzz run's exit status, sanitizer reports outside any test's TAP).
 A test binary that produced no TAP lines counts as one case by its result.
 """
 import json
@@ -10,15 +13,18 @@ import re
 import sys
 
 passed = failed = skipped = 0
-try:
-    lines = open(sys.argv[1]).read().splitlines()
-except FileNotFoundError:
-    lines = []
-if True:
+logs = [a for a in sys.argv[1:] if not re.fullmatch(r"-?[0-9]*", a)]
+extra = [a for a in sys.argv[1:] if re.fullmatch(r"-?[0-9]*", a)]
+for path in logs:
+    try:
+        lines = open(path).read().splitlines()
+    except FileNotFoundError:
+        failed += 1  # a build that never ran its tests
+        continue
     for line in lines:
         t = json.loads(line)
         out = t.get("stdout") or ""
-        cases = 0
+        cases = failed_here = 0
         for l in out.splitlines():
             m = re.match(r"^(not ok|ok)\b(.*)$", l)
             if not m:
@@ -30,6 +36,7 @@ if True:
                 passed += 1
             else:
                 failed += 1
+                failed_here += 1
         if cases == 0:
             r = t.get("result", "")
             if r in ("OK", "EXPECTEDFAIL"):
@@ -38,8 +45,9 @@ if True:
                 skipped += 1
             else:
                 failed += 1
-        elif t.get("result") not in ("OK", "SKIP", "EXPECTEDFAIL") and failed == 0:
+        elif t.get("result") not in ("OK", "SKIP", "EXPECTEDFAIL") and failed_here == 0:
             failed += 1  # crashed or timed out after its last TAP line
-if len(sys.argv) > 2 and sys.argv[2] not in ("", "0"):
-    failed += 1
+for n in extra:
+    if n not in ("", "0"):
+        failed += 1
 print(f"{passed} passed, {failed} failed, {skipped} skipped")
