@@ -45,8 +45,9 @@ struct relay_worker_stats {
 	 * opened / closed for bad input */
 	uint64_t tcp_conns, tcp_conns_total, tcp_refused, ws_sessions, ws_protocol_closes;
 	/* dpdk backend --tcp (exc.c): frames handed to the exception port,
-	 * frames it sent out of the data port, frames it did not take */
-	uint64_t exc_in, exc_out, exc_drops;
+	 * frames it sent out of the data port, frames it did not take, TCP
+	 * frames to a port not the relay's (dropped) */
+	uint64_t exc_in, exc_out, exc_drops, exc_refused;
 };
 
 /* What a backend sees of its worker; relay.c fills it before open. */

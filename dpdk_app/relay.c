@@ -1377,6 +1377,7 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 	}
 	if (moq_relay_mgmt_open(&r->mgmt, r, r->cfg.mgmt, err, errlen) != 0)
 		goto fail;
+	moq_relay_exc_mgmt(r);
 	moq_relay_telemetry_register(&r->mgmt);
 	return r;
 
@@ -1752,6 +1753,7 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->exc_in += st->exc_in;
 		s->exc_out += st->exc_out;
 		s->exc_drops += st->exc_drops;
+		s->exc_refused += st->exc_refused;
 		s->drain_closes += st->drain_closes;
 		s->busy_tsc += st->busy_tsc;
 		s->idle_tsc += st->idle_tsc;

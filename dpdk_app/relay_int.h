@@ -121,6 +121,10 @@ struct moq_relay {
 	int exc_port, exc_made;
 	char exc_name[40], exc_if[16];
 	struct rte_mempool *exc_pool;
+	/* the TCP ports it forwards (--port; the --mgmt port when bound to
+	 * the data address or 0.0.0.0): TCP to others is refused */
+	uint16_t exc_tcp_ports[2];
+	unsigned int nb_exc_tcp_ports;
 	struct moq_cache *cache;     /* shared by all workers (cache.h) */
 	struct moq_pool *cache_pool; /* the cache's memory (pool.h) */
 	uint64_t admit_window_tsc;   /* --admit-busy: ADMIT_WINDOW_NS in TSC cycles */
@@ -157,9 +161,13 @@ uint64_t moq_relay_now_ns(void);
 /* exc.c: the dpdk backend's exception port (--tcp 1). open: create it
  * after the data ports (0, or MOQ_ERR_CONFIG with one line in @err);
  * take: a frame moq_net did not deliver (verdict @v), 1 when it went to
- * the kernel; poll: the kernel's frames out of the data port, the TCP
+ * the kernel (TCP only to the relay's own ports, the rest counted in
+ * exc_refused); poll: the kernel's frames out of the data port, the TCP
  * listener. relay.c: tx_add for exc.c. */
 int moq_relay_exc_open(struct moq_relay *r, char *err, size_t errlen);
+/* after the management listener opened: its port is forwarded too when it
+ * listens on the data address (or on every address) */
+void moq_relay_exc_mgmt(struct moq_relay *r);
 void moq_relay_exc_close(struct moq_relay *r);
 int moq_relay_exc_take(struct moq_relay *r, struct relay_worker *w, struct rte_mbuf *m, int v);
 int moq_relay_exc_poll(struct moq_relay *r, struct relay_worker *w, uint64_t now);
