@@ -384,11 +384,13 @@ static int dpdk_io_open(struct relay_io *io, const struct moq_pmd_config *cfg, c
 
 	if (io->relay->exc_port < 0)
 		return 0;
+	io->web = &w->web;
 	return moq_relay_web_open(io, &w->web, cfg, err, errlen);
 }
 
 static void dpdk_io_close(struct relay_io *io)
 {
+	io->web = NULL;
 	moq_relay_web_close(&container_of(io, struct relay_worker, io)->web);
 }
 
@@ -672,16 +674,6 @@ static int wrap_established(struct moq_quic_conn *c, void *user, const char *alp
 	return mc->established(c, moq_quic_conn_user(c), alpn);
 }
 
-/* The moq-lite session of @c (raw QUIC or WebTransport), NULL without. */
-static struct moq_session *conn_session(struct moq_quic_conn *c)
-{
-	const char *alpn = moq_quic_conn_alpn(c);
-
-	if (alpn != NULL && strcmp(alpn, MOQ_H3_ALPN) == 0)
-		return moq_wt_conn_session(c);
-	return moq_quic_conn_user(c);
-}
-
 static void wrap_conn_closed(struct moq_quic_conn *c, void *user,
                              const struct moq_quic_close_info *info)
 {
@@ -706,25 +698,25 @@ static const struct moq_quic_callbacks *relay_callbacks(void)
 	return &cbs;
 }
 
-/* SIGQUIT on this worker: GOAWAY to every session now (moq-lite 04+), close
- * the connections still open at 3/4 of the grace period (the main lcore stops
- * the relay at its end). */
+/* SIGQUIT on this worker: GOAWAY to every session of its node now
+ * (moq-lite 04+: raw QUIC, WebTransport and WebSocket sessions, and on
+ * worker 0 the cluster links' sessions), /health on the TCP side turns 503;
+ * at 3/4 of the grace period the connections still open are closed, QUIC
+ * and WebSocket (the main lcore stops the relay at its end). Worker 0
+ * closes the cluster links (moq_cluster_drain: no more dials) once the
+ * main lcore sees no client connection left (drain_links) or at that 3/4,
+ * and says so (links_done) after the poll that sent their
+ * CONNECTION_CLOSEs. */
 static void drain_step(struct moq_relay *r, struct relay_worker *w, uint64_t now)
 {
 	if (!w->draining) {
 		w->draining = 1;
 		w->drain_start = now;
 		w->drain_close_at = now + r->cfg.drain_timeout_us * 1000 / 4 * 3;
-		for (uint32_t i = 0; i < w->conn_cap; i++) {
-			struct moq_quic_conn *c = w->conns[i];
-			struct moq_session *s;
-
-			if (c == NULL || c == CONN_GONE)
-				continue;
-			s = conn_session(c);
-			if (s != NULL && moq_session_goaway(s, "", 0) == 0)
-				w->st.goaways++;
-		}
+		if (w->node != NULL)
+			w->st.goaways += (uint64_t)moq_node_goaway(w->node, "", 0);
+		if (w->io.web != NULL)
+			moq_relay_web_drain(w->io.web, 0);
 		return;
 	}
 	if (w->drain_close_at != 0 && now >= w->drain_close_at) {
@@ -738,6 +730,17 @@ static void drain_step(struct moq_relay *r, struct relay_worker *w, uint64_t now
 			if (moq_quic_conn_close(c, 0, "relay draining") == 0)
 				w->st.drain_closes++;
 		}
+		if (w->io.web != NULL)
+			w->st.drain_closes += (uint64_t)moq_relay_web_drain(w->io.web, 1);
+	}
+	if (w->id != 0 || w->links_state == LINKS_DONE)
+		return;
+	if (w->links_state == LINKS_CLOSING || r->cluster == NULL) {
+		w->links_state = LINKS_DONE; /* moq_cluster_poll sent the closes */
+		__atomic_store_n(&r->links_done, 1, __ATOMIC_RELEASE);
+	} else if (w->drain_close_at == 0 || __atomic_load_n(&r->drain_links, __ATOMIC_ACQUIRE)) {
+		w->st.drain_closes += (uint64_t)moq_cluster_drain(r->cluster);
+		w->links_state = LINKS_CLOSING;
 	}
 }
 
@@ -1594,7 +1597,9 @@ static void do_reload(struct moq_relay *r)
 int moq_relay_run(struct moq_relay *r)
 {
 	struct moq_relay_stats prev, now;
-	uint64_t last_line = moq_relay_now_ns(), drain_deadline = 0, last_link = 0;
+	uint64_t last_line = moq_relay_now_ns(), drain_deadline = 0, last_link = 0,
+	         drained_left = 0;
+	int drained = 0;
 	char line[512];
 
 	for (unsigned int i = 0; i < r->nb_workers; i++) {
@@ -1636,19 +1641,30 @@ int moq_relay_run(struct moq_relay *r)
 			last_line = t;
 		}
 		if (drain_deadline != 0) {
+			uint64_t left;
+
 			moq_relay_stats(r, &now);
-			if (now.conns == 0 || t >= drain_deadline) {
-				fprintf(stderr,
-				        "moqdp-relay: drained (%" PRIu64
-				        " connections left, %" PRIu64 " goaway sent, %" PRIu64
-				        " closed)\n",
-				        now.conns, now.goaways, now.drain_closes);
+			/* QUIC (raw, WebTransport) and TCP (WebSocket, HTTP):
+			 * with none left the cluster links close, then the relay
+			 * stops */
+			left = now.conns + now.tcp_conns;
+			if (left == 0)
+				__atomic_store_n(&r->drain_links, 1, __ATOMIC_RELEASE);
+			if ((left == 0 && __atomic_load_n(&r->links_done, __ATOMIC_ACQUIRE)) ||
+			    t >= drain_deadline) {
+				drained_left = left;
+				drained = 1;
 				moq_relay_quit(r);
 			}
 		}
 	}
 	rte_eal_mp_wait_lcore();
-	moq_relay_stats(r, &now);
+	moq_relay_stats(r, &now); /* the workers' last figures (worker_main) */
+	if (drained)
+		fprintf(stderr,
+		        "moqdp-relay: drained (%" PRIu64 " connections left, %" PRIu64
+		        " goaway sent, %" PRIu64 " closed)\n",
+		        drained_left, now.goaways, now.drain_closes);
 	moq_relay_stats_line(&now, NULL, line, sizeof(line));
 	fprintf(stderr, "moqdp-relay: stopped: %s\n", line);
 	return 0;

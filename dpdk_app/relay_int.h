@@ -72,6 +72,7 @@ struct relay_worker {
 	struct moq_quic_conn **conns;
 	uint32_t conn_cap;
 	int draining;
+	int links_state;  /* worker 0's drain of the cluster links: LINKS_* */
 	uint32_t tls_gen; /* the relay_tls generation its endpoint serves (atomic) */
 	uint64_t drain_start, drain_close_at;
 	struct relay_io io; /* what the I/O backend sees of this worker (io.h) */
@@ -84,6 +85,9 @@ struct relay_worker {
 	uint32_t snap_seq __rte_cache_aligned; /* odd while the worker writes */
 	struct relay_snap snap;
 } __rte_cache_aligned;
+
+/* relay_worker.links_state */
+enum { LINKS_UP = 0, LINKS_CLOSING, LINKS_DONE };
 
 struct relay_port {
 	uint16_t port_id;
@@ -132,6 +136,10 @@ struct moq_relay {
 	struct moq_auth *auth; /* --auth-*: the key set the nodes check (auth.h); NULL = off */
 	struct moq_cluster *cluster; /* --cluster-connect: worker 0's links (cluster.h) */
 	int quit, drain, reload;
+	/* the drain (relay.c, drain_step): the main lcore saw no client
+	 * connection left, so worker 0 may close the cluster links; worker 0
+	 * closed them (or has none) (atomics) */
+	int drain_links, links_done;
 	uint32_t announce_pending; /* ports whose link came up: worker 0 announces */
 	uint64_t announcements;    /* atomic: worker 0 and the main lcore add */
 	uint64_t reloads, reload_failed;

@@ -147,7 +147,8 @@ struct moq_web {
 	uint64_t next_tick;
 	uint8_t fp[32];
 	int has_fp;
-	int dry; /* moq_web_req_parse: decide, touch no node, no socket */
+	int dry;      /* moq_web_req_parse: decide, touch no node, no socket */
+	int draining; /* moq_web_drain: /health answers 503 */
 	struct moq_web_stats st;
 };
 
@@ -1283,7 +1284,10 @@ static void request(struct wconn *c, uint64_t now)
 		return;
 	}
 	if (pl == 7 && memcmp(path, "/health", 7) == 0) {
-		respond_text(c, 200, "OK", "ok\n");
+		if (c->w->draining)
+			respond_text(c, 503, "Service Unavailable", "draining\n");
+		else
+			respond_text(c, 200, "OK", "ok\n");
 	} else if (pl == 19 && memcmp(path, "/certificate.sha256", 19) == 0) {
 		char hex[65];
 
@@ -1738,6 +1742,22 @@ void moq_web_set_tls(struct moq_web *w, void *tls_ctx, const uint8_t *fingerprin
 		memcpy(w->fp, fingerprint, 32);
 		w->has_fp = 1;
 	}
+}
+
+int moq_web_drain(struct moq_web *w, int close)
+{
+	int n = 0;
+
+	w->draining = 1;
+	if (!close)
+		return 0;
+	for (struct wconn *c = w->conns; c != NULL; c = c->next)
+		if (!c->client && c->q != NULL && !moq_qmux_closing(c->q)) {
+			moq_qmux_close(c->q, 0); /* APPLICATION_CLOSE 0, then Close 1000 */
+			mark(c);
+			n++;
+		}
+	return n;
 }
 
 void moq_web_stats(const struct moq_web *w, struct moq_web_stats *out)
