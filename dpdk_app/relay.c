@@ -746,7 +746,8 @@ static void drain_step(struct moq_relay *r, struct relay_worker *w, uint64_t now
 
 static struct moq_quic_endpoint *make_endpoint(const struct moq_pmd_config *cfg, unsigned int id,
                                                const uint8_t *secret, struct moq_node *node,
-                                               struct moq_quic_tls *tls, int *err)
+                                               struct moq_quic_tls *tls,
+                                               struct moq_quic_addr_table *atab, int *err)
 {
 	struct moq_quic_config qc;
 	size_t nalpn;
@@ -775,6 +776,7 @@ static struct moq_quic_endpoint *make_endpoint(const struct moq_pmd_config *cfg,
 	qc.max_conns = cfg->max_connections;
 	/* --max-conns-per-addr 0 = unlimited; quic/ reads 0 as its default */
 	qc.max_conns_per_addr = cfg->max_conns_per_addr != 0 ? cfg->max_conns_per_addr : UINT32_MAX;
+	qc.addr_table = atab; /* every worker's: one count per source */
 	qc.max_streams_uni = cfg->max_streams;
 	qc.max_streams_bidi = cfg->max_streams;
 	qc.idle_timeout_ns = cfg->idle_timeout_us * 1000;
@@ -1231,7 +1233,8 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 		if (w->conns == NULL)
 			return rfail(err, errlen, "--max-connections: no memory for %u connections",
 			             r->cfg.max_connections);
-		w->ep = make_endpoint(&r->cfg, i, secret, w->node, r->tls->tls, &qerr);
+		w->ep = make_endpoint(&r->cfg, i, secret, w->node, r->tls->tls, r->addr_table,
+		                      &qerr);
 		if (w->ep == NULL)
 			return rfail(err, errlen, "worker %u: cannot set up QUIC (%s)", i,
 			             moq_err_str(qerr));
@@ -1367,6 +1370,18 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 	r->cluster = moq_cluster_create(cfg, err, errlen);
 	if (r->cluster == NULL && err[0] != '\0')
 		goto fail;
+	/* --max-conns-per-addr: counted per source (IPv4 address, IPv6 /64)
+	 * across the workers, wherever RSS or the kernel put each connection */
+	if (cfg->max_conns_per_addr != 0) {
+		r->addr_table = moq_quic_addr_table_new(
+		        (uint32_t)((uint64_t)cfg->max_connections * r->nb_workers < UINT32_MAX / 4
+		                           ? (uint64_t)cfg->max_connections * r->nb_workers
+		                           : UINT32_MAX / 4));
+		if (r->addr_table == NULL) {
+			rfail(err, errlen, "--max-conns-per-addr: out of memory");
+			goto fail;
+		}
+	}
 	cb_relay = r;
 	if (setup_workers(r, lcores, err, errlen) != 0)
 		goto fail;
@@ -1444,7 +1459,8 @@ void moq_relay_destroy(struct moq_relay *r)
 	}
 	if (r->tls != NULL)
 		tls_drop(r->tls);
-	moq_hub_destroy(r->hub); /* after every node */
+	moq_quic_addr_table_free(r->addr_table); /* after every endpoint */
+	moq_hub_destroy(r->hub);                 /* after every node */
 	moq_cluster_destroy(r->cluster);
 	moq_auth_destroy(r->auth);
 	moq_cache_destroy(r->cache);

@@ -135,6 +135,8 @@ struct moq_relay {
 	struct moq_hub *hub;         /* joins the workers' nodes (moq.h); NULL with one */
 	struct moq_auth *auth; /* --auth-*: the key set the nodes check (auth.h); NULL = off */
 	struct moq_cluster *cluster; /* --cluster-connect: worker 0's links (cluster.h) */
+	/* --max-conns-per-addr: connections per source, every worker's (quic.h) */
+	struct moq_quic_addr_table *addr_table;
 	int quit, drain, reload;
 	/* the drain (relay.c, drain_step): the main lcore saw no client
 	 * connection left, so worker 0 may close the cluster links; worker 0

@@ -67,8 +67,8 @@ static const struct key keys[] = {
          "QUIC connections per worker (default 100000)"},
         /* 0 = unlimited; 10000000: --max-connections' bound */
         {"max-conns-per-addr", K_U32, OFF(max_conns_per_addr), 0, 10000000,
-         "QUIC connections from one remote IP address, per worker; beyond: refused, "
-         "0 = unlimited (default 1024)"},
+         "QUIC connections from one source (an IPv4 address, an IPv6 /64), all "
+         "workers together; beyond: refused, 0 = unlimited (default 1024)"},
         {"max-subscribers", K_U32, OFF(max_subscribers), 1, 10000000,
          "active subscriptions, relay-wide; beyond: SUBSCRIBE reset 11 (default 100000)"},
         {"max-streams", K_U32, OFF(max_streams), 1, 1000000, "per connection (default 1000)"},

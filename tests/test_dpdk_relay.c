@@ -1807,14 +1807,71 @@ START_TEST(max_conns_per_addr)
 	ck_assert_int_eq(qclient_try(&q[1], "127.0.0.1", udp, 5000), 1);
 	ck_assert_int_eq(qclient_try(&q[2], "127.0.0.1", udp, 1500), 0);
 	r = metrics_when(mport, "moqdp_connections_refused_total{reason=\"per_addr\"}", 1);
-	ck_assert_int_eq(metric(r, "moqdp_connections_refused_total{reason=\"per_addr\"}"), 1);
+	/* 1, or 2 when the refused client's Initial was sent again (its PTO)
+	 * before it read the refusal */
+	ck_assert_int_ge(metric(r, "moqdp_connections_refused_total{reason=\"per_addr\"}"), 1);
+	ck_assert_int_le(metric(r, "moqdp_connections_refused_total{reason=\"per_addr\"}"), 2);
 	ck_assert_int_eq(metric(r, "moqdp_connections_refused_total{reason=\"max_connections\"}"),
 	                 0);
 	ck_assert_int_eq(metric(r, "moqdp_connections"), 2);
 	snprintf(prefix, sizeof(prefix), "moqdp-relay-pa-%d", (int)getpid());
 	ck_assert_int_eq(telemetry(prefix, "/moqdp/stats", tel, sizeof(tel)), 0);
-	ck_assert_msg(strstr(tel, "\"conns_refused_per_addr\":1") != NULL, "%s", tel);
+	ck_assert_msg(strstr(tel, "\"conns_refused_per_addr\":1") != NULL ||
+	                      strstr(tel, "\"conns_refused_per_addr\":2") != NULL,
+	              "%s", tel);
 	for (int i = 0; i < 3; i++)
+		qclient_close(&q[i]);
+	kill(child, SIGTERM);
+	ck_assert_int_eq(wait_exit(10000), 0);
+}
+END_TEST
+
+/* Issue 22, item 12: --max-conns-per-addr 2 on two workers (SO_REUSEPORT
+ * spreads the clients' 4-tuples over both): 2 of 8 connections from
+ * 127.0.0.1 are established in all, not 2 per worker (before: one count per
+ * worker, 3 or 4 got in unless all 8 landed on one worker, p = 1/128). */
+START_TEST(max_conns_per_addr_across_workers)
+{
+	unsigned int udp = 40000 + (unsigned int)(getpid() + 41) % 20000, mport = udp + 1;
+	char sudp[16], mgmt[32], prefix[64], *r;
+	const char *args[] = {prefix,
+	                      "--no-huge",
+	                      "-m",
+	                      "512",
+	                      "--no-pci",
+	                      "--lcores",
+	                      "0@0,1@1,2@1",
+	                      "--",
+	                      "--backend",
+	                      "kernel",
+	                      "--listen",
+	                      "127.0.0.1",
+	                      "--port",
+	                      sudp,
+	                      "--mgmt",
+	                      mgmt,
+	                      "--queues",
+	                      "(0,0,1),(0,1,2)",
+	                      "--stats-interval",
+	                      "0",
+	                      "--max-conns-per-addr",
+	                      "2",
+	                      NULL};
+	struct qclient q[8];
+	int up = 0;
+
+	snprintf(sudp, sizeof(sudp), "%u", udp);
+	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", mport);
+	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-pw-%d", (int)getpid());
+	spawn(args);
+	ck_assert_msg(wait_http(mport, "/health", 15000) != NULL, "stderr: %s", slurp(errpath));
+	for (int i = 0; i < 8; i++)
+		up += qclient_try(&q[i], "127.0.0.1", udp, up < 2 ? 5000 : 1000);
+	r = metrics_when(mport, "moqdp_connections_refused_total{reason=\"per_addr\"}", 6);
+	ck_assert_msg(up == 2, "%d of 8 connections from one address established", up);
+	ck_assert_int_eq(metric(r, "moqdp_connections"), 2);
+	ck_assert_int_ge(metric(r, "moqdp_connections_refused_total{reason=\"per_addr\"}"), 6);
+	for (int i = 0; i < 8; i++)
 		qclient_close(&q[i]);
 	kill(child, SIGTERM);
 	ck_assert_int_eq(wait_exit(10000), 0);
@@ -3083,6 +3140,7 @@ Suite *dpdk_relay_options_suite(void)
 	tcase_add_checked_fixture(tc, NULL, teardown);
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, max_conns_per_addr);
+	tcase_add_test(tc, max_conns_per_addr_across_workers);
 	tcase_add_test(tc, kernel_listen_every_address);
 	tcase_add_test(tc, telemetry_while_running_and_stopping);
 	tcase_add_test(tc, tracks_relay_wide);
