@@ -1116,15 +1116,28 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 	}
 	fclose(f);
 	/* the certificate, read once for every worker (or one self-signed
-	 * certificate they all serve) */
+	 * certificate they all serve, kept in --state-dir: devcert.c) */
 	{
 		struct relay_tls *t = calloc(1, sizeof(*t));
-		int qerr = MOQ_ERR_NOMEM;
+		int qerr = MOQ_ERR_NOMEM, made = 0;
 
-		if (t != NULL)
+		if (t == NULL)
+			return rfail(err, errlen, "out of memory");
+		if (r->cfg.cert[0] == '\0' && r->cfg.state_dir[0] != '\0') {
+			if (moq_relay_state_dir_check(r->cfg.state_dir, err, errlen) != 0 ||
+			    (t->tls =
+			             moq_relay_dev_cert(r->cfg.state_dir, NULL, CERT_RENEW_BEFORE_S,
+			                                &made, err, errlen)) == NULL) {
+				free(t);
+				return MOQ_ERR_CONFIG;
+			}
+			fprintf(stderr, "moqdp-relay: certificate: %s %s/dev-cert.pem\n",
+			        made ? "generated, kept in" : "kept, from", r->cfg.state_dir);
+		} else {
 			t->tls = moq_quic_tls_new(r->cfg.cert[0] ? r->cfg.cert : NULL,
 			                          r->cfg.key[0] ? r->cfg.key : NULL, &qerr);
-		if (t == NULL || t->tls == NULL) {
+		}
+		if (t->tls == NULL) {
 			free(t);
 			return rfail(err, errlen, "%s: cannot set up TLS/QUIC (%s)",
 			             r->cfg.cert[0] ? "--cert" : "worker", moq_err_str(qerr));
@@ -1542,14 +1555,25 @@ static void tls_publish(struct moq_relay *r, struct relay_tls *t)
 static void cert_renew(struct moq_relay *r)
 {
 	struct relay_tls *t = calloc(1, sizeof(*t));
-	int qerr = MOQ_ERR_NOMEM;
+	int qerr = MOQ_ERR_NOMEM, made = 0;
+	char why[MOQ_CFG_ERR_MAX] = "";
 
-	if (t != NULL)
+	if (t != NULL && r->cfg.state_dir[0] != '\0') {
+		/* a new pair in --state-dir (or the newer one another relay
+		 * sharing it wrote): not the one we serve */
+		uint8_t fp[32];
+
+		moq_quic_tls_fingerprint(r->tls->tls, fp);
+		t->tls = moq_relay_dev_cert(r->cfg.state_dir, fp, CERT_RENEW_BEFORE_S, &made, why,
+		                            sizeof(why));
+	} else if (t != NULL) {
 		t->tls = moq_quic_tls_new(NULL, NULL, &qerr);
+		snprintf(why, sizeof(why), "%s", moq_err_str(qerr));
+	}
 	if (t == NULL || t->tls == NULL) {
 		free(t);
 		fprintf(stderr, "moqdp-relay: certificate renewal failed (%s); retrying in 60 s\n",
-		        moq_err_str(qerr));
+		        why[0] ? why : moq_err_str(qerr));
 		r->cert_renew_at = moq_relay_now_ns() + 60000000000ull;
 		return;
 	}

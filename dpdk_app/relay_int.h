@@ -184,4 +184,14 @@ int moq_relay_exc_poll(struct moq_relay *r, struct relay_worker *w, uint64_t now
 void moq_relay_tx_add(struct moq_relay *r, struct relay_worker *w, unsigned int pi,
                       struct rte_mbuf *m);
 
+/* devcert.c: the generated certificate kept in --state-dir. check: @dir
+ * ("" = none) exists or is made, and is writable (0, or MOQ_ERR_CONFIG with
+ * one line in @err naming --state-dir). dev_cert: the kept pair when it is
+ * usable, has more than @renew_before s left and is not the one of
+ * fingerprint @avoid (NULL: any), else a new pair written there (*@made =
+ * 1); NULL with one line in @err. */
+int moq_relay_state_dir_check(const char *dir, char *err, size_t errlen);
+struct moq_quic_tls *moq_relay_dev_cert(const char *dir, const uint8_t *avoid, int64_t renew_before,
+                                        int *made, char *err, size_t errlen);
+
 #endif /* MOQ_DPDK_APP_RELAY_INT_H */

@@ -423,6 +423,17 @@ int moq_quic_endpoint_reload_cert(struct moq_quic_endpoint *ep, const char *cert
  */
 struct moq_quic_tls *moq_quic_tls_new(const char *cert_file, const char *key_file, int *err);
 
+/*
+ * moq_quic_tls_dev_cert_write: a new self-signed development certificate,
+ * the one moq_quic_tls_new(NULL, NULL) would generate (ECDSA P-256, 14
+ * days), written as PEM to @cert_file and its key to @key_file (mode 0600),
+ * for moq_quic_tls_new(@cert_file, @key_file) to load now and at the next
+ * start (the relay's --state-dir: a pinned serverCertificateHashes survives
+ * a restart). Returns 0, MOQ_ERR_IO (a file cannot be written),
+ * MOQ_ERR_CRYPTO, MOQ_ERR_NOMEM or MOQ_ERR_INVAL.
+ */
+int moq_quic_tls_dev_cert_write(const char *cert_file, const char *key_file);
+
 /* moq_quic_tls_free: drop the caller's reference (endpoints and connections
  * keep theirs). Any thread. NULL is ignored. */
 void moq_quic_tls_free(struct moq_quic_tls *t);

@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -3084,6 +3085,103 @@ START_TEST(drain_cluster_link)
 }
 END_TEST
 
+/* The certificate.sha256 the relay printed at start (64 hex) into @hex. */
+static void start_fingerprint(char hex[65])
+{
+	const char *p = strstr(slurp(errpath), "certificate.sha256 ");
+
+	ck_assert_msg(p != NULL && sscanf(p, "certificate.sha256 %64[0-9a-f]", hex) == 1, "%s",
+	              slurp(errpath));
+}
+
+/* The SHA-256 of the DER of PEM certificate @file (openssl), 64 hex. */
+static void file_fingerprint(const char *file, char hex[65])
+{
+	char cmd[512];
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "openssl x509 -in %s -outform der | sha256sum", file);
+	f = popen(cmd, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fscanf(f, "%64[0-9a-f]", hex), 1);
+	pclose(f);
+}
+
+/* Issue 22, item 15: without --cert the generated certificate and its key
+ * are kept in --state-dir: a second start serves the same one (same
+ * certificate.sha256: a pinned serverCertificateHashes survives a restart),
+ * the key file is 0600; one with less than the renewal margin (a day) left
+ * is replaced at start by a new one, written there; a state directory that
+ * cannot be made is refused at start with one line naming the option.
+ * (Before: a new certificate at every start, --state-dir unknown.) */
+START_TEST(state_dir_keeps_dev_cert)
+{
+	unsigned int udp = 40000 + (unsigned int)(getpid() + 43) % 20000;
+	char dir[64], cert[96], key[96], hex1[65], hex2[65], hex3[65], old[65], now[65], *e;
+	const char *extra[] = {"--listen", "127.0.0.1", "--state-dir", dir, NULL};
+	const char *bad[] = {"--no-huge",
+	                     "-m",
+	                     "256",
+	                     "--no-pci",
+	                     "-l",
+	                     "0-1",
+	                     "--log-level=lib.eal:error",
+	                     "--",
+	                     "--backend",
+	                     "kernel",
+	                     "--listen",
+	                     "127.0.0.1",
+	                     "--state-dir",
+	                     "/proc/moqdp-state",
+	                     NULL};
+	struct stat st;
+
+	snprintf(dir, sizeof(dir), "/tmp/moqdp-state-%d/relay", (int)getpid());
+	snprintf(cert, sizeof(cert), "%s/dev-cert.pem", dir);
+	snprintf(key, sizeof(key), "%s/dev-key.pem", dir);
+	sh("rm -rf /tmp/moqdp-state-%d", (int)getpid());
+	relay_kernel_start(udp, "sd", extra);
+	start_fingerprint(hex1);
+	ck_assert_ptr_nonnull(strstr(slurp(errpath), "certificate: generated, kept in"));
+	kill(child, SIGTERM);
+	ck_assert_int_eq(wait_exit(10000), 0);
+	ck_assert_int_eq(stat(key, &st), 0);
+	ck_assert_int_eq(st.st_mode & 0777, 0600);
+	file_fingerprint(cert, now);
+	ck_assert_str_eq(now, hex1);
+	/* the second start: the same certificate */
+	relay_kernel_start(udp, "sd", extra);
+	start_fingerprint(hex2);
+	ck_assert_ptr_nonnull(strstr(slurp(errpath), "certificate: kept, from"));
+	ck_assert_str_eq(hex2, hex1);
+	kill(child, SIGTERM);
+	ck_assert_int_eq(wait_exit(10000), 0);
+	/* one valid for a day (less than the margin left): replaced */
+	ck_assert_int_eq(sh("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+	                    "-nodes -keyout %s -out %s -days 1 -subj /CN=old >/dev/null 2>&1",
+	                    key, cert),
+	                 0);
+	file_fingerprint(cert, old);
+	relay_kernel_start(udp, "sd", extra);
+	start_fingerprint(hex3);
+	ck_assert_ptr_nonnull(strstr(slurp(errpath), "certificate: generated, kept in"));
+	ck_assert_str_ne(hex3, old);
+	ck_assert_str_ne(hex3, hex1);
+	file_fingerprint(cert, now);
+	ck_assert_str_eq(now, hex3);
+	kill(child, SIGTERM);
+	ck_assert_int_eq(wait_exit(10000), 0);
+	/* refused at start, one line */
+	spawn(bad);
+	ck_assert_int_eq(wait_exit(15000), 1);
+	e = slurp(errpath);
+	ck_assert_msg(strstr(e, "moqdp-relay: --state-dir: cannot create /proc/moqdp-state") !=
+	                      NULL,
+	              "%s", e);
+	sh("rm -rf /tmp/moqdp-state-%d", (int)getpid());
+}
+END_TEST
+
 Suite *dpdk_relay_suite(void);
 
 Suite *dpdk_relay_suite(void)
@@ -3148,6 +3246,7 @@ Suite *dpdk_relay_options_suite(void)
 	tcase_add_test(tc, admission_kernel_backend);
 	tcase_add_test(tc, drain_websocket_sessions);
 	tcase_add_test(tc, drain_cluster_link);
+	tcase_add_test(tc, state_dir_keeps_dev_cert);
 	suite_add_tcase(s, tc);
 	return s;
 }
