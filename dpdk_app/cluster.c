@@ -76,6 +76,7 @@ struct moq_cluster {
 	struct moq_net_kbuf *kb;
 	uint64_t rnd;
 	uint64_t now;
+	int draining; /* moq_cluster_drain: no more dials */
 	uint8_t tx[MOQ_NET_KIO_BURST][MOQ_QUIC_MAX_UDP_PAYLOAD];
 };
 
@@ -495,7 +496,7 @@ static int link_poll(struct link *l, uint64_t now)
 	work += n > 0 ? n : 0;
 	if (now >= l->next_expiry)
 		work += moq_quic_endpoint_timers(l->ep, now);
-	if (l->state == MOQ_CLUSTER_DOWN && now >= l->next_try)
+	if (l->state == MOQ_CLUSTER_DOWN && now >= l->next_try && !c->draining)
 		dial(l, now);
 	if (l->state == MOQ_CLUSTER_CONNECTING && l->s != NULL && l->ready_at &&
 	    (moq_session_announce_requests(l->s) > 0 || now - l->ready_at >= LINK_ACCEPT_NS)) {
@@ -558,6 +559,23 @@ int moq_cluster_poll(struct moq_cluster *c, uint64_t now)
 	for (unsigned int i = 0; i < c->nb; i++)
 		work += link_poll(&c->l[i], now);
 	return work;
+}
+
+int moq_cluster_drain(struct moq_cluster *c)
+{
+	int n = 0;
+
+	if (c == NULL)
+		return 0;
+	c->draining = 1;
+	for (unsigned int i = 0; i < c->nb; i++) {
+		struct moq_quic_conn *qc = link_conn(&c->l[i]);
+
+		/* RFC 9000, 10.2: CONNECTION_CLOSE, application code 0 */
+		if (qc != NULL && moq_quic_conn_close(qc, 0, "relay draining") == 0)
+			n++;
+	}
+	return n;
 }
 
 void moq_cluster_close(struct moq_cluster *c)

@@ -89,6 +89,11 @@ int moq_cluster_attach(struct moq_cluster *c, struct moq_node *node,
  * reconnects, send. Returns the datagrams handled (0 = idle). */
 int moq_cluster_poll(struct moq_cluster *c, uint64_t now);
 
+/* moq_cluster_drain: the relay is draining (SIGQUIT): close every link's
+ * connection now (CONNECTION_CLOSE, application code 0, sent at the next
+ * poll) and dial none again. Returns the connections closed. Worker 0. */
+int moq_cluster_drain(struct moq_cluster *c);
+
 /* moq_cluster_close: close every link (sessions end; before the node is
  * destroyed). */
 void moq_cluster_close(struct moq_cluster *c);

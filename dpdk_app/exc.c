@@ -6,10 +6,15 @@
  * (rte_eal_hotplug_add, kernel interface "moqx<pid>") with the data port's
  * MAC and brings its kernel side up with the port's --listen IPv4 address
  * (ioctl SIOCSIFADDR / SIOCSIFNETMASK / SIOCSIFFLAGS). Workers hand it
- * every received frame to our address that moq_net did not take (TCP, ICMP
- * the relay does not answer) and copy ARP concerning our address to it, so
- * the kernel resolves its neighbours itself; what the kernel writes on it
- * goes out of the data port. Each worker binds its TCP listener (web.h,
+ * the received frames to our address that moq_net did not take and that
+ * the relay's TCP side needs: TCP to the relay's own ports (--port, and
+ * the --mgmt port when that listener is bound to the data address or to
+ * 0.0.0.0), ICMP the relay does not answer (errors for those flows), and
+ * ARP concerning our address, so the kernel resolves its neighbours
+ * itself. TCP to any other port is dropped and counted (exc_refused):
+ * whatever else listens on the relay host (sshd, a test's http.server)
+ * stays unreachable from the data network. What the kernel writes on the
+ * tap goes out of the data port. Each worker binds its TCP listener (web.h,
  * SO_REUSEPORT) on that address and polls it as the kernel backend does;
  * the kernel spreads the tap's flows over one queue pair per worker.
  *
@@ -139,7 +144,24 @@ int moq_relay_exc_open(struct moq_relay *r, char *err, size_t errlen)
 		return efail(err, errlen, "--tcp: cannot start the exception port %s: %s",
 		             r->exc_if, rte_strerror(-rc));
 	r->exc_port = pid;
+	r->exc_tcp_ports[0] = r->cfg.udp_port; /* the TCP side listens on --port */
+	r->nb_exc_tcp_ports = 1;
 	return exc_ifup(r->exc_if, p->ip4, p->ip4_prefix, err, errlen);
+}
+
+void moq_relay_exc_mgmt(struct moq_relay *r)
+{
+	struct sockaddr_in a;
+	socklen_t len = sizeof(a);
+
+	if (r->exc_port < 0 || r->mgmt.http_fd < 0 ||
+	    getsockname(r->mgmt.http_fd, (struct sockaddr *)&a, &len) != 0 ||
+	    a.sin_family != AF_INET)
+		return;
+	if ((a.sin_addr.s_addr == htonl(INADDR_ANY) ||
+	     memcmp(&a.sin_addr, r->ports[0].ip4, 4) == 0) &&
+	    ntohs(a.sin_port) != r->exc_tcp_ports[0])
+		r->exc_tcp_ports[r->nb_exc_tcp_ports++] = ntohs(a.sin_port);
 }
 
 void moq_relay_exc_close(struct moq_relay *r)
@@ -156,8 +178,27 @@ void moq_relay_exc_close(struct moq_relay *r)
 	r->exc_pool = NULL;
 }
 
-/* A frame moq_net did not deliver (@v): TCP / ICMP to our IPv4 address,
- * or ARP naming it, goes to the kernel. Returns 1 when @m was taken. */
+/* IPv4 frame @f (@len bytes) carries TCP to one of the relay's own ports:
+ * an unfragmented datagram (or a first fragment) whose TCP header's
+ * destination port (RFC 9293, 3.1) is in exc_tcp_ports. */
+static int tcp_ours(const struct moq_relay *r, const uint8_t *f, uint16_t len)
+{
+	unsigned int ihl = (f[14] & 0x0fu) * 4u, dport;
+
+	/* RFC 791, 3.1: a fragment offset other than 0 has no TCP header */
+	if (ihl < 20 || (((f[20] & 0x1fu) << 8) | f[21]) != 0 || len < 14u + ihl + 4u)
+		return 0;
+	dport = ((unsigned int)f[14 + ihl + 2] << 8) | f[14 + ihl + 3];
+	for (unsigned int i = 0; i < r->nb_exc_tcp_ports; i++)
+		if (r->exc_tcp_ports[i] == dport)
+			return 1;
+	return 0;
+}
+
+/* A frame moq_net did not deliver (@v): TCP to the relay's own ports on
+ * our IPv4 address, ICMP to it the relay did not answer, or ARP naming it,
+ * goes to the kernel; TCP to any other port is counted in exc_refused and
+ * left to the caller to free. Returns 1 when @m was taken. */
 int moq_relay_exc_take(struct moq_relay *r, struct relay_worker *w, struct rte_mbuf *m, int v)
 {
 	const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
@@ -170,10 +211,17 @@ int moq_relay_exc_take(struct moq_relay *r, struct relay_worker *w, struct rte_m
 		if (memcmp(f + 38, ip4, 4) != 0)
 			return 0;
 	} else if (f[12] == 0x08 && f[13] == 0x00) {
-		/* IPv4 to us: TCP, or ICMP moq_net did not answer */
-		if (memcmp(f + 30, ip4, 4) != 0 ||
-		    !(f[23] == IPPROTO_TCP || (f[23] == IPPROTO_ICMP && v == MOQ_NET_DROPPED)))
+		/* IPv4 to us: TCP to our ports, or ICMP moq_net did not answer */
+		if (memcmp(f + 30, ip4, 4) != 0)
 			return 0;
+		if (f[23] == IPPROTO_TCP) {
+			if (!tcp_ours(r, f, len)) {
+				w->st.exc_refused++;
+				return 0;
+			}
+		} else if (!(f[23] == IPPROTO_ICMP && v == MOQ_NET_DROPPED)) {
+			return 0;
+		}
 	} else {
 		return 0;
 	}

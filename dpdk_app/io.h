@@ -21,6 +21,7 @@ struct moq_cache;
 struct moq_auth;
 struct rte_mempool;
 struct rte_ring;
+struct relay_web;
 
 /* Counters a worker writes and the main lcore reads. */
 struct relay_worker_stats {
@@ -45,8 +46,9 @@ struct relay_worker_stats {
 	 * opened / closed for bad input */
 	uint64_t tcp_conns, tcp_conns_total, tcp_refused, ws_sessions, ws_protocol_closes;
 	/* dpdk backend --tcp (exc.c): frames handed to the exception port,
-	 * frames it sent out of the data port, frames it did not take */
-	uint64_t exc_in, exc_out, exc_drops;
+	 * frames it sent out of the data port, frames it did not take, TCP
+	 * frames to a port not the relay's (dropped) */
+	uint64_t exc_in, exc_out, exc_drops, exc_refused;
 };
 
 /* What a backend sees of its worker; relay.c fills it before open. */
@@ -67,6 +69,7 @@ struct relay_io {
 	struct moq_quic_tls *tls;
 	struct moq_cache *cache;
 	struct moq_auth *auth;
+	struct relay_web *web; /* that TCP side once open (the drain), NULL: none */
 };
 
 /* A backend. open and close may be NULL. */
@@ -100,6 +103,9 @@ int moq_relay_web_open(struct relay_io *io, struct relay_web *k, const struct mo
  * counters to io->st; returns the work done (0: idle or off) */
 int moq_relay_web_poll(struct relay_io *io, struct relay_web *k, uint64_t now);
 void moq_relay_web_close(struct relay_web *k);
+/* SIGQUIT: /health answers 503; with @close the WebSocket sessions are
+ * closed too (web.h, moq_web_drain). Returns the sessions closed. */
+int moq_relay_web_drain(struct relay_web *k, int close);
 
 /* kernel.c: the kernel-socket backend. */
 extern const struct relay_io_ops moq_relay_kernel_ops;

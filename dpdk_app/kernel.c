@@ -144,6 +144,11 @@ int moq_relay_web_poll(struct relay_io *w, struct relay_web *kb, uint64_t now)
 	return work;
 }
 
+int moq_relay_web_drain(struct relay_web *k, int close)
+{
+	return k->web != NULL ? moq_web_drain(k->web, close) : 0;
+}
+
 void moq_relay_web_close(struct relay_web *k)
 {
 	moq_web_destroy(k->web); /* ends its sessions (moq_binding_closed) */
@@ -191,8 +196,10 @@ static int kernel_open(struct relay_io *io, const struct moq_pmd_config *cfg, ch
 		k->klocal[i].len = len;
 		k->nb_ks = i + 1;
 	}
-	if (cfg->tcp)
+	if (cfg->tcp) {
+		io->web = &k->web;
 		return moq_relay_web_open(io, &k->web, cfg, err, errlen);
+	}
 	return 0;
 }
 
@@ -202,6 +209,7 @@ static void kernel_close(struct relay_io *io)
 
 	if (k == NULL)
 		return;
+	io->web = NULL;
 	moq_relay_web_close(&k->web);
 	for (unsigned int i = 0; i < k->nb_ks; i++)
 		moq_net_ksock_close(&k->ks[i]);

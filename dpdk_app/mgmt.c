@@ -318,6 +318,9 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	       s->exc_out);
 	metric(&o, "exception_drops_total", "counter",
 	       "--tcp, dpdk backend: frames the exception port did not take.", s->exc_drops);
+	metric(&o, "exception_refused_total", "counter",
+	       "--tcp, dpdk backend: TCP frames to a port not the relay's, dropped.",
+	       s->exc_refused);
 	metric(&o, "announcements_total", "counter",
 	       "Gratuitous ARPs and unsolicited NAs sent (start, link up).", s->announcements);
 	metric(&o, "goaway_sent_total", "counter", "GOAWAY sent to sessions (drain).", s->goaways);
@@ -699,6 +702,10 @@ static int stats_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "conns_refused_half_open", s.conns_refused_half_open);
 	rte_tel_data_add_dict_u64(d, "conns_refused_per_addr", s.conns_refused_per_addr);
 	rte_tel_data_add_dict_u64(d, "sessions", s.sessions);
+	rte_tel_data_add_dict_u64(d, "exception_to_kernel", s.exc_in);
+	rte_tel_data_add_dict_u64(d, "exception_from_kernel", s.exc_out);
+	rte_tel_data_add_dict_u64(d, "exception_drops", s.exc_drops);
+	rte_tel_data_add_dict_u64(d, "exception_refused", s.exc_refused);
 	rte_tel_data_add_dict_string(d, "certificate_sha256", s.cert_sha256);
 	rte_tel_data_add_dict_u64(d, "certificate_not_after", (uint64_t)s.cert_not_after);
 	rte_tel_data_add_dict_u64(d, "certificate_renewals", s.cert_renewals);

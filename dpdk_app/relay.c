@@ -384,11 +384,13 @@ static int dpdk_io_open(struct relay_io *io, const struct moq_pmd_config *cfg, c
 
 	if (io->relay->exc_port < 0)
 		return 0;
+	io->web = &w->web;
 	return moq_relay_web_open(io, &w->web, cfg, err, errlen);
 }
 
 static void dpdk_io_close(struct relay_io *io)
 {
+	io->web = NULL;
 	moq_relay_web_close(&container_of(io, struct relay_worker, io)->web);
 }
 
@@ -672,16 +674,6 @@ static int wrap_established(struct moq_quic_conn *c, void *user, const char *alp
 	return mc->established(c, moq_quic_conn_user(c), alpn);
 }
 
-/* The moq-lite session of @c (raw QUIC or WebTransport), NULL without. */
-static struct moq_session *conn_session(struct moq_quic_conn *c)
-{
-	const char *alpn = moq_quic_conn_alpn(c);
-
-	if (alpn != NULL && strcmp(alpn, MOQ_H3_ALPN) == 0)
-		return moq_wt_conn_session(c);
-	return moq_quic_conn_user(c);
-}
-
 static void wrap_conn_closed(struct moq_quic_conn *c, void *user,
                              const struct moq_quic_close_info *info)
 {
@@ -706,25 +698,25 @@ static const struct moq_quic_callbacks *relay_callbacks(void)
 	return &cbs;
 }
 
-/* SIGQUIT on this worker: GOAWAY to every session now (moq-lite 04+), close
- * the connections still open at 3/4 of the grace period (the main lcore stops
- * the relay at its end). */
+/* SIGQUIT on this worker: GOAWAY to every session of its node now
+ * (moq-lite 04+: raw QUIC, WebTransport and WebSocket sessions, and on
+ * worker 0 the cluster links' sessions), /health on the TCP side turns 503;
+ * at 3/4 of the grace period the connections still open are closed, QUIC
+ * and WebSocket (the main lcore stops the relay at its end). Worker 0
+ * closes the cluster links (moq_cluster_drain: no more dials) once the
+ * main lcore sees no client connection left (drain_links) or at that 3/4,
+ * and says so (links_done) after the poll that sent their
+ * CONNECTION_CLOSEs. */
 static void drain_step(struct moq_relay *r, struct relay_worker *w, uint64_t now)
 {
 	if (!w->draining) {
 		w->draining = 1;
 		w->drain_start = now;
 		w->drain_close_at = now + r->cfg.drain_timeout_us * 1000 / 4 * 3;
-		for (uint32_t i = 0; i < w->conn_cap; i++) {
-			struct moq_quic_conn *c = w->conns[i];
-			struct moq_session *s;
-
-			if (c == NULL || c == CONN_GONE)
-				continue;
-			s = conn_session(c);
-			if (s != NULL && moq_session_goaway(s, "", 0) == 0)
-				w->st.goaways++;
-		}
+		if (w->node != NULL)
+			w->st.goaways += (uint64_t)moq_node_goaway(w->node, "", 0);
+		if (w->io.web != NULL)
+			moq_relay_web_drain(w->io.web, 0);
 		return;
 	}
 	if (w->drain_close_at != 0 && now >= w->drain_close_at) {
@@ -738,12 +730,24 @@ static void drain_step(struct moq_relay *r, struct relay_worker *w, uint64_t now
 			if (moq_quic_conn_close(c, 0, "relay draining") == 0)
 				w->st.drain_closes++;
 		}
+		if (w->io.web != NULL)
+			w->st.drain_closes += (uint64_t)moq_relay_web_drain(w->io.web, 1);
+	}
+	if (w->id != 0 || w->links_state == LINKS_DONE)
+		return;
+	if (w->links_state == LINKS_CLOSING || r->cluster == NULL) {
+		w->links_state = LINKS_DONE; /* moq_cluster_poll sent the closes */
+		__atomic_store_n(&r->links_done, 1, __ATOMIC_RELEASE);
+	} else if (w->drain_close_at == 0 || __atomic_load_n(&r->drain_links, __ATOMIC_ACQUIRE)) {
+		w->st.drain_closes += (uint64_t)moq_cluster_drain(r->cluster);
+		w->links_state = LINKS_CLOSING;
 	}
 }
 
 static struct moq_quic_endpoint *make_endpoint(const struct moq_pmd_config *cfg, unsigned int id,
                                                const uint8_t *secret, struct moq_node *node,
-                                               struct moq_quic_tls *tls, int *err)
+                                               struct moq_quic_tls *tls,
+                                               struct moq_quic_addr_table *atab, int *err)
 {
 	struct moq_quic_config qc;
 	size_t nalpn;
@@ -772,6 +776,7 @@ static struct moq_quic_endpoint *make_endpoint(const struct moq_pmd_config *cfg,
 	qc.max_conns = cfg->max_connections;
 	/* --max-conns-per-addr 0 = unlimited; quic/ reads 0 as its default */
 	qc.max_conns_per_addr = cfg->max_conns_per_addr != 0 ? cfg->max_conns_per_addr : UINT32_MAX;
+	qc.addr_table = atab; /* every worker's: one count per source */
 	qc.max_streams_uni = cfg->max_streams;
 	qc.max_streams_bidi = cfg->max_streams;
 	qc.idle_timeout_ns = cfg->idle_timeout_us * 1000;
@@ -1111,15 +1116,28 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 	}
 	fclose(f);
 	/* the certificate, read once for every worker (or one self-signed
-	 * certificate they all serve) */
+	 * certificate they all serve, kept in --state-dir: devcert.c) */
 	{
 		struct relay_tls *t = calloc(1, sizeof(*t));
-		int qerr = MOQ_ERR_NOMEM;
+		int qerr = MOQ_ERR_NOMEM, made = 0;
 
-		if (t != NULL)
+		if (t == NULL)
+			return rfail(err, errlen, "out of memory");
+		if (r->cfg.cert[0] == '\0' && r->cfg.state_dir[0] != '\0') {
+			if (moq_relay_state_dir_check(r->cfg.state_dir, err, errlen) != 0 ||
+			    (t->tls =
+			             moq_relay_dev_cert(r->cfg.state_dir, NULL, CERT_RENEW_BEFORE_S,
+			                                &made, err, errlen)) == NULL) {
+				free(t);
+				return MOQ_ERR_CONFIG;
+			}
+			fprintf(stderr, "moqdp-relay: certificate: %s %s/dev-cert.pem\n",
+			        made ? "generated, kept in" : "kept, from", r->cfg.state_dir);
+		} else {
 			t->tls = moq_quic_tls_new(r->cfg.cert[0] ? r->cfg.cert : NULL,
 			                          r->cfg.key[0] ? r->cfg.key : NULL, &qerr);
-		if (t == NULL || t->tls == NULL) {
+		}
+		if (t->tls == NULL) {
 			free(t);
 			return rfail(err, errlen, "%s: cannot set up TLS/QUIC (%s)",
 			             r->cfg.cert[0] ? "--cert" : "worker", moq_err_str(qerr));
@@ -1230,7 +1248,8 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 		if (w->conns == NULL)
 			return rfail(err, errlen, "--max-connections: no memory for %u connections",
 			             r->cfg.max_connections);
-		w->ep = make_endpoint(&r->cfg, i, secret, w->node, r->tls->tls, &qerr);
+		w->ep = make_endpoint(&r->cfg, i, secret, w->node, r->tls->tls, r->addr_table,
+		                      &qerr);
 		if (w->ep == NULL)
 			return rfail(err, errlen, "worker %u: cannot set up QUIC (%s)", i,
 			             moq_err_str(qerr));
@@ -1366,6 +1385,18 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 	r->cluster = moq_cluster_create(cfg, err, errlen);
 	if (r->cluster == NULL && err[0] != '\0')
 		goto fail;
+	/* --max-conns-per-addr: counted per source (IPv4 address, IPv6 /64)
+	 * across the workers, wherever RSS or the kernel put each connection */
+	if (cfg->max_conns_per_addr != 0) {
+		r->addr_table = moq_quic_addr_table_new(
+		        (uint32_t)((uint64_t)cfg->max_connections * r->nb_workers < UINT32_MAX / 4
+		                           ? (uint64_t)cfg->max_connections * r->nb_workers
+		                           : UINT32_MAX / 4));
+		if (r->addr_table == NULL) {
+			rfail(err, errlen, "--max-conns-per-addr: out of memory");
+			goto fail;
+		}
+	}
 	cb_relay = r;
 	if (setup_workers(r, lcores, err, errlen) != 0)
 		goto fail;
@@ -1379,6 +1410,7 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 	}
 	if (moq_relay_mgmt_open(&r->mgmt, r, r->cfg.mgmt, err, errlen) != 0)
 		goto fail;
+	moq_relay_exc_mgmt(r);
 	moq_relay_telemetry_register(&r->mgmt);
 	return r;
 
@@ -1442,7 +1474,8 @@ void moq_relay_destroy(struct moq_relay *r)
 	}
 	if (r->tls != NULL)
 		tls_drop(r->tls);
-	moq_hub_destroy(r->hub); /* after every node */
+	moq_quic_addr_table_free(r->addr_table); /* after every endpoint */
+	moq_hub_destroy(r->hub);                 /* after every node */
 	moq_cluster_destroy(r->cluster);
 	moq_auth_destroy(r->auth);
 	moq_cache_destroy(r->cache);
@@ -1524,14 +1557,25 @@ static void tls_publish(struct moq_relay *r, struct relay_tls *t)
 static void cert_renew(struct moq_relay *r)
 {
 	struct relay_tls *t = calloc(1, sizeof(*t));
-	int qerr = MOQ_ERR_NOMEM;
+	int qerr = MOQ_ERR_NOMEM, made = 0;
+	char why[MOQ_CFG_ERR_MAX] = "";
 
-	if (t != NULL)
+	if (t != NULL && r->cfg.state_dir[0] != '\0') {
+		/* a new pair in --state-dir (or the newer one another relay
+		 * sharing it wrote): not the one we serve */
+		uint8_t fp[32];
+
+		moq_quic_tls_fingerprint(r->tls->tls, fp);
+		t->tls = moq_relay_dev_cert(r->cfg.state_dir, fp, CERT_RENEW_BEFORE_S, &made, why,
+		                            sizeof(why));
+	} else if (t != NULL) {
 		t->tls = moq_quic_tls_new(NULL, NULL, &qerr);
+		snprintf(why, sizeof(why), "%s", moq_err_str(qerr));
+	}
 	if (t == NULL || t->tls == NULL) {
 		free(t);
 		fprintf(stderr, "moqdp-relay: certificate renewal failed (%s); retrying in 60 s\n",
-		        moq_err_str(qerr));
+		        why[0] ? why : moq_err_str(qerr));
 		r->cert_renew_at = moq_relay_now_ns() + 60000000000ull;
 		return;
 	}
@@ -1595,7 +1639,9 @@ static void do_reload(struct moq_relay *r)
 int moq_relay_run(struct moq_relay *r)
 {
 	struct moq_relay_stats prev, now;
-	uint64_t last_line = moq_relay_now_ns(), drain_deadline = 0, last_link = 0;
+	uint64_t last_line = moq_relay_now_ns(), drain_deadline = 0, last_link = 0,
+	         drained_left = 0;
+	int drained = 0;
 	char line[512];
 
 	for (unsigned int i = 0; i < r->nb_workers; i++) {
@@ -1637,19 +1683,30 @@ int moq_relay_run(struct moq_relay *r)
 			last_line = t;
 		}
 		if (drain_deadline != 0) {
+			uint64_t left;
+
 			moq_relay_stats(r, &now);
-			if (now.conns == 0 || t >= drain_deadline) {
-				fprintf(stderr,
-				        "moqdp-relay: drained (%" PRIu64
-				        " connections left, %" PRIu64 " goaway sent, %" PRIu64
-				        " closed)\n",
-				        now.conns, now.goaways, now.drain_closes);
+			/* QUIC (raw, WebTransport) and TCP (WebSocket, HTTP):
+			 * with none left the cluster links close, then the relay
+			 * stops */
+			left = now.conns + now.tcp_conns;
+			if (left == 0)
+				__atomic_store_n(&r->drain_links, 1, __ATOMIC_RELEASE);
+			if ((left == 0 && __atomic_load_n(&r->links_done, __ATOMIC_ACQUIRE)) ||
+			    t >= drain_deadline) {
+				drained_left = left;
+				drained = 1;
 				moq_relay_quit(r);
 			}
 		}
 	}
 	rte_eal_mp_wait_lcore();
-	moq_relay_stats(r, &now);
+	moq_relay_stats(r, &now); /* the workers' last figures (worker_main) */
+	if (drained)
+		fprintf(stderr,
+		        "moqdp-relay: drained (%" PRIu64 " connections left, %" PRIu64
+		        " goaway sent, %" PRIu64 " closed)\n",
+		        drained_left, now.goaways, now.drain_closes);
 	moq_relay_stats_line(&now, NULL, line, sizeof(line));
 	fprintf(stderr, "moqdp-relay: stopped: %s\n", line);
 	return 0;
@@ -1754,6 +1811,7 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->exc_in += st->exc_in;
 		s->exc_out += st->exc_out;
 		s->exc_drops += st->exc_drops;
+		s->exc_refused += st->exc_refused;
 		s->drain_closes += st->drain_closes;
 		s->busy_tsc += st->busy_tsc;
 		s->idle_tsc += st->idle_tsc;

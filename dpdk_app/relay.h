@@ -136,8 +136,9 @@ struct moq_relay_stats {
 	 * input */
 	uint64_t tcp_conns, tcp_conns_total, tcp_refused, ws_sessions, ws_protocol_closes;
 	/* dpdk backend --tcp (exc.c): frames to / from the exception port,
-	 * frames it did not take */
-	uint64_t exc_in, exc_out, exc_drops;
+	 * frames it did not take, TCP frames to ports not the relay's
+	 * (dropped, not forwarded) */
+	uint64_t exc_in, exc_out, exc_drops, exc_refused;
 };
 
 /*

@@ -72,6 +72,7 @@ struct relay_worker {
 	struct moq_quic_conn **conns;
 	uint32_t conn_cap;
 	int draining;
+	int links_state;  /* worker 0's drain of the cluster links: LINKS_* */
 	uint32_t tls_gen; /* the relay_tls generation its endpoint serves (atomic) */
 	uint64_t drain_start, drain_close_at;
 	struct relay_io io; /* what the I/O backend sees of this worker (io.h) */
@@ -84,6 +85,9 @@ struct relay_worker {
 	uint32_t snap_seq __rte_cache_aligned; /* odd while the worker writes */
 	struct relay_snap snap;
 } __rte_cache_aligned;
+
+/* relay_worker.links_state */
+enum { LINKS_UP = 0, LINKS_CLOSING, LINKS_DONE };
 
 struct relay_port {
 	uint16_t port_id;
@@ -121,13 +125,23 @@ struct moq_relay {
 	int exc_port, exc_made;
 	char exc_name[40], exc_if[16];
 	struct rte_mempool *exc_pool;
+	/* the TCP ports it forwards (--port; the --mgmt port when bound to
+	 * the data address or 0.0.0.0): TCP to others is refused */
+	uint16_t exc_tcp_ports[2];
+	unsigned int nb_exc_tcp_ports;
 	struct moq_cache *cache;     /* shared by all workers (cache.h) */
 	struct moq_pool *cache_pool; /* the cache's memory (pool.h) */
 	uint64_t admit_window_tsc;   /* --admit-busy: ADMIT_WINDOW_NS in TSC cycles */
 	struct moq_hub *hub;         /* joins the workers' nodes (moq.h); NULL with one */
 	struct moq_auth *auth; /* --auth-*: the key set the nodes check (auth.h); NULL = off */
 	struct moq_cluster *cluster; /* --cluster-connect: worker 0's links (cluster.h) */
+	/* --max-conns-per-addr: connections per source, every worker's (quic.h) */
+	struct moq_quic_addr_table *addr_table;
 	int quit, drain, reload;
+	/* the drain (relay.c, drain_step): the main lcore saw no client
+	 * connection left, so worker 0 may close the cluster links; worker 0
+	 * closed them (or has none) (atomics) */
+	int drain_links, links_done;
 	uint32_t announce_pending; /* ports whose link came up: worker 0 announces */
 	uint64_t announcements;    /* atomic: worker 0 and the main lcore add */
 	uint64_t reloads, reload_failed;
@@ -157,13 +171,27 @@ uint64_t moq_relay_now_ns(void);
 /* exc.c: the dpdk backend's exception port (--tcp 1). open: create it
  * after the data ports (0, or MOQ_ERR_CONFIG with one line in @err);
  * take: a frame moq_net did not deliver (verdict @v), 1 when it went to
- * the kernel; poll: the kernel's frames out of the data port, the TCP
+ * the kernel (TCP only to the relay's own ports, the rest counted in
+ * exc_refused); poll: the kernel's frames out of the data port, the TCP
  * listener. relay.c: tx_add for exc.c. */
 int moq_relay_exc_open(struct moq_relay *r, char *err, size_t errlen);
+/* after the management listener opened: its port is forwarded too when it
+ * listens on the data address (or on every address) */
+void moq_relay_exc_mgmt(struct moq_relay *r);
 void moq_relay_exc_close(struct moq_relay *r);
 int moq_relay_exc_take(struct moq_relay *r, struct relay_worker *w, struct rte_mbuf *m, int v);
 int moq_relay_exc_poll(struct moq_relay *r, struct relay_worker *w, uint64_t now);
 void moq_relay_tx_add(struct moq_relay *r, struct relay_worker *w, unsigned int pi,
                       struct rte_mbuf *m);
+
+/* devcert.c: the generated certificate kept in --state-dir. check: @dir
+ * ("" = none) exists or is made, and is writable (0, or MOQ_ERR_CONFIG with
+ * one line in @err naming --state-dir). dev_cert: the kept pair when it is
+ * usable, has more than @renew_before s left and is not the one of
+ * fingerprint @avoid (NULL: any), else a new pair written there (*@made =
+ * 1); NULL with one line in @err. */
+int moq_relay_state_dir_check(const char *dir, char *err, size_t errlen);
+struct moq_quic_tls *moq_relay_dev_cert(const char *dir, const uint8_t *avoid, int64_t renew_before,
+                                        int *made, char *err, size_t errlen);
 
 #endif /* MOQ_DPDK_APP_RELAY_INT_H */

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "moq_err.h"
 #include "pmd_profile.h"
@@ -59,6 +60,10 @@ static const struct key keys[] = {
         {"mtu", K_U16, OFF(mtu), 1280, 9000, "IP MTU of the ports (default 1500)"},
         {"cert", K_PATH, OFF(cert), 0, 0, "TLS certificate chain (PEM); empty = self-signed"},
         {"key", K_PATH, OFF(key), 0, 0, "TLS private key (PEM)"},
+        {"state-dir", K_PATH, OFF(state_dir), 0, 0,
+         "without --cert: keep the generated certificate and key here until due for "
+         "renewal; \"\" = keep nothing (default $STATE_DIRECTORY, /var/lib/moqdp as root, "
+         "else ~/.local/state/moqdp)"},
         {"cache-budget", K_SIZE, OFF(cache_budget), 1ull << 20, 1ull << 42,
          "cache byte budget (default 1GiB)"},
         {"max-latency", K_DUR, OFF(max_latency_us), 1000, 3600 * US,
@@ -67,8 +72,8 @@ static const struct key keys[] = {
          "QUIC connections per worker (default 100000)"},
         /* 0 = unlimited; 10000000: --max-connections' bound */
         {"max-conns-per-addr", K_U32, OFF(max_conns_per_addr), 0, 10000000,
-         "QUIC connections from one remote IP address, per worker; beyond: refused, "
-         "0 = unlimited (default 1024)"},
+         "QUIC connections from one source (an IPv4 address, an IPv6 /64), all "
+         "workers together; beyond: refused, 0 = unlimited (default 1024)"},
         {"max-subscribers", K_U32, OFF(max_subscribers), 1, 10000000,
          "active subscriptions, relay-wide; beyond: SUBSCRIBE reset 11 (default 100000)"},
         {"max-streams", K_U32, OFF(max_streams), 1, 1000000, "per connection (default 1000)"},
@@ -188,6 +193,26 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 	return MOQ_ERR_CONFIG;
 }
 
+/* --state-dir's default: systemd's StateDirectory= ($STATE_DIRECTORY, the
+ * first of a colon-separated list), /var/lib/moqdp for root, else the XDG
+ * state home (XDG Base Directory Specification 0.8). */
+static void default_state_dir(char *out, size_t len)
+{
+	const char *sd = getenv("STATE_DIRECTORY"), *x = getenv("XDG_STATE_HOME");
+	const char *home = getenv("HOME");
+
+	if (sd != NULL && sd[0] != '\0')
+		snprintf(out, len, "%.*s", (int)strcspn(sd, ":"), sd);
+	else if (geteuid() == 0)
+		snprintf(out, len, "/var/lib/moqdp");
+	else if (x != NULL && x[0] == '/')
+		snprintf(out, len, "%s/moqdp", x);
+	else if (home != NULL && home[0] == '/')
+		snprintf(out, len, "%s/.local/state/moqdp", home);
+	else
+		out[0] = '\0'; /* nowhere known: nothing kept */
+}
+
 void moq_pmd_config_defaults(struct moq_pmd_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
@@ -196,6 +221,7 @@ void moq_pmd_config_defaults(struct moq_pmd_config *cfg)
 	cfg->nb_listen = 1;
 	cfg->udp_port = 4443;
 	cfg->mtu = 1500;
+	default_state_dir(cfg->state_dir, sizeof(cfg->state_dir));
 	cfg->cache_budget = 1ull << 30;
 	cfg->max_latency_us = 5 * US; /* moq-lite: a track's default max latency */
 	cfg->max_connections = 100000;
@@ -886,6 +912,9 @@ int moq_pmd_config_check(const struct moq_pmd_config *cfg, char *err, size_t err
 				        "port) carries IPv4 only; --listen has an IPv6 address");
 	if (!cfg->tcp && cfg->web_root[0])
 		return fail(err, errlen, "--web-root: needs --tcp 1");
+	if (cfg->state_dir[0] != '\0' && cfg->state_dir[0] != '/')
+		return fail(err, errlen, "--state-dir: '%s' is not an absolute path",
+		            cfg->state_dir);
 	if (cfg->backend == MOQ_CFG_BACKEND_DPDK) {
 		for (unsigned int i = 0; i < cfg->nb_listen; i++) {
 			static const uint8_t zero[16];

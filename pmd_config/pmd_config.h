@@ -69,6 +69,11 @@ struct moq_pmd_config {
 	/* TLS: empty paths mean a self-signed development certificate */
 	char cert[MOQ_CFG_PATH_MAX];
 	char key[MOQ_CFG_PATH_MAX];
+	/* without --cert: the generated certificate and key are kept here
+	 * until due for renewal ("" = nothing kept, a new one every start);
+	 * default $STATE_DIRECTORY (systemd), /var/lib/moqdp as root, else
+	 * $XDG_STATE_HOME/moqdp or ~/.local/state/moqdp */
+	char state_dir[MOQ_CFG_PATH_MAX];
 
 	/* cache */
 	uint64_t cache_budget;   /* bytes */

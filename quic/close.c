@@ -304,13 +304,8 @@ void conn_free(struct moq_quic_conn *c)
 		conn_del_cid(c, c->cids[0].id, c->cids[0].len);
 	while (c->ntokens > 0)
 		conn_del_token(c, c->tokens[0]);
-	if (c->addr_slot_valid) {
-		/* the address counted at accept, not the current (migrated) one */
-		struct addr_ent *e = atab_get(ep, &c->counted_addr, 0);
-
-		if (e && e->count > 0)
-			e->count--;
-	}
+	if (c->addr_slot_valid) /* the source counted at accept, not a migrated one */
+		moq_quic_addr_table_put(ep->atab, &c->counted_addr);
 	for (i = 0; i < c->smap_cap; i++) {
 		struct quic_strm *s = c->smap[i];
 

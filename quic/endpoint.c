@@ -65,15 +65,6 @@ int moq_quic_pkt_worker(const uint8_t *data, size_t len)
 	return moq_quic_cid_worker(data + 1, MOQ_QUIC_CID_LEN);
 }
 
-static uint32_t pow2_at_least(uint64_t n)
-{
-	uint32_t p = 16;
-
-	while (p < n && p < (1u << 30))
-		p <<= 1;
-	return p;
-}
-
 static char *dupstr(const char *s)
 {
 	return s ? strdup(s) : NULL;
@@ -174,8 +165,11 @@ struct moq_quic_endpoint *moq_quic_endpoint_new(const struct moq_quic_config *cf
 	if (ktab_init(&ep->ctab, (uint64_t)ep->cfg.max_conns * QUIC_CONN_MAX_CIDS) != 0 ||
 	    ktab_init(&ep->ttab, (uint64_t)ep->cfg.max_conns * QUIC_CONN_MAX_TOKENS) != 0)
 		goto fail_tables;
-	ep->atab_cap = pow2_at_least((uint64_t)ep->cfg.max_conns * 2);
-	ep->atab = calloc(ep->atab_cap, sizeof(*ep->atab));
+	ep->atab = cfg->addr_table;
+	if (ep->atab == NULL) {
+		ep->atab = moq_quic_addr_table_new(ep->cfg.max_conns);
+		ep->atab_own = 1;
+	}
 	ep->heap_cap = ep->cfg.max_conns;
 	ep->heap = calloc(ep->heap_cap, sizeof(*ep->heap));
 	ep->slq_cap = ep->cfg.stateless_queue;
@@ -199,7 +193,8 @@ fail_tables:
 	mem_fini(ep);
 	free(ep->slq);
 	free(ep->heap);
-	free(ep->atab);
+	if (ep->atab_own)
+		moq_quic_addr_table_free(ep->atab);
 	ktab_fini(&ep->ttab);
 	ktab_fini(&ep->ctab);
 	quic_rng_free(ep);
@@ -229,7 +224,8 @@ void moq_quic_endpoint_free(struct moq_quic_endpoint *ep)
 	quic_tls_ctx_free(ep);
 	free(ep->slq);
 	free(ep->heap);
-	free(ep->atab);
+	if (ep->atab_own)
+		moq_quic_addr_table_free(ep->atab);
 	ktab_fini(&ep->ttab);
 	ktab_fini(&ep->ctab);
 	quic_rng_free(ep);
@@ -321,8 +317,7 @@ static void server_accept(struct moq_quic_endpoint *ep, const uint8_t *data, siz
 	ngtcp2_transport_params p;
 	ngtcp2_path path;
 	struct moq_quic_conn *c;
-	struct addr_ent *ae;
-	int validated = 0, rv;
+	int validated = 0, counted, rv;
 
 	rv = ngtcp2_accept(&hd, data, len);
 	if (rv == NGTCP2_ERR_RETRY) {
@@ -338,12 +333,11 @@ static void server_accept(struct moq_quic_endpoint *ep, const uint8_t *data, siz
 		send_stateless_close(ep, &hd, NGTCP2_CONNECTION_REFUSED, len, local, remote);
 		return;
 	}
-	ae = atab_get(ep, remote, 1);
-	if (ae == NULL) {
-		atab_compact(ep);
-		ae = atab_get(ep, remote, 1);
-	}
-	if (ae == NULL || ae->count >= ep->cfg.max_conns_per_addr) {
+	/* the source's count (an IPv4 address, an IPv6 /64; shared by every
+	 * endpoint given the same cfg.addr_table): a source at its limit gets
+	 * no Retry either; the count is taken below, with the connection */
+	counted = ep->cfg.max_conns_per_addr != UINT32_MAX;
+	if (counted && moq_quic_addr_table_count(ep->atab, remote) >= ep->cfg.max_conns_per_addr) {
 		ep->st.refused_per_addr++;
 		send_stateless_close(ep, &hd, NGTCP2_CONNECTION_REFUSED, len, local, remote);
 		return;
@@ -373,8 +367,18 @@ static void server_accept(struct moq_quic_endpoint *ep, const uint8_t *data, siz
 		return;
 	}
 
+	/* another endpoint sharing the table may have taken the last one
+	 * since the check above; a full table refuses too */
+	if (counted &&
+	    moq_quic_addr_table_take(ep->atab, remote, ep->cfg.max_conns_per_addr) != 0) {
+		ep->st.refused_per_addr++;
+		send_stateless_close(ep, &hd, NGTCP2_CONNECTION_REFUSED, len, local, remote);
+		return;
+	}
 	c = conn_alloc(ep, local, remote, NULL);
 	if (c == NULL) {
+		if (counted)
+			moq_quic_addr_table_put(ep->atab, remote);
 		ep->st.pkts_dropped++;
 		return;
 	}
@@ -382,8 +386,7 @@ static void server_accept(struct moq_quic_endpoint *ep, const uint8_t *data, siz
 	ep->st.conns_accepted++;
 	c->half_open = 1;
 	ep->st.half_open++;
-	ae->count++;
-	c->addr_slot_valid = 1;
+	c->addr_slot_valid = counted;
 	c->counted_addr = *remote;
 	c->notified = 1; /* nothing handed out until conn_new */
 

@@ -210,9 +210,14 @@ struct moq_quic_config {
 	const uint8_t *secret; /* MOQ_QUIC_SECRET_LEN bytes */
 
 	/* Limits (each refusal is counted in struct moq_quic_stats). */
-	uint32_t max_conns;            /* 0 = 1024 */
-	uint32_t max_half_open;        /* 0 = 256: handshakes in progress */
-	uint32_t max_conns_per_addr;   /* 0 = 64: per remote IP address; UINT32_MAX = none */
+	uint32_t max_conns;          /* 0 = 1024 */
+	uint32_t max_half_open;      /* 0 = 256: handshakes in progress */
+	uint32_t max_conns_per_addr; /* 0 = 64: per source (an IPv4 address, an IPv6
+	                                * /64); UINT32_MAX = none */
+	/* where those are counted: a table several endpoints share (a relay's
+	 * workers: one limit across them; moq_quic_addr_table_new, it must
+	 * outlive them), NULL = the endpoint's own */
+	struct moq_quic_addr_table *addr_table;
 	uint64_t max_streams_bidi;     /* 0 = 100: peer-opened, per connection */
 	uint64_t max_streams_uni;      /* 0 = 1000 */
 	uint64_t max_stream_data;      /* 0 = 1 MiB: receive window per stream */
@@ -419,6 +424,17 @@ int moq_quic_endpoint_reload_cert(struct moq_quic_endpoint *ep, const char *cert
  */
 struct moq_quic_tls *moq_quic_tls_new(const char *cert_file, const char *key_file, int *err);
 
+/*
+ * moq_quic_tls_dev_cert_write: a new self-signed development certificate,
+ * the one moq_quic_tls_new(NULL, NULL) would generate (ECDSA P-256, 14
+ * days), written as PEM to @cert_file and its key to @key_file (mode 0600),
+ * for moq_quic_tls_new(@cert_file, @key_file) to load now and at the next
+ * start (the relay's --state-dir: a pinned serverCertificateHashes survives
+ * a restart). Returns 0, MOQ_ERR_IO (a file cannot be written),
+ * MOQ_ERR_CRYPTO, MOQ_ERR_NOMEM or MOQ_ERR_INVAL.
+ */
+int moq_quic_tls_dev_cert_write(const char *cert_file, const char *key_file);
+
 /* moq_quic_tls_free: drop the caller's reference (endpoints and connections
  * keep theirs). Any thread. NULL is ignored. */
 void moq_quic_tls_free(struct moq_quic_tls *t);
@@ -465,6 +481,33 @@ uint64_t moq_quic_tls_pem_loads(void);
  * @buf (at least 96 bytes). Returns @buf.
  */
 char *moq_quic_fingerprint_str(const uint8_t fp[32], char *buf, size_t buflen);
+
+/*
+ * Connections per source, for max_conns_per_addr: a source is an IPv4
+ * address or an IPv6 /64 (an IPv4-mapped IPv6 address is its IPv4 address).
+ * A table may be shared by endpoints on several threads (a spinlock, taken
+ * once per new and per closed connection, never per packet): a relay's
+ * workers then count one limit together, whichever worker RSS gave each
+ * connection to.
+ *
+ * moq_quic_addr_table_new: a table for up to @max_sources sources with a
+ * connection (beyond, take refuses). NULL when memory is short.
+ * moq_quic_addr_table_free: free it (after every endpoint using it).
+ * moq_quic_addr_table_take: count one connection of @a's source unless it
+ * has @limit already. Returns 0, MOQ_ERR_LIMIT (@limit reached, or the
+ * table has @max_sources sources), MOQ_ERR_INVAL (neither IPv4 nor IPv6).
+ * moq_quic_addr_table_put: one connection of @a's source ended.
+ * moq_quic_addr_table_count: the connections counted for @a's source.
+ * moq_quic_addr_table_sources: the sources with a connection.
+ */
+struct moq_quic_addr_table;
+struct moq_quic_addr_table *moq_quic_addr_table_new(uint32_t max_sources);
+void moq_quic_addr_table_free(struct moq_quic_addr_table *t);
+int moq_quic_addr_table_take(struct moq_quic_addr_table *t, const struct moq_quic_addr *a,
+                             uint32_t limit);
+void moq_quic_addr_table_put(struct moq_quic_addr_table *t, const struct moq_quic_addr *a);
+uint32_t moq_quic_addr_table_count(struct moq_quic_addr_table *t, const struct moq_quic_addr *a);
+uint32_t moq_quic_addr_table_sources(struct moq_quic_addr_table *t);
 
 /*
  * moq_quic_addr_ip4: fill @out with IPv4 address @ip (dotted quad) and UDP

@@ -115,7 +115,7 @@ struct moq_quic_conn {
 	int got_sreset;
 	int cb_failed;
 	uint32_t addr_slot_valid;
-	struct moq_quic_addr counted_addr; /* counted in ep->atab */
+	struct moq_quic_addr counted_addr; /* counted in ep->atab (addr_slot_valid) */
 	struct moq_quic_addr local, remote;
 	char alpn[MOQ_QUIC_ALPN_MAX + 1];
 
@@ -168,13 +168,6 @@ struct sl_pkt {
 	struct moq_quic_addr local, remote;
 };
 
-struct addr_ent {
-	uint8_t used;
-	uint8_t fam;
-	uint8_t ip[16];
-	uint32_t count;
-};
-
 struct moq_quic_endpoint {
 	struct moq_quic_config cfg;
 	char *alpn[QUIC_ALPN_MAX_IDS];
@@ -200,9 +193,10 @@ struct moq_quic_endpoint {
 	struct ktab ctab; /* CID -> connection */
 	struct ktab ttab; /* peer stateless reset token -> connection */
 
-	/* remote IP -> connection count */
-	struct addr_ent *atab;
-	uint32_t atab_cap;
+	/* source -> connection count (addr.c): cfg.addr_table, or the
+	 * endpoint's own (@atab_own) */
+	struct moq_quic_addr_table *atab;
+	int atab_own;
 
 	/* timers */
 	struct moq_quic_conn **heap;
@@ -363,8 +357,6 @@ int conn_add_cid(struct moq_quic_conn *c, const uint8_t *id, size_t len);
 void conn_del_cid(struct moq_quic_conn *c, const uint8_t *id, size_t len);
 
 /* addr.c: connections per remote IP. */
-struct addr_ent *atab_get(struct moq_quic_endpoint *ep, const struct moq_quic_addr *a, int create);
-void atab_compact(struct moq_quic_endpoint *ep);
 
 /* timer.c: the timer heap. */
 void heap_remove(struct moq_quic_endpoint *ep, struct moq_quic_conn *c);

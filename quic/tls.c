@@ -6,9 +6,11 @@
 #include "quic_int.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -113,12 +115,17 @@ static int alpn_select(WOLFSSL *ssl, const unsigned char **out, unsigned char *o
  * wc_CertNew): their size depends on build settings (SP_INT_BITS ...) that
  * the installed headers do not all carry, and a stack copy sized by our
  * view of the struct was overrun. */
-static int gen_self_signed(WC_RNG *rng, WOLFSSL_CTX *ctx, uint8_t fp[32])
+#define DEV_CERT_DER_MAX 2048
+#define DEV_KEY_DER_MAX  256
+
+/* A new self-signed development certificate (DER into @der, @derlen) and
+ * its ECDSA P-256 key (DER into @kder, @klen). */
+static int make_self_signed(WC_RNG *rng, uint8_t der[DEV_CERT_DER_MAX], int *derlen,
+                            uint8_t kder[DEV_KEY_DER_MAX], int *klen)
 {
 	ecc_key *key;
 	Cert *cert;
-	uint8_t der[2048], kder[256];
-	int derlen, klen, rv = MOQ_ERR_CRYPTO;
+	int rv = MOQ_ERR_CRYPTO;
 
 	key = wc_ecc_key_new(NULL);
 	if (key == NULL)
@@ -142,28 +149,80 @@ static int gen_self_signed(WC_RNG *rng, WOLFSSL_CTX *ctx, uint8_t fp[32])
 	    wc_SetExtKeyUsage(cert, "serverAuth") != 0 ||
 	    wc_SetSubjectKeyIdFromPublicKey_ex(cert, ECC_TYPE, key) != 0)
 		goto fail_cert;
-	derlen = wc_MakeCert_ex(cert, der, sizeof(der), ECC_TYPE, key, rng);
-	if (derlen <= 0)
+	*derlen = wc_MakeCert_ex(cert, der, DEV_CERT_DER_MAX, ECC_TYPE, key, rng);
+	if (*derlen <= 0)
 		goto fail_cert;
-	derlen = wc_SignCert_ex(cert->bodySz, cert->sigType, der, sizeof(der), ECC_TYPE, key, rng);
-	if (derlen <= 0)
+	*derlen = wc_SignCert_ex(cert->bodySz, cert->sigType, der, DEV_CERT_DER_MAX, ECC_TYPE, key,
+	                         rng);
+	if (*derlen <= 0)
 		goto fail_cert;
-	klen = wc_EccKeyToDer(key, kder, sizeof(kder));
-	if (klen <= 0)
-		goto fail_cert;
-	if (wolfSSL_CTX_use_certificate_buffer(ctx, der, derlen, WOLFSSL_FILETYPE_ASN1) !=
-	    WOLFSSL_SUCCESS)
-		goto fail_cert;
-	if (wolfSSL_CTX_use_PrivateKey_buffer(ctx, kder, klen, WOLFSSL_FILETYPE_ASN1) !=
-	    WOLFSSL_SUCCESS)
-		goto fail_cert;
-	if (wc_Sha256Hash(der, (word32)derlen, fp) != 0)
+	*klen = wc_EccKeyToDer(key, kder, DEV_KEY_DER_MAX);
+	if (*klen <= 0)
 		goto fail_cert;
 	rv = 0;
 fail_cert:
 	wc_CertFree(cert);
 fail_key:
 	wc_ecc_key_free(key);
+	return rv;
+}
+
+static int gen_self_signed(WC_RNG *rng, WOLFSSL_CTX *ctx, uint8_t fp[32])
+{
+	uint8_t der[DEV_CERT_DER_MAX], kder[DEV_KEY_DER_MAX];
+	int derlen, klen, rv = make_self_signed(rng, der, &derlen, kder, &klen);
+
+	if (rv != 0)
+		return rv;
+	if (wolfSSL_CTX_use_certificate_buffer(ctx, der, derlen, WOLFSSL_FILETYPE_ASN1) !=
+	            WOLFSSL_SUCCESS ||
+	    wolfSSL_CTX_use_PrivateKey_buffer(ctx, kder, klen, WOLFSSL_FILETYPE_ASN1) !=
+	            WOLFSSL_SUCCESS ||
+	    wc_Sha256Hash(der, (word32)derlen, fp) != 0)
+		return MOQ_ERR_CRYPTO;
+	return 0;
+}
+
+/* @der (@len bytes, wolfCrypt PEM type @type) as PEM into @file, made with
+ * @mode (its permissions set even when it existed). */
+static int write_pem(const char *file, const uint8_t *der, int len, int type, mode_t mode)
+{
+	uint8_t pem[4096];
+	int n = wc_DerToPem(der, (word32)len, pem, sizeof(pem), type);
+	FILE *f;
+	int fd, ok;
+
+	if (n <= 0)
+		return MOQ_ERR_CRYPTO;
+	fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	if (fd < 0)
+		return MOQ_ERR_IO;
+	if (fchmod(fd, mode) != 0 || (f = fdopen(fd, "w")) == NULL) {
+		close(fd);
+		return MOQ_ERR_IO;
+	}
+	ok = fwrite(pem, 1, (size_t)n, f) == (size_t)n;
+	ok &= fflush(f) == 0 && fsync(fd) == 0;
+	ok &= fclose(f) == 0;
+	return ok ? 0 : MOQ_ERR_IO;
+}
+
+int moq_quic_tls_dev_cert_write(const char *cert_file, const char *key_file)
+{
+	uint8_t der[DEV_CERT_DER_MAX], kder[DEV_KEY_DER_MAX];
+	int derlen, klen, rv;
+	WC_RNG rng;
+
+	if (cert_file == NULL || key_file == NULL)
+		return MOQ_ERR_INVAL;
+	if (wc_InitRng(&rng) != 0)
+		return MOQ_ERR_CRYPTO;
+	rv = make_self_signed(&rng, der, &derlen, kder, &klen);
+	wc_FreeRng(&rng);
+	if (rv == 0)
+		rv = write_pem(key_file, kder, klen, ECC_PRIVATEKEY_TYPE, 0600);
+	if (rv == 0)
+		rv = write_pem(cert_file, der, derlen, CERT_TYPE, 0644);
 	return rv;
 }
 

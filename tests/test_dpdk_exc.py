@@ -24,7 +24,12 @@ the test moves into C, where curl and moqdp-load --kernel run:
 7. @moq/net in node (tests/web/ws_remote.mjs) over WebSocket: the http://
    path (certificate.sha256, then the session), publish + subscribe, every
    byte verified (skipped without node / tests/web/node_modules);
-8. on SIGTERM the relay exits 0 and its exception interface is gone.
+8. issue 22, item 6: only the relay's own TCP port goes to the kernel: a
+   `python3 -m http.server` bound to 0.0.0.0 on another port of the relay's
+   host (in R) answers there but not from C, and the relay counts the
+   refused frames (moqdp_exception_refused_total, telemetry's
+   exception_refused) while its own port keeps working;
+9. on SIGTERM the relay exits 0 and its exception interface is gone.
 
 Needs root (namespaces, net_tap); skipped otherwise.
 """
@@ -44,6 +49,7 @@ PID = os.getpid()
 NSR, NSC = f"moqdp-excR-{PID}", f"moqdp-excC-{PID}"
 DATA_IF = f"mqe{PID % 100000}"
 IP, PORT = "10.79.0.1", 4443
+OTHER_PORT = 8000 + PID % 1000
 n = 0
 failed = 0
 
@@ -63,9 +69,9 @@ def sh(cmd, timeout=60):
     return subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=timeout)
 
 
-def curl(path, tls=False):
-    r = sh(f"ip netns exec {NSC} curl -sk --max-time 5 "
-           f"{'https' if tls else 'http'}://{IP}:{PORT}{path}", timeout=20)
+def curl(path, tls=False, port=PORT, max_time=5):
+    r = sh(f"ip netns exec {NSC} curl -sk --max-time {max_time} "
+           f"{'https' if tls else 'http'}://{IP}:{port}{path}", timeout=20)
     return r.returncode, r.stdout
 
 
@@ -90,8 +96,9 @@ def main():
     if os.geteuid() != 0:
         print("1..0 # SKIP needs root (network namespaces, net_tap)")
         return 0
-    print("1..9", flush=True)
+    print("1..11", flush=True)
     relay = None
+    other = None
     try:
         for ns in (NSR, NSC):
             sh(f"ip netns del {ns}")
@@ -142,6 +149,28 @@ def main():
             "GET /certificate.sha256: 64 lowercase hex", f"{code} {fp!r}")
         code, fp2 = curl("/certificate.sha256", tls=True)
         tap(code == 0 and fp2 == fp, "the same over TLS on the same port", f"{code} {fp2!r}")
+        # another TCP listener on the relay's host, on every address
+        other = subprocess.Popen(["ip", "netns", "exec", NSR, "python3", "-m", "http.server",
+                                  str(OTHER_PORT), "--bind", "0.0.0.0"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        local = 1
+        for _ in range(50):
+            local = sh(f"ip netns exec {NSR} curl -s --max-time 2 -o /dev/null "
+                       f"http://{IP}:{OTHER_PORT}/").returncode
+            if local == 0:
+                break
+            time.sleep(0.1)
+        code, body = curl("/", port=OTHER_PORT, max_time=3)
+        tap(local == 0 and code != 0,
+            f"another listener on the relay host (0.0.0.0:{OTHER_PORT}) answers in its "
+            "namespace and not from the data network",
+            f"in R: curl {local}; from C: curl {code} {body[:200]!r}")
+        code, body = curl("/health")
+        met = sh(f"ip netns exec {NSR} curl -s --max-time 5 http://127.0.0.1:9464/metrics").stdout
+        m = re.search(r"^moqdp_exception_refused_total (\S+)$", met, re.M)
+        tap(code == 0 and body == "ok\n" and m is not None and float(m.group(1)) > 0,
+            "the relay's own port still answers; the refused frames are counted",
+            f"{code} {body!r} refused {m.group(1) if m else None}")
         ws = load(["--transport", "ws"], "exc/ws", "10.79.0.2")
         time.sleep(0.5)
         quic = load([], "exc/quic", "10.79.0.7")
@@ -176,6 +205,9 @@ def main():
             f"rc {relay.returncode}\n{out}")
         relay = None
     finally:
+        if other is not None:
+            other.kill()
+            other.wait()
         if relay is not None and relay.poll() is None:
             relay.kill()
             relay.wait()

@@ -295,6 +295,7 @@ static const struct {
         {"--tcp", "2", "--tcp: '2' is not an integer in [0, 1]"},
         {"--max-tcp-conns", "0", "--max-tcp-conns:"},
         {"--web-root", "/srv", "--web-root: needs --tcp 1"},
+        {"--state-dir", "var/lib/moqdp", "--state-dir: 'var/lib/moqdp' is not an absolute path"},
 };
 
 START_TEST(bad_option)

@@ -502,6 +502,22 @@ void moq_web_set_tls(struct moq_web *w, void *tls_ctx, const uint8_t *fingerprin
 	}
 }
 
+int moq_web_drain(struct moq_web *w, int close)
+{
+	int n = 0;
+
+	w->draining = 1;
+	if (!close)
+		return 0;
+	for (struct wconn *c = w->conns; c != NULL; c = c->next)
+		if (!c->client && c->q != NULL && !moq_qmux_closing(c->q)) {
+			moq_qmux_close(c->q, 0); /* APPLICATION_CLOSE 0, then Close 1000 */
+			web_mark(c);
+			n++;
+		}
+	return n;
+}
+
 void moq_web_stats(const struct moq_web *w, struct moq_web_stats *out)
 {
 	*out = w->st;

@@ -295,7 +295,10 @@ static void request(struct wconn *c, uint64_t now)
 		return;
 	}
 	if (pl == 7 && memcmp(path, "/health", 7) == 0) {
-		web_respond_text(c, 200, "OK", "ok\n");
+		if (c->w->draining)
+			web_respond_text(c, 503, "Service Unavailable", "draining\n");
+		else
+			web_respond_text(c, 200, "OK", "ok\n");
 	} else if (pl == 19 && memcmp(path, "/certificate.sha256", 19) == 0) {
 		char hex[65];
 

@@ -268,6 +268,15 @@ int moq_web_connect(struct moq_web *w, struct moq_node *node, const struct socka
  * (certificate reload). */
 void moq_web_set_tls(struct moq_web *w, void *tls_ctx, const uint8_t *fingerprint);
 
+/*
+ * moq_web_drain: the relay is draining (SIGQUIT): from now on GET /health
+ * answers 503 "draining\n"; with @close, every WebSocket session the
+ * listener accepted is also closed now (qmux APPLICATION_CLOSE 0, then
+ * WebSocket Close 1000; its moq-lite session ends). The GOAWAY before it
+ * is the node's (moq.h, moq_node_goaway). Returns the sessions closed.
+ */
+int moq_web_drain(struct moq_web *w, int close);
+
 /* moq_web_stats: counters into @out. */
 void moq_web_stats(const struct moq_web *w, struct moq_web_stats *out);
 

@@ -171,7 +171,8 @@ struct moq_web {
 	uint64_t next_tick;
 	uint8_t fp[32];
 	int has_fp;
-	int dry; /* moq_web_req_parse: decide, touch no node, no socket */
+	int dry;      /* moq_web_req_parse: decide, touch no node, no socket */
+	int draining; /* moq_web_drain: /health answers 503 */
 	struct moq_web_stats st;
 };
 
