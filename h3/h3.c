@@ -81,13 +81,23 @@ int moq_h3_control_open(uint8_t *buf, size_t cap, int client)
 {
 	/* BINDINGS.md 1: the server's SETTINGS; a client sends the same
 	 * datagram / WebTransport ones (ENABLE_CONNECT_PROTOCOL is a server's
-	 * setting, RFC 8441, 3). */
+	 * setting, RFC 8441, 3). Chrome 156 speaks draft-02 / -07 (it sends
+	 * 0x2b603742 and reads the old codepoints); the -13 / -14 ones are for
+	 * clients of the newer drafts, which ignore the old ones. */
 	static const uint64_t server[][2] = {
-	        {MOQ_H3_SET_ENABLE_CONNECT, 1},  {MOQ_H3_SET_H3_DATAGRAM, 1},
-	        {MOQ_H3_SET_H3_DATAGRAM_OLD, 1}, {MOQ_H3_SET_WT_MAX_SESSIONS, 1},
-	        {MOQ_H3_SET_WT_MAX_SESS_OLD, 1}, {MOQ_H3_SET_WT_ENABLE_OLD, 1},
+	        {MOQ_H3_SET_ENABLE_CONNECT, 1},
+	        {MOQ_H3_SET_H3_DATAGRAM, 1},
+	        {MOQ_H3_SET_H3_DATAGRAM_OLD, 1},
+	        {MOQ_H3_SET_WT_MAX_SESSIONS, 1},
+	        {MOQ_H3_SET_WT_MAX_SESS_OLD, 1},
+	        {MOQ_H3_SET_WT_ENABLE_OLD, 1},
+	        {MOQ_H3_SET_WT_MAX_SESS_13, 1},
+	        {MOQ_H3_SET_WT_ENABLED, 1},
+	        {MOQ_H3_SET_WT_INIT_MAX_STREAMS_UNI, MOQ_H3_WT_INIT_STREAMS},
+	        {MOQ_H3_SET_WT_INIT_MAX_STREAMS_BIDI, MOQ_H3_WT_INIT_STREAMS},
+	        {MOQ_H3_SET_WT_INIT_MAX_DATA, MOQ_H3_WT_INIT_DATA},
 	};
-	uint8_t body[96];
+	uint8_t body[MOQ_H3_CONTROL_OPEN_MAX];
 	size_t bl = 0, n = 0, first = client ? 1 : 0;
 
 	for (size_t i = first; i < sizeof(server) / sizeof(server[0]); i++) {
@@ -148,13 +158,32 @@ int moq_h3_settings_decode(const uint8_t *p, size_t len, struct moq_h3_settings 
 			break;
 		case MOQ_H3_SET_WT_MAX_SESSIONS:
 		case MOQ_H3_SET_WT_MAX_SESS_OLD:
+		case MOQ_H3_SET_WT_MAX_SESS_13:
 			if (val)
 				out->wt_max_sessions = val;
-			bit = id == MOQ_H3_SET_WT_MAX_SESSIONS ? 64 : 128;
+			bit = id == MOQ_H3_SET_WT_MAX_SESSIONS   ? 64
+			      : id == MOQ_H3_SET_WT_MAX_SESS_OLD ? 128
+			                                         : 512;
 			break;
 		case MOQ_H3_SET_WT_ENABLE_OLD:
 			out->wt_enable_old = val;
 			bit = 256;
+			break;
+		case MOQ_H3_SET_WT_ENABLED:
+			out->wt_enabled = val;
+			bit = 1024;
+			break;
+		case MOQ_H3_SET_WT_INIT_MAX_DATA:
+			out->wt_init_max_data = val;
+			bit = 2048;
+			break;
+		case MOQ_H3_SET_WT_INIT_MAX_STREAMS_UNI:
+			out->wt_init_max_streams_uni = val;
+			bit = 4096;
+			break;
+		case MOQ_H3_SET_WT_INIT_MAX_STREAMS_BIDI:
+			out->wt_init_max_streams_bidi = val;
+			bit = 8192;
 			break;
 		default:
 			break; /* RFC 9114, 7.2.4: unknown identifiers are ignored */

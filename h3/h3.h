@@ -69,6 +69,23 @@ extern "C" {
 #define MOQ_H3_SET_WT_MAX_SESSIONS   0xc671706a /* draft-ietf-webtrans-http3-07+ */
 #define MOQ_H3_SET_WT_ENABLE_OLD     0x2b603742 /* draft-02 ENABLE_WEBTRANSPORT */
 #define MOQ_H3_SET_WT_MAX_SESS_OLD   0x2b603743 /* draft-02..06 max sessions */
+/* draft-ietf-webtrans-http3-13 / -14, 9.2: the newer drafts' settings.
+ * -13 announces WebTransport with WT_MAX_SESSIONS at a new codepoint, -14
+ * with SETTINGS_WT_ENABLED; both give the session's initial flow-control
+ * limits (5.5: streams the peer may open, bytes it may send). */
+#define MOQ_H3_SET_WT_ENABLED               0x2c7cf000 /* -14+ SETTINGS_WT_ENABLED */
+#define MOQ_H3_SET_WT_MAX_SESS_13           0x14e9cd29 /* -13 SETTINGS_WT_MAX_SESSIONS */
+#define MOQ_H3_SET_WT_INIT_MAX_DATA         0x2b61
+#define MOQ_H3_SET_WT_INIT_MAX_STREAMS_UNI  0x2b64
+#define MOQ_H3_SET_WT_INIT_MAX_STREAMS_BIDI 0x2b65
+
+/* The initial limits we announce. One session per connection, and we send
+ * no WT_MAX_STREAMS / WT_MAX_DATA capsules to raise them later, so they are
+ * the largest values the draft allows (5.5.1: at most 2^60 streams; a
+ * varint: at most 2^62 - 1 bytes): the peer is bounded by QUIC's own flow
+ * control (the transport parameters ngtcp2 moves), as on raw QUIC. */
+#define MOQ_H3_WT_INIT_STREAMS (1ull << 60)
+#define MOQ_H3_WT_INIT_DATA    ((1ull << 62) - 1)
 
 /* RFC 9114, 8.1 / RFC 9204, 6: HTTP/3 and QPACK error codes. */
 #define MOQ_H3_NO_ERROR                   0x100
@@ -136,16 +153,26 @@ struct moq_h3_settings {
 	uint64_t h3_datagram;     /* 0x33 or the old 0xffd277 */
 	uint64_t wt_max_sessions; /* 0xc671706a or the old 0x2b603743 */
 	uint64_t wt_enable_old;   /* 0x2b603742 */
-	uint32_t count;           /* identifiers read (unknown and GREASE included) */
+	uint64_t wt_enabled;      /* 0x2c7cf000 (draft-14+) */
+	uint64_t wt_init_max_data;
+	uint64_t wt_init_max_streams_uni;
+	uint64_t wt_init_max_streams_bidi;
+	uint32_t count; /* identifiers read (unknown and GREASE included) */
 };
+
+/* The bytes moq_h3_control_open writes at most. */
+#define MOQ_H3_CONTROL_OPEN_MAX 128
 
 /*
  * moq_h3_control_open: the bytes our control stream starts with: the
  * stream type 0x00 and a SETTINGS frame with ENABLE_CONNECT_PROTOCOL,
- * H3_DATAGRAM (both codepoints) and the WebTransport settings (new and
- * old codepoints), or, when @client, ENABLE_DATAGRAM and the WebTransport
- * settings a client sends. Writes into @buf (@cap bytes; 64 suffice).
- * Returns the length, or MOQ_ERR_TOO_LARGE.
+ * H3_DATAGRAM (both codepoints) and the WebTransport settings of every
+ * draft a browser may speak (draft-02's ENABLE and max sessions, -07's max
+ * sessions, -13's max sessions, -14's WT_ENABLED, and the initial limits
+ * MOQ_H3_WT_INIT_*), or, when @client, the same without
+ * ENABLE_CONNECT_PROTOCOL (a server's setting). Writes into @buf (@cap
+ * bytes; MOQ_H3_CONTROL_OPEN_MAX suffice). Returns the length, or
+ * MOQ_ERR_TOO_LARGE.
  */
 int moq_h3_control_open(uint8_t *buf, size_t cap, int client);
 

@@ -69,7 +69,7 @@ struct moq_wt {
 	int close_local;
 	int have_close;
 	/* Memory streams reference until acknowledged or the connection ends. */
-	uint8_t ctl[64];
+	uint8_t ctl[MOQ_H3_CONTROL_OPEN_MAX];
 	size_t ctl_len;
 	uint8_t pfx_uni[16], pfx_bidi[16];
 	size_t pfx_uni_len, pfx_bidi_len;
@@ -638,6 +638,10 @@ static void start_h3(struct moq_wt *w)
 
 	/* RFC 9114, 6.2.1: each side opens one control stream, SETTINGS first */
 	n = moq_h3_control_open(w->ctl, sizeof(w->ctl), !w->server);
+	if (n < 0) {
+		h3_fail(w, MOQ_H3_INTERNAL_ERROR, "control stream");
+		return;
+	}
 	w->ctl_len = (size_t)n;
 	rc = moq_quic_stream_open(w->c, 0, &w->ctl_sid);
 	if (rc == 0)

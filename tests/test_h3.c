@@ -137,15 +137,32 @@ static void read_control(const uint8_t *b, int n, struct moq_h3_settings *s)
 	ck_assert_int_eq(moq_h3_settings_decode(b + 1 + h, flen, s), 0);
 }
 
+/* The value of setting @id in the SETTINGS payload @p (@len), -1 if absent. */
+static int64_t setting_value(const uint8_t *p, size_t len, uint64_t id)
+{
+	for (size_t off = 0; off < len;) {
+		uint64_t k, v;
+		int a = moq_h3_varint_get(p + off, len - off, &k), b;
+
+		ck_assert_int_gt(a, 0);
+		b = moq_h3_varint_get(p + off + (size_t)a, len - off - (size_t)a, &v);
+		ck_assert_int_gt(b, 0);
+		off += (size_t)a + (size_t)b;
+		if (k == id)
+			return (int64_t)v;
+	}
+	return -1;
+}
+
 START_TEST(settings_both_ways)
 {
-	uint8_t b[64];
+	uint8_t b[128];
 	struct moq_h3_settings s;
 	int n = moq_h3_control_open(b, sizeof(b), 0);
 
 	/* the server's, BINDINGS.md 1 */
 	read_control(b, n, &s);
-	ck_assert_uint_eq(s.count, 6);
+	ck_assert_uint_eq(s.count, 11);
 	ck_assert_uint_eq(s.enable_connect, 1);
 	ck_assert_uint_eq(s.h3_datagram, 1);
 	ck_assert_uint_eq(s.wt_max_sessions, 1);
@@ -160,13 +177,34 @@ START_TEST(settings_both_ways)
 		ck_assert_ptr_nonnull(memmem(b, (size_t)n, wt_old, sizeof(wt_old)));
 		ck_assert_ptr_nonnull(memmem(b, (size_t)n, wt_new, sizeof(wt_new)));
 	}
-	/* a client's: no ENABLE_CONNECT_PROTOCOL */
+	/* draft-ietf-webtrans-http3-13 / -14, 9.2: SETTINGS_WT_ENABLED
+	 * (0x2c7cf000), -13's WT_MAX_SESSIONS (0x14e9cd29) and the initial
+	 * limits WT_INITIAL_MAX_STREAMS_UNI (0x2b64) / _BIDI (0x2b65) /
+	 * WT_INITIAL_MAX_DATA (0x2b61), by value: the largest the draft allows
+	 * (we never raise them with capsules; QUIC's flow control bounds) */
+	{
+		const uint8_t *p = b + 3;
+		size_t pl = (size_t)n - 3;
+
+		ck_assert_int_eq(setting_value(p, pl, 0x2c7cf000), 1);
+		ck_assert_int_eq(setting_value(p, pl, 0x14e9cd29), 1);
+		ck_assert_int_eq(setting_value(p, pl, 0x2b64), (int64_t)(1ull << 60));
+		ck_assert_int_eq(setting_value(p, pl, 0x2b65), (int64_t)(1ull << 60));
+		ck_assert_int_eq(setting_value(p, pl, 0x2b61), (int64_t)((1ull << 62) - 1));
+		ck_assert_uint_eq(s.wt_enabled, 1);
+		ck_assert_uint_eq(s.wt_init_max_streams_uni, 1ull << 60);
+		ck_assert_uint_eq(s.wt_init_max_streams_bidi, 1ull << 60);
+		ck_assert_uint_eq(s.wt_init_max_data, (1ull << 62) - 1);
+	}
+	/* a client's: no ENABLE_CONNECT_PROTOCOL, the rest the same */
 	n = moq_h3_control_open(b, sizeof(b), 1);
 	read_control(b, n, &s);
 	ck_assert_uint_eq(s.enable_connect, 0);
 	ck_assert_uint_eq(s.h3_datagram, 1);
-	ck_assert_uint_eq(s.count, 5);
+	ck_assert_uint_eq(s.wt_enabled, 1);
+	ck_assert_uint_eq(s.count, 10);
 	ck_assert_int_eq(moq_h3_control_open(b, 8, 0), MOQ_ERR_TOO_LARGE);
+	ck_assert_int_le(moq_h3_control_open(b, sizeof(b), 0), MOQ_H3_CONTROL_OPEN_MAX);
 
 	/* what Chrome sends: QPACK settings, the old datagram codepoint, a
 	 * GREASE id; all read */
@@ -555,7 +593,7 @@ static struct {
 	int established, closed;
 	struct moq_quic_close_info ci;
 	int64_t ctl, enc, dec, req;
-	uint8_t ctl_buf[64];
+	uint8_t ctl_buf[MOQ_H3_CONTROL_OPEN_MAX];
 	uint8_t *reqf;
 	size_t reqf_len;
 	uint8_t extra[256]; /* data written on the CONNECT stream after the request */
@@ -867,9 +905,10 @@ START_TEST(session_settings_prefix_capsule)
 	/* the server's control stream: type 0, SETTINGS with ours */
 	ctl = server_uni((const uint8_t *)"\0", 1);
 	ck_assert_ptr_nonnull(ctl);
-	ck_assert_int_gt(moq_h3_frame_head(ctl->buf + 1, ctl->len - 1, &type, &flen), 0);
+	hl = moq_h3_frame_head(ctl->buf + 1, ctl->len - 1, &type, &flen);
+	ck_assert_int_gt(hl, 0);
 	ck_assert_uint_eq(type, MOQ_H3_FRAME_SETTINGS);
-	ck_assert_int_eq(moq_h3_settings_decode(ctl->buf + 3, flen, &set), 0);
+	ck_assert_int_eq(moq_h3_settings_decode(ctl->buf + 1 + hl, flen, &set), 0);
 	ck_assert_uint_eq(set.enable_connect, 1);
 	ck_assert_uint_eq(set.h3_datagram, 1);
 	ck_assert_uint_eq(set.wt_max_sessions, 1);
