@@ -196,6 +196,194 @@ int moq_h3_settings_decode(const uint8_t *p, size_t len, struct moq_h3_settings 
 	return 0;
 }
 
+/* ------------------------------------------------------ control stream */
+
+void moq_h3_control_init(struct moq_h3_control *p, int peer_server)
+{
+	memset(p, 0, sizeof(*p));
+	p->peer_server = peer_server;
+}
+
+void moq_h3_control_free(struct moq_h3_control *p)
+{
+	free(p->buf);
+	p->buf = NULL;
+	p->blen = p->bcap = 0;
+}
+
+static int ctl_fail(struct moq_h3_control *p, uint64_t code, uint64_t *h3err)
+{
+	moq_h3_control_free(p);
+	p->failed = code;
+	*h3err = code;
+	return MOQ_ERR_PROTO;
+}
+
+/* A payload made of exactly one varint (RFC 9114, 7.1: more or fewer bytes
+ * than the fields is H3_FRAME_ERROR). */
+static int one_varint(const uint8_t *b, size_t len, uint64_t *v)
+{
+	int n = moq_h3_varint_get(b, len, v);
+
+	return n > 0 && (size_t)n == len ? 0 : -1;
+}
+
+/* A frame's header is complete: may it come now, and is it kept? Returns
+ * 1 (kept: its payload is read), 0 (skipped), or the error. */
+static int ctl_head(struct moq_h3_control *p, uint64_t *h3err)
+{
+	uint64_t t = p->type;
+
+	/* RFC 9114, 6.2.1: SETTINGS first */
+	if (!p->got_settings && t != MOQ_H3_FRAME_SETTINGS)
+		return ctl_fail(p, MOQ_H3_MISSING_SETTINGS, h3err);
+	switch (t) {
+	case MOQ_H3_FRAME_SETTINGS:
+		/* 7.2.4: once; 7.2.4.2 bounds are ours (moq-relay: 64 KiB) */
+		if (p->got_settings)
+			return ctl_fail(p, MOQ_H3_FRAME_UNEXPECTED, h3err);
+		if (p->left > MOQ_H3_MAX_FRAME)
+			return ctl_fail(p, MOQ_H3_FRAME_ERROR, h3err);
+		return 1;
+	case MOQ_H3_FRAME_DATA:         /* 7.2.1 */
+	case MOQ_H3_FRAME_HEADERS:      /* 7.2.2 */
+	case MOQ_H3_FRAME_PUSH_PROMISE: /* 7.2.5 */
+	case 0x02:                      /* 7.2.8: HTTP/2's PRIORITY, PING, */
+	case 0x06:                      /* WINDOW_UPDATE, CONTINUATION */
+	case 0x08:
+	case 0x09:
+		return ctl_fail(p, MOQ_H3_FRAME_UNEXPECTED, h3err);
+	case MOQ_H3_FRAME_MAX_PUSH_ID:
+		/* 7.2.7: only a client sends it */
+		if (p->peer_server)
+			return ctl_fail(p, MOQ_H3_FRAME_UNEXPECTED, h3err);
+		/* fall through */
+	case MOQ_H3_FRAME_GOAWAY:
+	case MOQ_H3_FRAME_CANCEL_PUSH:
+		/* one varint: at most 8 bytes, at least 1 */
+		if (p->left == 0 || p->left > 8)
+			return ctl_fail(p, MOQ_H3_FRAME_ERROR, h3err);
+		return 1;
+	default:
+		return 0; /* 9: unknown types (GREASE, extensions) are ignored */
+	}
+}
+
+/* A kept frame's whole payload @b (@len). Returns its events or the error. */
+static int ctl_frame(struct moq_h3_control *p, const uint8_t *b, size_t len, uint64_t *h3err)
+{
+	uint64_t v;
+	int rc;
+
+	switch (p->type) {
+	case MOQ_H3_FRAME_SETTINGS:
+		rc = moq_h3_settings_decode(b, len, &p->settings);
+		if (rc == MOQ_ERR_DECODE) /* 7.1: a truncated pair */
+			return ctl_fail(p, MOQ_H3_FRAME_ERROR, h3err);
+		if (rc < 0) /* 7.2.4 / 7.2.4.1: repeated, HTTP/2's */
+			return ctl_fail(p, MOQ_H3_SETTINGS_ERROR, h3err);
+		p->got_settings = 1;
+		return MOQ_H3_CTL_SETTINGS;
+	case MOQ_H3_FRAME_GOAWAY:
+		if (one_varint(b, len, &v) < 0)
+			return ctl_fail(p, MOQ_H3_FRAME_ERROR, h3err);
+		/* 5.2: a server's names a client bidi stream; ids never grow */
+		if ((p->peer_server && (v & 3) != 0) || (p->goaway && v > p->goaway_id))
+			return ctl_fail(p, MOQ_H3_ID_ERROR, h3err);
+		p->goaway = 1;
+		p->goaway_id = v;
+		return MOQ_H3_CTL_GOAWAY;
+	case MOQ_H3_FRAME_MAX_PUSH_ID:
+		if (one_varint(b, len, &v) < 0)
+			return ctl_fail(p, MOQ_H3_FRAME_ERROR, h3err);
+		/* 7.2.7: it never shrinks */
+		if (p->max_push && v + 1 < p->max_push)
+			return ctl_fail(p, MOQ_H3_ID_ERROR, h3err);
+		p->max_push = v + 1;
+		return 0;
+	default: /* CANCEL_PUSH */
+		if (one_varint(b, len, &v) < 0)
+			return ctl_fail(p, MOQ_H3_FRAME_ERROR, h3err);
+		/* 7.2.3: a push id above what was allowed (we never allowed
+		 * a server any: we send no MAX_PUSH_ID) */
+		if (p->peer_server || v >= p->max_push)
+			return ctl_fail(p, MOQ_H3_ID_ERROR, h3err);
+		return 0;
+	}
+}
+
+int moq_h3_control_feed(struct moq_h3_control *p, const uint8_t *d, size_t len, uint64_t *h3err)
+{
+	size_t off = 0;
+	int ev = 0, rc;
+
+	if (p->failed) {
+		*h3err = p->failed;
+		return MOQ_ERR_PROTO;
+	}
+	while (off < len || (p->in_frame && p->left == 0)) {
+		if (!p->in_frame) {
+			/* the header: two varints, byte by byte across calls */
+			int h;
+
+			p->hdr[p->hl++] = d[off++];
+			h = moq_h3_frame_head(p->hdr, p->hl, &p->type, &p->left);
+			if (h == MOQ_ERR_SHORT)
+				continue;
+			p->hl = 0;
+			p->in_frame = 1;
+			rc = ctl_head(p, h3err);
+			if (rc < 0)
+				return rc;
+			if (rc == 0) {
+				p->type = UINT64_MAX; /* skipped: not kept */
+				continue;
+			}
+			if (p->left == 0)
+				continue; /* an empty SETTINGS: complete below */
+			if ((size_t)p->left <= len - off) {
+				/* all of it here: read in place */
+				rc = ctl_frame(p, d + off, (size_t)p->left, h3err);
+				if (rc < 0)
+					return rc;
+				ev |= rc;
+				off += (size_t)p->left;
+				p->left = 0;
+				p->in_frame = 0;
+				continue;
+			}
+			p->buf = malloc((size_t)p->left);
+			if (!p->buf)
+				return MOQ_ERR_NOMEM;
+			p->blen = 0;
+			p->bcap = (size_t)p->left;
+			continue;
+		}
+		if (p->left) {
+			size_t n = len - off < p->left ? len - off : (size_t)p->left;
+
+			if (p->buf) {
+				memcpy(p->buf + p->blen, d + off, n);
+				p->blen += n;
+			}
+			off += n;
+			p->left -= n;
+			if (p->left)
+				break;
+		}
+		/* the frame is complete */
+		p->in_frame = 0;
+		if (p->type == UINT64_MAX)
+			continue;
+		rc = ctl_frame(p, p->buf ? p->buf : (const uint8_t *)"", p->blen, h3err);
+		moq_h3_control_free(p);
+		if (rc < 0)
+			return rc;
+		ev |= rc;
+	}
+	return ev;
+}
+
 /* ------------------------------------------------------------ frames */
 
 int moq_h3_frame_head(const uint8_t *p, size_t len, uint64_t *type, uint64_t *flen)

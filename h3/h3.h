@@ -42,10 +42,13 @@ extern "C" {
 #define MOQ_H3_ALPN "h3"
 
 /* RFC 9114, 7.2: frame types. */
-#define MOQ_H3_FRAME_DATA     0x00
-#define MOQ_H3_FRAME_HEADERS  0x01
-#define MOQ_H3_FRAME_SETTINGS 0x04
-#define MOQ_H3_FRAME_GOAWAY   0x07
+#define MOQ_H3_FRAME_DATA         0x00
+#define MOQ_H3_FRAME_HEADERS      0x01
+#define MOQ_H3_FRAME_CANCEL_PUSH  0x03
+#define MOQ_H3_FRAME_SETTINGS     0x04
+#define MOQ_H3_FRAME_PUSH_PROMISE 0x05
+#define MOQ_H3_FRAME_GOAWAY       0x07
+#define MOQ_H3_FRAME_MAX_PUSH_ID  0x0d
 /* RFC 9114, 6.2 / RFC 9204, 4.2: unidirectional stream types. */
 #define MOQ_H3_STREAM_CONTROL   0x00
 #define MOQ_H3_STREAM_PUSH      0x01
@@ -183,6 +186,58 @@ int moq_h3_control_open(uint8_t *buf, size_t cap, int client);
  * setting 0x02..0x05 that RFC 9114, 7.2.4.1 forbids).
  */
 int moq_h3_settings_decode(const uint8_t *p, size_t len, struct moq_h3_settings *out);
+
+/* ------------------------------------------------------ control stream */
+
+/*
+ * The peer's control stream (RFC 9114, 6.2.1), read frame by frame for the
+ * whole connection, after its stream type: SETTINGS first (else
+ * H3_MISSING_SETTINGS), then GOAWAY, MAX_PUSH_ID (from a client only),
+ * CANCEL_PUSH, and frames of unknown types, which are skipped without
+ * being kept (7.2.8 / 9). A second SETTINGS (7.2.4), DATA, HEADERS,
+ * PUSH_PROMISE (7.2.1, 7.2.2, 7.2.5) and HTTP/2's reserved types 0x02,
+ * 0x06, 0x08, 0x09 (7.2.8) are H3_FRAME_UNEXPECTED; a frame whose payload
+ * is not exactly its fields is H3_FRAME_ERROR (7.1); a GOAWAY id that grows
+ * or that is no client bidi stream from a server, a MAX_PUSH_ID that
+ * shrinks, are H3_ID_ERROR (5.2, 7.2.7). The stream's end is for the
+ * caller (H3_CLOSED_CRITICAL_STREAM, 6.2.1).
+ */
+struct moq_h3_control {
+	int peer_server;  /* the peer is the server */
+	int got_settings; /* its SETTINGS were read (in settings) */
+	struct moq_h3_settings settings;
+	int goaway;          /* a GOAWAY was read: its id in goaway_id */
+	uint64_t goaway_id;  /* the smallest so far */
+	uint64_t max_push;   /* the largest MAX_PUSH_ID (client), + 1; 0 = none */
+	uint8_t hdr[16];     /* the frame header while incomplete */
+	uint8_t hl;          /* bytes in hdr */
+	uint8_t in_frame;    /* hdr complete: type / left describe the frame */
+	uint64_t type, left; /* its type, payload bytes still to come */
+	uint8_t *buf;        /* the payload of a frame we read, while incomplete */
+	size_t blen, bcap;
+	uint64_t failed; /* the HTTP/3 error it failed with (0: none) */
+};
+
+/* moq_h3_control_feed's events (a bit set). */
+#define MOQ_H3_CTL_SETTINGS 1 /* the SETTINGS just completed */
+#define MOQ_H3_CTL_GOAWAY   2 /* a GOAWAY was read (goaway_id) */
+
+/* moq_h3_control_init: an empty reader for the control stream of a peer
+ * that is a server when @peer_server. */
+void moq_h3_control_init(struct moq_h3_control *p, int peer_server);
+
+/*
+ * moq_h3_control_feed: the next @len bytes of the control stream (after its
+ * type). Returns the events of these bytes (MOQ_H3_CTL_*, 0: none),
+ * MOQ_ERR_PROTO with the HTTP/3 error code to close the connection with in
+ * *@h3err (the reader stays failed: later calls return it again), or
+ * MOQ_ERR_NOMEM. SETTINGS larger than MOQ_H3_MAX_FRAME are H3_FRAME_ERROR.
+ */
+int moq_h3_control_feed(struct moq_h3_control *p, const uint8_t *d, size_t len, uint64_t *h3err);
+
+/* moq_h3_control_free: what the reader allocated (it may be fed again
+ * after moq_h3_control_init). */
+void moq_h3_control_free(struct moq_h3_control *p);
 
 /* ------------------------------------------------------------ frames */
 

@@ -19,7 +19,8 @@
 enum wkind {
 	K_PENDING = 0, /* type / signal not read yet */
 	K_CONTROL,     /* the peer's control stream */
-	K_DROP,        /* QPACK encoder / decoder, unknown types: read and dropped */
+	K_QPACK,       /* the peer's QPACK encoder / decoder stream: read and dropped */
+	K_DROP,        /* unknown types: read and dropped */
 	K_WT,          /* a WebTransport stream: the session's */
 	K_CONNECT,     /* the CONNECT (request) stream */
 	K_REJECTED,    /* refused: nothing more is read */
@@ -81,16 +82,20 @@ struct moq_wt {
 	size_t crx_len;
 	uint8_t *caps; /* DATA payloads: the capsule stream */
 	size_t caps_len;
-	/* the peer's control stream */
-	uint8_t *ctlrx;
-	size_t ctlrx_len;
-	int got_settings;
-	struct moq_h3_settings peer;
+	/* the peer's control stream, read for the whole connection */
+	struct moq_h3_control ctlp;
+	uint8_t peer_uni; /* PEER_* of the unidirectional streams it opened */
 	/* peer streams, open addressing on sid */
 	struct wst *tab;
 	uint32_t cap, used;
 	uint32_t early; /* bytes buffered in tab[].buf */
 };
+
+/* The peer's critical streams, each at most once (RFC 9114, 6.2.1; RFC
+ * 9204, 4.2). */
+#define PEER_CONTROL   1u
+#define PEER_QPACK_ENC 2u
+#define PEER_QPACK_DEC 4u
 
 static struct moq_wt_stats dummy_stats;
 static const struct moq_quic_callbacks wt_cbs;
@@ -557,48 +562,25 @@ static void connect_data(struct moq_wt *w, const uint8_t *d, size_t len, int fin
 	}
 }
 
-/* The peer's control stream: SETTINGS first (RFC 9114, 6.2.1). */
+/* The peer's control stream, frame by frame (h3.h, moq_h3_control). */
 static void control_data(struct moq_wt *w, const uint8_t *d, size_t len)
 {
-	uint8_t *nb;
-	uint64_t type, flen;
-	int h;
+	uint64_t h3err = 0;
+	int ev = moq_h3_control_feed(&w->ctlp, d, len, &h3err);
 
-	if (w->got_settings)
-		return; /* GOAWAY, MAX_PUSH_ID, GREASE ...: nothing here needs them */
-	if (w->ctlrx_len + len > MOQ_H3_MAX_FRAME + 32) {
-		h3_fail(w, MOQ_H3_FRAME_ERROR, "SETTINGS too large");
-		return;
-	}
-	nb = realloc(w->ctlrx, w->ctlrx_len + len + 1);
-	if (!nb) {
+	if (ev == MOQ_ERR_NOMEM) {
 		h3_fail(w, MOQ_H3_INTERNAL_ERROR, "memory");
 		return;
 	}
-	w->ctlrx = nb;
-	memcpy(w->ctlrx + w->ctlrx_len, d, len);
-	w->ctlrx_len += len;
-	h = moq_h3_frame_head(w->ctlrx, w->ctlrx_len, &type, &flen);
-	if (h < 0)
-		return;
-	if (type != MOQ_H3_FRAME_SETTINGS) {
-		h3_fail(w, MOQ_H3_MISSING_SETTINGS, "control stream without SETTINGS first");
-		return;
-	}
-	if (flen > MOQ_H3_MAX_FRAME) {
-		h3_fail(w, MOQ_H3_FRAME_ERROR, "SETTINGS too large");
+	if (ev < 0) {
+		h3_fail(w, h3err,
+		        h3err == MOQ_H3_MISSING_SETTINGS ? "control stream without SETTINGS first"
+		        : h3err == MOQ_H3_FRAME_UNEXPECTED
+		                ? "unexpected frame on the control stream"
+		        : h3err == MOQ_H3_SETTINGS_ERROR ? "bad SETTINGS"
+		                                         : "bad frame on the control stream");
 		return;
 	}
-	if (w->ctlrx_len - (size_t)h < flen)
-		return;
-	if (moq_h3_settings_decode(w->ctlrx + h, (size_t)flen, &w->peer) < 0) {
-		h3_fail(w, MOQ_H3_SETTINGS_ERROR, "bad SETTINGS");
-		return;
-	}
-	w->got_settings = 1;
-	free(w->ctlrx);
-	w->ctlrx = NULL;
-	w->ctlrx_len = 0;
 }
 
 /* A WebTransport stream's payload: to the session, or (client, before
@@ -697,11 +679,22 @@ static long stream_head(struct moq_wt *w, struct wst *e, const uint8_t *d, size_
 		a = moq_h3_varint_get(e->hdr, e->hl, &t);
 		if (a < 0)
 			continue;
-		if (!e->bidi && t == MOQ_H3_STREAM_CONTROL) {
-			e->kind = K_CONTROL;
-		} else if (!e->bidi &&
-		           (t == MOQ_H3_STREAM_QPACK_ENC || t == MOQ_H3_STREAM_QPACK_DEC)) {
-			e->kind = K_DROP; /* RFC 9204, 4.2: accepted; capacity 0: nothing to use */
+		if (!e->bidi && (t == MOQ_H3_STREAM_CONTROL || t == MOQ_H3_STREAM_QPACK_ENC ||
+		                 t == MOQ_H3_STREAM_QPACK_DEC)) {
+			unsigned bit = t == MOQ_H3_STREAM_CONTROL     ? PEER_CONTROL
+			               : t == MOQ_H3_STREAM_QPACK_ENC ? PEER_QPACK_ENC
+			                                              : PEER_QPACK_DEC;
+
+			/* RFC 9114, 6.2.1 / RFC 9204, 4.2: one of each */
+			if (w->peer_uni & bit) {
+				h3_fail(w, MOQ_H3_STREAM_CREATION_ERROR,
+				        "a second control / QPACK stream");
+				return -1;
+			}
+			w->peer_uni |= (uint8_t)bit;
+			/* RFC 9204, 4.2: QPACK streams accepted; capacity 0:
+			 * nothing in them to use */
+			e->kind = t == MOQ_H3_STREAM_CONTROL ? K_CONTROL : K_QPACK;
 		} else if ((!e->bidi && t == MOQ_H3_STREAM_WT_UNI) ||
 		           (e->bidi && t == MOQ_H3_STREAM_WT_BIDI)) {
 			b = moq_h3_varint_get(e->hdr + a, e->hl - (size_t)a, &id);
@@ -792,11 +785,17 @@ static int in_stream_data(struct moq_quic_conn *c, void *user, int64_t sid, uint
 		connect_data(w, data, len, fin);
 		break;
 	case K_CONTROL:
+		/* RFC 9114, 6.2.1: closing it is a connection error */
 		if (fin) {
 			h3_fail(w, MOQ_H3_CLOSED_CRITICAL_STREAM, "control stream closed");
 			return 0;
 		}
 		control_data(w, data, len);
+		break;
+	case K_QPACK:
+		/* RFC 9204, 4.2: so is closing a QPACK stream */
+		if (fin)
+			h3_fail(w, MOQ_H3_CLOSED_CRITICAL_STREAM, "QPACK stream closed");
 		break;
 	default:
 		break;
@@ -851,8 +850,8 @@ static void in_stream_reset(struct moq_quic_conn *c, void *user, int64_t sid, ui
 		return;
 	if (!is_local(w, sid)) {
 		struct wst *e = tab_get(w, sid);
-		if (e && e->kind == K_CONTROL) {
-			h3_fail(w, MOQ_H3_CLOSED_CRITICAL_STREAM, "control stream reset");
+		if (e && (e->kind == K_CONTROL || e->kind == K_QPACK)) {
+			h3_fail(w, MOQ_H3_CLOSED_CRITICAL_STREAM, "control / QPACK stream reset");
 			return;
 		}
 		if (e && e->kind == K_CONNECT && w->state == W_OPEN) {
@@ -919,7 +918,7 @@ static void wt_free(struct moq_wt *w)
 	free(w->tab);
 	free(w->crx);
 	free(w->caps);
-	free(w->ctlrx);
+	moq_h3_control_free(&w->ctlp);
 	free(w->head);
 	free(w->authority);
 	free(w->path);
@@ -1084,6 +1083,7 @@ static struct moq_wt *wt_new(struct moq_quic_conn *c, struct moq_node *n,
 	w->server = server;
 	w->ctl_sid = -1;
 	w->connect_sid = -1;
+	moq_h3_control_init(&w->ctlp, !server);
 	return w;
 }
 

@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -485,6 +486,209 @@ START_TEST(response_both_ways)
 	ck_assert_int_eq(status, 406);
 	ck_assert_int_eq(v, 0);
 	free(f);
+}
+END_TEST
+
+/* ----------------------------------------------------- control stream */
+
+/* Chrome 156's control stream after its type byte, as a relay read it:
+ * SETTINGS (QPACK 65536 / 16384 / 100, H3_DATAGRAM 0x33 and 0xffd277,
+ * draft-02's ENABLE_WEBTRANSPORT, a GREASE id) and a GREASE frame. */
+static const char chrome_ctl_hex[] =
+        "042501800100000680004000074064330180ffd27701ab60374201c000001b"
+        "a8525b03a0960a06c000000884e532ff02e1c9";
+
+static size_t unhex(const char *h, uint8_t *out)
+{
+	size_t n = strlen(h) / 2;
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned v;
+		ck_assert_int_eq(sscanf(h + 2 * i, "%2x", &v), 1);
+		out[i] = (uint8_t)v;
+	}
+	return n;
+}
+
+/* Feed @b (@n) to a fresh reader (peer a server when @srv) in chunks of
+ * @chunk; returns the last result (events or'ed) and the error in *@err. */
+static int ctl_run(struct moq_h3_control *p, int srv, const uint8_t *b, size_t n, size_t chunk,
+                   uint64_t *err)
+{
+	int ev = 0;
+
+	moq_h3_control_init(p, srv);
+	*err = 0;
+	for (size_t off = 0; off < n; off += chunk) {
+		size_t l = n - off < chunk ? n - off : chunk;
+		int rc = moq_h3_control_feed(p, b + off, l, err);
+
+		if (rc < 0) {
+			moq_h3_control_free(p);
+			return rc;
+		}
+		ev |= rc;
+	}
+	moq_h3_control_free(p);
+	return ev;
+}
+
+START_TEST(control_stream_frames)
+{
+	struct moq_h3_control p;
+	uint8_t b[4096];
+	size_t n = unhex(chrome_ctl_hex, b);
+	uint64_t err;
+
+	/* Chrome's, whole, byte by byte and split at every offset: SETTINGS
+	 * read, the GREASE frame after it skipped */
+	for (size_t chunk = 1; chunk <= n; chunk++) {
+		ck_assert_int_eq(ctl_run(&p, 0, b, n, chunk, &err), MOQ_H3_CTL_SETTINGS);
+		ck_assert(p.got_settings);
+		ck_assert_uint_eq(p.settings.qpack_max_table, 65536);
+		ck_assert_uint_eq(p.settings.qpack_blocked, 100);
+		ck_assert_uint_eq(p.settings.h3_datagram, 1);
+		ck_assert_uint_eq(p.settings.wt_enable_old, 1);
+		ck_assert_uint_eq(p.settings.count, 7);
+		ck_assert(!p.in_frame && p.hl == 0);
+	}
+	/* after the SETTINGS the stream is still parsed (RFC 9114, 7.2.4:
+	 * SETTINGS once; 7.2.1 / 7.2.2 / 7.2.5: DATA, HEADERS, PUSH_PROMISE
+	 * never on it; 7.2.8: HTTP/2's types) */
+	{
+		static const uint8_t bad[][4] = {
+		        {0x04, 0x00},       /* a second (empty) SETTINGS */
+		        {0x01, 0x01, 0x00}, /* HEADERS */
+		        {0x00, 0x01, 0x00}, /* DATA */
+		        {0x05, 0x01, 0x00}, /* PUSH_PROMISE */
+		        {0x02, 0x00},       /* HTTP/2 PRIORITY */
+		        {0x06, 0x00},       /* PING */
+		        {0x08, 0x00},       /* WINDOW_UPDATE */
+		        {0x09, 0x00},       /* CONTINUATION */
+		};
+		static const size_t bl[] = {2, 3, 3, 3, 2, 2, 2, 2};
+
+		for (size_t i = 0; i < sizeof(bl) / sizeof(bl[0]); i++) {
+			memcpy(b + n, bad[i], bl[i]);
+			ck_assert_int_eq(ctl_run(&p, 0, b, n + bl[i], n + bl[i], &err),
+			                 MOQ_ERR_PROTO);
+			ck_assert_uint_eq(err, MOQ_H3_FRAME_UNEXPECTED);
+			/* split: the header's bytes one by one */
+			ck_assert_int_eq(ctl_run(&p, 0, b, n + bl[i], 1, &err), MOQ_ERR_PROTO);
+			ck_assert_uint_eq(err, MOQ_H3_FRAME_UNEXPECTED);
+		}
+	}
+	/* the failure sticks */
+	{
+		static const uint8_t two[] = {0x04, 0x00, 0x04, 0x00};
+		moq_h3_control_init(&p, 0);
+		ck_assert_int_eq(moq_h3_control_feed(&p, two, 4, &err), MOQ_ERR_PROTO);
+		err = 0;
+		ck_assert_int_eq(moq_h3_control_feed(&p, two, 0, &err), MOQ_ERR_PROTO);
+		ck_assert_uint_eq(err, MOQ_H3_FRAME_UNEXPECTED);
+		moq_h3_control_free(&p);
+	}
+	/* SETTINGS first (6.2.1), even before an unknown frame */
+	{
+		static const uint8_t go[] = {0x07, 0x01, 0x00};
+		static const uint8_t grease_first[] = {0x21, 0x00, 0x04, 0x00};
+		ck_assert_int_eq(ctl_run(&p, 1, go, 3, 3, &err), MOQ_ERR_PROTO);
+		ck_assert_uint_eq(err, MOQ_H3_MISSING_SETTINGS);
+		ck_assert_int_eq(ctl_run(&p, 1, grease_first, 4, 1, &err), MOQ_ERR_PROTO);
+		ck_assert_uint_eq(err, MOQ_H3_MISSING_SETTINGS);
+	}
+	/* a large unknown frame is skipped in pieces, nothing kept; a GOAWAY
+	 * after it read */
+	{
+		size_t l = 0;
+		static uint8_t big[70000];
+		big[l++] = 0x04;
+		big[l++] = 0x00;
+		l += moq_h3_varint_put(big + l, 0x1f * 7 + 0x21);
+		l += moq_h3_varint_put(big + l, 65536);
+		memset(big + l, 0xee, 65536);
+		l += 65536;
+		big[l++] = 0x07;
+		big[l++] = 0x01;
+		big[l++] = 0x08; /* GOAWAY 8 (a client bidi stream id) */
+		for (size_t chunk = 1000; chunk <= l; chunk += 33333) {
+			moq_h3_control_init(&p, 1);
+			int ev = 0;
+			for (size_t off = 0; off < l; off += chunk) {
+				int rc = moq_h3_control_feed(
+				        &p, big + off, l - off < chunk ? l - off : chunk, &err);
+				ck_assert_int_ge(rc, 0);
+				ck_assert_ptr_null(p.buf);
+				ev |= rc;
+			}
+			ck_assert_int_eq(ev, MOQ_H3_CTL_SETTINGS | MOQ_H3_CTL_GOAWAY);
+			ck_assert(p.goaway);
+			ck_assert_uint_eq(p.goaway_id, 8);
+			moq_h3_control_free(&p);
+		}
+	}
+	/* GOAWAY / MAX_PUSH_ID / CANCEL_PUSH: one varint exactly (7.1), ids
+	 * that only go down (5.2), from whom (7.2.7) */
+	{
+		static const struct {
+			int srv;
+			uint8_t b[8];
+			size_t n;
+			int rc;
+			uint64_t err;
+		} cases[] = {
+		        {1, {0x07, 0x01, 0x04, 0x07, 0x01, 0x00}, 6, MOQ_H3_CTL_GOAWAY, 0},
+		        {1, {0x07, 0x01, 0x04, 0x07, 0x01, 0x08}, 6, MOQ_ERR_PROTO, MOQ_H3_ID_ERROR},
+		        {1, {0x07, 0x01, 0x05}, 3, MOQ_ERR_PROTO, MOQ_H3_ID_ERROR},
+		        {0, {0x07, 0x01, 0x05}, 3, MOQ_H3_CTL_GOAWAY, 0}, /* a push id */
+		        {1, {0x07, 0x02, 0x04, 0x00}, 4, MOQ_ERR_PROTO, MOQ_H3_FRAME_ERROR},
+		        {1, {0x07, 0x01, 0x40}, 3, MOQ_ERR_PROTO, MOQ_H3_FRAME_ERROR},
+		        {1, {0x07, 0x00}, 2, MOQ_ERR_PROTO, MOQ_H3_FRAME_ERROR},
+		        {1, {0x07, 0x09}, 2, MOQ_ERR_PROTO, MOQ_H3_FRAME_ERROR},
+		        {1, {0x0d, 0x01, 0x00}, 3, MOQ_ERR_PROTO, MOQ_H3_FRAME_UNEXPECTED},
+		        {0, {0x0d, 0x01, 0x05, 0x0d, 0x01, 0x07}, 6, 0, 0},
+		        {0, {0x0d, 0x01, 0x05, 0x0d, 0x01, 0x04}, 6, MOQ_ERR_PROTO, MOQ_H3_ID_ERROR},
+		        {0, {0x0d, 0x01, 0x05, 0x03, 0x01, 0x05}, 6, 0, 0},
+		        {0, {0x0d, 0x01, 0x05, 0x03, 0x01, 0x06}, 6, MOQ_ERR_PROTO, MOQ_H3_ID_ERROR},
+		        {0, {0x03, 0x01, 0x00}, 3, MOQ_ERR_PROTO, MOQ_H3_ID_ERROR},
+		        {1, {0x03, 0x01, 0x00}, 3, MOQ_ERR_PROTO, MOQ_H3_ID_ERROR},
+		};
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+			uint8_t f[16] = {0x04, 0x00};
+			memcpy(f + 2, cases[i].b, cases[i].n);
+			for (size_t chunk = 1; chunk <= 2 + cases[i].n; chunk++) {
+				int rc = ctl_run(&p, cases[i].srv, f, 2 + cases[i].n, chunk, &err);
+				ck_assert_msg(
+				        rc == (cases[i].rc ? cases[i].rc : MOQ_H3_CTL_SETTINGS) ||
+				                (cases[i].rc > 0 &&
+				                 rc == (cases[i].rc | MOQ_H3_CTL_SETTINGS)),
+				        "case %zu chunk %zu: %d", i, chunk, rc);
+				if (rc < 0)
+					ck_assert_uint_eq(err, cases[i].err);
+			}
+		}
+	}
+	/* SETTINGS: truncated (FRAME_ERROR), repeated (SETTINGS_ERROR), too
+	 * large (FRAME_ERROR), spread over many calls */
+	{
+		static const uint8_t trunc[] = {0x04, 0x01, 0x08};
+		static const uint8_t twice[] = {0x04, 0x04, 0x08, 0x01, 0x08, 0x01};
+		uint8_t large[8] = {0x04};
+		size_t ll = 1 + moq_h3_varint_put(large + 1, MOQ_H3_MAX_FRAME + 1);
+		ck_assert_int_eq(ctl_run(&p, 1, trunc, 3, 1, &err), MOQ_ERR_PROTO);
+		ck_assert_uint_eq(err, MOQ_H3_FRAME_ERROR);
+		ck_assert_int_eq(ctl_run(&p, 1, twice, 6, 2, &err), MOQ_ERR_PROTO);
+		ck_assert_uint_eq(err, MOQ_H3_SETTINGS_ERROR);
+		ck_assert_int_eq(ctl_run(&p, 1, large, ll, 1, &err), MOQ_ERR_PROTO);
+		ck_assert_uint_eq(err, MOQ_H3_FRAME_ERROR);
+		/* our own, both roles */
+		for (int client = 0; client < 2; client++) {
+			int cn = moq_h3_control_open(b, sizeof(b), client);
+			ck_assert_int_eq(ctl_run(&p, !client, b + 1, (size_t)cn - 1, 5, &err),
+			                 MOQ_H3_CTL_SETTINGS);
+			ck_assert_uint_eq(p.settings.wt_enabled, 1);
+		}
+	}
 }
 END_TEST
 
@@ -982,6 +1186,106 @@ START_TEST(session_connect_refused)
 }
 END_TEST
 
+static const char *const good_kv[] = {":method",
+                                      "CONNECT",
+                                      ":protocol",
+                                      "webtransport",
+                                      ":scheme",
+                                      "https",
+                                      ":authority",
+                                      "10.0.0.2:4443",
+                                      ":path",
+                                      "/",
+                                      "wt-available-protocols",
+                                      GOOD_PROTOS};
+
+static int never(void)
+{
+	return 0;
+}
+
+/* A new raw client whose session is open (its CONNECT answered). */
+static void raw_fresh(void)
+{
+	free(R.reqf);
+	memset(&R, 0, sizeof(R));
+	raw_connect(good_kv, 6);
+	run_until(got_setup_stream, 3000);
+	ck_assert(got_setup_stream());
+}
+
+/* RFC 9114, 6.2.1 / 7.2: the client's control stream is read for the whole
+ * connection: after its SETTINGS, a second SETTINGS, a HEADERS or a DATA
+ * frame closes the connection with H3_FRAME_UNEXPECTED, unknown frame
+ * types (Chrome sends a GREASE frame there) are skipped and the session
+ * goes on, its end is H3_CLOSED_CRITICAL_STREAM, and a second control
+ * stream is H3_STREAM_CREATION_ERROR. */
+START_TEST(session_control_stream_parsed)
+{
+	static const struct {
+		uint8_t b[8];
+		size_t n;
+		int fin;
+		int new_stream; /* on a second control stream */
+		uint64_t code;
+	} cases[] = {
+	        {{0x04, 0x00}, 2, 0, 0, MOQ_H3_FRAME_UNEXPECTED},        /* SETTINGS again */
+	        {{0x01, 0x01, 0x00}, 3, 0, 0, MOQ_H3_FRAME_UNEXPECTED},  /* HEADERS */
+	        {{0x00, 0x01, 0x00}, 3, 0, 0, MOQ_H3_FRAME_UNEXPECTED},  /* DATA */
+	        {{0x07, 0x02, 0x00, 0x00}, 4, 0, 0, MOQ_H3_FRAME_ERROR}, /* GOAWAY, 1 byte extra */
+	        {{0}, 0, 1, 0, MOQ_H3_CLOSED_CRITICAL_STREAM},           /* FIN */
+	        {{0x00, 0x04, 0x00}, 3, 0, 1, MOQ_H3_STREAM_CREATION_ERROR},
+	};
+	uint64_t errs = 0;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int64_t sid = -1;
+
+		raw_fresh();
+		if (cases[i].new_stream) {
+			ck_assert_int_eq(moq_quic_stream_open(R.c, 0, &sid), 0);
+			ck_assert_int_ge(raw_put(sid, cases[i].b, cases[i].n, 0), 0);
+		} else {
+			ck_assert_int_ge(raw_put(R.ctl, cases[i].b, cases[i].n, cases[i].fin), 0);
+		}
+		run_until(raw_is_closed, 3000);
+		ck_assert_msg(R.closed, "case %zu: the connection stayed open", i);
+		ck_assert_int_eq(R.ci.kind, MOQ_QUIC_CLOSE_APPLICATION);
+		ck_assert_msg(R.ci.code == cases[i].code, "case %zu: closed with 0x%lx", i,
+		              (unsigned long)R.ci.code);
+		ck_assert_uint_eq(S.wst.h3_errors, ++errs);
+	}
+	/* unknown / GREASE frames and a GOAWAY: read, nothing happens */
+	{
+		uint8_t f[64];
+		size_t l = 0;
+
+		raw_fresh();
+		l += moq_h3_varint_put(f + l, 0x1f * 5 + 0x21);
+		l += moq_h3_varint_put(f + l, 5);
+		memcpy(f + l, "grease", 5);
+		l += 5;
+		f[l++] = 0x21; /* the first GREASE type, empty */
+		f[l++] = 0x00;
+		f[l++] = MOQ_H3_FRAME_GOAWAY;
+		f[l++] = 0x01;
+		f[l++] = 0x00;
+		ck_assert_int_ge(raw_put(R.ctl, f, l, 0), 0);
+		run_until(never, 300);
+		ck_assert(!R.closed);
+		ck_assert_uint_eq(S.wst.h3_errors, errs);
+		ck_assert_int_eq(S.closed_n, (int)errs);
+		/* then a HEADERS: the stream is still read */
+		f[0] = MOQ_H3_FRAME_HEADERS;
+		f[1] = 0x00;
+		ck_assert_int_ge(raw_put(R.ctl, f, 2, 0), 0);
+		run_until(raw_is_closed, 3000);
+		ck_assert(R.closed);
+		ck_assert_uint_eq(R.ci.code, MOQ_H3_FRAME_UNEXPECTED);
+	}
+}
+END_TEST
+
 static int client_ready(void)
 {
 	return S.ready_n > 0;
@@ -1077,6 +1381,7 @@ Suite *h3_suite(void)
 	tcase_add_test(t, response_both_ways);
 	tcase_add_test(t, close_capsule);
 	tcase_add_test(t, stream_and_datagram_prefixes);
+	tcase_add_test(t, control_stream_frames);
 	suite_add_tcase(s, t);
 	t = tcase_create("session");
 	tcase_add_checked_fixture(t, s_setup, s_teardown);
@@ -1084,6 +1389,7 @@ Suite *h3_suite(void)
 	tcase_add_test(t, session_settings_prefix_capsule);
 	tcase_add_test(t, session_connect_refused);
 	tcase_add_test(t, session_client_and_error_mapping);
+	tcase_add_test(t, session_control_stream_parsed);
 	suite_add_tcase(s, t);
 	return s;
 }
