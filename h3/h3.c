@@ -196,6 +196,12 @@ int moq_h3_settings_decode(const uint8_t *p, size_t len, struct moq_h3_settings 
 	return 0;
 }
 
+int moq_h3_settings_webtransport(const struct moq_h3_settings *s)
+{
+	return s->h3_datagram == 1 &&
+	       (s->wt_enabled != 0 || s->wt_max_sessions != 0 || s->wt_enable_old == 1);
+}
+
 /* ------------------------------------------------------ control stream */
 
 void moq_h3_control_init(struct moq_h3_control *p, int peer_server)

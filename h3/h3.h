@@ -187,6 +187,16 @@ int moq_h3_control_open(uint8_t *buf, size_t cap, int client);
  */
 int moq_h3_settings_decode(const uint8_t *p, size_t len, struct moq_h3_settings *out);
 
+/*
+ * moq_h3_settings_webtransport: nonzero when the peer's SETTINGS @s allow a
+ * WebTransport session, in the terms of any draft a browser speaks: HTTP
+ * datagrams (RFC 9297, 0x33, or the old 0xffd277) and WebTransport
+ * (draft-14's SETTINGS_WT_ENABLED, -07 / -13's WT_MAX_SESSIONS > 0, or
+ * draft-02's ENABLE_WEBTRANSPORT = 1, which Chrome 156 sends). moq-relay
+ * (web-transport-quinn) refuses a client without them the same way.
+ */
+int moq_h3_settings_webtransport(const struct moq_h3_settings *s);
+
 /* ------------------------------------------------------ control stream */
 
 /*
@@ -364,6 +374,7 @@ struct moq_wt_stats {
 	uint64_t streams_rejected; /* ... before their session was open, or bad prefixes */
 	uint64_t capsules_close;   /* CLOSE_WEBTRANSPORT_SESSION received */
 	uint64_t datagrams_dropped;
+	uint64_t held; /* CONNECTs that came before the client's SETTINGS (held) */
 };
 
 /*

@@ -80,6 +80,8 @@ struct moq_wt {
 	/* the CONNECT stream's input, frames reassembled */
 	uint8_t *crx;
 	size_t crx_len;
+	int crx_fin;   /* it ended (seen while the request was held) */
+	int held;      /* (server) the CONNECT waits in crx for the client's SETTINGS */
 	uint8_t *caps; /* DATA payloads: the capsule stream */
 	size_t caps_len;
 	/* the peer's control stream, read for the whole connection */
@@ -364,6 +366,13 @@ static void on_request(struct moq_wt *w, const uint8_t *block, size_t len)
 		h3_fail(w, MOQ_H3_INTERNAL_ERROR, "CONNECT: memory");
 		return;
 	}
+	if (r.status == 200 && !moq_h3_settings_webtransport(&w->ctlp.settings)) {
+		/* draft-ietf-webtrans-http3, 3.1: a client whose SETTINGS do
+		 * not enable it speaks no WebTransport we know */
+		r.status = 400;
+		r.why = "the client's SETTINGS enable no WebTransport / HTTP datagrams";
+		r.v = 0;
+	}
 	w->head = moq_h3_response_encode(w->connect_sid, r.status, r.v, &w->head_len);
 	if (!w->head) {
 		moq_h3_request_free(&r);
@@ -512,6 +521,20 @@ static void connect_data(struct moq_wt *w, const uint8_t *d, size_t len, int fin
 		}
 		if (w->crx_len - off - (size_t)h < flen)
 			break;
+		if (type == MOQ_H3_FRAME_HEADERS && w->state == W_CONNECTING && w->server &&
+		    !w->ctlp.got_settings) {
+			/* draft-ietf-webtrans-http3, 3.1 / 3.2: no WebTransport
+			 * request is processed before the client's SETTINGS (they
+			 * say which draft it speaks, and whether it may at all).
+			 * Held here, in crx (bounded above), until control_data
+			 * reads them; a client that never sends them ends with the
+			 * connection (its idle timeout). */
+			if (!w->held) {
+				w->held = 1;
+				w->st->held++;
+			}
+			break;
+		}
 		const uint8_t *p = w->crx + off + h;
 		off += (size_t)h + (size_t)flen;
 		if (type == MOQ_H3_FRAME_HEADERS && w->state == W_CONNECTING) {
@@ -547,6 +570,9 @@ static void connect_data(struct moq_wt *w, const uint8_t *d, size_t len, int fin
 		memmove(w->crx, w->crx + off, w->crx_len - off);
 		w->crx_len -= off;
 	}
+	w->crx_fin |= fin;
+	if (w->held)
+		return; /* the end (if any) is looked at once the request is */
 	if (fin && w->state == W_OPEN) {
 		/* draft-ietf-webtrans-http3, 5: the CONNECT stream ended
 		 * without a capsule: the session closed with code 0 */
@@ -562,6 +588,20 @@ static void connect_data(struct moq_wt *w, const uint8_t *d, size_t len, int fin
 	}
 }
 
+static const char *control_why(uint64_t h3err)
+{
+	switch (h3err) {
+	case MOQ_H3_MISSING_SETTINGS:
+		return "control stream without SETTINGS first";
+	case MOQ_H3_FRAME_UNEXPECTED:
+		return "unexpected frame on the control stream";
+	case MOQ_H3_SETTINGS_ERROR:
+		return "bad SETTINGS";
+	default:
+		return "bad frame on the control stream";
+	}
+}
+
 /* The peer's control stream, frame by frame (h3.h, moq_h3_control). */
 static void control_data(struct moq_wt *w, const uint8_t *d, size_t len)
 {
@@ -573,13 +613,13 @@ static void control_data(struct moq_wt *w, const uint8_t *d, size_t len)
 		return;
 	}
 	if (ev < 0) {
-		h3_fail(w, h3err,
-		        h3err == MOQ_H3_MISSING_SETTINGS ? "control stream without SETTINGS first"
-		        : h3err == MOQ_H3_FRAME_UNEXPECTED
-		                ? "unexpected frame on the control stream"
-		        : h3err == MOQ_H3_SETTINGS_ERROR ? "bad SETTINGS"
-		                                         : "bad frame on the control stream");
+		h3_fail(w, h3err, control_why(h3err));
 		return;
+	}
+	if ((ev & MOQ_H3_CTL_SETTINGS) && w->held) {
+		/* the CONNECT that waited for them: answered now */
+		w->held = 0;
+		connect_data(w, NULL, 0, w->crx_fin);
 	}
 }
 

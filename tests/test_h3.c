@@ -803,6 +803,7 @@ static struct {
 	uint8_t extra[256]; /* data written on the CONNECT stream after the request */
 	struct rawstream st[16];
 	int nst;
+	int late_ctl; /* open the control stream only when the test says */
 } R;
 
 static const uint8_t qpack_enc[] = {MOQ_H3_STREAM_QPACK_ENC,
@@ -834,8 +835,10 @@ static int raw_established(struct moq_quic_conn *c, void *user, const char *alpn
 	/* our control stream with a client's SETTINGS, the QPACK streams, the
 	 * CONNECT on the first bidi stream */
 	int n = moq_h3_control_open(R.ctl_buf, sizeof(R.ctl_buf), 1);
-	ck_assert_int_eq(moq_quic_stream_open(c, 0, &R.ctl), 0);
-	ck_assert_int_ge(raw_put(R.ctl, R.ctl_buf, (size_t)n, 0), 0);
+	if (!R.late_ctl) {
+		ck_assert_int_eq(moq_quic_stream_open(c, 0, &R.ctl), 0);
+		ck_assert_int_ge(raw_put(R.ctl, R.ctl_buf, (size_t)n, 0), 0);
+	}
 	ck_assert_int_eq(moq_quic_stream_open(c, 0, &R.enc), 0);
 	ck_assert_int_ge(raw_put(R.enc, qpack_enc, sizeof(qpack_enc), 0), 0);
 	ck_assert_int_eq(moq_quic_stream_open(c, 0, &R.dec), 0);
@@ -1286,6 +1289,50 @@ START_TEST(session_control_stream_parsed)
 }
 END_TEST
 
+/* draft-ietf-webtrans-http3, 3.1 / 3.2: a CONNECT that arrives before the
+ * client's SETTINGS is held, not answered, and answered once they come;
+ * SETTINGS that enable no WebTransport get 400. */
+START_TEST(session_connect_waits_for_settings)
+{
+	static const uint8_t plain[] = {MOQ_H3_STREAM_CONTROL, MOQ_H3_FRAME_SETTINGS, 2,
+	                                MOQ_H3_SET_QPACK_MAX_TABLE, 0};
+	int status = 0;
+	enum moq_version v = 0;
+
+	for (int i = 0; i < 2; i++) {
+		free(R.reqf);
+		memset(&R, 0, sizeof(R));
+		R.late_ctl = 1;
+		raw_connect(good_kv, 6);
+		/* the CONNECT (and the QPACK streams) went; no SETTINGS yet */
+		run_until(never, 300);
+		ck_assert(R.established);
+		ck_assert_msg(raw_st(0)->len == 0, "answered before the client's SETTINGS");
+		ck_assert(!R.closed);
+		ck_assert_uint_eq(S.wst.held, (uint64_t)i + 1);
+		ck_assert_uint_eq(S.wst.sessions, (uint64_t)i);
+		/* now the control stream */
+		ck_assert_int_eq(moq_quic_stream_open(R.c, 0, &R.ctl), 0);
+		if (i == 0) {
+			int n = moq_h3_control_open(R.ctl_buf, sizeof(R.ctl_buf), 1);
+			ck_assert_int_ge(raw_put(R.ctl, R.ctl_buf, (size_t)n, 0), 0);
+		} else {
+			ck_assert_int_ge(raw_put(R.ctl, plain, sizeof(plain), 0), 0);
+		}
+		run_until(got_response, 3000);
+		ck_assert_int_gt(raw_response(&status, &v), 0);
+		ck_assert_int_eq(status, i == 0 ? 200 : 400);
+		ck_assert_int_eq(v, i == 0 ? MOQ_LITE_05 : 0);
+		ck_assert_uint_eq(S.wst.sessions, 1);
+		if (i == 0) {
+			run_until(got_setup_stream, 3000);
+			ck_assert(got_setup_stream());
+		}
+		moq_quic_conn_close(R.c, MOQ_H3_NO_ERROR, NULL);
+	}
+}
+END_TEST
+
 static int client_ready(void)
 {
 	return S.ready_n > 0;
@@ -1390,6 +1437,7 @@ Suite *h3_suite(void)
 	tcase_add_test(t, session_connect_refused);
 	tcase_add_test(t, session_client_and_error_mapping);
 	tcase_add_test(t, session_control_stream_parsed);
+	tcase_add_test(t, session_connect_waits_for_settings);
 	suite_add_tcase(s, t);
 	return s;
 }
