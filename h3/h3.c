@@ -660,12 +660,13 @@ int moq_h3_connect_parse(int64_t sid, const uint8_t *block, size_t len, struct m
 		refuse(out, 400, "no :authority");
 	if (!(seen & PH_PATH))
 		refuse(out, 400, "no :path");
-	if (!has_protos)
-		refuse(out, 406,
-		       "no wt-available-protocols (moq-lite 05/04/03 are negotiated there)");
-	else if (!protos)
+	if (has_protos && !protos)
 		refuse(out, 406, "wt-available-protocols offers no moq-lite version of ours");
-	out->v = out->status == 200 ? (enum moq_version)protos : 0;
+	/* no list: the default version, named nowhere (MOQ_H3_DEFAULT_VERSION) */
+	out->negotiated = has_protos;
+	out->v = out->status != 200 ? 0
+	         : has_protos       ? (enum moq_version)protos
+	                            : MOQ_H3_DEFAULT_VERSION;
 done:
 	nghttp3_qpack_stream_context_del(sctx);
 	nghttp3_qpack_decoder_del(dec);

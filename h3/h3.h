@@ -260,9 +260,20 @@ int moq_h3_frame_head(const uint8_t *p, size_t len, uint64_t *type, uint64_t *fl
 
 /* ----------------------------------------------------------- CONNECT */
 
+/* The version a CONNECT without wt-available-protocols gets. moq-relay
+ * answers such a request 200 without wt-protocol (rs/moq-native, quinn.rs:
+ * "we default to no sub-protocol to support older clients") and then
+ * runs the legacy SETUP exchange, which this project does not serve; it
+ * runs its default moq-lite version instead, the first of ours (what
+ * moq-relay lands on over WebSocket too, BINDINGS.md 2). */
+#define MOQ_H3_DEFAULT_VERSION MOQ_LITE_05
+
 /* A parsed extended CONNECT (RFC 9220) request. */
 struct moq_h3_request {
-	enum moq_version v; /* negotiated from wt-available-protocols (0: none) */
+	enum moq_version v; /* negotiated from wt-available-protocols, or the
+	                     * default (0: refused) */
+	int negotiated;     /* v came from wt-available-protocols: the response
+	                     * names it in wt-protocol (else it names none) */
 	char *path;         /* :path, query included (malloc'd; moq_h3_request_free) */
 	size_t path_len;
 	char *authority; /* :authority (malloc'd) */
@@ -278,9 +289,10 @@ struct moq_h3_request {
  * :scheme https, a non-empty :authority, a :path starting with '/',
  * no pseudo-header twice or unknown; then negotiate `wt-available-protocols`
  * (an RFC 8941 list of strings, the client's preference) against moq-lite
- * 05 / 04 / 03. On return out->status is 200 (accepted, out->v set), 400
+ * 05 / 04 / 03; without the field, MOQ_H3_DEFAULT_VERSION (out->negotiated
+ * 0). On return out->status is 200 (accepted, out->v set), 400
  * (malformed request: out->why says which part), 501 (:protocol is not
- * webtransport) or 406 (no moq-lite version offered). Returns 0 (see
+ * webtransport) or 406 (a list without a moq-lite version of ours). Returns 0 (see
  * out->status), MOQ_ERR_DECODE (QPACK could not be decoded: the peer
  * broke HTTP/3, QPACK_DECOMPRESSION_FAILED), MOQ_ERR_NOMEM.
  */
@@ -299,7 +311,7 @@ int moq_h3_protocols_pick(const char *list, size_t len);
 /*
  * moq_h3_response_encode: a HEADERS frame (type, length, QPACK field
  * section) with :status @status and, for 200, sec-webtransport-http3-draft:
- * draft02 and wt-protocol: "moq-lite-0N" for @v. Returns a malloc'd buffer
+ * draft02 and wt-protocol: "moq-lite-0N" for @v (none when @v is 0). Returns a malloc'd buffer
  * (*@out_len bytes) or NULL (memory).
  */
 uint8_t *moq_h3_response_encode(int64_t sid, int status, enum moq_version v, size_t *out_len);

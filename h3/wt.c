@@ -373,7 +373,9 @@ static void on_request(struct moq_wt *w, const uint8_t *block, size_t len)
 		r.why = "the client's SETTINGS enable no WebTransport / HTTP datagrams";
 		r.v = 0;
 	}
-	w->head = moq_h3_response_encode(w->connect_sid, r.status, r.v, &w->head_len);
+	/* wt-protocol only for a version the client offered */
+	w->head = moq_h3_response_encode(w->connect_sid, r.status, r.negotiated ? r.v : 0,
+	                                 &w->head_len);
 	if (!w->head) {
 		moq_h3_request_free(&r);
 		h3_fail(w, MOQ_H3_INTERNAL_ERROR, "CONNECT: memory");

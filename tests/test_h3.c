@@ -266,10 +266,21 @@ START_TEST(connect_accepted)
 	ck_assert_str_eq(r.authority, "127.0.0.1:4443");
 	moq_h3_request_free(&r);
 
+	ck_assert(r.negotiated);
+	moq_h3_request_free(&r);
+
 	/* the client's preference wins: 03 first */
 	kv[13] = "\"moqt-19\", \"moq-lite-03\";q=1, \"moq-lite-05\"";
 	ck_assert_int_eq(parse_kv(kv, 7, &r), 200);
 	ck_assert_int_eq(r.v, MOQ_LITE_03);
+	moq_h3_request_free(&r);
+
+	/* no wt-available-protocols: accepted with the default version, not
+	 * negotiated (moq-relay answers it 200 without wt-protocol) */
+	ck_assert_int_eq(parse_kv(kv, 6, &r), 200);
+	ck_assert_int_eq(r.v, MOQ_H3_DEFAULT_VERSION);
+	ck_assert_int_eq(r.v, MOQ_LITE_05);
+	ck_assert(!r.negotiated);
 	moq_h3_request_free(&r);
 
 	/* our own encoder's request parses the same */
@@ -316,7 +327,6 @@ START_TEST(connect_refused)
 	        {11, "\"moq-lite-99\"", -1, 406},       /* unknown version */
 	        {11, "moq-lite-05", -1, 400},           /* not sf-strings */
 	        {11, "\"moq-lite-05\",", -1, 400},      /* trailing comma */
-	        {-1, NULL, 5, 406},                     /* no wt-available-protocols */
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -1333,6 +1343,60 @@ START_TEST(session_connect_waits_for_settings)
 }
 END_TEST
 
+/* A CONNECT without wt-available-protocols (a WebTransport client that
+ * negotiates nothing): 200 without wt-protocol, as moq-relay answers, and
+ * the default moq-lite version (05: its SETUP stream comes). */
+START_TEST(session_connect_default_version)
+{
+	int status = 0, hl;
+	enum moq_version v = 9;
+	struct rawstream *r0;
+	const nghttp3_mem *mem = nghttp3_mem_default();
+	nghttp3_qpack_decoder *dec;
+	nghttp3_qpack_stream_context *sctx;
+	uint64_t type, flen;
+	size_t off = 0;
+	int fields = 0;
+
+	raw_connect(good_kv, 5); /* the five pseudo-headers only */
+	run_until(got_setup_stream, 3000);
+	hl = raw_response(&status, &v);
+	ck_assert_int_gt(hl, 0);
+	ck_assert_int_eq(status, 200);
+	ck_assert_int_eq(v, 0); /* no wt-protocol */
+	ck_assert_uint_eq(S.wst.sessions, 1);
+	ck_assert_uint_eq(S.wst.refused, 0);
+	ck_assert(got_setup_stream());
+	ck_assert_uint_eq(server_uni(wt_uni_pfx, 3)->buf[3], MOQ_STREAM_SETUP);
+	/* the response's fields: :status and the draft-02 one, nothing else */
+	r0 = raw_st(0);
+	ck_assert_int_gt(moq_h3_frame_head(r0->buf, r0->len, &type, &flen), 0);
+	ck_assert_int_eq(nghttp3_qpack_decoder_new(&dec, 0, 0, mem), 0);
+	ck_assert_int_eq(nghttp3_qpack_stream_context_new(&sctx, 0, mem), 0);
+	for (;;) {
+		nghttp3_qpack_nv nv;
+		uint8_t flags = 0;
+		size_t h = (size_t)hl - (size_t)flen;
+		nghttp3_ssize n = nghttp3_qpack_decoder_read_request(
+		        dec, sctx, &nv, &flags, r0->buf + h + off, flen - off, 1);
+		ck_assert_int_ge(n, 0);
+		off += (size_t)n;
+		if (flags & NGHTTP3_QPACK_DECODE_FLAG_EMIT) {
+			nghttp3_vec a = nghttp3_rcbuf_get_buf(nv.name);
+			ck_assert(!(a.len == 11 && !memcmp(a.base, "wt-protocol", 11)));
+			fields++;
+			nghttp3_rcbuf_decref(nv.name);
+			nghttp3_rcbuf_decref(nv.value);
+		}
+		if (flags & NGHTTP3_QPACK_DECODE_FLAG_FINAL)
+			break;
+	}
+	ck_assert_int_eq(fields, 2);
+	nghttp3_qpack_stream_context_del(sctx);
+	nghttp3_qpack_decoder_del(dec);
+}
+END_TEST
+
 static int client_ready(void)
 {
 	return S.ready_n > 0;
@@ -1438,6 +1502,7 @@ Suite *h3_suite(void)
 	tcase_add_test(t, session_client_and_error_mapping);
 	tcase_add_test(t, session_control_stream_parsed);
 	tcase_add_test(t, session_connect_waits_for_settings);
+	tcase_add_test(t, session_connect_default_version);
 	suite_add_tcase(s, t);
 	return s;
 }

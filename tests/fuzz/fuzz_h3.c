@@ -29,6 +29,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (moq_h3_connect_parse(0, p, len, &r) == 0) {
 			if (r.status == 200 && (!r.path || r.path[0] != '/' || !r.v))
 				abort();
+			if (r.status == 200 && !r.negotiated && r.v != MOQ_H3_DEFAULT_VERSION)
+				abort();
 			if (r.status != 200 && (!r.why || r.v))
 				abort();
 			moq_h3_request_free(&r);
