@@ -493,6 +493,109 @@ int moq_h3_protocols_pick(const char *s, size_t len)
 	return (int)best;
 }
 
+/* ------------------------------------------- :authority and Origin */
+
+static int is_hex(char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* RFC 3986, 2.3 / 2.2: unreserved and sub-delims */
+static int reg_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       strchr("-._~!$&'()*+,;=", c) != NULL;
+}
+
+int moq_h3_authority_ok(const char *a, size_t len)
+{
+	size_t i = 0;
+
+	if (len == 0)
+		return 0;
+	if (a[0] == '[') {
+		/* RFC 3986, 3.2.2: IP-literal; IPv6 / IPvFuture characters */
+		for (i = 1; i < len && a[i] != ']'; i++)
+			if (!is_hex(a[i]) && a[i] != ':' && a[i] != '.' && a[i] != 'v' &&
+			    a[i] != 'V')
+				return 0;
+		if (i >= len || i == 1)
+			return 0;
+		i++;
+	} else {
+		for (; i < len && a[i] != ':'; i++) {
+			if (a[i] == '%') {
+				if (i + 2 >= len || !is_hex(a[i + 1]) || !is_hex(a[i + 2]))
+					return 0;
+				i += 2;
+			} else if (a[i] == '\0' || !reg_char(a[i])) {
+				return 0; /* '@' (userinfo), '/', space, controls */
+			}
+		}
+		if (i == 0)
+			return 0; /* no host */
+	}
+	if (i == len)
+		return 1;
+	if (a[i] != ':')
+		return 0;
+	/* RFC 3986, 3.2.3: port = *DIGIT; we want one, at most 65535 */
+	{
+		size_t d = len - i - 1;
+		unsigned long port = 0;
+
+		if (d == 0 || d > 5)
+			return 0;
+		for (i++; i < len; i++) {
+			if (a[i] < '0' || a[i] > '9')
+				return 0;
+			port = port * 10 + (unsigned long)(a[i] - '0');
+		}
+		return port <= 65535;
+	}
+}
+
+static int ieq(const char *a, const char *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char x = a[i], y = b[i];
+
+		if (x >= 'A' && x <= 'Z')
+			x = (char)(x - 'A' + 'a');
+		if (y >= 'A' && y <= 'Z')
+			y = (char)(y - 'A' + 'a');
+		if (x != y)
+			return 0;
+	}
+	return 1;
+}
+
+int moq_h3_origin_allowed(const char *list, const char *origin, size_t len)
+{
+	const char *p = list;
+
+	if (!list || !origin)
+		return 1;
+	p = list + strspn(list, " \t,");
+	if (*p == '\0')
+		return 1; /* an empty list: no check */
+	while (*p) {
+		size_t n = strcspn(p, ","), e = n;
+
+		while (e > 0 && (p[e - 1] == ' ' || p[e - 1] == '\t'))
+			e--;
+		if (e == 1 && p[0] == '*')
+			return 1;
+		if (e > 1 && p[e - 1] == '/')
+			e--; /* "https://example.com/": the same origin */
+		if (e == len && e > 0 && ieq(p, origin, len))
+			return 1;
+		p += n;
+		p += strspn(p, " \t,");
+	}
+	return 0;
+}
+
 /* ----------------------------------------------------------- CONNECT */
 
 enum {
@@ -569,6 +672,8 @@ static int request_field(struct moq_h3_request *r, unsigned *seen, int *protos, 
 		case PH_AUTHORITY:
 			if (v->len == 0)
 				return refuse(r, 400, "empty :authority");
+			if (!moq_h3_authority_ok((const char *)v->base, v->len))
+				return refuse(r, 400, ":authority is not host[:port]");
 			free(r->authority);
 			r->authority = dup_vec(v);
 			if (!r->authority)
@@ -587,6 +692,17 @@ static int request_field(struct moq_h3_request *r, unsigned *seen, int *protos, 
 		return 0;
 	}
 	*seen |= 0x100;
+	if (eq(n, "origin")) {
+		/* RFC 6454, 7.3: one Origin */
+		if (r->origin)
+			return refuse(r, 400, "Origin repeated");
+		r->origin = dup_vec(v);
+		if (!r->origin)
+			return MOQ_ERR_NOMEM;
+		if (memchr(v->base, '\0', v->len))
+			return refuse(r, 400, "NUL in Origin");
+		return 0;
+	}
 	if (eq(n, "wt-available-protocols")) {
 		int p = moq_h3_protocols_pick((const char *)v->base, v->len);
 
@@ -679,8 +795,10 @@ void moq_h3_request_free(struct moq_h3_request *r)
 {
 	free(r->path);
 	free(r->authority);
+	free(r->origin);
 	r->path = NULL;
 	r->authority = NULL;
+	r->origin = NULL;
 	r->path_len = 0;
 }
 

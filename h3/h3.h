@@ -277,6 +277,7 @@ struct moq_h3_request {
 	char *path;         /* :path, query included (malloc'd; moq_h3_request_free) */
 	size_t path_len;
 	char *authority; /* :authority (malloc'd) */
+	char *origin;    /* the Origin field (malloc'd), NULL when absent */
 	int status;      /* 200: accept; otherwise the HTTP status to refuse with */
 	const char *why; /* a constant description of a refusal */
 };
@@ -286,8 +287,10 @@ struct moq_h3_request {
  * the payload of the HEADERS frame on the CONNECT stream @sid) with
  * nghttp3's decoder (static table only) and check it (RFC 9220, 3 and
  * draft-ietf-webtrans-http3, 3.2): :method CONNECT, :protocol webtransport,
- * :scheme https, a non-empty :authority, a :path starting with '/',
- * no pseudo-header twice or unknown; then negotiate `wt-available-protocols`
+ * :scheme https, an :authority that is host[:port] (RFC 3986, 3.2; no
+ * userinfo, RFC 9110, 4.2.4), a :path starting with '/', no pseudo-header
+ * twice or unknown, at most one Origin (kept in out->origin, checked by the
+ * caller: moq_h3_origin_allowed); then negotiate `wt-available-protocols`
  * (an RFC 8941 list of strings, the client's preference) against moq-lite
  * 05 / 04 / 03; without the field, MOQ_H3_DEFAULT_VERSION (out->negotiated
  * 0). On return out->status is 200 (accepted, out->v set), 400
@@ -300,6 +303,27 @@ int moq_h3_connect_parse(int64_t sid, const uint8_t *block, size_t len, struct m
 
 /* moq_h3_request_free: free what moq_h3_connect_parse allocated. */
 void moq_h3_request_free(struct moq_h3_request *r);
+
+/*
+ * moq_h3_authority_ok: nonzero when @a (@len bytes) is an RFC 3986, 3.2
+ * authority without userinfo: a host (reg-name or IPv4 of unreserved,
+ * sub-delims and %HH, or an IP literal in brackets) and an optional port of
+ * 1 to 5 digits up to 65535.
+ */
+int moq_h3_authority_ok(const char *a, size_t len);
+
+/*
+ * moq_h3_origin_allowed: the operator's `--allowed-origins` (docs/DEPLOY.md)
+ * applied to a CONNECT's Origin @origin (@len bytes; NULL: the request had
+ * none). @list is a comma-separated list of serialised origins (RFC 6454,
+ * 6.2: scheme "://" host [":" port], a trailing '/' tolerated), compared
+ * without regard to ASCII case; NULL, "" or an entry "*" allow every
+ * origin (moq-relay checks none: the default). A request without Origin is
+ * not from a browser page (moqdp-load, moq-native clients, relay links: a
+ * browser always sends it, draft-ietf-webtrans-http3, 3.2) and is allowed.
+ * Returns 1 (allowed) or 0.
+ */
+int moq_h3_origin_allowed(const char *list, const char *origin, size_t len);
 
 /*
  * moq_h3_protocols_pick: parse an RFC 8941 list of strings @list and
@@ -386,7 +410,16 @@ struct moq_wt_stats {
 	uint64_t streams_rejected; /* ... before their session was open, or bad prefixes */
 	uint64_t capsules_close;   /* CLOSE_WEBTRANSPORT_SESSION received */
 	uint64_t datagrams_dropped;
-	uint64_t held; /* CONNECTs that came before the client's SETTINGS (held) */
+	uint64_t held;           /* CONNECTs that came before the client's SETTINGS (held) */
+	uint64_t refused_origin; /* ... of refused: 403, an Origin not allowed */
+};
+
+/* A server's WebTransport settings (moq_wt_accept; zero = defaults). */
+struct moq_wt_cfg {
+	/* moq_h3_origin_allowed's list: a CONNECT from another Origin gets
+	 * 403 (counted in refused_origin). NULL / "" = every origin. Borrowed:
+	 * it must outlive the connections. */
+	const char *allowed_origins;
 };
 
 /*
@@ -399,12 +432,14 @@ struct moq_wt_stats {
  * is the worker's counters, which must outlive @c. @cb: the callbacks @c
  * gets, NULL = moq_wt_quic_callbacks(); a caller that must see the
  * connection close passes a copy with conn_closed wrapped (calling the
- * original). Returns the session object (also the connection's user
- * pointer from now on), or NULL when memory ran out (then @c is closed
- * with H3_INTERNAL_ERROR).
+ * original). @cfg (may be NULL: defaults) is read now and its strings
+ * later (they must outlive @c). Returns the session object (also the
+ * connection's user pointer from now on), or NULL when memory ran out
+ * (then @c is closed with H3_INTERNAL_ERROR).
  */
 struct moq_wt *moq_wt_accept(struct moq_quic_conn *c, struct moq_node *n,
-                             struct moq_wt_stats *stats, const struct moq_quic_callbacks *cb);
+                             struct moq_wt_stats *stats, const struct moq_quic_callbacks *cb,
+                             const struct moq_wt_cfg *cfg);
 
 /* moq_wt_quic_callbacks: the QUIC callbacks of a connection this layer
  * runs (user pointer: its struct moq_wt). */

@@ -53,6 +53,7 @@ struct moq_wt {
 	struct moq_node *n;
 	struct moq_session *s;
 	struct moq_wt_stats *st;
+	struct moq_wt_cfg cfg; /* (server) its strings borrowed */
 	int server;
 	enum wstate state;
 	int role;                   /* client: moq_binding_connect's role */
@@ -365,6 +366,15 @@ static void on_request(struct moq_wt *w, const uint8_t *block, size_t len)
 	if (rc < 0) {
 		h3_fail(w, MOQ_H3_INTERNAL_ERROR, "CONNECT: memory");
 		return;
+	}
+	if (r.status == 200 && !moq_h3_origin_allowed(w->cfg.allowed_origins, r.origin,
+	                                              r.origin ? strlen(r.origin) : 0)) {
+		/* draft-ietf-webtrans-http3, 3.2 / RFC 6454: the operator's
+		 * --allowed-origins */
+		r.status = 403;
+		r.why = "Origin not allowed";
+		r.v = 0;
+		w->st->refused_origin++;
 	}
 	if (r.status == 200 && !moq_h3_settings_webtransport(&w->ctlp.settings)) {
 		/* draft-ietf-webtrans-http3, 3.1: a client whose SETTINGS do
@@ -1135,7 +1145,8 @@ const struct moq_quic_callbacks *moq_wt_quic_callbacks(void)
 }
 
 struct moq_wt *moq_wt_accept(struct moq_quic_conn *c, struct moq_node *n,
-                             struct moq_wt_stats *stats, const struct moq_quic_callbacks *cb)
+                             struct moq_wt_stats *stats, const struct moq_quic_callbacks *cb,
+                             const struct moq_wt_cfg *cfg)
 {
 	struct moq_wt *w = wt_new(c, n, stats, 1);
 
@@ -1143,6 +1154,8 @@ struct moq_wt *moq_wt_accept(struct moq_quic_conn *c, struct moq_node *n,
 		moq_quic_conn_close(c, MOQ_H3_INTERNAL_ERROR, "memory");
 		return NULL;
 	}
+	if (cfg)
+		w->cfg = *cfg;
 	moq_quic_conn_set_callbacks(c, cb ? cb : &wt_cbs, w);
 	start_h3(w);
 	return w;

@@ -264,6 +264,7 @@ START_TEST(connect_accepted)
 	ck_assert_str_eq(r.path, "/demo?jwt=abc.def");
 	ck_assert_uint_eq(r.path_len, strlen("/demo?jwt=abc.def"));
 	ck_assert_str_eq(r.authority, "127.0.0.1:4443");
+	ck_assert_str_eq(r.origin, "https://example.test");
 	moq_h3_request_free(&r);
 
 	ck_assert(r.negotiated);
@@ -327,6 +328,10 @@ START_TEST(connect_refused)
 	        {11, "\"moq-lite-99\"", -1, 406},       /* unknown version */
 	        {11, "moq-lite-05", -1, 400},           /* not sf-strings */
 	        {11, "\"moq-lite-05\",", -1, 400},      /* trailing comma */
+	        {7, "user@h:1", -1, 400},               /* userinfo in :authority */
+	        {7, "h:99999", -1, 400},                /* port > 65535 */
+	        {7, "h:1/x", -1, 400},                  /* a path in :authority */
+	        {7, "h x", -1, 400},                    /* a space */
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -410,6 +415,15 @@ START_TEST(connect_refused)
 		moq_h3_request_free(&r);
 		ck_assert_int_eq(parse_kv(late, 7, &r), 400);
 		moq_h3_request_free(&r);
+		/* RFC 6454, 7.3: one Origin */
+		{
+			const char *two[] = {":method", "CONNECT",  ":protocol",  "webtransport",
+			                     ":scheme", "https",    ":authority", "h",
+			                     ":path",   "/",        "origin",     "https://a",
+			                     "origin",  "https://b"};
+			ck_assert_int_eq(parse_kv(two, 7, &r), 400);
+			moq_h3_request_free(&r);
+		}
 	}
 	/* not QPACK: a reference into a dynamic table we never allowed,
 	 * and garbage */
@@ -420,6 +434,59 @@ START_TEST(connect_refused)
 		ck_assert_int_eq(moq_h3_connect_parse(0, junk, sizeof(junk), &r), MOQ_ERR_DECODE);
 		ck_assert_ptr_null(r.path);
 	}
+}
+END_TEST
+
+START_TEST(authority_and_origin)
+{
+	static const char *const good[] = {"h",
+	                                   "relay.example.com",
+	                                   "relay.example.com:443",
+	                                   "127.0.0.1:4443",
+	                                   "[::1]:4443",
+	                                   "[2001:db8::1]",
+	                                   "xn--bcher-kva.example",
+	                                   "a%41b",
+	                                   "h:0",
+	                                   "h:65535"};
+	static const char *const bad[] = {
+	        "",       ":443",        "user@h", "user:pw@h:1", "h:",  "h:65536", "h:123456",
+	        "h:1a",   "h/",          "h?x",    "h#x",         "h x", "[::1",    "[]",
+	        "[::1]x", "[::1]:99999", "a%4",    "a%zz",        "h\\x"};
+	static const struct {
+		const char *list, *origin;
+		int ok;
+	} o[] = {
+	        {NULL, "https://evil.test", 1},
+	        {"", "https://evil.test", 1},
+	        {" , ", "https://evil.test", 1},
+	        {"*", "https://evil.test", 1},
+	        {"https://good.test", NULL, 1}, /* no Origin: not a browser */
+	        {"https://good.test", "https://good.test", 1},
+	        {"https://good.test", "HTTPS://Good.Test", 1},
+	        {"https://good.test/", "https://good.test", 1},
+	        {"https://a.test, https://good.test:8443", "https://good.test:8443", 1},
+	        {"https://a.test,https://good.test:8443 ", "https://good.test:8443", 1},
+	        {"https://good.test", "https://evil.test", 0},
+	        {"https://good.test", "https://good.test:8443", 0},
+	        {"https://good.test", "http://good.test", 0},
+	        {"https://good.test", "https://good.test.evil.test", 0},
+	        {"https://good.test", "https://good.tes", 0},
+	        {"https://good.test", "null", 0},
+	        {"https://good.test", "", 0},
+	        {"https://good.test, *", "https://evil.test", 1},
+	};
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		ck_assert_msg(moq_h3_authority_ok(good[i], strlen(good[i])), "%s", good[i]);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(!moq_h3_authority_ok(bad[i], strlen(bad[i])), "%s", bad[i]);
+	ck_assert(!moq_h3_authority_ok("h\0x", 3));
+	for (size_t i = 0; i < sizeof(o) / sizeof(o[0]); i++)
+		ck_assert_msg(moq_h3_origin_allowed(o[i].list, o[i].origin,
+		                                    o[i].origin ? strlen(o[i].origin) : 0) ==
+		                      o[i].ok,
+		              "case %zu", i);
 }
 END_TEST
 
@@ -789,6 +856,7 @@ static struct {
 	struct moq_quic_endpoint *sep, *cep;
 	struct moq_quic_link *lnk;
 	struct moq_wt_stats wst;
+	struct moq_wt_cfg wcfg; /* moq_wt_accept's, set by a test before it connects */
 	uint64_t closed_code;
 	int closed_n, ready_n;
 } S;
@@ -913,7 +981,7 @@ static int srv_established(struct moq_quic_conn *c, void *user, const char *alpn
 {
 	(void)user;
 	if (alpn && strcmp(alpn, MOQ_H3_ALPN) == 0) {
-		ck_assert_ptr_nonnull(moq_wt_accept(c, S.relay, &S.wst, NULL));
+		ck_assert_ptr_nonnull(moq_wt_accept(c, S.relay, &S.wst, NULL, &S.wcfg));
 		return 0;
 	}
 	moq_node_quic_callbacks()->conn_new(c, S.relay);
@@ -1397,6 +1465,67 @@ START_TEST(session_connect_default_version)
 }
 END_TEST
 
+/* --allowed-origins (moq_wt_cfg.allowed_origins): a browser's CONNECT from
+ * another Origin gets 403 and no session; a listed one (any case) and a
+ * request without Origin (not a browser) are served; a malformed
+ * :authority gets 400. */
+START_TEST(session_connect_origin)
+{
+	static const struct {
+		const char *origin; /* NULL: none */
+		const char *authority;
+		int status;
+	} cases[] = {
+	        {"https://evil.test", "10.0.0.2:4443", 403},
+	        {"https://GOOD.test", "10.0.0.2:4443", 200},
+	        {NULL, "10.0.0.2:4443", 200},
+	        {"https://other.test:8443", "10.0.0.2:4443", 200},
+	        {"https://other.test", "10.0.0.2:4443", 403},
+	        {"https://good.test", "x@10.0.0.2:4443", 400},
+	};
+	uint64_t refused = 0, sessions = 0;
+
+	S.wcfg.allowed_origins = "https://good.test, https://other.test:8443";
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *kv[] = {":method",
+		                    "CONNECT",
+		                    ":protocol",
+		                    "webtransport",
+		                    ":scheme",
+		                    "https",
+		                    ":authority",
+		                    cases[i].authority,
+		                    ":path",
+		                    "/",
+		                    "wt-available-protocols",
+		                    GOOD_PROTOS,
+		                    "origin",
+		                    cases[i].origin};
+		int status = 0;
+		enum moq_version v = 9;
+
+		free(R.reqf);
+		memset(&R, 0, sizeof(R));
+		raw_connect(kv, cases[i].origin ? 7 : 6);
+		run_until(got_response, 3000);
+		ck_assert_int_gt(raw_response(&status, &v), 0);
+		ck_assert_msg(status == cases[i].status, "case %zu: %d", i, status);
+		if (status == 200) {
+			ck_assert_int_eq(v, MOQ_LITE_05);
+			sessions++;
+		} else {
+			ck_assert_int_eq(v, 0);
+			ck_assert(raw_st(0)->fin);
+			refused++;
+		}
+		ck_assert_uint_eq(S.wst.sessions, sessions);
+		ck_assert_uint_eq(S.wst.refused, refused);
+		moq_quic_conn_close(R.c, MOQ_H3_NO_ERROR, NULL);
+	}
+	ck_assert_uint_eq(S.wst.refused_origin, 2);
+}
+END_TEST
+
 static int client_ready(void)
 {
 	return S.ready_n > 0;
@@ -1489,6 +1618,7 @@ Suite *h3_suite(void)
 	tcase_add_test(t, connect_accepted);
 	tcase_add_test(t, connect_refused);
 	tcase_add_test(t, protocol_lists);
+	tcase_add_test(t, authority_and_origin);
 	tcase_add_test(t, response_both_ways);
 	tcase_add_test(t, close_capsule);
 	tcase_add_test(t, stream_and_datagram_prefixes);
@@ -1503,6 +1633,7 @@ Suite *h3_suite(void)
 	tcase_add_test(t, session_control_stream_parsed);
 	tcase_add_test(t, session_connect_waits_for_settings);
 	tcase_add_test(t, session_connect_default_version);
+	tcase_add_test(t, session_connect_origin);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -4,7 +4,7 @@
  * byte picks the parser, the rest is its input (a CONNECT field section,
  * a response, SETTINGS, a capsule stream, a wt-available-protocols list,
  * frame headers and datagram / stream prefixes, the control stream reader
- * fed in chunks). Each must return an error or a bounded result, never
+ * fed in chunks, :authority and Origin checks). Each must return an error or a bounded result, never
  * read past its input.
  */
 #include <stdint.h>
@@ -105,6 +105,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				abort();
 		}
 		moq_h3_control_free(&c);
+		break;
+	}
+	case 7: {
+		/* :authority syntax; Origin against a list: the input up to
+		 * the first NUL is the list, the rest the origin */
+		const uint8_t *z = memchr(p, 0, len);
+		char list[512];
+		size_t ll = z ? (size_t)(z - p) : 0;
+
+		(void)moq_h3_authority_ok((const char *)p, len);
+		if (z && ll < sizeof(list)) {
+			const char *o = (const char *)z + 1;
+			size_t ol = len - ll - 1;
+			memcpy(list, p, ll);
+			list[ll] = '\0';
+			/* no list / an empty one allows all; so does no Origin */
+			if ((ll == 0 && !moq_h3_origin_allowed(list, o, ol)) ||
+			    !moq_h3_origin_allowed(list, NULL, 0) ||
+			    !moq_h3_origin_allowed(NULL, o, ol))
+				abort();
+		}
 		break;
 	}
 	default: {
