@@ -667,7 +667,10 @@ static int wrap_established(struct moq_quic_conn *c, void *user, const char *alp
 	if (w == NULL || w->node == NULL)
 		return 0;
 	if (alpn != NULL && strcmp(alpn, MOQ_H3_ALPN) == 0) {
-		moq_wt_accept(c, w->node, &w->wt_stats, relay_wt_callbacks());
+		/* --allowed-origins: the relay's copy outlives its connections */
+		struct moq_wt_cfg wc = {.allowed_origins = w->relay->cfg.allowed_origins};
+
+		moq_wt_accept(c, w->node, &w->wt_stats, relay_wt_callbacks(), &wc);
 		return 0;
 	}
 	mc->conn_new(c, w->node);

@@ -81,13 +81,23 @@ int moq_h3_control_open(uint8_t *buf, size_t cap, int client)
 {
 	/* BINDINGS.md 1: the server's SETTINGS; a client sends the same
 	 * datagram / WebTransport ones (ENABLE_CONNECT_PROTOCOL is a server's
-	 * setting, RFC 8441, 3). */
+	 * setting, RFC 8441, 3). Chrome 156 speaks draft-02 / -07 (it sends
+	 * 0x2b603742 and reads the old codepoints); the -13 / -14 ones are for
+	 * clients of the newer drafts, which ignore the old ones. */
 	static const uint64_t server[][2] = {
-	        {MOQ_H3_SET_ENABLE_CONNECT, 1},  {MOQ_H3_SET_H3_DATAGRAM, 1},
-	        {MOQ_H3_SET_H3_DATAGRAM_OLD, 1}, {MOQ_H3_SET_WT_MAX_SESSIONS, 1},
-	        {MOQ_H3_SET_WT_MAX_SESS_OLD, 1}, {MOQ_H3_SET_WT_ENABLE_OLD, 1},
+	        {MOQ_H3_SET_ENABLE_CONNECT, 1},
+	        {MOQ_H3_SET_H3_DATAGRAM, 1},
+	        {MOQ_H3_SET_H3_DATAGRAM_OLD, 1},
+	        {MOQ_H3_SET_WT_MAX_SESSIONS, 1},
+	        {MOQ_H3_SET_WT_MAX_SESS_OLD, 1},
+	        {MOQ_H3_SET_WT_ENABLE_OLD, 1},
+	        {MOQ_H3_SET_WT_MAX_SESS_13, 1},
+	        {MOQ_H3_SET_WT_ENABLED, 1},
+	        {MOQ_H3_SET_WT_INIT_MAX_STREAMS_UNI, MOQ_H3_WT_INIT_STREAMS},
+	        {MOQ_H3_SET_WT_INIT_MAX_STREAMS_BIDI, MOQ_H3_WT_INIT_STREAMS},
+	        {MOQ_H3_SET_WT_INIT_MAX_DATA, MOQ_H3_WT_INIT_DATA},
 	};
-	uint8_t body[96];
+	uint8_t body[MOQ_H3_CONTROL_OPEN_MAX];
 	size_t bl = 0, n = 0, first = client ? 1 : 0;
 
 	for (size_t i = first; i < sizeof(server) / sizeof(server[0]); i++) {
@@ -148,13 +158,32 @@ int moq_h3_settings_decode(const uint8_t *p, size_t len, struct moq_h3_settings 
 			break;
 		case MOQ_H3_SET_WT_MAX_SESSIONS:
 		case MOQ_H3_SET_WT_MAX_SESS_OLD:
+		case MOQ_H3_SET_WT_MAX_SESS_13:
 			if (val)
 				out->wt_max_sessions = val;
-			bit = id == MOQ_H3_SET_WT_MAX_SESSIONS ? 64 : 128;
+			bit = id == MOQ_H3_SET_WT_MAX_SESSIONS   ? 64
+			      : id == MOQ_H3_SET_WT_MAX_SESS_OLD ? 128
+			                                         : 512;
 			break;
 		case MOQ_H3_SET_WT_ENABLE_OLD:
 			out->wt_enable_old = val;
 			bit = 256;
+			break;
+		case MOQ_H3_SET_WT_ENABLED:
+			out->wt_enabled = val;
+			bit = 1024;
+			break;
+		case MOQ_H3_SET_WT_INIT_MAX_DATA:
+			out->wt_init_max_data = val;
+			bit = 2048;
+			break;
+		case MOQ_H3_SET_WT_INIT_MAX_STREAMS_UNI:
+			out->wt_init_max_streams_uni = val;
+			bit = 4096;
+			break;
+		case MOQ_H3_SET_WT_INIT_MAX_STREAMS_BIDI:
+			out->wt_init_max_streams_bidi = val;
+			bit = 8192;
 			break;
 		default:
 			break; /* RFC 9114, 7.2.4: unknown identifiers are ignored */
@@ -165,6 +194,200 @@ int moq_h3_settings_decode(const uint8_t *p, size_t len, struct moq_h3_settings 
 		seen |= bit;
 	}
 	return 0;
+}
+
+int moq_h3_settings_webtransport(const struct moq_h3_settings *s)
+{
+	return s->h3_datagram == 1 &&
+	       (s->wt_enabled != 0 || s->wt_max_sessions != 0 || s->wt_enable_old == 1);
+}
+
+/* ------------------------------------------------------ control stream */
+
+void moq_h3_control_init(struct moq_h3_control *p, int peer_server)
+{
+	memset(p, 0, sizeof(*p));
+	p->peer_server = peer_server;
+}
+
+void moq_h3_control_free(struct moq_h3_control *p)
+{
+	free(p->buf);
+	p->buf = NULL;
+	p->blen = p->bcap = 0;
+}
+
+static int ctl_fail(struct moq_h3_control *p, uint64_t code, uint64_t *h3err)
+{
+	moq_h3_control_free(p);
+	p->failed = code;
+	*h3err = code;
+	return MOQ_ERR_PROTO;
+}
+
+/* A payload made of exactly one varint (RFC 9114, 7.1: more or fewer bytes
+ * than the fields is H3_FRAME_ERROR). */
+static int one_varint(const uint8_t *b, size_t len, uint64_t *v)
+{
+	int n = moq_h3_varint_get(b, len, v);
+
+	return n > 0 && (size_t)n == len ? 0 : -1;
+}
+
+/* A frame's header is complete: may it come now, and is it kept? Returns
+ * 1 (kept: its payload is read), 0 (skipped), or the error. */
+static int ctl_head(struct moq_h3_control *p, uint64_t *h3err)
+{
+	uint64_t t = p->type;
+
+	/* RFC 9114, 6.2.1: SETTINGS first */
+	if (!p->got_settings && t != MOQ_H3_FRAME_SETTINGS)
+		return ctl_fail(p, MOQ_H3_MISSING_SETTINGS, h3err);
+	switch (t) {
+	case MOQ_H3_FRAME_SETTINGS:
+		/* 7.2.4: once; 7.2.4.2 bounds are ours (moq-relay: 64 KiB) */
+		if (p->got_settings)
+			return ctl_fail(p, MOQ_H3_FRAME_UNEXPECTED, h3err);
+		if (p->left > MOQ_H3_MAX_FRAME)
+			return ctl_fail(p, MOQ_H3_FRAME_ERROR, h3err);
+		return 1;
+	case MOQ_H3_FRAME_DATA:         /* 7.2.1 */
+	case MOQ_H3_FRAME_HEADERS:      /* 7.2.2 */
+	case MOQ_H3_FRAME_PUSH_PROMISE: /* 7.2.5 */
+	case 0x02:                      /* 7.2.8: HTTP/2's PRIORITY, PING, */
+	case 0x06:                      /* WINDOW_UPDATE, CONTINUATION */
+	case 0x08:
+	case 0x09:
+		return ctl_fail(p, MOQ_H3_FRAME_UNEXPECTED, h3err);
+	case MOQ_H3_FRAME_MAX_PUSH_ID:
+		/* 7.2.7: only a client sends it */
+		if (p->peer_server)
+			return ctl_fail(p, MOQ_H3_FRAME_UNEXPECTED, h3err);
+		/* fall through */
+	case MOQ_H3_FRAME_GOAWAY:
+	case MOQ_H3_FRAME_CANCEL_PUSH:
+		/* one varint: at most 8 bytes, at least 1 */
+		if (p->left == 0 || p->left > 8)
+			return ctl_fail(p, MOQ_H3_FRAME_ERROR, h3err);
+		return 1;
+	default:
+		return 0; /* 9: unknown types (GREASE, extensions) are ignored */
+	}
+}
+
+/* A kept frame's whole payload @b (@len). Returns its events or the error. */
+static int ctl_frame(struct moq_h3_control *p, const uint8_t *b, size_t len, uint64_t *h3err)
+{
+	uint64_t v;
+	int rc;
+
+	switch (p->type) {
+	case MOQ_H3_FRAME_SETTINGS:
+		rc = moq_h3_settings_decode(b, len, &p->settings);
+		if (rc == MOQ_ERR_DECODE) /* 7.1: a truncated pair */
+			return ctl_fail(p, MOQ_H3_FRAME_ERROR, h3err);
+		if (rc < 0) /* 7.2.4 / 7.2.4.1: repeated, HTTP/2's */
+			return ctl_fail(p, MOQ_H3_SETTINGS_ERROR, h3err);
+		p->got_settings = 1;
+		return MOQ_H3_CTL_SETTINGS;
+	case MOQ_H3_FRAME_GOAWAY:
+		if (one_varint(b, len, &v) < 0)
+			return ctl_fail(p, MOQ_H3_FRAME_ERROR, h3err);
+		/* 5.2: a server's names a client bidi stream; ids never grow */
+		if ((p->peer_server && (v & 3) != 0) || (p->goaway && v > p->goaway_id))
+			return ctl_fail(p, MOQ_H3_ID_ERROR, h3err);
+		p->goaway = 1;
+		p->goaway_id = v;
+		return MOQ_H3_CTL_GOAWAY;
+	case MOQ_H3_FRAME_MAX_PUSH_ID:
+		if (one_varint(b, len, &v) < 0)
+			return ctl_fail(p, MOQ_H3_FRAME_ERROR, h3err);
+		/* 7.2.7: it never shrinks */
+		if (p->max_push && v + 1 < p->max_push)
+			return ctl_fail(p, MOQ_H3_ID_ERROR, h3err);
+		p->max_push = v + 1;
+		return 0;
+	default: /* CANCEL_PUSH */
+		if (one_varint(b, len, &v) < 0)
+			return ctl_fail(p, MOQ_H3_FRAME_ERROR, h3err);
+		/* 7.2.3: a push id above what was allowed (we never allowed
+		 * a server any: we send no MAX_PUSH_ID) */
+		if (p->peer_server || v >= p->max_push)
+			return ctl_fail(p, MOQ_H3_ID_ERROR, h3err);
+		return 0;
+	}
+}
+
+int moq_h3_control_feed(struct moq_h3_control *p, const uint8_t *d, size_t len, uint64_t *h3err)
+{
+	size_t off = 0;
+	int ev = 0, rc;
+
+	if (p->failed) {
+		*h3err = p->failed;
+		return MOQ_ERR_PROTO;
+	}
+	while (off < len || (p->in_frame && p->left == 0)) {
+		if (!p->in_frame) {
+			/* the header: two varints, byte by byte across calls */
+			int h;
+
+			p->hdr[p->hl++] = d[off++];
+			h = moq_h3_frame_head(p->hdr, p->hl, &p->type, &p->left);
+			if (h == MOQ_ERR_SHORT)
+				continue;
+			p->hl = 0;
+			p->in_frame = 1;
+			rc = ctl_head(p, h3err);
+			if (rc < 0)
+				return rc;
+			if (rc == 0) {
+				p->type = UINT64_MAX; /* skipped: not kept */
+				continue;
+			}
+			if (p->left == 0)
+				continue; /* an empty SETTINGS: complete below */
+			if ((size_t)p->left <= len - off) {
+				/* all of it here: read in place */
+				rc = ctl_frame(p, d + off, (size_t)p->left, h3err);
+				if (rc < 0)
+					return rc;
+				ev |= rc;
+				off += (size_t)p->left;
+				p->left = 0;
+				p->in_frame = 0;
+				continue;
+			}
+			p->buf = malloc((size_t)p->left);
+			if (!p->buf)
+				return MOQ_ERR_NOMEM;
+			p->blen = 0;
+			p->bcap = (size_t)p->left;
+			continue;
+		}
+		if (p->left) {
+			size_t n = len - off < p->left ? len - off : (size_t)p->left;
+
+			if (p->buf) {
+				memcpy(p->buf + p->blen, d + off, n);
+				p->blen += n;
+			}
+			off += n;
+			p->left -= n;
+			if (p->left)
+				break;
+		}
+		/* the frame is complete */
+		p->in_frame = 0;
+		if (p->type == UINT64_MAX)
+			continue;
+		rc = ctl_frame(p, p->buf ? p->buf : (const uint8_t *)"", p->blen, h3err);
+		moq_h3_control_free(p);
+		if (rc < 0)
+			return rc;
+		ev |= rc;
+	}
+	return ev;
 }
 
 /* ------------------------------------------------------------ frames */
@@ -270,6 +493,109 @@ int moq_h3_protocols_pick(const char *s, size_t len)
 	return (int)best;
 }
 
+/* ------------------------------------------- :authority and Origin */
+
+static int is_hex(char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* RFC 3986, 2.3 / 2.2: unreserved and sub-delims */
+static int reg_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       strchr("-._~!$&'()*+,;=", c) != NULL;
+}
+
+int moq_h3_authority_ok(const char *a, size_t len)
+{
+	size_t i = 0;
+
+	if (len == 0)
+		return 0;
+	if (a[0] == '[') {
+		/* RFC 3986, 3.2.2: IP-literal; IPv6 / IPvFuture characters */
+		for (i = 1; i < len && a[i] != ']'; i++)
+			if (!is_hex(a[i]) && a[i] != ':' && a[i] != '.' && a[i] != 'v' &&
+			    a[i] != 'V')
+				return 0;
+		if (i >= len || i == 1)
+			return 0;
+		i++;
+	} else {
+		for (; i < len && a[i] != ':'; i++) {
+			if (a[i] == '%') {
+				if (i + 2 >= len || !is_hex(a[i + 1]) || !is_hex(a[i + 2]))
+					return 0;
+				i += 2;
+			} else if (a[i] == '\0' || !reg_char(a[i])) {
+				return 0; /* '@' (userinfo), '/', space, controls */
+			}
+		}
+		if (i == 0)
+			return 0; /* no host */
+	}
+	if (i == len)
+		return 1;
+	if (a[i] != ':')
+		return 0;
+	/* RFC 3986, 3.2.3: port = *DIGIT; we want one, at most 65535 */
+	{
+		size_t d = len - i - 1;
+		unsigned long port = 0;
+
+		if (d == 0 || d > 5)
+			return 0;
+		for (i++; i < len; i++) {
+			if (a[i] < '0' || a[i] > '9')
+				return 0;
+			port = port * 10 + (unsigned long)(a[i] - '0');
+		}
+		return port <= 65535;
+	}
+}
+
+static int ieq(const char *a, const char *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char x = a[i], y = b[i];
+
+		if (x >= 'A' && x <= 'Z')
+			x = (char)(x - 'A' + 'a');
+		if (y >= 'A' && y <= 'Z')
+			y = (char)(y - 'A' + 'a');
+		if (x != y)
+			return 0;
+	}
+	return 1;
+}
+
+int moq_h3_origin_allowed(const char *list, const char *origin, size_t len)
+{
+	const char *p = list;
+
+	if (!list || !origin)
+		return 1;
+	p = list + strspn(list, " \t,");
+	if (*p == '\0')
+		return 1; /* an empty list: no check */
+	while (*p) {
+		size_t n = strcspn(p, ","), e = n;
+
+		while (e > 0 && (p[e - 1] == ' ' || p[e - 1] == '\t'))
+			e--;
+		if (e == 1 && p[0] == '*')
+			return 1;
+		if (e > 1 && p[e - 1] == '/')
+			e--; /* "https://example.com/": the same origin */
+		if (e == len && e > 0 && ieq(p, origin, len))
+			return 1;
+		p += n;
+		p += strspn(p, " \t,");
+	}
+	return 0;
+}
+
 /* ----------------------------------------------------------- CONNECT */
 
 enum {
@@ -346,6 +672,8 @@ static int request_field(struct moq_h3_request *r, unsigned *seen, int *protos, 
 		case PH_AUTHORITY:
 			if (v->len == 0)
 				return refuse(r, 400, "empty :authority");
+			if (!moq_h3_authority_ok((const char *)v->base, v->len))
+				return refuse(r, 400, ":authority is not host[:port]");
 			free(r->authority);
 			r->authority = dup_vec(v);
 			if (!r->authority)
@@ -364,6 +692,17 @@ static int request_field(struct moq_h3_request *r, unsigned *seen, int *protos, 
 		return 0;
 	}
 	*seen |= 0x100;
+	if (eq(n, "origin")) {
+		/* RFC 6454, 7.3: one Origin */
+		if (r->origin)
+			return refuse(r, 400, "Origin repeated");
+		r->origin = dup_vec(v);
+		if (!r->origin)
+			return MOQ_ERR_NOMEM;
+		if (memchr(v->base, '\0', v->len))
+			return refuse(r, 400, "NUL in Origin");
+		return 0;
+	}
 	if (eq(n, "wt-available-protocols")) {
 		int p = moq_h3_protocols_pick((const char *)v->base, v->len);
 
@@ -437,12 +776,13 @@ int moq_h3_connect_parse(int64_t sid, const uint8_t *block, size_t len, struct m
 		refuse(out, 400, "no :authority");
 	if (!(seen & PH_PATH))
 		refuse(out, 400, "no :path");
-	if (!has_protos)
-		refuse(out, 406,
-		       "no wt-available-protocols (moq-lite 05/04/03 are negotiated there)");
-	else if (!protos)
+	if (has_protos && !protos)
 		refuse(out, 406, "wt-available-protocols offers no moq-lite version of ours");
-	out->v = out->status == 200 ? (enum moq_version)protos : 0;
+	/* no list: the default version, named nowhere (MOQ_H3_DEFAULT_VERSION) */
+	out->negotiated = has_protos;
+	out->v = out->status != 200 ? 0
+	         : has_protos       ? (enum moq_version)protos
+	                            : MOQ_H3_DEFAULT_VERSION;
 done:
 	nghttp3_qpack_stream_context_del(sctx);
 	nghttp3_qpack_decoder_del(dec);
@@ -455,8 +795,10 @@ void moq_h3_request_free(struct moq_h3_request *r)
 {
 	free(r->path);
 	free(r->authority);
+	free(r->origin);
 	r->path = NULL;
 	r->authority = NULL;
+	r->origin = NULL;
 	r->path_len = 0;
 }
 

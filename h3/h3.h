@@ -42,10 +42,13 @@ extern "C" {
 #define MOQ_H3_ALPN "h3"
 
 /* RFC 9114, 7.2: frame types. */
-#define MOQ_H3_FRAME_DATA     0x00
-#define MOQ_H3_FRAME_HEADERS  0x01
-#define MOQ_H3_FRAME_SETTINGS 0x04
-#define MOQ_H3_FRAME_GOAWAY   0x07
+#define MOQ_H3_FRAME_DATA         0x00
+#define MOQ_H3_FRAME_HEADERS      0x01
+#define MOQ_H3_FRAME_CANCEL_PUSH  0x03
+#define MOQ_H3_FRAME_SETTINGS     0x04
+#define MOQ_H3_FRAME_PUSH_PROMISE 0x05
+#define MOQ_H3_FRAME_GOAWAY       0x07
+#define MOQ_H3_FRAME_MAX_PUSH_ID  0x0d
 /* RFC 9114, 6.2 / RFC 9204, 4.2: unidirectional stream types. */
 #define MOQ_H3_STREAM_CONTROL   0x00
 #define MOQ_H3_STREAM_PUSH      0x01
@@ -69,6 +72,23 @@ extern "C" {
 #define MOQ_H3_SET_WT_MAX_SESSIONS   0xc671706a /* draft-ietf-webtrans-http3-07+ */
 #define MOQ_H3_SET_WT_ENABLE_OLD     0x2b603742 /* draft-02 ENABLE_WEBTRANSPORT */
 #define MOQ_H3_SET_WT_MAX_SESS_OLD   0x2b603743 /* draft-02..06 max sessions */
+/* draft-ietf-webtrans-http3-13 / -14, 9.2: the newer drafts' settings.
+ * -13 announces WebTransport with WT_MAX_SESSIONS at a new codepoint, -14
+ * with SETTINGS_WT_ENABLED; both give the session's initial flow-control
+ * limits (5.5: streams the peer may open, bytes it may send). */
+#define MOQ_H3_SET_WT_ENABLED               0x2c7cf000 /* -14+ SETTINGS_WT_ENABLED */
+#define MOQ_H3_SET_WT_MAX_SESS_13           0x14e9cd29 /* -13 SETTINGS_WT_MAX_SESSIONS */
+#define MOQ_H3_SET_WT_INIT_MAX_DATA         0x2b61
+#define MOQ_H3_SET_WT_INIT_MAX_STREAMS_UNI  0x2b64
+#define MOQ_H3_SET_WT_INIT_MAX_STREAMS_BIDI 0x2b65
+
+/* The initial limits we announce. One session per connection, and we send
+ * no WT_MAX_STREAMS / WT_MAX_DATA capsules to raise them later, so they are
+ * the largest values the draft allows (5.5.1: at most 2^60 streams; a
+ * varint: at most 2^62 - 1 bytes): the peer is bounded by QUIC's own flow
+ * control (the transport parameters ngtcp2 moves), as on raw QUIC. */
+#define MOQ_H3_WT_INIT_STREAMS (1ull << 60)
+#define MOQ_H3_WT_INIT_DATA    ((1ull << 62) - 1)
 
 /* RFC 9114, 8.1 / RFC 9204, 6: HTTP/3 and QPACK error codes. */
 #define MOQ_H3_NO_ERROR                   0x100
@@ -136,16 +156,26 @@ struct moq_h3_settings {
 	uint64_t h3_datagram;     /* 0x33 or the old 0xffd277 */
 	uint64_t wt_max_sessions; /* 0xc671706a or the old 0x2b603743 */
 	uint64_t wt_enable_old;   /* 0x2b603742 */
-	uint32_t count;           /* identifiers read (unknown and GREASE included) */
+	uint64_t wt_enabled;      /* 0x2c7cf000 (draft-14+) */
+	uint64_t wt_init_max_data;
+	uint64_t wt_init_max_streams_uni;
+	uint64_t wt_init_max_streams_bidi;
+	uint32_t count; /* identifiers read (unknown and GREASE included) */
 };
+
+/* The bytes moq_h3_control_open writes at most. */
+#define MOQ_H3_CONTROL_OPEN_MAX 128
 
 /*
  * moq_h3_control_open: the bytes our control stream starts with: the
  * stream type 0x00 and a SETTINGS frame with ENABLE_CONNECT_PROTOCOL,
- * H3_DATAGRAM (both codepoints) and the WebTransport settings (new and
- * old codepoints), or, when @client, ENABLE_DATAGRAM and the WebTransport
- * settings a client sends. Writes into @buf (@cap bytes; 64 suffice).
- * Returns the length, or MOQ_ERR_TOO_LARGE.
+ * H3_DATAGRAM (both codepoints) and the WebTransport settings of every
+ * draft a browser may speak (draft-02's ENABLE and max sessions, -07's max
+ * sessions, -13's max sessions, -14's WT_ENABLED, and the initial limits
+ * MOQ_H3_WT_INIT_*), or, when @client, the same without
+ * ENABLE_CONNECT_PROTOCOL (a server's setting). Writes into @buf (@cap
+ * bytes; MOQ_H3_CONTROL_OPEN_MAX suffice). Returns the length, or
+ * MOQ_ERR_TOO_LARGE.
  */
 int moq_h3_control_open(uint8_t *buf, size_t cap, int client);
 
@@ -156,6 +186,68 @@ int moq_h3_control_open(uint8_t *buf, size_t cap, int client);
  * setting 0x02..0x05 that RFC 9114, 7.2.4.1 forbids).
  */
 int moq_h3_settings_decode(const uint8_t *p, size_t len, struct moq_h3_settings *out);
+
+/*
+ * moq_h3_settings_webtransport: nonzero when the peer's SETTINGS @s allow a
+ * WebTransport session, in the terms of any draft a browser speaks: HTTP
+ * datagrams (RFC 9297, 0x33, or the old 0xffd277) and WebTransport
+ * (draft-14's SETTINGS_WT_ENABLED, -07 / -13's WT_MAX_SESSIONS > 0, or
+ * draft-02's ENABLE_WEBTRANSPORT = 1, which Chrome 156 sends). moq-relay
+ * (web-transport-quinn) refuses a client without them the same way.
+ */
+int moq_h3_settings_webtransport(const struct moq_h3_settings *s);
+
+/* ------------------------------------------------------ control stream */
+
+/*
+ * The peer's control stream (RFC 9114, 6.2.1), read frame by frame for the
+ * whole connection, after its stream type: SETTINGS first (else
+ * H3_MISSING_SETTINGS), then GOAWAY, MAX_PUSH_ID (from a client only),
+ * CANCEL_PUSH, and frames of unknown types, which are skipped without
+ * being kept (7.2.8 / 9). A second SETTINGS (7.2.4), DATA, HEADERS,
+ * PUSH_PROMISE (7.2.1, 7.2.2, 7.2.5) and HTTP/2's reserved types 0x02,
+ * 0x06, 0x08, 0x09 (7.2.8) are H3_FRAME_UNEXPECTED; a frame whose payload
+ * is not exactly its fields is H3_FRAME_ERROR (7.1); a GOAWAY id that grows
+ * or that is no client bidi stream from a server, a MAX_PUSH_ID that
+ * shrinks, are H3_ID_ERROR (5.2, 7.2.7). The stream's end is for the
+ * caller (H3_CLOSED_CRITICAL_STREAM, 6.2.1).
+ */
+struct moq_h3_control {
+	int peer_server;  /* the peer is the server */
+	int got_settings; /* its SETTINGS were read (in settings) */
+	struct moq_h3_settings settings;
+	int goaway;          /* a GOAWAY was read: its id in goaway_id */
+	uint64_t goaway_id;  /* the smallest so far */
+	uint64_t max_push;   /* the largest MAX_PUSH_ID (client), + 1; 0 = none */
+	uint8_t hdr[16];     /* the frame header while incomplete */
+	uint8_t hl;          /* bytes in hdr */
+	uint8_t in_frame;    /* hdr complete: type / left describe the frame */
+	uint64_t type, left; /* its type, payload bytes still to come */
+	uint8_t *buf;        /* the payload of a frame we read, while incomplete */
+	size_t blen, bcap;
+	uint64_t failed; /* the HTTP/3 error it failed with (0: none) */
+};
+
+/* moq_h3_control_feed's events (a bit set). */
+#define MOQ_H3_CTL_SETTINGS 1 /* the SETTINGS just completed */
+#define MOQ_H3_CTL_GOAWAY   2 /* a GOAWAY was read (goaway_id) */
+
+/* moq_h3_control_init: an empty reader for the control stream of a peer
+ * that is a server when @peer_server. */
+void moq_h3_control_init(struct moq_h3_control *p, int peer_server);
+
+/*
+ * moq_h3_control_feed: the next @len bytes of the control stream (after its
+ * type). Returns the events of these bytes (MOQ_H3_CTL_*, 0: none),
+ * MOQ_ERR_PROTO with the HTTP/3 error code to close the connection with in
+ * *@h3err (the reader stays failed: later calls return it again), or
+ * MOQ_ERR_NOMEM. SETTINGS larger than MOQ_H3_MAX_FRAME are H3_FRAME_ERROR.
+ */
+int moq_h3_control_feed(struct moq_h3_control *p, const uint8_t *d, size_t len, uint64_t *h3err);
+
+/* moq_h3_control_free: what the reader allocated (it may be fed again
+ * after moq_h3_control_init). */
+void moq_h3_control_free(struct moq_h3_control *p);
 
 /* ------------------------------------------------------------ frames */
 
@@ -168,12 +260,24 @@ int moq_h3_frame_head(const uint8_t *p, size_t len, uint64_t *type, uint64_t *fl
 
 /* ----------------------------------------------------------- CONNECT */
 
+/* The version a CONNECT without wt-available-protocols gets. moq-relay
+ * answers such a request 200 without wt-protocol (rs/moq-native, quinn.rs:
+ * "we default to no sub-protocol to support older clients") and then
+ * runs the legacy SETUP exchange, which this project does not serve; it
+ * runs its default moq-lite version instead, the first of ours (what
+ * moq-relay lands on over WebSocket too, BINDINGS.md 2). */
+#define MOQ_H3_DEFAULT_VERSION MOQ_LITE_05
+
 /* A parsed extended CONNECT (RFC 9220) request. */
 struct moq_h3_request {
-	enum moq_version v; /* negotiated from wt-available-protocols (0: none) */
+	enum moq_version v; /* negotiated from wt-available-protocols, or the
+	                     * default (0: refused) */
+	int negotiated;     /* v came from wt-available-protocols: the response
+	                     * names it in wt-protocol (else it names none) */
 	char *path;         /* :path, query included (malloc'd; moq_h3_request_free) */
 	size_t path_len;
 	char *authority; /* :authority (malloc'd) */
+	char *origin;    /* the Origin field (malloc'd), NULL when absent */
 	int status;      /* 200: accept; otherwise the HTTP status to refuse with */
 	const char *why; /* a constant description of a refusal */
 };
@@ -183,12 +287,15 @@ struct moq_h3_request {
  * the payload of the HEADERS frame on the CONNECT stream @sid) with
  * nghttp3's decoder (static table only) and check it (RFC 9220, 3 and
  * draft-ietf-webtrans-http3, 3.2): :method CONNECT, :protocol webtransport,
- * :scheme https, a non-empty :authority, a :path starting with '/',
- * no pseudo-header twice or unknown; then negotiate `wt-available-protocols`
+ * :scheme https, an :authority that is host[:port] (RFC 3986, 3.2; no
+ * userinfo, RFC 9110, 4.2.4), a :path starting with '/', no pseudo-header
+ * twice or unknown, at most one Origin (kept in out->origin, checked by the
+ * caller: moq_h3_origin_allowed); then negotiate `wt-available-protocols`
  * (an RFC 8941 list of strings, the client's preference) against moq-lite
- * 05 / 04 / 03. On return out->status is 200 (accepted, out->v set), 400
+ * 05 / 04 / 03; without the field, MOQ_H3_DEFAULT_VERSION (out->negotiated
+ * 0). On return out->status is 200 (accepted, out->v set), 400
  * (malformed request: out->why says which part), 501 (:protocol is not
- * webtransport) or 406 (no moq-lite version offered). Returns 0 (see
+ * webtransport) or 406 (a list without a moq-lite version of ours). Returns 0 (see
  * out->status), MOQ_ERR_DECODE (QPACK could not be decoded: the peer
  * broke HTTP/3, QPACK_DECOMPRESSION_FAILED), MOQ_ERR_NOMEM.
  */
@@ -196,6 +303,27 @@ int moq_h3_connect_parse(int64_t sid, const uint8_t *block, size_t len, struct m
 
 /* moq_h3_request_free: free what moq_h3_connect_parse allocated. */
 void moq_h3_request_free(struct moq_h3_request *r);
+
+/*
+ * moq_h3_authority_ok: nonzero when @a (@len bytes) is an RFC 3986, 3.2
+ * authority without userinfo: a host (reg-name or IPv4 of unreserved,
+ * sub-delims and %HH, or an IP literal in brackets) and an optional port of
+ * 1 to 5 digits up to 65535.
+ */
+int moq_h3_authority_ok(const char *a, size_t len);
+
+/*
+ * moq_h3_origin_allowed: the operator's `--allowed-origins` (docs/DEPLOY.md)
+ * applied to a CONNECT's Origin @origin (@len bytes; NULL: the request had
+ * none). @list is a comma-separated list of serialised origins (RFC 6454,
+ * 6.2: scheme "://" host [":" port], a trailing '/' tolerated), compared
+ * without regard to ASCII case; NULL, "" or an entry "*" allow every
+ * origin (moq-relay checks none: the default). A request without Origin is
+ * not from a browser page (moqdp-load, moq-native clients, relay links: a
+ * browser always sends it, draft-ietf-webtrans-http3, 3.2) and is allowed.
+ * Returns 1 (allowed) or 0.
+ */
+int moq_h3_origin_allowed(const char *list, const char *origin, size_t len);
 
 /*
  * moq_h3_protocols_pick: parse an RFC 8941 list of strings @list and
@@ -207,7 +335,7 @@ int moq_h3_protocols_pick(const char *list, size_t len);
 /*
  * moq_h3_response_encode: a HEADERS frame (type, length, QPACK field
  * section) with :status @status and, for 200, sec-webtransport-http3-draft:
- * draft02 and wt-protocol: "moq-lite-0N" for @v. Returns a malloc'd buffer
+ * draft02 and wt-protocol: "moq-lite-0N" for @v (none when @v is 0). Returns a malloc'd buffer
  * (*@out_len bytes) or NULL (memory).
  */
 uint8_t *moq_h3_response_encode(int64_t sid, int status, enum moq_version v, size_t *out_len);
@@ -282,6 +410,16 @@ struct moq_wt_stats {
 	uint64_t streams_rejected; /* ... before their session was open, or bad prefixes */
 	uint64_t capsules_close;   /* CLOSE_WEBTRANSPORT_SESSION received */
 	uint64_t datagrams_dropped;
+	uint64_t held;           /* CONNECTs that came before the client's SETTINGS (held) */
+	uint64_t refused_origin; /* ... of refused: 403, an Origin not allowed */
+};
+
+/* A server's WebTransport settings (moq_wt_accept; zero = defaults). */
+struct moq_wt_cfg {
+	/* moq_h3_origin_allowed's list: a CONNECT from another Origin gets
+	 * 403 (counted in refused_origin). NULL / "" = every origin. Borrowed:
+	 * it must outlive the connections. */
+	const char *allowed_origins;
 };
 
 /*
@@ -294,12 +432,14 @@ struct moq_wt_stats {
  * is the worker's counters, which must outlive @c. @cb: the callbacks @c
  * gets, NULL = moq_wt_quic_callbacks(); a caller that must see the
  * connection close passes a copy with conn_closed wrapped (calling the
- * original). Returns the session object (also the connection's user
- * pointer from now on), or NULL when memory ran out (then @c is closed
- * with H3_INTERNAL_ERROR).
+ * original). @cfg (may be NULL: defaults) is read now and its strings
+ * later (they must outlive @c). Returns the session object (also the
+ * connection's user pointer from now on), or NULL when memory ran out
+ * (then @c is closed with H3_INTERNAL_ERROR).
  */
 struct moq_wt *moq_wt_accept(struct moq_quic_conn *c, struct moq_node *n,
-                             struct moq_wt_stats *stats, const struct moq_quic_callbacks *cb);
+                             struct moq_wt_stats *stats, const struct moq_quic_callbacks *cb,
+                             const struct moq_wt_cfg *cfg);
 
 /* moq_wt_quic_callbacks: the QUIC callbacks of a connection this layer
  * runs (user pointer: its struct moq_wt). */

@@ -19,7 +19,8 @@
 enum wkind {
 	K_PENDING = 0, /* type / signal not read yet */
 	K_CONTROL,     /* the peer's control stream */
-	K_DROP,        /* QPACK encoder / decoder, unknown types: read and dropped */
+	K_QPACK,       /* the peer's QPACK encoder / decoder stream: read and dropped */
+	K_DROP,        /* unknown types: read and dropped */
 	K_WT,          /* a WebTransport stream: the session's */
 	K_CONNECT,     /* the CONNECT (request) stream */
 	K_REJECTED,    /* refused: nothing more is read */
@@ -52,6 +53,7 @@ struct moq_wt {
 	struct moq_node *n;
 	struct moq_session *s;
 	struct moq_wt_stats *st;
+	struct moq_wt_cfg cfg; /* (server) its strings borrowed */
 	int server;
 	enum wstate state;
 	int role;                   /* client: moq_binding_connect's role */
@@ -69,7 +71,7 @@ struct moq_wt {
 	int close_local;
 	int have_close;
 	/* Memory streams reference until acknowledged or the connection ends. */
-	uint8_t ctl[64];
+	uint8_t ctl[MOQ_H3_CONTROL_OPEN_MAX];
 	size_t ctl_len;
 	uint8_t pfx_uni[16], pfx_bidi[16];
 	size_t pfx_uni_len, pfx_bidi_len;
@@ -79,18 +81,24 @@ struct moq_wt {
 	/* the CONNECT stream's input, frames reassembled */
 	uint8_t *crx;
 	size_t crx_len;
+	int crx_fin;   /* it ended (seen while the request was held) */
+	int held;      /* (server) the CONNECT waits in crx for the client's SETTINGS */
 	uint8_t *caps; /* DATA payloads: the capsule stream */
 	size_t caps_len;
-	/* the peer's control stream */
-	uint8_t *ctlrx;
-	size_t ctlrx_len;
-	int got_settings;
-	struct moq_h3_settings peer;
+	/* the peer's control stream, read for the whole connection */
+	struct moq_h3_control ctlp;
+	uint8_t peer_uni; /* PEER_* of the unidirectional streams it opened */
 	/* peer streams, open addressing on sid */
 	struct wst *tab;
 	uint32_t cap, used;
 	uint32_t early; /* bytes buffered in tab[].buf */
 };
+
+/* The peer's critical streams, each at most once (RFC 9114, 6.2.1; RFC
+ * 9204, 4.2). */
+#define PEER_CONTROL   1u
+#define PEER_QPACK_ENC 2u
+#define PEER_QPACK_DEC 4u
 
 static struct moq_wt_stats dummy_stats;
 static const struct moq_quic_callbacks wt_cbs;
@@ -359,7 +367,25 @@ static void on_request(struct moq_wt *w, const uint8_t *block, size_t len)
 		h3_fail(w, MOQ_H3_INTERNAL_ERROR, "CONNECT: memory");
 		return;
 	}
-	w->head = moq_h3_response_encode(w->connect_sid, r.status, r.v, &w->head_len);
+	if (r.status == 200 && !moq_h3_origin_allowed(w->cfg.allowed_origins, r.origin,
+	                                              r.origin ? strlen(r.origin) : 0)) {
+		/* draft-ietf-webtrans-http3, 3.2 / RFC 6454: the operator's
+		 * --allowed-origins */
+		r.status = 403;
+		r.why = "Origin not allowed";
+		r.v = 0;
+		w->st->refused_origin++;
+	}
+	if (r.status == 200 && !moq_h3_settings_webtransport(&w->ctlp.settings)) {
+		/* draft-ietf-webtrans-http3, 3.1: a client whose SETTINGS do
+		 * not enable it speaks no WebTransport we know */
+		r.status = 400;
+		r.why = "the client's SETTINGS enable no WebTransport / HTTP datagrams";
+		r.v = 0;
+	}
+	/* wt-protocol only for a version the client offered */
+	w->head = moq_h3_response_encode(w->connect_sid, r.status, r.negotiated ? r.v : 0,
+	                                 &w->head_len);
 	if (!w->head) {
 		moq_h3_request_free(&r);
 		h3_fail(w, MOQ_H3_INTERNAL_ERROR, "CONNECT: memory");
@@ -507,6 +533,20 @@ static void connect_data(struct moq_wt *w, const uint8_t *d, size_t len, int fin
 		}
 		if (w->crx_len - off - (size_t)h < flen)
 			break;
+		if (type == MOQ_H3_FRAME_HEADERS && w->state == W_CONNECTING && w->server &&
+		    !w->ctlp.got_settings) {
+			/* draft-ietf-webtrans-http3, 3.1 / 3.2: no WebTransport
+			 * request is processed before the client's SETTINGS (they
+			 * say which draft it speaks, and whether it may at all).
+			 * Held here, in crx (bounded above), until control_data
+			 * reads them; a client that never sends them ends with the
+			 * connection (its idle timeout). */
+			if (!w->held) {
+				w->held = 1;
+				w->st->held++;
+			}
+			break;
+		}
 		const uint8_t *p = w->crx + off + h;
 		off += (size_t)h + (size_t)flen;
 		if (type == MOQ_H3_FRAME_HEADERS && w->state == W_CONNECTING) {
@@ -542,6 +582,9 @@ static void connect_data(struct moq_wt *w, const uint8_t *d, size_t len, int fin
 		memmove(w->crx, w->crx + off, w->crx_len - off);
 		w->crx_len -= off;
 	}
+	w->crx_fin |= fin;
+	if (w->held)
+		return; /* the end (if any) is looked at once the request is */
 	if (fin && w->state == W_OPEN) {
 		/* draft-ietf-webtrans-http3, 5: the CONNECT stream ended
 		 * without a capsule: the session closed with code 0 */
@@ -557,48 +600,39 @@ static void connect_data(struct moq_wt *w, const uint8_t *d, size_t len, int fin
 	}
 }
 
-/* The peer's control stream: SETTINGS first (RFC 9114, 6.2.1). */
+static const char *control_why(uint64_t h3err)
+{
+	switch (h3err) {
+	case MOQ_H3_MISSING_SETTINGS:
+		return "control stream without SETTINGS first";
+	case MOQ_H3_FRAME_UNEXPECTED:
+		return "unexpected frame on the control stream";
+	case MOQ_H3_SETTINGS_ERROR:
+		return "bad SETTINGS";
+	default:
+		return "bad frame on the control stream";
+	}
+}
+
+/* The peer's control stream, frame by frame (h3.h, moq_h3_control). */
 static void control_data(struct moq_wt *w, const uint8_t *d, size_t len)
 {
-	uint8_t *nb;
-	uint64_t type, flen;
-	int h;
+	uint64_t h3err = 0;
+	int ev = moq_h3_control_feed(&w->ctlp, d, len, &h3err);
 
-	if (w->got_settings)
-		return; /* GOAWAY, MAX_PUSH_ID, GREASE ...: nothing here needs them */
-	if (w->ctlrx_len + len > MOQ_H3_MAX_FRAME + 32) {
-		h3_fail(w, MOQ_H3_FRAME_ERROR, "SETTINGS too large");
-		return;
-	}
-	nb = realloc(w->ctlrx, w->ctlrx_len + len + 1);
-	if (!nb) {
+	if (ev == MOQ_ERR_NOMEM) {
 		h3_fail(w, MOQ_H3_INTERNAL_ERROR, "memory");
 		return;
 	}
-	w->ctlrx = nb;
-	memcpy(w->ctlrx + w->ctlrx_len, d, len);
-	w->ctlrx_len += len;
-	h = moq_h3_frame_head(w->ctlrx, w->ctlrx_len, &type, &flen);
-	if (h < 0)
-		return;
-	if (type != MOQ_H3_FRAME_SETTINGS) {
-		h3_fail(w, MOQ_H3_MISSING_SETTINGS, "control stream without SETTINGS first");
+	if (ev < 0) {
+		h3_fail(w, h3err, control_why(h3err));
 		return;
 	}
-	if (flen > MOQ_H3_MAX_FRAME) {
-		h3_fail(w, MOQ_H3_FRAME_ERROR, "SETTINGS too large");
-		return;
+	if ((ev & MOQ_H3_CTL_SETTINGS) && w->held) {
+		/* the CONNECT that waited for them: answered now */
+		w->held = 0;
+		connect_data(w, NULL, 0, w->crx_fin);
 	}
-	if (w->ctlrx_len - (size_t)h < flen)
-		return;
-	if (moq_h3_settings_decode(w->ctlrx + h, (size_t)flen, &w->peer) < 0) {
-		h3_fail(w, MOQ_H3_SETTINGS_ERROR, "bad SETTINGS");
-		return;
-	}
-	w->got_settings = 1;
-	free(w->ctlrx);
-	w->ctlrx = NULL;
-	w->ctlrx_len = 0;
 }
 
 /* A WebTransport stream's payload: to the session, or (client, before
@@ -638,6 +672,10 @@ static void start_h3(struct moq_wt *w)
 
 	/* RFC 9114, 6.2.1: each side opens one control stream, SETTINGS first */
 	n = moq_h3_control_open(w->ctl, sizeof(w->ctl), !w->server);
+	if (n < 0) {
+		h3_fail(w, MOQ_H3_INTERNAL_ERROR, "control stream");
+		return;
+	}
 	w->ctl_len = (size_t)n;
 	rc = moq_quic_stream_open(w->c, 0, &w->ctl_sid);
 	if (rc == 0)
@@ -693,11 +731,22 @@ static long stream_head(struct moq_wt *w, struct wst *e, const uint8_t *d, size_
 		a = moq_h3_varint_get(e->hdr, e->hl, &t);
 		if (a < 0)
 			continue;
-		if (!e->bidi && t == MOQ_H3_STREAM_CONTROL) {
-			e->kind = K_CONTROL;
-		} else if (!e->bidi &&
-		           (t == MOQ_H3_STREAM_QPACK_ENC || t == MOQ_H3_STREAM_QPACK_DEC)) {
-			e->kind = K_DROP; /* RFC 9204, 4.2: accepted; capacity 0: nothing to use */
+		if (!e->bidi && (t == MOQ_H3_STREAM_CONTROL || t == MOQ_H3_STREAM_QPACK_ENC ||
+		                 t == MOQ_H3_STREAM_QPACK_DEC)) {
+			unsigned bit = t == MOQ_H3_STREAM_CONTROL     ? PEER_CONTROL
+			               : t == MOQ_H3_STREAM_QPACK_ENC ? PEER_QPACK_ENC
+			                                              : PEER_QPACK_DEC;
+
+			/* RFC 9114, 6.2.1 / RFC 9204, 4.2: one of each */
+			if (w->peer_uni & bit) {
+				h3_fail(w, MOQ_H3_STREAM_CREATION_ERROR,
+				        "a second control / QPACK stream");
+				return -1;
+			}
+			w->peer_uni |= (uint8_t)bit;
+			/* RFC 9204, 4.2: QPACK streams accepted; capacity 0:
+			 * nothing in them to use */
+			e->kind = t == MOQ_H3_STREAM_CONTROL ? K_CONTROL : K_QPACK;
 		} else if ((!e->bidi && t == MOQ_H3_STREAM_WT_UNI) ||
 		           (e->bidi && t == MOQ_H3_STREAM_WT_BIDI)) {
 			b = moq_h3_varint_get(e->hdr + a, e->hl - (size_t)a, &id);
@@ -788,11 +837,17 @@ static int in_stream_data(struct moq_quic_conn *c, void *user, int64_t sid, uint
 		connect_data(w, data, len, fin);
 		break;
 	case K_CONTROL:
+		/* RFC 9114, 6.2.1: closing it is a connection error */
 		if (fin) {
 			h3_fail(w, MOQ_H3_CLOSED_CRITICAL_STREAM, "control stream closed");
 			return 0;
 		}
 		control_data(w, data, len);
+		break;
+	case K_QPACK:
+		/* RFC 9204, 4.2: so is closing a QPACK stream */
+		if (fin)
+			h3_fail(w, MOQ_H3_CLOSED_CRITICAL_STREAM, "QPACK stream closed");
 		break;
 	default:
 		break;
@@ -847,8 +902,8 @@ static void in_stream_reset(struct moq_quic_conn *c, void *user, int64_t sid, ui
 		return;
 	if (!is_local(w, sid)) {
 		struct wst *e = tab_get(w, sid);
-		if (e && e->kind == K_CONTROL) {
-			h3_fail(w, MOQ_H3_CLOSED_CRITICAL_STREAM, "control stream reset");
+		if (e && (e->kind == K_CONTROL || e->kind == K_QPACK)) {
+			h3_fail(w, MOQ_H3_CLOSED_CRITICAL_STREAM, "control / QPACK stream reset");
 			return;
 		}
 		if (e && e->kind == K_CONNECT && w->state == W_OPEN) {
@@ -915,7 +970,7 @@ static void wt_free(struct moq_wt *w)
 	free(w->tab);
 	free(w->crx);
 	free(w->caps);
-	free(w->ctlrx);
+	moq_h3_control_free(&w->ctlp);
 	free(w->head);
 	free(w->authority);
 	free(w->path);
@@ -1080,6 +1135,7 @@ static struct moq_wt *wt_new(struct moq_quic_conn *c, struct moq_node *n,
 	w->server = server;
 	w->ctl_sid = -1;
 	w->connect_sid = -1;
+	moq_h3_control_init(&w->ctlp, !server);
 	return w;
 }
 
@@ -1089,7 +1145,8 @@ const struct moq_quic_callbacks *moq_wt_quic_callbacks(void)
 }
 
 struct moq_wt *moq_wt_accept(struct moq_quic_conn *c, struct moq_node *n,
-                             struct moq_wt_stats *stats, const struct moq_quic_callbacks *cb)
+                             struct moq_wt_stats *stats, const struct moq_quic_callbacks *cb,
+                             const struct moq_wt_cfg *cfg)
 {
 	struct moq_wt *w = wt_new(c, n, stats, 1);
 
@@ -1097,6 +1154,8 @@ struct moq_wt *moq_wt_accept(struct moq_quic_conn *c, struct moq_node *n,
 		moq_quic_conn_close(c, MOQ_H3_INTERNAL_ERROR, "memory");
 		return NULL;
 	}
+	if (cfg)
+		w->cfg = *cfg;
 	moq_quic_conn_set_callbacks(c, cb ? cb : &wt_cbs, w);
 	start_h3(w);
 	return w;

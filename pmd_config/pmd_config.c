@@ -170,6 +170,10 @@ static const struct key keys[] = {
          "TCP connections per worker with --tcp 1; beyond: refused (default 1024)"},
         {"web-root", K_PATH, OFF(web_root), 0, 0,
          "directory served under /demo/ with --tcp 1 (scripts/demo --browser); default none"},
+        /* issue 22, item 14: h3.h, moq_h3_origin_allowed */
+        {"allowed-origins", K_PATH, OFF(allowed_origins), 0, 0,
+         "origins (comma-separated, e.g. https://app.example.com) a browser's WebTransport "
+         "CONNECT may come from; others get 403; \"\" or * = any (default any)"},
 };
 
 #define NB_KEYS (sizeof(keys) / sizeof(keys[0]))
@@ -211,6 +215,40 @@ static void default_state_dir(char *out, size_t len)
 		snprintf(out, len, "%s/.local/state/moqdp", home);
 	else
 		out[0] = '\0'; /* nowhere known: nothing kept */
+}
+
+/* --allowed-origins: "", or comma-separated entries each "*" or an origin,
+ * scheme "://" host [":" port] (RFC 6454, 6.2; h3.h, moq_h3_origin_allowed),
+ * a trailing '/' tolerated. */
+static int origins_ok(const char *v)
+{
+	while (*v) {
+		size_t n, e, s;
+
+		v += strspn(v, " \t,");
+		n = strcspn(v, ",");
+		e = n;
+		while (e > 0 && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+			e--;
+		if (e > 1 && v[e - 1] == '/')
+			e--;
+		if (e > 0 && !(e == 1 && v[0] == '*')) {
+			const char *sep = strstr(v, "://");
+
+			if (sep == NULL || sep == v || (size_t)(sep - v) + 3 >= e)
+				return 0;
+			for (s = 0; v + s < sep; s++)
+				if (!isalpha((unsigned char)v[s]) && v[s] != '+' && v[s] != '-' &&
+				    v[s] != '.')
+					return 0;
+			for (s = (size_t)(sep - v) + 3; s < e; s++)
+				if (strchr("/?#@ \t\\", v[s]) != NULL ||
+				    (unsigned char)v[s] < 0x21 || (unsigned char)v[s] > 0x7e)
+					return 0;
+		}
+		v += n;
+	}
+	return 1;
 }
 
 void moq_pmd_config_defaults(struct moq_pmd_config *cfg)
@@ -558,6 +596,10 @@ static int set_value(struct moq_pmd_config *cfg, const struct key *k, const char
 
 		if (strlen(v) >= cap)
 			return fail(err, errlen, "%s: path longer than %zu bytes", lbl, cap - 1);
+		if (k->off == OFF(allowed_origins) && !origins_ok(v))
+			return fail(err, errlen,
+			            "%s: '%s' is not a list of origins (https://host[:port], or *)",
+			            lbl, v);
 		snprintf(field, cap, "%s", v);
 		if (k->off == OFF(auth_public))
 			cfg->auth_public_set = 1; /* "" is a value: every path */

@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,15 +138,32 @@ static void read_control(const uint8_t *b, int n, struct moq_h3_settings *s)
 	ck_assert_int_eq(moq_h3_settings_decode(b + 1 + h, flen, s), 0);
 }
 
+/* The value of setting @id in the SETTINGS payload @p (@len), -1 if absent. */
+static int64_t setting_value(const uint8_t *p, size_t len, uint64_t id)
+{
+	for (size_t off = 0; off < len;) {
+		uint64_t k, v;
+		int a = moq_h3_varint_get(p + off, len - off, &k), b;
+
+		ck_assert_int_gt(a, 0);
+		b = moq_h3_varint_get(p + off + (size_t)a, len - off - (size_t)a, &v);
+		ck_assert_int_gt(b, 0);
+		off += (size_t)a + (size_t)b;
+		if (k == id)
+			return (int64_t)v;
+	}
+	return -1;
+}
+
 START_TEST(settings_both_ways)
 {
-	uint8_t b[64];
+	uint8_t b[128];
 	struct moq_h3_settings s;
 	int n = moq_h3_control_open(b, sizeof(b), 0);
 
 	/* the server's, BINDINGS.md 1 */
 	read_control(b, n, &s);
-	ck_assert_uint_eq(s.count, 6);
+	ck_assert_uint_eq(s.count, 11);
 	ck_assert_uint_eq(s.enable_connect, 1);
 	ck_assert_uint_eq(s.h3_datagram, 1);
 	ck_assert_uint_eq(s.wt_max_sessions, 1);
@@ -160,13 +178,34 @@ START_TEST(settings_both_ways)
 		ck_assert_ptr_nonnull(memmem(b, (size_t)n, wt_old, sizeof(wt_old)));
 		ck_assert_ptr_nonnull(memmem(b, (size_t)n, wt_new, sizeof(wt_new)));
 	}
-	/* a client's: no ENABLE_CONNECT_PROTOCOL */
+	/* draft-ietf-webtrans-http3-13 / -14, 9.2: SETTINGS_WT_ENABLED
+	 * (0x2c7cf000), -13's WT_MAX_SESSIONS (0x14e9cd29) and the initial
+	 * limits WT_INITIAL_MAX_STREAMS_UNI (0x2b64) / _BIDI (0x2b65) /
+	 * WT_INITIAL_MAX_DATA (0x2b61), by value: the largest the draft allows
+	 * (we never raise them with capsules; QUIC's flow control bounds) */
+	{
+		const uint8_t *p = b + 3;
+		size_t pl = (size_t)n - 3;
+
+		ck_assert_int_eq(setting_value(p, pl, 0x2c7cf000), 1);
+		ck_assert_int_eq(setting_value(p, pl, 0x14e9cd29), 1);
+		ck_assert_int_eq(setting_value(p, pl, 0x2b64), (int64_t)(1ull << 60));
+		ck_assert_int_eq(setting_value(p, pl, 0x2b65), (int64_t)(1ull << 60));
+		ck_assert_int_eq(setting_value(p, pl, 0x2b61), (int64_t)((1ull << 62) - 1));
+		ck_assert_uint_eq(s.wt_enabled, 1);
+		ck_assert_uint_eq(s.wt_init_max_streams_uni, 1ull << 60);
+		ck_assert_uint_eq(s.wt_init_max_streams_bidi, 1ull << 60);
+		ck_assert_uint_eq(s.wt_init_max_data, (1ull << 62) - 1);
+	}
+	/* a client's: no ENABLE_CONNECT_PROTOCOL, the rest the same */
 	n = moq_h3_control_open(b, sizeof(b), 1);
 	read_control(b, n, &s);
 	ck_assert_uint_eq(s.enable_connect, 0);
 	ck_assert_uint_eq(s.h3_datagram, 1);
-	ck_assert_uint_eq(s.count, 5);
+	ck_assert_uint_eq(s.wt_enabled, 1);
+	ck_assert_uint_eq(s.count, 10);
 	ck_assert_int_eq(moq_h3_control_open(b, 8, 0), MOQ_ERR_TOO_LARGE);
+	ck_assert_int_le(moq_h3_control_open(b, sizeof(b), 0), MOQ_H3_CONTROL_OPEN_MAX);
 
 	/* what Chrome sends: QPACK settings, the old datagram codepoint, a
 	 * GREASE id; all read */
@@ -225,12 +264,24 @@ START_TEST(connect_accepted)
 	ck_assert_str_eq(r.path, "/demo?jwt=abc.def");
 	ck_assert_uint_eq(r.path_len, strlen("/demo?jwt=abc.def"));
 	ck_assert_str_eq(r.authority, "127.0.0.1:4443");
+	ck_assert_str_eq(r.origin, "https://example.test");
+	moq_h3_request_free(&r);
+
+	ck_assert(r.negotiated);
 	moq_h3_request_free(&r);
 
 	/* the client's preference wins: 03 first */
 	kv[13] = "\"moqt-19\", \"moq-lite-03\";q=1, \"moq-lite-05\"";
 	ck_assert_int_eq(parse_kv(kv, 7, &r), 200);
 	ck_assert_int_eq(r.v, MOQ_LITE_03);
+	moq_h3_request_free(&r);
+
+	/* no wt-available-protocols: accepted with the default version, not
+	 * negotiated (moq-relay answers it 200 without wt-protocol) */
+	ck_assert_int_eq(parse_kv(kv, 6, &r), 200);
+	ck_assert_int_eq(r.v, MOQ_H3_DEFAULT_VERSION);
+	ck_assert_int_eq(r.v, MOQ_LITE_05);
+	ck_assert(!r.negotiated);
 	moq_h3_request_free(&r);
 
 	/* our own encoder's request parses the same */
@@ -277,7 +328,10 @@ START_TEST(connect_refused)
 	        {11, "\"moq-lite-99\"", -1, 406},       /* unknown version */
 	        {11, "moq-lite-05", -1, 400},           /* not sf-strings */
 	        {11, "\"moq-lite-05\",", -1, 400},      /* trailing comma */
-	        {-1, NULL, 5, 406},                     /* no wt-available-protocols */
+	        {7, "user@h:1", -1, 400},               /* userinfo in :authority */
+	        {7, "h:99999", -1, 400},                /* port > 65535 */
+	        {7, "h:1/x", -1, 400},                  /* a path in :authority */
+	        {7, "h x", -1, 400},                    /* a space */
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -361,6 +415,15 @@ START_TEST(connect_refused)
 		moq_h3_request_free(&r);
 		ck_assert_int_eq(parse_kv(late, 7, &r), 400);
 		moq_h3_request_free(&r);
+		/* RFC 6454, 7.3: one Origin */
+		{
+			const char *two[] = {":method", "CONNECT",  ":protocol",  "webtransport",
+			                     ":scheme", "https",    ":authority", "h",
+			                     ":path",   "/",        "origin",     "https://a",
+			                     "origin",  "https://b"};
+			ck_assert_int_eq(parse_kv(two, 7, &r), 400);
+			moq_h3_request_free(&r);
+		}
 	}
 	/* not QPACK: a reference into a dynamic table we never allowed,
 	 * and garbage */
@@ -371,6 +434,59 @@ START_TEST(connect_refused)
 		ck_assert_int_eq(moq_h3_connect_parse(0, junk, sizeof(junk), &r), MOQ_ERR_DECODE);
 		ck_assert_ptr_null(r.path);
 	}
+}
+END_TEST
+
+START_TEST(authority_and_origin)
+{
+	static const char *const good[] = {"h",
+	                                   "relay.example.com",
+	                                   "relay.example.com:443",
+	                                   "127.0.0.1:4443",
+	                                   "[::1]:4443",
+	                                   "[2001:db8::1]",
+	                                   "xn--bcher-kva.example",
+	                                   "a%41b",
+	                                   "h:0",
+	                                   "h:65535"};
+	static const char *const bad[] = {
+	        "",       ":443",        "user@h", "user:pw@h:1", "h:",  "h:65536", "h:123456",
+	        "h:1a",   "h/",          "h?x",    "h#x",         "h x", "[::1",    "[]",
+	        "[::1]x", "[::1]:99999", "a%4",    "a%zz",        "h\\x"};
+	static const struct {
+		const char *list, *origin;
+		int ok;
+	} o[] = {
+	        {NULL, "https://evil.test", 1},
+	        {"", "https://evil.test", 1},
+	        {" , ", "https://evil.test", 1},
+	        {"*", "https://evil.test", 1},
+	        {"https://good.test", NULL, 1}, /* no Origin: not a browser */
+	        {"https://good.test", "https://good.test", 1},
+	        {"https://good.test", "HTTPS://Good.Test", 1},
+	        {"https://good.test/", "https://good.test", 1},
+	        {"https://a.test, https://good.test:8443", "https://good.test:8443", 1},
+	        {"https://a.test,https://good.test:8443 ", "https://good.test:8443", 1},
+	        {"https://good.test", "https://evil.test", 0},
+	        {"https://good.test", "https://good.test:8443", 0},
+	        {"https://good.test", "http://good.test", 0},
+	        {"https://good.test", "https://good.test.evil.test", 0},
+	        {"https://good.test", "https://good.tes", 0},
+	        {"https://good.test", "null", 0},
+	        {"https://good.test", "", 0},
+	        {"https://good.test, *", "https://evil.test", 1},
+	};
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		ck_assert_msg(moq_h3_authority_ok(good[i], strlen(good[i])), "%s", good[i]);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(!moq_h3_authority_ok(bad[i], strlen(bad[i])), "%s", bad[i]);
+	ck_assert(!moq_h3_authority_ok("h\0x", 3));
+	for (size_t i = 0; i < sizeof(o) / sizeof(o[0]); i++)
+		ck_assert_msg(moq_h3_origin_allowed(o[i].list, o[i].origin,
+		                                    o[i].origin ? strlen(o[i].origin) : 0) ==
+		                      o[i].ok,
+		              "case %zu", i);
 }
 END_TEST
 
@@ -447,6 +563,209 @@ START_TEST(response_both_ways)
 	ck_assert_int_eq(status, 406);
 	ck_assert_int_eq(v, 0);
 	free(f);
+}
+END_TEST
+
+/* ----------------------------------------------------- control stream */
+
+/* Chrome 156's control stream after its type byte, as a relay read it:
+ * SETTINGS (QPACK 65536 / 16384 / 100, H3_DATAGRAM 0x33 and 0xffd277,
+ * draft-02's ENABLE_WEBTRANSPORT, a GREASE id) and a GREASE frame. */
+static const char chrome_ctl_hex[] =
+        "042501800100000680004000074064330180ffd27701ab60374201c000001b"
+        "a8525b03a0960a06c000000884e532ff02e1c9";
+
+static size_t unhex(const char *h, uint8_t *out)
+{
+	size_t n = strlen(h) / 2;
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned v;
+		ck_assert_int_eq(sscanf(h + 2 * i, "%2x", &v), 1);
+		out[i] = (uint8_t)v;
+	}
+	return n;
+}
+
+/* Feed @b (@n) to a fresh reader (peer a server when @srv) in chunks of
+ * @chunk; returns the last result (events or'ed) and the error in *@err. */
+static int ctl_run(struct moq_h3_control *p, int srv, const uint8_t *b, size_t n, size_t chunk,
+                   uint64_t *err)
+{
+	int ev = 0;
+
+	moq_h3_control_init(p, srv);
+	*err = 0;
+	for (size_t off = 0; off < n; off += chunk) {
+		size_t l = n - off < chunk ? n - off : chunk;
+		int rc = moq_h3_control_feed(p, b + off, l, err);
+
+		if (rc < 0) {
+			moq_h3_control_free(p);
+			return rc;
+		}
+		ev |= rc;
+	}
+	moq_h3_control_free(p);
+	return ev;
+}
+
+START_TEST(control_stream_frames)
+{
+	struct moq_h3_control p;
+	uint8_t b[4096];
+	size_t n = unhex(chrome_ctl_hex, b);
+	uint64_t err;
+
+	/* Chrome's, whole, byte by byte and split at every offset: SETTINGS
+	 * read, the GREASE frame after it skipped */
+	for (size_t chunk = 1; chunk <= n; chunk++) {
+		ck_assert_int_eq(ctl_run(&p, 0, b, n, chunk, &err), MOQ_H3_CTL_SETTINGS);
+		ck_assert(p.got_settings);
+		ck_assert_uint_eq(p.settings.qpack_max_table, 65536);
+		ck_assert_uint_eq(p.settings.qpack_blocked, 100);
+		ck_assert_uint_eq(p.settings.h3_datagram, 1);
+		ck_assert_uint_eq(p.settings.wt_enable_old, 1);
+		ck_assert_uint_eq(p.settings.count, 7);
+		ck_assert(!p.in_frame && p.hl == 0);
+	}
+	/* after the SETTINGS the stream is still parsed (RFC 9114, 7.2.4:
+	 * SETTINGS once; 7.2.1 / 7.2.2 / 7.2.5: DATA, HEADERS, PUSH_PROMISE
+	 * never on it; 7.2.8: HTTP/2's types) */
+	{
+		static const uint8_t bad[][4] = {
+		        {0x04, 0x00},       /* a second (empty) SETTINGS */
+		        {0x01, 0x01, 0x00}, /* HEADERS */
+		        {0x00, 0x01, 0x00}, /* DATA */
+		        {0x05, 0x01, 0x00}, /* PUSH_PROMISE */
+		        {0x02, 0x00},       /* HTTP/2 PRIORITY */
+		        {0x06, 0x00},       /* PING */
+		        {0x08, 0x00},       /* WINDOW_UPDATE */
+		        {0x09, 0x00},       /* CONTINUATION */
+		};
+		static const size_t bl[] = {2, 3, 3, 3, 2, 2, 2, 2};
+
+		for (size_t i = 0; i < sizeof(bl) / sizeof(bl[0]); i++) {
+			memcpy(b + n, bad[i], bl[i]);
+			ck_assert_int_eq(ctl_run(&p, 0, b, n + bl[i], n + bl[i], &err),
+			                 MOQ_ERR_PROTO);
+			ck_assert_uint_eq(err, MOQ_H3_FRAME_UNEXPECTED);
+			/* split: the header's bytes one by one */
+			ck_assert_int_eq(ctl_run(&p, 0, b, n + bl[i], 1, &err), MOQ_ERR_PROTO);
+			ck_assert_uint_eq(err, MOQ_H3_FRAME_UNEXPECTED);
+		}
+	}
+	/* the failure sticks */
+	{
+		static const uint8_t two[] = {0x04, 0x00, 0x04, 0x00};
+		moq_h3_control_init(&p, 0);
+		ck_assert_int_eq(moq_h3_control_feed(&p, two, 4, &err), MOQ_ERR_PROTO);
+		err = 0;
+		ck_assert_int_eq(moq_h3_control_feed(&p, two, 0, &err), MOQ_ERR_PROTO);
+		ck_assert_uint_eq(err, MOQ_H3_FRAME_UNEXPECTED);
+		moq_h3_control_free(&p);
+	}
+	/* SETTINGS first (6.2.1), even before an unknown frame */
+	{
+		static const uint8_t go[] = {0x07, 0x01, 0x00};
+		static const uint8_t grease_first[] = {0x21, 0x00, 0x04, 0x00};
+		ck_assert_int_eq(ctl_run(&p, 1, go, 3, 3, &err), MOQ_ERR_PROTO);
+		ck_assert_uint_eq(err, MOQ_H3_MISSING_SETTINGS);
+		ck_assert_int_eq(ctl_run(&p, 1, grease_first, 4, 1, &err), MOQ_ERR_PROTO);
+		ck_assert_uint_eq(err, MOQ_H3_MISSING_SETTINGS);
+	}
+	/* a large unknown frame is skipped in pieces, nothing kept; a GOAWAY
+	 * after it read */
+	{
+		size_t l = 0;
+		static uint8_t big[70000];
+		big[l++] = 0x04;
+		big[l++] = 0x00;
+		l += moq_h3_varint_put(big + l, 0x1f * 7 + 0x21);
+		l += moq_h3_varint_put(big + l, 65536);
+		memset(big + l, 0xee, 65536);
+		l += 65536;
+		big[l++] = 0x07;
+		big[l++] = 0x01;
+		big[l++] = 0x08; /* GOAWAY 8 (a client bidi stream id) */
+		for (size_t chunk = 1000; chunk <= l; chunk += 33333) {
+			moq_h3_control_init(&p, 1);
+			int ev = 0;
+			for (size_t off = 0; off < l; off += chunk) {
+				int rc = moq_h3_control_feed(
+				        &p, big + off, l - off < chunk ? l - off : chunk, &err);
+				ck_assert_int_ge(rc, 0);
+				ck_assert_ptr_null(p.buf);
+				ev |= rc;
+			}
+			ck_assert_int_eq(ev, MOQ_H3_CTL_SETTINGS | MOQ_H3_CTL_GOAWAY);
+			ck_assert(p.goaway);
+			ck_assert_uint_eq(p.goaway_id, 8);
+			moq_h3_control_free(&p);
+		}
+	}
+	/* GOAWAY / MAX_PUSH_ID / CANCEL_PUSH: one varint exactly (7.1), ids
+	 * that only go down (5.2), from whom (7.2.7) */
+	{
+		static const struct {
+			int srv;
+			uint8_t b[8];
+			size_t n;
+			int rc;
+			uint64_t err;
+		} cases[] = {
+		        {1, {0x07, 0x01, 0x04, 0x07, 0x01, 0x00}, 6, MOQ_H3_CTL_GOAWAY, 0},
+		        {1, {0x07, 0x01, 0x04, 0x07, 0x01, 0x08}, 6, MOQ_ERR_PROTO, MOQ_H3_ID_ERROR},
+		        {1, {0x07, 0x01, 0x05}, 3, MOQ_ERR_PROTO, MOQ_H3_ID_ERROR},
+		        {0, {0x07, 0x01, 0x05}, 3, MOQ_H3_CTL_GOAWAY, 0}, /* a push id */
+		        {1, {0x07, 0x02, 0x04, 0x00}, 4, MOQ_ERR_PROTO, MOQ_H3_FRAME_ERROR},
+		        {1, {0x07, 0x01, 0x40}, 3, MOQ_ERR_PROTO, MOQ_H3_FRAME_ERROR},
+		        {1, {0x07, 0x00}, 2, MOQ_ERR_PROTO, MOQ_H3_FRAME_ERROR},
+		        {1, {0x07, 0x09}, 2, MOQ_ERR_PROTO, MOQ_H3_FRAME_ERROR},
+		        {1, {0x0d, 0x01, 0x00}, 3, MOQ_ERR_PROTO, MOQ_H3_FRAME_UNEXPECTED},
+		        {0, {0x0d, 0x01, 0x05, 0x0d, 0x01, 0x07}, 6, 0, 0},
+		        {0, {0x0d, 0x01, 0x05, 0x0d, 0x01, 0x04}, 6, MOQ_ERR_PROTO, MOQ_H3_ID_ERROR},
+		        {0, {0x0d, 0x01, 0x05, 0x03, 0x01, 0x05}, 6, 0, 0},
+		        {0, {0x0d, 0x01, 0x05, 0x03, 0x01, 0x06}, 6, MOQ_ERR_PROTO, MOQ_H3_ID_ERROR},
+		        {0, {0x03, 0x01, 0x00}, 3, MOQ_ERR_PROTO, MOQ_H3_ID_ERROR},
+		        {1, {0x03, 0x01, 0x00}, 3, MOQ_ERR_PROTO, MOQ_H3_ID_ERROR},
+		};
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+			uint8_t f[16] = {0x04, 0x00};
+			memcpy(f + 2, cases[i].b, cases[i].n);
+			for (size_t chunk = 1; chunk <= 2 + cases[i].n; chunk++) {
+				int rc = ctl_run(&p, cases[i].srv, f, 2 + cases[i].n, chunk, &err);
+				ck_assert_msg(
+				        rc == (cases[i].rc ? cases[i].rc : MOQ_H3_CTL_SETTINGS) ||
+				                (cases[i].rc > 0 &&
+				                 rc == (cases[i].rc | MOQ_H3_CTL_SETTINGS)),
+				        "case %zu chunk %zu: %d", i, chunk, rc);
+				if (rc < 0)
+					ck_assert_uint_eq(err, cases[i].err);
+			}
+		}
+	}
+	/* SETTINGS: truncated (FRAME_ERROR), repeated (SETTINGS_ERROR), too
+	 * large (FRAME_ERROR), spread over many calls */
+	{
+		static const uint8_t trunc[] = {0x04, 0x01, 0x08};
+		static const uint8_t twice[] = {0x04, 0x04, 0x08, 0x01, 0x08, 0x01};
+		uint8_t large[8] = {0x04};
+		size_t ll = 1 + moq_h3_varint_put(large + 1, MOQ_H3_MAX_FRAME + 1);
+		ck_assert_int_eq(ctl_run(&p, 1, trunc, 3, 1, &err), MOQ_ERR_PROTO);
+		ck_assert_uint_eq(err, MOQ_H3_FRAME_ERROR);
+		ck_assert_int_eq(ctl_run(&p, 1, twice, 6, 2, &err), MOQ_ERR_PROTO);
+		ck_assert_uint_eq(err, MOQ_H3_SETTINGS_ERROR);
+		ck_assert_int_eq(ctl_run(&p, 1, large, ll, 1, &err), MOQ_ERR_PROTO);
+		ck_assert_uint_eq(err, MOQ_H3_FRAME_ERROR);
+		/* our own, both roles */
+		for (int client = 0; client < 2; client++) {
+			int cn = moq_h3_control_open(b, sizeof(b), client);
+			ck_assert_int_eq(ctl_run(&p, !client, b + 1, (size_t)cn - 1, 5, &err),
+			                 MOQ_H3_CTL_SETTINGS);
+			ck_assert_uint_eq(p.settings.wt_enabled, 1);
+		}
+	}
 }
 END_TEST
 
@@ -537,6 +856,7 @@ static struct {
 	struct moq_quic_endpoint *sep, *cep;
 	struct moq_quic_link *lnk;
 	struct moq_wt_stats wst;
+	struct moq_wt_cfg wcfg; /* moq_wt_accept's, set by a test before it connects */
 	uint64_t closed_code;
 	int closed_n, ready_n;
 } S;
@@ -555,12 +875,13 @@ static struct {
 	int established, closed;
 	struct moq_quic_close_info ci;
 	int64_t ctl, enc, dec, req;
-	uint8_t ctl_buf[64];
+	uint8_t ctl_buf[MOQ_H3_CONTROL_OPEN_MAX];
 	uint8_t *reqf;
 	size_t reqf_len;
 	uint8_t extra[256]; /* data written on the CONNECT stream after the request */
 	struct rawstream st[16];
 	int nst;
+	int late_ctl; /* open the control stream only when the test says */
 } R;
 
 static const uint8_t qpack_enc[] = {MOQ_H3_STREAM_QPACK_ENC,
@@ -592,8 +913,10 @@ static int raw_established(struct moq_quic_conn *c, void *user, const char *alpn
 	/* our control stream with a client's SETTINGS, the QPACK streams, the
 	 * CONNECT on the first bidi stream */
 	int n = moq_h3_control_open(R.ctl_buf, sizeof(R.ctl_buf), 1);
-	ck_assert_int_eq(moq_quic_stream_open(c, 0, &R.ctl), 0);
-	ck_assert_int_ge(raw_put(R.ctl, R.ctl_buf, (size_t)n, 0), 0);
+	if (!R.late_ctl) {
+		ck_assert_int_eq(moq_quic_stream_open(c, 0, &R.ctl), 0);
+		ck_assert_int_ge(raw_put(R.ctl, R.ctl_buf, (size_t)n, 0), 0);
+	}
 	ck_assert_int_eq(moq_quic_stream_open(c, 0, &R.enc), 0);
 	ck_assert_int_ge(raw_put(R.enc, qpack_enc, sizeof(qpack_enc), 0), 0);
 	ck_assert_int_eq(moq_quic_stream_open(c, 0, &R.dec), 0);
@@ -658,7 +981,7 @@ static int srv_established(struct moq_quic_conn *c, void *user, const char *alpn
 {
 	(void)user;
 	if (alpn && strcmp(alpn, MOQ_H3_ALPN) == 0) {
-		ck_assert_ptr_nonnull(moq_wt_accept(c, S.relay, &S.wst, NULL));
+		ck_assert_ptr_nonnull(moq_wt_accept(c, S.relay, &S.wst, NULL, &S.wcfg));
 		return 0;
 	}
 	moq_node_quic_callbacks()->conn_new(c, S.relay);
@@ -867,9 +1190,10 @@ START_TEST(session_settings_prefix_capsule)
 	/* the server's control stream: type 0, SETTINGS with ours */
 	ctl = server_uni((const uint8_t *)"\0", 1);
 	ck_assert_ptr_nonnull(ctl);
-	ck_assert_int_gt(moq_h3_frame_head(ctl->buf + 1, ctl->len - 1, &type, &flen), 0);
+	hl = moq_h3_frame_head(ctl->buf + 1, ctl->len - 1, &type, &flen);
+	ck_assert_int_gt(hl, 0);
 	ck_assert_uint_eq(type, MOQ_H3_FRAME_SETTINGS);
-	ck_assert_int_eq(moq_h3_settings_decode(ctl->buf + 3, flen, &set), 0);
+	ck_assert_int_eq(moq_h3_settings_decode(ctl->buf + 1 + hl, flen, &set), 0);
 	ck_assert_uint_eq(set.enable_connect, 1);
 	ck_assert_uint_eq(set.h3_datagram, 1);
 	ck_assert_uint_eq(set.wt_max_sessions, 1);
@@ -940,6 +1264,265 @@ START_TEST(session_connect_refused)
 		moq_quic_conn_close(R.c, MOQ_H3_NO_ERROR, NULL);
 	}
 	ck_assert_int_eq(S.closed_n, 0);
+}
+END_TEST
+
+static const char *const good_kv[] = {":method",
+                                      "CONNECT",
+                                      ":protocol",
+                                      "webtransport",
+                                      ":scheme",
+                                      "https",
+                                      ":authority",
+                                      "10.0.0.2:4443",
+                                      ":path",
+                                      "/",
+                                      "wt-available-protocols",
+                                      GOOD_PROTOS};
+
+static int never(void)
+{
+	return 0;
+}
+
+/* A new raw client whose session is open (its CONNECT answered). */
+static void raw_fresh(void)
+{
+	free(R.reqf);
+	memset(&R, 0, sizeof(R));
+	raw_connect(good_kv, 6);
+	run_until(got_setup_stream, 3000);
+	ck_assert(got_setup_stream());
+}
+
+/* RFC 9114, 6.2.1 / 7.2: the client's control stream is read for the whole
+ * connection: after its SETTINGS, a second SETTINGS, a HEADERS or a DATA
+ * frame closes the connection with H3_FRAME_UNEXPECTED, unknown frame
+ * types (Chrome sends a GREASE frame there) are skipped and the session
+ * goes on, its end is H3_CLOSED_CRITICAL_STREAM, and a second control
+ * stream is H3_STREAM_CREATION_ERROR. */
+START_TEST(session_control_stream_parsed)
+{
+	static const struct {
+		uint8_t b[8];
+		size_t n;
+		int fin;
+		int new_stream; /* on a second control stream */
+		uint64_t code;
+	} cases[] = {
+	        {{0x04, 0x00}, 2, 0, 0, MOQ_H3_FRAME_UNEXPECTED},        /* SETTINGS again */
+	        {{0x01, 0x01, 0x00}, 3, 0, 0, MOQ_H3_FRAME_UNEXPECTED},  /* HEADERS */
+	        {{0x00, 0x01, 0x00}, 3, 0, 0, MOQ_H3_FRAME_UNEXPECTED},  /* DATA */
+	        {{0x07, 0x02, 0x00, 0x00}, 4, 0, 0, MOQ_H3_FRAME_ERROR}, /* GOAWAY, 1 byte extra */
+	        {{0}, 0, 1, 0, MOQ_H3_CLOSED_CRITICAL_STREAM},           /* FIN */
+	        {{0x00, 0x04, 0x00}, 3, 0, 1, MOQ_H3_STREAM_CREATION_ERROR},
+	};
+	uint64_t errs = 0;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int64_t sid = -1;
+
+		raw_fresh();
+		if (cases[i].new_stream) {
+			ck_assert_int_eq(moq_quic_stream_open(R.c, 0, &sid), 0);
+			ck_assert_int_ge(raw_put(sid, cases[i].b, cases[i].n, 0), 0);
+		} else {
+			ck_assert_int_ge(raw_put(R.ctl, cases[i].b, cases[i].n, cases[i].fin), 0);
+		}
+		run_until(raw_is_closed, 3000);
+		ck_assert_msg(R.closed, "case %zu: the connection stayed open", i);
+		ck_assert_int_eq(R.ci.kind, MOQ_QUIC_CLOSE_APPLICATION);
+		ck_assert_msg(R.ci.code == cases[i].code, "case %zu: closed with 0x%lx", i,
+		              (unsigned long)R.ci.code);
+		ck_assert_uint_eq(S.wst.h3_errors, ++errs);
+	}
+	/* unknown / GREASE frames and a GOAWAY: read, nothing happens */
+	{
+		uint8_t f[64];
+		size_t l = 0;
+
+		raw_fresh();
+		l += moq_h3_varint_put(f + l, 0x1f * 5 + 0x21);
+		l += moq_h3_varint_put(f + l, 5);
+		memcpy(f + l, "grease", 5);
+		l += 5;
+		f[l++] = 0x21; /* the first GREASE type, empty */
+		f[l++] = 0x00;
+		f[l++] = MOQ_H3_FRAME_GOAWAY;
+		f[l++] = 0x01;
+		f[l++] = 0x00;
+		ck_assert_int_ge(raw_put(R.ctl, f, l, 0), 0);
+		run_until(never, 300);
+		ck_assert(!R.closed);
+		ck_assert_uint_eq(S.wst.h3_errors, errs);
+		ck_assert_int_eq(S.closed_n, (int)errs);
+		/* then a HEADERS: the stream is still read */
+		f[0] = MOQ_H3_FRAME_HEADERS;
+		f[1] = 0x00;
+		ck_assert_int_ge(raw_put(R.ctl, f, 2, 0), 0);
+		run_until(raw_is_closed, 3000);
+		ck_assert(R.closed);
+		ck_assert_uint_eq(R.ci.code, MOQ_H3_FRAME_UNEXPECTED);
+	}
+}
+END_TEST
+
+/* draft-ietf-webtrans-http3, 3.1 / 3.2: a CONNECT that arrives before the
+ * client's SETTINGS is held, not answered, and answered once they come;
+ * SETTINGS that enable no WebTransport get 400. */
+START_TEST(session_connect_waits_for_settings)
+{
+	static const uint8_t plain[] = {MOQ_H3_STREAM_CONTROL, MOQ_H3_FRAME_SETTINGS, 2,
+	                                MOQ_H3_SET_QPACK_MAX_TABLE, 0};
+	int status = 0;
+	enum moq_version v = 0;
+
+	for (int i = 0; i < 2; i++) {
+		free(R.reqf);
+		memset(&R, 0, sizeof(R));
+		R.late_ctl = 1;
+		raw_connect(good_kv, 6);
+		/* the CONNECT (and the QPACK streams) went; no SETTINGS yet */
+		run_until(never, 300);
+		ck_assert(R.established);
+		ck_assert_msg(raw_st(0)->len == 0, "answered before the client's SETTINGS");
+		ck_assert(!R.closed);
+		ck_assert_uint_eq(S.wst.held, (uint64_t)i + 1);
+		ck_assert_uint_eq(S.wst.sessions, (uint64_t)i);
+		/* now the control stream */
+		ck_assert_int_eq(moq_quic_stream_open(R.c, 0, &R.ctl), 0);
+		if (i == 0) {
+			int n = moq_h3_control_open(R.ctl_buf, sizeof(R.ctl_buf), 1);
+			ck_assert_int_ge(raw_put(R.ctl, R.ctl_buf, (size_t)n, 0), 0);
+		} else {
+			ck_assert_int_ge(raw_put(R.ctl, plain, sizeof(plain), 0), 0);
+		}
+		run_until(got_response, 3000);
+		ck_assert_int_gt(raw_response(&status, &v), 0);
+		ck_assert_int_eq(status, i == 0 ? 200 : 400);
+		ck_assert_int_eq(v, i == 0 ? MOQ_LITE_05 : 0);
+		ck_assert_uint_eq(S.wst.sessions, 1);
+		if (i == 0) {
+			run_until(got_setup_stream, 3000);
+			ck_assert(got_setup_stream());
+		}
+		moq_quic_conn_close(R.c, MOQ_H3_NO_ERROR, NULL);
+	}
+}
+END_TEST
+
+/* A CONNECT without wt-available-protocols (a WebTransport client that
+ * negotiates nothing): 200 without wt-protocol, as moq-relay answers, and
+ * the default moq-lite version (05: its SETUP stream comes). */
+START_TEST(session_connect_default_version)
+{
+	int status = 0, hl;
+	enum moq_version v = 9;
+	struct rawstream *r0;
+	const nghttp3_mem *mem = nghttp3_mem_default();
+	nghttp3_qpack_decoder *dec;
+	nghttp3_qpack_stream_context *sctx;
+	uint64_t type, flen;
+	size_t off = 0;
+	int fields = 0;
+
+	raw_connect(good_kv, 5); /* the five pseudo-headers only */
+	run_until(got_setup_stream, 3000);
+	hl = raw_response(&status, &v);
+	ck_assert_int_gt(hl, 0);
+	ck_assert_int_eq(status, 200);
+	ck_assert_int_eq(v, 0); /* no wt-protocol */
+	ck_assert_uint_eq(S.wst.sessions, 1);
+	ck_assert_uint_eq(S.wst.refused, 0);
+	ck_assert(got_setup_stream());
+	ck_assert_uint_eq(server_uni(wt_uni_pfx, 3)->buf[3], MOQ_STREAM_SETUP);
+	/* the response's fields: :status and the draft-02 one, nothing else */
+	r0 = raw_st(0);
+	ck_assert_int_gt(moq_h3_frame_head(r0->buf, r0->len, &type, &flen), 0);
+	ck_assert_int_eq(nghttp3_qpack_decoder_new(&dec, 0, 0, mem), 0);
+	ck_assert_int_eq(nghttp3_qpack_stream_context_new(&sctx, 0, mem), 0);
+	for (;;) {
+		nghttp3_qpack_nv nv;
+		uint8_t flags = 0;
+		size_t h = (size_t)hl - (size_t)flen;
+		nghttp3_ssize n = nghttp3_qpack_decoder_read_request(
+		        dec, sctx, &nv, &flags, r0->buf + h + off, flen - off, 1);
+		ck_assert_int_ge(n, 0);
+		off += (size_t)n;
+		if (flags & NGHTTP3_QPACK_DECODE_FLAG_EMIT) {
+			nghttp3_vec a = nghttp3_rcbuf_get_buf(nv.name);
+			ck_assert(!(a.len == 11 && !memcmp(a.base, "wt-protocol", 11)));
+			fields++;
+			nghttp3_rcbuf_decref(nv.name);
+			nghttp3_rcbuf_decref(nv.value);
+		}
+		if (flags & NGHTTP3_QPACK_DECODE_FLAG_FINAL)
+			break;
+	}
+	ck_assert_int_eq(fields, 2);
+	nghttp3_qpack_stream_context_del(sctx);
+	nghttp3_qpack_decoder_del(dec);
+}
+END_TEST
+
+/* --allowed-origins (moq_wt_cfg.allowed_origins): a browser's CONNECT from
+ * another Origin gets 403 and no session; a listed one (any case) and a
+ * request without Origin (not a browser) are served; a malformed
+ * :authority gets 400. */
+START_TEST(session_connect_origin)
+{
+	static const struct {
+		const char *origin; /* NULL: none */
+		const char *authority;
+		int status;
+	} cases[] = {
+	        {"https://evil.test", "10.0.0.2:4443", 403},
+	        {"https://GOOD.test", "10.0.0.2:4443", 200},
+	        {NULL, "10.0.0.2:4443", 200},
+	        {"https://other.test:8443", "10.0.0.2:4443", 200},
+	        {"https://other.test", "10.0.0.2:4443", 403},
+	        {"https://good.test", "x@10.0.0.2:4443", 400},
+	};
+	uint64_t refused = 0, sessions = 0;
+
+	S.wcfg.allowed_origins = "https://good.test, https://other.test:8443";
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *kv[] = {":method",
+		                    "CONNECT",
+		                    ":protocol",
+		                    "webtransport",
+		                    ":scheme",
+		                    "https",
+		                    ":authority",
+		                    cases[i].authority,
+		                    ":path",
+		                    "/",
+		                    "wt-available-protocols",
+		                    GOOD_PROTOS,
+		                    "origin",
+		                    cases[i].origin};
+		int status = 0;
+		enum moq_version v = 9;
+
+		free(R.reqf);
+		memset(&R, 0, sizeof(R));
+		raw_connect(kv, cases[i].origin ? 7 : 6);
+		run_until(got_response, 3000);
+		ck_assert_int_gt(raw_response(&status, &v), 0);
+		ck_assert_msg(status == cases[i].status, "case %zu: %d", i, status);
+		if (status == 200) {
+			ck_assert_int_eq(v, MOQ_LITE_05);
+			sessions++;
+		} else {
+			ck_assert_int_eq(v, 0);
+			ck_assert(raw_st(0)->fin);
+			refused++;
+		}
+		ck_assert_uint_eq(S.wst.sessions, sessions);
+		ck_assert_uint_eq(S.wst.refused, refused);
+		moq_quic_conn_close(R.c, MOQ_H3_NO_ERROR, NULL);
+	}
+	ck_assert_uint_eq(S.wst.refused_origin, 2);
 }
 END_TEST
 
@@ -1035,9 +1618,11 @@ Suite *h3_suite(void)
 	tcase_add_test(t, connect_accepted);
 	tcase_add_test(t, connect_refused);
 	tcase_add_test(t, protocol_lists);
+	tcase_add_test(t, authority_and_origin);
 	tcase_add_test(t, response_both_ways);
 	tcase_add_test(t, close_capsule);
 	tcase_add_test(t, stream_and_datagram_prefixes);
+	tcase_add_test(t, control_stream_frames);
 	suite_add_tcase(s, t);
 	t = tcase_create("session");
 	tcase_add_checked_fixture(t, s_setup, s_teardown);
@@ -1045,6 +1630,10 @@ Suite *h3_suite(void)
 	tcase_add_test(t, session_settings_prefix_capsule);
 	tcase_add_test(t, session_connect_refused);
 	tcase_add_test(t, session_client_and_error_mapping);
+	tcase_add_test(t, session_control_stream_parsed);
+	tcase_add_test(t, session_connect_waits_for_settings);
+	tcase_add_test(t, session_connect_default_version);
+	tcase_add_test(t, session_connect_origin);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -296,6 +296,9 @@ static const struct {
         {"--max-tcp-conns", "0", "--max-tcp-conns:"},
         {"--web-root", "/srv", "--web-root: needs --tcp 1"},
         {"--state-dir", "var/lib/moqdp", "--state-dir: 'var/lib/moqdp' is not an absolute path"},
+        /* issue 22, 14: an origin is scheme://host[:port] (h3.h) */
+        {"--allowed-origins", "example.com",
+         "--allowed-origins: 'example.com' is not a list of origins"},
 };
 
 START_TEST(bad_option)
@@ -507,6 +510,31 @@ END_TEST
 
 /* issue 15: the dpdk backend takes --tcp 1 (its exception port, exc.c)
  * for IPv4 --listen addresses and refuses it with an IPv6 one. */
+/* --allowed-origins (h3.h, moq_wt_cfg): origins or *, "" = any */
+START_TEST(allowed_origins)
+{
+	static const char *const good[] = {"", "*", "https://a.test",
+	                                   "https://a.test, https://b.test:8443/, *",
+	                                   "http://127.0.0.1:8080"};
+	static const char *const nope[] = {"a.test", "https://",    "https://a/b", "https://u@a",
+	                                   "://a",   "https://a b", "1x://a"};
+	struct moq_pmd_config c;
+	char err[MOQ_CFG_ERR_MAX];
+
+	ck_assert_int_eq(parse(&c, no_env, err, NULL), 0);
+	ck_assert_str_eq(c.allowed_origins, "");
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		ck_assert_msg(parse(&c, no_env, err, "--allowed-origins", good[i], NULL) == 0,
+		              "%s: %s", good[i], err);
+		ck_assert_str_eq(c.allowed_origins, good[i]);
+	}
+	for (size_t i = 0; i < sizeof(nope) / sizeof(nope[0]); i++)
+		ck_assert_msg(parse(&c, no_env, err, "--allowed-origins", nope[i], NULL) ==
+		                      MOQ_ERR_CONFIG,
+		              "%s accepted", nope[i]);
+}
+END_TEST
+
 START_TEST(tcp_on_dpdk)
 {
 	struct moq_pmd_config c;
@@ -705,6 +733,7 @@ Suite *pmd_config_suite(void)
 	tcase_add_test(tc, admission_options);
 	tcase_add_test(tc, queues_per_lcore);
 	tcase_add_test(tc, tcp_on_dpdk);
+	tcase_add_test(tc, allowed_origins);
 	suite_add_tcase(s, tc);
 	return s;
 }
