@@ -383,7 +383,8 @@ static uint32_t relay_streams;         /* 0 = default max_group_streams */
 static uint64_t relay_queue;           /* session_queue, 0 = 512 KiB */
 static int with_hub;                   /* h_init: two relay workers */
 static int with_cascade;               /* h_init: a second relay (own cache) behind the first */
-static void (*relay_cfg)(struct moq_node_cfg *nc); /* h_init: a test's relay bounds */
+static void (*relay_cfg)(struct moq_node_cfg *nc);  /* h_init: a test's relay bounds */
+static void (*relay2_cfg)(struct moq_node_cfg *nc); /* ... of the cascade's second relay */
 static struct moq_quic_config client_qcfg;
 
 static void h_init(const char *alpn, uint64_t relay_budget)
@@ -433,6 +434,8 @@ static void h_init(const char *alpn, uint64_t relay_budget)
 		ck_assert_ptr_nonnull(H.rcache2);
 		c2.cache = H.rcache2;
 		c2.origin = 4000;
+		if (relay2_cfg)
+			relay2_cfg(&c2);
 		H.relay2 = moq_node_create(&c2);
 		ck_assert_ptr_nonnull(H.relay2);
 	}
@@ -3446,6 +3449,61 @@ START_TEST(test_hub_box_bound)
 }
 END_TEST
 
+static void link_dialled_cfg(struct moq_node_cfg *nc)
+{
+	nc->max_subscriptions = 1;
+	nc->link_max_subscriptions = 4;
+}
+
+static int two_subs_three_groups(void)
+{
+	return H.subs[0].groups_complete >= 3 && H.subs[1].groups_complete >= 3;
+}
+
+/* Issue 22, item 10, the dialling side: relay B's link to relay A (the
+ * cascade) carries B's upstream subscriptions for every track its viewers
+ * read. With the per-session bound at 1 and the link bound at 4, two
+ * viewers of two tracks get both over the one link (before, the link had
+ * the client bound: the second track's upstream subscription was refused). */
+START_TEST(test_link_bounds_dialled)
+{
+	struct moq_quic_addr la = addr4("10.0.0.9", 9999);
+	struct moq_sub_params p = {1, false, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE};
+	struct moq_node_stats rb;
+	struct sub *a, *b;
+
+	with_cascade = 1;
+	relay2_cfg = link_dialled_cfg;
+	h_init(NULL, 0);
+	relay2_cfg = NULL;
+	with_cascade = 0;
+	h_publisher();
+	ck_assert_int_eq(
+	        moq_cache_track_create(H.pcache, "live/room", 9, "video2", 6, NULL, &H.vt2), 0);
+	cascade_up = moq_node_connect(H.relay2, H.cep, &la, &H.raddr, NULL, MOQ_ROLE_BOTH, NULL,
+	                              now(), NULL);
+	ck_assert_ptr_nonnull(cascade_up);
+	ck_assert(h_until(cascade_ready, 2 * SEC, 0));
+	ck_assert_int_eq(moq_session_announce_request(cascade_up, "", 0), 0);
+	H.use2 = 1;
+	a = &H.subs[H.nsubs++];
+	b = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	h_connect(b, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_run(100 * MS, 0);
+	h_subscribe(a, 1);
+	b->id = moq_session_subscribe(b->s, "live/room", 9, "video2", 6, &p);
+	ck_assert_int_ge(b->id, 0);
+	ck_assert(h_until(two_subs_three_groups, 5 * SEC, 8));
+	moq_node_stats(H.relay2, &rb);
+	ck_assert_uint_eq(rb.upstream_subs, 2);
+	ck_assert_uint_eq(rb.subs_refused_session, 0);
+	ck_assert(!a->sub_closed && !b->sub_closed);
+	h_fini();
+}
+END_TEST
+
 Suite *moq_session_suite(void);
 
 Suite *moq_session_suite(void)
@@ -3516,6 +3574,7 @@ Suite *moq_session_suite(void)
 	tcase_add_loop_test(th, test_hops_reroute_bound, 0, 2);
 	tcase_add_loop_test(th, test_hops_stamp_bound, 0, 2);
 	tcase_add_loop_test(th, test_peer_token_grants, 0, 2);
+	tcase_add_test(th, test_link_bounds_dialled);
 	suite_add_tcase(s, th);
 	th = tcase_create("announce_scale");
 	tcase_set_timeout(th, 120);
