@@ -1307,7 +1307,8 @@ START_TEST(session_control_stream_parsed)
 		uint8_t b[8];
 		size_t n;
 		int fin;
-		int new_stream; /* on a second control stream */
+		int new_stream; /* 1: on a second control stream; 2: on the QPACK
+		                 * encoder stream; 3: RESET_STREAM the control stream */
 		uint64_t code;
 	} cases[] = {
 	        {{0x04, 0x00}, 2, 0, 0, MOQ_H3_FRAME_UNEXPECTED},        /* SETTINGS again */
@@ -1316,6 +1317,9 @@ START_TEST(session_control_stream_parsed)
 	        {{0x07, 0x02, 0x00, 0x00}, 4, 0, 0, MOQ_H3_FRAME_ERROR}, /* GOAWAY, 1 byte extra */
 	        {{0}, 0, 1, 0, MOQ_H3_CLOSED_CRITICAL_STREAM},           /* FIN */
 	        {{0x00, 0x04, 0x00}, 3, 0, 1, MOQ_H3_STREAM_CREATION_ERROR},
+	        {{0x02}, 1, 0, 1, MOQ_H3_STREAM_CREATION_ERROR}, /* a second QPACK encoder */
+	        {{0}, 0, 1, 2, MOQ_H3_CLOSED_CRITICAL_STREAM},   /* QPACK encoder's FIN */
+	        {{0}, 0, 0, 3, MOQ_H3_CLOSED_CRITICAL_STREAM},   /* control stream reset */
 	};
 	uint64_t errs = 0;
 
@@ -1323,9 +1327,13 @@ START_TEST(session_control_stream_parsed)
 		int64_t sid = -1;
 
 		raw_fresh();
-		if (cases[i].new_stream) {
+		if (cases[i].new_stream == 1) {
 			ck_assert_int_eq(moq_quic_stream_open(R.c, 0, &sid), 0);
 			ck_assert_int_ge(raw_put(sid, cases[i].b, cases[i].n, 0), 0);
+		} else if (cases[i].new_stream == 2) {
+			ck_assert_int_ge(raw_put(R.enc, cases[i].b, cases[i].n, cases[i].fin), 0);
+		} else if (cases[i].new_stream == 3) {
+			ck_assert_int_eq(moq_quic_stream_reset(R.c, R.ctl, MOQ_H3_NO_ERROR), 0);
 		} else {
 			ck_assert_int_ge(raw_put(R.ctl, cases[i].b, cases[i].n, cases[i].fin), 0);
 		}
