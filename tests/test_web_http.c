@@ -574,11 +574,13 @@ START_TEST(slow_reader_closed_and_fetch_bounded)
 	uint64_t t0;
 
 	memset(&wc, 0, sizeof(wc));
-	wc.write_timeout_ns = 300 * MS;
+	wc.write_timeout_ns = 1500 * MS;
 	wc.max_fetches = 1;
 	env_up(&wc);
 	publish("pub/big", s, 8, 1, NULL);
+	publish("pub/small", one, 1, 1, NULL);
 	/* a reader that reads nothing (a small receive buffer) */
+	t0 = now_ns();
 	cl_open(&c, "/fetch/pub/big/video?group=0", 4096);
 	for (int i = 0; i < 50; i++) {
 		poll_some();
@@ -589,32 +591,30 @@ START_TEST(slow_reader_closed_and_fetch_bounded)
 	ck_assert_int_eq(status(&d), 503);
 	cl_close(&d);
 	/* the slow one goes after the deadline, counted */
-	t0 = now_ns();
 	for (;;) {
 		moq_web_stats(E.web, &st);
-		if (st.closes_slow > 0 || now_ns() - t0 > 5000 * MS)
+		if (st.closes_slow > 0 || now_ns() - t0 > 15000 * MS)
 			break;
 		poll_some();
 		usleep(2000);
 	}
 	ck_assert_uint_eq(st.closes_slow, 1);
-	ck_assert_uint_ge(now_ns() - t0, 200 * MS);
+	ck_assert_uint_ge(now_ns() - t0, 1500 * MS);
 	ck_assert_uint_eq(st.fetches, 0);
 	cl_close(&c);
 	/* the pin is free again: a reader that reads gets everything */
 	get(&e, "/health");
 	ck_assert_int_eq(status(&e), 200);
 	cl_close(&e);
-	cl_open(&e, "/fetch/pub/big/video?group=0", 0);
+	cl_open(&e, "/fetch/pub/small/video?group=0", 0);
 	cl_wait(&e, 10000);
 	ck_assert_int_eq(status(&e), 200);
 	{
-		uint8_t *b = malloc(16u << 20);
+		uint8_t b[2000];
 		size_t n;
 
 		ck_assert_int_eq(dechunk(&e, b, &n), 1);
-		check_frames(b, n, s, 8);
-		free(b);
+		check_frames(b, n, one, 1);
 	}
 	cl_close(&e);
 	env_down();
@@ -628,7 +628,7 @@ Suite *web_http_suite(void)
 	Suite *s = suite_create("web_http");
 	TCase *t = tcase_create("http");
 
-	tcase_set_timeout(t, 60);
+	tcase_set_timeout(t, 120);
 	tcase_add_test(t, announced_applies_get_grants);
 	tcase_add_test(t, fetch_applies_get_grants);
 	tcase_add_test(t, fetch_streams_any_frame_size);

@@ -78,7 +78,6 @@ static int rec_write(struct wconn *c)
 	return 1;
 }
 
-
 /* Hand the session its end (deferred out of the engine's callbacks). */
 void web_sess_end(struct wconn *c)
 {
@@ -91,7 +90,6 @@ void web_sess_end(struct wconn *c)
 	c->s = NULL;
 	moq_binding_closed(s, c->sclose_code, c->sclose_local);
 }
-
 
 /* Everything the connection has to say, as far as the socket takes it. */
 void web_conn_flush(struct wconn *c, uint64_t now)
@@ -134,8 +132,8 @@ void web_conn_flush(struct wconn *c, uint64_t now)
 				web_mask_key(c, k);
 				o = h + 4;
 				for (int i = 1; i <= n; i++) {
-					web_ws_mask(m + o, c->riov[i].iov_base, c->riov[i].iov_len, k,
-					            o - h - 4);
+					web_ws_mask(m + o, c->riov[i].iov_base, c->riov[i].iov_len,
+					            k, o - h - 4);
 					o += c->riov[i].iov_len;
 				}
 				c->riov[0].iov_base = m;
@@ -159,8 +157,8 @@ void web_conn_flush(struct wconn *c, uint64_t now)
 	if (c->q != NULL && moq_qmux_closing(c->q) && !c->rbusy) {
 		/* BINDINGS.md, section 2: the qmux close, then the WebSocket Close */
 		web_ws_close_frame(c, c->ws_code                         ? c->ws_code
-		                  : c->close_app || !c->sclose_local ? WS_CLOSE_NORMAL
-		                                                     : WS_CLOSE_PROTOCOL);
+		                      : c->close_app || !c->sclose_local ? WS_CLOSE_NORMAL
+		                                                         : WS_CLOSE_PROTOCOL);
 		if (web_out_flush(c) < 0)
 			c->dead = 1;
 	}
@@ -171,7 +169,6 @@ void web_conn_flush(struct wconn *c, uint64_t now)
 		c->dead = 1;
 	}
 }
-
 
 /* --- the binding (moq.h) ------------------------------------------------- */
 
@@ -337,3 +334,15 @@ const struct moq_qmux_callbacks web_qmux_cb = {
         .closed = q_closed,
 };
 
+int web_qmux_start(struct wconn *c, int server, uint64_t now)
+{
+	struct moq_qmux_cfg qc;
+
+	memset(&qc, 0, sizeof(qc));
+	qc.server = server;
+	moq_qmux_default_params(&qc.local);
+	qc.cb = &web_qmux_cb;
+	qc.user = c;
+	c->q = moq_qmux_new(&qc, now);
+	return c->q != NULL ? 0 : MOQ_ERR_NOMEM;
+}

@@ -104,17 +104,7 @@ void web_client_progress(struct wconn *c, uint64_t now)
 			c->dead = 1;
 			return;
 		}
-		{
-			struct moq_qmux_cfg qc;
-
-			memset(&qc, 0, sizeof(qc));
-			qc.server = 0;
-			moq_qmux_default_params(&qc.local);
-			qc.cb = &web_qmux_cb;
-			qc.user = c;
-			c->q = moq_qmux_new(&qc, now);
-		}
-		if (c->q == NULL) {
+		if (web_qmux_start(c, 0, now) != 0) {
 			c->dead = 1;
 			return;
 		}
@@ -177,13 +167,7 @@ int moq_web_connect(struct moq_web *w, struct moq_node *node, const struct socka
 		free(c);
 		return MOQ_ERR_IO;
 	}
-	c->next = w->conns;
-	if (w->conns)
-		w->conns->prev = c;
-	w->conns = c;
-	w->st.conns++;
-	w->st.conns_total++;
+	web_conn_link(w, c);
 	web_mark(c);
 	return 0;
 }
-

@@ -59,8 +59,8 @@ void web_out_put(struct wconn *c, const void *p, size_t n)
 	web_mark(c);
 }
 
-void web_respond(struct wconn *c, int code, const char *reason, const char *ctype,
-                    const char *body, size_t blen)
+void web_respond(struct wconn *c, int code, const char *reason, const char *ctype, const char *body,
+                 size_t blen)
 {
 	char h[512];
 	int n = snprintf(h, sizeof(h),
@@ -80,7 +80,6 @@ void web_respond_text(struct wconn *c, int code, const char *reason, const char 
 {
 	web_respond(c, code, reason, "text/plain; charset=utf-8", body, strlen(body));
 }
-
 
 /* Write @p / @n to the connection: plain send, or TLS. Returns the bytes
  * taken (0: would block), or -1 (connection gone). */
@@ -102,7 +101,6 @@ ssize_t web_raw_write(struct wconn *c, const uint8_t *p, size_t n)
 		return r;
 	return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
 }
-
 
 /* Flush the output bytes. Returns 1 all out, 0 blocked, -1 gone. */
 int web_out_flush(struct wconn *c)
@@ -129,7 +127,6 @@ int web_out_flush(struct wconn *c)
 	c->outoff = c->outlen = 0;
 	return 1;
 }
-
 
 ssize_t web_conn_read(struct wconn *c)
 {
@@ -351,13 +348,37 @@ static void accept_some(struct moq_web *w, int lfd, uint64_t now)
 			free(c);
 			continue;
 		}
-		c->next = w->conns;
-		if (w->conns)
-			w->conns->prev = c;
-		w->conns = c;
-		w->st.conns++;
-		w->st.conns_total++;
+		web_conn_link(w, c);
 	}
+}
+
+/* Service the connections on the dirty list (something happened to them:
+ * input, fanout writes, a close). Returns how many. */
+static int service_dirty(struct moq_web *w, uint64_t now)
+{
+	struct wconn *c;
+	int n = 0;
+
+	while ((c = w->dirty) != NULL) {
+		w->dirty = c->dnext;
+		c->dirty = 0;
+		if (!c->dead)
+			conn_service(c, now);
+		if (c->dead)
+			web_conn_free(c);
+		n++;
+	}
+	return n;
+}
+
+void web_conn_link(struct moq_web *w, struct wconn *c)
+{
+	c->next = w->conns;
+	if (w->conns)
+		w->conns->prev = c;
+	w->conns = c;
+	w->st.conns++;
+	w->st.conns_total++;
 }
 
 int moq_web_poll(struct moq_web *w, uint64_t now)
@@ -378,15 +399,7 @@ int moq_web_poll(struct moq_web *w, uint64_t now)
 	}
 	work += n > 0 ? n : 0;
 	/* the connections something happened to (input, fanout writes) */
-	while ((c = w->dirty) != NULL) {
-		w->dirty = c->dnext;
-		c->dirty = 0;
-		if (!c->dead)
-			conn_service(c, now);
-		if (c->dead)
-			web_conn_free(c);
-		work++;
-	}
+	work += service_dirty(w, now);
 	if (now >= w->next_tick) {
 		w->next_tick = now + TICK_NS;
 		for (c = w->conns; c != NULL; c = nx) {
@@ -411,14 +424,7 @@ int moq_web_poll(struct moq_web *w, uint64_t now)
 				web_conn_free(c);
 		}
 		/* free what the pass above marked dead through the dirty list */
-		while ((c = w->dirty) != NULL) {
-			w->dirty = c->dnext;
-			c->dirty = 0;
-			if (!c->dead)
-				conn_service(c, now);
-			if (c->dead)
-				web_conn_free(c);
-		}
+		service_dirty(w, now);
 	}
 	return work;
 }
@@ -580,4 +586,3 @@ void moq_web_tls_ctx_free(void *ctx)
 {
 	wolfSSL_CTX_free(ctx);
 }
-

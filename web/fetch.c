@@ -85,7 +85,7 @@ static void ann_cb(void *user, const char *path, size_t plen, size_t off)
 }
 
 void web_serve_announced(struct wconn *c, const char *prefix, size_t plen, const char *query,
-                            size_t qn)
+                         size_t qn)
 {
 	char h[320], norm[2048];
 	struct moq_auth_grant *g = NULL;
@@ -220,7 +220,8 @@ void web_fetch_step(struct wconn *c, uint64_t now)
 		if (c->ftr == NULL) {
 			if (now >= c->fdeadline) {
 				web_fetch_release(c);
-				web_respond_text(c, 504, "Gateway Timeout", "no such broadcast yet\n");
+				web_respond_text(c, 504, "Gateway Timeout",
+				                 "no such broadcast yet\n");
 			}
 			return;
 		}
@@ -234,7 +235,8 @@ void web_fetch_step(struct wconn *c, uint64_t now)
 			if (rc == MOQ_ERR_AGAIN) { /* no group yet: wait for the first */
 				if (now >= c->fdeadline) {
 					web_fetch_release(c);
-					web_respond_text(c, 504, "Gateway Timeout", "no group yet\n");
+					web_respond_text(c, 504, "Gateway Timeout",
+					                 "no group yet\n");
 				}
 				return;
 			}
@@ -302,7 +304,7 @@ void web_fetch_step(struct wconn *c, uint64_t now)
 }
 
 void web_serve_fetch(struct wconn *c, char *rest, size_t rn, const char *query, size_t qn,
-                        uint64_t now)
+                     uint64_t now)
 {
 	struct moq_auth_grant *g = NULL;
 	char *slash, num[24];
@@ -372,4 +374,3 @@ void web_serve_fetch(struct wconn *c, char *rest, size_t rn, const char *query, 
 	c->st = C_FETCH;
 	web_fetch_step(c, now);
 }
-

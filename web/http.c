@@ -201,7 +201,6 @@ static void serve_ws(struct wconn *c, uint64_t now)
 {
 	const char *name = NULL;
 	char accept[29], h[512];
-	struct moq_qmux_cfg qc;
 	int v, n;
 
 	/* RFC 6455, 4.2.1 */
@@ -239,13 +238,7 @@ static void serve_ws(struct wconn *c, uint64_t now)
 		web_respond_text(c, 503, "Service Unavailable", "out of memory\n");
 		return;
 	}
-	memset(&qc, 0, sizeof(qc));
-	qc.server = 1;
-	moq_qmux_default_params(&qc.local);
-	qc.cb = &web_qmux_cb;
-	qc.user = c;
-	c->q = moq_qmux_new(&qc, now);
-	if (c->q == NULL) {
+	if (web_qmux_start(c, 1, now) != 0) {
 		web_respond_text(c, 503, "Service Unavailable", "out of memory\n");
 		return;
 	}

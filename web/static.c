@@ -79,4 +79,3 @@ void web_file_step(struct wconn *c)
 		c->outlen += (size_t)r;
 	}
 }
-

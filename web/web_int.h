@@ -176,7 +176,6 @@ struct moq_web {
 	struct moq_web_stats st;
 };
 
-
 /* --- conn.c: output and the connection's life ---------------------------- */
 
 /* web_mark: @c has something to do (the poll services it). */
@@ -188,8 +187,8 @@ int web_out_room(const struct wconn *c);
 void web_out_put(struct wconn *c, const void *p, size_t n);
 /* web_respond / _text: a whole response (Connection: close); the
  * connection is done once it is out. */
-void web_respond(struct wconn *c, int code, const char *reason, const char *ctype,
-                 const char *body, size_t blen);
+void web_respond(struct wconn *c, int code, const char *reason, const char *ctype, const char *body,
+                 size_t blen);
 void web_respond_text(struct wconn *c, int code, const char *reason, const char *body);
 /* web_raw_write: @n bytes to the socket or TLS. Returns the bytes taken,
  * 0 would block, -1 gone. */
@@ -202,6 +201,9 @@ int web_out_flush(struct wconn *c);
 ssize_t web_conn_read(struct wconn *c);
 /* web_conn_free: close @c (its session ends) and free it. */
 void web_conn_free(struct wconn *c);
+/* web_conn_link: @c (calloc'd, its fd in the epoll set) joins @w's
+ * connections (counted). */
+void web_conn_link(struct moq_web *w, struct wconn *c);
 
 /* --- http.c: the request ------------------------------------------------- */
 
@@ -254,6 +256,10 @@ extern const struct moq_qmux_callbacks web_qmux_cb;
 /* web_sess_end: hand the session its end (deferred out of the engine's
  * callbacks, never while a record is half written). */
 void web_sess_end(struct wconn *c);
+/* web_qmux_start: @c's qmux engine (the default parameters of BINDINGS.md,
+ * @server: the relay's side), its callbacks to @c. Returns 0 or
+ * MOQ_ERR_NOMEM. */
+int web_qmux_start(struct wconn *c, int server, uint64_t now);
 /* web_conn_flush: everything @c has to say, as far as the socket takes it:
  * output bytes, qmux records, the closing frames. */
 void web_conn_flush(struct wconn *c, uint64_t now);

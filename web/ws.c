@@ -293,7 +293,6 @@ int moq_web_ws_parse(const uint8_t *d, size_t n)
 {
 	struct moq_web *w = calloc(1, sizeof(*w));
 	struct wconn *c = calloc(1, sizeof(*c));
-	struct moq_qmux_cfg qc;
 	uint64_t now = 1;
 	int rc = 0;
 
@@ -304,13 +303,8 @@ int moq_web_ws_parse(const uint8_t *d, size_t n)
 	c->fd = -1;
 	c->file_fd = -1;
 	c->st = C_WS;
-	memset(&qc, 0, sizeof(qc));
-	qc.server = 1;
-	moq_qmux_default_params(&qc.local);
-	qc.cb = &web_qmux_cb;
-	qc.user = c;
 	if (wslay_frame_context_init(&c->wsf, &web_wsl_cb, c) != 0 ||
-	    (c->q = moq_qmux_new(&qc, now)) == NULL)
+	    web_qmux_start(c, 1, now) != 0)
 		goto fail;
 	/* the first byte: how the bytes arrive (1..256 per read) */
 	while (n > 1 && !c->dead && !c->close_after && !moq_qmux_closing(c->q)) {
