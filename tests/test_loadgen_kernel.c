@@ -25,13 +25,12 @@
 #include "cache.h"
 #include "media.h"
 #include "moq.h"
+#include "proc.h"
 #include "quic.h"
 
 #ifndef MOQDP_LOAD_PATH
 #error "MOQDP_LOAD_PATH must name the moqdp-load binary"
 #endif
-
-extern char **environ;
 
 /* Run the relay side until the child exits (or @limit_ns passes). */
 static int serve_until_exit(int fd, struct moq_quic_endpoint *ep, struct moq_node *node,
@@ -81,15 +80,12 @@ static int serve_until_exit(int fd, struct moq_quic_endpoint *ep, struct moq_nod
 	}
 }
 
+/* moqdp-load with @argv (argv[0] its path), stdout to @out_path (proc.h). */
 static pid_t spawn(char *const argv[], const char *out_path)
 {
-	posix_spawn_file_actions_t fa;
-	pid_t pid;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-	ck_assert_int_eq(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ), 0);
-	posix_spawn_file_actions_destroy(&fa);
+	pid_t pid = proc_spawn(argv[0], (const char *const *)&argv[1], NULL, out_path, NULL);
+
+	ck_assert_int_gt(pid, 0);
 	return pid;
 }
 
