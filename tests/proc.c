@@ -149,9 +149,8 @@ void proc_netns_sweep(const char *prefix)
 
 	while (d != NULL && n < 64 && (e = readdir(d)) != NULL)
 		if (strlen(e->d_name) < sizeof(names[0]) && strncmp(e->d_name, prefix, plen) == 0 &&
-		    e->d_name[plen] == '-' &&
-		    sscanf(e->d_name + plen + 1, "%d%c", &pid, &c) == 1 && kill(pid, 0) != 0 &&
-		    errno == ESRCH)
+		    e->d_name[plen] == '-' && sscanf(e->d_name + plen + 1, "%d%c", &pid, &c) == 1 &&
+		    kill(pid, 0) != 0 && errno == ESRCH)
 			snprintf(names[n++], sizeof(names[0]), "%s", e->d_name);
 	if (d != NULL)
 		closedir(d);
