@@ -43,7 +43,8 @@ static void serve_round(const struct node_serve *s, uint64_t now)
 		}
 		n = moq_quic_endpoint_send(s->ep, pk, 32, now);
 		for (int i = 0; i < n; i++)
-			sendto(s->fd, pk[i].data, pk[i].len, 0, &pk[i].remote.u.sa, pk[i].remote.len);
+			sendto(s->fd, pk[i].data, pk[i].len, 0, &pk[i].remote.u.sa,
+			       pk[i].remote.len);
 		if (n < 32)
 			break;
 	}

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * proc.c: the suites' shell, child process and network namespace helpers
- * (proc.h), once for test_dpdk_relay.c, test_dpdk_tap.c and the loadgen
- * suites.
+ * (proc.h), once for test_dpdk_relay.c, test_dpdk_tap.c, test_cluster.c and
+ * the loadgen suites.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* setns */

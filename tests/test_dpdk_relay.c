@@ -1599,27 +1599,43 @@ static int qclient_try(struct qclient *q, const char *ip, unsigned int udp, unsi
 	return established;
 }
 
-/* The relay (kernel backend on loopback, one worker) with @extra options
- * (NULL-terminated); returns its management port. */
-static unsigned int relay_kernel_start(unsigned int udp, const char *tag, const char *const *extra)
+/* The relay (kernel backend on loopback) with @workers (1 or 2) workers
+ * and @extra options (NULL-terminated); returns its management port. Two
+ * workers run on lcores 1 and 2, both on CPU 1 (--lcores), a socket each
+ * (--queues). */
+static unsigned int relay_kernel_start_n(unsigned int udp, const char *tag, int workers,
+                                         const char *const *extra)
 {
 	static char sudp[16], mgmt[32], prefix[64];
-	const char *args[40] = {prefix,   "--no-huge", "-m",     "256",       "--no-pci",
+	const char *args[48] = {prefix,   "--no-huge", "-m",     "256",       "--no-pci",
 	                        "-l",     "0-1",       "--",     "--backend", "kernel",
 	                        "--port", sudp,        "--mgmt", mgmt,        "--stats-interval",
 	                        "0"};
 	unsigned int n = 16, mport = udp + 1;
 
+	if (workers == 2) {
+		args[3] = "512";
+		args[5] = "--lcores";
+		args[6] = "0@0,1@1,2@1";
+		args[n++] = "--queues";
+		args[n++] = "(0,0,1),(0,1,2)";
+	}
 	snprintf(sudp, sizeof(sudp), "%u", udp);
 	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", mport);
 	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-%s-%d", tag, (int)getpid());
-	for (; *extra != NULL && n < 39; extra++)
+	for (; *extra != NULL && n < 47; extra++)
 		args[n++] = *extra;
 	args[n] = NULL;
 	spawn(args);
 	ck_assert_msg(wait_http(mport, "/health", 15000) != NULL, "stderr: %s",
 	              proc_slurp(errpath));
 	return mport;
+}
+
+/* ... with one worker */
+static unsigned int relay_kernel_start(unsigned int udp, const char *tag, const char *const *extra)
+{
+	return relay_kernel_start_n(udp, tag, 1, extra);
 }
 
 /* --max-conns-per-addr 2: the third connection from 127.0.0.1 is refused
@@ -1662,40 +1678,13 @@ END_TEST
  * worker, 3 or 4 got in unless all 8 landed on one worker, p = 1/128). */
 START_TEST(max_conns_per_addr_across_workers)
 {
-	unsigned int udp = 40000 + (unsigned int)(getpid() + 41) % 20000, mport = udp + 1;
-	char sudp[16], mgmt[32], prefix[64], *r;
-	const char *args[] = {prefix,
-	                      "--no-huge",
-	                      "-m",
-	                      "512",
-	                      "--no-pci",
-	                      "--lcores",
-	                      "0@0,1@1,2@1",
-	                      "--",
-	                      "--backend",
-	                      "kernel",
-	                      "--listen",
-	                      "127.0.0.1",
-	                      "--port",
-	                      sudp,
-	                      "--mgmt",
-	                      mgmt,
-	                      "--queues",
-	                      "(0,0,1),(0,1,2)",
-	                      "--stats-interval",
-	                      "0",
-	                      "--max-conns-per-addr",
-	                      "2",
-	                      NULL};
+	unsigned int udp = 40000 + (unsigned int)(getpid() + 41) % 20000, mport;
+	const char *extra[] = {"--listen", "127.0.0.1", "--max-conns-per-addr", "2", NULL};
 	struct qclient q[8];
+	char *r;
 	int up = 0;
 
-	snprintf(sudp, sizeof(sudp), "%u", udp);
-	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", mport);
-	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-pw-%d", (int)getpid());
-	spawn(args);
-	ck_assert_msg(wait_http(mport, "/health", 15000) != NULL, "stderr: %s",
-	              proc_slurp(errpath));
+	mport = relay_kernel_start_n(udp, "pw", 2, extra);
 	/* the refused ones quickly: the first two, never pumped again, end at
 	 * the relay's handshake timeout (10 s), which frees their counts */
 	for (int i = 0; i < 8; i++)
