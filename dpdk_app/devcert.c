@@ -96,9 +96,8 @@ static struct moq_quic_tls *load_kept(const char *cert, const char *key, const u
 	return t;
 }
 
-struct moq_quic_tls *moq_relay_dev_cert(const char *dir, const uint8_t *avoid,
-                                        int64_t renew_before, int *made, char *err,
-                                        size_t errlen)
+struct moq_quic_tls *moq_relay_dev_cert(const char *dir, const uint8_t *avoid, int64_t renew_before,
+                                        int *made, char *err, size_t errlen)
 {
 	char cert[MOQ_CFG_PATH_MAX + 16], key[MOQ_CFG_PATH_MAX + 16], lock[MOQ_CFG_PATH_MAX + 16];
 	char tcert[MOQ_CFG_PATH_MAX + 32], tkey[MOQ_CFG_PATH_MAX + 32];

@@ -134,7 +134,7 @@ static unsigned int port_for(const struct moq_relay *r, int family, const uint8_
 	return 0;
 }
 
-static void drain_step(struct moq_relay *r, struct relay_worker *w, uint64_t now);
+static void drain_step(struct moq_relay *r, struct relay_worker *w);
 static void announce_pending(struct moq_relay *r, struct relay_worker *w);
 
 /* TX -------------------------------------------------------------------- */
@@ -550,7 +550,7 @@ int moq_relay_poll(struct moq_relay *r, unsigned int wi)
 	if (wi == 0 && r->cluster != NULL) /* links to peer relays (cluster.h) */
 		work += moq_cluster_poll(r->cluster, now);
 	if (__atomic_load_n(&r->drain, __ATOMIC_RELAXED) && w->conns != NULL)
-		drain_step(r, w, now);
+		drain_step(r, w);
 	if (w->ep != NULL) {
 		const struct relay_tls *t = __atomic_load_n(&r->tls, __ATOMIC_ACQUIRE);
 
@@ -703,27 +703,25 @@ static const struct moq_quic_callbacks *relay_callbacks(void)
 
 /* SIGQUIT on this worker: GOAWAY to every session of its node now
  * (moq-lite 04+: raw QUIC, WebTransport and WebSocket sessions, and on
- * worker 0 the cluster links' sessions), /health on the TCP side turns 503;
- * at 3/4 of the grace period the connections still open are closed, QUIC
- * and WebSocket (the main lcore stops the relay at its end). Worker 0
- * closes the cluster links (moq_cluster_drain: no more dials) once the
- * main lcore sees no client connection left (drain_links) or at that 3/4,
- * and says so (links_done) after the poll that sent their
- * CONNECTION_CLOSEs. */
-static void drain_step(struct moq_relay *r, struct relay_worker *w, uint64_t now)
+ * worker 0 the cluster links' sessions), /health on the TCP side turns 503.
+ * When the main lcore says so (drain_close: 3/4 of the grace period by its
+ * clock, the one that also ends the drain) the connections still open are
+ * closed, QUIC and WebSocket. Worker 0 closes the cluster links
+ * (moq_cluster_drain: no more dials) once the main lcore sees no client
+ * connection left (drain_links) or at that 3/4, and says so (links_done)
+ * after the poll that sent their CONNECTION_CLOSEs. */
+static void drain_step(struct moq_relay *r, struct relay_worker *w)
 {
 	if (!w->draining) {
 		w->draining = 1;
-		w->drain_start = now;
-		w->drain_close_at = now + r->cfg.drain_timeout_us * 1000 / 4 * 3;
 		if (w->node != NULL)
 			w->st.goaways += (uint64_t)moq_node_goaway(w->node, "", 0);
 		if (w->io.web != NULL)
 			moq_relay_web_drain(w->io.web, 0);
 		return;
 	}
-	if (w->drain_close_at != 0 && now >= w->drain_close_at) {
-		w->drain_close_at = 0;
+	if (!w->drain_closed && __atomic_load_n(&r->drain_close, __ATOMIC_ACQUIRE)) {
+		w->drain_closed = 1;
 		for (uint32_t i = 0; i < w->conn_cap; i++) {
 			struct moq_quic_conn *c = w->conns[i];
 
@@ -741,7 +739,7 @@ static void drain_step(struct moq_relay *r, struct relay_worker *w, uint64_t now
 	if (w->links_state == LINKS_CLOSING || r->cluster == NULL) {
 		w->links_state = LINKS_DONE; /* moq_cluster_poll sent the closes */
 		__atomic_store_n(&r->links_done, 1, __ATOMIC_RELEASE);
-	} else if (w->drain_close_at == 0 || __atomic_load_n(&r->drain_links, __ATOMIC_ACQUIRE)) {
+	} else if (w->drain_closed || __atomic_load_n(&r->drain_links, __ATOMIC_ACQUIRE)) {
 		w->st.drain_closes += (uint64_t)moq_cluster_drain(r->cluster);
 		w->links_state = LINKS_CLOSING;
 	}
@@ -1644,6 +1642,7 @@ int moq_relay_run(struct moq_relay *r)
 	struct moq_relay_stats prev, now;
 	uint64_t last_line = moq_relay_now_ns(), drain_deadline = 0, last_link = 0,
 	         drained_left = 0;
+	uint64_t drain_close_at = 0;
 	int drained = 0;
 	char line[512];
 
@@ -1675,6 +1674,7 @@ int moq_relay_run(struct moq_relay *r)
 			tls_reap(r);
 		if (__atomic_load_n(&r->drain, __ATOMIC_RELAXED) && drain_deadline == 0) {
 			drain_deadline = t + r->cfg.drain_timeout_us * 1000;
+			drain_close_at = t + r->cfg.drain_timeout_us * 1000 / 4 * 3;
 			fprintf(stderr, "moqdp-relay: draining (up to %" PRIu64 " ms)\n",
 			        r->cfg.drain_timeout_us / 1000);
 		}
@@ -1693,6 +1693,8 @@ int moq_relay_run(struct moq_relay *r)
 			 * with none left the cluster links close, then the relay
 			 * stops */
 			left = now.conns + now.tcp_conns;
+			if (t >= drain_close_at) /* the workers close what is left */
+				__atomic_store_n(&r->drain_close, 1, __ATOMIC_RELEASE);
 			if (left == 0)
 				__atomic_store_n(&r->drain_links, 1, __ATOMIC_RELEASE);
 			if ((left == 0 && __atomic_load_n(&r->links_done, __ATOMIC_ACQUIRE)) ||

@@ -72,9 +72,9 @@ struct relay_worker {
 	struct moq_quic_conn **conns;
 	uint32_t conn_cap;
 	int draining;
-	int links_state;  /* worker 0's drain of the cluster links: LINKS_* */
-	uint32_t tls_gen; /* the relay_tls generation its endpoint serves (atomic) */
-	uint64_t drain_start, drain_close_at;
+	int links_state;    /* worker 0's drain of the cluster links: LINKS_* */
+	uint32_t tls_gen;   /* the relay_tls generation its endpoint serves (atomic) */
+	int drain_closed;   /* SIGQUIT: closed what was left (drain_close) */
 	struct relay_io io; /* what the I/O backend sees of this worker (io.h) */
 	/* --tcp on the dpdk backend (exc.c): the TCP listener, the next poll */
 	struct relay_web web;
@@ -142,6 +142,8 @@ struct moq_relay {
 	 * connection left, so worker 0 may close the cluster links; worker 0
 	 * closed them (or has none) (atomics) */
 	int drain_links, links_done;
+	/* the main lcore: 3/4 of --drain-timeout passed, close what is left */
+	int drain_close;
 	uint32_t announce_pending; /* ports whose link came up: worker 0 announces */
 	uint64_t announcements;    /* atomic: worker 0 and the main lcore add */
 	uint64_t reloads, reload_failed;

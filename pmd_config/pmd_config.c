@@ -178,25 +178,6 @@ static const struct key keys[] = {
 
 #define NB_KEYS (sizeof(keys) / sizeof(keys[0]))
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err != NULL && errlen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-		/* one line, whatever the user typed: control characters shown as '?' */
-		for (char *p = err; *p != '\0'; p++)
-			if ((unsigned char)*p < 0x20 || *p == 0x7f)
-				*p = '?';
-	}
-	return MOQ_ERR_CONFIG;
-}
-
 /* --state-dir's default: systemd's StateDirectory= ($STATE_DIRECTORY, the
  * first of a colon-separated list), /var/lib/moqdp for root, else the XDG
  * state home (XDG Base Directory Specification 0.8). */
@@ -215,6 +196,25 @@ static void default_state_dir(char *out, size_t len)
 		snprintf(out, len, "%s/.local/state/moqdp", home);
 	else
 		out[0] = '\0'; /* nowhere known: nothing kept */
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err != NULL && errlen > 0) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+		/* one line, whatever the user typed: control characters shown as '?' */
+		for (char *p = err; *p != '\0'; p++)
+			if ((unsigned char)*p < 0x20 || *p == 0x7f)
+				*p = '?';
+	}
+	return MOQ_ERR_CONFIG;
 }
 
 /* --allowed-origins: "", or comma-separated entries each "*" or an origin,
@@ -899,6 +899,9 @@ int moq_pmd_config_check(const struct moq_pmd_config *cfg, char *err, size_t err
 	if ((cfg->cert[0] != '\0') != (cfg->key[0] != '\0'))
 		return fail(err, errlen, "%s: required when %s is given",
 		            cfg->cert[0] ? "--key" : "--cert", cfg->cert[0] ? "--cert" : "--key");
+	if (cfg->state_dir[0] != '\0' && cfg->state_dir[0] != '/')
+		return fail(err, errlen, "--state-dir: '%s' is not an absolute path",
+		            cfg->state_dir);
 	for (unsigned int i = 0; i < cfg->nb_queues; i++)
 		for (unsigned int j = 0; j < i; j++)
 			if (cfg->queues[i].port == cfg->queues[j].port &&
@@ -954,9 +957,6 @@ int moq_pmd_config_check(const struct moq_pmd_config *cfg, char *err, size_t err
 				        "port) carries IPv4 only; --listen has an IPv6 address");
 	if (!cfg->tcp && cfg->web_root[0])
 		return fail(err, errlen, "--web-root: needs --tcp 1");
-	if (cfg->state_dir[0] != '\0' && cfg->state_dir[0] != '/')
-		return fail(err, errlen, "--state-dir: '%s' is not an absolute path",
-		            cfg->state_dir);
 	if (cfg->backend == MOQ_CFG_BACKEND_DPDK) {
 		for (unsigned int i = 0; i < cfg->nb_listen; i++) {
 			static const uint8_t zero[16];

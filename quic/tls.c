@@ -6,7 +6,6 @@
 #include "quic_int.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,20 +189,18 @@ static int write_pem(const char *file, const uint8_t *der, int len, int type, mo
 	uint8_t pem[4096];
 	int n = wc_DerToPem(der, (word32)len, pem, sizeof(pem), type);
 	FILE *f;
-	int fd, ok;
+	int ok;
 
 	if (n <= 0)
 		return MOQ_ERR_CRYPTO;
-	fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-	if (fd < 0)
+	f = fopen(file, "we");
+	if (f == NULL)
 		return MOQ_ERR_IO;
-	if (fchmod(fd, mode) != 0 || (f = fdopen(fd, "w")) == NULL) {
-		close(fd);
-		return MOQ_ERR_IO;
-	}
-	ok = fwrite(pem, 1, (size_t)n, f) == (size_t)n;
-	ok &= fflush(f) == 0 && fsync(fd) == 0;
-	ok &= fclose(f) == 0;
+	/* the mode before the first byte (the key's file: 0600) */
+	ok = fchmod(fileno(f), mode) == 0 && fwrite(pem, 1, (size_t)n, f) == (size_t)n &&
+	     fflush(f) == 0 && fsync(fileno(f)) == 0;
+	if (fclose(f) != 0)
+		ok = 0;
 	return ok ? 0 : MOQ_ERR_IO;
 }
 

@@ -46,12 +46,11 @@
 #include <unistd.h>
 
 #include "moq.h"
+#include "proc.h"
 
 #ifndef MOQDP_RELAY_PATH
 #error "MOQDP_RELAY_PATH must name the moqdp-relay binary"
 #endif
-
-extern char **environ;
 
 #define MAX_PROCS 16
 /* Subscribers per edge in the three-relay case (the issue asks 500; the
@@ -77,47 +76,10 @@ struct relay {
 	char url[64]; /* moql://127.0.0.1:udp/ */
 };
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void rm_runtime_dir(const char *prefix)
-{
-	char cmd[160];
-
-	if (prefix[0] == '\0' || strchr(prefix, '/') != NULL || strchr(prefix, '.') != NULL)
-		return;
-	snprintf(cmd, sizeof(cmd), "rm -rf /var/run/dpdk/%s", prefix);
-	if (system(cmd) != 0)
-		fprintf(stderr, "cannot remove /var/run/dpdk/%s\n", prefix);
-}
-
-static char *slurp(const char *path)
-{
-	static char buf[65536];
-	FILE *f = fopen(path, "r");
-	size_t n = 0;
-
-	buf[0] = '\0';
-	if (f != NULL) {
-		n = fread(buf, 1, sizeof(buf) - 1, f);
-		fclose(f);
-	}
-	buf[n] = '\0';
-	return buf;
-}
-
 /* Start @prog with @args (NULL-terminated), stderr to a file of its own. */
 static struct proc *spawn(const char *prog, const char *const *args, const char *tag)
 {
-	posix_spawn_file_actions_t fa;
-	char *argv[64];
 	struct proc *p = NULL;
-	int n = 0;
 
 	for (int i = 0; i < MAX_PROCS; i++)
 		if (procs[i].pid <= 0) {
@@ -127,38 +89,21 @@ static struct proc *spawn(const char *prog, const char *const *args, const char 
 	ck_assert_ptr_nonnull(p);
 	memset(p, 0, sizeof(*p));
 	snprintf(p->err, sizeof(p->err), "/tmp/moqdp-cluster-test-%d-%s.err", (int)getpid(), tag);
-	argv[n++] = (char *)prog;
-	for (; *args && n < 63; args++) {
-		if (strncmp(*args, "--file-prefix=", 14) == 0)
-			snprintf(p->prefix, sizeof(p->prefix), "%s", *args + 14);
-		argv[n++] = (char *)*args;
-	}
-	argv[n] = NULL;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 2, p->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-	ck_assert_int_eq(posix_spawnp(&p->pid, argv[0], &fa, NULL, argv, environ), 0);
-	posix_spawn_file_actions_destroy(&fa);
+	snprintf(p->prefix, sizeof(p->prefix), "%s", proc_file_prefix(args));
+	p->pid = proc_spawn(prog, args, NULL, NULL, p->err);
+	ck_assert_int_gt(p->pid, 0);
 	return p;
 }
 
-/* Wait up to @ms for @p to exit: its exit status, or -1 (then killed). */
+/* Wait up to @ms for @p to exit: its exit status, or -1 (then killed, or
+ * ended by a signal). */
 static int wait_proc(struct proc *p, unsigned int ms)
 {
-	uint64_t end = now_ms() + ms;
-	int st = 0;
-	pid_t r;
+	int rc = proc_wait(p->pid, ms);
 
-	while ((r = waitpid(p->pid, &st, WNOHANG)) == 0 && now_ms() < end)
-		usleep(20000);
-	if (r != p->pid) {
-		kill(p->pid, SIGKILL);
-		waitpid(p->pid, &st, 0);
-		st = -1;
-	}
 	p->pid = -1;
-	rm_runtime_dir(p->prefix);
-	return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	proc_rm_runtime_dir(p->prefix);
+	return rc > 127 ? -1 : rc;
 }
 
 static void stop_proc(struct proc *p, int sig)
@@ -176,7 +121,7 @@ static void teardown(void)
 			kill(procs[i].pid, SIGKILL);
 			waitpid(procs[i].pid, NULL, 0);
 			procs[i].pid = -1;
-			rm_runtime_dir(procs[i].prefix);
+			proc_rm_runtime_dir(procs[i].prefix);
 			unlink(procs[i].err);
 		}
 }
@@ -229,10 +174,10 @@ static long long relay_metric(const struct relay *r, const char *name)
 static long long wait_metric(const struct relay *r, const char *name, long long want,
                              unsigned int ms)
 {
-	uint64_t end = now_ms() + ms;
+	uint64_t end = proc_now_ms() + ms;
 	long long v;
 
-	while ((v = relay_metric(r, name)) != want && now_ms() < end)
+	while ((v = relay_metric(r, name)) != want && proc_now_ms() < end)
 		usleep(100000);
 	return v;
 }
@@ -241,10 +186,10 @@ static long long wait_metric(const struct relay *r, const char *name, long long 
 static long long wait_metric_ge(const struct relay *r, const char *name, long long want,
                                 unsigned int ms)
 {
-	uint64_t end = now_ms() + ms;
+	uint64_t end = proc_now_ms() + ms;
 	long long v;
 
-	while ((v = relay_metric(r, name)) < want && now_ms() < end)
+	while ((v = relay_metric(r, name)) < want && proc_now_ms() < end)
 		usleep(100000);
 	return v;
 }
@@ -295,10 +240,10 @@ static void relay_start(struct relay *r, const char *tag, unsigned int udp,
 		args[n++] = *extra;
 	args[n] = NULL;
 	r->p = spawn(MOQDP_RELAY_PATH, args, tag);
-	end = now_ms() + 20000;
-	while (http_get(r->mport, "/health") == NULL && now_ms() < end)
+	end = proc_now_ms() + 20000;
+	while (http_get(r->mport, "/health") == NULL && proc_now_ms() < end)
 		usleep(50000);
-	ck_assert_msg(http_get(r->mport, "/health") != NULL, "%s: %s", tag, slurp(r->p->err));
+	ck_assert_msg(http_get(r->mport, "/health") != NULL, "%s: %s", tag, proc_slurp(r->p->err));
 }
 
 /* moqdp-load --kernel at @r from @local with @more arguments, in the
@@ -329,7 +274,7 @@ static void load_result(struct proc *p, unsigned int ms, int want_rc, unsigned l
                         unsigned long long *missing, unsigned long long *errors)
 {
 	int rc = wait_proc(p, ms);
-	const char *out = slurp(p->err), *q;
+	const char *out = proc_slurp(p->err), *q;
 
 	ck_assert_msg(rc == want_rc, "moqdp-load exit %d: %s", rc, out);
 	q = strstr(out, "delivered ");
@@ -407,12 +352,12 @@ START_TEST(three_relays)
 	/* E1 dies: E2's subscribers go on without a gap */
 	sleep(2);
 	kill(e1.p->pid, SIGKILL);
-	t_kill = now_ms();
+	t_kill = proc_now_ms();
 	wait_proc(e1.p, 5000);
 	/* O notices the lost edge (the link's 5 s idle timeout) and frees its
 	 * subscriptions, while E2's viewers go on */
 	ck_assert_int_eq(wait_metric(&o, "moqdp_subscribers", TRACKS, 12000), TRACKS);
-	freed_s = (double)(now_ms() - t_kill) / 1000;
+	freed_s = (double)(proc_now_ms() - t_kill) / 1000;
 	ck_assert_int_eq(relay_metric(&e2, "moqdp_subscribers"), nsub * TRACKS);
 	load_result(s2, 60000, 0, &d2, &m, &e);
 	ck_assert_uint_gt(d2, 100);
@@ -638,12 +583,12 @@ START_TEST(failover_to_standby_route)
 	ck_assert_int_eq(link_metric(&e, "upstream_subscriptions", other), 0);
 	sleep(2);
 	kill(live->p->pid, SIGKILL);
-	t_kill = now_ms();
+	t_kill = proc_now_ms();
 	wait_proc(live->p, 5000);
 	/* E moves its upstreams to the other route; its viewers stay */
 	ck_assert_int_eq(wait_link(&e, "upstream_subscriptions", other, TRACKS, 12000), TRACKS);
 	fprintf(stderr, "failover_to_standby_route: E read over %s again %.1f s after the kill\n",
-	        other->tag, (double)(now_ms() - t_kill) / 1000);
+	        other->tag, (double)(proc_now_ms() - t_kill) / 1000);
 	ck_assert_int_ge(relay_metric(&e, "moqdp_broadcast_failovers_total"), 1);
 	ck_assert_int_eq(relay_metric(&e, "moqdp_subscribers"), 10 * TRACKS);
 	ck_assert_int_eq(relay_metric(&e, "moqdp_broadcasts"), 1);
@@ -715,7 +660,7 @@ static void expect_refusal(const char *const *extra, const char *want)
 	args[n] = NULL;
 	p = spawn(MOQDP_RELAY_PATH, args, "opt");
 	rc = wait_proc(p, 20000);
-	err = slurp(p->err);
+	err = proc_slurp(p->err);
 	ck_assert_msg(rc != 0 && strstr(err, want) != NULL, "exit %d: %s", rc, err);
 	/* one line */
 	ck_assert_msg(strchr(strstr(err, want), '\n') == strrchr(err, '\n'), "%s", err);

@@ -45,64 +45,26 @@
 
 #include "moq_err.h"
 #include "net.h"
+#include "proc.h"
 #include "pmd_config.h"
 #include "quic.h"
 #include "relay.h"
 
 static struct moq_relay *relay;
 static char ifname[32], vdev[96];
-static char netns[32]; /* the kernel end's namespace */
-static int netns_fd = -1;
+static struct proc_netns ns = {.fd = -1}; /* the kernel end's namespace (proc.h) */
 static uint8_t net_id;
 static uint16_t tap_port;
 static char kip[32], rip[32];   /* kernel side / relay side addresses */
 static char kip6[48], rip6[48]; /* the same in IPv6 */
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int sh(const char *fmt, ...)
-{
-	char cmd[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	return system(cmd);
-}
-
-/* A socket in the test's namespace: socket(2) from a thread that joined it
- * (setns changes only the calling thread's namespace). */
-struct ns_sock_req {
-	int domain, type, protocol, fd, err;
-};
-
-static void *ns_sock_thread(void *arg)
-{
-	struct ns_sock_req *r = arg;
-
-	r->fd = setns(netns_fd, CLONE_NEWNET) == 0 ? socket(r->domain, r->type, r->protocol) : -1;
-	r->err = errno;
-	return NULL;
-}
-
+/* A socket in the kernel end's namespace (proc.h). */
 static int ns_socket(int domain, int type, int protocol)
 {
-	struct ns_sock_req r = {domain, type, protocol, -1, 0};
-	pthread_t th;
+	int fd = proc_netns_socket(&ns, domain, type, protocol);
 
-	ck_assert_int_eq(pthread_create(&th, NULL, ns_sock_thread, &r), 0);
-	pthread_join(th, NULL);
-	ck_assert_msg(r.fd >= 0, "socket in namespace %s: %s", netns, strerror(r.err));
-	return r.fd;
+	ck_assert_msg(fd >= 0, "socket in namespace %s: %s", ns.name, strerror(errno));
+	return fd;
 }
 
 static struct moq_net *rnet(void)
@@ -112,9 +74,9 @@ static struct moq_net *rnet(void)
 
 static void poll_for(unsigned int ms)
 {
-	uint64_t end = now_ms() + ms;
+	uint64_t end = proc_now_ms() + ms;
 
-	while (now_ms() < end)
+	while (proc_now_ms() < end)
 		moq_relay_poll(relay, 0);
 }
 
@@ -132,16 +94,7 @@ static void setup(void)
 	snprintf(rip, sizeof(rip), "10.213.%u.2", net_id);
 	snprintf(kip6, sizeof(kip6), "2001:db8:%x::1", net_id);
 	snprintf(rip6, sizeof(rip6), "2001:db8:%x::2", net_id);
-	snprintf(netns, sizeof(netns), "moqdp-tap-%d", (int)getpid());
-	sh("ip netns del %s >/dev/null 2>&1", netns); /* a stale one of an old pid */
-	ck_assert_int_eq(sh("ip netns add %s", netns), 0);
-	{
-		char path[64];
-
-		snprintf(path, sizeof(path), "/var/run/netns/%s", netns);
-		netns_fd = open(path, O_RDONLY | O_CLOEXEC);
-		ck_assert_int_ge(netns_fd, 0);
-	}
+	ck_assert_int_eq(proc_netns_create(&ns, "moqdp-tap"), 0);
 	{
 		char args[64];
 
@@ -177,16 +130,17 @@ static void setup(void)
 	/* the kernel side, moved into the namespace once the port is started
 	 * (net_tap brings the interface up by name in the root namespace):
 	 * an address on the subnet, and up */
-	ck_assert_int_eq(sh("ip link set %s netns %s", ifname, netns), 0);
-	ck_assert_int_eq(sh("ip -n %s addr add %s/24 dev %s && ip -n %s link set %s up", netns, kip,
-	                    ifname, netns, ifname),
+	ck_assert_int_eq(proc_sh("ip link set %s netns %s", ifname, ns.name), 0);
+	ck_assert_int_eq(proc_sh("ip -n %s addr add %s/24 dev %s && ip -n %s link set %s up",
+	                         ns.name, kip, ifname, ns.name, ifname),
 	                 0);
-	sh("ip netns exec %s sysctl -qw net.ipv6.conf.%s.disable_ipv6=0 >/dev/null 2>&1", netns,
-	   ifname);
-	ck_assert_int_eq(sh("ip -n %s -6 addr add %s/64 dev %s nodad", netns, kip6, ifname), 0);
+	proc_sh("ip netns exec %s sysctl -qw net.ipv6.conf.%s.disable_ipv6=0 >/dev/null 2>&1",
+	        ns.name, ifname);
+	ck_assert_int_eq(proc_sh("ip -n %s -6 addr add %s/64 dev %s nodad", ns.name, kip6, ifname),
+	                 0);
 	/* nothing of it is left in the root namespace */
-	ck_assert_int_ne(sh("ip link show %s >/dev/null 2>&1", ifname), 0);
-	ck_assert_int_ne(sh("ip -o addr show to %s | grep -q .", kip), 0);
+	ck_assert_int_ne(proc_sh("ip link show %s >/dev/null 2>&1", ifname), 0);
+	ck_assert_int_ne(proc_sh("ip -o addr show to %s | grep -q .", kip), 0);
 }
 
 static void teardown(void)
@@ -194,11 +148,8 @@ static void teardown(void)
 	moq_relay_destroy(relay);
 	relay = NULL;
 	rte_eal_hotplug_remove("vdev", vdev); /* closes the tap: the interface goes */
-	sh("ip -n %s link del %s >/dev/null 2>&1", netns, ifname);
-	if (netns_fd >= 0)
-		close(netns_fd);
-	netns_fd = -1;
-	sh("ip netns del %s", netns);
+	proc_sh("ip -n %s link del %s >/dev/null 2>&1", ns.name, ifname);
+	proc_netns_delete(&ns);
 }
 
 /* ICMP checksum (RFC 1071). */
@@ -231,7 +182,7 @@ START_TEST(kernel_pings_relay)
 	req[2] = (uint8_t)(c >> 8);
 	req[3] = (uint8_t)c;
 	ck_assert_int_eq(sendto(fd, req, sizeof(req), 0, (struct sockaddr *)&to, sizeof(to)), 64);
-	for (end = now_ms() + 3000; !got && now_ms() < end;) {
+	for (end = proc_now_ms() + 3000; !got && proc_now_ms() < end;) {
 		ssize_t n;
 
 		moq_relay_poll(relay, 0);
@@ -263,7 +214,7 @@ START_TEST(kernel_pings_relay_v6)
 		req[i] = (uint8_t)(i * 3);
 	/* the kernel fills in the ICMPv6 checksum of raw ICMPv6 sockets */
 	ck_assert_int_eq(sendto(fd, req, sizeof(req), 0, (struct sockaddr *)&to, sizeof(to)), 40);
-	for (end = now_ms() + 4000; !got && now_ms() < end;) {
+	for (end = proc_now_ms() + 4000; !got && proc_now_ms() < end;) {
 		ssize_t n;
 
 		moq_relay_poll(relay, 0);
@@ -289,8 +240,8 @@ START_TEST(kernel_pings_relay_v6)
 		ck_assert_int_eq(sendto(ufd, d, sizeof(d), 0, (struct sockaddr *)&u, sizeof(u)),
 		                 1200);
 		close(ufd);
-		for (end = now_ms() + 2000;
-		     rnet()->stats.rx_udp == before.rx_udp && now_ms() < end;)
+		for (end = proc_now_ms() + 2000;
+		     rnet()->stats.rx_udp == before.rx_udp && proc_now_ms() < end;)
 			moq_relay_poll(relay, 0);
 		ck_assert_uint_eq(rnet()->stats.rx_udp, before.rx_udp + 1);
 		ck_assert_uint_eq(rnet()->stats.drop[MOQ_NET_DROP_UDP_CSUM], 0);
@@ -310,15 +261,16 @@ START_TEST(relay_resolves_kernel)
 
 	inet_pton(AF_INET, kip, ip);
 	/* the interface's sysfs is the namespace's: read it from inside */
-	snprintf(cmd, sizeof(cmd), "ip netns exec %s cat /sys/class/net/%s/address", netns, ifname);
+	snprintf(cmd, sizeof(cmd), "ip netns exec %s cat /sys/class/net/%s/address", ns.name,
+	         ifname);
 	f = popen(cmd, "r");
 	ck_assert_ptr_nonnull(f);
 	ck_assert_int_eq(fscanf(f, "%hhx:%hhx:%hhx:%hhx:%hhx:%hhx", &kmac[0], &kmac[1], &kmac[2],
 	                        &kmac[3], &kmac[4], &kmac[5]),
 	                 6);
 	pclose(f);
-	for (end = now_ms() + 3000; rc != 0 && now_ms() < end;) {
-		rc = moq_net_resolve(rnet(), 4, ip, (uint64_t)now_ms() * 1000000, mac, req,
+	for (end = proc_now_ms() + 3000; rc != 0 && proc_now_ms() < end;) {
+		rc = moq_net_resolve(rnet(), 4, ip, (uint64_t)proc_now_ms() * 1000000, mac, req,
 		                     sizeof(req), &req_len);
 		if (req_len > 0) {
 			m = rte_pktmbuf_alloc(moq_relay_pool(relay, 0));
@@ -362,8 +314,8 @@ START_TEST(software_udp_to_kernel)
 	inet_pton(AF_INET, kip, &la.sin_addr);
 	ck_assert_int_eq(bind(fd, (struct sockaddr *)&la, sizeof(la)), 0);
 	getsockname(fd, (struct sockaddr *)&la, &alen);
-	for (end = now_ms() + 3000; now_ms() < end;) {
-		if (moq_net_resolve(rnet(), 4, kb, (uint64_t)now_ms() * 1000000, mac, req,
+	for (end = proc_now_ms() + 3000; proc_now_ms() < end;) {
+		if (moq_net_resolve(rnet(), 4, kb, (uint64_t)proc_now_ms() * 1000000, mac, req,
 		                    sizeof(req), &req_len) == 0)
 			break;
 		if (req_len > 0) {
@@ -388,7 +340,7 @@ START_TEST(software_udp_to_kernel)
 			f[40] ^= 0x01;
 		ck_assert_uint_eq(rte_eth_tx_burst(tap_port, 0, &m, 1), 1);
 		got = 0;
-		for (end = now_ms() + 500; !got && now_ms() < end;) {
+		for (end = proc_now_ms() + 500; !got && proc_now_ms() < end;) {
 			ssize_t n = recv(fd, buf, sizeof(buf), 0);
 
 			got = n == 300 && memcmp(buf, pl, 300) == 0;
@@ -423,7 +375,7 @@ START_TEST(kernel_udp_in)
 		                 3000);
 		close(fd);
 	}
-	for (end = now_ms() + 2000; now_ms() < end;) {
+	for (end = proc_now_ms() + 2000; proc_now_ms() < end;) {
 		moq_relay_poll(relay, 0);
 		if (rnet()->stats.rx_udp > before.rx_udp &&
 		    rnet()->stats.drop[MOQ_NET_DROP_UDP_PORT] >
@@ -498,10 +450,10 @@ START_TEST(quic_handshake_over_tap)
 	getsockname(fd, &local.u.sa, &alen);
 	local.len = alen;
 	established = 0;
-	ck_assert_ptr_nonnull(
-	        moq_quic_connect(cl, &local, &remote, NULL, (uint64_t)now_ms() * 1000000, &err));
-	for (end = now_ms() + 5000; established == 0 && now_ms() < end;) {
-		uint64_t t = (uint64_t)now_ms() * 1000000;
+	ck_assert_ptr_nonnull(moq_quic_connect(cl, &local, &remote, NULL,
+	                                       (uint64_t)proc_now_ms() * 1000000, &err));
+	for (end = proc_now_ms() + 5000; established == 0 && proc_now_ms() < end;) {
+		uint64_t t = (uint64_t)proc_now_ms() * 1000000;
 		int n;
 		ssize_t r;
 
@@ -536,12 +488,12 @@ static void *sender(void *arg)
 	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(4443)};
 	uint8_t d[1200];
 	int fd = ns_socket(AF_INET, SOCK_DGRAM, 0);
-	uint64_t end = now_ms() + 1500;
+	uint64_t end = proc_now_ms() + 1500;
 
 	(void)arg;
 	memset(d, 0x40, sizeof(d)); /* short header, fixed bit: unknown DCID to QUIC */
 	inet_pton(AF_INET, rip, &to.sin_addr);
-	while (now_ms() < end && sender_sent < 30000) {
+	while (proc_now_ms() < end && sender_sent < 30000) {
 		if (sendto(fd, d, sizeof(d), 0, (struct sockaddr *)&to, sizeof(to)) == sizeof(d))
 			sender_sent++;
 		if (sender_sent % 64 == 0)
@@ -568,7 +520,7 @@ START_TEST(mbuf_recycling)
 	sender_done = 0;
 	sender_sent = 0;
 	ck_assert_int_eq(pthread_create(&th, NULL, sender, NULL), 0);
-	for (end = now_ms() + 5000; now_ms() < end;) {
+	for (end = proc_now_ms() + 5000; proc_now_ms() < end;) {
 		int work = moq_relay_poll(relay, 0);
 		unsigned int used = rte_mempool_in_use_count(pool);
 

@@ -25,71 +25,20 @@
 #include "cache.h"
 #include "media.h"
 #include "moq.h"
+#include "node_serve.h"
+#include "proc.h"
 #include "quic.h"
 
 #ifndef MOQDP_LOAD_PATH
 #error "MOQDP_LOAD_PATH must name the moqdp-load binary"
 #endif
 
-extern char **environ;
-
-/* Run the relay side until the child exits (or @limit_ns passes). */
-static int serve_until_exit(int fd, struct moq_quic_endpoint *ep, struct moq_node *node,
-                            struct moq_cache *cache, const struct moq_quic_addr *local, pid_t pid,
-                            uint64_t limit_ns)
-{
-	uint8_t buf[2048], out[32][MOQ_QUIC_MAX_UDP_PAYLOAD];
-	uint64_t end = moq_lg_now_ns() + limit_ns;
-	int status = -1;
-	for (;;) {
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		poll(&p, 1, 1);
-		uint64_t now = moq_lg_now_ns();
-		for (int i = 0; i < 256; i++) {
-			struct moq_quic_addr from;
-			memset(&from, 0, sizeof(from));
-			socklen_t fl = sizeof(from.u);
-			ssize_t n = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT, &from.u.sa, &fl);
-			if (n < 0)
-				break;
-			from.len = fl;
-			moq_quic_endpoint_recv(ep, buf, (size_t)n, local, &from, now);
-		}
-		moq_node_poll(node, now);
-		moq_cache_expire(cache, now);
-		moq_quic_endpoint_timers(ep, now);
-		for (int round = 0; round < 16; round++) {
-			struct moq_quic_pkt pk[32];
-			for (int i = 0; i < 32; i++) {
-				pk[i].data = out[i];
-				pk[i].cap = sizeof(out[i]);
-			}
-			int n = moq_quic_endpoint_send(ep, pk, 32, now);
-			for (int i = 0; i < n; i++)
-				sendto(fd, pk[i].data, pk[i].len, 0, &pk[i].remote.u.sa,
-				       pk[i].remote.len);
-			if (n < 32)
-				break;
-		}
-		if (waitpid(pid, &status, WNOHANG) == pid)
-			return status;
-		if (now > end) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &status, 0);
-			return -1;
-		}
-	}
-}
-
+/* moqdp-load with @argv (argv[0] its path), stdout to @out_path (proc.h). */
 static pid_t spawn(char *const argv[], const char *out_path)
 {
-	posix_spawn_file_actions_t fa;
-	pid_t pid;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-	ck_assert_int_eq(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ), 0);
-	posix_spawn_file_actions_destroy(&fa);
+	pid_t pid = proc_spawn(argv[0], (const char *const *)&argv[1], NULL, out_path, NULL);
+
+	ck_assert_int_gt(pid, 0);
 	return pid;
 }
 
@@ -160,7 +109,8 @@ START_TEST(program_against_relay_node)
 	                "--quiet",
 	                NULL};
 	pid_t pid = spawn(argv, out);
-	int status = serve_until_exit(fd, ep, node, cache, &local, pid, 20000000000ull);
+	struct node_serve sv = {fd, ep, node, cache, &local};
+	int status = node_serve_until_exit(&sv, pid, 20000000000ull, NULL, NULL);
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
 
 	/* the final JSON line */

@@ -30,13 +30,13 @@
 #include "cache.h"
 #include "media.h"
 #include "moq.h"
+#include "node_serve.h"
+#include "proc.h"
 #include "quic.h"
 
 #ifndef MOQDP_LOAD_PATH
 #error "MOQDP_LOAD_PATH must name the moqdp-load binary"
 #endif
-
-extern char **environ;
 
 #define SUBS      16
 #define MAX_CONNS 64
@@ -95,61 +95,22 @@ static void sample(int which)
 	}
 }
 
-/* Serve until the child exits; sample the connections at @t1 and @t2 (ns
- * after the start). */
-static int serve(int fd, struct moq_quic_endpoint *ep, struct moq_node *node,
-                 struct moq_cache *cache, const struct moq_quic_addr *local, pid_t pid, uint64_t t1,
-                 uint64_t t2)
+/* Sample the connections once at @t[0] and once at @t[1] (ns after the
+ * start; node_serve_until_exit's callback). */
+struct samples {
+	uint64_t t[2];
+	int done[2];
+};
+
+static void sample_at(void *arg, uint64_t elapsed)
 {
-	uint8_t buf[2048], out[32][MOQ_QUIC_MAX_UDP_PAYLOAD];
-	uint64_t t0 = moq_lg_now_ns(), end = t0 + 40000000000ull;
-	int status = -1, s1 = 0, s2 = 0;
-	for (;;) {
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		poll(&p, 1, 1);
-		uint64_t now = moq_lg_now_ns();
-		for (int i = 0; i < 256; i++) {
-			struct moq_quic_addr from;
-			memset(&from, 0, sizeof(from));
-			socklen_t fl = sizeof(from.u);
-			ssize_t n = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT, &from.u.sa, &fl);
-			if (n < 0)
-				break;
-			from.len = fl;
-			moq_quic_endpoint_recv(ep, buf, (size_t)n, local, &from, now);
+	struct samples *sm = arg;
+
+	for (int k = 0; k < 2; k++)
+		if (!sm->done[k] && elapsed >= sm->t[k]) {
+			sample(k + 1);
+			sm->done[k] = 1;
 		}
-		moq_node_poll(node, now);
-		moq_cache_expire(cache, now);
-		moq_quic_endpoint_timers(ep, now);
-		for (int round = 0; round < 16; round++) {
-			struct moq_quic_pkt pk[32];
-			for (int i = 0; i < 32; i++) {
-				pk[i].data = out[i];
-				pk[i].cap = sizeof(out[i]);
-			}
-			int n = moq_quic_endpoint_send(ep, pk, 32, now);
-			for (int i = 0; i < n; i++)
-				sendto(fd, pk[i].data, pk[i].len, 0, &pk[i].remote.u.sa,
-				       pk[i].remote.len);
-			if (n < 32)
-				break;
-		}
-		if (!s1 && now >= t0 + t1) {
-			sample(1);
-			s1 = 1;
-		}
-		if (!s2 && now >= t0 + t2) {
-			sample(2);
-			s2 = 1;
-		}
-		if (waitpid(pid, &status, WNOHANG) == pid)
-			return status;
-		if (now > end) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &status, 0);
-			return -1;
-		}
-	}
 }
 
 static double jget(const char *line, const char *key)
@@ -244,17 +205,17 @@ static void run_light(unsigned mute, struct run *r)
 	snprintf(mv, sizeof(mv), "%u", mute);
 	if (mute)
 		setenv("MOQDP_TEST_LIGHT_MUTE", mv, 1);
-	posix_spawn_file_actions_t fa;
-	pid_t pid;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-	ck_assert_int_eq(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ), 0);
-	posix_spawn_file_actions_destroy(&fa);
+	pid_t pid = proc_spawn(argv[0], (const char *const *)&argv[1], NULL, out, NULL);
+	ck_assert_int_gt(pid, 0);
 	unsetenv("MOQDP_TEST_LIGHT_MUTE");
 	/* samples 4 and 6.5 s in: every subscriber is light (or verifying) by
 	 * 4 s (ramp 0.3 s, 1 s groups) */
-	r->status = serve(fd, ep, node, cache, &local, pid, 4000000000ull, 6500000000ull);
+	{
+		struct node_serve sv = {fd, ep, node, cache, &local};
+		struct samples sm = {{4000000000ull, 6500000000ull}, {0, 0}};
+
+		r->status = node_serve_until_exit(&sv, pid, 40000000000ull, sample_at, &sm);
+	}
 
 	FILE *f = fopen(out, "r");
 	char line[8192];
@@ -363,15 +324,9 @@ START_TEST(verify_options_need_light)
 {
 	char *argv[] = {
 	        MOQDP_LOAD_PATH, "--kernel", "--subscribers", "2", "--verify-every", "5", NULL};
-	posix_spawn_file_actions_t fa;
-	pid_t pid;
-	int status = -1;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-	ck_assert_int_eq(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ), 0);
-	posix_spawn_file_actions_destroy(&fa);
-	waitpid(pid, &status, 0);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 2, "status %d", status);
+	pid_t pid = proc_spawn(argv[0], (const char *const *)&argv[1], NULL, NULL, NULL);
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(proc_wait(pid, 30000), 2);
 }
 END_TEST
 

@@ -236,6 +236,7 @@ static const struct {
         {"--mtu", "1279", "--mtu:"},
         {"--mtu", "9001", "--mtu:"},
         {"--cert", "", "--cert: required when --key"},
+        {"--state-dir", "var/lib/moqdp", "--state-dir: 'var/lib/moqdp' is not an absolute path"},
         {"--key", "", "--key: required when --cert"},
         {"--cache-budget", "8XB", "--cache-budget: '8XB' is not a size"},
         {"--cache-budget", "1KiB", "--cache-budget: 1KiB is out of range"},
@@ -295,7 +296,6 @@ static const struct {
         {"--tcp", "2", "--tcp: '2' is not an integer in [0, 1]"},
         {"--max-tcp-conns", "0", "--max-tcp-conns:"},
         {"--web-root", "/srv", "--web-root: needs --tcp 1"},
-        {"--state-dir", "var/lib/moqdp", "--state-dir: 'var/lib/moqdp' is not an absolute path"},
         /* issue 22, 14: an origin is scheme://host[:port] (h3.h) */
         {"--allowed-origins", "example.com",
          "--allowed-origins: 'example.com' is not a list of origins"},
