@@ -3171,6 +3171,42 @@ START_TEST(test_subscriber_ordered)
 }
 END_TEST
 
+/* A session nothing is sent on for the idle timeout (30 s, quic.h) closes
+ * on both sides with 3 timeout, not 4 transport (issue 22, item 17: a
+ * fetch-only subscriber and a finished publisher of the property test idled
+ * out while slower subscribers were still being served; "code 4" read as a
+ * transport error). */
+static int sub0_idle_closed(void)
+{
+	struct moq_node_stats st;
+
+	moq_node_stats(H.relay, &st);
+	return H.subs[0].closed && st.sessions == 2;
+}
+
+START_TEST(test_idle_close_code)
+{
+	struct sub *idle, *live;
+
+	h_init(NULL, 0);
+	/* a publisher and a subscriber it sends to keep the link's clock
+	 * going; the idle session has nothing to send or receive */
+	h_publisher();
+	idle = &H.subs[H.nsubs++];
+	live = &H.subs[H.nsubs++];
+	h_connect(idle, MOQ_ROLE_SUBSCRIBER, NULL);
+	h_connect(live, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_subscribe(live, 1);
+	ck_assert(h_until(sub0_idle_closed, 32 * SEC, 1000));
+	ck_assert_uint_eq(idle->close_code, MOQ_CODE_TIMEOUT);
+	ck_assert_int_eq(idle->local, 1);
+	ck_assert(!live->closed);
+	ck_assert_uint_ge(live->groups_complete, 50);
+	h_fini();
+}
+END_TEST
+
 Suite *moq_session_suite(void);
 
 Suite *moq_session_suite(void)
@@ -3180,7 +3216,7 @@ Suite *moq_session_suite(void)
 
 	TCase *tf = tcase_create("fanout");
 	TCase *tl = tcase_create("lifecycle");
-	TCase *tb;
+	TCase *tb, *te;
 
 	/* Its own case so it can run alone: CK_RUN_CASE=fanout (callgrind). */
 	tcase_set_timeout(tf, 120);
@@ -3235,5 +3271,11 @@ Suite *moq_session_suite(void)
 	tcase_add_test(tl, test_update_start);
 	tcase_add_loop_test(tl, test_subscriber_ordered, 0, 2);
 	suite_add_tcase(s, tl);
+	/* issues 22 and 29: subscription ends, idle sessions
+	 * (CK_RUN_CASE=ends) */
+	te = tcase_create("ends");
+	tcase_set_timeout(te, 120);
+	tcase_add_test(te, test_idle_close_code);
+	suite_add_tcase(s, te);
 	return s;
 }
