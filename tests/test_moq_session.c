@@ -3368,6 +3368,52 @@ START_TEST(test_end_before_large_groups)
 }
 END_TEST
 
+/* The same over a relay-to-relay link (issue 29: relayed tracks): the
+ * publisher on relay A ends early, the subscribers are on relay B, which
+ * reads A over a cluster-style session. _i 0: END {2}, both groups after
+ * it; 1: END {3}, group 2 never sent: A DROPs it, B (its own wait for it
+ * over) too, and both count it; every subscriber gets END {3}. */
+START_TEST(test_end_before_last_groups_relayed)
+{
+	struct moq_quic_addr la = addr4("10.0.0.9", 9999);
+	uint64_t end = _i == 1 ? 3 : 2;
+	struct moq_node_stats ra, rb;
+
+	with_cascade = 1;
+	h_init(NULL, 0);
+	with_cascade = 0;
+	h_publisher(); /* on relay A */
+	cascade_up = moq_node_connect(H.relay2, H.cep, &la, &H.raddr, NULL, MOQ_ROLE_BOTH, NULL,
+	                              now(), NULL);
+	ck_assert_ptr_nonnull(cascade_up);
+	ck_assert(h_until(cascade_ready, 2 * SEC, 0));
+	ck_assert_int_eq(moq_session_announce_request(cascade_up, "", 0), 0);
+	H.use2 = 1; /* subscribers on relay B */
+	for (int i = 0; i < 2; i++)
+		h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_run(100 * MS, 0);
+	for (int i = 0; i < 2; i++)
+		h_subscribe(&H.subs[i], 1);
+	end_first(end, 2, 300 * MS, 14 * SEC);
+	moq_node_stats(H.relay, &ra);
+	moq_node_stats(H.relay2, &rb);
+	for (int i = 0; i < 2; i++) {
+		struct sub *u = &H.subs[i];
+		ck_assert_msg(u->sub_closed, "subscriber %d: subscription not closed", i);
+		ck_assert_uint_eq(u->errors, 0);
+		ck_assert_uint_eq(u->groups_complete, 2);
+		ck_assert_uint_eq(u->bytes, expected_bytes(0, 1));
+		ck_assert(u->got_end);
+		ck_assert_uint_eq(u->end_group, end);
+		ck_assert_uint_eq(u->dropped_groups, _i == 1 ? 1 : 0);
+	}
+	ck_assert_uint_eq(ra.groups_end_lost, _i == 1 ? 1 : 0);
+	ck_assert_uint_eq(rb.groups_end_lost, _i == 1 ? 1 : 0);
+	h_fini();
+}
+END_TEST
+
 Suite *moq_session_suite(void);
 
 Suite *moq_session_suite(void)
@@ -3439,6 +3485,7 @@ Suite *moq_session_suite(void)
 	tcase_add_test(te, test_idle_close_code);
 	tcase_add_loop_test(te, test_end_before_last_groups, 0, 4);
 	tcase_add_test(te, test_end_before_large_groups);
+	tcase_add_loop_test(te, test_end_before_last_groups_relayed, 0, 2);
 	suite_add_tcase(s, te);
 	return s;
 }
