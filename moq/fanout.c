@@ -715,8 +715,9 @@ static __attribute__((noinline)) int dsub_skip(struct moq_session *s, struct dsu
  * there within the max latency), so the END that follows is the
  * publisher's, unchanged (issue 29). A subscription that never started
  * ends at that END (with no END, after the newest group) without a DROP:
- * no group of the track arrived, or none it could start at. @lrc, @latest: the track's newest (moq_cache_track_
- * latest); @end: the subscription's own end. Out of line: rare. */
+ * no group of the track arrived, or none it could start at. @lrc and
+ * @latest: moq_cache_track_latest of the track; @end: the subscription's
+ * own end. Out of line: rare. */
 static __attribute__((noinline)) void dsub_upstream_end(struct moq_session *s, struct dsub *d,
                                                         int lrc, uint64_t latest, uint64_t end)
 {
