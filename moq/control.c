@@ -66,11 +66,8 @@ static void on_sub_reply(struct moq_session *s, struct mstream *st,
 	if (!us)
 		return;
 	if (us->up) {
-		if (r->kind == MOQ_SUB_END) {
-			us->up->ended = 1;
-			us->up->end_seq = r->group;
-			up_touch(us->up);
-		}
+		if (r->kind == MOQ_SUB_END)
+			up_end(us->up, r->group);
 		return;
 	}
 	if (n->cfg.cb && n->cfg.cb->sub_reply)
@@ -239,13 +236,15 @@ static void st_process(struct moq_session *s, struct mstream *st)
 		if (st->us) {
 			struct usub *us = st->us;
 			if (us->up) {
-				us->up->ended = 1;
-				us->up->end_seq = UINT64_MAX;
-				up_touch(us->up);
-				up_idle(us->up);
-			} else if (!us->closed && n->cfg.cb && n->cfg.cb->sub_closed) {
-				n->cfg.cb->sub_closed(s, n->cfg.user, us->id, -1);
+				/* The publisher's FIN ends the subscription (after
+				 * its END on lite-05, alone on lite-03/04), but its
+				 * last groups may still be on their way: our side
+				 * stays open for them (up_end, issue 29). */
+				up_end(us->up, UINT64_MAX);
+				break;
 			}
+			if (!us->closed && n->cfg.cb && n->cfg.cb->sub_closed)
+				n->cfg.cb->sub_closed(s, n->cfg.user, us->id, -1);
 			usub_close(us);
 		}
 		break;

@@ -710,6 +710,40 @@ static __attribute__((noinline)) int dsub_skip(struct moq_session *s, struct dsu
 	return rc;
 }
 
+/* @d's upstream ended and waits no longer for late groups (up_end_check):
+ * the groups below its END that never arrived are DROPped (3 timeout: not
+ * there within the max latency), so the END that follows is the
+ * publisher's, unchanged (issue 29). A subscription that never started
+ * ends at that END (with no END, after the newest group) without a DROP:
+ * no group of the track arrived, or none it could start at. @lrc and
+ * @latest: moq_cache_track_latest of the track; @end: the subscription's
+ * own end. Out of line: rare. */
+static __attribute__((noinline)) void dsub_upstream_end(struct moq_session *s, struct dsub *d,
+                                                        int lrc, uint64_t latest, uint64_t end)
+{
+	uint64_t es = d->up->end_seq, last;
+	struct drops dr = {1, 0, 0};
+
+	if (!d->started) {
+		if (es != UINT64_MAX && d->next_seq < es)
+			d->next_seq = es;
+		else if (es == UINT64_MAX && lrc == 0 && d->next_seq <= latest)
+			d->next_seq = latest + 1; /* (its END: after the newest) */
+		return;
+	}
+	if (es == UINT64_MAX || d->next_seq >= es)
+		return;
+	if (lrc == 0 && d->next_seq <= latest)
+		return; /* cached groups still to open */
+	last = es - 1;
+	if (end != MOQ_GROUP_NONE && end < last)
+		last = end;
+	if (d->next_seq <= last)
+		drops_add(s, d, &dr, d->next_seq, last, MOQ_CODE_TIMEOUT);
+	drops_flush(s, d, &dr);
+	d->next_seq = es;
+}
+
 /* Open group streams for new groups of @d. */
 static void dsub_advance(struct moq_session *s, struct dsub *d)
 {
@@ -757,9 +791,14 @@ out:
 	d->last_version = ver;
 	if (!d->started && !d->ending && !(d->up && d->up->ended))
 		return;
+	if (d->up && d->up->ended && !d->up->end_wait && !d->ending)
+		dsub_upstream_end(s, d, lrc, latest, end);
 	if (d->n_gouts == 0) {
 		bool over = d->ending || (end != MOQ_GROUP_NONE && d->next_seq > end);
-		if (d->up && d->up->ended) {
+		/* The publisher ended it: over once every group below its END is
+		 * accounted for (dsub_upstream_end), or with no END (its FIN
+		 * alone) after the wait for late groups, at the newest. */
+		if (d->up && d->up->ended && !d->up->end_wait) {
 			uint64_t es = d->up->end_seq;
 			if (es != UINT64_MAX ? d->next_seq >= es
 			                     : (lrc != 0 || d->next_seq > latest))
@@ -875,11 +914,16 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 	ups_settle(n);
 	/* DESIGN.md, Threads: poll each relayed track's published counter
 	 * once; a change marks its subscribers' sessions. */
-	for (struct upstream *up = n->ups; up; up = up->next) {
+	for (struct upstream *up = n->ups, *nx; up; up = nx) {
 		uint64_t v = moq_cache_track_version(up->ct);
+		nx = up->next;
 		if (v != up->last_version) {
 			up->last_version = v;
 			up_touch(up);
+			if (up->end_wait)
+				up_end_check(up); /* a last group arrived or ended */
+		} else if (up->end_wait && (now >= up->end_deadline || !up->us)) {
+			up_end_check(up);
 		}
 	}
 	/* Local broadcasts' tracks are watched per session that reads them. */

@@ -119,8 +119,12 @@ void gin_data(struct moq_session *s, struct mstream *st, const uint8_t *p, size_
 			gi->sub_id = ev.group.subscribe_id;
 			gi->seq = ev.group.sequence;
 			gi->us = usub_find(s, gi->sub_id);
-			if (!gi->us || gi->us->closed) {
-				/* Late group of an ended subscription. */
+			if (!gi->us || gi->us->closed ||
+			    (gi->us->up && gi->us->up->ended && gi->seq >= gi->us->up->end_seq)) {
+				/* Late group of an ended subscription, or one at or
+				 * past the END the publisher sent. (One below END
+				 * that comes after END and the publisher's FIN is
+				 * taken: the subscription waits for it, up_end.) */
 				gin_refuse(s, st, MOQ_CODE_CANCEL);
 				return;
 			}

@@ -241,6 +241,10 @@ struct moq_node_stats {
 	uint64_t goaways_capacity;      /* sessions sent GOAWAY (cfg.admit_goaway) for it */
 	uint64_t subs_admitted;         /* sessions admitted as subscribers (their first
 					 * SUBSCRIBE accepted), ever */
+	/* Groups below a publisher's END that had not arrived when the
+	 * track's max latency passed: DROPped (3 timeout) to its subscribers,
+	 * counted once per track here (issue 29) */
+	uint64_t groups_end_lost;
 };
 
 /*

@@ -169,6 +169,8 @@ struct upstream {
 	struct moq_subscribe_update agg;
 	uint8_t ended;
 	uint64_t end_seq;      /* END from upstream: first group never coming */
+	uint8_t end_wait;      /* ended, groups below the end may still arrive (up_end) */
+	uint64_t end_deadline; /* node clock: end_wait stops at the latest then */
 	uint32_t remote_owner; /* hub: 1 + id of the node subscribing for us */
 	uint32_t nremote;      /* hub: other nodes subscribed through us */
 	uint64_t last_version; /* the cache track's version at the last poll */
@@ -484,6 +486,8 @@ void up_changed(struct upstream *up);
 void up_added(struct upstream *up, const struct dsub *d);
 void ups_settle(struct moq_node *n);
 void up_free(struct upstream *up);
+void up_end(struct upstream *up, uint64_t end);
+void up_end_check(struct upstream *up);
 struct upstream *up_get(struct moq_node *n, const char *p, size_t pl, const char *t, size_t tl,
                         int *limited);
 struct upstream *up_find(struct moq_node *n, const char *p, size_t pl, const char *t, size_t tl);

@@ -496,7 +496,16 @@ static void cb_conn_closed(struct moq_quic_conn *c, void *user,
 	uint64_t code;
 
 	(void)c;
-	code = info->kind == MOQ_QUIC_CLOSE_APPLICATION ? info->code : MOQ_CODE_TRANSPORT;
+	/* PROTOCOL.md, Error codes: an idle timeout (nothing heard for the
+	 * negotiated idle timeout: a session with nothing to send and no
+	 * keep-alive) is 3 timeout, not 4 transport, which is left for the
+	 * transport's own errors. */
+	if (info->kind == MOQ_QUIC_CLOSE_APPLICATION)
+		code = info->code;
+	else if (info->kind == MOQ_QUIC_CLOSE_IDLE)
+		code = MOQ_CODE_TIMEOUT;
+	else
+		code = MOQ_CODE_TRANSPORT;
 	moq_binding_closed(user, code, info->local);
 }
 

@@ -155,7 +155,8 @@ static void up_apply(struct upstream *up, const struct moq_subscribe_update *a)
 		struct moq_msg m = {.type = MOQ_MSG_SUBSCRIBE_UPDATE};
 		up->agg = *a;
 		m.u.subscribe_update = *a;
-		if (!up->us->closed)
+		/* not to a publisher that ended the subscription (up_end) */
+		if (!up->us->closed && !up->ended)
 			st_send(up->us->s, up->us->st, -1, &m, 0);
 	}
 }
@@ -247,6 +248,108 @@ void ups_settle(struct moq_node *n)
 			n->hold_next = up->hold_until;
 		}
 	}
+}
+
+/* Groups of a track whose streams may still be open at the end of an
+ * upstream subscription: up_end_check looks this far below the end for one
+ * still arriving (a publisher pipelines a few groups, not dozens; past
+ * that, the max latency still ends the wait). */
+#define END_OPEN_SCAN 32u
+
+/* How long an ended upstream subscription waits for its last groups: the
+ * track's max latency, or the largest its subscribers asked for when that
+ * is smaller (a group older than that is of no use to any of them). */
+static uint64_t end_wait_ns(const struct upstream *up)
+{
+	uint64_t lat = moq_cache_track_max_latency(up->ct), ms = up->agg.max_latency_ms;
+
+	if (ms && ms < UINT64_MAX / 1000000u && ms * 1000000u < lat)
+		lat = ms * 1000000u;
+	return lat;
+}
+
+/*
+ * The publisher ended @up's subscription: END {@end} (lite-05), or its FIN
+ * (@end UINT64_MAX: the end after an END, the only end signal of
+ * lite-03/04). END and FIN can arrive before the headers of the last groups
+ * (a publisher's group streams queued behind each other: issue 29), so
+ * the subscription stays open on our side: groups below the end are taken
+ * until each arrived or the max latency passed (up_end_check), and only
+ * then is it closed. Downstream, END {@end} is forwarded as it came, after
+ * those groups; one that never arrived is a DROP, never a shorter END.
+ */
+void up_end(struct upstream *up, uint64_t end)
+{
+	struct moq_node *n = up->n;
+
+	if (end != UINT64_MAX || !up->ended)
+		up->end_seq = end; /* a FIN after END keeps END's group */
+	up->ended = 1;
+	if (!up->end_wait && up->us && !up->us->closed) {
+		up->end_wait = 1;
+		up->end_deadline = n->now + end_wait_ns(up);
+	}
+	up_touch(up);
+	if (up->end_wait)
+		up_end_check(up); /* (everything below END may be here already) */
+}
+
+/* Whether every group below @up's END that can still arrive has, and none
+ * of them is still being written. The cache takes groups above its newest
+ * only (MOQ_ERR_ORDER), so those are the ones from the newest + 1 on. */
+static bool end_arrived(struct upstream *up)
+{
+	uint64_t latest, es = up->end_seq;
+	int rc;
+
+	if (es == UINT64_MAX)
+		return false; /* FIN alone: any group may still come */
+	if (es == 0)
+		return true;
+	rc = moq_cache_track_latest(up->ct, &latest);
+	if (rc == MOQ_ERR_CLOSED)
+		return true;
+	if (rc != 0 || latest + 1 < es)
+		return false;
+	for (uint64_t k = 0, q = es - 1; k < END_OPEN_SCAN; k++, q--) {
+		struct moq_cache_group *g;
+		int stc;
+
+		if (moq_cache_track_group(up->ct, q, &g) == 0) {
+			stc = moq_cache_group_status(g, NULL, NULL);
+			moq_cache_group_unref(g);
+			if (stc == 0)
+				return false; /* still arriving */
+		}
+		if (q == 0)
+			break;
+	}
+	return true;
+}
+
+/* At the poll, for an upstream in end_wait (up_end): once its last groups
+ * arrived, the max latency passed or the publisher is gone, the wait ends:
+ * the groups below END still missing are counted (fanout DROPs them), the
+ * track's newest group may expire (up_idle) and our side of the
+ * subscription is FIN'd. */
+void up_end_check(struct upstream *up)
+{
+	struct moq_node *n = up->n;
+	bool gone = !up->us || up->us->closed;
+	uint64_t latest;
+
+	if (!gone && n->now < up->end_deadline && !end_arrived(up))
+		return;
+	up->end_wait = 0;
+	/* (a track that never got a group: nothing to lose, its subscribers
+	 * never started) */
+	if (up->end_seq != UINT64_MAX && moq_cache_track_latest(up->ct, &latest) == 0 &&
+	    latest + 1 < up->end_seq)
+		n->st.groups_end_lost += up->end_seq - latest - 1;
+	up_idle(up);
+	if (!gone)
+		usub_close(up->us);
+	up_touch(up);
 }
 
 uint32_t moq_session_upstreams(const struct moq_session *s)

@@ -102,10 +102,17 @@ static uint64_t now(void)
 	return moq_quic_link_now(H.lnk);
 }
 
+/* A test's frames when nonzero: every frame this size, group_frames to a
+ * group (the large-frame cases). */
+static size_t big_frame;
+static uint32_t group_frames = FRAMES_PER_GROUP;
+
 /* Frame @idx of group @seq: deterministic sizes (a large first frame, then
  * small ones) and bytes, so every receiver can check them. */
 static size_t frame_size(uint64_t seq, uint32_t idx)
 {
+	if (big_frame)
+		return big_frame;
 	return idx == 0 ? 6000 + (seq % 7) * 100 : 200 + ((seq * 31 + idx * 97) % 1300);
 }
 
@@ -289,7 +296,7 @@ static void cb_group_end(struct moq_session *s, void *user, uint64_t id, uint64_
 		return;
 	}
 	if (code < 0) {
-		if (g->idx != FRAMES_PER_GROUP || g->fgot != g->fsize)
+		if (g->idx != group_frames || g->fgot != g->fsize)
 			u->errors++;
 		u->groups_complete++;
 		if (id < 8)
@@ -3326,6 +3333,208 @@ START_TEST(test_peer_token_grants)
 	snprintf(claims, sizeof(claims), "{\"root\":\"\",\"put\":[\"up\"],\"get\":[\"%s\"]}", get);
 	b64url(claims, c64);
 	snprintf(path, sizeof(path), "?jwt=eyJhbGciOiJIUzI1NiJ9.%s.c2ln", c64);
+
+/* A session nothing is sent on for the idle timeout (30 s, quic.h) closes
+ * on both sides with 3 timeout, not 4 transport (issue 22, item 17: a
+ * fetch-only subscriber and a finished publisher of the property test idled
+ * out while slower subscribers were still being served; "code 4" read as a
+ * transport error). */
+static int sub0_idle_closed(void)
+{
+	struct moq_node_stats st;
+
+	moq_node_stats(H.relay, &st);
+	return H.subs[0].closed && st.sessions == 2;
+}
+
+START_TEST(test_idle_close_code)
+{
+	struct sub *idle, *live;
+
+	h_init(NULL, 0);
+	/* a publisher and a subscriber it sends to keep the link's clock
+	 * going; the idle session has nothing to send or receive */
+	h_publisher();
+	idle = &H.subs[H.nsubs++];
+	live = &H.subs[H.nsubs++];
+	h_connect(idle, MOQ_ROLE_SUBSCRIBER, NULL);
+	h_connect(live, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_subscribe(live, 1);
+	ck_assert(h_until(sub0_idle_closed, 32 * SEC, 1000));
+	ck_assert_uint_eq(idle->close_code, MOQ_CODE_TIMEOUT);
+	ck_assert_int_eq(idle->local, 1);
+	ck_assert(!live->closed);
+	ck_assert_uint_ge(live->groups_complete, 50);
+	h_fini();
+}
+END_TEST
+
+/* ---- issue 29: END and FIN before the last groups' headers ---- */
+
+/* The publisher's replies and groups written raw (the client node answers
+ * the relay's SUBSCRIBE for a track that gets no group of its own): the
+ * relay's subscribe stream is its second bidi to the publisher (after the
+ * announce request), and its first subscription there (id 0). */
+#define RAW_SUB_SID 5
+#define RAW_SUB_ID  0
+
+static int pub_subscribed(void)
+{
+	struct moq_node_stats st;
+
+	moq_node_stats(H.client, &st);
+	return st.subscribers >= 1;
+}
+
+/* lite-05: END {@end}; every version: FIN the subscribe stream. */
+static void raw_end(uint64_t end)
+{
+	struct moq_msg m = {.type = MOQ_MSG_SUBSCRIBE_REPLY};
+	uint8_t buf[32];
+	int len = 0;
+
+	if (moq_session_version(H.pub.s) >= MOQ_LITE_05) {
+		m.u.subscribe_reply.kind = MOQ_SUB_END;
+		m.u.subscribe_reply.group = end;
+		m.u.subscribe_reply.start = m.u.subscribe_reply.end = MOQ_GROUP_NONE;
+		len = moq_msg_encode(buf, sizeof(buf), moq_session_version(H.pub.s), &m);
+		ck_assert_int_gt(len, 0);
+	}
+	ck_assert_int_eq(moq_session_write_raw_stream(H.pub.s, RAW_SUB_SID, buf, (size_t)len, 1),
+	                 0);
+}
+
+/* Group @seq as one uni stream: header, group_frames frames, FIN. */
+static void raw_group(uint64_t seq)
+{
+	enum moq_version v = moq_session_version(H.pub.s);
+	size_t cap = 64, len = 0;
+	uint8_t *buf;
+	int64_t prev = 0;
+	int hl;
+
+	for (uint32_t i = 0; i < group_frames; i++)
+		cap += 24 + frame_size(seq, i);
+	buf = malloc(cap);
+	ck_assert_ptr_nonnull(buf);
+	hl = moq_group_hdr_encode(buf, cap, RAW_SUB_ID, seq);
+	ck_assert_int_gt(hl, 0);
+	len = (size_t)hl;
+	for (uint32_t i = 0; i < group_frames; i++) {
+		size_t sz = frame_size(seq, i);
+		hl = moq_frame_hdr_encode(buf + len, cap - len, v, frame_ts(seq, i) - prev, sz);
+		ck_assert_int_gt(hl, 0);
+		len += (size_t)hl;
+		prev = frame_ts(seq, i);
+		for (size_t k = 0; k < sz; k++)
+			buf[len + k] = frame_byte(seq, i, k);
+		len += sz;
+	}
+	ck_assert_int_ge(moq_session_write_raw(H.pub.s, 0, buf, len, 1), 0);
+	free(buf);
+}
+
+/* The publisher sends END {@end} (lite-05) and FINs, then, @gap later, the
+ * groups below @sent, 50 ms apart (a missing one is below @end). Returns with every
+ * subscription closed or @max passed. */
+static void end_first(uint64_t end, uint64_t sent, uint64_t gap, uint64_t max)
+{
+	ck_assert(h_until(pub_subscribed, 2 * SEC, 0));
+	raw_end(end);
+	h_run(gap, 0);
+	for (uint64_t q = 0; q < sent; q++) {
+		/* one header at a time: live subscribers start at the first */
+		raw_group(q);
+		h_run(50 * MS, 0);
+	}
+	h_until(subs_closed, max, 0);
+}
+
+/* _i: 0 lite-05 END {2}, both groups after it; 1 lite-05 END {3}, group 2
+ * never sent (a DROP, counted, then END {3}); 2, 3: lite-04 and lite-03,
+ * whose end is the FIN alone, both groups after it. */
+START_TEST(test_end_before_last_groups)
+{
+	static const char *const alpn[] = {MOQ_ALPN_05, MOQ_ALPN_05, MOQ_ALPN_04, MOQ_ALPN_03};
+	const int N = 3;
+	uint64_t end = _i == 1 ? 3 : 2;
+	struct moq_node_stats rs;
+
+	h_init(alpn[_i], 0);
+	h_publisher();
+	for (int i = 0; i < N; i++)
+		h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	for (int i = 0; i < N; i++)
+		h_subscribe(&H.subs[i], 1);
+	/* (the relay waits up to the track's max latency, 5 s, for group 2) */
+	end_first(end, 2, 300 * MS, 8 * SEC);
+	moq_node_stats(H.relay, &rs);
+	for (int i = 0; i < N; i++) {
+		struct sub *u = &H.subs[i];
+		ck_assert_msg(u->sub_closed, "subscriber %d: subscription not closed", i);
+		ck_assert_int_eq(u->sub_closed_code, -1);
+		ck_assert_uint_eq(u->errors, 0);
+		ck_assert_uint_eq(u->groups_complete, 2);
+		ck_assert_uint_eq(u->groups_reset, 0);
+		ck_assert_uint_eq(u->bytes, expected_bytes(0, 1));
+		if (_i < 2) {
+			ck_assert(u->got_end);
+			ck_assert_uint_eq(u->end_group, end);
+		}
+		ck_assert_uint_eq(u->dropped_groups, _i == 1 ? 1 : 0);
+	}
+	ck_assert_uint_eq(rs.groups_end_lost, _i == 1 ? 1 : 0);
+	h_fini();
+}
+END_TEST
+
+/* The moqprobe case (issue 29): 2 groups of 2 frames of 12 MiB, END {2}
+ * and FIN before either group's header; every subscriber gets all 4
+ * frames and END {2}. */
+START_TEST(test_end_before_large_groups)
+{
+	const int N = 3;
+
+	big_frame = 12u << 20;
+	group_frames = 2;
+	h_init(NULL, 0);
+	h_publisher();
+	for (int i = 0; i < N; i++)
+		h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	for (int i = 0; i < N; i++)
+		h_subscribe(&H.subs[i], 1);
+	end_first(2, 2, 100 * MS, 30 * SEC);
+	for (int i = 0; i < N; i++) {
+		struct sub *u = &H.subs[i];
+		ck_assert_msg(u->sub_closed, "subscriber %d: subscription not closed", i);
+		ck_assert_uint_eq(u->errors, 0);
+		ck_assert_uint_eq(u->groups_complete, 2);
+		ck_assert_uint_eq(u->frames, 4);
+		ck_assert_uint_eq(u->bytes, 4 * (uint64_t)big_frame);
+		ck_assert(u->got_end);
+		ck_assert_uint_eq(u->end_group, 2);
+		ck_assert_uint_eq(u->drops, 0);
+	}
+	h_fini();
+	big_frame = 0;
+	group_frames = FRAMES_PER_GROUP;
+}
+END_TEST
+
+/* The same over a relay-to-relay link (issue 29: relayed tracks): the
+ * publisher on relay A ends early, the subscribers are on relay B, which
+ * reads A over a cluster-style session. _i 0: END {2}, both groups after
+ * it; 1: END {3}, group 2 never sent: A DROPs it, B (its own wait for it
+ * over) too, and both count it; every subscriber gets END {3}. */
+START_TEST(test_end_before_last_groups_relayed)
+{
+	struct moq_quic_addr la = addr4("10.0.0.9", 9999);
+	uint64_t end = _i == 1 ? 3 : 2;
+	struct moq_node_stats ra, rb;
+
 	with_cascade = 1;
 	h_init(NULL, 0);
 	with_cascade = 0;
@@ -3500,6 +3709,31 @@ START_TEST(test_link_bounds_dialled)
 	ck_assert_uint_eq(rb.upstream_subs, 2);
 	ck_assert_uint_eq(rb.subs_refused_session, 0);
 	ck_assert(!a->sub_closed && !b->sub_closed);
+
+	ck_assert(h_until(cascade_ready, 2 * SEC, 0));
+	ck_assert_int_eq(moq_session_announce_request(cascade_up, "", 0), 0);
+	H.use2 = 1; /* subscribers on relay B */
+	for (int i = 0; i < 2; i++)
+		h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_run(100 * MS, 0);
+	for (int i = 0; i < 2; i++)
+		h_subscribe(&H.subs[i], 1);
+	end_first(end, 2, 300 * MS, 14 * SEC);
+	moq_node_stats(H.relay, &ra);
+	moq_node_stats(H.relay2, &rb);
+	for (int i = 0; i < 2; i++) {
+		struct sub *u = &H.subs[i];
+		ck_assert_msg(u->sub_closed, "subscriber %d: subscription not closed", i);
+		ck_assert_uint_eq(u->errors, 0);
+		ck_assert_uint_eq(u->groups_complete, 2);
+		ck_assert_uint_eq(u->bytes, expected_bytes(0, 1));
+		ck_assert(u->got_end);
+		ck_assert_uint_eq(u->end_group, end);
+		ck_assert_uint_eq(u->dropped_groups, _i == 1 ? 1 : 0);
+	}
+	ck_assert_uint_eq(ra.groups_end_lost, _i == 1 ? 1 : 0);
+	ck_assert_uint_eq(rb.groups_end_lost, _i == 1 ? 1 : 0);
 	h_fini();
 }
 END_TEST
@@ -3513,7 +3747,7 @@ Suite *moq_session_suite(void)
 
 	TCase *tf = tcase_create("fanout");
 	TCase *tl = tcase_create("lifecycle");
-	TCase *tb, *th;
+	TCase *tb, *th, *te;
 
 	/* Its own case so it can run alone: CK_RUN_CASE=fanout (callgrind). */
 	tcase_set_timeout(tf, 120);
@@ -3581,5 +3815,15 @@ Suite *moq_session_suite(void)
 	tcase_add_test(th, test_announce_scale);
 	tcase_add_test(th, test_hub_box_bound);
 	suite_add_tcase(s, th);
+
+	/* issues 22 and 29: subscription ends, idle sessions
+	 * (CK_RUN_CASE=ends) */
+	te = tcase_create("ends");
+	tcase_set_timeout(te, 120);
+	tcase_add_test(te, test_idle_close_code);
+	tcase_add_loop_test(te, test_end_before_last_groups, 0, 4);
+	tcase_add_test(te, test_end_before_large_groups);
+	tcase_add_loop_test(te, test_end_before_last_groups_relayed, 0, 2);
+	suite_add_tcase(s, te);
 	return s;
 }
