@@ -3333,6 +3333,183 @@ START_TEST(test_peer_token_grants)
 	snprintf(claims, sizeof(claims), "{\"root\":\"\",\"put\":[\"up\"],\"get\":[\"%s\"]}", get);
 	b64url(claims, c64);
 	snprintf(path, sizeof(path), "?jwt=eyJhbGciOiJIUzI1NiJ9.%s.c2ln", c64);
+	with_cascade = 1;
+	h_init(NULL, 0);
+	with_cascade = 0;
+	h_publisher(); /* on relay A */
+	cascade_up = moq_node_connect(H.relay2, H.cep, &la, &H.raddr, NULL, MOQ_ROLE_BOTH, NULL,
+	                              now(), NULL);
+	ck_assert_ptr_nonnull(cascade_up);
+	ck_assert_int_eq(moq_session_peer_token(cascade_up, "?jwt=not-a-token", 16), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_session_peer_token(cascade_up, path, strlen(path)), 0);
+	ck_assert(h_until(cascade_ready, 2 * SEC, 0));
+	ck_assert_int_eq(moq_session_announce_request(cascade_up, "", 0), 0);
+	h_run(300 * MS, 0);
+	moq_node_stats(H.relay2, &rb);
+	ck_assert_uint_eq(rb.broadcasts, _i == 0 ? 1 : 0);
+	ck_assert_uint_eq(rb.auth_denied, _i == 0 ? 0 : 1);
+	ck_assert(moq_session_ready(cascade_up)); /* the link goes on */
+	h_fini();
+}
+END_TEST
+
+static int announce_scale_count;
+
+static void count_bcast(void *user, const char *path, size_t plen, size_t off)
+{
+	(void)user;
+	(void)path;
+	(void)plen;
+	(void)off;
+	announce_scale_count++;
+}
+
+static int subs_all_closed(void)
+{
+	for (int i = 0; i < H.nsubs; i++)
+		if (!H.subs[i].closed)
+			return 0;
+	return 1;
+}
+
+/*
+ * Issue 22, item 13: control-path work proportional to what it concerns.
+ * The relay holds 5,000 local broadcasts (bulk/0 .. bulk/4999) beside
+ * live/room; 20 subscribers each open announce requests for "live" and
+ * "bulk/7" (the prefix index: each visits one broadcast, where it walked
+ * the whole table twice) and then close (their routes are on their own
+ * lists: a close no longer walks the table). /announced's listing uses the
+ * index too. Run alone under callgrind (CK_RUN_CASE=announce_scale) for
+ * the figures in the commit message.
+ */
+START_TEST(test_announce_scale)
+{
+	enum { NBULK = 5000, NSUB = 20 };
+	char path[32];
+
+	h_init(NULL, 0);
+	h_publisher();
+	for (int i = 0; i < NBULK; i++) {
+		int len = snprintf(path, sizeof(path), "bulk/%d", i);
+		ck_assert_int_eq(moq_node_publish(H.relay, path, (size_t)len, 1000), 0);
+	}
+	for (int i = 0; i < NSUB; i++)
+		h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 3 * SEC, 0));
+	h_run(200 * MS, 0);
+	for (int i = 0; i < NSUB; i++) {
+		ck_assert_int_eq(moq_session_announce_request(H.subs[i].s, "live", 4), 0);
+		ck_assert_int_eq(moq_session_announce_request(H.subs[i].s, "bulk/7", 6), 0);
+	}
+	h_run(500 * MS, 0);
+	for (int i = 0; i < NSUB; i++) {
+		ck_assert_int_eq(H.subs[i].nann, 2);
+		ck_assert(strcmp(H.subs[i].ann[0], "bulk/7") == 0 ||
+		          strcmp(H.subs[i].ann[1], "bulk/7") == 0);
+	}
+	ck_assert_int_eq(moq_node_broadcasts(H.relay, "bulk/7", 6, count_bcast, NULL), 1);
+	ck_assert_int_eq(moq_node_broadcasts(H.relay, "bulk", 4, count_bcast, NULL), NBULK);
+	ck_assert_int_eq(moq_node_broadcasts(H.relay, "", 0, count_bcast, NULL), NBULK + 1);
+	ck_assert_int_eq(moq_node_broadcasts(H.relay, "bul", 3, count_bcast, NULL), 0);
+	for (int i = 0; i < NSUB; i++)
+		moq_session_close(H.subs[i].s, 0);
+	ck_assert(h_until(subs_all_closed, 2 * SEC, 0));
+	ck_assert_uint_eq(relay_stats().broadcasts, NBULK + 1);
+	for (int i = 0; i < NBULK; i += 2) {
+		int len = snprintf(path, sizeof(path), "bulk/%d", i);
+		ck_assert_int_eq(moq_node_unpublish(H.relay, path, (size_t)len, now()), 0);
+	}
+	ck_assert_int_eq(moq_node_broadcasts(H.relay, "bulk", 4, count_bcast, NULL), NBULK / 2);
+	ck_assert_int_eq(moq_node_broadcasts(H.relay, "bulk/8", 6, count_bcast, NULL), 0);
+	h_fini();
+}
+END_TEST
+
+/* Issue 22, item 13: a hub mailbox is bounded. Worker 1 publishes more
+ * broadcasts than MOQ_HUB_BOX_MAX while worker 2 does not poll: worker 2's
+ * mailbox keeps MOQ_HUB_BOX_MAX of the announcements, the rest are dropped
+ * and counted (before: every one was queued, without limit). */
+START_TEST(test_hub_box_bound)
+{
+	enum { EXTRA = 100 };
+	struct moq_node_stats r2;
+	char path[32];
+
+	with_hub = 1;
+	h_init(NULL, 0);
+	with_hub = 0;
+	for (uint32_t i = 0; i < MOQ_HUB_BOX_MAX + EXTRA; i++) {
+		int len = snprintf(path, sizeof(path), "many/%u", i);
+		ck_assert_int_eq(moq_node_publish(H.relay, path, (size_t)len, 1000), 0);
+	}
+	moq_node_poll(H.relay2, now());
+	moq_node_stats(H.relay2, &r2);
+	ck_assert_uint_eq(r2.hub_dropped, EXTRA);
+	ck_assert_uint_eq(r2.broadcasts, MOQ_HUB_BOX_MAX);
+	/* the mailbox took messages again once drained */
+	ck_assert_int_eq(moq_node_publish(H.relay, "one/more", 8, 1000), 0);
+	moq_node_poll(H.relay2, now());
+	moq_node_stats(H.relay2, &r2);
+	ck_assert_uint_eq(r2.hub_dropped, EXTRA);
+	ck_assert_uint_eq(r2.broadcasts, MOQ_HUB_BOX_MAX + 1);
+	h_fini();
+}
+END_TEST
+
+static void link_dialled_cfg(struct moq_node_cfg *nc)
+{
+	nc->max_subscriptions = 1;
+	nc->link_max_subscriptions = 4;
+}
+
+static int two_subs_three_groups(void)
+{
+	return H.subs[0].groups_complete >= 3 && H.subs[1].groups_complete >= 3;
+}
+
+/* Issue 22, item 10, the dialling side: relay B's link to relay A (the
+ * cascade) carries B's upstream subscriptions for every track its viewers
+ * read. With the per-session bound at 1 and the link bound at 4, two
+ * viewers of two tracks get both over the one link (before, the link had
+ * the client bound: the second track's upstream subscription was refused). */
+START_TEST(test_link_bounds_dialled)
+{
+	struct moq_quic_addr la = addr4("10.0.0.9", 9999);
+	struct moq_sub_params p = {1, false, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE};
+	struct moq_node_stats rb;
+	struct sub *a, *b;
+
+	with_cascade = 1;
+	relay2_cfg = link_dialled_cfg;
+	h_init(NULL, 0);
+	relay2_cfg = NULL;
+	with_cascade = 0;
+	h_publisher();
+	ck_assert_int_eq(
+	        moq_cache_track_create(H.pcache, "live/room", 9, "video2", 6, NULL, &H.vt2), 0);
+	cascade_up = moq_node_connect(H.relay2, H.cep, &la, &H.raddr, NULL, MOQ_ROLE_BOTH, NULL,
+	                              now(), NULL);
+	ck_assert_ptr_nonnull(cascade_up);
+	ck_assert(h_until(cascade_ready, 2 * SEC, 0));
+	ck_assert_int_eq(moq_session_announce_request(cascade_up, "", 0), 0);
+	H.use2 = 1;
+	a = &H.subs[H.nsubs++];
+	b = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	h_connect(b, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_run(100 * MS, 0);
+	h_subscribe(a, 1);
+	b->id = moq_session_subscribe(b->s, "live/room", 9, "video2", 6, &p);
+	ck_assert_int_ge(b->id, 0);
+	ck_assert(h_until(two_subs_three_groups, 5 * SEC, 8));
+	moq_node_stats(H.relay2, &rb);
+	ck_assert_uint_eq(rb.upstream_subs, 2);
+	ck_assert_uint_eq(rb.subs_refused_session, 0);
+	ck_assert(!a->sub_closed && !b->sub_closed);
+	h_fini();
+}
+END_TEST
 
 /* A session nothing is sent on for the idle timeout (30 s, quic.h) closes
  * on both sides with 3 timeout, not 4 transport (issue 22, item 17: a
@@ -3542,174 +3719,6 @@ START_TEST(test_end_before_last_groups_relayed)
 	cascade_up = moq_node_connect(H.relay2, H.cep, &la, &H.raddr, NULL, MOQ_ROLE_BOTH, NULL,
 	                              now(), NULL);
 	ck_assert_ptr_nonnull(cascade_up);
-	ck_assert_int_eq(moq_session_peer_token(cascade_up, "?jwt=not-a-token", 16), MOQ_ERR_INVAL);
-	ck_assert_int_eq(moq_session_peer_token(cascade_up, path, strlen(path)), 0);
-	ck_assert(h_until(cascade_ready, 2 * SEC, 0));
-	ck_assert_int_eq(moq_session_announce_request(cascade_up, "", 0), 0);
-	h_run(300 * MS, 0);
-	moq_node_stats(H.relay2, &rb);
-	ck_assert_uint_eq(rb.broadcasts, _i == 0 ? 1 : 0);
-	ck_assert_uint_eq(rb.auth_denied, _i == 0 ? 0 : 1);
-	ck_assert(moq_session_ready(cascade_up)); /* the link goes on */
-	h_fini();
-}
-END_TEST
-
-static int announce_scale_count;
-
-static void count_bcast(void *user, const char *path, size_t plen, size_t off)
-{
-	(void)user;
-	(void)path;
-	(void)plen;
-	(void)off;
-	announce_scale_count++;
-}
-
-static int subs_all_closed(void)
-{
-	for (int i = 0; i < H.nsubs; i++)
-		if (!H.subs[i].closed)
-			return 0;
-	return 1;
-}
-
-/*
- * Issue 22, item 13: control-path work proportional to what it concerns.
- * The relay holds 5,000 local broadcasts (bulk/0 .. bulk/4999) beside
- * live/room; 20 subscribers each open announce requests for "live" and
- * "bulk/7" (the prefix index: each visits one broadcast, where it walked
- * the whole table twice) and then close (their routes are on their own
- * lists: a close no longer walks the table). /announced's listing uses the
- * index too. Run alone under callgrind (CK_RUN_CASE=announce_scale) for
- * the figures in the commit message.
- */
-START_TEST(test_announce_scale)
-{
-	enum { NBULK = 5000, NSUB = 20 };
-	char path[32];
-
-	h_init(NULL, 0);
-	h_publisher();
-	for (int i = 0; i < NBULK; i++) {
-		int len = snprintf(path, sizeof(path), "bulk/%d", i);
-		ck_assert_int_eq(moq_node_publish(H.relay, path, (size_t)len, 1000), 0);
-	}
-	for (int i = 0; i < NSUB; i++)
-		h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
-	ck_assert(h_until(all_ready, 3 * SEC, 0));
-	h_run(200 * MS, 0);
-	for (int i = 0; i < NSUB; i++) {
-		ck_assert_int_eq(moq_session_announce_request(H.subs[i].s, "live", 4), 0);
-		ck_assert_int_eq(moq_session_announce_request(H.subs[i].s, "bulk/7", 6), 0);
-	}
-	h_run(500 * MS, 0);
-	for (int i = 0; i < NSUB; i++) {
-		ck_assert_int_eq(H.subs[i].nann, 2);
-		ck_assert(strcmp(H.subs[i].ann[0], "bulk/7") == 0 ||
-		          strcmp(H.subs[i].ann[1], "bulk/7") == 0);
-	}
-	ck_assert_int_eq(moq_node_broadcasts(H.relay, "bulk/7", 6, count_bcast, NULL), 1);
-	ck_assert_int_eq(moq_node_broadcasts(H.relay, "bulk", 4, count_bcast, NULL), NBULK);
-	ck_assert_int_eq(moq_node_broadcasts(H.relay, "", 0, count_bcast, NULL), NBULK + 1);
-	ck_assert_int_eq(moq_node_broadcasts(H.relay, "bul", 3, count_bcast, NULL), 0);
-	for (int i = 0; i < NSUB; i++)
-		moq_session_close(H.subs[i].s, 0);
-	ck_assert(h_until(subs_all_closed, 2 * SEC, 0));
-	ck_assert_uint_eq(relay_stats().broadcasts, NBULK + 1);
-	for (int i = 0; i < NBULK; i += 2) {
-		int len = snprintf(path, sizeof(path), "bulk/%d", i);
-		ck_assert_int_eq(moq_node_unpublish(H.relay, path, (size_t)len, now()), 0);
-	}
-	ck_assert_int_eq(moq_node_broadcasts(H.relay, "bulk", 4, count_bcast, NULL), NBULK / 2);
-	ck_assert_int_eq(moq_node_broadcasts(H.relay, "bulk/8", 6, count_bcast, NULL), 0);
-	h_fini();
-}
-END_TEST
-
-/* Issue 22, item 13: a hub mailbox is bounded. Worker 1 publishes more
- * broadcasts than MOQ_HUB_BOX_MAX while worker 2 does not poll: worker 2's
- * mailbox keeps MOQ_HUB_BOX_MAX of the announcements, the rest are dropped
- * and counted (before: every one was queued, without limit). */
-START_TEST(test_hub_box_bound)
-{
-	enum { EXTRA = 100 };
-	struct moq_node_stats r2;
-	char path[32];
-
-	with_hub = 1;
-	h_init(NULL, 0);
-	with_hub = 0;
-	for (uint32_t i = 0; i < MOQ_HUB_BOX_MAX + EXTRA; i++) {
-		int len = snprintf(path, sizeof(path), "many/%u", i);
-		ck_assert_int_eq(moq_node_publish(H.relay, path, (size_t)len, 1000), 0);
-	}
-	moq_node_poll(H.relay2, now());
-	moq_node_stats(H.relay2, &r2);
-	ck_assert_uint_eq(r2.hub_dropped, EXTRA);
-	ck_assert_uint_eq(r2.broadcasts, MOQ_HUB_BOX_MAX);
-	/* the mailbox took messages again once drained */
-	ck_assert_int_eq(moq_node_publish(H.relay, "one/more", 8, 1000), 0);
-	moq_node_poll(H.relay2, now());
-	moq_node_stats(H.relay2, &r2);
-	ck_assert_uint_eq(r2.hub_dropped, EXTRA);
-	ck_assert_uint_eq(r2.broadcasts, MOQ_HUB_BOX_MAX + 1);
-	h_fini();
-}
-END_TEST
-
-static void link_dialled_cfg(struct moq_node_cfg *nc)
-{
-	nc->max_subscriptions = 1;
-	nc->link_max_subscriptions = 4;
-}
-
-static int two_subs_three_groups(void)
-{
-	return H.subs[0].groups_complete >= 3 && H.subs[1].groups_complete >= 3;
-}
-
-/* Issue 22, item 10, the dialling side: relay B's link to relay A (the
- * cascade) carries B's upstream subscriptions for every track its viewers
- * read. With the per-session bound at 1 and the link bound at 4, two
- * viewers of two tracks get both over the one link (before, the link had
- * the client bound: the second track's upstream subscription was refused). */
-START_TEST(test_link_bounds_dialled)
-{
-	struct moq_quic_addr la = addr4("10.0.0.9", 9999);
-	struct moq_sub_params p = {1, false, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE};
-	struct moq_node_stats rb;
-	struct sub *a, *b;
-
-	with_cascade = 1;
-	relay2_cfg = link_dialled_cfg;
-	h_init(NULL, 0);
-	relay2_cfg = NULL;
-	with_cascade = 0;
-	h_publisher();
-	ck_assert_int_eq(
-	        moq_cache_track_create(H.pcache, "live/room", 9, "video2", 6, NULL, &H.vt2), 0);
-	cascade_up = moq_node_connect(H.relay2, H.cep, &la, &H.raddr, NULL, MOQ_ROLE_BOTH, NULL,
-	                              now(), NULL);
-	ck_assert_ptr_nonnull(cascade_up);
-	ck_assert(h_until(cascade_ready, 2 * SEC, 0));
-	ck_assert_int_eq(moq_session_announce_request(cascade_up, "", 0), 0);
-	H.use2 = 1;
-	a = &H.subs[H.nsubs++];
-	b = &H.subs[H.nsubs++];
-	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
-	h_connect(b, MOQ_ROLE_SUBSCRIBER, NULL);
-	ck_assert(h_until(all_ready, 2 * SEC, 0));
-	h_run(100 * MS, 0);
-	h_subscribe(a, 1);
-	b->id = moq_session_subscribe(b->s, "live/room", 9, "video2", 6, &p);
-	ck_assert_int_ge(b->id, 0);
-	ck_assert(h_until(two_subs_three_groups, 5 * SEC, 8));
-	moq_node_stats(H.relay2, &rb);
-	ck_assert_uint_eq(rb.upstream_subs, 2);
-	ck_assert_uint_eq(rb.subs_refused_session, 0);
-	ck_assert(!a->sub_closed && !b->sub_closed);
-
 	ck_assert(h_until(cascade_ready, 2 * SEC, 0));
 	ck_assert_int_eq(moq_session_announce_request(cascade_up, "", 0), 0);
 	H.use2 = 1; /* subscribers on relay B */
@@ -3815,7 +3824,6 @@ Suite *moq_session_suite(void)
 	tcase_add_test(th, test_announce_scale);
 	tcase_add_test(th, test_hub_box_bound);
 	suite_add_tcase(s, th);
-
 	/* issues 22 and 29: subscription ends, idle sessions
 	 * (CK_RUN_CASE=ends) */
 	te = tcase_create("ends");
