@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "codec.h"
 #include "moq.h"
 #include "wt_client.h"
 
@@ -89,6 +90,7 @@ struct moq_lg_client {
 	uint64_t pub_ready_ns;
 	uint8_t *fbuf;
 	uint64_t pub_frames, pub_bytes, pub_groups, pub_write_errors;
+	int end_early_done; /* --end-early: its groups all written */
 
 	/* subscribers */
 	struct lg_sub *subs;
@@ -659,12 +661,42 @@ static int take_light(struct moq_lg_client *cl)
 	return done;
 }
 
+/* The relay's subscribe stream to the publisher: its second bidi (server
+ * initiated: 1, 5, ...), after the announce request. */
+#define END_EARLY_SID 5
+
+/* --end-early: END {@end} (lite-05; older versions end with the FIN
+ * alone) and FIN on the relay's subscribe stream, raw. */
+static void end_early(struct moq_lg_client *cl, uint64_t end)
+{
+	struct moq_msg m = {.type = MOQ_MSG_SUBSCRIBE_REPLY};
+	uint8_t buf[32];
+	int len = 0;
+
+	if (!cl->pub.s)
+		return;
+	if (moq_session_version(cl->pub.s) >= MOQ_LITE_05) {
+		m.u.subscribe_reply.kind = MOQ_SUB_END;
+		m.u.subscribe_reply.group = end;
+		m.u.subscribe_reply.start = m.u.subscribe_reply.end = MOQ_GROUP_NONE;
+		len = moq_msg_encode(buf, sizeof(buf), moq_session_version(cl->pub.s), &m);
+		if (len < 0)
+			len = 0;
+	}
+	if (moq_session_write_raw_stream(cl->pub.s, END_EARLY_SID, buf, (size_t)len, 1) < 0)
+		cl->pub_write_errors++;
+	else if (cl->cfg.verbose)
+		fprintf(stderr, "moqdp-load: END {%llu} and FIN sent early\n",
+		        (unsigned long long)end);
+}
+
 static int publish_due(struct moq_lg_client *cl)
 {
 	int done = 0;
 	for (unsigned i = 0; i < cl->cfg.ntracks; i++) {
 		struct lg_pubtrack *p = &cl->pt[i];
-		for (int k = 0; k < MAX_FRAMES_PER_POLL && moq_lg_gen_next(&p->gen) <= cl->now;
+		for (int k = 0; k < MAX_FRAMES_PER_POLL && moq_lg_gen_next(&p->gen) <= cl->now &&
+		                !cl->end_early_done;
 		     k++) {
 			struct moq_lg_frame_info fi;
 			int len =
@@ -685,6 +717,9 @@ static int publish_due(struct moq_lg_client *cl)
 				} else {
 					cl->pub_groups++;
 				}
+				if (cl->cfg.end_early_groups &&
+				    cl->pub_groups == cl->cfg.end_early_groups)
+					end_early(cl, fi.group + 1);
 			}
 			if (p->g &&
 			    moq_cache_write_frame(p->g, fi.pts_us, cl->fbuf, (size_t)len) < 0)
@@ -697,6 +732,10 @@ static int publish_due(struct moq_lg_client *cl)
 				p->g = NULL;
 			}
 			done++;
+			/* --end-early: nothing after the last group */
+			if (fi.last && cl->cfg.end_early_groups &&
+			    cl->pub_groups >= cl->cfg.end_early_groups)
+				cl->end_early_done = 1;
 		}
 	}
 	return done;
@@ -817,7 +856,7 @@ uint64_t moq_lg_client_next_wake(const struct moq_lg_client *cl)
 		if (n < t)
 			t = n;
 	}
-	if (cl->pub_started && !cl->stopping)
+	if (cl->pub_started && !cl->stopping && !cl->end_early_done)
 		for (unsigned i = 0; i < cl->cfg.ntracks; i++) {
 			uint64_t n = moq_lg_gen_next(&cl->pt[i].gen);
 			if (n < t)

@@ -89,6 +89,13 @@ struct moq_lg_client_cfg {
 	/* --transport ws (ws.h): sessions over WebSocket through this; NULL:
 	 * QUIC */
 	struct moq_web *ws;
+	/* --end-early N (tests of issue 29): the publisher publishes N groups
+	 * of its (single) track only; when it opens the last one, before that
+	 * group's stream is written, it sends lite-05 SUBSCRIBE_END {last + 1}
+	 * and FINs the relay's first subscribe stream (raw, stream 5: after
+	 * the relay's announce request), so the relay sees END and FIN before
+	 * the last groups' headers. 0 = off. */
+	uint32_t end_early_groups;
 };
 
 /*

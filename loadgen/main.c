@@ -14,6 +14,9 @@
  *   --subscribers N        subscriber sessions (default 0)
  *   --ramp R               sessions opened per second (default 200; 0 = all at once)
  *   --tracks SPEC,...      default "video:1M,audio" (media.h, moq_lg_track_parse)
+ *   --end-early N          the publisher sends N groups of its one track and,
+ *                          when it opens the last, END {last + 1} and FIN
+ *                          before that group's stream (issue 29 tests)
  *   --keyframe-max BYTES   video keyframes of varying size up to BYTES (at most
  *                          4 MiB; suffixes k, M, Ki, Mi): per group from the
  *                          track's regular keyframe size to BYTES, BYTES itself
@@ -130,7 +133,7 @@ static void on_signal(int sig)
 
 struct opts {
 	int kernel, publish, quiet, verbose, busy_poll, thp;
-	uint32_t subscribers, conns_per_addr, max_handshakes, key_max;
+	uint32_t subscribers, conns_per_addr, max_handshakes, key_max, end_early;
 	double ramp, duration, warmup;
 	char tracks[256], broadcast[128], json[256];
 	char relay[64], local[64];
@@ -256,6 +259,15 @@ static int parse_args(struct opts *o, int argc, char **argv)
 				return -1;
 			}
 			o->max_handshakes = (uint32_t)n;
+		} else if (!strcmp(a, "--end-early")) {
+			NEEDV();
+			unsigned long n = strtoul(v, &end, 10);
+			if (*end || n == 0 || n > 1000) {
+				fprintf(stderr, "moqdp-load: --end-early: '%s' is not 1 to 1000\n",
+				        v);
+				return -1;
+			}
+			o->end_early = (uint32_t)n;
 		} else if (!strcmp(a, "--keyframe-max")) {
 			NEEDV();
 			uint64_t n;
@@ -1065,6 +1077,11 @@ int main(int argc, char **argv)
 	snprintf(cfg.broadcast, sizeof(cfg.broadcast), "%s", o.broadcast);
 	if (parse_tracks(o.tracks, &cfg) < 0)
 		return 2;
+	cfg.end_early_groups = o.end_early;
+	if (o.end_early && (cfg.ntracks != 1 || !o.publish)) {
+		fprintf(stderr, "moqdp-load: --end-early needs --publish and one track\n");
+		return 2;
+	}
 	for (unsigned k = 0; k < cfg.ntracks; k++)
 		if (cfg.tracks[k].kind == MOQ_LG_VIDEO)
 			cfg.tracks[k].key_max = o.key_max;
