@@ -302,7 +302,7 @@ static void hub_handle(struct moq_node *n, struct hub_msg *m)
 					         up->tlen);
 				up->remote_owner = 0;
 				up->ended = 0;
-				if (up->dsubs || up->nremote) {
+				if (up->dsubs || up->nremote || up->nlocal) {
 					up->remote_owner = from1;
 					hub_send(n, from1, HUB_SUB, up->path, up->plen, up->track,
 					         up->tlen);

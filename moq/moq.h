@@ -649,4 +649,21 @@ int moq_node_broadcasts(struct moq_node *n, const char *prefix, size_t len,
  * the origin table with a live publisher. */
 bool moq_node_broadcast_live(struct moq_node *n, const char *path, size_t len);
 
+/*
+ * moq_node_track_hold: a local (non-session) subscriber of track @track of
+ * broadcast @path (normalised), e.g. an HTTP /fetch: the node subscribes
+ * upstream to the broadcast's publisher (or the worker owning it) as for a
+ * MoQ subscriber, at the live edge. Returns 1 when held (release with
+ * moq_node_track_release), 0 when nothing is needed (a broadcast published
+ * on the node: it is in the cache), or MOQ_ERR_NOTFOUND (no such live
+ * broadcast) / MOQ_ERR_LIMIT (cfg.max_tracks) / MOQ_ERR_NOMEM.
+ */
+int moq_node_track_hold(struct moq_node *n, const char *path, size_t len, const char *track,
+                        size_t tlen);
+
+/* moq_node_track_release: end a hold (moq_node_track_hold returned 1); the
+ * upstream subscription ends as for a MoQ subscriber (cfg.up_hold_ns). */
+void moq_node_track_release(struct moq_node *n, const char *path, size_t len, const char *track,
+                            size_t tlen);
+
 #endif /* MOQ_MOQ_MOQ_H */

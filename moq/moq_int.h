@@ -173,6 +173,7 @@ struct upstream {
 	uint64_t end_deadline; /* node clock: end_wait stops at the latest then */
 	uint32_t remote_owner; /* hub: 1 + id of the node subscribing for us */
 	uint32_t nremote;      /* hub: other nodes subscribed through us */
+	uint32_t nlocal;       /* moq_node_track_hold: local subscribers (/fetch) */
 	uint64_t last_version; /* the cache track's version at the last poll */
 	uint8_t counted;       /* holds one unit of cfg.max_tracks */
 	uint8_t dirty;         /* on the node's dirty_ups: aggregate at the next poll */

@@ -690,7 +690,7 @@ static void bcast_route(struct moq_node *n, struct bcast *bc, struct moq_session
 		}
 		if (renew)
 			up_restart(up);
-		if (up->dsubs || up->nremote)
+		if (up->dsubs || up->nremote || up->nlocal)
 			up_open(up, s);
 	}
 	/* requests hear a restart, or the end or start of the route where
@@ -914,4 +914,45 @@ bool moq_node_broadcast_live(struct moq_node *n, const char *path, size_t len)
 
 	free(p);
 	return bc != NULL && bc->linger_until == 0;
+}
+
+int moq_node_track_hold(struct moq_node *n, const char *path, size_t len, const char *track,
+                        size_t tlen)
+{
+	size_t plen;
+	char *p = path_dup(path, len, &plen);
+	struct bcast *bc = p && n->cfg.cache ? bcast_find(n, p, plen) : NULL;
+	struct upstream *up;
+	int limited = 0, rc;
+
+	if (!p) {
+		rc = MOQ_ERR_NOMEM;
+	} else if (!bc || bc->linger_until != 0) {
+		rc = MOQ_ERR_NOTFOUND;
+	} else if (bc->local) {
+		rc = 0; /* moq_node_publish: read straight from the cache */
+	} else if (!(up = up_get(n, p, plen, track, tlen, &limited))) {
+		rc = limited ? MOQ_ERR_LIMIT : MOQ_ERR_NOMEM;
+	} else {
+		/* as a MoQ subscriber joining (subscribe.c, on_subscribe) */
+		up->nlocal++;
+		up_changed(up);
+		rc = 1;
+	}
+	free(p);
+	return rc;
+}
+
+void moq_node_track_release(struct moq_node *n, const char *path, size_t len, const char *track,
+                            size_t tlen)
+{
+	size_t plen;
+	char *p = path_dup(path, len, &plen);
+	struct upstream *up = p ? up_find(n, p, plen, track, tlen) : NULL;
+
+	if (up && up->nlocal) {
+		up->nlocal--;
+		up_changed(up);
+	}
+	free(p);
 }

@@ -168,7 +168,7 @@ static void up_recompute(struct upstream *up)
 	struct moq_subscribe_update a;
 	struct moq_node *n = up->n;
 
-	if (!up->dsubs && !up->nremote) {
+	if (!up->dsubs && !up->nremote && !up->nlocal) {
 		/* cfg.up_hold_ns: a running subscription waits for a
 		 * subscriber to come back before it is closed (ups_settle) */
 		if (n->cfg.up_hold_ns && up->us && !up->us->closed && !up->ended) {
@@ -197,7 +197,7 @@ void up_changed(struct upstream *up)
 
 	/* Opening (no upstream subscription yet) and closing (no subscriber
 	 * left) happen now; only an update of a running one waits. */
-	if (!up->us || (!up->dsubs && !up->nremote)) {
+	if (!up->us || (!up->dsubs && !up->nremote && !up->nlocal)) {
 		up_recompute(up);
 		return;
 	}
@@ -214,7 +214,7 @@ void up_added(struct upstream *up, const struct dsub *d)
 {
 	struct moq_subscribe_update a = up->agg;
 
-	if (up->dirty || !up->agg_set || !up->us || up->ndsubs <= 1 || up->nremote) {
+	if (up->dirty || !up->agg_set || !up->us || up->ndsubs <= 1 || up->nremote || up->nlocal) {
 		up_changed(up);
 		return;
 	}
@@ -240,7 +240,7 @@ void ups_settle(struct moq_node *n)
 		nx = up->next;
 		if (!up->hold_until)
 			continue;
-		if (up->dsubs || up->nremote) {
+		if (up->dsubs || up->nremote || up->nlocal) {
 			up->hold_until = 0;
 		} else if (n->now >= up->hold_until || !up->us || up->us->closed || up->ended) {
 			up_free(up);

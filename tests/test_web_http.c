@@ -25,6 +25,7 @@
 
 #include "auth.h"
 #include "cache.h"
+#include "link.h"
 #include "moq.h"
 #include "web.h"
 
@@ -40,6 +41,7 @@ static struct {
 	struct moq_web *web;
 	char dir[64];
 	unsigned port;
+	struct moq_quic_link *lnk; /* pub_up: the relay's node is polled there */
 } E;
 
 static uint64_t now_ns(void)
@@ -163,7 +165,8 @@ static void poll_some(void)
 {
 	uint64_t t = now_ns();
 
-	moq_node_poll(E.node, t);
+	if (E.lnk == NULL)
+		moq_node_poll(E.node, t);
 	moq_web_poll(E.web, t);
 }
 
@@ -621,6 +624,159 @@ START_TEST(slow_reader_closed_and_fetch_bounded)
 }
 END_TEST
 
+/* A MoQ publisher on its own node (its own cache), connected to the relay's
+ * node over an in-memory QUIC link (virtual time): it announces pub/up with
+ * track "video" and writes a finished group of frames @sizes every 300 ms. */
+static struct {
+	struct moq_cache_counting cnt;
+	struct moq_cache *cache;
+	struct moq_node *node;
+	struct moq_quic_endpoint *rep, *cep;
+	struct moq_cache_track *vt;
+	uint64_t seq, next;
+} P;
+
+static void pub_up(void)
+{
+	struct moq_cache_cfg cc = {0};
+	struct moq_node_cfg nc = {0};
+	struct moq_quic_config q = {0};
+	struct moq_quic_link_config lc = {0};
+	struct moq_quic_addr la, ra;
+	size_t nalpn;
+	int err = 0;
+
+	memset(&P, 0, sizeof(P));
+	moq_cache_counting_init(&P.cnt);
+	cc.alloc = moq_cache_counting_alloc(&P.cnt);
+	P.cache = moq_cache_create(&cc);
+	ck_assert_ptr_nonnull(P.cache);
+	nc.cache = P.cache;
+	nc.origin = 2000;
+	P.node = moq_node_create(&nc);
+	ck_assert_ptr_nonnull(P.node);
+	q.role = MOQ_QUIC_SERVER;
+	q.worker_id = 1;
+	q.alpn = moq_node_alpns(&nalpn);
+	q.alpn_count = nalpn;
+	q.retry = MOQ_QUIC_RETRY_NEVER;
+	q.max_conns = q.max_conns_per_addr = q.max_half_open = 16;
+	q.max_streams_uni = 1000;
+	q.cb = moq_node_quic_callbacks();
+	q.user = E.node;
+	P.rep = moq_quic_endpoint_new(&q, &err);
+	ck_assert_msg(P.rep != NULL, "relay endpoint: %s", moq_err_str(err));
+	q.role = MOQ_QUIC_CLIENT;
+	q.worker_id = 2;
+	q.user = P.node;
+	P.cep = moq_quic_endpoint_new(&q, &err);
+	ck_assert_msg(P.cep != NULL, "client endpoint: %s", moq_err_str(err));
+	lc.dir[0].delay_ns = lc.dir[1].delay_ns = 1 * MS;
+	lc.max_queue = 1 << 16;
+	lc.seed = 7;
+	E.lnk = moq_quic_link_new(&lc, P.cep, P.rep);
+	ck_assert_ptr_nonnull(E.lnk);
+	moq_quic_addr_ip4("10.0.0.1", 20000, &la);
+	moq_quic_addr_ip4("10.0.0.2", 4443, &ra);
+	ck_assert_ptr_nonnull(moq_node_connect(P.node, P.cep, &la, &ra, NULL, MOQ_ROLE_PUBLISHER,
+	                                       NULL, moq_quic_link_now(E.lnk), &err));
+	ck_assert_int_eq(moq_cache_track_create(P.cache, "pub/up", 6, "video", 5, NULL, &P.vt), 0);
+	ck_assert_int_eq(moq_node_publish(P.node, "pub/up", 6, 1000), 0);
+}
+
+static void pub_down(void)
+{
+	moq_cache_track_unref(P.vt);
+	moq_quic_endpoint_free(P.cep);
+	moq_quic_endpoint_free(P.rep);
+	moq_quic_link_free(E.lnk);
+	E.lnk = NULL;
+	moq_node_destroy(P.node);
+	moq_cache_destroy(P.cache);
+}
+
+/* 2 ms of virtual time: the publisher's groups, both nodes, the link. */
+static void pub_run(const size_t *sizes, unsigned nf)
+{
+	uint64_t t = moq_quic_link_now(E.lnk);
+
+	if (t >= P.next) {
+		struct moq_cache_group *g;
+
+		ck_assert_int_eq(moq_cache_group_open(P.vt, P.seq++, t, &g), 0);
+		for (unsigned f = 0; f < nf; f++) {
+			uint8_t *p = malloc(sizes[f]);
+
+			ck_assert_ptr_nonnull(p);
+			for (size_t i = 0; i < sizes[f]; i++)
+				p[i] = pat(f, i);
+			ck_assert_int_eq(moq_cache_write_frame(g, (int64_t)f, p, sizes[f]), 0);
+			free(p);
+		}
+		ck_assert_int_eq(moq_cache_group_finish(g), 0);
+		moq_cache_group_unref(g);
+		P.next = t + 300 * MS;
+	}
+	moq_node_poll(P.node, t);
+	moq_node_poll(E.node, t);
+	moq_quic_link_run(E.lnk, NULL, NULL, 2 * MS);
+}
+
+static int pub_announced(void)
+{
+	struct moq_node_stats st;
+
+	moq_node_stats(E.node, &st);
+	return st.broadcasts >= 1;
+}
+
+/* issue 22, item 5: /fetch of a track a MoQ publisher announced, with no
+ * MoQ subscriber on the relay: the relay subscribes upstream for the fetch
+ * and serves the group promptly (not after the 30 s wait), bytes whole. */
+START_TEST(fetch_subscribes_upstream)
+{
+	static const size_t s[] = {3000, 20000, 500};
+	uint8_t *b = malloc(1 << 20);
+	struct moq_node_stats st;
+	struct cl c;
+	size_t n;
+	uint64_t t0;
+	int i;
+
+	env_up(NULL);
+	pub_up();
+	for (i = 0; i < 1000 && !pub_announced(); i++)
+		pub_run(s, 3);
+	ck_assert_msg(pub_announced(), "publisher not announced");
+	moq_node_stats(E.node, &st);
+	ck_assert_uint_eq(st.upstream_subs, 0); /* nobody subscribes yet */
+	cl_open(&c, "/fetch/pub/up/video?group=latest", 0);
+	/* the listener runs on the real clock, the link on its virtual one:
+	 * 2 ms of each per round */
+	t0 = now_ns();
+	while (!c.eof && now_ns() - t0 < 2000 * MS) {
+		pub_run(s, 3);
+		cl_read(&c);
+		usleep(2000);
+	}
+	ck_assert_msg(c.eof, "no /fetch answer within 2 s: %.60s", c.buf);
+	ck_assert_int_eq(status(&c), 200);
+	ck_assert_int_eq(dechunk(&c, b, &n), 1);
+	check_frames(b, n, s, 3);
+	cl_close(&c);
+	/* the fetch's hold is released: the upstream subscription ends */
+	for (i = 0; i < 100; i++) {
+		pub_run(s, 3);
+		poll_some();
+	}
+	moq_node_stats(E.node, &st);
+	ck_assert_uint_eq(st.upstream_subs, 0);
+	free(b);
+	pub_down();
+	env_down();
+}
+END_TEST
+
 Suite *web_http_suite(void);
 
 Suite *web_http_suite(void)
@@ -635,6 +791,7 @@ Suite *web_http_suite(void)
 	tcase_add_test(t, fetch_cut_short_has_no_terminator);
 	tcase_add_test(t, announced_lists_past_64k);
 	tcase_add_test(t, slow_reader_closed_and_fetch_bounded);
+	tcase_add_test(t, fetch_subscribes_upstream);
 	suite_add_tcase(s, t);
 	return s;
 }

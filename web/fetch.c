@@ -158,6 +158,10 @@ void web_fetch_release(struct wconn *c)
 		moq_cache_track_unref(c->ftr);
 	c->fg = NULL;
 	c->ftr = NULL;
+	if (c->fheld) {
+		c->fheld = 0;
+		moq_node_track_release(c->w->cfg.node, c->fb, c->fblen, c->ftrack, c->ftlen);
+	}
 	if (c->fpinned) {
 		c->fpinned = 0;
 		c->w->st.fetches--;
@@ -213,6 +217,11 @@ static size_t fetch_chunk(struct wconn *c, size_t room)
 void web_fetch_step(struct wconn *c, uint64_t now)
 {
 	if (c->ftr == NULL) {
+		/* a track announced but not in the cache: the node subscribes
+		 * upstream for us, as for a MoQ subscriber (issue 22, item 5) */
+		if (!c->fheld && c->w->cfg.cache != NULL &&
+		    moq_node_track_hold(c->w->cfg.node, c->fb, c->fblen, c->ftrack, c->ftlen) == 1)
+			c->fheld = 1;
 		if (moq_node_broadcast_live(c->w->cfg.node, c->fb, c->fblen) &&
 		    c->w->cfg.cache != NULL)
 			c->ftr = moq_cache_track_lookup(c->w->cfg.cache, c->fb, c->fblen, c->ftrack,
@@ -247,6 +256,16 @@ void web_fetch_step(struct wconn *c, uint64_t now)
 			}
 		}
 		rc = moq_cache_track_group(c->ftr, seq, &c->fg);
+		if (rc != 0 && c->fheld && !c->flatest &&
+		    moq_cache_track_latest(c->ftr, &seq) == MOQ_ERR_AGAIN) {
+			/* subscribed upstream, no group arrived yet: wait */
+			c->fg = NULL;
+			if (now >= c->fdeadline) {
+				web_fetch_release(c);
+				web_respond_text(c, 504, "Gateway Timeout", "no group yet\n");
+			}
+			return;
+		}
 		if (rc != 0) {
 			c->fg = NULL;
 			web_fetch_release(c);

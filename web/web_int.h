@@ -142,6 +142,7 @@ struct wconn {
 	struct moq_cache_frame fv; /* the view being sent, from @fvdone on */
 	uint32_t fvdone;
 	int fvhave, fpinned;
+	int fheld;       /* moq_node_track_hold taken: released with the fetch */
 	uint64_t fbytes; /* payload bytes sent */
 	/* /announced: the body, sent in chunks (body_step) */
 	uint8_t *body;
