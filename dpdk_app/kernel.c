@@ -142,6 +142,10 @@ int moq_relay_web_poll(struct relay_io *w, struct relay_web *kb, uint64_t now)
 	w->st->tcp_refused = ws.conns_refused;
 	w->st->ws_sessions = ws.ws_sessions;
 	w->st->ws_protocol_closes = ws.closes_protocol;
+	w->st->tcp_closes_slow = ws.closes_slow;
+	w->st->web_fetches = ws.fetches;
+	w->st->web_fetches_refused = ws.fetches_refused;
+	w->st->ws_refused_origin = ws.refused_origin;
 	return work;
 }
 
