@@ -45,6 +45,9 @@ struct relay_worker_stats {
 	 * now / accepted / refused by --max-tcp-conns, WebSocket sessions
 	 * opened / closed for bad input */
 	uint64_t tcp_conns, tcp_conns_total, tcp_refused, ws_sessions, ws_protocol_closes;
+	/* ... closed at the write deadline, /fetch in progress / refused past
+	 * its bound, WebSocket upgrades refused for their Origin (403) */
+	uint64_t tcp_closes_slow, web_fetches, web_fetches_refused, ws_refused_origin;
 	/* dpdk backend --tcp (exc.c): frames handed to the exception port,
 	 * frames it sent out of the data port, frames it did not take, TCP
 	 * frames to a port not the relay's (dropped) */

@@ -97,6 +97,7 @@ int moq_relay_web_open(struct relay_io *io, struct relay_web *k, const struct mo
 	wc.fingerprint = fp;
 	wc.tls_ctx = k->web_tls;
 	wc.static_dir = cfg->web_root[0] ? cfg->web_root : NULL;
+	wc.allowed_origins = cfg->allowed_origins[0] ? cfg->allowed_origins : NULL;
 	k->web = moq_web_create(&wc, err, errlen);
 	return k->web != NULL ? 0 : MOQ_ERR_IO;
 }
@@ -141,6 +142,10 @@ int moq_relay_web_poll(struct relay_io *w, struct relay_web *kb, uint64_t now)
 	w->st->tcp_refused = ws.conns_refused;
 	w->st->ws_sessions = ws.ws_sessions;
 	w->st->ws_protocol_closes = ws.closes_protocol;
+	w->st->tcp_closes_slow = ws.closes_slow;
+	w->st->web_fetches = ws.fetches;
+	w->st->web_fetches_refused = ws.fetches_refused;
+	w->st->ws_refused_origin = ws.refused_origin;
 	return work;
 }
 

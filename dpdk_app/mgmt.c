@@ -310,6 +310,17 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	metric(&o, "ws_protocol_closes_total", "counter",
 	       "--tcp: WebSocket sessions closed for bad input (a qmux CONNECTION_CLOSE).",
 	       s->ws_protocol_closes);
+	metric(&o, "ws_refused_origin_total", "counter",
+	       "--tcp: WebSocket upgrades refused 403, an Origin not in --allowed-origins.",
+	       s->ws_refused_origin);
+	metric(&o, "tcp_closes_slow_total", "counter",
+	       "--tcp: connections closed at the write deadline (a reader that stopped reading).",
+	       s->tcp_closes_slow);
+	metric(&o, "fetches", "gauge", "--tcp: /fetch requests in progress (each pins a group).",
+	       s->web_fetches);
+	metric(&o, "fetches_refused_total", "counter",
+	       "--tcp: /fetch requests refused 503, past the listener's bound.",
+	       s->web_fetches_refused);
 	metric(&o, "exception_to_kernel_total", "counter",
 	       "--tcp, dpdk backend: frames handed to the exception port (TCP, ARP, ICMP).",
 	       s->exc_in);
@@ -381,6 +392,12 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	metric(&o, "webtransport_streams_rejected_total", "counter",
 	       "WebTransport streams refused (no such session, bad prefix).",
 	       s->wt_streams_rejected);
+	metric(&o, "webtransport_held_total", "counter",
+	       "WebTransport CONNECTs that came before the client's SETTINGS (held until them).",
+	       s->wt_held);
+	metric(&o, "webtransport_refused_origin_total", "counter",
+	       "WebTransport CONNECTs refused 403, an Origin not in --allowed-origins.",
+	       s->wt_refused_origin);
 	put(&o,
 	    "# HELP moqdp_busy_seconds_total Worker time spent on packets.\n"
 	    "# TYPE moqdp_busy_seconds_total counter\nmoqdp_busy_seconds_total %.6f\n",
@@ -439,6 +456,20 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	metric(&o, "cluster_announces_dropped_total", "counter",
 	       "Announces dropped because their hop chain holds this relay (reflected).",
 	       s->loops_refused);
+	metric(&o, "announces_hops_refused_total", "counter",
+	       "Announces not built or dropped: their hop chain would pass 32 hops.",
+	       s->ann_hops_refused);
+	metric(&o, "announces_chain_restarted_total", "counter",
+	       "Client announces whose hop chain the relay replaced by its own (only peers "
+	       "present hops).",
+	       s->ann_chains_restarted);
+	metric(&o, "hub_dropped_total", "counter",
+	       "Messages between workers dropped: the receiving worker's hub mailbox was full.",
+	       s->hub_dropped);
+	metric(&o, "groups_end_lost_total", "counter",
+	       "Groups below a publisher's END that had not arrived within the max latency "
+	       "(dropped to subscribers).",
+	       s->groups_end_lost);
 	return o.over ? MOQ_ERR_TOO_LARGE : (int)o.off;
 }
 
@@ -713,6 +744,16 @@ static int stats_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "wt_refused", s.wt_refused);
 	rte_tel_data_add_dict_u64(d, "wt_h3_errors", s.wt_h3_errors);
 	rte_tel_data_add_dict_u64(d, "wt_streams", s.wt_streams_in);
+	rte_tel_data_add_dict_u64(d, "wt_held", s.wt_held);
+	rte_tel_data_add_dict_u64(d, "wt_refused_origin", s.wt_refused_origin);
+	rte_tel_data_add_dict_u64(d, "ws_refused_origin", s.ws_refused_origin);
+	rte_tel_data_add_dict_u64(d, "tcp_closes_slow", s.tcp_closes_slow);
+	rte_tel_data_add_dict_u64(d, "fetches", s.web_fetches);
+	rte_tel_data_add_dict_u64(d, "fetches_refused", s.web_fetches_refused);
+	rte_tel_data_add_dict_u64(d, "announces_hops_refused", s.ann_hops_refused);
+	rte_tel_data_add_dict_u64(d, "announces_chain_restarted", s.ann_chains_restarted);
+	rte_tel_data_add_dict_u64(d, "hub_dropped", s.hub_dropped);
+	rte_tel_data_add_dict_u64(d, "groups_end_lost", s.groups_end_lost);
 	rte_tel_data_add_dict_u64(d, "broadcasts", s.broadcasts);
 	rte_tel_data_add_dict_u64(d, "frames_in", s.frames_in);
 	rte_tel_data_add_dict_u64(d, "frames_out", s.frames_out);

@@ -123,9 +123,13 @@ struct moq_relay_stats {
 	/* relay-to-relay (cluster.h): announces dropped because their hop
 	 * chain holds our hop id (a reflected announce), summed over workers */
 	uint64_t loops_refused;
+	/* announces whose hop chain would pass 32 hops, client announces whose
+	 * chain was restarted, hub messages dropped at a full mailbox, groups
+	 * below a publisher's END that never arrived (moq.h), summed */
+	uint64_t ann_hops_refused, ann_chains_restarted, hub_dropped, groups_end_lost;
 	/* WebTransport (h3.h, struct moq_wt_stats), summed over workers */
 	uint64_t wt_sessions, wt_refused, wt_h3_errors, wt_streams_in, wt_streams_rejected,
-	        wt_capsules_close;
+	        wt_capsules_close, wt_held, wt_refused_origin;
 	/* the certificate browsers pin: 64 lowercase hex; the generated one's
 	 * end (Unix s, 0 with a --cert) and its renewals */
 	char cert_sha256[65];
@@ -135,6 +139,9 @@ struct moq_relay_stats {
 	 * refused by --max-tcp-conns, WebSocket sessions, their closes for bad
 	 * input */
 	uint64_t tcp_conns, tcp_conns_total, tcp_refused, ws_sessions, ws_protocol_closes;
+	/* ... closed at the write deadline, /fetch in progress / refused past
+	 * its bound, WebSocket upgrades refused for their Origin (403) */
+	uint64_t tcp_closes_slow, web_fetches, web_fetches_refused, ws_refused_origin;
 	/* dpdk backend --tcp (exc.c): frames to / from the exception port,
 	 * frames it did not take, TCP frames to ports not the relay's
 	 * (dropped, not forwarded) */

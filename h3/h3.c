@@ -6,6 +6,7 @@
  * mapping. No state, no I/O: wt.c drives them per connection.
  */
 #include "h3.h"
+#include "moq_origin.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -555,45 +556,9 @@ int moq_h3_authority_ok(const char *a, size_t len)
 	}
 }
 
-static int ieq(const char *a, const char *b, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		char x = a[i], y = b[i];
-
-		if (x >= 'A' && x <= 'Z')
-			x = (char)(x - 'A' + 'a');
-		if (y >= 'A' && y <= 'Z')
-			y = (char)(y - 'A' + 'a');
-		if (x != y)
-			return 0;
-	}
-	return 1;
-}
-
 int moq_h3_origin_allowed(const char *list, const char *origin, size_t len)
 {
-	const char *p = list;
-
-	if (!list || !origin)
-		return 1;
-	p = list + strspn(list, " \t,");
-	if (*p == '\0')
-		return 1; /* an empty list: no check */
-	while (*p) {
-		size_t n = strcspn(p, ","), e = n;
-
-		while (e > 0 && (p[e - 1] == ' ' || p[e - 1] == '\t'))
-			e--;
-		if (e == 1 && p[0] == '*')
-			return 1;
-		if (e > 1 && p[e - 1] == '/')
-			e--; /* "https://example.com/": the same origin */
-		if (e == len && e > 0 && ieq(p, origin, len))
-			return 1;
-		p += n;
-		p += strspn(p, " \t,");
-	}
-	return 0;
+	return moq_origin_allowed(list, origin, len); /* common/moq_origin.h */
 }
 
 /* ----------------------------------------------------------- CONNECT */

@@ -170,10 +170,11 @@ static const struct key keys[] = {
          "TCP connections per worker with --tcp 1; beyond: refused (default 1024)"},
         {"web-root", K_PATH, OFF(web_root), 0, 0,
          "directory served under /demo/ with --tcp 1 (scripts/demo --browser); default none"},
-        /* issue 22, item 14: h3.h, moq_h3_origin_allowed */
+        /* issue 22, item 14: common/moq_origin.h (h3/ and web/) */
         {"allowed-origins", K_PATH, OFF(allowed_origins), 0, 0,
          "origins (comma-separated, e.g. https://app.example.com) a browser's WebTransport "
-         "CONNECT may come from; others get 403; \"\" or * = any (default any)"},
+         "CONNECT or WebSocket upgrade may come from; others get 403; \"\" or * = any "
+         "(default any)"},
 };
 
 #define NB_KEYS (sizeof(keys) / sizeof(keys[0]))

@@ -139,8 +139,9 @@ struct moq_pmd_config {
 	uint32_t tcp;                    /* 1: on (kernel backend) */
 	uint32_t max_tcp_conns;          /* per worker */
 	char web_root[MOQ_CFG_PATH_MAX]; /* served under /demo/; "" = none */
-	/* WebTransport (h3.h, struct moq_wt_cfg): comma-separated origins a
-	 * browser's CONNECT may come from; "" = any (moq-relay's behaviour) */
+	/* WebTransport (h3.h, struct moq_wt_cfg) and the WebSocket upgrade
+	 * (web.h, struct moq_web_cfg): comma-separated origins a browser's
+	 * CONNECT or upgrade may come from; "" = any (moq-relay's behaviour) */
 	char allowed_origins[MOQ_CFG_PATH_MAX];
 };
 

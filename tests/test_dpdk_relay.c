@@ -389,6 +389,29 @@ START_TEST(tap_health_metrics_telemetry_signals)
 	ck_assert_ptr_nonnull(r);
 	ck_assert_ptr_nonnull(strstr(r, "Content-Type: text/plain; version=0.0.4"));
 	ck_assert_ptr_nonnull(strstr(r, "# TYPE moqdp_rx_packets_total counter\n"));
+	/* issue 22's counters, exported (each with its HELP) */
+	{
+		static const char *const added[] = {
+		        "announces_hops_refused_total",
+		        "announces_chain_restarted_total",
+		        "hub_dropped_total",
+		        "groups_end_lost_total",
+		        "webtransport_held_total",
+		        "webtransport_refused_origin_total",
+		        "tcp_closes_slow_total",
+		        "fetches",
+		        "fetches_refused_total",
+		        "ws_refused_origin_total",
+		};
+		char want[128];
+
+		for (size_t i = 0; i < sizeof(added) / sizeof(added[0]); i++) {
+			snprintf(want, sizeof(want), "# HELP moqdp_%s ", added[i]);
+			ck_assert_msg(strstr(r, want) != NULL, "/metrics lacks %s", want);
+			snprintf(want, sizeof(want), "\nmoqdp_%s 0\n", added[i]);
+			ck_assert_msg(strstr(r, want) != NULL, "/metrics lacks %s", want + 1);
+		}
+	}
 	ck_assert_ptr_nonnull(strstr(r, "moqdp_net_dropped_total{reason=\"ip4_frag\"} "));
 	ck_assert_ptr_nonnull(strstr(r, "moqdp_cache_budget_bytes 1073741824\n"));
 	ck_assert_ptr_nonnull(strstr(r, "# TYPE moqdp_subscribers gauge\nmoqdp_subscribers 0\n"));
@@ -405,6 +428,9 @@ START_TEST(tap_health_metrics_telemetry_signals)
 	ck_assert_msg(ok, "telemetry socket of %s", prefix);
 	ck_assert_msg(strstr(tel, "{\"/moqdp/stats\":{") != NULL, "%s", tel);
 	ck_assert_msg(strstr(tel, "\"rx_packets\":") != NULL, "%s", tel);
+	ck_assert_msg(strstr(tel, "\"announces_hops_refused\":0") != NULL, "%s", tel);
+	ck_assert_msg(strstr(tel, "\"groups_end_lost\":0") != NULL, "%s", tel);
+	ck_assert_msg(strstr(tel, "\"ws_refused_origin\":0") != NULL, "%s", tel);
 	/* net_tap brings its interface up at start; taken down and up again, the
 	 * relay reports both and announces itself again (worker 0) */
 	ck_assert_ptr_nonnull(strstr(wait_err("port 0 link up", 3000), "port 0 link up"));

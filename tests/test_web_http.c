@@ -213,16 +213,17 @@ struct cl {
 	size_t len, cap;
 };
 
-static void cl_open(struct cl *c, const char *target, int rcvbuf)
+/* A connection that sends the raw request @req. */
+static void cl_open_req(struct cl *c, const char *req, int rcvbuf)
 {
 	struct sockaddr_in sa;
-	char req[4096];
-	int n;
+	int n = (int)strlen(req);
 
 	memset(c, 0, sizeof(*c));
 	c->cap = 16u << 20;
 	c->buf = malloc(c->cap + 1);
 	ck_assert_ptr_nonnull(c->buf);
+	c->buf[0] = 0;
 	c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
 	ck_assert_int_ge(c->fd, 0);
 	if (rcvbuf > 0)
@@ -232,7 +233,6 @@ static void cl_open(struct cl *c, const char *target, int rcvbuf)
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	sa.sin_port = htons((uint16_t)E.port);
 	ck_assert(connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno == EINPROGRESS);
-	n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", target);
 	for (int i = 0; i < 1000; i++) {
 		poll_some();
 		if (send(c->fd, req, (size_t)n, MSG_NOSIGNAL) == n)
@@ -240,6 +240,14 @@ static void cl_open(struct cl *c, const char *target, int rcvbuf)
 		usleep(1000);
 	}
 	ck_abort_msg("cannot send the request");
+}
+
+static void cl_open(struct cl *c, const char *target, int rcvbuf)
+{
+	char req[4096 + 64]; /* a target of the callers' 4096-byte buffers */
+
+	snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", target);
+	cl_open_req(c, req, rcvbuf);
 }
 
 /* Read what is there (the listener polled first). */
@@ -777,6 +785,58 @@ START_TEST(fetch_subscribes_upstream)
 }
 END_TEST
 
+/* --allowed-origins on the WebSocket upgrade, as on a WebTransport
+ * CONNECT: an Origin not in the list gets 403 (counted), a listed one
+ * (any case, a trailing '/' in the list) and a request without Origin
+ * are upgraded. */
+static int ws_upgrade_status(const char *origin_line)
+{
+	struct cl c;
+	char req[1024];
+	uint64_t end = now_ns() + 2000 * MS;
+	int st;
+
+	snprintf(req, sizeof(req),
+	         "GET /pub/x HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\n"
+	         "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+	         "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: qmux-01.moq-lite-05\r\n"
+	         "%s\r\n",
+	         origin_line);
+	cl_open_req(&c, req, 0);
+	while (strstr(c.buf, "\r\n\r\n") == NULL && !c.eof && now_ns() < end) {
+		cl_read(&c);
+		usleep(200);
+	}
+	st = status(&c);
+	cl_close(&c);
+	return st;
+}
+
+START_TEST(ws_upgrade_applies_allowed_origins)
+{
+	struct moq_web_cfg wc;
+	struct moq_web_stats st;
+
+	memset(&wc, 0, sizeof(wc));
+	wc.allowed_origins = "https://app.example.com/, https://example.com:8443";
+	env_up(&wc);
+	ck_assert_int_eq(ws_upgrade_status("Origin: https://evil.example\r\n"), 403);
+	ck_assert_int_eq(ws_upgrade_status("Origin: https://app.example.com.evil\r\n"), 403);
+	moq_web_stats(E.web, &st);
+	ck_assert_uint_eq(st.refused_origin, 2);
+	ck_assert_int_eq(ws_upgrade_status("Origin: https://APP.example.com\r\n"), 101);
+	ck_assert_int_eq(ws_upgrade_status("Origin: https://example.com:8443\r\n"), 101);
+	ck_assert_int_eq(ws_upgrade_status(""), 101);
+	moq_web_stats(E.web, &st);
+	ck_assert_uint_eq(st.refused_origin, 2);
+	env_down();
+	/* no list: every origin */
+	env_up(NULL);
+	ck_assert_int_eq(ws_upgrade_status("Origin: https://evil.example\r\n"), 101);
+	env_down();
+}
+END_TEST
+
 Suite *web_http_suite(void);
 
 Suite *web_http_suite(void)
@@ -792,6 +852,7 @@ Suite *web_http_suite(void)
 	tcase_add_test(t, announced_lists_past_64k);
 	tcase_add_test(t, slow_reader_closed_and_fetch_bounded);
 	tcase_add_test(t, fetch_subscribes_upstream);
+	tcase_add_test(t, ws_upgrade_applies_allowed_origins);
 	suite_add_tcase(s, t);
 	return s;
 }

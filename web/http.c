@@ -15,10 +15,11 @@
 #include <string.h>
 
 #include "auth.h"
+#include "moq_origin.h"
 
 /* --- requests ------------------------------------------------------------ */
 
-enum { H_NONE, H_UPGRADE, H_KEY, H_VERSION, H_PROTO };
+enum { H_NONE, H_UPGRADE, H_KEY, H_VERSION, H_PROTO, H_ORIGIN };
 
 static void hcopy(char *dst, size_t cap, size_t *len, const char *p, size_t n)
 {
@@ -66,7 +67,10 @@ static int hp_value(http_parser *p, const char *at, size_t n)
 		         : strcasecmp(c->field, "sec-websocket-key") == 0      ? H_KEY
 		         : strcasecmp(c->field, "sec-websocket-version") == 0  ? H_VERSION
 		         : strcasecmp(c->field, "sec-websocket-protocol") == 0 ? H_PROTO
+		         : strcasecmp(c->field, "origin") == 0                 ? H_ORIGIN
 		                                                               : H_NONE;
+		if (c->hdr == H_ORIGIN && c->has_origin++ > 0) /* a second Origin: */
+			hcopy(c->origin, sizeof(c->origin), &c->originlen, ",", 1); /* no match */
 		/* RFC 7230, 3.2.2: several lines of a list header are one list */
 		if (c->hdr == H_PROTO && c->protolen > 0)
 			hcopy(c->proto, sizeof(c->proto), &c->protolen, ",", 1);
@@ -83,6 +87,9 @@ static int hp_value(http_parser *p, const char *at, size_t n)
 		break;
 	case H_PROTO:
 		hcopy(c->proto, sizeof(c->proto), &c->protolen, at, n);
+		break;
+	case H_ORIGIN:
+		hcopy(c->origin, sizeof(c->origin), &c->originlen, at, n);
 		break;
 	default:
 		break;
@@ -207,6 +214,16 @@ static void serve_ws(struct wconn *c, uint64_t now)
 	if (strcasestr(c->upgrade, "websocket") == NULL || c->keylen == 0 ||
 	    strcmp(c->version, "13") != 0 || moq_ws_accept_key(c->key, c->keylen, accept) != 0) {
 		web_respond_text(c, 400, "Bad Request", "not a WebSocket upgrade\n");
+		return;
+	}
+	/* --allowed-origins, as for a WebTransport CONNECT (RFC 6455, 4.2.2 /
+	 * 10.2: a server may refuse an Origin it does not accept); a value
+	 * cut at the buffer's size is compared as empty: it matches no entry */
+	if (c->has_origin &&
+	    !moq_origin_allowed(c->w->cfg.allowed_origins, c->origin,
+	                        c->originlen + 1 < sizeof(c->origin) ? c->originlen : 0)) {
+		c->w->st.refused_origin++;
+		web_respond_text(c, 403, "Forbidden", "Origin not allowed\n");
 		return;
 	}
 	v = moq_ws_select(c->proto, c->protolen, &name);

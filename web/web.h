@@ -227,6 +227,11 @@ struct moq_web_cfg {
 	/* /fetch requests in progress (each pins one cache track and group;
 	 * a connection runs at most one); beyond: 503. 0 = 64. */
 	uint32_t max_fetches;
+	/* --allowed-origins (common/moq_origin.h, as WebTransport's): a
+	 * WebSocket upgrade with an Origin not in the list gets 403 (stats
+	 * refused_origin); one without Origin is allowed. NULL / "" = every
+	 * origin. Borrowed: it must outlive the listener. */
+	const char *allowed_origins;
 };
 
 /* Counters of a listener. */
@@ -237,6 +242,7 @@ struct moq_web_stats {
 	uint64_t closes_slow;     /* connections closed at the write deadline */
 	uint64_t fetches;         /* /fetch requests in progress now (pinned groups) */
 	uint64_t fetches_refused; /* /fetch refused past max_fetches (503) */
+	uint64_t refused_origin;  /* WebSocket upgrades refused 403 (allowed_origins) */
 	uint64_t bytes_in, bytes_out;
 };
 

@@ -110,6 +110,9 @@ struct wconn {
 	int hdr; /* which header the value belongs to */
 	char upgrade[64], key[64], version[8], proto[1024];
 	size_t upgradelen, keylen, versionlen, protolen;
+	char origin[256]; /* the Origin field (has_origin: the request had one) */
+	size_t originlen;
+	int has_origin;
 	/* WebSocket + qmux */
 	wslay_frame_context_ptr wsf;
 	uint64_t frame_left;
