@@ -2520,7 +2520,12 @@ static void end_early_run(const char *name, const char *const *args, unsigned in
 	ck_assert_int_eq(wait_exit(10000), 0);
 }
 
-START_TEST(end_early_over_memif)
+/* A relay on net_memif and moqdp-load on the other end, run by @run (large_frames_run,
+ * end_early_run); @tag keeps the socket and EAL prefixes apart. */
+typedef void (*frames_run_fn)(const char *, const char *const *, unsigned int, const char *,
+                              const char *, const char *, const char *);
+
+static void frames_over_memif(const char *name, const char *tag, frames_run_fn run)
 {
 	char sock[64], rvdev[128], lvdev[128], rprefix[64], lprefix[64], mgmt[32];
 	unsigned int port = 24000 + (unsigned int)getpid() % 20000;
@@ -2544,120 +2549,71 @@ START_TEST(end_early_over_memif)
 	                      "30s",
 	                      NULL};
 
-	snprintf(sock, sizeof(sock), "/tmp/moqdp-memif-ee-%d.sock", (int)getpid());
+	snprintf(sock, sizeof(sock), "/tmp/moqdp-memif-%s-%d.sock", tag, (int)getpid());
 	snprintf(rvdev, sizeof(rvdev), "--vdev=net_memif0,role=server,socket=%s", sock);
 	snprintf(lvdev, sizeof(lvdev), "--vdev=net_memif0,role=client,socket=%s", sock);
-	snprintf(rprefix, sizeof(rprefix), "--file-prefix=moqdp-relay-eer-%d", (int)getpid());
-	snprintf(lprefix, sizeof(lprefix), "--file-prefix=moqdp-relay-eel-%d", (int)getpid());
+	snprintf(rprefix, sizeof(rprefix), "--file-prefix=moqdp-relay-%sr-%d", tag, (int)getpid());
+	snprintf(lprefix, sizeof(lprefix), "--file-prefix=moqdp-relay-%sl-%d", tag, (int)getpid());
 	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", port);
-	end_early_run("end_early_over_memif", args, port, lprefix, lvdev, "10.77.0.1:4443",
-	              "10.77.0.2/24");
+	run(name, args, port, lprefix, lvdev, "10.77.0.1:4443", "10.77.0.2/24");
 	unlink(sock);
+}
+
+/* The same over the kernel backend on loopback. */
+static void frames_kernel_backend(const char *name, const char *tag, frames_run_fn run)
+{
+	unsigned int udp = 40000 + (unsigned int)getpid() % 20000, mport = udp + 1;
+	char sudp[16], mgmt[32], prefix[64], relay[40];
+	const char *args[] = {prefix,
+	                      "--no-huge",
+	                      "-m",
+	                      "512",
+	                      "--no-pci",
+	                      "-l",
+	                      "0-1",
+	                      "--",
+	                      "--backend",
+	                      "kernel",
+	                      "--listen",
+	                      "127.0.0.1",
+	                      "--port",
+	                      sudp,
+	                      "--mgmt",
+	                      mgmt,
+	                      "--stats-interval",
+	                      "0",
+	                      "--max-latency",
+	                      "30s",
+	                      NULL};
+
+	snprintf(sudp, sizeof(sudp), "%u", udp);
+	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", mport);
+	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-%sk-%d", tag, (int)getpid());
+	snprintf(relay, sizeof(relay), "127.0.0.1:%u", udp);
+	run(name, args, mport, NULL, NULL, relay, "127.0.0.2");
+}
+
+START_TEST(end_early_over_memif)
+{
+	frames_over_memif("end_early_over_memif", "ee", end_early_run);
 }
 END_TEST
 
 START_TEST(end_early_kernel_backend)
 {
-	unsigned int udp = 40000 + (unsigned int)getpid() % 20000, mport = udp + 1;
-	char sudp[16], mgmt[32], prefix[64], relay[40];
-	const char *args[] = {prefix,
-	                      "--no-huge",
-	                      "-m",
-	                      "512",
-	                      "--no-pci",
-	                      "-l",
-	                      "0-1",
-	                      "--",
-	                      "--backend",
-	                      "kernel",
-	                      "--listen",
-	                      "127.0.0.1",
-	                      "--port",
-	                      sudp,
-	                      "--mgmt",
-	                      mgmt,
-	                      "--stats-interval",
-	                      "0",
-	                      "--max-latency",
-	                      "30s",
-	                      NULL};
-
-	snprintf(sudp, sizeof(sudp), "%u", udp);
-	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", mport);
-	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-eek-%d", (int)getpid());
-	snprintf(relay, sizeof(relay), "127.0.0.1:%u", udp);
-	end_early_run("end_early_kernel_backend", args, mport, NULL, NULL, relay, "127.0.0.2");
+	frames_kernel_backend("end_early_kernel_backend", "ee", end_early_run);
 }
 END_TEST
 
 START_TEST(large_frames_over_memif)
 {
-	char sock[64], rvdev[128], lvdev[128], rprefix[64], lprefix[64], mgmt[32];
-	unsigned int port = 24000 + (unsigned int)getpid() % 20000;
-	const char *args[] = {rprefix,
-	                      "--no-huge",
-	                      "-m",
-	                      "512",
-	                      "--no-pci",
-	                      "-l",
-	                      "0-1",
-	                      "--log-level=lib.eal:error",
-	                      rvdev,
-	                      "--",
-	                      "--listen",
-	                      "10.77.0.1/24",
-	                      "--mgmt",
-	                      mgmt,
-	                      "--stats-interval",
-	                      "0",
-	                      "--max-latency",
-	                      "30s",
-	                      NULL};
-
-	snprintf(sock, sizeof(sock), "/tmp/moqdp-memif-lf-%d.sock", (int)getpid());
-	snprintf(rvdev, sizeof(rvdev), "--vdev=net_memif0,role=server,socket=%s", sock);
-	snprintf(lvdev, sizeof(lvdev), "--vdev=net_memif0,role=client,socket=%s", sock);
-	snprintf(rprefix, sizeof(rprefix), "--file-prefix=moqdp-relay-lfr-%d", (int)getpid());
-	snprintf(lprefix, sizeof(lprefix), "--file-prefix=moqdp-relay-lfl-%d", (int)getpid());
-	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", port);
-	large_frames_run("large_frames_over_memif", args, port, lprefix, lvdev, "10.77.0.1:4443",
-	                 "10.77.0.2/24");
-	unlink(sock);
+	frames_over_memif("large_frames_over_memif", "lf", large_frames_run);
 }
 END_TEST
 
 START_TEST(large_frames_kernel_backend)
 {
-	unsigned int udp = 40000 + (unsigned int)getpid() % 20000, mport = udp + 1;
-	char sudp[16], mgmt[32], prefix[64], relay[40];
-	const char *args[] = {prefix,
-	                      "--no-huge",
-	                      "-m",
-	                      "512",
-	                      "--no-pci",
-	                      "-l",
-	                      "0-1",
-	                      "--",
-	                      "--backend",
-	                      "kernel",
-	                      "--listen",
-	                      "127.0.0.1",
-	                      "--port",
-	                      sudp,
-	                      "--mgmt",
-	                      mgmt,
-	                      "--stats-interval",
-	                      "0",
-	                      "--max-latency",
-	                      "30s",
-	                      NULL};
-
-	snprintf(sudp, sizeof(sudp), "%u", udp);
-	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", mport);
-	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-lfk-%d", (int)getpid());
-	snprintf(relay, sizeof(relay), "127.0.0.1:%u", udp);
-	large_frames_run("large_frames_kernel_backend", args, mport, NULL, NULL, relay,
-	                 "127.0.0.2");
+	frames_kernel_backend("large_frames_kernel_backend", "lf", large_frames_run);
 }
 END_TEST
 
