@@ -14,50 +14,6 @@
 
 #include <nghttp3/nghttp3.h>
 
-/* ------------------------------------------------------------ varints */
-
-int moq_h3_varint_get(const uint8_t *p, size_t len, uint64_t *v)
-{
-	size_t n;
-	uint64_t x;
-
-	if (len == 0)
-		return MOQ_ERR_SHORT;
-	n = (size_t)1 << (p[0] >> 6); /* RFC 9000, 16: 2-bit length */
-	if (len < n)
-		return MOQ_ERR_SHORT;
-	x = p[0] & 0x3f;
-	for (size_t i = 1; i < n; i++)
-		x = x << 8 | p[i];
-	*v = x;
-	return (int)n;
-}
-
-size_t moq_h3_varint_len(uint64_t v)
-{
-	if (v < 64)
-		return 1;
-	if (v < 16384)
-		return 2;
-	if (v < 1073741824)
-		return 4;
-	if (v < 4611686018427387904ull)
-		return 8;
-	return 0;
-}
-
-size_t moq_h3_varint_put(uint8_t *p, uint64_t v)
-{
-	size_t n = moq_h3_varint_len(v);
-	static const uint8_t tag[9] = {0, 0x00, 0x40, 0, 0x80, 0, 0, 0, 0xc0};
-
-	for (size_t i = n; i-- > 0; v >>= 8)
-		p[i] = (uint8_t)v;
-	if (n)
-		p[0] |= tag[n];
-	return n;
-}
-
 /* ------------------------------------------------------- error codes */
 
 uint64_t moq_h3_code_to_h3(uint64_t c)

@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "moq_err.h"
+#include "codec.h"
 #include "moq.h"
 #include "quic.h"
 
@@ -119,19 +120,32 @@ extern "C" {
 /* ------------------------------------------------------------ varints */
 
 /*
- * moq_h3_varint_get: RFC 9000, 16: decode a variable-length integer from
- * @p (@len bytes) into *@v. Returns the bytes used (1, 2, 4, 8), or
- * MOQ_ERR_SHORT when @len is too short.
+ * The RFC 9000, 16 varints are moq/codec's (one implementation for the
+ * project); these names keep h3's call sites short.
+ *
+ * moq_h3_varint_get: decode one varint from @p (@len bytes) into @v; the
+ * bytes used, or MOQ_ERR_SHORT.
  */
-int moq_h3_varint_get(const uint8_t *p, size_t len, uint64_t *v);
+static inline int moq_h3_varint_get(const uint8_t *p, size_t len, uint64_t *v)
+{
+	return moq_varint_get(p, len, v);
+}
 
 /* moq_h3_varint_len: the encoded length of @v (1, 2, 4, 8; 0 when @v >=
  * 2^62). */
-size_t moq_h3_varint_len(uint64_t v);
+static inline size_t moq_h3_varint_len(uint64_t v)
+{
+	return moq_varint_len(v);
+}
 
-/* moq_h3_varint_put: encode @v at @p (moq_h3_varint_len(v) bytes, the
- * caller's room). Returns the bytes written, 0 when @v >= 2^62. */
-size_t moq_h3_varint_put(uint8_t *p, uint64_t v);
+/* moq_h3_varint_put: encode @v at @p, which has room for
+ * moq_h3_varint_len(v) bytes; the bytes written (0 when @v >= 2^62). */
+static inline size_t moq_h3_varint_put(uint8_t *p, uint64_t v)
+{
+	int n = moq_varint_put(p, moq_varint_len(v), v);
+
+	return n < 0 ? 0 : (size_t)n;
+}
 
 /* ------------------------------------------------------- error codes */
 
