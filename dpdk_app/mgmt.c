@@ -539,6 +539,16 @@ static int cluster_metrics(const struct moq_cluster *c, char *buf, size_t len, i
 	return o.over ? MOQ_ERR_TOO_LARGE : (int)o.off;
 }
 
+int moq_relay_metrics_text(void *relay, char *buf, size_t len)
+{
+	struct moq_relay_stats s;
+	int n;
+
+	moq_relay_stats(relay, &s);
+	n = moq_relay_metrics(&s, buf, len);
+	return cluster_metrics(moq_relay_cluster(relay), buf, len, n);
+}
+
 /* HTTP ------------------------------------------------------------------ */
 
 int moq_relay_mgmt_open(struct relay_mgmt *m, struct moq_relay *r, const char *addr, char *err,
