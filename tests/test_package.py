@@ -97,7 +97,7 @@ def main():
         # 1. build
         t0 = time.time()
         r = subprocess.run([os.path.join(src, "scripts", "package"), "--out", scratch],
-                           cwd=src, capture_output=True, text=True, timeout=170)
+                           cwd=src, capture_output=True, text=True, timeout=280)
         deb = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
         if not tap(r.returncode == 0 and deb.endswith(".deb") and os.path.isfile(deb),
                    f"scripts/package built {os.path.basename(deb)} in {time.time() - t0:.0f} s",
