@@ -98,6 +98,8 @@ int moq_relay_web_open(struct relay_io *io, struct relay_web *k, const struct mo
 	wc.tls_ctx = k->web_tls;
 	wc.static_dir = cfg->web_root[0] ? cfg->web_root : NULL;
 	wc.allowed_origins = cfg->allowed_origins[0] ? cfg->allowed_origins : NULL;
+	wc.metrics = moq_relay_metrics_text; /* /status/metrics (mgmt.h) */
+	wc.metrics_arg = io->relay;
 	k->web = moq_web_create(&wc, err, errlen);
 	return k->web != NULL ? 0 : MOQ_ERR_IO;
 }

@@ -170,6 +170,20 @@ static void worker_metrics(struct mbuf_w *o, const struct moq_relay_stats *s)
 	              "--admit-busy: the worker's busy share of its last 100 ms window.",
 	              WOFF(admit_busy_permille));
 #undef WOFF
+	/* busy / idle seconds per worker (the busy share of each: the Grafana
+	 * dashboard, docs/grafana/moqdp.json, and /status) */
+	for (int k = 0; k < 2; k++) {
+		const char *name = k == 0 ? "busy" : "idle";
+		double hz = s->tsc_hz ? (double)s->tsc_hz : 1;
+
+		put(o,
+		    "# HELP moqdp_worker_%s_seconds_total Worker time spent %s, per worker.\n"
+		    "# TYPE moqdp_worker_%s_seconds_total counter\n",
+		    name, k == 0 ? "on packets" : "polling empty queues", name);
+		for (unsigned int i = 0; i < s->workers && i < MOQ_RELAY_MAX_WORKERS; i++)
+			put(o, "moqdp_worker_%s_seconds_total{worker=\"%u\"} %.6f\n", name, i,
+			    (double)(k == 0 ? s->worker[i].busy_tsc : s->worker[i].idle_tsc) / hz);
+	}
 }
 
 /* Relay-added latency as a summary (since start; moq.h says what is
@@ -523,6 +537,16 @@ static int cluster_metrics(const struct moq_cluster *c, char *buf, size_t len, i
 		}
 	}
 	return o.over ? MOQ_ERR_TOO_LARGE : (int)o.off;
+}
+
+int moq_relay_metrics_text(void *relay, char *buf, size_t len)
+{
+	struct moq_relay_stats s;
+	int n;
+
+	moq_relay_stats(relay, &s);
+	n = moq_relay_metrics(&s, buf, len);
+	return cluster_metrics(moq_relay_cluster(relay), buf, len, n);
 }
 
 /* HTTP ------------------------------------------------------------------ */

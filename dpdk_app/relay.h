@@ -222,6 +222,15 @@ int moq_relay_stats_line(const struct moq_relay_stats *now, const struct moq_rel
  */
 int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len);
 
+/*
+ * moq_relay_metrics_text: what GET /metrics on --mgmt answers, for relay
+ * @relay (a struct moq_relay *; void for moq_web_cfg.metrics): its stats
+ * (moq_relay_stats, safe from any thread) and the cluster links' series,
+ * into @buf. Returns the length, or MOQ_ERR_TOO_LARGE. The TCP listener's
+ * /status/metrics (web/status.c) calls it on a worker.
+ */
+int moq_relay_metrics_text(void *relay, char *buf, size_t len);
+
 /* moq_relay_port_id: the DPDK port id of the relay's port @i (0..ports-1),
  * or MOQ_ERR_NOTFOUND. */
 int moq_relay_port_id(const struct moq_relay *r, unsigned int i);

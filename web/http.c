@@ -338,6 +338,7 @@ static void request(struct wconn *c, uint64_t now)
 
 		memcpy(rest, path + 7, pl - 7);
 		web_serve_fetch(c, rest, pl - 7, query, qn, now);
+	} else if (web_serve_status(c, path, pl)) { /* /status, /status/...: status.c */
 	} else {
 		web_respond_text(c, 404, "Not Found", "not found\n");
 	}

@@ -232,6 +232,12 @@ struct moq_web_cfg {
 	 * refused_origin); one without Origin is allowed. NULL / "" = every
 	 * origin. Borrowed: it must outlive the listener. */
 	const char *allowed_origins;
+	/* GET /status/metrics (status.c; the /status page polls it): write the
+	 * relay's Prometheus text into @buf (@len bytes) and return its length,
+	 * or a negative MOQ_ERR_* when it does not fit. Called on the thread
+	 * that polls the listener. NULL: /status/metrics answers 404. */
+	int (*metrics)(void *arg, char *buf, size_t len);
+	void *metrics_arg;
 };
 
 /* Counters of a listener. */

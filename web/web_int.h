@@ -273,6 +273,10 @@ void web_conn_flush(struct wconn *c, uint64_t now);
 void web_serve_announced(struct wconn *c, const char *prefix, size_t plen, const char *query,
                          size_t qn);
 void web_body_step(struct wconn *c);
+
+/* web_serve_status (status.c): /status, /status/status.js, /status/metrics;
+ * returns 1 when @path (@pl bytes, no query) is one of them (answered), 0. */
+int web_serve_status(struct wconn *c, const char *path, size_t pl);
 void web_serve_fetch(struct wconn *c, char *rest, size_t rn, const char *query, size_t qn,
                      uint64_t now);
 void web_fetch_step(struct wconn *c, uint64_t now);
