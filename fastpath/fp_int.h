@@ -332,8 +332,10 @@ struct fp_cold {
 	uint64_t recv_data, local_max_data; /* connection receive flow control */
 	uint64_t idle_at;                 /* idle timeout deadline */
 	uint64_t last_tx_t;               /* for the keep-alive */
+	uint64_t now;                     /* the time of the current engine call */
 	uint32_t streams;                 /* stream list head (pool index) */
 	uint8_t rx_closed_sent;           /* CONNECTION_CLOSE answers in closing */
+	uint8_t refuse_pkt;               /* the packet being read is not acked */
 	uint8_t elicit_since_rx;          /* RFC 9000, 10.1 idle timer restart */
 	uint8_t busy;                     /* inside an engine call for this conn */
 	uint8_t free_pending;             /* freed when the call returns */
