@@ -15,6 +15,13 @@
 #include "fp_int.h"
 #include "wheel.h"
 
+#include "quic.h"
+#include "link.h"
+#include "quic_int.h"
+
+#include <wolfssl/quic.h>
+#include <ngtcp2/ngtcp2_crypto_wolfssl.h>
+
 /* ---- helpers ----------------------------------------------------------- */
 
 static void unhex(const char *h, uint8_t *out, size_t n)
@@ -1001,6 +1008,827 @@ START_TEST(import_refusals)
 }
 END_TEST
 
+
+/* ---- interop with ngtcp2 ------------------------------------------------
+ *
+ * A client and a server endpoint of quic/ (ngtcp2 + wolfSSL) handshake over
+ * the in-memory link; the server's connection is then exported by a
+ * test-local export (ngtcp2's public API, the 1-RTT secrets captured by a
+ * QUIC method of ours as quic/export.c does for light clients, and what the
+ * test itself sent) into an engine, quic/ forgets it, and the ngtcp2 client
+ * goes on talking to the engine.
+ */
+
+static const char *const ix_alpn[] = {"moq-lite-05"};
+
+struct cap_dir {
+	uint8_t secret[64], key[32], iv[12], hp[32];
+};
+static struct cap {
+	struct cap_dir rx, tx;
+	size_t secretlen;
+	int have_rx, have_tx;
+} g_cap;
+
+static ngtcp2_conn *ssl_conn(WOLFSSL *ssl)
+{
+	ngtcp2_crypto_conn_ref *ref = wolfSSL_get_app_data(ssl);
+	return ref->get_conn(ref);
+}
+
+static int cap_set_secrets(WOLFSSL *ssl, WOLFSSL_ENCRYPTION_LEVEL wlevel, const uint8_t *rx,
+                           const uint8_t *tx, size_t secretlen)
+{
+	ngtcp2_conn *q = ssl_conn(ssl);
+	ngtcp2_crypto_level level = ngtcp2_crypto_wolfssl_from_wolfssl_encryption_level(wlevel);
+	struct cap *k = level == NGTCP2_CRYPTO_LEVEL_APPLICATION && secretlen <= 64 ? &g_cap : NULL;
+
+	if (rx && ngtcp2_crypto_derive_and_install_rx_key(q, k ? k->rx.key : NULL, k ? k->rx.iv : NULL,
+	                                                  k ? k->rx.hp : NULL, level, rx,
+	                                                  secretlen) != 0)
+		return 0;
+	if (tx && ngtcp2_crypto_derive_and_install_tx_key(q, k ? k->tx.key : NULL, k ? k->tx.iv : NULL,
+	                                                  k ? k->tx.hp : NULL, level, tx,
+	                                                  secretlen) != 0)
+		return 0;
+	if (k) {
+		if (rx) {
+			memcpy(k->rx.secret, rx, secretlen);
+			k->have_rx = 1;
+		}
+		if (tx) {
+			memcpy(k->tx.secret, tx, secretlen);
+			k->have_tx = 1;
+		}
+		k->secretlen = secretlen;
+	}
+	return 1;
+}
+
+static int cap_add_hs(WOLFSSL *ssl, WOLFSSL_ENCRYPTION_LEVEL wlevel, const uint8_t *d, size_t n)
+{
+	ngtcp2_conn *q = ssl_conn(ssl);
+	int rv = ngtcp2_conn_submit_crypto_data(
+	        q, ngtcp2_crypto_wolfssl_from_wolfssl_encryption_level(wlevel), d, n);
+	if (rv != 0) {
+		ngtcp2_conn_set_tls_error(q, rv);
+		return 0;
+	}
+	return 1;
+}
+
+static int cap_flush(WOLFSSL *ssl)
+{
+	(void)ssl;
+	return 1;
+}
+
+static int cap_alert(WOLFSSL *ssl, WOLFSSL_ENCRYPTION_LEVEL level, uint8_t alert)
+{
+	(void)level;
+	ngtcp2_conn_set_tls_alert(ssl_conn(ssl), alert);
+	return 1;
+}
+
+static const WOLFSSL_QUIC_METHOD cap_method = {
+        .set_encryption_secrets = cap_set_secrets,
+        .add_handshake_data = cap_add_hs,
+        .flush_flight = cap_flush,
+        .send_alert = cap_alert,
+};
+
+#define IX_REQ 14 /* bytes each way on stream 0 before the handoff */
+
+struct ix {
+	struct moq_quic_endpoint *sep, *cep;
+	struct moq_quic_conn *cc, *sc;
+	struct moq_quic_link *lnk;
+	struct moq_quic_addr caddr, saddr, cnat;
+	int nat;
+	struct fp_engine *e;
+	struct side es; /* the engine's callbacks record here */
+	struct dgram *q[2]; /* 0: engine -> client, 1: client -> engine */
+	int nq[2];
+	uint64_t now, delay, end;
+	uint32_t rng;
+	unsigned drop_pct, reorder_pct;
+	uint64_t dropped, unknown;
+	int client_silent;
+	/* the ngtcp2 client */
+	int cest, cclosed;
+	struct moq_quic_close_info cci;
+	uint64_t crx_off[64];
+	int crx_fin[64], crx_bad, copened, cresets, cstops;
+	uint64_t cacked;
+	/* our CIDs and tokens, for stateless resets after the engine forgot */
+	struct fp_cid rs[FP_MAX_SCIDS];
+	int nrs;
+	/* the quic/ server before the handoff */
+	int sest;
+	uint64_t srx;
+};
+static struct ix *gx;
+
+static int ix_slot(int64_t sid)
+{
+	return sid_slot(sid);
+}
+
+static void ccb_new(struct moq_quic_conn *c, void *user)
+{
+	(void)c, (void)user;
+}
+
+static int ccb_est(struct moq_quic_conn *c, void *user, const char *alpn)
+{
+	(void)c, (void)user, (void)alpn;
+	gx->cest = 1;
+	return 0;
+}
+
+static int ccb_data(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t off,
+                    const uint8_t *d, size_t n, int fin)
+{
+	int k = ix_slot(sid);
+	(void)c, (void)user;
+	if (off != gx->crx_off[k] || off + n > PAT_LEN || memcmp(d, pattern + off, n) != 0)
+		gx->crx_bad++;
+	gx->crx_off[k] = off + n;
+	if (fin)
+		gx->crx_fin[k] = 1;
+	return 0;
+}
+
+static int ccb_open(struct moq_quic_conn *c, void *user, int64_t sid)
+{
+	(void)c, (void)user, (void)sid;
+	gx->copened++;
+	return 0;
+}
+
+static void ccb_acked(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t a, uint64_t n)
+{
+	(void)c, (void)user, (void)sid, (void)a;
+	gx->cacked += n;
+}
+
+static void ccb_reset(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t e, uint64_t f)
+{
+	(void)c, (void)user, (void)sid, (void)e, (void)f;
+	gx->cresets++;
+}
+
+static void ccb_stop(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t e)
+{
+	(void)c, (void)user, (void)sid, (void)e;
+	gx->cstops++;
+}
+
+static void ccb_closed(struct moq_quic_conn *c, void *user, const struct moq_quic_close_info *i)
+{
+	(void)c, (void)user;
+	gx->cclosed = 1;
+	gx->cci = *i;
+	gx->cci.reason = NULL;
+	gx->cc = NULL;
+}
+
+static const struct moq_quic_callbacks ccbs = {
+        .conn_new = ccb_new,
+        .established = ccb_est,
+        .stream_open = ccb_open,
+        .stream_data = ccb_data,
+        .stream_acked = ccb_acked,
+        .stream_reset = ccb_reset,
+        .stream_stop_sending = ccb_stop,
+        .conn_closed = ccb_closed,
+};
+
+/* The quic/ server before the handoff: AES-128-GCM only, secrets captured. */
+static void scb_new(struct moq_quic_conn *c, void *user)
+{
+	(void)user;
+	gx->sc = c;
+	memset(&g_cap, 0, sizeof(g_cap));
+	ck_assert_int_eq(wolfSSL_set_cipher_list(c->ssl, "TLS13-AES128-GCM-SHA256"),
+	                 WOLFSSL_SUCCESS);
+	ck_assert_int_eq(wolfSSL_set_quic_method(c->ssl, &cap_method), WOLFSSL_SUCCESS);
+}
+
+static int scb_est(struct moq_quic_conn *c, void *user, const char *alpn)
+{
+	(void)c, (void)user, (void)alpn;
+	gx->sest = 1;
+	return 0;
+}
+
+static int scb_data(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t off,
+                    const uint8_t *d, size_t n, int fin)
+{
+	struct iovec v;
+	(void)user, (void)fin;
+	if (off + n > PAT_LEN || memcmp(d, pattern + off, n) != 0)
+		gx->crx_bad++;
+	gx->srx += n;
+	if (gx->srx == IX_REQ) {
+		/* the answer on the same stream */
+		v.iov_base = pattern;
+		v.iov_len = IX_REQ;
+		ck_assert_int_eq(moq_quic_stream_write(c, sid, &v, 1, 0), IX_REQ);
+	}
+	return 0;
+}
+
+static const struct moq_quic_callbacks scbs = {
+        .conn_new = scb_new,
+        .established = scb_est,
+        .stream_data = scb_data,
+};
+
+static int ix_ready(void *arg)
+{
+	struct ix *x = arg;
+	return x->crx_off[0] == IX_REQ && x->cacked == IX_REQ;
+}
+
+static void fpaddr(struct fp_addr *o, const struct moq_quic_addr *a)
+{
+	memset(o, 0, sizeof(*o));
+	o->len = (uint8_t)a->len;
+	memcpy(o->b, &a->u, a->len);
+}
+
+/* The test-local export of the server connection (see above). */
+static void ix_export(struct ix *x, struct fp_import *im, struct fp_import_stream *st)
+{
+	ngtcp2_conn *q = x->sc->q;
+	const ngtcp2_transport_params *lp = ngtcp2_conn_get_local_transport_params(q);
+	const ngtcp2_transport_params *rp = ngtcp2_conn_get_remote_transport_params(q);
+	const ngtcp2_cid *dcid = ngtcp2_conn_get_dcid(q);
+	ngtcp2_conn_stat cs;
+	ngtcp2_cid scids[16];
+	ngtcp2_cid_token dt[8];
+	size_t ns, nd, i, j;
+
+	ck_assert(g_cap.have_rx && g_cap.have_tx);
+	ck_assert_uint_eq(g_cap.secretlen, 32);
+	ngtcp2_conn_get_conn_stat(q, &cs);
+	ck_assert_uint_eq(cs.bytes_in_flight, 0);
+	memset(im, 0, sizeof(*im));
+	im->version = ngtcp2_conn_get_negotiated_version(q);
+	im->is_server = 1;
+	im->cipher = FP_CIPHER_AES_128_GCM_SHA256;
+	memcpy(im->tx.secret, g_cap.tx.secret, 32);
+	memcpy(im->tx.key, g_cap.tx.key, 16);
+	memcpy(im->tx.iv, g_cap.tx.iv, 12);
+	memcpy(im->tx.hp, g_cap.tx.hp, 16);
+	memcpy(im->rx.secret, g_cap.rx.secret, 32);
+	memcpy(im->rx.key, g_cap.rx.key, 16);
+	memcpy(im->rx.iv, g_cap.rx.iv, 12);
+	memcpy(im->rx.hp, g_cap.rx.hp, 16);
+	/* our CIDs: quic/ registered them in the order ngtcp2 issued them
+	 * (the handshake's, the client's original DCID, then NEW_CONNECTION_ID
+	 * ones): that order gives the sequence numbers */
+	ns = ngtcp2_conn_get_scid(q, scids);
+	for (i = 0; i < x->sc->ncids && im->nscids < FP_MAX_SCIDS; i++) {
+		const struct cid_key *k = &x->sc->cids[i];
+		ngtcp2_cid cid;
+		for (j = 0; j < ns; j++)
+			if (scids[j].datalen == k->len && memcmp(scids[j].data, k->id, k->len) == 0)
+				break;
+		if (j == ns)
+			continue;
+		ngtcp2_cid_init(&cid, k->id, k->len);
+		im->scids[im->nscids].seq = im->nscids;
+		im->scids[im->nscids].len = k->len;
+		memcpy(im->scids[im->nscids].id, k->id, k->len);
+		im->scids[im->nscids].has_token = 1;
+		ck_assert_int_eq(ngtcp2_crypto_generate_stateless_reset_token(
+		                         im->scids[im->nscids].token, x->sep->secret,
+		                         sizeof(x->sep->secret), &cid),
+		                 0);
+		im->nscids++;
+	}
+	ck_assert_uint_ge(im->nscids, 1);
+	im->next_scid_seq = im->nscids;
+	nd = ngtcp2_conn_get_active_dcid(q, dt);
+	im->dcid.len = (uint8_t)dcid->datalen;
+	memcpy(im->dcid.id, dcid->data, dcid->datalen);
+	for (i = 0; i < nd; i++)
+		if (dt[i].cid.datalen == dcid->datalen &&
+		    memcmp(dt[i].cid.data, dcid->data, dcid->datalen) == 0) {
+			im->dcid.seq = dt[i].seq;
+			im->dcid.has_token = dt[i].token_present;
+			memcpy(im->dcid.token, dt[i].token, 16);
+		}
+	/* packet numbers: above any ngtcp2 used (as quic/export.c) */
+	im->tx_pn = x->sc->bytes_sent / 20 + 1024;
+	im->largest_acked = FP_PN_NONE;
+	im->rx_largest_pn = FP_PN_NONE;
+	im->max_ack_delay_ns = lp->max_ack_delay;
+	im->ack_delay_exponent = lp->ack_delay_exponent;
+	im->smoothed_rtt_ns = cs.smoothed_rtt;
+	im->rttvar_ns = cs.rttvar;
+	im->min_rtt_ns = cs.min_rtt;
+	im->latest_rtt_ns = cs.latest_rtt;
+	im->cwnd = cs.cwnd;
+	im->ssthresh = cs.ssthresh;
+	im->bytes_in_flight = cs.bytes_in_flight;
+	/* flow control: what the test sent either way is known */
+	im->local_max_data = lp->initial_max_data + IX_REQ;
+	im->recv_data = IX_REQ;
+	im->sent_data = IX_REQ;
+	im->peer_max_data = IX_REQ + ngtcp2_conn_get_max_data_left(q);
+	im->local_max_stream_data_bidi_local = lp->initial_max_stream_data_bidi_local;
+	im->local_max_stream_data_bidi_remote = lp->initial_max_stream_data_bidi_remote;
+	im->local_max_stream_data_uni = lp->initial_max_stream_data_uni;
+	im->local_max_streams_bidi = lp->initial_max_streams_bidi;
+	im->local_max_streams_uni = lp->initial_max_streams_uni;
+	im->peer_max_streams_bidi = ngtcp2_conn_get_streams_bidi_left(q);
+	im->peer_max_streams_uni = ngtcp2_conn_get_streams_uni_left(q);
+	im->next_local_bidi = 1;
+	im->next_local_uni = 3;
+	im->next_remote_bidi = 4; /* the client opened stream 0 */
+	im->next_remote_uni = 2;
+	memset(st, 0, sizeof(*st));
+	st->id = 0;
+	st->send_offset = IX_REQ;
+	st->send_max = IX_REQ + ngtcp2_conn_get_max_stream_data_left(q, 0);
+	st->recv_offset = IX_REQ;
+	st->recv_max = lp->initial_max_stream_data_bidi_remote + IX_REQ;
+	im->streams = st;
+	im->nstreams = 1;
+	im->peer.max_udp_payload_size = rp->max_udp_payload_size;
+	im->peer.max_idle_timeout_ns = rp->max_idle_timeout;
+	im->peer.active_connection_id_limit = rp->active_connection_id_limit;
+	im->peer.ack_delay_exponent = rp->ack_delay_exponent;
+	im->peer.max_ack_delay_ns = rp->max_ack_delay;
+	im->peer.initial_max_stream_data_bidi_local = rp->initial_max_stream_data_bidi_local;
+	im->peer.initial_max_stream_data_bidi_remote = rp->initial_max_stream_data_bidi_remote;
+	im->peer.initial_max_stream_data_uni = rp->initial_max_stream_data_uni;
+	im->peer.disable_active_migration = rp->disable_active_migration;
+	im->local_idle_timeout_ns = lp->max_idle_timeout;
+	im->local_active_cid_limit = lp->active_connection_id_limit;
+	fpaddr(&im->local, &x->saddr);
+	fpaddr(&im->remote, &x->caddr);
+	im->path_validated = 1;
+	im->max_udp_payload = (uint16_t)ngtcp2_conn_get_path_max_tx_udp_payload_size(q);
+	im->user = &x->es;
+}
+
+/* Handshake over the link, one request / answer on stream 0, export. */
+static struct ix *ix_new(uint64_t cli_stream_win, uint64_t cli_conn_win,
+                         const struct fp_engine_config *ecfg)
+{
+	struct ix *x = calloc(1, sizeof(*x));
+	struct moq_quic_config sc, cc;
+	struct moq_quic_link_config lc;
+	struct fp_engine_config cfg;
+	struct fp_import im;
+	struct fp_import_stream st;
+	struct iovec v;
+	int64_t sid;
+	int err = 0, i;
+
+	pattern_init();
+	gx = x;
+	memset(&sc, 0, sizeof(sc));
+	sc.role = MOQ_QUIC_SERVER;
+	sc.worker_id = 3;
+	sc.alpn = ix_alpn;
+	sc.alpn_count = 1;
+	sc.retry = MOQ_QUIC_RETRY_NEVER;
+	sc.cb = &scbs;
+	cc = sc;
+	cc.role = MOQ_QUIC_CLIENT;
+	cc.worker_id = 9;
+	cc.cb = &ccbs;
+	cc.max_stream_data = cli_stream_win;
+	cc.max_data = cli_conn_win;
+	x->sep = moq_quic_endpoint_new(&sc, &err);
+	ck_assert_msg(x->sep != NULL, "server: %d", err);
+	x->cep = moq_quic_endpoint_new(&cc, &err);
+	ck_assert_msg(x->cep != NULL, "client: %d", err);
+	memset(&lc, 0, sizeof(lc));
+	lc.dir[0].delay_ns = lc.dir[1].delay_ns = 10000000;
+	x->lnk = moq_quic_link_new(&lc, x->cep, x->sep);
+	ck_assert_ptr_nonnull(x->lnk);
+	ck_assert_int_eq(moq_quic_addr_ip4("10.0.0.1", 40000, &x->caddr), 0);
+	ck_assert_int_eq(moq_quic_addr_ip4("10.0.0.2", 4443, &x->saddr), 0);
+	ck_assert_int_eq(moq_quic_addr_ip4("10.0.0.1", 40777, &x->cnat), 0);
+	x->cc = moq_quic_connect(x->cep, &x->caddr, &x->saddr, NULL, moq_quic_link_now(x->lnk),
+	                         &err);
+	ck_assert_ptr_nonnull(x->cc);
+	ck_assert_int_eq(moq_quic_stream_open(x->cc, 1, &sid), MOQ_ERR_STATE);
+	moq_quic_link_run(x->lnk, NULL, NULL, 300000000ull);
+	ck_assert(x->cest && x->sest);
+	ck_assert_int_eq(moq_quic_stream_open(x->cc, 1, &sid), 0);
+	ck_assert_int_eq(sid, 0);
+	v.iov_base = pattern;
+	v.iov_len = IX_REQ;
+	ck_assert_int_eq(moq_quic_stream_write(x->cc, sid, &v, 1, 0), IX_REQ);
+	ck_assert_int_eq(moq_quic_link_run(x->lnk, ix_ready, x, 2000000000ull), 0);
+	/* quiet: nothing of ngtcp2's in flight either way */
+	moq_quic_link_run(x->lnk, NULL, NULL, 300000000ull);
+	ix_export(x, &im, &st);
+	x->now = moq_quic_link_now(x->lnk);
+	moq_quic_link_free(x->lnk);
+	x->lnk = NULL;
+	moq_quic_conn_light_detach(x->sc);
+	x->sc = NULL;
+	if (ecfg)
+		cfg = *ecfg;
+	else
+		memset(&cfg, 0, sizeof(cfg));
+	cfg.max_conns = 4;
+	cfg.cb = &test_cb;
+	x->e = fp_engine_new(&cfg, &err);
+	ck_assert_ptr_nonnull(x->e);
+	x->es.c = fp_conn_import(x->e, &im, x->now, &err);
+	ck_assert_msg(x->es.c != NULL, "import: %d", err);
+	x->es.rx_off[0] = IX_REQ;
+	x->es.acked[0] = IX_REQ;
+	x->delay = 10000000;
+	x->rng = 7;
+	for (i = 0; i < 2; i++)
+		x->q[i] = calloc(MAXQ, sizeof(struct dgram));
+	return x;
+}
+
+static void ix_free(struct ix *x)
+{
+	fp_engine_free(x->e);
+	moq_quic_endpoint_free(x->cep);
+	moq_quic_endpoint_free(x->sep);
+	free(x->q[0]);
+	free(x->q[1]);
+	free(x);
+	gx = NULL;
+}
+
+static uint32_t ix_rnd(struct ix *x)
+{
+	x->rng = x->rng * 1664525u + 1013904223u;
+	return x->rng >> 8;
+}
+
+static void ix_queue(struct ix *x, int dir, const uint8_t *d, size_t len,
+                     const struct fp_addr *from)
+{
+	struct dgram *g;
+
+	if ((dir == 1 && x->client_silent) ||
+	    (x->drop_pct && ix_rnd(x) % 100 < x->drop_pct)) {
+		x->dropped++;
+		return;
+	}
+	if (x->nq[dir] == MAXQ)
+		return;
+	g = &x->q[dir][x->nq[dir]++];
+	g->at = x->now + x->delay;
+	if (x->reorder_pct && ix_rnd(x) % 100 < x->reorder_pct)
+		g->at += x->delay / 2 + ix_rnd(x) % (x->delay + 1);
+	g->len = (uint16_t)len;
+	memcpy(g->d, d, len);
+	if (from)
+		g->from = *from;
+}
+
+/* A datagram for no connection: answer with a stateless reset when its
+ * DCID is one we had (RFC 9000, 10.3: smaller than what triggered it). */
+static void ix_unknown(struct ix *x, const uint8_t *d, size_t len)
+{
+	uint8_t rnd[64], out[64];
+	size_t i, n = len - 1 < 43 ? len - 1 : 43;
+	int j;
+
+	x->unknown++;
+	for (j = 0; j < x->nrs; j++) {
+		if (len < 1u + x->rs[j].len || memcmp(d + 1, x->rs[j].id, x->rs[j].len) != 0)
+			continue;
+		if (n < 21)
+			return;
+		for (i = 0; i < sizeof(rnd); i++)
+			rnd[i] = (uint8_t)ix_rnd(x);
+		ck_assert_int_eq(fp_stateless_reset_build(out, n, x->rs[j].token, rnd), (long)n);
+		ix_queue(x, 0, out, n, NULL);
+		return;
+	}
+}
+
+static int ix_step(struct ix *x)
+{
+	static uint8_t bufs[32][1500];
+	struct fp_pkt pk[32];
+	struct moq_quic_pkt mp[32];
+	struct fp_addr saddr, from;
+	uint64_t next = UINT64_MAX, t;
+	int i, n, k;
+
+	fpaddr(&saddr, &x->saddr);
+	for (i = 0; i < 32; i++) {
+		pk[i].data = bufs[i];
+		pk[i].cap = 1500;
+	}
+	n = fp_engine_send(x->e, pk, 32, x->now);
+	for (i = 0; i < n; i++)
+		ix_queue(x, 0, pk[i].data, pk[i].len, NULL);
+	for (i = 0; i < 32; i++) {
+		memset(&mp[i], 0, sizeof(mp[i]));
+		mp[i].data = bufs[i];
+		mp[i].cap = 1500;
+	}
+	k = moq_quic_endpoint_send(x->cep, mp, 32, x->now);
+	for (i = 0; i < k; i++) {
+		fpaddr(&from, x->nat ? &x->cnat : &mp[i].local);
+		ix_queue(x, 1, mp[i].data, mp[i].len, &from);
+	}
+	for (i = 0; i < 2; i++)
+		for (k = 0; k < x->nq[i];) {
+			struct dgram *d = &x->q[i][k];
+			if (d->at <= x->now) {
+				struct dgram tmp = *d;
+				x->q[i][k] = x->q[i][--x->nq[i]];
+				if (i == 0)
+					moq_quic_endpoint_recv(x->cep, tmp.d, tmp.len, &x->caddr,
+					                       &x->saddr, x->now);
+				else if (fp_engine_recv(x->e, tmp.d, tmp.len, &saddr, &tmp.from,
+				                        x->now) == MOQ_ERR_NOTFOUND)
+					ix_unknown(x, tmp.d, tmp.len);
+				n++;
+				continue;
+			}
+			if (d->at < next)
+				next = d->at;
+			k++;
+		}
+	fp_engine_timers(x->e, x->now);
+	moq_quic_endpoint_timers(x->cep, x->now);
+	if (n > 0 || fp_engine_pending(x->e) || moq_quic_endpoint_pending(x->cep))
+		return 1;
+	t = fp_engine_next_expiry(x->e);
+	if (t < next)
+		next = t;
+	t = moq_quic_endpoint_next_expiry(x->cep);
+	if (t < next)
+		next = t;
+	if (next > x->end)
+		next = x->end;
+	if (next > x->now)
+		x->now = next;
+	return next < x->end;
+}
+
+static void ix_run(struct ix *x, int (*done)(struct ix *), uint64_t max_ns)
+{
+	long guard = 0;
+	x->end = x->now + max_ns;
+	while (x->now < x->end && guard++ < 3000000 && !(done && done(x)))
+		if (!ix_step(x))
+			break;
+}
+
+static int64_t ix_sid;
+static uint64_t ix_total;
+static int ix_done_rx(struct ix *x)
+{
+	int k = ix_slot(ix_sid);
+	return x->crx_fin[k] && x->crx_off[k] == ix_total && x->es.acked[k] == ix_total;
+}
+
+/* Stream data engine -> ngtcp2 client, byte-exact, with loss, reordering
+ * and a client key update mid-stream. */
+START_TEST(ix_bulk_loss_key_update)
+{
+	struct ix *x = ix_new(0, 0, NULL);
+	struct fp_conn_info ci;
+	struct moq_quic_conn_info qi;
+	size_t total = 2u << 20, off;
+	int k, updated = 0;
+
+	x->drop_pct = 5;
+	x->reorder_pct = 5;
+	ck_assert_int_eq(fp_stream_open(x->es.c, 0, &ix_sid), 0);
+	ck_assert_int_eq(ix_sid, 3);
+	for (off = 0; off < total; off += 100000) {
+		size_t n = total - off < 100000 ? total - off : 100000;
+		ck_assert_int_eq(fp_stream_write(x->es.c, ix_sid, iov1(off, n), 1, off + n == total),
+		                 (long)n);
+	}
+	ix_total = total;
+	k = ix_slot(ix_sid);
+	/* a key update by the client once a quarter is through */
+	while (!ix_done_rx(x) && x->now < 200000000000ull + x->now) {
+		ix_run(x, NULL, 20000000ull);
+		if (!updated && x->crx_off[k] > total / 4 && x->cc &&
+		    moq_quic_conn_update_key(x->cc, x->now) == 0)
+			updated = 1;
+		if (x->cclosed || x->es.closed)
+			break;
+		if (x->now > 1000000000000ull)
+			break;
+	}
+	ck_assert_msg(!x->cclosed, "client closed: %s code %lu", x->cci.what,
+	              (unsigned long)x->cci.code);
+	ck_assert_int_eq(x->es.closed, 0);
+	ck_assert_int_eq(updated, 1);
+	ck_assert_int_eq(x->crx_bad, 0);
+	ck_assert_int_eq(x->es.rx_bad, 0);
+	ck_assert_uint_eq(x->crx_off[k], total);
+	ck_assert(x->crx_fin[k]);
+	ck_assert_uint_eq(x->es.acked[k], total);
+	fp_conn_get_info(x->es.c, &ci);
+	ck_assert_uint_gt(ci.pkts_lost, 0);
+	ck_assert_uint_ge(ci.key_updates, 1);
+	ck_assert_uint_eq(ci.key_phase, 1);
+	moq_quic_conn_get_info(x->cc, &qi);
+	ck_assert_uint_ge(qi.key_updates, 1);
+	ck_assert_uint_gt(x->dropped, 0);
+	ix_free(x);
+}
+END_TEST
+
+/* The client's address changes (a NAT rebinding) mid-stream. */
+START_TEST(ix_migration)
+{
+	struct ix *x = ix_new(0, 0, NULL);
+	struct fp_conn_info ci;
+	struct fp_addr nat;
+	int k;
+
+	ck_assert_int_eq(fp_stream_open(x->es.c, 0, &ix_sid), 0);
+	ck_assert_int_eq(fp_stream_write(x->es.c, ix_sid, iov1(0, 300000), 1, 0), 300000);
+	ix_run(x, NULL, 40000000ull);
+	x->nat = 1;
+	ck_assert_int_eq(fp_stream_write(x->es.c, ix_sid, iov1(300000, 300000), 1, 1), 300000);
+	ix_total = 600000;
+	ix_run(x, ix_done_rx, 30000000000ull);
+	k = ix_slot(ix_sid);
+	ck_assert_int_eq(x->crx_bad, 0);
+	ck_assert_uint_eq(x->crx_off[k], 600000);
+	ck_assert_int_eq(x->es.paths, 1);
+	ck_assert_int_eq(x->es.paths_ok, 1);
+	fp_conn_get_info(x->es.c, &ci);
+	fpaddr(&nat, &x->cnat);
+	ck_assert_mem_eq(ci.remote.b, nat.b, nat.len);
+	ck_assert_int_eq(x->cclosed, 0);
+	ix_free(x);
+}
+END_TEST
+
+/* The client's flow control windows are small: the engine waits for its
+ * MAX_STREAM_DATA / MAX_DATA and never exceeds them (ngtcp2 would close
+ * with FLOW_CONTROL_ERROR). */
+START_TEST(ix_small_window)
+{
+	struct ix *x = ix_new(8192, 16384, NULL);
+	int k;
+
+	ck_assert_int_eq(fp_stream_open(x->es.c, 0, &ix_sid), 0);
+	ck_assert_int_eq(fp_stream_write(x->es.c, ix_sid, iov1(0, 500000), 1, 1), 500000);
+	ix_total = 500000;
+	ix_run(x, ix_done_rx, 60000000000ull);
+	k = ix_slot(ix_sid);
+	ck_assert_int_eq(x->cclosed, 0);
+	ck_assert_int_eq(x->crx_bad, 0);
+	ck_assert_uint_eq(x->crx_off[k], 500000);
+	ix_free(x);
+}
+END_TEST
+
+static int ix_engine_closed(struct ix *x)
+{
+	return x->es.closed;
+}
+
+/* The client closes: the engine reports its CONNECTION_CLOSE. */
+START_TEST(ix_client_close)
+{
+	struct ix *x = ix_new(0, 0, NULL);
+
+	ck_assert_int_eq(moq_quic_conn_close(x->cc, 0x77, "done"), 0);
+	ix_run(x, ix_engine_closed, 5000000000ull);
+	ck_assert_int_eq(x->es.closed, 1);
+	ck_assert_int_eq(x->es.ci.kind, FP_CLOSE_APPLICATION);
+	ck_assert_int_eq(x->es.ci.local, 0);
+	ck_assert_uint_eq(x->es.ci.code, 0x77);
+	ix_free(x);
+}
+END_TEST
+
+/* The engine closes: ngtcp2 sees our CONNECTION_CLOSE with the code. */
+START_TEST(ix_engine_close)
+{
+	struct ix *x = ix_new(0, 0, NULL);
+	int i;
+
+	ck_assert_int_eq(fp_conn_close(x->es.c, 1, 0x99, "bye"), 0);
+	for (i = 0; i < 100 && !x->cclosed; i++)
+		ix_run(x, NULL, 10000000ull);
+	ck_assert_int_eq(x->cclosed, 1);
+	ck_assert_int_eq(x->cci.kind, MOQ_QUIC_CLOSE_APPLICATION);
+	ck_assert_uint_eq(x->cci.code, 0x99);
+	ck_assert_int_eq(x->cci.local, 0);
+	ix_free(x);
+}
+END_TEST
+
+/* PINGs keep it open while the client answers; a silent client times out. */
+START_TEST(ix_ping_idle)
+{
+	struct fp_engine_config cfg;
+	struct ix *x;
+	struct fp_stats st;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.keep_alive_ns = 5000000000ull;
+	x = ix_new(0, 0, &cfg);
+	ix_run(x, NULL, 70000000000ull); /* > 2x the 30 s idle timeout */
+	ck_assert_int_eq(x->es.closed, 0);
+	ck_assert_int_eq(x->cclosed, 0);
+	x->client_silent = 1;
+	ix_run(x, ix_engine_closed, 70000000000ull);
+	ck_assert_int_eq(x->es.closed, 1);
+	ck_assert_int_eq(x->es.ci.kind, FP_CLOSE_IDLE);
+	fp_engine_stats(x->e, &st);
+	ck_assert_uint_eq(st.conns_active, 0);
+	ix_free(x);
+}
+END_TEST
+
+static int ix_client_streams(struct ix *x)
+{
+	return x->es.opened >= 3 && x->es.resets >= 1 && x->es.rx_fin[sid_slot(4)];
+}
+
+/* The client opens and ends streams after the handoff, and resets one;
+ * the engine answers STOP_SENDING with RESET_STREAM. */
+START_TEST(ix_peer_streams)
+{
+	struct ix *x = ix_new(0, 0, NULL);
+	struct iovec v;
+	int64_t a, b, c;
+
+	ck_assert_int_eq(moq_quic_stream_open(x->cc, 1, &a), 0);
+	ck_assert_int_eq(moq_quic_stream_open(x->cc, 0, &b), 0);
+	ck_assert_int_eq(moq_quic_stream_open(x->cc, 0, &c), 0);
+	ck_assert_int_eq(a, 4);
+	v.iov_base = pattern;
+	v.iov_len = 3000;
+	ck_assert_int_eq(moq_quic_stream_write(x->cc, a, &v, 1, 1), 3000);
+	ck_assert_int_eq(moq_quic_stream_write(x->cc, b, &v, 1, 0), 3000);
+	ck_assert_int_eq(moq_quic_stream_write(x->cc, c, &v, 1, 0), 3000);
+	ix_run(x, NULL, 300000000ull);
+	ck_assert_int_eq(moq_quic_stream_reset(x->cc, b, 5), 0);
+	ix_run(x, ix_client_streams, 2000000000ull);
+	ck_assert_int_eq(x->es.opened, 3);
+	ck_assert_int_eq(x->es.resets, 1);
+	ck_assert_uint_eq(x->es.rx_off[sid_slot(4)], 3000);
+	ck_assert_int_eq(x->es.rx_bad, 0);
+	/* the engine asks the client to stop sending on c */
+	ck_assert_int_eq(fp_stream_stop_sending(x->es.c, c, 11), 0);
+	ix_run(x, NULL, 500000000ull);
+	ck_assert_int_eq(x->cstops, 1);
+	/* and writes on the client's bidi stream a */
+	ck_assert_int_eq(fp_stream_write(x->es.c, a, iov1(0, 5000), 1, 1), 5000);
+	ix_run(x, NULL, 500000000ull);
+	ck_assert_uint_eq(x->crx_off[sid_slot(4)], 5000);
+	ck_assert(x->crx_fin[sid_slot(4)]);
+	ck_assert_int_eq(x->cclosed + x->es.closed, 0);
+	ix_free(x);
+}
+END_TEST
+
+/* The engine forgets the connection; the client's next packet gets a
+ * stateless reset built by the helper (the endpoint's job, RFC 9000,
+ * 10.3), which ngtcp2 accepts. */
+static int ix_cclosed(struct ix *x)
+{
+	return x->cclosed;
+}
+
+START_TEST(ix_stateless_reset)
+{
+	struct ix *x = ix_new(0, 0, NULL);
+	struct fp_cold *cold = x->es.c->x;
+	struct iovec v;
+
+	x->nrs = cold->nscids;
+	memcpy(x->rs, cold->scids, sizeof(x->rs));
+	fp_conn_drop(x->es.c);
+	ck_assert_int_eq(x->es.closed, 1);
+	ck_assert_int_eq(x->es.ci.kind, FP_CLOSE_ENGINE);
+	v.iov_base = pattern + IX_REQ;
+	v.iov_len = 100;
+	ck_assert_int_eq(moq_quic_stream_write(x->cc, 0, &v, 1, 0), 100);
+	ix_run(x, ix_cclosed, 5000000000ull);
+	ck_assert_uint_ge(x->unknown, 1);
+	ck_assert_int_eq(x->cclosed, 1);
+	ck_assert_int_eq(x->cci.kind, MOQ_QUIC_CLOSE_STATELESS_RESET);
+	ix_free(x);
+}
+END_TEST
+
 Suite *fastpath_suite(void);
 Suite *fastpath_suite(void)
 {
@@ -1028,6 +1856,17 @@ Suite *fastpath_suite(void)
 	tcase_add_test(t, pair_migration);
 	tcase_add_test(t, pair_streams_limit_and_reset);
 	tcase_add_test(t, pair_violation_codes);
+	suite_add_tcase(s, t);
+	t = tcase_create("ngtcp2");
+	tcase_set_timeout(t, 120);
+	tcase_add_test(t, ix_bulk_loss_key_update);
+	tcase_add_test(t, ix_migration);
+	tcase_add_test(t, ix_small_window);
+	tcase_add_test(t, ix_client_close);
+	tcase_add_test(t, ix_engine_close);
+	tcase_add_test(t, ix_ping_idle);
+	tcase_add_test(t, ix_peer_streams);
+	tcase_add_test(t, ix_stateless_reset);
 	suite_add_tcase(s, t);
 	return s;
 }
