@@ -429,6 +429,7 @@ struct fp_conn *fp_conn_import(struct fp_engine *e, const struct fp_import *imp,
 	x->peer_retire_prior_to = imp->peer_retire_prior_to;
 	x->next_scid_seq = imp->next_scid_seq;
 	x->local_cid_limit = imp->local_active_cid_limit ? imp->local_active_cid_limit : 2;
+	x->grease = imp->local_grease_quic_bit ? 1 : 0;
 	c->dcid_len = imp->dcid.len;
 	c->scid_len = imp->scids[0].len;
 	for (i = 0; i < imp->nscids; i++) {
@@ -1713,7 +1714,9 @@ int fp_conn_recv(struct fp_conn *c, const uint8_t *data, size_t len, const struc
 	if (c->state == ST_DEAD)
 		return MOQ_ERR_CLOSED;
 	pn_off = 1 + (size_t)c->scid_len;
-	if (len < pn_off + 4 + FP_SAMPLE_LEN || (data[0] & HDR_LONG) || !(data[0] & HDR_FIXED) ||
+	/* RFC 9000, 17.3.1 / RFC 9287: the fixed bit, unless we allowed grease */
+	if (len < pn_off + 4 + FP_SAMPLE_LEN || (data[0] & HDR_LONG) ||
+	    (!(data[0] & HDR_FIXED) && !x->grease) ||
 	    len > sizeof(e->scratch) - 64) {
 		e->st.pkts_dropped++;
 		return 0;

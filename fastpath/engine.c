@@ -349,7 +349,7 @@ int fp_engine_recv(struct fp_engine *e, const uint8_t *data, size_t len,
 	if (e == NULL || data == NULL)
 		return MOQ_ERR_INVAL;
 	if (len < 1 + 1 || (data[0] & HDR_LONG))
-		goto reset;
+		return MOQ_ERR_NOTFOUND; /* long headers are the endpoint's */
 	/* the DCID length is that of our CIDs: try the lengths in use (one in
 	 * practice: quic/ chooses MOQ_QUIC_CID_LEN) */
 	for (l = 20; l >= 1 && ci == FP_NONE32; l--)
@@ -359,7 +359,7 @@ int fp_engine_recv(struct fp_engine *e, const uint8_t *data, size_t len,
 		return fp_conn_recv(&e->conns[ci], data, len, local, remote, now) == MOQ_ERR_INVAL
 		               ? MOQ_ERR_INVAL
 		               : 0;
-reset:
+
 	/* RFC 9000, 10.3.1: a datagram ending in a token of ours is a reset */
 	if (len >= 21 && !(data[0] & HDR_LONG)) {
 		ci = fp_tab_find(e, e->tok_tab, data + len - FP_TOKEN_LEN, FP_TOKEN_LEN);

@@ -335,6 +335,7 @@ struct fp_cold {
 	uint64_t now;                     /* the time of the current engine call */
 	uint32_t streams;                 /* stream list head (pool index) */
 	uint8_t rx_closed_sent;           /* CONNECTION_CLOSE answers in closing */
+	uint8_t grease;                   /* the peer may clear the fixed bit */
 	uint8_t refuse_pkt;               /* the packet being read is not acked */
 	uint8_t elicit_since_rx;          /* RFC 9000, 10.1 idle timer restart */
 	uint8_t busy;                     /* inside an engine call for this conn */

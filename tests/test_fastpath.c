@@ -1369,6 +1369,7 @@ static void ix_export(struct ix *x, struct fp_import *im, struct fp_import_strea
 	im->peer.disable_active_migration = rp->disable_active_migration;
 	im->local_idle_timeout_ns = lp->max_idle_timeout;
 	im->local_active_cid_limit = lp->active_connection_id_limit;
+	im->local_grease_quic_bit = lp->grease_quic_bit;
 	fpaddr(&im->local, &x->saddr);
 	fpaddr(&im->remote, &x->caddr);
 	im->path_validated = 1;
