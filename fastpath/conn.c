@@ -351,7 +351,7 @@ static void conn_tables_del(struct fp_conn *c)
 
 	for (i = 0; i < x->nscids; i++) {
 		fp_tab_del(e, e->cid_tab, x->scids[i].id, x->scids[i].len);
-		e->len_in_use[x->scids[i].len]--;
+		fp_len_ref(e, x->scids[i].len, -1);
 	}
 	x->nscids = 0;
 	if (x->dcid.has_token)
@@ -437,7 +437,7 @@ struct fp_conn *fp_conn_import(struct fp_engine *e, const struct fp_import *imp,
 		if (rv < 0)
 			goto fail_cids;
 		x->scids[x->nscids++] = imp->scids[i];
-		e->len_in_use[imp->scids[i].len]++;
+		fp_len_ref(e, imp->scids[i].len, 1);
 		if (imp->scids[i].seq >= x->next_scid_seq)
 			x->next_scid_seq = imp->scids[i].seq + 1;
 	}
@@ -883,13 +883,15 @@ static int on_ack(struct fp_conn *c, const struct fp_ack *a, uint64_t now)
 	/* RFC 9000, 13.1: acknowledging a packet never sent */
 	if (a->largest >= c->tx_pn)
 		return violation(c, FP_E_PROTOCOL_VIOLATION, FT_ACK, "ack of unsent packet", now);
-	for (i = 0; i < a->n; i++) {
+	/* oldest first, so stream data is acknowledged in order (the prefix
+	 * moves, no interval is kept) */
+	for (i = a->n; i-- > 0;) {
 		uint64_t hi = a->r[i].hi, lo = a->r[i].lo, pn;
 		if (hi < c->ring_lo)
-			break; /* ranges are descending: the rest is older still */
+			continue;
 		if (lo < c->ring_lo)
 			lo = c->ring_lo;
-		for (pn = hi + 1; pn-- > lo;) {
+		for (pn = lo; pn <= hi; pn++) {
 			struct fp_sent *r = &c->ring[pn & c->ring_mask];
 			if (!(r->flags & PF_USED) || r->pn_lo != (uint32_t)pn)
 				continue;
@@ -1424,7 +1426,7 @@ static int on_retire_cid(struct fp_conn *c, uint64_t seq, const uint8_t *dcid, u
 			return violation(c, FP_E_PROTOCOL_VIOLATION, FT_RETIRE_CONNECTION_ID,
 			                 "retire of the cid in use", now);
 		fp_tab_del(e, e->cid_tab, r.id, r.len);
-		e->len_in_use[r.len]--;
+		fp_len_ref(e, r.len, -1);
 		x->scids[i] = x->scids[--x->nscids];
 		x->scid_pending[i] = x->scid_pending[x->nscids];
 		if (e->cb && e->cb->scid_retired)
@@ -1439,7 +1441,7 @@ static int on_retire_cid(struct fp_conn *c, uint64_t seq, const uint8_t *dcid, u
 		    fp_tab_add(e, e->cid_tab, n.id, n.len, conn_idx(c)) == 0) {
 			n.seq = x->next_scid_seq++;
 			n.has_token = 1;
-			e->len_in_use[n.len]++;
+			fp_len_ref(e, n.len, 1);
 			x->scid_pending[x->nscids] = 1;
 			x->scids[x->nscids++] = n;
 			c->ctl |= CF_NEW_CID;

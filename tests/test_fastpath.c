@@ -244,7 +244,7 @@ START_TEST(wheel_basic)
 	struct wnode n[4];
 	int i;
 
-	ck_assert_int_eq(fp_wheel_init(&w, 16, 1000, 0), 0);
+	ck_assert_int_eq(fp_wheel_init(&w, 64, 1000, 0), 0);
 	for (i = 0; i < 4; i++) {
 		memset(&n[i], 0, sizeof(n[i]));
 		n[i].id = i;
@@ -252,7 +252,7 @@ START_TEST(wheel_basic)
 	}
 	fp_wheel_arm(&w, &n[0].tn, 5500);
 	fp_wheel_arm(&w, &n[1].tn, 2000);
-	fp_wheel_arm(&w, &n[2].tn, 40000); /* > one round of 16 ticks */
+	fp_wheel_arm(&w, &n[2].tn, 200000); /* > one round of 64 ticks */
 	fp_wheel_arm(&w, &n[3].tn, 3000);
 	fp_wheel_cancel(&w, &n[3].tn);
 	ck_assert_uint_eq(fp_wheel_next(&w), 2000);
@@ -262,9 +262,10 @@ START_TEST(wheel_basic)
 	/* 5500 is in the same tick as 5400: not yet, but still found */
 	ck_assert_uint_eq(fp_wheel_next(&w), 5500);
 	ck_assert_int_eq(fp_wheel_run(&w, 5500, wfire_cb, NULL), 1);
-	ck_assert_int_eq(fp_wheel_run(&w, 39999, wfire_cb, NULL), 0);
+	ck_assert_int_eq(fp_wheel_run(&w, 199999, wfire_cb, NULL), 0);
 	ck_assert(fp_wheel_armed(&n[2].tn));
-	ck_assert_int_eq(fp_wheel_run(&w, 100000, wfire_cb, NULL), 1);
+	ck_assert_uint_le(fp_wheel_next(&w), 200000);
+	ck_assert_int_eq(fp_wheel_run(&w, 300000, wfire_cb, NULL), 1);
 	ck_assert_int_eq(f.order[2], 2);
 	ck_assert_uint_eq(fp_wheel_next(&w), UINT64_MAX);
 	fp_wheel_fini(&w);
