@@ -342,14 +342,17 @@ int fp_engine_send(struct fp_engine *e, struct fp_pkt *pkts, size_t n, uint64_t 
 
 	while (done < n && e->ready_head != FP_NONE32 && guard-- > 0) {
 		struct fp_conn *c = &e->conns[e->ready_head];
-		int k;
+		int k = fp_conn_send(c, pkts + done, n - done, now);
 
-		/* round robin: to the tail, then write */
-		fp_ready_del(c);
-		fp_ready_add(c);
-		k = fp_conn_send(c, pkts + done, n - done, now);
 		if (k > 0)
 			done += (size_t)k;
+		/* still ready (the burst ran out): round robin, to the tail */
+		if (c->on_ready && c->ready_next != FP_NONE32) {
+			fp_ready_del(c);
+			fp_ready_add(c);
+		} else if (c->on_ready && k <= 0) {
+			fp_ready_del(c);
+		}
 	}
 	return (int)done;
 }

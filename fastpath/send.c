@@ -509,8 +509,10 @@ static int build(struct fp_conn *c, struct fp_pkt *pkt, uint64_t now)
 		c->ctl &= (uint16_t)~CF_ACK;
 		if (elicit_ok) {
 			challenge = (c->ctl & CF_CHALLENGE) && x->challenge_out;
-			conn_frames(&b);
-			streams_frames(&b);
+			if (c->ctl)
+				conn_frames(&b);
+			if (c->send_head != FP_NONE32)
+				streams_frames(&b);
 			if (c->state != ST_OPEN && c->state != ST_CLOSING)
 				return 0;
 		}
@@ -591,17 +593,16 @@ int fp_conn_send(struct fp_conn *c, struct fp_pkt *pkts, size_t n, uint64_t now)
 	c->x->busy++;
 	c->x->now = now;
 	while (done < n) {
-		if (pkts[done].cap < FP_MIN_PKT_BUF) {
+		if (pkts[done].cap < FP_MIN_PKT_BUF)
+			break;
+		if (!build(c, &pkts[done], now)) {
+			/* nothing more, or held back (window, pacer, amplification
+			 * limit: an ACK or the timer makes it ready again) */
+			fp_ready_del(c);
 			break;
 		}
-		if (!build(c, &pkts[done], now))
-			break;
 		done++;
 	}
-	if (c->state == ST_CLOSING && !(c->ctl & CF_CLOSE))
-		fp_ready_del(c);
-	else if (!fp_conn_has_send(c, now))
-		fp_ready_del(c);
 	fp_conn_timer(c);
 	if (--c->x->busy == 0 && c->x->free_pending) {
 		c->x->free_pending = 0;
