@@ -1682,7 +1682,18 @@ static int is_reset(const struct fp_conn *c, const uint8_t *data, size_t len)
 
 static int same_addr(const struct fp_addr *a, const struct fp_addr *b)
 {
-	return a->len == b->len && memcmp(a->b, b->b, a->len) == 0;
+	uint64_t x, y, u, v;
+
+	if (a->len != b->len)
+		return 0;
+	if (a->len != 16)
+		return memcmp(a->b, b->b, a->len) == 0;
+	/* sockaddr_in: two loads each */
+	memcpy(&x, a->b, 8);
+	memcpy(&y, a->b + 8, 8);
+	memcpy(&u, b->b, 8);
+	memcpy(&v, b->b + 8, 8);
+	return ((x ^ u) | (y ^ v)) == 0;
 }
 
 static void conn_leave(struct fp_conn *c)

@@ -200,6 +200,20 @@ int fp_tab_add(struct fp_engine *e, struct fp_hent *t, const uint8_t *key, uint8
 	return 0;
 }
 
+static int key_eq(const uint8_t *a, const uint8_t *b, uint8_t len)
+{
+	uint64_t x, y, u, v;
+
+	if (len != 16)
+		return memcmp(a, b, len) == 0;
+	/* our CIDs and the tokens: two loads each */
+	memcpy(&x, a, 8);
+	memcpy(&y, a + 8, 8);
+	memcpy(&u, b, 8);
+	memcpy(&v, b + 8, 8);
+	return ((x ^ u) | (y ^ v)) == 0;
+}
+
 static uint32_t tab_slot(const struct fp_engine *e, const struct fp_hent *t, const uint8_t *key,
                          uint8_t len)
 {
@@ -208,7 +222,7 @@ static uint32_t tab_slot(const struct fp_engine *e, const struct fp_hent *t, con
 	for (n = 0; n <= e->tab_mask; n++, i = (i + 1) & e->tab_mask) {
 		if (t[i].conn == 0)
 			return FP_NONE32;
-		if (t[i].conn != TOMB && t[i].len == len && memcmp(t[i].key, key, len) == 0)
+		if (t[i].conn != TOMB && t[i].len == len && key_eq(t[i].key, key, len))
 			return i;
 	}
 	return FP_NONE32;

@@ -391,12 +391,17 @@ static void streams_frames(struct pktb *b)
 		uint8_t u = 255;
 		struct fp_stream *s;
 
-		for (i = c->send_head; i != FP_NONE32; prev = i, i = e->streams[i].send_next)
-			if (e->streams[i].urgency < u) {
-				u = e->streams[i].urgency;
-				best = i;
-				bestprev = prev;
-			}
+		if (c->send_head == c->send_tail) {
+			best = c->send_head; /* one stream: nothing to choose */
+		} else {
+			for (i = c->send_head; i != FP_NONE32;
+			     prev = i, i = e->streams[i].send_next)
+				if (e->streams[i].urgency < u) {
+					u = e->streams[i].urgency;
+					best = i;
+					bestprev = prev;
+				}
+		}
 		s = &e->streams[best];
 		if (stream_frames(b, s)) {
 			/* done: off the list */
@@ -452,7 +457,7 @@ static int build(struct fp_conn *c, struct fp_pkt *pkt, uint64_t now)
 	struct fp_keys *k = &x->keys;
 	struct pktb b;
 	size_t cap = pkt->cap < c->max_pkt ? pkt->cap : c->max_pkt, hlen, plen, pn_off, len;
-	unsigned pnlen, i;
+	unsigned pnlen;
 	uint8_t *d = pkt->data, mask[16];
 	int elicit_ok, ack = 0, challenge = 0;
 	uint64_t pn = c->tx_pn;
@@ -480,9 +485,13 @@ static int build(struct fp_conn *c, struct fp_pkt *pkt, uint64_t now)
 	pnlen = fp_pn_len(pn, c->largest_acked);
 	pn_off = 1 + (size_t)c->dcid_len;
 	d[0] = (uint8_t)(HDR_FIXED | (c->kp ? HDR_KEY_PHASE : 0) | (pnlen - 1));
-	memcpy(d + 1, x->dcid.id, c->dcid_len);
-	for (i = 0; i < pnlen; i++)
-		d[pn_off + i] = (uint8_t)(pn >> (8 * (pnlen - 1 - i)));
+	/* fixed-size copies (the buffer holds >= 1200 bytes): the CID, then the
+	 * packet number's pnlen low bytes big-endian */
+	memcpy(d + 1, x->dcid.id, FP_CID_MAX);
+	{
+		uint32_t be = __builtin_bswap32((uint32_t)pn << (8 * (4 - pnlen)));
+		memcpy(d + pn_off, &be, 4);
+	}
 	hlen = pn_off + pnlen;
 	memset(&b, 0, sizeof(b));
 	b.c = c;
@@ -540,8 +549,15 @@ static int build(struct fp_conn *c, struct fp_pkt *pkt, uint64_t now)
 		return 0;
 	}
 	d[0] ^= mask[0] & 0x1f;
-	for (i = 0; i < pnlen; i++)
-		d[pn_off + i] ^= mask[1 + i];
+	{
+		/* RFC 9001, 5.4.1: the pn bytes, masked in one go */
+		uint32_t v, m;
+		memcpy(&v, d + pn_off, 4);
+		memcpy(&m, mask + 1, 4);
+		m &= pnlen == 4 ? 0xffffffffu : ((1u << (8 * pnlen)) - 1);
+		v ^= m;
+		memcpy(d + pn_off, &v, 4);
+	}
 	c->tx_pn++;
 	if (b.elicit) {
 		struct fp_sent *r = &c->ring[pn & c->ring_mask];
@@ -561,10 +577,10 @@ static int build(struct fp_conn *c, struct fp_pkt *pkt, uint64_t now)
 		}
 		/* RFC 9002, 7.7 */
 		{
-			uint64_t burst = pace_interval(c, PACE_BURST_PKTS * (uint64_t)c->max_pkt);
-			if (c->pace_t + burst < now)
-				c->pace_t = now - burst;
-			c->pace_t += pace_interval(c, len);
+			uint64_t iv = pace_interval(c, len);
+			if (c->pace_t + PACE_BURST_PKTS * iv < now)
+				c->pace_t = now - PACE_BURST_PKTS * iv;
+			c->pace_t += iv;
 		}
 	}
 	if (!c->validated)
