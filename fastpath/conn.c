@@ -794,6 +794,12 @@ static uint64_t sent_time(const struct fp_conn *c, const struct fp_sent *r, uint
 	return now - (uint64_t)age * 1000;
 }
 
+/* As sent_time, with us_of(c, now) computed once by the caller. */
+static inline uint64_t sent_time_us(uint32_t now_us, const struct fp_sent *r, uint64_t now)
+{
+	return now - (uint64_t)(now_us - r->t_us) * 1000;
+}
+
 /* Walk a record's ranges with @fn, freeing the extra ones. */
 static void sent_ranges(struct fp_conn *c, struct fp_sent *r,
                         void (*fn)(struct fp_conn *, uint32_t, uint64_t, uint32_t, int, int))
@@ -875,7 +881,7 @@ static void detect_lost(struct fp_conn *c, uint64_t now)
 static int on_ack(struct fp_conn *c, const struct fp_ack *a, uint64_t now)
 {
 	struct fp_engine *e = c->e;
-	uint32_t i;
+	uint32_t i, now_us = us_of(c, now);
 	int newly_elicit = 0;
 	uint64_t largest_sent = 0;
 
@@ -897,11 +903,11 @@ static int on_ack(struct fp_conn *c, const struct fp_ack *a, uint64_t now)
 				continue;
 			if (pn == a->largest && (r->flags & PF_ELICIT)) {
 				newly_elicit = 1;
-				largest_sent = sent_time(c, r, now);
+				largest_sent = sent_time_us(now_us, r, now);
 			}
 			if (r->flags & PF_INFLIGHT) {
 				c->inflight -= r->size;
-				cc_on_ack(c, sent_time(c, r, now), r->size);
+				cc_on_ack(c, sent_time_us(now_us, r, now), r->size);
 			}
 			if (c->tx_update && pn >= c->x->keys.tx_phase_first_pn)
 				c->tx_update = 0; /* RFC 9001, 6.5: the update is confirmed */
@@ -1747,7 +1753,7 @@ int fp_conn_recv(struct fp_conn *c, const uint8_t *data, size_t len, const struc
 	pnlen = (b0 & HDR_PNLEN) + 1u;
 	hdr = e->scratch;
 	hdr[0] = b0;
-	memcpy(hdr + 1, data + 1, c->scid_len);
+	memcpy(hdr + 1, data + 1, FP_CID_MAX); /* (len > pn_off + 20 was checked) */
 	for (i = 0; i < pnlen; i++) {
 		hdr[pn_off + i] = data[pn_off + i] ^ mask[1 + i];
 		trunc = (trunc << 8) | hdr[pn_off + i];
