@@ -1096,14 +1096,23 @@ static struct fp_stream *peer_stream(struct fp_conn *c, int64_t sid, int sending
 			*bad = FP_E_STREAM_LIMIT;
 			return NULL;
 		}
-		s = stream_new(c, sid);
-		if (s == NULL) {
-			*bad = FP_E_INTERNAL;
-			return NULL;
+		/* RFC 9000, 3.2: opening a stream opens every lower one of its
+		 * kind (a reordered frame of one of them still finds it) */
+		while (*next <= sid) {
+			int64_t id = *next;
+			s = stream_new(c, id);
+			if (s == NULL) {
+				*bad = FP_E_INTERNAL;
+				return NULL;
+			}
+			*next = id + 4;
+			if (c->e->cb && c->e->cb->stream_open)
+				c->e->cb->stream_open(c, c->user, id);
+			if (c->state != ST_OPEN) {
+				*bad = FP_E_INTERNAL;
+				return NULL;
+			}
 		}
-		*next = sid + 4;
-		if (c->e->cb && c->e->cb->stream_open)
-			c->e->cb->stream_open(c, c->user, sid);
 		return s;
 	}
 }

@@ -938,6 +938,31 @@ START_TEST(pair_streams_limit_and_reset)
 }
 END_TEST
 
+/* The peer's frames for a higher stream id come first (RFC 9000, 3.2: the
+ * lower ones are opened too): the lower stream's data is delivered. */
+START_TEST(pair_peer_stream_gap)
+{
+	struct pair p;
+	int64_t a, b;
+
+	pair_init(&p, 1 << 20, 4 << 20, NULL);
+	ck_assert_int_eq(fp_stream_open(p.s[1].c, 1, &a), 0);
+	ck_assert_int_eq(fp_stream_open(p.s[1].c, 1, &b), 0);
+	ck_assert_int_eq(a, 0);
+	ck_assert_int_eq(b, 4);
+	ck_assert_int_eq(fp_stream_write(p.s[1].c, b, iov1(0, 500), 1, 1), 500);
+	pair_run(&p, NULL, 100000000ull);
+	ck_assert_int_eq(p.s[0].opened, 2); /* 0 and 4 */
+	ck_assert_int_eq(fp_stream_write(p.s[1].c, a, iov1(0, 700), 1, 1), 700);
+	pair_run(&p, NULL, 100000000ull);
+	ck_assert_uint_eq(p.s[0].rx_off[sid_slot(0)], 700);
+	ck_assert(p.s[0].rx_fin[sid_slot(0)]);
+	ck_assert_uint_eq(p.s[0].rx_off[sid_slot(4)], 500);
+	ck_assert_int_eq(p.s[0].rx_bad, 0);
+	pair_free(&p);
+}
+END_TEST
+
 /* A peer's protocol violation closes with the right code. */
 START_TEST(pair_violation_codes)
 {
@@ -1858,6 +1883,7 @@ Suite *fastpath_suite(void)
 	tcase_add_test(t, pair_migration);
 	tcase_add_test(t, pair_streams_limit_and_reset);
 	tcase_add_test(t, pair_violation_codes);
+	tcase_add_test(t, pair_peer_stream_gap);
 	suite_add_tcase(s, t);
 	t = tcase_create("ngtcp2");
 	tcase_set_timeout(t, 120);
