@@ -454,7 +454,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (conns == 0 || bytes / conns < PIECE)
+	if (conns == 0 || bytes / conns == 0)
 		return 2;
 	src_len = 4u << 20;
 	src = malloc(src_len);
@@ -505,6 +505,9 @@ int main(int argc, char **argv)
 		       TARGET_ACK, ack_eng);
 		printf("| instr per ACK frame taken, AEAD open + HP of its packet | %.0f + %.0f |\n",
 		       ack_aead, ack_hp);
+		printf("| the same per packet it acknowledged (%.2f packets per ACK frame) | %.0f |\n",
+		       (double)c.pkts_out / (double)c.acks_in,
+		       ack_eng * (double)c.acks_in / (double)c.pkts_out);
 		printf("| instr in timers per packet sent | %.1f |\n", tmr);
 		if (json)
 			printf("{\"pkt_instr_excl_aead\":%.0f,\"pkt_aead\":%.0f,\"pkt_hp\":%.0f,"
