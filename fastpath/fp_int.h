@@ -483,8 +483,30 @@ void fp_len_ref(struct fp_engine *e, uint8_t len, int delta);
 uint32_t fp_ivl_alloc(struct fp_engine *e);
 void fp_ivl_free_list(struct fp_engine *e, uint32_t head);
 
+/* RFC 9002, 7.2: initial window 10 datagrams (and at least 14720 bytes). */
+#define INIT_CWND_PKTS 10
+
+/* A stream id of ours (RFC 9000, 2.1: bit 0 is the initiator). */
+static inline int is_local_sid(const struct fp_conn *c, int64_t sid)
+{
+	return ((uint64_t)sid & 1) == c->is_server;
+}
+
 /* conn.c */
 void fp_conn_fire(struct fp_conn *c, uint64_t now);
+void fp_notify_closed(struct fp_conn *c, enum fp_close_kind kind, int local, uint64_t code,
+                      uint64_t ftype, const char *what, const uint8_t *reason, size_t reasonlen);
+int fp_violation(struct fp_conn *c, uint64_t code, uint64_t ftype, const char *what, uint64_t now);
+struct fp_ack;
+int fp_on_ack(struct fp_conn *c, const struct fp_ack *a, uint64_t now);
+
+/* stream.c */
+struct fp_stream *fp_stream_new(struct fp_conn *c, int64_t sid);
+void fp_stream_free(struct fp_conn *c, struct fp_stream *s);
+void fp_rbuf_free(struct fp_engine *e, struct fp_stream *s);
+void fp_on_acked_range(struct fp_conn *c, uint32_t sidx, uint64_t off, uint32_t len, int kind,
+                       int fin);
+void fp_reset_send(struct fp_conn *c, struct fp_stream *s, uint64_t err);
 void fp_conn_stateless_reset(struct fp_conn *c, uint64_t now);
 void fp_close_local(struct fp_conn *c, int app, uint64_t code, uint64_t ftype, const char *what,
                     uint64_t now);
@@ -499,5 +521,14 @@ void fp_on_lost_range(struct fp_conn *c, uint32_t sidx, uint64_t off, uint32_t l
 
 /* send.c */
 int fp_conn_has_send(const struct fp_conn *c, uint64_t now);
+
+/* Leave an engine call on @c: free it if that was asked meanwhile. */
+static inline void conn_leave(struct fp_conn *c)
+{
+	if (--c->x->busy == 0 && c->x->free_pending) {
+		c->x->free_pending = 0;
+		fp_conn_free(c);
+	}
+}
 
 #endif /* MOQ_FASTPATH_FP_INT_H */
