@@ -411,9 +411,9 @@ static void png(const char *file, double pkt_eng, double pkt_aead, double pkt_hp
 	fprintf(g, "set style data histograms\nset style histogram rowstacked\n");
 	fprintf(g, "set style fill solid 0.8 border -1\nset boxwidth 0.5\n");
 	fprintf(g, "set ylabel 'instructions'\nset key outside right\nset yrange [0:*]\n");
-	fprintf(g, "set arrow 1 from -0.4,%g to 0.4,%g nohead lw 2 lc rgb 'red'\n", TARGET_PKT,
+	fprintf(g, "set arrow 1 from -0.4,%g to 0.4,%g nohead front lw 2 lc rgb 'red'\n", TARGET_PKT,
 	        TARGET_PKT);
-	fprintf(g, "set arrow 2 from 0.6,%g to 1.4,%g nohead lw 2 lc rgb 'red'\n", TARGET_ACK,
+	fprintf(g, "set arrow 2 from 0.6,%g to 1.4,%g nohead front lw 2 lc rgb 'red'\n", TARGET_ACK,
 	        TARGET_ACK);
 	fprintf(g, "plot '-' using 2:xtic(1) title 'engine', '' using 2 title 'header protection',"
 	           " '' using 2 title 'AEAD'\n");
