@@ -805,6 +805,11 @@ int fp_conn_recv(struct fp_conn *c, const uint8_t *data, size_t len, const struc
 	if (len < pn_off + 4 + FP_SAMPLE_LEN || (data[0] & HDR_LONG) ||
 	    (!(data[0] & HDR_FIXED) && !x->grease) ||
 	    len > sizeof(e->scratch) - 64) {
+		/* RFC 9000, 10.3.1: a reset may be as short as 21 bytes */
+		if (c->state == ST_OPEN && !(data[0] & HDR_LONG) && is_reset(c, data, len)) {
+			fp_conn_stateless_reset(c, now);
+			return MOQ_ERR_CLOSED;
+		}
 		e->st.pkts_dropped++;
 		return 0;
 	}
@@ -842,11 +847,6 @@ int fp_conn_recv(struct fp_conn *c, const uint8_t *data, size_t len, const struc
 	rk = &k->rx[(k->rxc + which) % 3];
 	pl = hdr + ((hlen + 15) & ~(size_t)15);
 	if (fp_open(rk->aead, rk->iv, pn, hdr, hlen, data + hlen, len - hlen, pl) < 0) {
-		if (is_reset(c, data, len)) {
-			fp_conn_stateless_reset(c, now);
-			conn_leave(c);
-			return MOQ_ERR_CLOSED;
-		}
 		goto drop;
 	}
 	/* RFC 9000, 17.3.1: reserved bits must be 0 after protection is removed */
@@ -934,6 +934,13 @@ int fp_conn_recv(struct fp_conn *c, const uint8_t *data, size_t len, const struc
 	conn_leave(c);
 	return rv;
 drop:
+	/* RFC 9000, 10.3.1: whatever did not decrypt (or looked like a
+	 * duplicate) may be a stateless reset of one of the peer's tokens */
+	if (c->state == ST_OPEN && is_reset(c, data, len)) {
+		fp_conn_stateless_reset(c, now);
+		conn_leave(c);
+		return MOQ_ERR_CLOSED;
+	}
 	e->st.pkts_dropped++;
 	conn_leave(c);
 	return 0;

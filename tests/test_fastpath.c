@@ -855,6 +855,18 @@ START_TEST(pair_stateless_reset)
 	                 0);
 	ck_assert_int_eq(p.s[1].closed, 1);
 	ck_assert_int_eq(p.s[1].ci.kind, FP_CLOSE_STATELESS_RESET);
+	/* one routed by the connection's own CID (fp_conn_recv, as quic/ hands
+	 * it over), as short as RFC 9000, 10.3 allows, also resets */
+	{
+		uint8_t r2[21];
+		memset(tok, 0xc1, 16); /* the client's token for its CID 0 */
+		ck_assert_int_eq(fp_stateless_reset_build(r2, sizeof(r2), tok, rnd_bytes), 21);
+		ck_assert_int_eq(fp_conn_recv(p.s[0].c, r2, sizeof(r2), &p.s[0].addr, &p.s[1].addr,
+		                              p.now),
+		                 MOQ_ERR_CLOSED);
+		ck_assert_int_eq(p.s[0].closed, 1);
+		ck_assert_int_eq(p.s[0].ci.kind, FP_CLOSE_STATELESS_RESET);
+	}
 	/* garbage for another CID is not ours */
 	buf[40] ^= 1;
 	ck_assert_int_eq(fp_engine_recv(p.s[0].e, buf, (size_t)n, &p.s[0].addr, &p.s[1].addr,
