@@ -655,6 +655,11 @@ void fp_conn_timer(struct fp_conn *c)
 		if (e->cfg.keep_alive_ns && x->last_tx_t + e->cfg.keep_alive_ns < t)
 			t = x->last_tx_t + e->cfg.keep_alive_ns;
 	}
+	/* a timer armed earlier and still ahead stays: firing early is
+	 * harmless (fp_conn_fire looks at every deadline and re-arms), and it
+	 * saves a re-arm per packet as the PTO moves on with every send */
+	if (fp_wheel_armed(&c->tn) && c->tn.when <= t && c->tn.when > x->now)
+		return;
 	if (t == UINT64_MAX)
 		fp_wheel_cancel(&e->wheel, &c->tn);
 	else
