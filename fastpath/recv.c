@@ -884,19 +884,21 @@ int fp_conn_recv(struct fp_conn *c, const uint8_t *data, size_t len, const struc
 	}
 	x->pkts_recv++;
 	x->bytes_recv += len;
-	if (remote && !same_addr(remote, &x->remote))
-		x->path_recv = 0; /* counted below if it becomes the path */
-	else if (!c->validated)
-		x->path_recv += len;
 	{
 		uint64_t prev_largest = c->rx_largest;
 		size_t plen = len - hlen - FP_TAG_LEN;
+		int moved = remote && !same_addr(remote, &x->remote);
 
+		if (moved)
+			x->path_recv = 0; /* counted below if it becomes the path */
+		else if (!c->validated)
+			x->path_recv += len;
 		x->refuse_pkt = 0;
 		/* RFC 9000, 10.1: a packet processed restarts the idle timer */
-		x->idle_at = x->idle_ns ? now + (x->idle_ns > 3 * fp_pto(c) ? x->idle_ns
-		                                                               : 3 * fp_pto(c))
-		                        : UINT64_MAX;
+		if (x->idle_ns) {
+			uint64_t p3 = 3 * fp_pto(c);
+			x->idle_at = now + (x->idle_ns > p3 ? x->idle_ns : p3);
+		}
 		x->elicit_since_rx = 0;
 		if (frames(c, pl, pl + plen, data + 1, &elicit, &probing, now) < 0)
 			goto closed;
@@ -914,7 +916,7 @@ int fp_conn_recv(struct fp_conn *c, const uint8_t *data, size_t len, const struc
 		}
 		/* RFC 9000, 9.3: the newest non-probing packet from a new address
 		 * moves the connection */
-		if (remote && !same_addr(remote, &x->remote) && !probing &&
+		if (moved && c->state == ST_OPEN && !probing &&
 		    (prev_largest == FP_PN_NONE || pn > prev_largest))
 			path_new(c, remote, local, len, now);
 		if (elicit) {
