@@ -139,6 +139,12 @@ static void add_range(struct pktb *b, uint32_t sidx, uint64_t off, uint16_t len,
 	b->nranges++;
 }
 
+/* The ring slot of the next packet number is free (fast path's check). */
+static int range_room_free(const struct fp_conn *c)
+{
+	return !(c->ring[c->tx_pn & c->ring_mask].flags & PF_USED);
+}
+
 static int range_room(const struct pktb *b)
 {
 	return b->nranges == 0 ||
@@ -598,6 +604,146 @@ static int build(struct fp_conn *c, struct fp_pkt *pkt, uint64_t now)
 	return 1;
 }
 
+/*
+ * The common packet of a fanout connection, built without the general
+ * path's checks: one stream on the send list with new data and credit,
+ * nothing else owed (no ACK, no control frame, no lost data, a validated
+ * path). Returns the stream, or NULL when build() must do it.
+ */
+static struct fp_stream *fast_stream(const struct fp_conn *c, uint64_t now)
+{
+	struct fp_stream *s;
+
+	if (c->state != ST_OPEN || !c->validated || c->ctl || c->rx_unacked || c->ack_at ||
+	    c->send_head == FP_NONE32 || c->send_head != c->send_tail || !can_elicit(c, now))
+		return NULL;
+	s = &c->e->streams[c->send_head];
+	if ((s->flags & (SF_P_MASK | SF_RESET_SENT)) || s->lost_ivl != FP_NONE32 ||
+	    s->snd_off >= s->snd_end || s->snd_off >= s->snd_max ||
+	    c->sent_data >= c->peer_max_data || !range_room_free(c))
+		return NULL;
+	return s;
+}
+
+/* One STREAM frame of new data of @s (fast_stream's) into @pkt. */
+static void build_fast(struct fp_conn *c, struct fp_stream *s, struct fp_pkt *pkt, uint64_t now)
+{
+	struct fp_engine *e = c->e;
+	struct fp_cold *x = c->x;
+	struct fp_keys *k = &x->keys;
+	uint8_t *d = pkt->data, *f, mask[16];
+	uint64_t pn = c->tx_pn, n, lim;
+	unsigned pnlen = fp_pn_len(pn, c->largest_acked);
+	size_t cap = pkt->cap < c->max_pkt ? pkt->cap : c->max_pkt;
+	size_t pn_off = 1 + (size_t)c->dcid_len, hlen = pn_off + pnlen, plen, len;
+	struct fp_sent *r = &c->ring[pn & c->ring_mask];
+	int fin;
+
+	/* RFC 9000, 17.3.1 (as build()) */
+	d[0] = (uint8_t)(HDR_FIXED | (c->kp ? HDR_KEY_PHASE : 0) | (pnlen - 1));
+	memcpy(d + 1, x->dcid.id, FP_CID_MAX);
+	{
+		uint32_t be = __builtin_bswap32((uint32_t)pn << (8 * (4 - pnlen)));
+		memcpy(d + pn_off, &be, 4);
+	}
+	/* RFC 9000, 19.8: STREAM with offset and length, within both limits */
+	n = s->snd_end - s->snd_off;
+	lim = s->snd_max - s->snd_off;
+	if (n > lim)
+		n = lim;
+	lim = c->peer_max_data - c->sent_data;
+	if (n > lim)
+		n = lim;
+	lim = cap - FP_TAG_LEN - hlen - STREAM_HDR_MAX;
+	if (n > lim)
+		n = lim;
+	fin = s->snd_off + n == s->snd_end && (s->flags & SF_FIN_QUEUED);
+	f = d + hlen;
+	*f++ = (uint8_t)(FT_STREAM | 0x04 | 0x02 | (fin ? 1 : 0));
+	f = fp_varint_put(f, (uint64_t)s->id);
+	f = fp_varint_put(f, s->snd_off);
+	*f++ = (uint8_t)(0x40 | (n >> 8));
+	*f++ = (uint8_t)n;
+	stream_copy(e, s, s->snd_off, f, n, 1);
+	plen = (size_t)(f + n - (d + hlen));
+	len = hlen + plen + FP_TAG_LEN;
+	/* the sent record, its one range inline */
+	r->pn_lo = (uint32_t)pn;
+	r->t_us = (uint32_t)((now - x->epoch_ns) / 1000);
+	r->off = s->snd_off;
+	r->sidx = (uint32_t)(s - e->streams);
+	r->len = (uint16_t)n;
+	r->size = (uint16_t)len;
+	r->flags = PF_USED | PF_ELICIT | PF_INFLIGHT | PF_RANGE | (fin ? PF_FIN : 0);
+	r->kind = RK_DATA;
+	r->ctl = 0;
+	r->more = FP_NONE32;
+	s->refs++;
+	s->snd_off += n;
+	c->sent_data += n;
+	if (fin)
+		s->flags |= SF_FIN_SENT;
+	if (!fin && s->snd_off < s->snd_end && s->snd_off == s->snd_max &&
+	    !(s->flags & SF_SDB_DONE)) {
+		/* RFC 9000, 4.1: blocked by the stream's limit, said once; the
+		 * general path writes the frame next */
+		s->flags |= SF_P_SDB | SF_SDB_DONE;
+	} else if (fin || s->snd_off == s->snd_end || s->snd_off == s->snd_max ||
+	           c->sent_data == c->peer_max_data) {
+		/* nothing more now: off the send list (a write or more credit
+		 * puts it back) */
+		s->flags &= ~SF_ON_LIST;
+		s->send_next = FP_NONE32;
+		c->send_head = c->send_tail = FP_NONE32;
+	}
+	if (s->snd_off < s->snd_end && c->sent_data == c->peer_max_data &&
+	    x->dblocked_at != c->peer_max_data) {
+		x->dblocked_at = c->peer_max_data;
+		c->ctl |= CF_DBLOCKED;
+	}
+	/* RFC 9001, 5.3 and 5.4.1 */
+	if (fp_seal(k->tx_aead, k->tx_iv, pn, d, hlen, d + hlen, plen) < 0 ||
+	    fp_hp_mask(k->tx_hp, d + pn_off + 4, mask) < 0) {
+		fp_close_local(c, 0, FP_E_INTERNAL, 0, "seal failed", now);
+		pkt->len = 0;
+		return;
+	}
+	d[0] ^= mask[0] & 0x1f;
+	{
+		uint32_t v, m;
+		memcpy(&v, d + pn_off, 4);
+		memcpy(&m, mask + 1, 4);
+		m &= pnlen == 4 ? 0xffffffffu : ((1u << (8 * pnlen)) - 1);
+		v ^= m;
+		memcpy(d + pn_off, &v, 4);
+	}
+	c->tx_pn++;
+	c->inflight += len;
+	c->last_elicit_t = now;
+	if (c->probes > 0)
+		c->probes--;
+	if (!x->elicit_since_rx && x->idle_ns) {
+		uint64_t p3 = 3 * fp_pto(c);
+		x->elicit_since_rx = 1;
+		x->idle_at = now + (x->idle_ns > p3 ? x->idle_ns : p3);
+	}
+	{
+		uint64_t iv = pace_interval(c, len);
+		if (c->pace_t + PACE_BURST_PKTS * iv < now)
+			c->pace_t = now - PACE_BURST_PKTS * iv;
+		c->pace_t += iv;
+	}
+	x->last_tx_t = now;
+	x->pkts_sent++;
+	x->bytes_sent += len;
+	e->st.pkts_out++;
+	e->st.bytes_out += len;
+	pkt->len = (uint16_t)len;
+	pkt->local = x->local;
+	pkt->remote = x->remote;
+	pkt->conn = c;
+}
+
 int fp_conn_send(struct fp_conn *c, struct fp_pkt *pkts, size_t n, uint64_t now)
 {
 	size_t done = 0;
@@ -609,8 +755,18 @@ int fp_conn_send(struct fp_conn *c, struct fp_pkt *pkts, size_t n, uint64_t now)
 	c->x->busy++;
 	c->x->now = now;
 	while (done < n) {
+		struct fp_stream *fs;
+
 		if (pkts[done].cap < FP_MIN_PKT_BUF)
 			break;
+		fs = fast_stream(c, now);
+		if (fs != NULL) {
+			build_fast(c, fs, &pkts[done], now);
+			if (pkts[done].len == 0)
+				break; /* the seal failed: closed */
+			done++;
+			continue;
+		}
 		if (!build(c, &pkts[done], now)) {
 			/* nothing more, or held back (window, pacer, amplification
 			 * limit: an ACK or the timer makes it ready again) */
