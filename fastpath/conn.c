@@ -582,6 +582,7 @@ int fp_on_ack(struct fp_conn *c, const struct fp_ack *a, uint64_t now)
 	/* RFC 9000, 13.1: acknowledging a packet never sent */
 	if (a->largest >= c->tx_pn)
 		return fp_violation(c, FP_E_PROTOCOL_VIOLATION, FT_ACK, "ack of unsent packet", now);
+	e->ackb_on = 1;
 	/* oldest first, so stream data is acknowledged in order (the prefix
 	 * moves, no interval is kept) */
 	for (i = a->n; i-- > 0;) {
@@ -606,10 +607,17 @@ int fp_on_ack(struct fp_conn *c, const struct fp_ack *a, uint64_t now)
 				c->tx_update = 0; /* RFC 9001, 6.5: the update is confirmed */
 			sent_ranges(c, r, fp_on_acked_range);
 			r->flags = 0;
-			if (c->state != ST_OPEN)
+			if (c->state != ST_OPEN) {
+				e->ackb_on = 0;
+				e->ackb_s = NULL;
 				return -1;
+			}
 		}
 	}
+	e->ackb_on = 0;
+	fp_ack_flush(c);
+	if (c->state != ST_OPEN)
+		return -1;
 	if (c->largest_acked == FP_PN_NONE || a->largest > c->largest_acked)
 		c->largest_acked = a->largest;
 	if (newly_elicit) {

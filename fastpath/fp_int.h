@@ -461,6 +461,12 @@ struct fp_engine {
 	uint32_t len_in_use[FP_CID_MAX + 1]; /* our CIDs of each length */
 	uint8_t lens[4], nlens;              /* the lengths in use, longest first */
 	uint64_t wheel_now;
+	/* the stream whose acknowledged prefix one ACK frame is moving
+	 * (fp_ack_flush reports it once) */
+	struct fp_stream *ackb_s;
+	int64_t ackb_sid;
+	uint64_t ackb_before;
+	int ackb_on;
 	uint8_t scratch[2048] __attribute__((aligned(16)));
 	struct fp_stats st;
 };
@@ -507,6 +513,7 @@ void fp_rbuf_free(struct fp_engine *e, struct fp_stream *s);
 void fp_on_acked_range(struct fp_conn *c, uint32_t sidx, uint64_t off, uint32_t len, int kind,
                        int fin);
 void fp_reset_send(struct fp_conn *c, struct fp_stream *s, uint64_t err);
+void fp_ack_flush(struct fp_conn *c);
 void fp_conn_stateless_reset(struct fp_conn *c, uint64_t now);
 void fp_close_local(struct fp_conn *c, int app, uint64_t code, uint64_t ftype, const char *what,
                     uint64_t now);

@@ -236,11 +236,42 @@ static void stream_acked_range(struct fp_conn *c, struct fp_stream *s, uint64_t 
 	} else {
 		fp_ivl_add(e, &s->acked_ivl, off, end);
 	}
+	if (e->ackb_on) {
+		/* inside one ACK frame: one release and one stream_acked per
+		 * stream run, at fp_ack_flush */
+		if (e->ackb_s != s) {
+			fp_ack_flush(c);
+			e->ackb_s = s;
+			e->ackb_sid = s->id;
+			e->ackb_before = before;
+		}
+		return;
+	}
 	if (s->snd_acked > before) {
 		chunks_release(e, s, s->snd_acked);
 		if (e->cb && e->cb->stream_acked)
 			e->cb->stream_acked(c, c->user, s->id, s->snd_acked, s->snd_acked - before);
 	}
+}
+
+void fp_ack_flush(struct fp_conn *c)
+{
+	struct fp_engine *e = c->e;
+	struct fp_stream *s = e->ackb_s;
+	uint64_t before = e->ackb_before;
+
+	if (s == NULL)
+		return;
+	e->ackb_s = NULL;
+	if (c->state != ST_OPEN || s->id != e->ackb_sid)
+		return; /* closed meanwhile: nothing of the caller's is held */
+	if (s->snd_acked > before) {
+		chunks_release(e, s, s->snd_acked);
+		if (e->cb && e->cb->stream_acked)
+			e->cb->stream_acked(c, c->user, s->id, s->snd_acked, s->snd_acked - before);
+	}
+	if (c->state == ST_OPEN && s->id >= 0)
+		fp_stream_maybe_free(c, s);
 }
 
 void fp_on_lost_range(struct fp_conn *c, uint32_t sidx, uint64_t off, uint32_t len, int kind,
@@ -296,6 +327,8 @@ void fp_on_acked_range(struct fp_conn *c, uint32_t sidx, uint64_t off, uint32_t 
 		stream_acked_range(c, s, off, off + len, fin);
 	else if (kind == RK_RESET)
 		s->flags |= SF_RESET_ACKED;
+	if (c->e->ackb_on && c->e->ackb_s == s)
+		return; /* fp_ack_flush frees it if it is done */
 	fp_stream_maybe_free(c, s);
 }
 
