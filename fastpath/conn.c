@@ -545,7 +545,8 @@ static void advance_ring_lo(struct fp_conn *c)
 static void detect_lost(struct fp_conn *c, uint64_t now)
 {
 	uint64_t rtt = c->latest_rtt > c->srtt ? c->latest_rtt : c->srtt, delay, pn;
-	uint64_t lt = 0;
+	uint64_t lt = 0, first_t = 0, last_t = 0;
+	int run = 1, nlost = 0, gap = 0;
 
 	c->loss_time = 0;
 	if (c->largest_acked == FP_PN_NONE)
@@ -557,15 +558,33 @@ static void detect_lost(struct fp_conn *c, uint64_t now)
 	for (pn = c->ring_lo; pn < c->largest_acked && c->state == ST_OPEN; pn++) {
 		struct fp_sent *r = &c->ring[pn & c->ring_mask];
 		uint64_t ts;
-		if (!(r->flags & PF_USED) || r->pn_lo != (uint32_t)pn)
+		if (!(r->flags & PF_USED) || r->pn_lo != (uint32_t)pn) {
+			gap = nlost > 0; /* acknowledged (or never in flight) */
 			continue;
+		}
 		ts = sent_time(c, r, now);
 		if (pn + K_PACKET_THRESHOLD <= c->largest_acked || ts + delay <= now) {
+			if (gap)
+				run = 0; /* not one span of lost packets */
+			if (nlost++ == 0)
+				first_t = ts;
+			last_t = ts;
 			on_lost(c, pn, r, now);
 			continue;
 		}
+		gap = nlost > 0;
 		if (lt == 0 || ts + delay < lt)
 			lt = ts + delay;
+	}
+	/* RFC 9002, 7.6: lost packets spanning more than 3 x the PTO (without
+	 * backoff), nothing in between acknowledged, after an RTT sample:
+	 * persistent congestion, back to the minimum window */
+	if (nlost >= 2 && run && c->min_rtt != UINT64_MAX &&
+	    last_t - first_t > K_PERSISTENT_CONGESTION * fp_pto(c)) {
+		c->cwnd = MIN_CWND_PKTS * (uint64_t)c->max_pkt;
+		c->ca_acc = 0;
+		c->recovery_start = now;
+		c->e->st.persistent_congestion++;
 	}
 	c->loss_time = lt;
 	advance_ring_lo(c);

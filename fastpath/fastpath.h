@@ -341,6 +341,7 @@ struct fp_stats {
 	uint64_t reorder_drops;     /* stream data beyond the reorder bound */
 	uint64_t timers_run, timers_idle; /* expiries, and those with nothing to do */
 	uint64_t pool_exhausted;    /* a stream / chunk / conn record was refused */
+	uint64_t persistent_congestion; /* RFC 9002, 7.6 (window back to 2 packets) */
 };
 
 /*

@@ -950,6 +950,33 @@ START_TEST(pair_streams_limit_and_reset)
 }
 END_TEST
 
+/* Everything the server sends is lost for 3 s (PTOs back off unanswered):
+ * persistent congestion (RFC 9002, 7.6), and the transfer still ends. */
+START_TEST(pair_persistent_congestion)
+{
+	struct pair p;
+	struct fp_stats st;
+	int64_t sid;
+
+	pair_init(&p, 1 << 20, 4 << 20, NULL);
+	ck_assert_int_eq(fp_stream_open(p.s[0].c, 0, &sid), 0);
+	ck_assert_int_eq(fp_stream_write(p.s[0].c, sid, iov1(0, 400000), 1, 1), 400000);
+	pair_run(&p, NULL, 60000000ull);
+	p.blackhole[0] = 1;
+	pair_run(&p, NULL, 3000000000ull);
+	p.blackhole[0] = 0;
+	g_want = 400000;
+	g_sid_slot = sid_slot(sid);
+	pair_run(&p, done_rx, 60000000000ull);
+	ck_assert_uint_eq(p.s[1].rx_off[g_sid_slot], 400000);
+	ck_assert_int_eq(p.s[1].rx_bad, 0);
+	fp_engine_stats(p.s[0].e, &st);
+	ck_assert_uint_ge(st.ptos, 2);
+	ck_assert_uint_ge(st.persistent_congestion, 1);
+	pair_free(&p);
+}
+END_TEST
+
 /* The peer's frames for a higher stream id come first (RFC 9000, 3.2: the
  * lower ones are opened too): the lower stream's data is delivered. */
 START_TEST(pair_peer_stream_gap)
@@ -1896,6 +1923,7 @@ Suite *fastpath_suite(void)
 	tcase_add_test(t, pair_streams_limit_and_reset);
 	tcase_add_test(t, pair_violation_codes);
 	tcase_add_test(t, pair_peer_stream_gap);
+	tcase_add_test(t, pair_persistent_congestion);
 	suite_add_tcase(s, t);
 	t = tcase_create("ngtcp2");
 	tcase_set_timeout(t, 120);
