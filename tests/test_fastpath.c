@@ -323,6 +323,11 @@ struct pair {
 	int blackhole[2];
 	struct fp_addr nat_from[2]; /* rewrite the source of dir's datagrams */
 	int nat[2];
+	/* an on-path attacker rewrites the source of one client datagram;
+	 * what is sent to that address reaches no one (RFC 9000, 9.3.3) */
+	int spoof_once;
+	struct fp_addr spoof;
+	uint64_t to_spoof;
 };
 
 static int sid_slot(int64_t sid)
@@ -570,6 +575,11 @@ static int pair_step(struct pair *p)
 				p->dropped++;
 				continue;
 			}
+			if (i == 0 && p->spoof.len && pk[j].remote.len == p->spoof.len &&
+			    memcmp(pk[j].remote.b, p->spoof.b, p->spoof.len) == 0) {
+				p->to_spoof++;
+				continue;
+			}
 			if (p->nq[i] == MAXQ)
 				continue;
 			d = &p->q[i][p->nq[i]++];
@@ -579,6 +589,10 @@ static int pair_step(struct pair *p)
 			d->len = pk[j].len;
 			memcpy(d->d, pk[j].data, pk[j].len);
 			d->from = p->nat[i] ? p->nat_from[i] : pk[j].local;
+			if (i == 1 && p->spoof_once) {
+				p->spoof_once = 0;
+				d->from = p->spoof;
+			}
 		}
 	}
 	for (i = 0; i < 2; i++) {
@@ -945,6 +959,41 @@ START_TEST(pair_streams_limit_and_reset)
 	ck_assert_int_eq(p.s[1].stops, 1);
 	ck_assert_int_eq(p.s[0].resets, 1); /* the client reset in answer */
 	ck_assert_int_eq(p.s[0].rx_bad + p.s[1].rx_bad, 0);
+	ck_assert_int_eq(p.s[0].closed + p.s[1].closed, 0);
+	pair_free(&p);
+}
+END_TEST
+
+/* One client datagram arrives with a forged source (RFC 9000, 9.3.3): the
+ * server moves and challenges the forged address (within 3x of what came
+ * from it), gets no answer there, and moves back on the client's next
+ * packets; the transfer completes. */
+START_TEST(pair_spoofed_source)
+{
+	struct pair p;
+	int64_t sid;
+
+	pair_init(&p, 1 << 20, 4 << 20, NULL);
+	ck_assert_int_eq(fp_stream_open(p.s[0].c, 0, &sid), 0);
+	ck_assert_int_eq(fp_stream_write(p.s[0].c, sid, iov1(0, 300000), 1, 1), 300000);
+	pair_run(&p, NULL, 30000000ull);
+	addr_of(&p.spoof, 6666);
+	p.spoof_once = 1;
+	g_want = 300000;
+	g_sid_slot = sid_slot(sid);
+	pair_run(&p, done_rx, 30000000000ull);
+	ck_assert_uint_eq(p.s[1].rx_off[g_sid_slot], 300000);
+	ck_assert_int_eq(p.s[1].rx_bad, 0);
+	ck_assert_int_ge(p.s[0].paths, 2); /* to the forged address and back */
+	ck_assert_uint_ge(p.to_spoof, 1);
+	/* bounded by 3x what the forged address sent (one datagram) */
+	ck_assert_uint_le(p.to_spoof, 3);
+	{
+		struct fp_conn_info ci;
+		fp_conn_get_info(p.s[0].c, &ci);
+		ck_assert_mem_eq(ci.remote.b, p.s[1].addr.b, 16);
+		ck_assert_uint_eq(ci.path_validated, 1);
+	}
 	ck_assert_int_eq(p.s[0].closed + p.s[1].closed, 0);
 	pair_free(&p);
 }
@@ -1924,6 +1973,7 @@ Suite *fastpath_suite(void)
 	tcase_add_test(t, pair_violation_codes);
 	tcase_add_test(t, pair_peer_stream_gap);
 	tcase_add_test(t, pair_persistent_congestion);
+	tcase_add_test(t, pair_spoofed_source);
 	suite_add_tcase(s, t);
 	t = tcase_create("ngtcp2");
 	tcase_set_timeout(t, 120);
