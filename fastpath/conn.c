@@ -319,8 +319,7 @@ void fp_conn_free(struct fp_conn *c)
 }
 
 void fp_notify_closed(struct fp_conn *c, enum fp_close_kind kind, int local, uint64_t code,
-                          uint64_t ftype, const char *what, const uint8_t *reason,
-                          size_t reasonlen)
+                      uint64_t ftype, const char *what, const uint8_t *reason, size_t reasonlen)
 {
 	const struct fp_callbacks *cb = c->e->cb;
 	struct fp_close_info info;
@@ -363,13 +362,12 @@ void fp_close_local(struct fp_conn *c, int app, uint64_t code, uint64_t ftype, c
 		c->e->st.conn_errors++;
 	fp_ready_add(c);
 	fp_notify_closed(c, app ? FP_CLOSE_APPLICATION : FP_CLOSE_TRANSPORT, 1, code, ftype, what,
-	              x->close_reason, x->close_reasonlen);
+	                 x->close_reason, x->close_reasonlen);
 	fp_conn_timer(c);
 }
 
 /* A protocol fp_violation by the peer (RFC 9000, 20.1). */
-int fp_violation(struct fp_conn *c, uint64_t code, uint64_t ftype, const char *what,
-                     uint64_t now)
+int fp_violation(struct fp_conn *c, uint64_t code, uint64_t ftype, const char *what, uint64_t now)
 {
 	static const char pv[] = "protocol fp_violation";
 
@@ -600,7 +598,8 @@ int fp_on_ack(struct fp_conn *c, const struct fp_ack *a, uint64_t now)
 	e->st.acks_in++;
 	/* RFC 9000, 13.1: acknowledging a packet never sent */
 	if (a->largest >= c->tx_pn)
-		return fp_violation(c, FP_E_PROTOCOL_VIOLATION, FT_ACK, "ack of unsent packet", now);
+		return fp_violation(c, FP_E_PROTOCOL_VIOLATION, FT_ACK, "ack of unsent packet",
+		                    now);
 	e->ackb_on = 1;
 	/* oldest first, so stream data is acknowledged in order (the prefix
 	 * moves, no interval is kept) */
@@ -671,7 +670,8 @@ void fp_conn_timer(struct fp_conn *c)
 			if (c->loss_time < t)
 				t = c->loss_time;
 		} else if (c->inflight > 0) {
-			uint64_t pto = c->last_elicit_t + (fp_pto(c) << (c->pto_count < 16 ? c->pto_count : 16));
+			uint64_t pto = c->last_elicit_t +
+			               (fp_pto(c) << (c->pto_count < 16 ? c->pto_count : 16));
 			if (pto < t)
 				t = pto;
 		}
@@ -717,7 +717,8 @@ static void on_pto(struct fp_conn *c, uint64_t now)
 			for (m = r->more; m != FP_NONE32; m = e->sranges[m].next) {
 				struct fp_srange *sr = &e->sranges[m];
 				struct fp_stream *s2 = &e->streams[sr->sidx];
-				if (s2->id >= 0 && sr->kind == RK_DATA && !(s2->flags & SF_RESET_SENT))
+				if (s2->id >= 0 && sr->kind == RK_DATA &&
+				    !(s2->flags & SF_RESET_SENT))
 					fp_ivl_add(e, &s2->lost_ivl, sr->off, sr->off + sr->len);
 				if (s2->id >= 0 && fp_stream_has_send(c, s2))
 					fp_stream_sendq(c, s2);
@@ -767,7 +768,8 @@ void fp_conn_fire(struct fp_conn *c, uint64_t now)
 		fp_ready_add(c);
 		did = 1;
 	} else if (!c->loss_time && c->inflight > 0 &&
-	           now >= c->last_elicit_t + (fp_pto(c) << (c->pto_count < 16 ? c->pto_count : 16))) {
+	           now >= c->last_elicit_t +
+	                           (fp_pto(c) << (c->pto_count < 16 ? c->pto_count : 16))) {
 		on_pto(c, now);
 		did = 1;
 	}

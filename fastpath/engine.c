@@ -8,18 +8,18 @@
 #include <stdlib.h>
 
 /* Defaults (fastpath.h, struct fp_engine_config). */
-#define DEF_MAX_CONNS   1024u
-#define DEF_SENT_RING   256u
-#define DEF_REORDER     4096u
-#define DEF_TICK_NS     1000000ull
-#define DEF_STREAM_WIN  (256u * 1024u)
-#define DEF_CONN_WIN    (1024u * 1024u)
+#define DEF_MAX_CONNS  1024u
+#define DEF_SENT_RING  256u
+#define DEF_REORDER    4096u
+#define DEF_TICK_NS    1000000ull
+#define DEF_STREAM_WIN (256u * 1024u)
+#define DEF_CONN_WIN   (1024u * 1024u)
 /* Wheel slots: 4096 ticks of 1 ms cover the ACK delay, loss and PTO
  * timers in one round; idle timeouts take a few rounds. */
 #define WHEEL_SLOTS 4096u
 /* Reassembly buffers: one per 4 connections. */
 #define RBUF_PER_CONN_DIV 4u
-#define TOMB UINT32_MAX
+#define TOMB              UINT32_MAX
 
 static uint32_t pow2_at_least(uint32_t v)
 {

@@ -71,8 +71,8 @@ static int rx_seen(const struct fp_cold *x, uint64_t pn)
 	return x->nrx == RX_RANGES; /* below everything kept */
 }
 
-static int deliver(struct fp_conn *c, struct fp_stream *s, uint64_t off, const uint8_t *d,
-                   size_t n, int fin)
+static int deliver(struct fp_conn *c, struct fp_stream *s, uint64_t off, const uint8_t *d, size_t n,
+                   int fin)
 {
 	const struct fp_callbacks *cb = c->e->cb;
 
@@ -106,7 +106,7 @@ static int rbuf_drain(struct fp_conn *c, struct fp_stream *s)
 		uint64_t p = (s->rcv_off + n) % R;
 		if (!(bits[p / 8] & (1u << (p % 8))))
 			break;
-		bits[p / 8] &= (uint8_t)~(1u << (p % 8));
+		bits[p / 8] &= (uint8_t) ~(1u << (p % 8));
 		n++;
 	}
 	if (n > 0) {
@@ -226,7 +226,8 @@ static int on_stream(struct fp_conn *c, uint8_t ft, int64_t sid, uint64_t off, c
 		x->recv_data += end - s->rcv_hi;
 		s->rcv_hi = end;
 		if (x->recv_data > x->local_max_data)
-			return fp_violation(c, FP_E_FLOW_CONTROL, ft, "connection flow control", now);
+			return fp_violation(c, FP_E_FLOW_CONTROL, ft, "connection flow control",
+			                    now);
 	}
 	if (fin) {
 		s->rcv_final = end;
@@ -309,7 +310,7 @@ static int on_reset_stream(struct fp_conn *c, int64_t sid, uint64_t err, uint64_
 	if (s->flags & SF_RECV_DONE)
 		return 0;
 	s->flags |= SF_FIN_RECV | SF_RECV_DONE;
-	s->flags &= (uint16_t)~(SF_P_STOP | SF_P_MSD);
+	s->flags &= (uint16_t) ~(SF_P_STOP | SF_P_MSD);
 	fp_rbuf_free(c->e, s);
 	if (c->e->cb && c->e->cb->stream_reset)
 		c->e->cb->stream_reset(c, c->user, sid, err, final);
@@ -347,7 +348,8 @@ static int on_max_stream_data(struct fp_conn *c, int64_t sid, uint64_t max, uint
 
 	/* RFC 9000, 19.10: on a receive-only stream: STREAM_STATE_ERROR */
 	if (!is_local_sid(c, sid) && (sid & 2))
-		return fp_violation(c, FP_E_STREAM_STATE, FT_MAX_STREAM_DATA, "max_stream_data", now);
+		return fp_violation(c, FP_E_STREAM_STATE, FT_MAX_STREAM_DATA, "max_stream_data",
+		                    now);
 	s = peer_stream(c, sid, 0, &bad);
 	if (bad)
 		return fp_violation(c, bad, FT_MAX_STREAM_DATA, "max_stream_data", now);
@@ -470,7 +472,8 @@ static int on_new_cid(struct fp_conn *c, const uint8_t **p, const uint8_t *end, 
 	/* RFC 9000, 5.1.1: more than we allow is a CONNECTION_ID_LIMIT_ERROR */
 	if ((uint64_t)x->npeer_cids + 1 >= x->local_cid_limit + (x->dcid.seq < rpt ? 1 : 0) &&
 	    x->npeer_cids + 1u > x->local_cid_limit)
-		return fp_violation(c, FP_E_CONNECTION_ID_LIMIT, FT_NEW_CONNECTION_ID, "cid limit", now);
+		return fp_violation(c, FP_E_CONNECTION_ID_LIMIT, FT_NEW_CONNECTION_ID, "cid limit",
+		                    now);
 	if (x->npeer_cids < FP_MAX_PEER_CIDS) {
 		x->peer_cids[x->npeer_cids++] = n;
 		fp_tab_add(c->e, c->e->tok_tab, n.token, FP_TOKEN_LEN, conn_idx(c));
@@ -499,14 +502,14 @@ static int on_retire_cid(struct fp_conn *c, uint64_t seq, const uint8_t *dcid, u
 	/* RFC 9000, 19.16 */
 	if (seq >= x->next_scid_seq)
 		return fp_violation(c, FP_E_PROTOCOL_VIOLATION, FT_RETIRE_CONNECTION_ID,
-		                 "retire of unissued cid", now);
+		                    "retire of unissued cid", now);
 	for (i = 0; i < x->nscids; i++) {
 		struct fp_cid r = x->scids[i];
 		if (r.seq != seq)
 			continue;
 		if (r.len == c->scid_len && memcmp(r.id, dcid, r.len) == 0)
 			return fp_violation(c, FP_E_PROTOCOL_VIOLATION, FT_RETIRE_CONNECTION_ID,
-			                 "retire of the cid in use", now);
+			                    "retire of the cid in use", now);
 		fp_tab_del(e, e->cid_tab, r.id, r.len);
 		fp_len_ref(e, r.len, -1);
 		x->scids[i] = x->scids[--x->nscids];
@@ -556,7 +559,8 @@ static int frames(struct fp_conn *c, const uint8_t *p, const uint8_t *end, const
 		}
 		if (fp_varint_get(&p, end, &ft) < 0)
 			return fp_violation(c, FP_E_FRAME_ENCODING, 0, "frame type", now);
-		if (ft != FT_ACK && ft != FT_ACK_ECN && ft != FT_CLOSE_TRANSPORT && ft != FT_CLOSE_APP)
+		if (ft != FT_ACK && ft != FT_ACK_ECN && ft != FT_CLOSE_TRANSPORT &&
+		    ft != FT_CLOSE_APP)
 			*elicit = 1;
 		if (ft != FT_PATH_CHALLENGE && ft != FT_PATH_RESPONSE && ft != FT_NEW_CONNECTION_ID)
 			*probing_only = 0;
@@ -565,7 +569,8 @@ static int frames(struct fp_conn *c, const uint8_t *p, const uint8_t *end, const
 		case FT_HANDSHAKE_DONE:
 			/* RFC 9000, 19.20: a server receiving it: PROTOCOL_VIOLATION */
 			if (ft == FT_HANDSHAKE_DONE && c->is_server)
-				return fp_violation(c, FP_E_PROTOCOL_VIOLATION, ft, "handshake_done", now);
+				return fp_violation(c, FP_E_PROTOCOL_VIOLATION, ft,
+				                    "handshake_done", now);
 			break;
 		case FT_ACK:
 		case FT_ACK_ECN: {
@@ -579,13 +584,15 @@ static int frames(struct fp_conn *c, const uint8_t *p, const uint8_t *end, const
 		case FT_RESET_STREAM:
 			if (fp_varint_get(&p, end, &a) < 0 || fp_varint_get(&p, end, &b) < 0 ||
 			    fp_varint_get(&p, end, &d2) < 0)
-				return fp_violation(c, FP_E_FRAME_ENCODING, ft, "reset_stream", now);
+				return fp_violation(c, FP_E_FRAME_ENCODING, ft, "reset_stream",
+				                    now);
 			if (on_reset_stream(c, (int64_t)a, b, d2, now) < 0)
 				return -1;
 			break;
 		case FT_STOP_SENDING:
 			if (fp_varint_get(&p, end, &a) < 0 || fp_varint_get(&p, end, &b) < 0)
-				return fp_violation(c, FP_E_FRAME_ENCODING, ft, "stop_sending", now);
+				return fp_violation(c, FP_E_FRAME_ENCODING, ft, "stop_sending",
+				                    now);
 			if (on_stop_sending(c, (int64_t)a, b, now) < 0)
 				return -1;
 			break;
@@ -600,7 +607,8 @@ static int frames(struct fp_conn *c, const uint8_t *p, const uint8_t *end, const
 		case FT_NEW_TOKEN:
 			/* RFC 9000, 19.7: a server receiving it: PROTOCOL_VIOLATION */
 			if (c->is_server)
-				return fp_violation(c, FP_E_PROTOCOL_VIOLATION, ft, "new_token", now);
+				return fp_violation(c, FP_E_PROTOCOL_VIOLATION, ft, "new_token",
+				                    now);
 			if (fp_varint_get(&p, end, &a) < 0 || (uint64_t)(end - p) < a || a == 0)
 				return fp_violation(c, FP_E_FRAME_ENCODING, ft, "new_token", now);
 			p += a;
@@ -623,7 +631,8 @@ static int frames(struct fp_conn *c, const uint8_t *p, const uint8_t *end, const
 			break;
 		case FT_MAX_STREAM_DATA:
 			if (fp_varint_get(&p, end, &a) < 0 || fp_varint_get(&p, end, &b) < 0)
-				return fp_violation(c, FP_E_FRAME_ENCODING, ft, "max_stream_data", now);
+				return fp_violation(c, FP_E_FRAME_ENCODING, ft, "max_stream_data",
+				                    now);
 			if (on_max_stream_data(c, (int64_t)a, b, now) < 0)
 				return -1;
 			break;
@@ -650,10 +659,12 @@ static int frames(struct fp_conn *c, const uint8_t *p, const uint8_t *end, const
 			break;
 		case FT_STREAM_DATA_BLOCKED:
 			if (fp_varint_get(&p, end, &a) < 0 || fp_varint_get(&p, end, &b) < 0)
-				return fp_violation(c, FP_E_FRAME_ENCODING, ft, "stream_data_blocked", now);
+				return fp_violation(c, FP_E_FRAME_ENCODING, ft,
+				                    "stream_data_blocked", now);
 			/* RFC 9000, 19.13: on a send-only stream: STREAM_STATE_ERROR */
 			if (is_local_sid(c, (int64_t)a) && (a & 2))
-				return fp_violation(c, FP_E_STREAM_STATE, ft, "stream_data_blocked", now);
+				return fp_violation(c, FP_E_STREAM_STATE, ft, "stream_data_blocked",
+				                    now);
 			break;
 		case FT_NEW_CONNECTION_ID:
 			if (on_new_cid(c, &p, end, now) < 0)
@@ -667,7 +678,8 @@ static int frames(struct fp_conn *c, const uint8_t *p, const uint8_t *end, const
 			break;
 		case FT_PATH_CHALLENGE:
 			if (end - p < 8)
-				return fp_violation(c, FP_E_FRAME_ENCODING, ft, "path_challenge", now);
+				return fp_violation(c, FP_E_FRAME_ENCODING, ft, "path_challenge",
+				                    now);
 			memcpy(x->response, p, 8);
 			p += 8;
 			c->ctl |= CF_RESPONSE;
@@ -675,7 +687,8 @@ static int frames(struct fp_conn *c, const uint8_t *p, const uint8_t *end, const
 			break;
 		case FT_PATH_RESPONSE:
 			if (end - p < 8)
-				return fp_violation(c, FP_E_FRAME_ENCODING, ft, "path_response", now);
+				return fp_violation(c, FP_E_FRAME_ENCODING, ft, "path_response",
+				                    now);
 			if (x->challenge_out && memcmp(p, x->challenge, 8) == 0) {
 				x->challenge_out = 0;
 				c->validated = 1;
@@ -694,14 +707,16 @@ static int frames(struct fp_conn *c, const uint8_t *p, const uint8_t *end, const
 			if (fp_varint_get(&p, end, &code) < 0 ||
 			    (ft == FT_CLOSE_TRANSPORT && fp_varint_get(&p, end, &fty) < 0) ||
 			    fp_varint_get(&p, end, &rl) < 0 || (uint64_t)(end - p) < rl)
-				return fp_violation(c, FP_E_FRAME_ENCODING, ft, "connection_close", now);
+				return fp_violation(c, FP_E_FRAME_ENCODING, ft, "connection_close",
+				                    now);
 			/* RFC 9000, 10.2.2: draining */
 			c->state = ST_DRAINING;
 			c->ctl = 0;
 			x->idle_at = now + 3 * fp_pto(c);
 			fp_ready_del(c);
-			fp_notify_closed(c, ft == FT_CLOSE_APP ? FP_CLOSE_APPLICATION : FP_CLOSE_TRANSPORT,
-			              0, code, fty, "closed by the peer", p, rl);
+			fp_notify_closed(
+			        c, ft == FT_CLOSE_APP ? FP_CLOSE_APPLICATION : FP_CLOSE_TRANSPORT,
+			        0, code, fty, "closed by the peer", p, rl);
 			fp_conn_timer(c);
 			return -1;
 		}
@@ -710,7 +725,8 @@ static int frames(struct fp_conn *c, const uint8_t *p, const uint8_t *end, const
 			/* RFC 9221: dropped (the relay reads none) */
 			if (ft & 1) {
 				if (fp_varint_get(&p, end, &a) < 0 || (uint64_t)(end - p) < a)
-					return fp_violation(c, FP_E_FRAME_ENCODING, ft, "datagram", now);
+					return fp_violation(c, FP_E_FRAME_ENCODING, ft, "datagram",
+					                    now);
 				p += a;
 			} else {
 				p = end;
@@ -721,12 +737,13 @@ static int frames(struct fp_conn *c, const uint8_t *p, const uint8_t *end, const
 				uint64_t off = 0, len;
 				if (fp_varint_get(&p, end, &a) < 0 ||
 				    ((ft & 0x04) && fp_varint_get(&p, end, &off) < 0))
-					return fp_violation(c, FP_E_FRAME_ENCODING, ft, "stream", now);
+					return fp_violation(c, FP_E_FRAME_ENCODING, ft, "stream",
+					                    now);
 				if (ft & 0x02) {
 					if (fp_varint_get(&p, end, &len) < 0 ||
 					    (uint64_t)(end - p) < len)
-						return fp_violation(c, FP_E_FRAME_ENCODING, ft, "stream",
-						                 now);
+						return fp_violation(c, FP_E_FRAME_ENCODING, ft,
+						                    "stream", now);
 				} else {
 					len = (uint64_t)(end - p);
 				}
@@ -757,7 +774,8 @@ static int is_reset(const struct fp_conn *c, const uint8_t *data, size_t len)
 	if (x->dcid.has_token && memcmp(t, x->dcid.token, FP_TOKEN_LEN) == 0)
 		return 1;
 	for (i = 0; i < x->npeer_cids; i++)
-		if (x->peer_cids[i].has_token && memcmp(t, x->peer_cids[i].token, FP_TOKEN_LEN) == 0)
+		if (x->peer_cids[i].has_token &&
+		    memcmp(t, x->peer_cids[i].token, FP_TOKEN_LEN) == 0)
 			return 1;
 	return 0;
 }
@@ -803,8 +821,7 @@ int fp_conn_recv(struct fp_conn *c, const uint8_t *data, size_t len, const struc
 	pn_off = 1 + (size_t)c->scid_len;
 	/* RFC 9000, 17.3.1 / RFC 9287: the fixed bit, unless we allowed grease */
 	if (len < pn_off + 4 + FP_SAMPLE_LEN || (data[0] & HDR_LONG) ||
-	    (!(data[0] & HDR_FIXED) && !x->grease) ||
-	    len > sizeof(e->scratch) - 64) {
+	    (!(data[0] & HDR_FIXED) && !x->grease) || len > sizeof(e->scratch) - 64) {
 		/* RFC 9000, 10.3.1: a reset may be as short as 21 bytes */
 		if (c->state == ST_OPEN && !(data[0] & HDR_LONG) && is_reset(c, data, len)) {
 			fp_conn_stateless_reset(c, now);
@@ -950,4 +967,3 @@ closed:
 	conn_leave(c);
 	return MOQ_ERR_CLOSED;
 }
-

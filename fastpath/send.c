@@ -509,10 +509,12 @@ static int build(struct fp_conn *c, struct fp_pkt *pkt, uint64_t now)
 		close_frame(&b);
 		c->ctl = 0;
 	} else {
-		if (c->rx_largest != FP_PN_NONE && ((c->ctl & CF_ACK) || c->rx_unacked || c->ack_at)) {
+		if (c->rx_largest != FP_PN_NONE &&
+		    ((c->ctl & CF_ACK) || c->rx_unacked || c->ack_at)) {
 			/* RFC 9000, 13.2.5 / 19.3: delay in us >> exponent */
 			uint64_t dl = ((now - c->rx_largest_t) / 1000) >> x->ack_delay_exp;
-			size_t n = fp_ack_write(b.p, (size_t)(b.end - b.p), x->rx_ranges, x->nrx, dl);
+			size_t n =
+			        fp_ack_write(b.p, (size_t)(b.end - b.p), x->rx_ranges, x->nrx, dl);
 			b.p += n;
 			ack = n > 0;
 			if (ack) {
@@ -579,7 +581,8 @@ static int build(struct fp_conn *c, struct fp_pkt *pkt, uint64_t now)
 		/* RFC 9000, 10.1 */
 		if (!x->elicit_since_rx && x->idle_ns) {
 			x->elicit_since_rx = 1;
-			x->idle_at = now + (x->idle_ns > 3 * fp_pto(c) ? x->idle_ns : 3 * fp_pto(c));
+			x->idle_at =
+			        now + (x->idle_ns > 3 * fp_pto(c) ? x->idle_ns : 3 * fp_pto(c));
 		}
 		/* RFC 9002, 7.7 */
 		{

@@ -213,8 +213,8 @@ void fp_ivl_add(struct fp_engine *e, uint32_t *head, uint64_t lo, uint64_t hi)
 	*pp = n;
 }
 
-static void stream_acked_range(struct fp_conn *c, struct fp_stream *s, uint64_t off,
-                               uint64_t end, int fin)
+static void stream_acked_range(struct fp_conn *c, struct fp_stream *s, uint64_t off, uint64_t end,
+                               int fin)
 {
 	struct fp_engine *e = c->e;
 	uint64_t before = s->snd_acked;
@@ -314,8 +314,8 @@ void fp_on_lost_range(struct fp_conn *c, uint32_t sidx, uint64_t off, uint32_t l
 		fp_stream_sendq(c, s);
 }
 
-void fp_on_acked_range(struct fp_conn *c, uint32_t sidx, uint64_t off, uint32_t len,
-                           int kind, int fin)
+void fp_on_acked_range(struct fp_conn *c, uint32_t sidx, uint64_t off, uint32_t len, int kind,
+                       int fin)
 {
 	struct fp_stream *s = &c->e->streams[sidx];
 
@@ -409,8 +409,8 @@ long fp_stream_write(struct fp_conn *c, int64_t sid, const struct fp_iov *iov, s
 		const uint8_t *b = iov[i].base;
 		while (len > 0) {
 			uint32_t l = len > UINT32_MAX / 2 ? UINT32_MAX / 2 : (uint32_t)len;
-			struct fp_chunk *t = s->chunks_tail != FP_NONE32 ? &e->chunks[s->chunks_tail]
-			                                                 : NULL;
+			struct fp_chunk *t =
+			        s->chunks_tail != FP_NONE32 ? &e->chunks[s->chunks_tail] : NULL;
 			if (t && t->base + t->len == b && (uint64_t)t->len + l < UINT32_MAX / 2) {
 				t->len += l; /* contiguous with the last piece */
 			} else {
@@ -503,4 +503,3 @@ int fp_stream_set_user(struct fp_conn *c, int64_t sid, void *user)
 	s->user = user;
 	return 0;
 }
-

@@ -38,8 +38,8 @@ static void unhex(const char *h, uint8_t *out, size_t n)
 
 START_TEST(varint_roundtrip)
 {
-	static const uint64_t v[] = {0, 1, 63, 64, 16383, 16384, 1073741823, 1073741824,
-	                             (1ull << 62) - 1};
+	static const uint64_t v[] = {
+	        0, 1, 63, 64, 16383, 16384, 1073741823, 1073741824, (1ull << 62) - 1};
 	uint8_t buf[8];
 	size_t i;
 
@@ -864,9 +864,8 @@ START_TEST(pair_stateless_reset)
 	ck_assert_uint_eq(buf[0] & 0xc0, 0x40);
 	ck_assert_int_eq(fp_stateless_reset_build(buf, 20, tok, rnd_bytes), MOQ_ERR_INVAL);
 	/* an unknown DCID ending in the token: the client's conn resets */
-	ck_assert_int_eq(fp_engine_recv(p.s[1].e, buf, (size_t)n, &p.s[1].addr, &p.s[0].addr,
-	                                p.now),
-	                 0);
+	ck_assert_int_eq(
+	        fp_engine_recv(p.s[1].e, buf, (size_t)n, &p.s[1].addr, &p.s[0].addr, p.now), 0);
 	ck_assert_int_eq(p.s[1].closed, 1);
 	ck_assert_int_eq(p.s[1].ci.kind, FP_CLOSE_STATELESS_RESET);
 	/* one routed by the connection's own CID (fp_conn_recv, as quic/ hands
@@ -875,17 +874,17 @@ START_TEST(pair_stateless_reset)
 		uint8_t r2[21];
 		memset(tok, 0xc1, 16); /* the client's token for its CID 0 */
 		ck_assert_int_eq(fp_stateless_reset_build(r2, sizeof(r2), tok, rnd_bytes), 21);
-		ck_assert_int_eq(fp_conn_recv(p.s[0].c, r2, sizeof(r2), &p.s[0].addr, &p.s[1].addr,
-		                              p.now),
-		                 MOQ_ERR_CLOSED);
+		ck_assert_int_eq(
+		        fp_conn_recv(p.s[0].c, r2, sizeof(r2), &p.s[0].addr, &p.s[1].addr, p.now),
+		        MOQ_ERR_CLOSED);
 		ck_assert_int_eq(p.s[0].closed, 1);
 		ck_assert_int_eq(p.s[0].ci.kind, FP_CLOSE_STATELESS_RESET);
 	}
 	/* garbage for another CID is not ours */
 	buf[40] ^= 1;
-	ck_assert_int_eq(fp_engine_recv(p.s[0].e, buf, (size_t)n, &p.s[0].addr, &p.s[1].addr,
-	                                p.now),
-	                 MOQ_ERR_NOTFOUND);
+	ck_assert_int_eq(
+	        fp_engine_recv(p.s[0].e, buf, (size_t)n, &p.s[0].addr, &p.s[1].addr, p.now),
+	        MOQ_ERR_NOTFOUND);
 	pair_free(&p);
 }
 END_TEST
@@ -1122,7 +1121,6 @@ START_TEST(import_refusals)
 }
 END_TEST
 
-
 /* ---- interop with ngtcp2 ------------------------------------------------
  *
  * A client and a server endpoint of quic/ (ngtcp2 + wolfSSL) handshake over
@@ -1157,13 +1155,13 @@ static int cap_set_secrets(WOLFSSL *ssl, WOLFSSL_ENCRYPTION_LEVEL wlevel, const 
 	ngtcp2_crypto_level level = ngtcp2_crypto_wolfssl_from_wolfssl_encryption_level(wlevel);
 	struct cap *k = level == NGTCP2_CRYPTO_LEVEL_APPLICATION && secretlen <= 64 ? &g_cap : NULL;
 
-	if (rx && ngtcp2_crypto_derive_and_install_rx_key(q, k ? k->rx.key : NULL, k ? k->rx.iv : NULL,
-	                                                  k ? k->rx.hp : NULL, level, rx,
-	                                                  secretlen) != 0)
+	if (rx &&
+	    ngtcp2_crypto_derive_and_install_rx_key(q, k ? k->rx.key : NULL, k ? k->rx.iv : NULL,
+	                                            k ? k->rx.hp : NULL, level, rx, secretlen) != 0)
 		return 0;
-	if (tx && ngtcp2_crypto_derive_and_install_tx_key(q, k ? k->tx.key : NULL, k ? k->tx.iv : NULL,
-	                                                  k ? k->tx.hp : NULL, level, tx,
-	                                                  secretlen) != 0)
+	if (tx &&
+	    ngtcp2_crypto_derive_and_install_tx_key(q, k ? k->tx.key : NULL, k ? k->tx.iv : NULL,
+	                                            k ? k->tx.hp : NULL, level, tx, secretlen) != 0)
 		return 0;
 	if (k) {
 		if (rx) {
@@ -1220,7 +1218,7 @@ struct ix {
 	struct moq_quic_addr caddr, saddr, cnat;
 	int nat;
 	struct fp_engine *e;
-	struct side es; /* the engine's callbacks record here */
+	struct side es;     /* the engine's callbacks record here */
 	struct dgram *q[2]; /* 0: engine -> client, 1: client -> engine */
 	int nq[2];
 	uint64_t now, delay, end;
@@ -1592,8 +1590,7 @@ static void ix_queue(struct ix *x, int dir, const uint8_t *d, size_t len,
 {
 	struct dgram *g;
 
-	if ((dir == 1 && x->client_silent) ||
-	    (x->drop_pct && ix_rnd(x) % 100 < x->drop_pct)) {
+	if ((dir == 1 && x->client_silent) || (x->drop_pct && ix_rnd(x) % 100 < x->drop_pct)) {
 		x->dropped++;
 		return;
 	}
@@ -1727,8 +1724,9 @@ START_TEST(ix_bulk_loss_key_update)
 	ck_assert_int_eq(ix_sid, 3);
 	for (off = 0; off < total; off += 100000) {
 		size_t n = total - off < 100000 ? total - off : 100000;
-		ck_assert_int_eq(fp_stream_write(x->es.c, ix_sid, iov1(off, n), 1, off + n == total),
-		                 (long)n);
+		ck_assert_int_eq(
+		        fp_stream_write(x->es.c, ix_sid, iov1(off, n), 1, off + n == total),
+		        (long)n);
 	}
 	ix_total = total;
 	k = ix_slot(ix_sid);
