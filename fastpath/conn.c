@@ -623,7 +623,26 @@ int fp_on_ack(struct fp_conn *c, const struct fp_ack *a, uint64_t now)
 			}
 			if (c->tx_update && pn >= c->x->keys.tx_phase_first_pn)
 				c->tx_update = 0; /* RFC 9001, 6.5: the update is confirmed */
-			sent_ranges(c, r, fp_on_acked_range);
+			if ((r->flags & PF_RANGE) && r->more == FP_NONE32 && r->kind == RK_DATA &&
+			    !(r->flags & PF_FIN) && e->streams[r->sidx].id >= 0 &&
+			    e->streams[r->sidx].acked_ivl == FP_NONE32 &&
+			    r->off <= e->streams[r->sidx].snd_acked &&
+			    (e->ackb_s == &e->streams[r->sidx] || e->ackb_s == NULL)) {
+				/* the common record: in-order data of the stream this
+				 * ACK frame is moving (fp_ack_flush reports it) */
+				struct fp_stream *st = &e->streams[r->sidx];
+				if (st->refs > 0)
+					st->refs--;
+				if (e->ackb_s == NULL) {
+					e->ackb_s = st;
+					e->ackb_sid = st->id;
+					e->ackb_before = st->snd_acked;
+				}
+				if (r->off + r->len > st->snd_acked)
+					st->snd_acked = r->off + r->len;
+			} else {
+				sent_ranges(c, r, fp_on_acked_range);
+			}
 			r->flags = 0;
 			if (c->state != ST_OPEN) {
 				e->ackb_on = 0;
