@@ -762,6 +762,32 @@ static int frames(struct fp_conn *c, const uint8_t *p, const uint8_t *end, const
 	return 0;
 }
 
+/*
+ * A payload that is one ACK frame with one range (and PADDING): taken
+ * without the frame loop. Returns 0 when it is something else (frames()
+ * reads it), 1 when taken (*@rv: fp_on_ack's result).
+ */
+static int ack_only(struct fp_conn *c, const uint8_t *p, const uint8_t *end, uint64_t now, int *rv)
+{
+	struct fp_ack a;
+	uint64_t count, first;
+
+	p++;
+	if (fp_varint_get(&p, end, &a.largest) < 0 || fp_varint_get(&p, end, &a.delay) < 0 ||
+	    fp_varint_get(&p, end, &count) < 0 || count != 0 ||
+	    fp_varint_get(&p, end, &first) < 0 || first > a.largest)
+		return 0;
+	while (p < end)
+		if (*p++ != FT_PADDING)
+			return 0;
+	a.r[0].hi = a.largest;
+	a.r[0].lo = a.largest - first;
+	a.n = 1;
+	a.has_ecn = 0;
+	*rv = fp_on_ack(c, &a, now);
+	return 1;
+}
+
 static int is_reset(const struct fp_conn *c, const uint8_t *data, size_t len)
 {
 	const struct fp_cold *x = c->x;
@@ -917,8 +943,15 @@ int fp_conn_recv(struct fp_conn *c, const uint8_t *data, size_t len, const struc
 			x->idle_at = now + (x->idle_ns > p3 ? x->idle_ns : p3);
 		}
 		x->elicit_since_rx = 0;
-		if (frames(c, pl, pl + plen, data + 1, &elicit, &probing, now) < 0)
+		if (plen >= 5 && pl[0] == FT_ACK && ack_only(c, pl, pl + plen, now, &rv)) {
+			/* a packet of one ACK frame (what a subscriber sends) */
+			if (rv < 0)
+				goto closed;
+			rv = 0;
+			elicit = probing = 0;
+		} else if (frames(c, pl, pl + plen, data + 1, &elicit, &probing, now) < 0) {
 			goto closed;
+		}
 		if (x->refuse_pkt) {
 			/* stream data of it could not be kept: as if it was lost */
 			e->st.pkts_dropped++;
