@@ -585,7 +585,8 @@ static void detect_lost(struct fp_conn *c, uint64_t now)
 		c->e->st.persistent_congestion++;
 	}
 	c->loss_time = lt;
-	advance_ring_lo(c);
+	if (nlost)
+		advance_ring_lo(c);
 }
 
 int fp_on_ack(struct fp_conn *c, const struct fp_ack *a, uint64_t now)
