@@ -31,6 +31,7 @@
 #include <jansson.h>
 
 #include "moq_err.h"
+#include "authurl.h"
 #include "pattern.h"
 
 /* ------------------------------------------------------------ algorithms */
@@ -1673,4 +1674,35 @@ bool moq_auth_grant_overlaps(const struct moq_auth_grant *g, int put, const char
 		                    has_prefix(v[i].p, v[i].len, prefix, len)))
 			return true;
 	return false;
+}
+
+int moq_auth_grant_build(const char *root, size_t rlen, const char *const *publish, uint32_t np,
+                         const char *const *subscribe, uint32_t ns, int has_exp, int64_t exp,
+                         struct moq_auth_grant **out)
+{
+	struct claims c;
+	const char *why = NULL;
+	int rc;
+
+	*out = NULL;
+	memset(&c, 0, sizeof(c));
+	c.root = norm_dup(root ? root : "", root ? rlen : 0, &c.rootlen);
+	if (!c.root)
+		return MOQ_AUTH_NOMEM;
+	for (uint32_t i = 0; i < np && !why; i++)
+		why = pat_add(publish[i], strlen(publish[i]), 0, &c.put, &c.nput);
+	for (uint32_t i = 0; i < ns && !why; i++)
+		why = pat_add(subscribe[i], strlen(subscribe[i]), 0, &c.get, &c.nget);
+	if (why)
+		rc = strcmp(why, "out of memory") == 0 ? MOQ_AUTH_NOMEM : MOQ_AUTH_MALFORMED;
+	else if (!c.nput && !c.nget)
+		rc = MOQ_AUTH_USELESS;
+	else
+		rc = authorize(&c, c.root, c.rootlen, out);
+	if (!rc && has_exp) {
+		(*out)->has_exp = 1;
+		(*out)->exp = exp;
+	}
+	claims_clear(&c);
+	return rc;
 }
