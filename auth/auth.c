@@ -124,6 +124,7 @@ struct moq_auth {
 	char **pub_put, **pub_get;
 	uint64_t (*clock)(void *ctx);
 	void *clock_ctx;
+	struct moq_auth_url *url; /* --auth-url */
 	_Atomic(struct keyset *) cur;
 	_Atomic uint32_t users; /* verifications in progress (moq_auth_reload waits) */
 	_Atomic uint64_t accepted, refused, reloads, reload_failed;
@@ -846,8 +847,22 @@ struct moq_auth *moq_auth_create(const struct moq_auth_cfg *cfg, char *err, size
 	struct moq_auth *a;
 	struct keyset *ks;
 
+	if (cfg && cfg->url &&
+	    (cfg->key || cfg->key_dir || cfg->public_prefixes || cfg->public_both ||
+	     cfg->public_publish || cfg->public_subscribe)) {
+		/* auth.md: "Setting both ... fails at startup"; the anonymous
+		 * rules live on the server then */
+		cfg_fail(err, errlen, "--auth-url: cannot be combined with %s (the auth server "
+		                      "decides; its anonymous rules live there)",
+		         cfg->key             ? "--auth-key"
+		         : cfg->key_dir       ? "--auth-key-dir"
+		         : cfg->public_publish ? "--auth-public-publish"
+		         : cfg->public_subscribe ? "--auth-public-subscribe"
+		                              : "--auth-public");
+		return NULL;
+	}
 	if (!cfg || (!cfg->key && !cfg->key_dir && !cfg->public_prefixes && !cfg->public_both &&
-	             !cfg->public_publish && !cfg->public_subscribe)) {
+	             !cfg->public_publish && !cfg->public_subscribe && !cfg->url)) {
 		cfg_fail(err, errlen, "--auth-key: no key, key directory or public prefix");
 		return NULL;
 	}
@@ -872,6 +887,17 @@ struct moq_auth *moq_auth_create(const struct moq_auth_cfg *cfg, char *err, size
 	    public_list(a, cfg->public_subscribe, 0, 2, "--auth-public-subscribe", err, errlen)) {
 		moq_auth_destroy(a);
 		return NULL;
+	}
+	if (cfg->url) {
+		struct moq_auth_url_cfg uc = {.url = cfg->url, .ca = cfg->url_tls_root,
+		                              .node = cfg->url_node,
+		                              .timeout_ns = cfg->url_timeout_ns,
+		                              .clock = a->clock, .clock_ctx = a->clock_ctx};
+		a->url = moq_auth_url_create(&uc, err, errlen);
+		if (!a->url) {
+			moq_auth_destroy(a);
+			return NULL;
+		}
 	}
 	ks = keyset_load(a, err, errlen);
 	if (!ks) {
@@ -910,6 +936,7 @@ void moq_auth_destroy(struct moq_auth *a)
 {
 	if (!a)
 		return;
+	moq_auth_url_destroy(a->url);
 	keyset_free(atomic_load(&a->cur));
 	strv_free(a->pub_put, a->npub_put);
 	strv_free(a->pub_get, a->npub_get);
@@ -1705,4 +1732,9 @@ int moq_auth_grant_build(const char *root, size_t rlen, const char *const *publi
 	}
 	claims_clear(&c);
 	return rc;
+}
+
+struct moq_auth_url *moq_auth_url_client(const struct moq_auth *a)
+{
+	return a ? a->url : NULL;
 }

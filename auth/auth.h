@@ -84,6 +84,12 @@ struct moq_auth_cfg {
 	/* Unix time in ns (exp); NULL = CLOCK_REALTIME */
 	uint64_t (*clock)(void *ctx);
 	void *clock_ctx;
+	/* --auth-url (authurl.h): sessions are admitted by an auth server;
+	 * excludes key, key_dir and every public list (moq-relay: exactly one
+	 * of --auth-url and --auth-public). url_tls_root: --auth-tls-root;
+	 * url_node: the relay's name in requests; url_timeout_ns: 0 = 10 s. */
+	const char *url, *url_tls_root, *url_node;
+	uint64_t url_timeout_ns;
 };
 
 struct moq_pattern;
@@ -135,6 +141,9 @@ struct moq_auth *moq_auth_create(const struct moq_auth_cfg *cfg, char *err, size
  * and @err says why. Returns 0 or MOQ_ERR_CONFIG.
  */
 int moq_auth_reload(struct moq_auth *a, char *err, size_t errlen);
+
+/* moq_auth_url_client: the --auth-url client of @a, NULL without one. */
+struct moq_auth_url *moq_auth_url_client(const struct moq_auth *a);
 
 /* moq_auth_destroy: free @a (no verification may be running). NULL is a no-op. */
 void moq_auth_destroy(struct moq_auth *a);

@@ -643,6 +643,24 @@ out:
 	json_decref(o);
 }
 
+/* A refusal, one line on stderr (the relay's log; never a worker's: this
+ * is a request thread), at most MAX_LOG_PER_S a second. */
+#define MAX_LOG_PER_S 10
+static void refusal_log(struct moq_auth_url *u, const struct moq_auth_req *r)
+{
+	static _Atomic uint64_t sec, cnt;
+	uint64_t now = mono_ns() / NS_PER_S;
+
+	(void)u;
+	if (atomic_exchange(&sec, now) != now)
+		atomic_store(&cnt, 0);
+	if (atomic_fetch_add(&cnt, 1) >= MAX_LOG_PER_S)
+		return;
+	fprintf(stderr, "auth-url: session %s path '%.200s' %s: %s: %s\n", r->id,
+	        r->path ? r->path : "", r->ev == EV_CONNECT ? "connect" : "revalidate",
+	        r->result == MOQ_AUTH_REFUSED ? "refused" : "refused (fail closed)", r->why);
+}
+
 /* One event of @r, answered into it. */
 static void serve(struct moq_auth_url *u, struct moq_auth_req *r)
 {
@@ -674,6 +692,8 @@ static void serve(struct moq_auth_url *u, struct moq_auth_req *r)
 		take_grant(u, r, body);
 	}
 	free(body);
+	if (r->result != MOQ_AUTH_OK)
+		refusal_log(u, r);
 	atomic_fetch_add(r->result == MOQ_AUTH_OK        ? &u->admitted
 	                 : r->result == MOQ_AUTH_REFUSED ? &u->refused
 	                                                 : &u->unavailable,

@@ -1372,11 +1372,20 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 	}
 	/* --auth-key / --auth-key-dir / --auth-public: read the keys now; a bad
 	 * one is one line naming the option */
-	if (cfg->auth_key[0] || cfg->auth_key_dir[0] || cfg->auth_public_set) {
+	if (cfg->auth_key[0] || cfg->auth_key_dir[0] || cfg->auth_public_set ||
+	    cfg->auth_public_publish[0] || cfg->auth_public_subscribe[0] || cfg->auth_url[0]) {
+		/* --auth-public and its one-direction forms are moq-relay's
+		 * patterns; --auth-url its auth server (auth/authurl.h) */
 		struct moq_auth_cfg ac = {
 		        .key = cfg->auth_key[0] ? cfg->auth_key : NULL,
 		        .key_dir = cfg->auth_key_dir[0] ? cfg->auth_key_dir : NULL,
-		        .public_prefixes = cfg->auth_public_set ? cfg->auth_public : NULL,
+		        .public_both = cfg->auth_public_set ? cfg->auth_public : NULL,
+		        .public_publish = cfg->auth_public_publish[0] ? cfg->auth_public_publish : NULL,
+		        .public_subscribe =
+		                cfg->auth_public_subscribe[0] ? cfg->auth_public_subscribe : NULL,
+		        .url = cfg->auth_url[0] ? cfg->auth_url : NULL,
+		        .url_tls_root = cfg->auth_tls_root[0] ? cfg->auth_tls_root : NULL,
+		        .url_node = NULL, /* the host name */
 		};
 		r->auth = moq_auth_create(&ac, err, errlen);
 		if (r->auth == NULL)
