@@ -11,6 +11,7 @@
  * in-memory link, in virtual time; the relay's wall clock follows it.
  */
 #include <check.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,9 +25,11 @@
 #include <wolfssl/wolfcrypt/sha256.h>
 
 #include "auth.h"
+#include "authurl.h"
 #include "link.h"
 #include "pattern.h"
 #include "moq.h"
+#include "proc.h"
 
 #ifndef AUTH_FIXTURES
 #error "AUTH_FIXTURES must name tests/fixtures/auth"
@@ -1314,6 +1317,8 @@ struct cl {
 	uint64_t frames, groups;
 	char ann[8][64];
 	int nann;
+	uint64_t id_frames[8]; /* frames per subscription id (id % 8) */
+	int64_t id_code[8];    /* sub_closed code per id; 0 = none yet */
 };
 
 static struct {
@@ -1369,19 +1374,19 @@ static void c_announce(struct moq_session *s, void *u, const char *p, size_t len
 static void c_sub_closed(struct moq_session *s, void *u, uint64_t id, int64_t code)
 {
 	(void)u;
-	(void)id;
 	((struct cl *)moq_session_user(s))->sub_code = code;
+	((struct cl *)moq_session_user(s))->id_code[id % 8] = code;
 }
 
 static void c_frame(struct moq_session *s, void *u, uint64_t id, uint64_t seq, int64_t ts,
                     uint64_t size)
 {
 	(void)u;
-	(void)id;
 	(void)seq;
 	(void)ts;
 	(void)size;
 	((struct cl *)moq_session_user(s))->frames++;
+	((struct cl *)moq_session_user(s))->id_frames[id % 8]++;
 }
 
 static void c_group_end(struct moq_session *s, void *u, uint64_t id, uint64_t seq, int64_t code)
@@ -1404,6 +1409,9 @@ static const struct moq_node_callbacks ccbs = {
 
 /* A test's relay settings (NULL: the defaults), applied by l_init. */
 static void (*l_relay_cfg)(struct moq_node_cfg *nc);
+/* --auth-url instead of the key (NULL: the key), and its deadline */
+static const char *l_auth_url;
+static uint64_t l_auth_timeout;
 
 /* A relay with --auth-key (HS256 secret) and @pub, and two client nodes;
  * the client endpoint speaks only @alpn (NULL: all). */
@@ -1424,6 +1432,12 @@ static void l_init(const char *pub, const char *alpn)
 	snprintf(path, sizeof(path), "%s/key.jwk", dir);
 	write_file(path, jwk);
 	ac.key = path;
+	if (l_auth_url) {
+		ac.key = NULL;
+		ac.url = l_auth_url;
+		ac.url_node = "relay-test";
+		ac.url_timeout_ns = l_auth_timeout;
+	}
 	L.auth = moq_auth_create(&ac, err, sizeof(err));
 	ck_assert_msg(L.auth != NULL, "%s", err);
 	moq_cache_counting_init(&L.rcnt);
@@ -1879,6 +1893,197 @@ START_TEST(test_session_link_bounds)
 }
 END_TEST
 
+/* ------------------------------------------ sessions admitted by --auth-url */
+
+static uint64_t relay_subs(void)
+{
+	struct moq_node_stats st;
+
+	moq_node_stats(L.relay, &st);
+	return st.subscribers;
+}
+
+static pid_t url_srv = -1;
+static char url_buf[96], url_log[160];
+
+/* tests/auth_server.py on loopback; l_auth_url names it. */
+static void url_server_start(void)
+{
+	const char *args[] = {AUTH_SERVER, "--log", url_log, "--slow", "3", NULL};
+	char out[160], port[16];
+	uint64_t t0 = proc_now_ms();
+
+	snprintf(url_log, sizeof(url_log), "/tmp/moqdp-test-auth-url-%d.log", (int)getpid());
+	snprintf(out, sizeof(out), "/tmp/moqdp-test-auth-url-%d.out", (int)getpid());
+	unlink(url_log);
+	url_srv = proc_spawn("python3", args, NULL, out, NULL);
+	ck_assert_int_gt(url_srv, 0);
+	while (sscanf(proc_slurp(out), "listening %15s", port) != 1) {
+		ck_assert_msg(proc_now_ms() - t0 < 10000, "auth_server.py did not start");
+		usleep(20000);
+	}
+	unlink(out);
+	snprintf(url_buf, sizeof(url_buf), "http://127.0.0.1:%s/", port);
+	l_auth_url = url_buf;
+	l_auth_timeout = 500 * MS;
+}
+
+static void url_server_stop(void)
+{
+	l_auth_url = NULL;
+	if (url_srv > 0) {
+		kill(url_srv, SIGTERM);
+		proc_wait(url_srv, 5000);
+	}
+	url_srv = -1;
+	unlink(url_log);
+}
+
+/* Run the nodes until @cond or 10 s of real time, virtual time in step
+ * with real time (the answers come from the server in real time, and the
+ * grant's cadence is on the node's clock). */
+#define l_until(cond)                                                                              \
+	do {                                                                                       \
+		uint64_t t0_ = proc_now_ms();                                                      \
+		while (!(cond) && proc_now_ms() - t0_ < 10000) {                                   \
+			l_run(1 * MS);                                                             \
+			usleep(1000);                                                              \
+		}                                                                                  \
+	} while (0)
+
+/*
+ * auth.md, The contract: a session waits while its connect is out (its
+ * requests held, not refused), is admitted by a grant, refused by 403, a
+ * malformed answer, a grant naming nothing, a late answer (the deadline)
+ * or a server that is down; the others go on. Revalidate narrows in place:
+ * "Subscriptions ... outside a narrower grant reset with Unauthorized ...
+ * and everything else keeps flowing".
+ */
+START_TEST(test_session_auth_url)
+{
+	struct cl pub, sub, ref, mal, use, slow, down, pend;
+	struct moq_auth_url_stats st;
+	int64_t ida, idb;
+	uint64_t fa, fb;
+
+	url_server_start();
+	l_init(NULL, NULL);
+	/* a publisher admitted at "narrow" (publish **) with a/cam and b/cam */
+	l_publish("a/cam");
+	l_publish("b/cam");
+	l_connect(&pub, MOQ_ROLE_PUBLISHER, "narrow", NULL);
+	l_until(relay_bcasts() == 2);
+	ck_assert_uint_eq(relay_bcasts(), 2);
+	ck_assert(pub.ready && !pub.closed);
+	// a subscriber admitted for a/** and b/**: it subscribes before the
+	// answer is in; the requests wait and are then served
+	l_connect(&sub, MOQ_ROLE_SUBSCRIBER, "narrow", NULL);
+	l_run(20 * MS);
+	ck_assert(!sub.closed);
+	ida = l_subscribe(&sub, "a/cam");
+	idb = l_subscribe(&sub, "b/cam");
+	l_until(relay_subs() == 2 || sub.closed);
+	ck_assert_uint_eq(relay_subs(), 2); /* held while pending, then served */
+	for (uint64_t g = 0; g < 2; g++) {
+		l_group("a/cam", g);
+		l_group("b/cam", g);
+		l_run(100 * MS);
+	}
+	l_until(sub.id_frames[ida % 8] >= 10 && sub.id_frames[idb % 8] >= 10);
+	ck_assert_uint_ge(sub.id_frames[ida % 8], 10);
+	ck_assert_uint_ge(sub.id_frames[idb % 8], 10);
+	/* refusals: each closes with 6; the admitted sessions go on */
+	l_connect(&ref, MOQ_ROLE_SUBSCRIBER, "refuse", NULL);
+	l_connect(&mal, MOQ_ROLE_SUBSCRIBER, "malformed", NULL);
+	l_connect(&use, MOQ_ROLE_SUBSCRIBER, "useless", NULL);
+	l_connect(&slow, MOQ_ROLE_SUBSCRIBER, "slow", NULL);
+	l_until(ref.closed && mal.closed && use.closed && slow.closed);
+	ck_assert(ref.closed && ref.code == MOQ_CODE_UNAUTHORIZED);
+	ck_assert(mal.closed && mal.code == MOQ_CODE_UNAUTHORIZED);
+	ck_assert(use.closed && use.code == MOQ_CODE_UNAUTHORIZED);
+	ck_assert(slow.closed && slow.code == MOQ_CODE_UNAUTHORIZED); /* 500 ms deadline */
+	ck_assert(!pub.closed && !sub.closed);
+	// narrow: past the 1 s cadence the server grants b/** only; a/cam is
+	// reset with 6, b/cam keeps flowing
+	l_run(1100 * MS);
+	l_until(sub.id_code[ida % 8] != 0);
+	ck_assert_int_eq(sub.id_code[ida % 8], MOQ_CODE_UNAUTHORIZED);
+	ck_assert_int_eq(sub.id_code[idb % 8], 0);
+	fa = sub.id_frames[ida % 8];
+	fb = sub.id_frames[idb % 8];
+	for (uint64_t g = 2; g < 4; g++) {
+		l_group("a/cam", g);
+		l_group("b/cam", g);
+		l_run(100 * MS);
+	}
+	l_until(sub.id_frames[idb % 8] >= fb + 10);
+	ck_assert_uint_ge(sub.id_frames[idb % 8], fb + 10);
+	ck_assert_uint_eq(sub.id_frames[ida % 8], fa);
+	/* a new subscription outside the narrower grant is refused */
+	ida = l_subscribe(&sub, "a/cam");
+	l_until(sub.id_code[ida % 8] != 0);
+	ck_assert_int_eq(sub.id_code[ida % 8], MOQ_CODE_UNAUTHORIZED);
+	ck_assert(!sub.closed && !pub.closed);
+	moq_auth_url_get_stats(moq_auth_url_client(L.auth), &st);
+	ck_assert_uint_ge(st.admitted, 3);         /* pub, sub, and the revalidations */
+	ck_assert_uint_eq(st.refused, 2);          /* 403, names nothing */
+	ck_assert_uint_ge(st.unavailable, 2);      /* malformed, late */
+	/* the server is down: refused (fail closed) */
+	kill(url_srv, SIGTERM);
+	proc_wait(url_srv, 5000);
+	url_srv = -1;
+	l_connect(&down, MOQ_ROLE_SUBSCRIBER, "admit", NULL);
+	l_until(down.closed);
+	ck_assert(down.closed && down.code == MOQ_CODE_UNAUTHORIZED);
+	(void)pend;
+	l_fini();
+	/* the requests, as the server saw them */
+	{
+		char *log = proc_slurp(url_log);
+		ck_assert_msg(strstr(log, "\"event\": \"connect\"") &&
+		                      strstr(log, "\"node\": \"relay-test\"") &&
+		                      strstr(log, "\"transport\": \"quic\"") &&
+		                      strstr(log, "\"alpn\": \"moq-lite-05\"") &&
+		                      strstr(log, "\"path\": \"narrow\"") &&
+		                      strstr(log, "\"role\": \"subscriber\"") &&
+		                      strstr(log, "\"role\": \"publisher\"") &&
+		                      strstr(log, "\"event\": \"revalidate\""),
+		              "%s", log);
+	}
+	url_server_stop();
+}
+END_TEST
+
+/* The end event: posted when an admitted session closes, with its reason,
+ * duration and the bytes QUIC moved. */
+START_TEST(test_session_auth_url_end)
+{
+	struct cl sub;
+	char *log;
+	uint64_t t0;
+
+	url_server_start();
+	l_init(NULL, NULL);
+	l_connect(&sub, MOQ_ROLE_SUBSCRIBER, "admit", "not-read-by-the-relay");
+	l_until(moq_auth_url_client(L.auth) && strstr(proc_slurp(url_log), "connect"));
+	l_run(200 * MS);
+	ck_assert(!sub.closed);
+	moq_session_close(sub.s, 0);
+	l_run(300 * MS);
+	t0 = proc_now_ms();
+	while (!strstr(log = proc_slurp(url_log), "\"event\": \"end\"") && proc_now_ms() - t0 < 10000)
+		usleep(10000);
+	ck_assert_msg(strstr(log, "\"event\": \"end\"") && strstr(log, "\"reason\": \"disconnected\"") &&
+	                      strstr(log, "\"bytes\": {\"sent\": ") &&
+	                      strstr(log, "\"query\": \"jwt=not-read-by-the-relay\""),
+	              "%s", log);
+	/* bytes sent by QUIC are counted, not zero */
+	ck_assert_msg(!strstr(log, "\"sent\": 0,"), "%s", log);
+	l_fini();
+	url_server_stop();
+}
+END_TEST
+
 Suite *auth_suite(void);
 Suite *auth_suite(void)
 {
@@ -1912,6 +2117,8 @@ Suite *auth_suite(void)
 	tcase_add_test(tc, test_session_expiry);
 	tcase_add_test(tc, test_session_client_hops);
 	tcase_add_test(tc, test_session_link_bounds);
+	tcase_add_test(tc, test_session_auth_url);
+	tcase_add_test(tc, test_session_auth_url_end);
 	suite_add_tcase(s, tc);
 	return s;
 }
