@@ -487,6 +487,14 @@ void moq_binding_closed(struct moq_session *s, uint64_t code, int local)
 {
 	if (!s)
 		return;
+	/* --auth-url: the end reports the bytes the binding moved (QUIC
+	 * ones: cb_conn_closed) */
+	if (s->auth_req && s->bops && s->bops->get_info && s->tp && !s->auth_tx) {
+		struct moq_quic_conn_info ci = {0};
+		s->bops->get_info(s->tp, &ci);
+		s->auth_tx = ci.bytes_sent;
+		s->auth_rx = ci.bytes_recv;
+	}
 	s->conn = NULL;
 	s->tp = NULL;
 	s->freed = 1;

@@ -18,12 +18,14 @@
 #   widen*      connect: subscribe b/**; revalidate: a/** and b/**
 #   pattern*    connect: subscribe ["live/*"], publish ["live/*"]
 #   peer*       admit with "peer": true and root "pid/room"
-# Anything else: 404. An end is answered 204.
+# A `mode=NAME` query parameter, or a `jwt` whose payload is {"mode": NAME},
+# overrides the path. Anything else: 404.
+# An end is answered 204.
 #
 # usage: auth_server.py --log FILE (--port N | --unix PATH) [--cert C --key K]
 #                       [--slow S] [--host H]
 # prints "listening PORT" (or the socket path) once it accepts.
-import argparse, http.server, json, os, socket, socketserver, ssl, sys, threading, time
+import argparse, base64, http.server, json, os, socket, socketserver, ssl, sys, threading, time
 
 ap = argparse.ArgumentParser()
 ap.add_argument('--log', required=True)
@@ -40,6 +42,19 @@ lock = threading.Lock()
 
 def grant_for(req):
     seg = req.get('path', '').strip('/').split('/')[0]
+    # a client that cannot choose its path (moqdp-load dials "") picks the
+    # behaviour with a `mode=` query parameter
+    for kv in (req.get('query') or '').split('&'):
+        if kv.startswith('mode='):
+            seg = kv[5:]
+        # or an unsigned stand-in token whose payload is {"mode": NAME}
+        # (moqdp-load sends only what looks like a JWT)
+        if kv.startswith('jwt=') and kv.count('.') == 2:
+            try:
+                part = kv[4:].split('.')[1]
+                seg = json.loads(base64.urlsafe_b64decode(part + '=' * (-len(part) % 4)))['mode']
+            except (ValueError, KeyError, TypeError):
+                pass
     ev = req.get('event')
     now = int(time.time())
     if ev == 'end':
