@@ -1268,8 +1268,12 @@ static int path_set(struct moq_auth_path *p, char *t, size_t tl)
 		return MOQ_AUTH_MALFORMED;
 	}
 	h = moq_pattern_head(pp);
-	p->p = strndup(t, h);
+	p->p = malloc(h + 1);
 	p->len = h;
+	if (p->p) {
+		memcpy(p->p, t, h);
+		p->p[h] = 0;
+	}
 	if (!p->p) {
 		free(pp);
 		free(t);
@@ -1520,6 +1524,12 @@ int moq_auth_verify(struct moq_auth *a, const char *path, size_t plen, const cha
 	*out = NULL;
 	if (!np)
 		return MOQ_AUTH_NOMEM;
+	if (memchr(np, 0, nl)) {
+		/* a connection path holding a NUL: grants are C strings */
+		free(np);
+		atomic_fetch_add(&a->refused, 1);
+		return MOQ_AUTH_MALFORMED;
+	}
 	memset(&c, 0, sizeof(c));
 	if (jwt && jlen) {
 		struct keyset *ks;
@@ -1665,6 +1675,8 @@ int moq_auth_peek(const char *setup_path, size_t len, struct moq_auth_grant **ou
 	np = rc ? NULL : norm_dup(setup_path, pl, &nl);
 	if (!rc && !np)
 		rc = MOQ_AUTH_NOMEM;
+	if (!rc && memchr(np, 0, nl))
+		rc = MOQ_AUTH_MALFORMED;
 	if (!rc)
 		rc = authorize(&c, np, nl, out);
 	claims_clear(&c);
@@ -1716,6 +1728,10 @@ int moq_auth_grant_build(const char *root, size_t rlen, const char *const *publi
 	c.root = norm_dup(root ? root : "", root ? rlen : 0, &c.rootlen);
 	if (!c.root)
 		return MOQ_AUTH_NOMEM;
+	if (memchr(c.root, 0, c.rootlen)) {
+		free(c.root);
+		return MOQ_AUTH_MALFORMED;
+	}
 	for (uint32_t i = 0; i < np && !why; i++)
 		why = pat_add(publish[i], strlen(publish[i]), 0, &c.put, &c.nput);
 	for (uint32_t i = 0; i < ns && !why; i++)

@@ -943,6 +943,15 @@ START_TEST(test_claim_checks)
 	expect(a, "", hs256("{\"get\":[\"a\\u0000/b\"]}"), MOQ_AUTH_MALFORMED, NULL);
 	expect(a, "", hs256("{\"subscribe\":[\"a/**\\u0000\"]}"), MOQ_AUTH_MALFORMED, NULL);
 	expect(a, "", hs256("{\"get\":\"\",\"sub\":\"x\\u0000\"}"), MOQ_AUTH_MALFORMED, NULL);
+	/* and a connection path holding one (fuzz_auth: the grant's prefix
+	 * was cut at the NUL and read past) */
+	{
+		struct moq_auth_grant *g = NULL;
+		const char *t = hs256("{\"get\":\"\"}");
+		ck_assert_int_eq(moq_auth_verify(a, "pub/live\0x", 10, t, strlen(t), &g),
+		                 MOQ_AUTH_MALFORMED);
+		ck_assert_ptr_null(g);
+	}
 	moq_auth_destroy(a);
 	rmdirs();
 }
