@@ -352,13 +352,46 @@ void access_url_poll(struct moq_node *n, uint64_t now)
 				sess_flush(s);
 				continue;
 			}
+			/* grant.rs, root: "replacing the dialed one" (how a
+			 * server aliases a slug): the session's names are
+			 * relative to it from now on */
+			if (g->rootlen != s->rootlen ||
+			    (g->rootlen && memcmp(g->root, s->root, g->rootlen) != 0)) {
+				size_t rl;
+				char *r = path_dup(g->root, g->rootlen, &rl);
+				if (!r) {
+					moq_auth_grant_free(g);
+					sess_fail(s, MOQ_CODE_UNAUTHORIZED);
+					sess_flush(s);
+					continue;
+				}
+				free(s->root);
+				s->root = r;
+				s->rootlen = rl;
+			}
 			grant_install(s, g);
+			s->auth_peer = moq_auth_req_peer(s->auth_req);
+			/* grant.rs, peer: a cluster peer, trusted as a link is */
+			if (s->auth_peer)
+				s->link_grant = 1;
 			s->auth_admitted = now;
 			ctl_admitted(s);
+		} else if (g && (g->rootlen != s->grant->rootlen ||
+		                 memcmp(g->root, s->grant->root, g->rootlen) != 0 ||
+		                 moq_auth_req_peer(s->auth_req) != (bool)s->auth_peer)) {
+			/* auth.md: "A changed root or mounts closes the session
+			 * with Unauthorized, and so does a flipped peer" */
+			moq_auth_grant_free(g);
+			n->st.auth_expired++;
+			sess_fail(s, MOQ_CODE_UNAUTHORIZED);
+			sess_flush(s);
+			continue;
 		} else if (g) {
 			/* revalidate answered with a grant: resize in place */
 			grant_narrow(s, g);
 			grant_install(s, g);
+			if (s->auth_peer)
+				s->link_grant = 1;
 		} else if (result == MOQ_AUTH_REFUSED) {
 			/* "A 401 or 403 closes the session now, as does a 2xx
 			 * whose grant names nothing" */

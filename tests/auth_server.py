@@ -18,6 +18,7 @@
 #   widen*      connect: subscribe b/**; revalidate: a/** and b/**
 #   pattern*    connect: subscribe ["live/*"], publish ["live/*"]
 #   peer*       admit with "peer": true and root "pid/room"
+#   reroot*     admit (revalidate 1 s); revalidate: the same with root "elsewhere"
 # A `mode=NAME` query parameter, or a `jwt` whose payload is {"mode": NAME},
 # overrides the path. Anything else: 404.
 # An end is answered 204.
@@ -84,6 +85,11 @@ def grant_for(req):
         return 200, {'publish': ['**'], 'subscribe': sub, 'expires': now + 60, 'revalidate': 1}
     if seg.startswith('pattern'):
         return 200, {'publish': ['live/*'], 'subscribe': ['live/*']}
+    if seg.startswith('reroot'):
+        g = {'publish': ['**'], 'subscribe': ['**'], 'expires': now + 60, 'revalidate': 1}
+        if ev == 'revalidate':
+            g['root'] = 'elsewhere'
+        return 200, g
     if seg.startswith('peer'):
         return 200, {'publish': ['**'], 'subscribe': ['**'], 'root': 'pid/room', 'peer': True,
                      'tier': 'edge'}

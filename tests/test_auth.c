@@ -2063,6 +2063,41 @@ START_TEST(test_session_auth_url)
 }
 END_TEST
 
+/* auth.md: a grant's root "replaces the dialed path, which is how a slug
+ * aliases to a canonical id"; "A changed root ... closes the session with
+ * Unauthorized". */
+START_TEST(test_session_auth_url_root)
+{
+	struct cl pub, sub, other, re;
+
+	url_server_start();
+	l_init(NULL, NULL);
+	l_publish("cam");
+	/* dialed "peer", rooted at pid/room by the grant: its cam is
+	 * pid/room/cam, which a session aliased the same way reads */
+	l_connect(&pub, MOQ_ROLE_PUBLISHER, "peer", NULL);
+	l_until(relay_bcasts() == 1);
+	ck_assert_uint_eq(relay_bcasts(), 1);
+	l_connect(&sub, MOQ_ROLE_SUBSCRIBER, "peer", NULL);
+	l_connect(&other, MOQ_ROLE_SUBSCRIBER, "admit", NULL);
+	l_until(relay_subs() == 0 && sub.ready && other.ready);
+	l_subscribe(&sub, "cam");
+	l_subscribe(&other, "cam"); /* admit/cam: nobody publishes it */
+	l_until(relay_subs() >= 1);
+	l_group("cam", 0);
+	l_until(sub.frames >= 5);
+	ck_assert_uint_eq(sub.frames, 5);
+	ck_assert_uint_eq(other.frames, 0);
+	/* a revalidation that changes the root closes the session with 6 */
+	l_connect(&re, MOQ_ROLE_SUBSCRIBER, "reroot", NULL);
+	l_until(re.closed);
+	ck_assert(re.closed && re.code == MOQ_CODE_UNAUTHORIZED);
+	ck_assert(!sub.closed && !pub.closed);
+	l_fini();
+	url_server_stop();
+}
+END_TEST
+
 /* The end event: posted when an admitted session closes, with its reason,
  * duration and the bytes QUIC moved. */
 START_TEST(test_session_auth_url_end)
@@ -2128,6 +2163,7 @@ Suite *auth_suite(void)
 	tcase_add_test(tc, test_session_link_bounds);
 	tcase_add_test(tc, test_session_auth_url);
 	tcase_add_test(tc, test_session_auth_url_end);
+	tcase_add_test(tc, test_session_auth_url_root);
 	suite_add_tcase(s, tc);
 	return s;
 }
