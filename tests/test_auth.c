@@ -2053,6 +2053,7 @@ START_TEST(test_session_auth_url)
 		                      strstr(log, "\"node\": \"relay-test\"") &&
 		                      strstr(log, "\"transport\": \"quic\"") &&
 		                      strstr(log, "\"alpn\": \"moq-lite-05\"") &&
+		                      strstr(log, "\"remote\": \"10.0.0.1:") &&
 		                      strstr(log, "\"path\": \"narrow\"") &&
 		                      strstr(log, "\"role\": \"subscriber\"") &&
 		                      strstr(log, "\"role\": \"publisher\"") &&
