@@ -852,13 +852,14 @@ struct moq_auth *moq_auth_create(const struct moq_auth_cfg *cfg, char *err, size
 	     cfg->public_publish || cfg->public_subscribe)) {
 		/* auth.md: "Setting both ... fails at startup"; the anonymous
 		 * rules live on the server then */
-		cfg_fail(err, errlen, "--auth-url: cannot be combined with %s (the auth server "
-		                      "decides; its anonymous rules live there)",
-		         cfg->key             ? "--auth-key"
-		         : cfg->key_dir       ? "--auth-key-dir"
-		         : cfg->public_publish ? "--auth-public-publish"
+		cfg_fail(err, errlen,
+		         "--auth-url: cannot be combined with %s (the auth server "
+		         "decides; its anonymous rules live there)",
+		         cfg->key                ? "--auth-key"
+		         : cfg->key_dir          ? "--auth-key-dir"
+		         : cfg->public_publish   ? "--auth-public-publish"
 		         : cfg->public_subscribe ? "--auth-public-subscribe"
-		                              : "--auth-public");
+		                                 : "--auth-public");
 		return NULL;
 	}
 	if (!cfg || (!cfg->key && !cfg->key_dir && !cfg->public_prefixes && !cfg->public_both &&
@@ -889,10 +890,12 @@ struct moq_auth *moq_auth_create(const struct moq_auth_cfg *cfg, char *err, size
 		return NULL;
 	}
 	if (cfg->url) {
-		struct moq_auth_url_cfg uc = {.url = cfg->url, .ca = cfg->url_tls_root,
+		struct moq_auth_url_cfg uc = {.url = cfg->url,
+		                              .ca = cfg->url_tls_root,
 		                              .node = cfg->url_node,
 		                              .timeout_ns = cfg->url_timeout_ns,
-		                              .clock = a->clock, .clock_ctx = a->clock_ctx};
+		                              .clock = a->clock,
+		                              .clock_ctx = a->clock_ctx};
 		a->url = moq_auth_url_create(&uc, err, errlen);
 		if (!a->url) {
 			moq_auth_destroy(a);
@@ -1168,8 +1171,8 @@ static int timestamp(json_t *v, uint8_t *has, int64_t *t)
  * the grant, and a misspelled root would widen it). */
 static bool claim_known(const char *k)
 {
-	static const char *const known[] = {"root", "put",  "get", "publish", "subscribe", "exp",
-	                                    "iat",  "nbf",  "iss", "sub",     "jti"};
+	static const char *const known[] = {"root", "put", "get", "publish", "subscribe", "exp",
+	                                    "iat",  "nbf", "iss", "sub",     "jti"};
 
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
 		if (strcmp(k, known[i]) == 0)
@@ -1497,8 +1500,10 @@ static int token_claims(const struct moq_auth *a, const struct keyset *ks, const
 	if (c->has_exp && (c->exp < 0 || ((uint64_t)c->exp <= UINT64_MAX / 1000000000ull &&
 	                                  (uint64_t)c->exp * 1000000000ull <= moq_auth_now_ns(a))))
 		rc = MOQ_AUTH_EXPIRED;
-	else if ((c->has_nbf && c->nbf > 0 && (uint64_t)c->nbf > moq_auth_now_ns(a) / 1000000000ull) ||
-	         (c->has_iat && c->iat > 0 && (uint64_t)c->iat > moq_auth_now_ns(a) / 1000000000ull))
+	else if ((c->has_nbf && c->nbf > 0 &&
+	          (uint64_t)c->nbf > moq_auth_now_ns(a) / 1000000000ull) ||
+	         (c->has_iat && c->iat > 0 &&
+	          (uint64_t)c->iat > moq_auth_now_ns(a) / 1000000000ull))
 		rc = MOQ_AUTH_NOT_YET;
 	/* claims.rs, validate */
 	else if (!c->nput && !c->nget)
@@ -1545,10 +1550,12 @@ int moq_auth_verify(struct moq_auth *a, const char *path, size_t plen, const cha
 			c.root = norm_dup("", 0, &c.rootlen);
 			rc = c.root ? 0 : MOQ_AUTH_NOMEM;
 			for (uint32_t i = 0; !rc && i < a->npub_put; i++)
-				if (pat_add(a->pub_put[i], strlen(a->pub_put[i]), 0, &c.put, &c.nput))
+				if (pat_add(a->pub_put[i], strlen(a->pub_put[i]), 0, &c.put,
+				            &c.nput))
 					rc = MOQ_AUTH_NOMEM;
 			for (uint32_t i = 0; !rc && i < a->npub_get; i++)
-				if (pat_add(a->pub_get[i], strlen(a->pub_get[i]), 0, &c.get, &c.nget))
+				if (pat_add(a->pub_get[i], strlen(a->pub_get[i]), 0, &c.get,
+				            &c.nget))
 					rc = MOQ_AUTH_NOMEM;
 		}
 		pub = 1;

@@ -110,8 +110,8 @@ static int parse_url(struct moq_auth_url *u, const char *url, char *err, size_t 
 	if (strncmp(url, "unix://", 7) == 0) {
 		p = url + 7;
 		if (*p != '/' || strlen(p) >= sizeof(u->sock))
-			return fail(err, errlen, "unix:// needs an absolute socket path (< 108 bytes)",
-			            url);
+			return fail(err, errlen,
+			            "unix:// needs an absolute socket path (< 108 bytes)", url);
 		u->sch = SCH_UNIX;
 		snprintf(u->sock, sizeof(u->sock), "%s", p);
 		snprintf(u->path, sizeof(u->path), "/");
@@ -173,7 +173,8 @@ static int parse_url(struct moq_auth_url *u, const char *url, char *err, size_t 
 		            (inet_pton(AF_INET6, u->host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6));
 		if (!loop)
 			return fail(err, errlen,
-			            "http:// is for a loopback host only (use https:// or unix://)", url);
+			            "http:// is for a loopback host only (use https:// or unix://)",
+			            url);
 	}
 	return 0;
 }
@@ -194,9 +195,10 @@ static char *request_json(const struct moq_auth_url *u, const struct moq_auth_re
 	char *s;
 
 	json_object_set_new(o, "id", json_string(r->id));
-	json_object_set_new(o, "event", json_string(r->ev == EV_CONNECT      ? "connect"
-	                                            : r->ev == EV_REVALIDATE ? "revalidate"
-	                                                                     : "end"));
+	json_object_set_new(o, "event",
+	                    json_string(r->ev == EV_CONNECT      ? "connect"
+	                                : r->ev == EV_REVALIDATE ? "revalidate"
+	                                                         : "end"));
 	if (r->ev == EV_END) {
 		json_t *b = json_object();
 		json_object_set_new(o, "reason", json_string(r->reason));
@@ -283,7 +285,9 @@ static int link_open(struct moq_auth_url *u, struct link *l, char *why, size_t w
 		     getsockopt(l->fd, SOL_SOCKET, SO_ERROR, &e, &el) == 0 && e == 0))
 			break;
 		snprintf(why, wl, "connect %.100s:%s: %s", u->host, u->port,
-		         e ? strerror(e) : errno == EINPROGRESS ? "timed out" : strerror(errno));
+		         e                      ? strerror(e)
+		         : errno == EINPROGRESS ? "timed out"
+		                                : strerror(errno));
 		close(l->fd);
 		l->fd = -1;
 	}
@@ -367,10 +371,12 @@ static ssize_t link_read(struct link *l, char *buf, size_t cap)
 			if (r > 0)
 				return r;
 			e = wolfSSL_get_error(l->ssl, r);
-			if (e == WOLFSSL_ERROR_ZERO_RETURN || (r == 0 && e == WOLFSSL_ERROR_SYSCALL))
+			if (e == WOLFSSL_ERROR_ZERO_RETURN ||
+			    (r == 0 && e == WOLFSSL_ERROR_SYSCALL))
 				return 0;
 			if (e == WOLFSSL_ERROR_WANT_READ || e == WOLFSSL_ERROR_WANT_WRITE) {
-				if (wait_fd(l, e == WOLFSSL_ERROR_WANT_READ ? POLLIN : POLLOUT) != 0)
+				if (wait_fd(l, e == WOLFSSL_ERROR_WANT_READ ? POLLIN : POLLOUT) !=
+				    0)
 					return -2;
 				continue;
 			}
@@ -479,7 +485,8 @@ static int http_post(struct moq_auth_url *u, const char *body, char **out, char 
 				if (strncasecmp(p, "content-length:", 15) == 0)
 					clen = strtol(p + 15, NULL, 10);
 				if (strncasecmp(p, "transfer-encoding:", 18) == 0 &&
-				    strstr(p, "chunked") && strstr(p, "chunked") < strstr(p, "\r\n"))
+				    strstr(p, "chunked") &&
+				    strstr(p, "chunked") < strstr(p, "\r\n"))
 					chunked = true;
 			}
 		}
@@ -601,7 +608,8 @@ static void take_grant(struct moq_auth_url *u, struct moq_auth_req *r, const cha
 			goto out;
 		}
 		if (!has_exp) {
-			snprintf(r->why, sizeof(r->why), "invalid grant: revalidate without expires");
+			snprintf(r->why, sizeof(r->why),
+			         "invalid grant: revalidate without expires");
 			goto out;
 		}
 		r->revalidate_ns = (uint64_t)json_integer_value(v) * NS_PER_S;
@@ -950,8 +958,8 @@ void moq_auth_req_revalidate(struct moq_auth_req *r)
 	enqueue(r->u, r);
 }
 
-void moq_auth_req_end(struct moq_auth_req *r, const char *reason, uint64_t sent,
-                      uint64_t received, uint64_t duration_ns)
+void moq_auth_req_end(struct moq_auth_req *r, const char *reason, uint64_t sent, uint64_t received,
+                      uint64_t duration_ns)
 {
 	struct moq_auth_url *u;
 

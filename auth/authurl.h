@@ -52,7 +52,7 @@ struct moq_auth_url_cfg {
 /* What the relay knows about a session (request.rs, Request). Strings are
  * copied; NULL / 0 = absent. */
 struct moq_auth_url_info {
-	const char *transport; /* "quic", "websocket", "http", ... */
+	const char *transport;      /* "quic", "websocket", "http", ... */
 	const char *remote, *local; /* "203.0.113.9:4433", "[::1]:443" */
 	const char *server_name, *alpn;
 	const char *path;  /* as dialed, without the query */
@@ -120,8 +120,8 @@ void moq_auth_req_revalidate(struct moq_auth_req *r);
  * was admitted) and give @r up: the request threads free it once sent.
  * NULL is a no-op.
  */
-void moq_auth_req_end(struct moq_auth_req *r, const char *reason, uint64_t sent,
-                      uint64_t received, uint64_t duration_ns);
+void moq_auth_req_end(struct moq_auth_req *r, const char *reason, uint64_t sent, uint64_t received,
+                      uint64_t duration_ns);
 
 /* Counters (any thread). */
 struct moq_auth_url_stats {

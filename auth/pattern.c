@@ -228,7 +228,8 @@ static bool contains(const struct seq *o, uint32_t i, const struct seq *in, uint
 		if (i == o->n && j == in->n)
 			return true;
 		if (is_glob(o, i))
-			return contains(o, i + 1, in, j) || (j < in->n && contains(o, i, in, j + 1));
+			return contains(o, i + 1, in, j) ||
+			       (j < in->n && contains(o, i, in, j + 1));
 		if (i == o->n || j == in->n || is_glob(in, j) ||
 		    !seg_contains(o->t, &o->s[i], in->t, &in->s[j]))
 			return false;
@@ -278,7 +279,8 @@ bool moq_pattern_match(const struct moq_pattern *p, const char *path, size_t len
 
 	/* the segments before the globstar (or all), in order */
 	for (k = 0; k < head; k++)
-		if (!next_seg(path, len, &i, &off, &sl) || !seg_lit(p->text, &p->seg[k], path + off, sl))
+		if (!next_seg(path, len, &i, &off, &sl) ||
+		    !seg_lit(p->text, &p->seg[k], path + off, sl))
 			return false;
 	if (p->glob < 0)
 		return !next_seg(path, len, &i, &off, &sl);
@@ -294,7 +296,8 @@ bool moq_pattern_match(const struct moq_pattern *p, const char *path, size_t len
 	for (size_t skip = total - tail; skip; skip--)
 		next_seg(path, len, &i, &off, &sl);
 	for (k = (uint32_t)head + 1; k < p->n; k++)
-		if (!next_seg(path, len, &i, &off, &sl) || !seg_lit(p->text, &p->seg[k], path + off, sl))
+		if (!next_seg(path, len, &i, &off, &sl) ||
+		    !seg_lit(p->text, &p->seg[k], path + off, sl))
 			return false;
 	return true;
 }
@@ -316,7 +319,8 @@ static struct moq_pattern_seg *split(const char *path, size_t len, bool glob, ui
 		return NULL;
 	*n = 0;
 	while (next_seg(path, len, &i, &off, &sl))
-		s[(*n)++] = (struct moq_pattern_seg){MOQ_SEG_LITERAL, (uint32_t)off, (uint32_t)sl, 0};
+		s[(*n)++] =
+		        (struct moq_pattern_seg){MOQ_SEG_LITERAL, (uint32_t)off, (uint32_t)sl, 0};
 	if (glob)
 		s[(*n)++] = (struct moq_pattern_seg){MOQ_SEG_GLOBSTAR, 0, 0, 0};
 	return s;

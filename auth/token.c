@@ -380,7 +380,8 @@ static char *sign_with(json_t *k, const char *path, const char *alg, const char 
 		if (!json_object_get(k, "d"))
 			die("--key: %s: a public key (no d) cannot sign", path);
 		member(k, "d", d, 32, path);
-		if (wc_ed25519_init(&e) != 0 || wc_ed25519_import_private_key(d, 32, x, 32, &e) != 0 ||
+		if (wc_ed25519_init(&e) != 0 ||
+		    wc_ed25519_import_private_key(d, 32, x, 32, &e) != 0 ||
 		    wc_ed25519_sign_msg((const uint8_t *)msg, (word32)ml, sig, &sl, &e) != 0)
 			die("EdDSA: signing failed");
 		wc_ed25519_free(&e);
@@ -499,7 +500,9 @@ static void print_paths(const char *name, const struct moq_auth_path *v, uint32_
 	printf("%s:", name);
 	for (uint32_t i = 0; i < n; i++)
 		printf(" %s%s", v[i].pat ? v[i].pat : v[i].p,
-		       v[i].pat ? "" : v[i].len ? "/**" : "**");
+		       v[i].pat   ? ""
+		       : v[i].len ? "/**"
+		                  : "**");
 	if (!n)
 		printf(" (nothing)");
 	printf("\n");
@@ -539,14 +542,15 @@ static int cmd_verify(int argc, char **argv)
 		if (d2) {
 			uint8_t body[MOQ_AUTH_MAX_TOKEN];
 			long bl = b64u_dec(d1 + 1, (size_t)(d2 - d1 - 1), body, sizeof(body));
-			json_t *c = bl > 0 ? json_loadb((const char *)body, (size_t)bl, 0, NULL)
-			                   : NULL;
+			json_t *c =
+			        bl > 0 ? json_loadb((const char *)body, (size_t)bl, 0, NULL) : NULL;
 			if (c) {
 				char *s = json_dumps(c, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 				printf("%s\n", s ? s : "");
 				free(s);
 				if (json_is_string(json_object_get(c, "root")))
-					root = strdup(json_string_value(json_object_get(c, "root")));
+					root = strdup(
+					        json_string_value(json_object_get(c, "root")));
 				json_decref(c);
 			}
 		}
@@ -574,11 +578,12 @@ static int cmd_verify(int argc, char **argv)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: %s generate [--algorithm HS256|ES256|EdDSA] [--out FILE] [--public FILE] "
-	           "[--kid ID]\n"
-	           "       %s sign --key FILE [--root R] [--publish PAT]... [--subscribe PAT]... "
-	           "[--put PATH]... [--get PATH]... [--expires UNIX] [--nbf UNIX] [--no-iat]\n"
-	           "       %s verify --key FILE [--in FILE] [--path PATH]\n",
+	fprintf(f,
+	        "usage: %s generate [--algorithm HS256|ES256|EdDSA] [--out FILE] [--public FILE] "
+	        "[--kid ID]\n"
+	        "       %s sign --key FILE [--root R] [--publish PAT]... [--subscribe PAT]... "
+	        "[--put PATH]... [--get PATH]... [--expires UNIX] [--nbf UNIX] [--no-iat]\n"
+	        "       %s verify --key FILE [--in FILE] [--path PATH]\n",
 	        prog, prog, prog);
 }
 

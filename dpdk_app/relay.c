@@ -1380,7 +1380,8 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 		        .key = cfg->auth_key[0] ? cfg->auth_key : NULL,
 		        .key_dir = cfg->auth_key_dir[0] ? cfg->auth_key_dir : NULL,
 		        .public_both = cfg->auth_public_set ? cfg->auth_public : NULL,
-		        .public_publish = cfg->auth_public_publish[0] ? cfg->auth_public_publish : NULL,
+		        .public_publish =
+		                cfg->auth_public_publish[0] ? cfg->auth_public_publish : NULL,
 		        .public_subscribe =
 		                cfg->auth_public_subscribe[0] ? cfg->auth_public_subscribe : NULL,
 		        .url = cfg->auth_url[0] ? cfg->auth_url : NULL,

@@ -232,7 +232,9 @@ void access_expire(struct moq_node *n, uint64_t now)
 
 static const char *role_name(uint64_t r)
 {
-	return r == MOQ_ROLE_PUBLISHER ? "publisher" : r == MOQ_ROLE_SUBSCRIBER ? "subscriber" : NULL;
+	return r == MOQ_ROLE_PUBLISHER    ? "publisher"
+	       : r == MOQ_ROLE_SUBSCRIBER ? "subscriber"
+	                                  : NULL;
 }
 
 /*
@@ -430,8 +432,8 @@ void access_url_end(struct moq_session *s, uint64_t code)
 
 	if (!s->auth_req)
 		return;
-	reason = code == MOQ_CODE_UNAUTHORIZED ? (s->grant ? "expired" : "refused")
-	                                       : "disconnected";
+	reason =
+	        code == MOQ_CODE_UNAUTHORIZED ? (s->grant ? "expired" : "refused") : "disconnected";
 	moq_auth_req_end(s->auth_req, reason, s->auth_tx, s->auth_rx,
 	                 s->auth_admitted && n->now > s->auth_admitted ? n->now - s->auth_admitted
 	                                                               : 0);

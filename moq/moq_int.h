@@ -367,10 +367,10 @@ struct moq_session {
 	 * the auth server; while @auth_pending its requests wait unparsed */
 	struct moq_auth_req *auth_req;
 	uint8_t auth_pending;
-	uint8_t auth_peer; /* the grant's `peer`: a cluster peer (link_grant) */
-	uint64_t auth_reval_at;      /* node clock: the next revalidate; 0 = none */
-	uint64_t auth_admitted;      /* node clock at admission */
-	uint64_t auth_tx, auth_rx;   /* bytes at close, for the end */
+	uint8_t auth_peer;         /* the grant's `peer`: a cluster peer (link_grant) */
+	uint64_t auth_reval_at;    /* node clock: the next revalidate; 0 = none */
+	uint64_t auth_admitted;    /* node clock at admission */
+	uint64_t auth_tx, auth_rx; /* bytes at close, for the end */
 	struct moq_session *auth_snext, **auth_sprev; /* n->auth_sessions */
 };
 

@@ -912,11 +912,11 @@ int moq_pmd_config_check(const struct moq_pmd_config *cfg, char *err, size_t err
 	    (cfg->auth_key[0] || cfg->auth_key_dir[0] || cfg->auth_public_set ||
 	     cfg->auth_public_publish[0] || cfg->auth_public_subscribe[0]))
 		return fail(err, errlen, "--auth-url: cannot be combined with %s",
-		            cfg->auth_key[0]                ? "--auth-key"
-		            : cfg->auth_key_dir[0]          ? "--auth-key-dir"
-		            : cfg->auth_public_set          ? "--auth-public"
-		            : cfg->auth_public_publish[0]   ? "--auth-public-publish"
-		                                            : "--auth-public-subscribe");
+		            cfg->auth_key[0]              ? "--auth-key"
+		            : cfg->auth_key_dir[0]        ? "--auth-key-dir"
+		            : cfg->auth_public_set        ? "--auth-public"
+		            : cfg->auth_public_publish[0] ? "--auth-public-publish"
+		                                          : "--auth-public-subscribe");
 	if (cfg->auth_tls_root[0] != '\0' && strncmp(cfg->auth_url, "https://", 8) != 0)
 		return fail(err, errlen, "--auth-tls-root: only with an https:// --auth-url");
 	if ((cfg->cert[0] != '\0') != (cfg->key[0] != '\0'))

@@ -524,30 +524,30 @@ struct pv_parse {
 };
 
 static const struct pv_parse pv_parse[] = {
-        {"", 0, ""},                    /* {"text": "", "segments": []} */
-        {"a", 0, "L"},                  /* {"text": "a", literal a} */
-        {"a/b.hang", 0, "LL"},          /* {"text": "a/b.hang", literal, literal} */
-        {"*", 0, "*"},                  /* {"text": "*", wildcard} */
-        {"**", 0, "G"},                 /* {"text": "**", globstar} */
-        {"a/*/**/b", 0, "L*GL"},        // {"text": "a/*" "/**" "/b", canonical a/**" "/*" "/b}
-        {"**/transcode.pro", 0, "GL"},  /* {"text": "**" "/transcode.pro"} */
-        {"/a", MOQ_PATTERN_EMPTY_SEGMENT, NULL},               /* "error": "empty-segment" */
-        {"a/", MOQ_PATTERN_EMPTY_SEGMENT, NULL},               /* "error": "empty-segment" */
-        {"a//b", MOQ_PATTERN_EMPTY_SEGMENT, NULL},             /* "error": "empty-segment" */
-        {"/", MOQ_PATTERN_EMPTY_SEGMENT, NULL},                /* "error": "empty-segment" */
-        {"**/**", MOQ_PATTERN_MULTIPLE_GLOBSTARS, NULL},       /* "multiple-globstars" */
-        {"a/**/b/**", MOQ_PATTERN_MULTIPLE_GLOBSTARS, NULL},   /* "multiple-globstars" */
-        {"***", MOQ_PATTERN_INVALID_SEGMENT, NULL},            /* "invalid-segment" */
+        {"", 0, ""},                   /* {"text": "", "segments": []} */
+        {"a", 0, "L"},                 /* {"text": "a", literal a} */
+        {"a/b.hang", 0, "LL"},         /* {"text": "a/b.hang", literal, literal} */
+        {"*", 0, "*"},                 /* {"text": "*", wildcard} */
+        {"**", 0, "G"},                /* {"text": "**", globstar} */
+        {"a/*/**/b", 0, "L*GL"},       // {"text": "a/*" "/**" "/b", canonical a/**" "/*" "/b}
+        {"**/transcode.pro", 0, "GL"}, /* {"text": "**" "/transcode.pro"} */
+        {"/a", MOQ_PATTERN_EMPTY_SEGMENT, NULL},             /* "error": "empty-segment" */
+        {"a/", MOQ_PATTERN_EMPTY_SEGMENT, NULL},             /* "error": "empty-segment" */
+        {"a//b", MOQ_PATTERN_EMPTY_SEGMENT, NULL},           /* "error": "empty-segment" */
+        {"/", MOQ_PATTERN_EMPTY_SEGMENT, NULL},              /* "error": "empty-segment" */
+        {"**/**", MOQ_PATTERN_MULTIPLE_GLOBSTARS, NULL},     /* "multiple-globstars" */
+        {"a/**/b/**", MOQ_PATTERN_MULTIPLE_GLOBSTARS, NULL}, /* "multiple-globstars" */
+        {"***", MOQ_PATTERN_INVALID_SEGMENT, NULL},          /* "invalid-segment" */
         {"a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q/r/s/t/u/v/w/x/y/z/a/b/c/d/e/f", 0,
          "LLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLL"}, /* 32 segments parse */
         {"a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q/r/s/t/u/v/w/x/y/z/a/b/c/d/e/f/g",
          MOQ_PATTERN_TOO_MANY_SEGMENTS, NULL}, /* 33: "too-many-segments" */
         {"a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q/r/s/t/u/v/w/x/y/z/a/b/c/d/e/f/g/a*b*c",
-         MOQ_PATTERN_TOO_MANY_SEGMENTS, NULL}, /* "too-many-segments" first */
-        {"*.hang", 0, "P"},                    /* partial prefix "" suffix ".hang" */
-        {"foo*", 0, "P"},                      /* partial prefix "foo" suffix "" */
-        {"foo.*.hang", 0, "P"},                /* partial "foo." ".hang" */
-        {"**/*.hang", 0, "GP"},                /* globstar, partial */
+         MOQ_PATTERN_TOO_MANY_SEGMENTS, NULL},        /* "too-many-segments" first */
+        {"*.hang", 0, "P"},                           /* partial prefix "" suffix ".hang" */
+        {"foo*", 0, "P"},                             /* partial prefix "foo" suffix "" */
+        {"foo.*.hang", 0, "P"},                       /* partial "foo." ".hang" */
+        {"**/*.hang", 0, "GP"},                       /* globstar, partial */
         {"a*b*c", MOQ_PATTERN_INVALID_SEGMENT, NULL}, /* "invalid-segment" */
         {"*a*", MOQ_PATTERN_INVALID_SEGMENT, NULL},   /* "invalid-segment" */
 };
@@ -642,36 +642,20 @@ static const struct pv_pair pv_contains[] = {
 
 /* "overlaps": {"a", "b", "expect"} */
 static const struct pv_pair pv_overlaps[] = {
-        {"a", "a", true},
-        {"a", "b", false},
-        {"a", "*", true},
-        {"a", "a/*", false},
-        {"a/**", "**/b", true},
-        {"a/**", "b/**", false},
-        {"a/*", "*/b", true},
-        {"a/*", "b/*", false},
-        {"*/*", "a/**", true},
-        {"*", "a/**", true},
-        {"*", "a/*/**", false},
-        {"**", "", true},
-        {"a/**/b", "**/c", false},
-        {"a/**/b", "**/*", true},
-        {"a/**/b", "x/**", false},
-        {"a/**/b", "**/x", false},
-        {"*.hang", "cam*", true},
-        {"*.hang", "cam.msf", false},
-        {"*.hang", "*.msf", false},
-        {"foo*", "foo.bar*", true},
-        {"foo*", "fob*", false},
-        {"a*b", "ab", true},
-        {"ab*", "*ab", true},
+        {"a", "a", true},           {"a", "b", false},          {"a", "*", true},
+        {"a", "a/*", false},        {"a/**", "**/b", true},     {"a/**", "b/**", false},
+        {"a/*", "*/b", true},       {"a/*", "b/*", false},      {"*/*", "a/**", true},
+        {"*", "a/**", true},        {"*", "a/*/**", false},     {"**", "", true},
+        {"a/**/b", "**/c", false},  {"a/**/b", "**/*", true},   {"a/**/b", "x/**", false},
+        {"a/**/b", "**/x", false},  {"*.hang", "cam*", true},   {"*.hang", "cam.msf", false},
+        {"*.hang", "*.msf", false}, {"foo*", "foo.bar*", true}, {"foo*", "fob*", false},
+        {"a*b", "ab", true},        {"ab*", "*ab", true},
 };
 
 /* "head": {"pattern", "head"} */
 static const struct pv_pair pv_head_dummy[1];
 static const char *const pv_head[][2] = {
-        {"a/b/*/c", "a/b"}, {"**/a", ""}, {"a/b", "a/b"},
-        {"", ""},           {"a/**", "a"}, {"a/b*/c", "a"},
+        {"a/b/*/c", "a/b"}, {"**/a", ""}, {"a/b", "a/b"}, {"", ""}, {"a/**", "a"}, {"a/b*/c", "a"},
 };
 
 /* "rebase": {"pattern", "root", "expect": [...]} (the results sorted, ';'
@@ -752,8 +736,8 @@ START_TEST(test_pattern_vectors)
 	for (size_t i = 0; i < sizeof(pv_contains) / sizeof(pv_contains[0]); i++) {
 		const struct pv_pair *v = &pv_contains[i];
 		struct moq_pattern *o = pat(v->a), *in = pat(v->b);
-		ck_assert_msg(moq_pattern_contains(o, in) == v->expect, "contains '%s' '%s' want %d",
-		              v->a, v->b, v->expect);
+		ck_assert_msg(moq_pattern_contains(o, in) == v->expect,
+		              "contains '%s' '%s' want %d", v->a, v->b, v->expect);
 	}
 	for (size_t i = 0; i < sizeof(pv_overlaps) / sizeof(pv_overlaps[0]); i++) {
 		const struct pv_pair *v = &pv_overlaps[i];
@@ -820,18 +804,21 @@ START_TEST(test_pattern_claims)
 	/* "/other -> refused" */
 	expect(a, "/other", hs256("{\"subscribe\":[\"demo/**\"]}"), MOQ_AUTH_ROOT, NULL);
 	// "| demo | my-stream/** | ** | demo/my-stream/** | demo/** |"
-	expect(a, "demo", hs256("{\"root\":\"demo\",\"publish\":[\"my-stream/**\"],"
-	                        "\"subscribe\":[\"**\"]}"),
+	expect(a, "demo",
+	       hs256("{\"root\":\"demo\",\"publish\":[\"my-stream/**\"],"
+	             "\"subscribe\":[\"**\"]}"),
 	       0, "put=demo/my-stream get=demo");
 	// "| demo | (none) | ** | nothing | demo/** |"
 	ck_assert_int_eq(verify(a, "demo", hs256("{\"root\":\"demo\",\"subscribe\":[\"**\"]}"), &g),
 	                 0);
 	ck_assert_int_eq(g->nput, 0);
-	ck_assert(moq_auth_grant_allows(g, 0, "demo/x", 6) && !moq_auth_grant_allows(g, 1, "demo", 4));
+	ck_assert(moq_auth_grant_allows(g, 0, "demo/x", 6) &&
+	          !moq_auth_grant_allows(g, 1, "demo", 4));
 	moq_auth_grant_free(g);
 	/* "| "" | ** | ** | everything | everything |" */
-	ck_assert_int_eq(verify(a, "", hs256("{\"root\":\"\",\"publish\":[\"**\"],"
-	                                     "\"subscribe\":[\"**\"]}"),
+	ck_assert_int_eq(verify(a, "",
+	                        hs256("{\"root\":\"\",\"publish\":[\"**\"],"
+	                              "\"subscribe\":[\"**\"]}"),
 	                        &g),
 	                 0);
 	ck_assert(moq_auth_grant_allows(g, 1, "", 0) && moq_auth_grant_allows(g, 0, "any/x", 5));
@@ -870,7 +857,8 @@ START_TEST(test_pattern_claims)
 	moq_auth_grant_free(g);
 	/* narrowed at the dialed path, as moq-pattern rebases: a session at
 	 * room/1 gets room/1/chat exactly */
-	expect(a, "room/1", hs256("{\"subscribe\":[\"room/*/chat\"]}"), 0, "put= get=[room/1/chat]");
+	expect(a, "room/1", hs256("{\"subscribe\":[\"room/*/chat\"]}"), 0,
+	       "put= get=[room/1/chat]");
 	expect(a, "room/1/chat", hs256("{\"subscribe\":[\"room/*/chat\"]}"), 0,
 	       "put= get=[room/1/chat]");
 	expect(a, "room/1/video", hs256("{\"subscribe\":[\"room/*/chat\"]}"), MOQ_AUTH_ROOT, NULL);
@@ -881,7 +869,8 @@ START_TEST(test_pattern_claims)
 	// the two dialects give the same grant
 	{
 		const char *old = "{\"root\":\"demo\",\"put\":[\"alice\"],\"get\":[\"\"]}";
-		const char *cur = "{\"root\":\"demo\",\"publish\":[\"alice/**\"],\"subscribe\":[\"**\"]}";
+		const char *cur =
+		        "{\"root\":\"demo\",\"publish\":[\"alice/**\"],\"subscribe\":[\"**\"]}";
 		const char *paths[] = {"", "demo", "demo/alice", "demo/alice/cam", "demo/bob"};
 		for (size_t i = 0; i < 5; i++) {
 			struct moq_auth_grant *g1 = NULL, *g2 = NULL;
@@ -2034,9 +2023,9 @@ START_TEST(test_session_auth_url)
 	ck_assert_int_eq(sub.id_code[ida % 8], MOQ_CODE_UNAUTHORIZED);
 	ck_assert(!sub.closed && !pub.closed);
 	moq_auth_url_get_stats(moq_auth_url_client(L.auth), &st);
-	ck_assert_uint_ge(st.admitted, 3);         /* pub, sub, and the revalidations */
-	ck_assert_uint_eq(st.refused, 2);          /* 403, names nothing */
-	ck_assert_uint_ge(st.unavailable, 2);      /* malformed, late */
+	ck_assert_uint_ge(st.admitted, 3);    /* pub, sub, and the revalidations */
+	ck_assert_uint_eq(st.refused, 2);     /* 403, names nothing */
+	ck_assert_uint_ge(st.unavailable, 2); /* malformed, late */
 	/* the server is down: refused (fail closed) */
 	kill(url_srv, SIGTERM);
 	proc_wait(url_srv, 5000);
@@ -2116,9 +2105,11 @@ START_TEST(test_session_auth_url_end)
 	moq_session_close(sub.s, 0);
 	l_run(300 * MS);
 	t0 = proc_now_ms();
-	while (!strstr(log = proc_slurp(url_log), "\"event\": \"end\"") && proc_now_ms() - t0 < 10000)
+	while (!strstr(log = proc_slurp(url_log), "\"event\": \"end\"") &&
+	       proc_now_ms() - t0 < 10000)
 		usleep(10000);
-	ck_assert_msg(strstr(log, "\"event\": \"end\"") && strstr(log, "\"reason\": \"disconnected\"") &&
+	ck_assert_msg(strstr(log, "\"event\": \"end\"") &&
+	                      strstr(log, "\"reason\": \"disconnected\"") &&
 	                      strstr(log, "\"bytes\": {\"sent\": ") &&
 	                      strstr(log, "\"query\": \"jwt=not-read-by-the-relay\""),
 	              "%s", log);

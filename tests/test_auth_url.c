@@ -78,8 +78,8 @@ static void teardown(void)
 static struct moq_auth_url *client(const char *url, const char *ca, uint64_t timeout_ns)
 {
 	char err[256] = "";
-	struct moq_auth_url_cfg c = {.url = url, .ca = ca, .node = "relay-1",
-	                             .timeout_ns = timeout_ns};
+	struct moq_auth_url_cfg c = {
+	        .url = url, .ca = ca, .node = "relay-1", .timeout_ns = timeout_ns};
 	struct moq_auth_url *u = moq_auth_url_create(&c, err, sizeof(err));
 
 	ck_assert_msg(u != NULL, "%s", err);
@@ -113,10 +113,14 @@ static struct answer wait_answer(struct moq_auth_req *r)
 
 static struct moq_auth_req *connect_at(struct moq_auth_url *u, const char *path)
 {
-	struct moq_auth_url_info info = {.transport = "quic", .remote = "127.0.0.1:40000",
-	                                 .local = "127.0.0.1:4443", .server_name = "relay.test",
-	                                 .alpn = "moq-lite-05", .path = path,
-	                                 .query = "jwt=abc&x=1", .role = "subscriber"};
+	struct moq_auth_url_info info = {.transport = "quic",
+	                                 .remote = "127.0.0.1:40000",
+	                                 .local = "127.0.0.1:4443",
+	                                 .server_name = "relay.test",
+	                                 .alpn = "moq-lite-05",
+	                                 .path = path,
+	                                 .query = "jwt=abc&x=1",
+	                                 .role = "subscriber"};
 	struct moq_auth_req *r = moq_auth_url_connect(u, &info);
 
 	ck_assert_ptr_nonnull(r);

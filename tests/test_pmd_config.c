@@ -589,8 +589,7 @@ START_TEST(auth_options)
 	 * startup": --auth-url excludes the keys and the static rules, in one
 	 * line naming them */
 	ck_assert_int_eq(parse(&c, no_env, err, "--auth-url", "http://127.0.0.1:4440/",
-	                       "--auth-public-subscribe", "anon/**", "--auth-tls-root", "/x",
-	                       NULL),
+	                       "--auth-public-subscribe", "anon/**", "--auth-tls-root", "/x", NULL),
 	                 MOQ_ERR_CONFIG);
 	ck_assert_str_eq(err, "--auth-url: cannot be combined with --auth-public-subscribe");
 	ck_assert_int_eq(parse(&c, no_env, err, "--auth-url", "http://127.0.0.1:4440/",

@@ -113,7 +113,8 @@ static void check_grant(const struct moq_auth_grant *g)
 			/* a subtree allows its prefix; a pattern (auth/pattern.h)
 			 * its own text read as a path, and its head is a prefix of it */
 			if (v[k][i].pat) {
-				if (!moq_auth_grant_allows(g, k == 0, v[k][i].pat, v[k][i].pat_len) ||
+				if (!moq_auth_grant_allows(g, k == 0, v[k][i].pat,
+				                           v[k][i].pat_len) ||
 				    strncmp(v[k][i].pat, p, l) != 0)
 					abort();
 			} else if (!moq_auth_grant_allows(g, k == 0, p, l)) {
