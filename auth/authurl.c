@@ -652,8 +652,8 @@ out:
 }
 
 /* A refusal, one line on stderr (the relay's log; never a worker's: this
- * is a request thread), at most MAX_LOG_PER_S a second. */
-#define MAX_LOG_PER_S 10
+ * is a request thread), at most MAX_LOG_PER_S a second (a flood of refusals stays bounded). */
+#define MAX_LOG_PER_S 50
 static void refusal_log(struct moq_auth_url *u, const struct moq_auth_req *r)
 {
 	static _Atomic uint64_t sec, cnt;

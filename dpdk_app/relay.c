@@ -33,6 +33,7 @@
 #include <rte_ring.h>
 
 #include "auth.h"
+#include "authurl.h"
 #include "cluster.h"
 #include "moq_err.h"
 #include "pmd_port.h"
@@ -1801,6 +1802,14 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		moq_auth_get_stats(r->auth, &as);
 		s->auth_reloads = as.reloads;
 		s->auth_reload_errors = as.reload_failed;
+		if (moq_auth_url_client(r->auth)) {
+			struct moq_auth_url_stats us;
+			moq_auth_url_get_stats(moq_auth_url_client(r->auth), &us);
+			s->auth_url_requests = us.requests;
+			s->auth_url_admitted = us.admitted;
+			s->auth_url_refused = us.refused;
+			s->auth_url_unavailable = us.unavailable;
+		}
 	}
 	for (unsigned int i = 0; i < r->nb_workers; i++) {
 		struct relay_snap sn;

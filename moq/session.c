@@ -507,7 +507,7 @@ static void cb_conn_closed(struct moq_quic_conn *c, void *user,
 	uint64_t code;
 
 	/* --auth-url: the end reports the bytes QUIC moved */
-	if (((struct moq_session *)user)->auth_req && c) {
+	if (user && ((struct moq_session *)user)->auth_req && c) {
 		struct moq_quic_conn_info ci;
 		moq_quic_conn_get_info(c, &ci);
 		((struct moq_session *)user)->auth_tx = ci.bytes_sent;

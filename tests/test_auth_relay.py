@@ -124,7 +124,7 @@ try:
         open(alog, 'w').close()
         jwt = fake('admit', tr)
         ready, delivered, out = load(port, 'live/%s' % tr, jwt, tr)
-        ok(ready == 3 and delivered > 50, '%s: admitted by the auth server: %d ready, %d '
+        ok(ready == 3 and delivered > 20, '%s: admitted by the auth server: %d ready, %d '
            'frames' % (tr, ready, delivered))
         time.sleep(0.5)
         reqs = [json.loads(l) for l in open(alog) if l.strip()]
@@ -149,6 +149,17 @@ try:
     ok('refused (HTTP 403)' in err and 'the answer is not a JSON object' in err,
        'the reasons in the relay log: ' +
        ' / '.join(l for l in err.splitlines() if 'auth-url' in l)[:200])
+    end = time.time() + 5  # /metrics is a snapshot: wait for the last answers in it
+    while True:
+        _, met = http(port + 1, '/metrics')
+        ans = dict(re.findall(r'moqdp_auth_url_answers_total\{result="(\w+)"\} (\d+)', met))
+        reqs = re.search(r'moqdp_auth_url_requests_total (\d+)', met)
+        if int(ans.get('unavailable', 0)) >= 1 or time.time() > end:
+            break
+        time.sleep(0.2)
+    ok(int(ans.get('admitted', 0)) >= 12 and int(ans.get('refused', 0)) >= 2 and
+       int(ans.get('unavailable', 0)) >= 1 and reqs and int(reqs.group(1)) >= 24,
+       '/metrics: --auth-url answers %s, requests %s' % (ans, reqs and reqs.group(1)))
     # /announced and /fetch: an HTTP request has no admission here yet, so
     # they are refused (fail closed), never answered unchecked
     st, _ = http(port, '/announced/?jwt=' + fake('admit'))
@@ -177,7 +188,7 @@ try:
     for dialect, t in (('publish/subscribe', new), ('put/get', old)):
         for tr in ('quic', 'wt', 'ws'):
             ready, delivered, out = load(port, 'demo/alice/%s' % tr, t, tr)
-            ok(ready == 3 and delivered > 50, '%s token over %s: %d ready, %d frames' %
+            ok(ready == 3 and delivered > 20, '%s token over %s: %d ready, %d frames' %
                (dialect, tr, ready, delivered))
     # the pattern alice/* is one segment: alice/x/y is outside it
     ready, delivered, out = load(port, 'demo/alice/x/y', new, 'quic')
