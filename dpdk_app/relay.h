@@ -83,9 +83,6 @@ struct moq_relay_stats {
 	uint64_t auth_refused, auth_expired;              /* sessions closed with 6 (--auth-*) */
 	uint64_t auth_denied;                             /* requests outside the token: reset 6 */
 	uint64_t auth_reloads, auth_reload_errors;        /* SIGHUP: key sets swapped / kept */
-	/* --auth-url (auth/authurl.h): events posted; answers admitting,
-	 * refusing (401/403, nothing granted), unavailable (fail closed) */
-	uint64_t auth_url_requests, auth_url_admitted, auth_url_refused, auth_url_unavailable;
 	uint64_t groups_in, frames_in, media_bytes_in;    /* ingested into the cache */
 	uint64_t groups_out, frames_out, media_bytes_out; /* fanout, queued to QUIC */
 	uint64_t group_resets; /* old + evicted + lagged + dropped + cancelled */
@@ -98,6 +95,9 @@ struct moq_relay_stats {
 	 * served by rte_malloc (above the largest class) */
 	uint64_t cache_pool_limit, cache_pool_reserved, cache_pool_slab_bytes;
 	uint64_t cache_pool_obj_bytes, cache_pool_exhausted, cache_pool_fallback;
+	/* --auth-url (auth/authurl.h): events posted; answers admitting,
+	 * refusing (401/403, nothing granted), unavailable (fail closed) */
+	uint64_t auth_url_requests, auth_url_admitted, auth_url_refused, auth_url_unavailable;
 	/* admission (--admit-busy, moq.h moq_node_admit), summed over workers:
 	 * new subscribers refused (reset 11), GOAWAYs sent for it, sessions
 	 * admitted, windows that closed admission */
