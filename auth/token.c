@@ -562,6 +562,8 @@ static int cmd_verify(int argc, char **argv)
 		fprintf(stderr, "%s: refused at path '%s': %s\n", prog, path,
 		        moq_auth_result_str(rc));
 		moq_auth_destroy(a);
+		free(root);
+		free(tok);
 		return 1;
 	}
 	printf("valid at path '%s'\n", g->root);
