@@ -31,6 +31,8 @@
 #include <jansson.h>
 
 #include "moq_err.h"
+#include "authurl.h"
+#include "pattern.h"
 
 /* ------------------------------------------------------------ algorithms */
 
@@ -117,11 +119,12 @@ struct keyset {
 
 struct moq_auth {
 	char *key_file, *key_dir;
-	int has_public;
-	uint32_t npublic;
-	char **public; /* normalised prefixes */
+	/* public grants (no token): pattern texts rooted at "" */
+	uint32_t npub_put, npub_get;
+	char **pub_put, **pub_get;
 	uint64_t (*clock)(void *ctx);
 	void *clock_ctx;
+	struct moq_auth_url *url; /* --auth-url */
 	_Atomic(struct keyset *) cur;
 	_Atomic uint32_t users; /* verifications in progress (moq_auth_reload waits) */
 	_Atomic uint64_t accepted, refused, reloads, reload_failed;
@@ -326,31 +329,75 @@ static void keyset_free(struct keyset *ks)
 	free(ks);
 }
 
-/* An array of strings (a scope's put/get: claims.rs, Scope, a plain Vec). */
-static const char *str_array(json_t *v, char ***out, uint32_t *n)
+// One grant of a token or scope as a pattern text (pattern.h), appended to
+// *@out: the older dialect's put/get path @old (normalised; a prefix, so
+// "p" is "p/**" and "" is "**": auth.md, Claims), or a publish/subscribe
+// pattern, parsed strictly. A string with a NUL, an older path holding a
+// '*' (moq-relay reads it as a literal subtree, which cannot hold one) or
+// a bad pattern is refused. Returns NULL or why not.
+static const char *pat_add(const char *s, size_t l, int old, char ***out, uint32_t *n)
+{
+	char **nv, *t;
+
+	if (memchr(s, 0, l))
+		return "holds a NUL";
+	if (*n >= MOQ_AUTH_MAX_GRANTS)
+		return "has too many paths";
+	if (old) {
+		size_t nl;
+		char *np = norm_dup(s, l, &nl);
+		if (!np)
+			return "out of memory";
+		if (memchr(np, '*', nl)) {
+			free(np);
+			return "is a path holding '*' (write publish/subscribe patterns)";
+		}
+		t = malloc(nl + 4);
+		if (t)
+			snprintf(t, nl + 4, nl ? "%s/**" : "**", np);
+		free(np);
+	} else {
+		struct moq_pattern pt;
+		if (moq_pattern_parse(&pt, s, l) != 0)
+			return "is not a pattern";
+		t = strndup(s, l);
+	}
+	if (!t)
+		return "out of memory";
+	nv = realloc(*out, (*n + 2) * sizeof(char *));
+	if (!nv) {
+		free(t);
+		return "out of memory";
+	}
+	*out = nv;
+	nv[(*n)++] = t;
+	nv[*n] = NULL;
+	return NULL;
+}
+
+/* A string or an array of strings (claims.rs, OneOrMany), appended as
+ * patterns (pat_add). Absent: nothing. */
+static const char *str_array(json_t *v, int old, char ***out, uint32_t *n)
 {
 	size_t i;
 	json_t *e;
+	const char *why;
 
-	*out = NULL;
-	*n = 0;
 	if (!v)
 		return NULL;
+	if (json_is_string(v))
+		return pat_add(json_string_value(v), json_string_length(v), old, out, n);
 	if (!json_is_array(v))
 		return "is not an array of strings";
 	if (json_array_size(v) > MOQ_AUTH_MAX_GRANTS)
 		return "has too many paths";
-	*out = calloc(json_array_size(v) + 1, sizeof(char *));
-	if (!*out)
-		return "out of memory";
 	json_array_foreach(v, i, e)
 	{
 		if (!json_is_string(e))
 			return "is not an array of strings";
-		(*out)[i] = norm_dup(json_string_value(e), json_string_length(e), NULL);
-		if (!(*out)[i])
-			return "out of memory";
-		(*n)++;
+		why = pat_add(json_string_value(e), json_string_length(e), old, out, n);
+		if (why)
+			return why;
 	}
 	return NULL;
 }
@@ -586,9 +633,15 @@ static const char *jwk_parse(const char *text, size_t len, struct key *k)
 			e = "out of memory";
 			goto out;
 		}
-		e = str_array(json_object_get(v, "put"), &k->scope_put, &k->scope_nput);
+		e = str_array(json_object_get(v, "put"), 1, &k->scope_put, &k->scope_nput);
 		if (!e)
-			e = str_array(json_object_get(v, "get"), &k->scope_get, &k->scope_nget);
+			e = str_array(json_object_get(v, "get"), 1, &k->scope_get, &k->scope_nget);
+		if (!e)
+			e = str_array(json_object_get(v, "publish"), 0, &k->scope_put,
+			              &k->scope_nput);
+		if (!e)
+			e = str_array(json_object_get(v, "subscribe"), 0, &k->scope_get,
+			              &k->scope_nget);
 		if (e)
 			goto out;
 		/* claims.rs, Scope::validate */
@@ -748,12 +801,69 @@ uint64_t moq_auth_now_ns(const struct moq_auth *a)
 	return a->clock(a->clock_ctx);
 }
 
+/*
+ * Public grants from @list (comma-separated; NULL: none) into the publish
+ * (@dirs bit 0) and subscribe (bit 1) lists: older prefixes (@old: "" is
+ * every path) or patterns that must hold a wildcard (auth.md, Anonymous
+ * access: "a pattern with no wildcard, such as anon, refuses to start").
+ */
+static int public_list(struct moq_auth *a, const char *list, int old, int dirs, const char *opt,
+                       char *err, size_t errlen)
+{
+	const char *p = list;
+
+	if (!list)
+		return 0;
+	for (;;) {
+		const char *c = strchr(p, ',');
+		size_t l = c ? (size_t)(c - p) : strlen(p);
+		const char *why = NULL;
+		if (!old) {
+			struct moq_pattern pt;
+			int rc = moq_pattern_parse(&pt, p, l);
+			if (rc)
+				return cfg_fail(err, errlen, "%s: %.*s: not a pattern (%s)", opt,
+				                (int)l, p, moq_pattern_error_str(rc));
+			if (!moq_pattern_has_wildcard(&pt))
+				return cfg_fail(err, errlen,
+				                "%s: '%.*s' has no wildcard and would name one "
+				                "broadcast (write '%.*s%s**' for the subtree)",
+				                opt, (int)l, p, (int)l, p, l ? "/" : "");
+		}
+		if (dirs & 1)
+			why = pat_add(p, l, old, &a->pub_put, &a->npub_put);
+		if (!why && (dirs & 2))
+			why = pat_add(p, l, old, &a->pub_get, &a->npub_get);
+		if (why)
+			return cfg_fail(err, errlen, "%s: %.*s %s", opt, (int)l, p, why);
+		if (!c)
+			return 0;
+		p = c + 1;
+	}
+}
+
 struct moq_auth *moq_auth_create(const struct moq_auth_cfg *cfg, char *err, size_t errlen)
 {
 	struct moq_auth *a;
 	struct keyset *ks;
 
-	if (!cfg || (!cfg->key && !cfg->key_dir && !cfg->public_prefixes)) {
+	if (cfg && cfg->url &&
+	    (cfg->key || cfg->key_dir || cfg->public_prefixes || cfg->public_both ||
+	     cfg->public_publish || cfg->public_subscribe)) {
+		/* auth.md: "Setting both ... fails at startup"; the anonymous
+		 * rules live on the server then */
+		cfg_fail(err, errlen,
+		         "--auth-url: cannot be combined with %s (the auth server "
+		         "decides; its anonymous rules live there)",
+		         cfg->key                ? "--auth-key"
+		         : cfg->key_dir          ? "--auth-key-dir"
+		         : cfg->public_publish   ? "--auth-public-publish"
+		         : cfg->public_subscribe ? "--auth-public-subscribe"
+		                                 : "--auth-public");
+		return NULL;
+	}
+	if (!cfg || (!cfg->key && !cfg->key_dir && !cfg->public_prefixes && !cfg->public_both &&
+	             !cfg->public_publish && !cfg->public_subscribe && !cfg->url)) {
 		cfg_fail(err, errlen, "--auth-key: no key, key directory or public prefix");
 		return NULL;
 	}
@@ -772,31 +882,24 @@ struct moq_auth *moq_auth_create(const struct moq_auth_cfg *cfg, char *err, size
 	if ((cfg->key && !(a->key_file = strdup(cfg->key))) ||
 	    (cfg->key_dir && !(a->key_dir = strdup(cfg->key_dir))))
 		goto nomem;
-	if (cfg->public_prefixes) {
-		const char *p = cfg->public_prefixes;
-		a->has_public = 1;
-		/* "a,b" -> {"a", "b"}; "" -> {""} (every path) */
-		for (;;) {
-			const char *c = strchr(p, ',');
-			size_t l = c ? (size_t)(c - p) : strlen(p);
-			char **np;
-			if (a->npublic == MOQ_AUTH_MAX_GRANTS) {
-				cfg_fail(err, errlen, "--auth-public: more than %u prefixes",
-				         MOQ_AUTH_MAX_GRANTS);
-				moq_auth_destroy(a);
-				return NULL;
-			}
-			np = realloc(a->public, (a->npublic + 1) * sizeof(*np));
-			if (!np)
-				goto nomem;
-			a->public = np;
-			a->public[a->npublic] = norm_dup(p, l, NULL);
-			if (!a->public[a->npublic])
-				goto nomem;
-			a->npublic++;
-			if (!c)
-				break;
-			p = c + 1;
+	if (public_list(a, cfg->public_prefixes, 1, 3, "--auth-public", err, errlen) ||
+	    public_list(a, cfg->public_both, 0, 3, "--auth-public", err, errlen) ||
+	    public_list(a, cfg->public_publish, 0, 1, "--auth-public-publish", err, errlen) ||
+	    public_list(a, cfg->public_subscribe, 0, 2, "--auth-public-subscribe", err, errlen)) {
+		moq_auth_destroy(a);
+		return NULL;
+	}
+	if (cfg->url) {
+		struct moq_auth_url_cfg uc = {.url = cfg->url,
+		                              .ca = cfg->url_tls_root,
+		                              .node = cfg->url_node,
+		                              .timeout_ns = cfg->url_timeout_ns,
+		                              .clock = a->clock,
+		                              .clock_ctx = a->clock_ctx};
+		a->url = moq_auth_url_create(&uc, err, errlen);
+		if (!a->url) {
+			moq_auth_destroy(a);
+			return NULL;
 		}
 	}
 	ks = keyset_load(a, err, errlen);
@@ -836,8 +939,10 @@ void moq_auth_destroy(struct moq_auth *a)
 {
 	if (!a)
 		return;
+	moq_auth_url_destroy(a->url);
 	keyset_free(atomic_load(&a->cur));
-	strv_free(a->public, a->npublic);
+	strv_free(a->pub_put, a->npub_put);
+	strv_free(a->pub_get, a->npub_get);
 	free(a->key_file);
 	free(a->key_dir);
 	free(a);
@@ -888,6 +993,12 @@ const char *moq_auth_result_str(int r)
 		return "root";
 	case MOQ_AUTH_KEY_OPS:
 		return "key_ops";
+	case MOQ_AUTH_NOT_YET:
+		return "not yet valid";
+	case MOQ_AUTH_REFUSED:
+		return "refused by the auth server";
+	case MOQ_AUTH_UNAVAILABLE:
+		return "auth server unavailable";
 	case MOQ_AUTH_NOMEM:
 		return "nomem";
 	default:
@@ -1018,9 +1129,9 @@ struct claims {
 	char *root;
 	size_t rootlen;
 	uint32_t nput, nget;
-	char **put, **get; /* normalised, relative to root */
-	uint8_t has_exp;
-	int64_t exp;
+	char **put, **get; /* pattern texts relative to root (pat_add) */
+	uint8_t has_exp, has_nbf, has_iat;
+	int64_t exp, nbf, iat;
 };
 
 static void claims_clear(struct claims *c)
@@ -1031,20 +1142,16 @@ static void claims_clear(struct claims *c)
 	memset(c, 0, sizeof(*c));
 }
 
-/* claims.rs: put / get are one string or an array of strings (OneOrMany). */
-static int one_or_many(json_t *v, char ***out, uint32_t *n)
+/* claims.rs: put / get (the older dialect) and publish / subscribe are one
+ * string or an array of strings (OneOrMany); both dialects may appear, and
+ * a token grants their union. */
+static int one_or_many(json_t *v, int old, char ***out, uint32_t *n)
 {
-	if (!v)
+	const char *why = str_array(v, old, out, n);
+
+	if (!why)
 		return 0;
-	if (json_is_string(v)) {
-		*out = calloc(1, sizeof(char *));
-		if (!*out ||
-		    !((*out)[0] = norm_dup(json_string_value(v), json_string_length(v), NULL)))
-			return MOQ_AUTH_NOMEM;
-		*n = 1;
-		return 0;
-	}
-	return str_array(v, out, n) ? MOQ_AUTH_MALFORMED : 0;
+	return strcmp(why, "out of memory") == 0 ? MOQ_AUTH_NOMEM : MOQ_AUTH_MALFORMED;
 }
 
 /* serde_with TimestampSeconds<i64> in an Option: an integer or null. */
@@ -1059,16 +1166,38 @@ static int timestamp(json_t *v, uint8_t *has, int64_t *t)
 	return 0;
 }
 
+/* auth.md, Claims: what a token may carry. iss, sub and jti are read and
+ * ignored; any other claim refuses the token (an unknown claim may narrow
+ * the grant, and a misspelled root would widen it). */
+static bool claim_known(const char *k)
+{
+	static const char *const known[] = {"root", "put", "get", "publish", "subscribe", "exp",
+	                                    "iat",  "nbf", "iss", "sub",     "jti"};
+
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (strcmp(k, known[i]) == 0)
+			return true;
+	return false;
+}
+
 static int claims_parse(const uint8_t *text, size_t len, struct claims *c)
 {
 	json_t *o = json_loadb((const char *)text, len, JSON_REJECT_DUPLICATES, NULL), *v;
-	uint8_t has_iat = 0;
-	int64_t iat;
+	const char *key;
 	int rc = MOQ_AUTH_MALFORMED;
 
 	memset(c, 0, sizeof(*c));
 	if (!o || !json_is_object(o))
 		goto out;
+	json_object_foreach(o, key, v)
+	{
+		if (!claim_known(key))
+			goto out;
+		/* a string claim holding a NUL would mean one thing here and
+		 * another to a C string reader */
+		if (json_is_string(v) && memchr(json_string_value(v), 0, json_string_length(v)))
+			goto out;
+	}
 	v = json_object_get(o, "root");
 	if (v && !json_is_string(v))
 		goto out;
@@ -1078,13 +1207,19 @@ static int claims_parse(const uint8_t *text, size_t len, struct claims *c)
 		rc = MOQ_AUTH_NOMEM;
 		goto out;
 	}
-	rc = one_or_many(json_object_get(o, "put"), &c->put, &c->nput);
+	rc = one_or_many(json_object_get(o, "put"), 1, &c->put, &c->nput);
 	if (!rc)
-		rc = one_or_many(json_object_get(o, "get"), &c->get, &c->nget);
+		rc = one_or_many(json_object_get(o, "get"), 1, &c->get, &c->nget);
+	if (!rc)
+		rc = one_or_many(json_object_get(o, "publish"), 0, &c->put, &c->nput);
+	if (!rc)
+		rc = one_or_many(json_object_get(o, "subscribe"), 0, &c->get, &c->nget);
 	if (!rc)
 		rc = timestamp(json_object_get(o, "exp"), &c->has_exp, &c->exp);
 	if (!rc)
-		rc = timestamp(json_object_get(o, "iat"), &has_iat, &iat); /* informational */
+		rc = timestamp(json_object_get(o, "iat"), &c->has_iat, &c->iat);
+	if (!rc)
+		rc = timestamp(json_object_get(o, "nbf"), &c->has_nbf, &c->nbf);
 out:
 	json_decref(o);
 	if (rc)
@@ -1092,23 +1227,26 @@ out:
 	return rc;
 }
 
-/* claims.rs, covers: every requested path (under the claims' root) lies
- * under a grant of the scope (under the scope's root). */
+/* key.rs, validate_scope: every requested pattern (under the claims' root)
+ * lies inside a pattern of the scope (under the scope's root). */
 static bool covers(const char *sroot, char **granted, uint32_t ng, const char *croot, char **req,
                    uint32_t nr)
 {
 	for (uint32_t i = 0; i < nr; i++) {
 		size_t rl, gl;
 		char *r = join_dup(croot, strlen(croot), req[i], strlen(req[i]), &rl);
+		struct moq_pattern rp, gp;
 		bool ok = false;
 		if (!r)
 			return false;
-		for (uint32_t j = 0; j < ng && !ok; j++) {
-			char *g =
-			        join_dup(sroot, strlen(sroot), granted[j], strlen(granted[j]), &gl);
-			ok = g && has_prefix(r, rl, g, gl);
-			free(g);
-		}
+		if (moq_pattern_parse(&rp, r, rl) == 0)
+			for (uint32_t j = 0; j < ng && !ok; j++) {
+				char *g = join_dup(sroot, strlen(sroot), granted[j],
+				                   strlen(granted[j]), &gl);
+				ok = g && moq_pattern_parse(&gp, g, gl) == 0 &&
+				     moq_pattern_contains(&gp, &rp);
+				free(g);
+			}
 		free(r);
 		if (!ok)
 			return false;
@@ -1116,44 +1254,109 @@ static bool covers(const char *sroot, char **granted, uint32_t ng, const char *c
 	return true;
 }
 
+/* One entry of a grant from absolute pattern text @t (@tl bytes, taken). */
+static int path_set(struct moq_auth_path *p, char *t, size_t tl)
+{
+	struct moq_pattern *pp = malloc(sizeof(*pp));
+	size_t h;
+
+	if (!pp) {
+		free(t);
+		return MOQ_AUTH_NOMEM;
+	}
+	if (moq_pattern_parse(pp, t, tl) != 0) {
+		/* a root and pattern together past MOQ_PATTERN_MAX_SEGMENTS */
+		free(pp);
+		free(t);
+		return MOQ_AUTH_MALFORMED;
+	}
+	h = moq_pattern_head(pp);
+	p->p = malloc(h + 1);
+	p->len = h;
+	if (p->p) {
+		memcpy(p->p, t, h);
+		p->p[h] = 0;
+	}
+	if (!p->p) {
+		free(pp);
+		free(t);
+		return MOQ_AUTH_NOMEM;
+	}
+	if (moq_pattern_is_subtree(pp)) {
+		// "<p>/**": everything under p, matched as a prefix
+		free(pp);
+		free(t);
+		return 0;
+	}
+	p->pat = t;
+	p->pat_len = tl;
+	pp->text = t;
+	p->pattern = pp;
+	return 0;
+}
+
+struct rebase_ctx {
+	const char *text, *path;
+	size_t plen;
+	struct moq_auth_path *out;
+	uint32_t *nout, cap;
+	int rc;
+};
+
+static void rebase_one(void *ctx, size_t off)
+{
+	struct rebase_ctx *r = ctx;
+	size_t tl;
+	char *t;
+
+	if (r->rc || *r->nout >= r->cap) {
+		r->rc = r->rc ? r->rc : MOQ_AUTH_MALFORMED;
+		return;
+	}
+	t = join_dup(r->path, r->plen, r->text + off, strlen(r->text + off), &tl);
+	if (!t) {
+		r->rc = MOQ_AUTH_NOMEM;
+		return;
+	}
+	r->rc = path_set(&r->out[*r->nout], t, tl);
+	if (!r->rc)
+		(*r->nout)++;
+}
+
 /*
- * claims.rs, authorize: narrow the grants to connection path @path. If the
- * path extends the root, a grant that contains the path becomes "" and one
- * beyond it keeps what lies below the path; if the root extends the path,
- * the difference is prepended. The result is made absolute (joined to
- * @path) in @out.
+ * claims.rs, authorize, with moq-pattern's rebase (auth.md, Path
+ * matching): narrow the patterns to connection path @path. If the path
+ * extends the root by @suffix, each pattern becomes what it names beyond
+ * the path (none: dropped); if the root extends the path, the patterns stay
+ * at the root (the difference @prefix is prepended). The result is absolute
+ * (joined to @path) in @out.
  */
 static int narrow(char **grants, uint32_t n, const char *suffix, size_t sl, const char *prefix,
                   size_t pl, const char *path, size_t plen, struct moq_auth_path **out,
                   uint32_t *nout)
 {
-	*out = calloc(n + 1, sizeof(**out));
+	/* a pattern with a globstar rebases to at most two */
+	uint32_t cap = 2 * n + 1;
+
+	*out = calloc(cap, sizeof(**out));
 	*nout = 0;
 	if (!*out)
 		return MOQ_AUTH_NOMEM;
 	for (uint32_t i = 0; i < n; i++) {
-		size_t gl, rl;
+		size_t gl;
 		char *g = join_dup(prefix, pl, grants[i], strlen(grants[i]), &gl);
-		const char *rest = NULL;
-		long off;
+		struct moq_pattern pt;
+		struct rebase_ctx r = {g, path, plen, *out, nout, cap, 0};
 		if (!g)
 			return MOQ_AUTH_NOMEM;
-		off = strip_prefix(g, gl, suffix, sl);
-		if (off >= 0)
-			rest = g + off; /* the grant covers the path: what is left below */
-		else if (has_prefix(suffix, sl, g, gl))
-			rest = ""; /* the grant contains the path: all of it */
-		if (rest) {
-			struct moq_auth_path *p = &(*out)[*nout];
-			p->p = join_dup(path, plen, rest, strlen(rest), &rl);
-			if (!p->p) {
-				free(g);
-				return MOQ_AUTH_NOMEM;
-			}
-			p->len = rl;
-			(*nout)++;
+		if (moq_pattern_parse(&pt, g, gl) != 0) {
+			free(g);
+			return MOQ_AUTH_MALFORMED;
 		}
+		moq_pattern_rebase(&pt, suffix, sl, rebase_one, &r);
 		free(g);
+		if (r.rc)
+			return r.rc;
 	}
 	return 0;
 }
@@ -1162,10 +1365,16 @@ void moq_auth_grant_free(struct moq_auth_grant *g)
 {
 	if (!g)
 		return;
-	for (uint32_t i = 0; g->put && i < g->nput; i++)
+	for (uint32_t i = 0; g->put && i < g->nput; i++) {
 		free(g->put[i].p);
-	for (uint32_t i = 0; g->get && i < g->nget; i++)
+		free(g->put[i].pat);
+		free(g->put[i].pattern);
+	}
+	for (uint32_t i = 0; g->get && i < g->nget; i++) {
 		free(g->get[i].p);
+		free(g->get[i].pat);
+		free(g->get[i].pattern);
+	}
 	free(g->put);
 	free(g->get);
 	free(g->root);
@@ -1286,10 +1495,16 @@ static int token_claims(const struct moq_auth *a, const struct keyset *ks, const
 	rc = claims_parse(body, (size_t)bl, c);
 	if (rc)
 		return rc;
-	/* key.rs, verify: expired when exp < now, no leeway */
+	/* auth.md, Claims: refused from its exp on, and before its nbf; an
+	 * iat in the future is refused too. No leeway. */
 	if (c->has_exp && (c->exp < 0 || ((uint64_t)c->exp <= UINT64_MAX / 1000000000ull &&
-	                                  (uint64_t)c->exp * 1000000000ull < moq_auth_now_ns(a))))
+	                                  (uint64_t)c->exp * 1000000000ull <= moq_auth_now_ns(a))))
 		rc = MOQ_AUTH_EXPIRED;
+	else if ((c->has_nbf && c->nbf > 0 &&
+	          (uint64_t)c->nbf > moq_auth_now_ns(a) / 1000000000ull) ||
+	         (c->has_iat && c->iat > 0 &&
+	          (uint64_t)c->iat > moq_auth_now_ns(a) / 1000000000ull))
+		rc = MOQ_AUTH_NOT_YET;
 	/* claims.rs, validate */
 	else if (!c->nput && !c->nget)
 		rc = MOQ_AUTH_USELESS;
@@ -1309,11 +1524,17 @@ int moq_auth_verify(struct moq_auth *a, const char *path, size_t plen, const cha
 	struct claims c;
 	size_t nl;
 	char *np = norm_dup(path ? path : "", path ? plen : 0, &nl);
-	int rc;
+	int rc, pub = 0;
 
 	*out = NULL;
 	if (!np)
 		return MOQ_AUTH_NOMEM;
+	if (memchr(np, 0, nl)) {
+		/* a connection path holding a NUL: grants are C strings */
+		free(np);
+		atomic_fetch_add(&a->refused, 1);
+		return MOQ_AUTH_MALFORMED;
+	}
 	memset(&c, 0, sizeof(c));
 	if (jwt && jlen) {
 		struct keyset *ks;
@@ -1322,32 +1543,27 @@ int moq_auth_verify(struct moq_auth *a, const char *path, size_t plen, const cha
 		rc = token_claims(a, ks, jwt, jlen, &c);
 		atomic_fetch_sub(&a->users, 1);
 	} else {
-		/* auth.rs, verify: without a token, the public prefixes that
-		 * overlap the path, as a token rooted at "" */
-		bool any = false;
-		for (uint32_t i = 0; i < a->npublic && !any; i++) {
-			size_t l = strlen(a->public[i]);
-			any = has_prefix(np, nl, a->public[i], l) ||
-			      has_prefix(a->public[i], l, np, nl);
-		}
-		rc = any ? 0 : MOQ_AUTH_NO_TOKEN;
-		if (any) {
+		/* auth.md, Anonymous access: without a token, the public
+		 * patterns, as a token rooted at "" */
+		rc = a->npub_put || a->npub_get ? 0 : MOQ_AUTH_NO_TOKEN;
+		if (!rc) {
 			c.root = norm_dup("", 0, &c.rootlen);
-			c.put = calloc(a->npublic, sizeof(char *));
-			c.get = calloc(a->npublic, sizeof(char *));
-			rc = c.root && c.put && c.get ? 0 : MOQ_AUTH_NOMEM;
-			for (uint32_t i = 0; !rc && i < a->npublic; i++) {
-				c.put[i] = strdup(a->public[i]);
-				c.nput++;
-				c.get[i] = strdup(a->public[i]);
-				c.nget++;
-				if (!c.put[i] || !c.get[i])
+			rc = c.root ? 0 : MOQ_AUTH_NOMEM;
+			for (uint32_t i = 0; !rc && i < a->npub_put; i++)
+				if (pat_add(a->pub_put[i], strlen(a->pub_put[i]), 0, &c.put,
+				            &c.nput))
 					rc = MOQ_AUTH_NOMEM;
-			}
+			for (uint32_t i = 0; !rc && i < a->npub_get; i++)
+				if (pat_add(a->pub_get[i], strlen(a->pub_get[i]), 0, &c.get,
+				            &c.nget))
+					rc = MOQ_AUTH_NOMEM;
 		}
+		pub = 1;
 	}
 	if (!rc)
 		rc = authorize(&c, np, nl, out);
+	if (pub && rc == MOQ_AUTH_ROOT)
+		rc = MOQ_AUTH_NO_TOKEN; /* no public pattern reaches the path */
 	claims_clear(&c);
 	free(np);
 	atomic_fetch_add(rc ? &a->refused : &a->accepted, 1);
@@ -1466,11 +1682,19 @@ int moq_auth_peek(const char *setup_path, size_t len, struct moq_auth_grant **ou
 	np = rc ? NULL : norm_dup(setup_path, pl, &nl);
 	if (!rc && !np)
 		rc = MOQ_AUTH_NOMEM;
+	if (!rc && memchr(np, 0, nl))
+		rc = MOQ_AUTH_MALFORMED;
 	if (!rc)
 		rc = authorize(&c, np, nl, out);
 	claims_clear(&c);
 	free(np);
 	return rc;
+}
+
+static bool entry_allows(const struct moq_auth_path *e, const char *path, size_t len)
+{
+	return e->pattern ? moq_pattern_match(e->pattern, path, len)
+	                  : has_prefix(path, len, e->p, e->len);
 }
 
 bool moq_auth_grant_allows(const struct moq_auth_grant *g, int put, const char *path, size_t len)
@@ -1479,7 +1703,7 @@ bool moq_auth_grant_allows(const struct moq_auth_grant *g, int put, const char *
 	uint32_t n = put ? g->nput : g->nget;
 
 	for (uint32_t i = 0; i < n; i++)
-		if (has_prefix(path, len, v[i].p, v[i].len))
+		if (entry_allows(&v[i], path, len))
 			return true;
 	return false;
 }
@@ -1491,8 +1715,49 @@ bool moq_auth_grant_overlaps(const struct moq_auth_grant *g, int put, const char
 	uint32_t n = put ? g->nput : g->nget;
 
 	for (uint32_t i = 0; i < n; i++)
-		if (has_prefix(prefix, len, v[i].p, v[i].len) ||
-		    has_prefix(v[i].p, v[i].len, prefix, len))
+		if (v[i].pattern ? moq_pattern_overlaps_subtree(v[i].pattern, prefix, len)
+		                 : (has_prefix(prefix, len, v[i].p, v[i].len) ||
+		                    has_prefix(v[i].p, v[i].len, prefix, len)))
 			return true;
 	return false;
+}
+
+int moq_auth_grant_build(const char *root, size_t rlen, const char *const *publish, uint32_t np,
+                         const char *const *subscribe, uint32_t ns, int has_exp, int64_t exp,
+                         struct moq_auth_grant **out)
+{
+	struct claims c;
+	const char *why = NULL;
+	int rc;
+
+	*out = NULL;
+	memset(&c, 0, sizeof(c));
+	c.root = norm_dup(root ? root : "", root ? rlen : 0, &c.rootlen);
+	if (!c.root)
+		return MOQ_AUTH_NOMEM;
+	if (memchr(c.root, 0, c.rootlen)) {
+		free(c.root);
+		return MOQ_AUTH_MALFORMED;
+	}
+	for (uint32_t i = 0; i < np && !why; i++)
+		why = pat_add(publish[i], strlen(publish[i]), 0, &c.put, &c.nput);
+	for (uint32_t i = 0; i < ns && !why; i++)
+		why = pat_add(subscribe[i], strlen(subscribe[i]), 0, &c.get, &c.nget);
+	if (why)
+		rc = strcmp(why, "out of memory") == 0 ? MOQ_AUTH_NOMEM : MOQ_AUTH_MALFORMED;
+	else if (!c.nput && !c.nget)
+		rc = MOQ_AUTH_USELESS;
+	else
+		rc = authorize(&c, c.root, c.rootlen, out);
+	if (!rc && has_exp) {
+		(*out)->has_exp = 1;
+		(*out)->exp = exp;
+	}
+	claims_clear(&c);
+	return rc;
+}
+
+struct moq_auth_url *moq_auth_url_client(const struct moq_auth *a)
+{
+	return a ? a->url : NULL;
 }

@@ -1,26 +1,30 @@
 /* SPDX-License-Identifier: MIT */
-/*
- * auth.h: tokens as moq-relay mints them (github moq-dev/moq, rs/moq-token
- * and rs/moq-relay/src/auth.rs; ../shared/AUTH-CLUSTER.md, docs/DEPLOY.md,
- * Auth): a compact JWS whose claims are `root`, `put` and `get` (a string or
- * an array of paths relative to `root`), `exp` and `iat`, checked with a JWK
- * (one key file, or a directory of `{kid}.jwk`), plus public prefixes for
- * sessions that carry no token.
- *
- * A struct moq_auth holds the current key set behind an atomic pointer: the
- * main thread builds a new one from the files (moq_auth_reload, SIGHUP) and
- * swaps it in; workers verify tokens against whichever set is current, at
- * session set-up only (never per packet). JSON is parsed with jansson,
- * signatures are checked with wolfCrypt (HMAC, ECDSA, RSA PKCS#1 v1.5 / PSS,
- * and Ed25519 when the wolfSSL build has it).
- *
- * A verified token becomes a struct moq_auth_grant: the connection path
- * (the session's root) and the paths it may publish (`put`) and read
- * (`get`), absolute and normalised, matched on whole segments.
- *
- * The wall clock is read once per verification (exp); it is a callback so
- * tests can move it.
- */
+// auth.h: tokens as moq-relay mints them (github moq-dev/moq, rs/moq-token
+// and rs/moq-relay/src/auth.rs; ../shared/AUTH-CLUSTER.md, docs/DEPLOY.md,
+// Auth): a compact JWS whose claims are `root`, `put` and `get` (a string or
+// an array of paths relative to `root`), `exp` and `iat`, checked with a JWK
+// (one key file, or a directory of `{kid}.jwk`), plus public prefixes for
+// sessions that carry no token.
+//
+// A struct moq_auth holds the current key set behind an atomic pointer: the
+// main thread builds a new one from the files (moq_auth_reload, SIGHUP) and
+// swaps it in; workers verify tokens against whichever set is current, at
+// session set-up only (never per packet). JSON is parsed with jansson,
+// signatures are checked with wolfCrypt (HMAC, ECDSA, RSA PKCS#1 v1.5 / PSS,
+// and Ed25519 when the wolfSSL build has it).
+//
+// A verified token becomes a struct moq_auth_grant: the connection path
+// (the session's root) and the paths it may publish (`put`, `publish`) and
+// read (`get`, `subscribe`), absolute and normalised, matched on whole
+// segments. Both dialects of moq-relay's tokens are read: 0.14's `put` /
+// `get` path prefixes and the current `publish` / `subscribe` patterns
+// (pattern.h: `*`, `**`, `pre*suf`); a prefix p means the pattern p/**.
+// `nbf` and `iat` in the future, claim strings holding a NUL and claims
+// other than root, put, get, publish, subscribe, exp, iat, nbf, iss, sub,
+// jti refuse the token (doc/bin/relay/auth.md, Claims).
+//
+// The wall clock is read once per verification (exp); it is a callback so
+// tests can move it.
 #ifndef MOQ_AUTH_AUTH_H
 #define MOQ_AUTH_AUTH_H
 
@@ -56,6 +60,9 @@ enum moq_auth_result {
 	MOQ_AUTH_ROOT = -11,         /* root unrelated to the path, or nothing left there */
 	MOQ_AUTH_KEY_OPS = -12,      /* the key's key_ops do not include verify */
 	MOQ_AUTH_NOMEM = -13,
+	MOQ_AUTH_NOT_YET = -14,     /* nbf or iat in the future (auth.md, Claims) */
+	MOQ_AUTH_REFUSED = -15,     /* --auth-url: the server refused (401/403, empty grant) */
+	MOQ_AUTH_UNAVAILABLE = -16, /* --auth-url: down, late, or an answer that is no grant */
 };
 
 /* moq_auth_result_str: a short constant name for @r ("expired", ...). */
@@ -64,18 +71,39 @@ const char *moq_auth_result_str(int r);
 struct moq_auth_cfg {
 	const char *key;     /* --auth-key: a JWK file (JSON, or base64url of the JSON) */
 	const char *key_dir; /* --auth-key-dir: a directory of {kid}.jwk */
-	/* --auth-public: comma-separated path prefixes open without a token;
-	 * "" = every path; NULL = none */
+	/* comma-separated path prefixes open without a token (the older
+	 * put/get meaning: "anon" is anon and below); "" = every path; NULL =
+	 * none */
 	const char *public_prefixes;
+	// --auth-public, --auth-public-publish, --auth-public-subscribe
+	// (moq-relay's, auth.md, Anonymous access): comma-separated patterns
+	// (pattern.h) rooted at "", for both directions or one; each needs a
+	// wildcard ("anon" would name one broadcast: write anon/**). NULL =
+	// none.
+	const char *public_both, *public_publish, *public_subscribe;
 	/* Unix time in ns (exp); NULL = CLOCK_REALTIME */
 	uint64_t (*clock)(void *ctx);
 	void *clock_ctx;
+	/* --auth-url (authurl.h): sessions are admitted by an auth server;
+	 * excludes key, key_dir and every public list (moq-relay: exactly one
+	 * of --auth-url and --auth-public). url_tls_root: --auth-tls-root;
+	 * url_node: the relay's name in requests; url_timeout_ns: 0 = 10 s. */
+	const char *url, *url_tls_root, *url_node;
+	uint64_t url_timeout_ns;
 };
 
-/* One path of a grant (absolute, normalised, NUL-terminated). */
+struct moq_pattern;
+
+// One path of a grant (absolute, normalised, NUL-terminated): everything
+// under @p (a put/get prefix, or a pattern "<p>/**"), or, when @pattern is
+// set, what pattern @pat names (pattern.h; @p is then its literal head, the
+// prefix an announce interest asks for).
 struct moq_auth_path {
 	char *p;
 	size_t len;
+	char *pat; /* NULL: the subtree at p */
+	size_t pat_len;
+	struct moq_pattern *pattern; /* parsed @pat */
 };
 
 /* What a session may do. */
@@ -113,6 +141,9 @@ struct moq_auth *moq_auth_create(const struct moq_auth_cfg *cfg, char *err, size
  * and @err says why. Returns 0 or MOQ_ERR_CONFIG.
  */
 int moq_auth_reload(struct moq_auth *a, char *err, size_t errlen);
+
+/* moq_auth_url_client: the --auth-url client of @a, NULL without one. */
+struct moq_auth_url *moq_auth_url_client(const struct moq_auth *a);
 
 /* moq_auth_destroy: free @a (no verification may be running). NULL is a no-op. */
 void moq_auth_destroy(struct moq_auth *a);

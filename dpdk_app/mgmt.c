@@ -378,6 +378,16 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	       s->auth_reloads);
 	metric(&o, "auth_reload_errors_total", "counter",
 	       "SIGHUP: auth key files refused (the old keys stay).", s->auth_reload_errors);
+	metric(&o, "auth_url_requests_total", "counter",
+	       "--auth-url: events posted to the auth server (connect, revalidate, end).",
+	       s->auth_url_requests);
+	put(&o,
+	    "# HELP moqdp_auth_url_answers_total --auth-url answers to connect and revalidate.\n"
+	    "# TYPE moqdp_auth_url_answers_total counter\n"
+	    "moqdp_auth_url_answers_total{result=\"admitted\"} %" PRIu64 "\n"
+	    "moqdp_auth_url_answers_total{result=\"refused\"} %" PRIu64 "\n"
+	    "moqdp_auth_url_answers_total{result=\"unavailable\"} %" PRIu64 "\n",
+	    s->auth_url_admitted, s->auth_url_refused, s->auth_url_unavailable);
 	metric(&o, "connections_old_cert", "gauge",
 	       "Open connections still on a replaced certificate.", s->conns_old_cert);
 	metric(&o, "cert_generation", "gauge",

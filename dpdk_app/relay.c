@@ -33,6 +33,7 @@
 #include <rte_ring.h>
 
 #include "auth.h"
+#include "authurl.h"
 #include "cluster.h"
 #include "moq_err.h"
 #include "pmd_port.h"
@@ -1372,11 +1373,21 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 	}
 	/* --auth-key / --auth-key-dir / --auth-public: read the keys now; a bad
 	 * one is one line naming the option */
-	if (cfg->auth_key[0] || cfg->auth_key_dir[0] || cfg->auth_public_set) {
+	if (cfg->auth_key[0] || cfg->auth_key_dir[0] || cfg->auth_public_set ||
+	    cfg->auth_public_publish[0] || cfg->auth_public_subscribe[0] || cfg->auth_url[0]) {
+		/* --auth-public and its one-direction forms are moq-relay's
+		 * patterns; --auth-url its auth server (auth/authurl.h) */
 		struct moq_auth_cfg ac = {
 		        .key = cfg->auth_key[0] ? cfg->auth_key : NULL,
 		        .key_dir = cfg->auth_key_dir[0] ? cfg->auth_key_dir : NULL,
-		        .public_prefixes = cfg->auth_public_set ? cfg->auth_public : NULL,
+		        .public_both = cfg->auth_public_set ? cfg->auth_public : NULL,
+		        .public_publish =
+		                cfg->auth_public_publish[0] ? cfg->auth_public_publish : NULL,
+		        .public_subscribe =
+		                cfg->auth_public_subscribe[0] ? cfg->auth_public_subscribe : NULL,
+		        .url = cfg->auth_url[0] ? cfg->auth_url : NULL,
+		        .url_tls_root = cfg->auth_tls_root[0] ? cfg->auth_tls_root : NULL,
+		        .url_node = NULL, /* the host name */
 		};
 		r->auth = moq_auth_create(&ac, err, errlen);
 		if (r->auth == NULL)
@@ -1791,6 +1802,14 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		moq_auth_get_stats(r->auth, &as);
 		s->auth_reloads = as.reloads;
 		s->auth_reload_errors = as.reload_failed;
+		if (moq_auth_url_client(r->auth)) {
+			struct moq_auth_url_stats us;
+			moq_auth_url_get_stats(moq_auth_url_client(r->auth), &us);
+			s->auth_url_requests = us.requests;
+			s->auth_url_admitted = us.admitted;
+			s->auth_url_refused = us.refused;
+			s->auth_url_unavailable = us.unavailable;
+		}
 	}
 	for (unsigned int i = 0; i < r->nb_workers; i++) {
 		struct relay_snap sn;

@@ -95,6 +95,9 @@ struct moq_relay_stats {
 	 * served by rte_malloc (above the largest class) */
 	uint64_t cache_pool_limit, cache_pool_reserved, cache_pool_slab_bytes;
 	uint64_t cache_pool_obj_bytes, cache_pool_exhausted, cache_pool_fallback;
+	/* --auth-url (auth/authurl.h): events posted; answers admitting,
+	 * refusing (401/403, nothing granted), unavailable (fail closed) */
+	uint64_t auth_url_requests, auth_url_admitted, auth_url_refused, auth_url_unavailable;
 	/* admission (--admit-busy, moq.h moq_node_admit), summed over workers:
 	 * new subscribers refused (reset 11), GOAWAYs sent for it, sessions
 	 * admitted, windows that closed admission */

@@ -12,15 +12,47 @@
  */
 #include "moq.h"
 
+#include <arpa/inet.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "moq_int.h"
+#include "authurl.h"
 
 #define NS_PER_S 1000000000ull
+/* --auth-url: how often a node looks for answers (access_url_poll) */
+#define AUTH_POLL_NS (2ull * 1000000ull)
+
+static int access_url_session(struct moq_session *s, const struct moq_str *setup_path);
+
+/* @g is @s's grant from now on: the cluster-link flag, and the session's
+ * deadline at its exp (a timer, access_expire). */
+static void grant_install(struct moq_session *s, struct moq_auth_grant *g)
+{
+	struct moq_node *n = s->n;
+
+	moq_auth_grant_free(s->grant);
+	s->grant = g;
+	/* AUTH-CLUSTER.md, Link auth: the broad token (put and get on
+	 * everything from root "") is a cluster link's */
+	s->link_grant = moq_auth_grant_allows(g, 1, "", 0) && moq_auth_grant_allows(g, 0, "", 0);
+	s->auth_deadline = 0;
+	/* connection.rs: the session lasts no longer than the token; a timer
+	 * on the node's clock (access_expire), not a check per packet */
+	if (g->has_exp && (uint64_t)g->exp <= UINT64_MAX / NS_PER_S) {
+		uint64_t unow = moq_auth_now_ns(n->cfg.auth), exp = (uint64_t)g->exp * NS_PER_S;
+		s->auth_deadline = n->now + (exp > unow ? exp - unow : 0);
+		if (!s->auth_deadline)
+			s->auth_deadline = 1;
+		if (!n->auth_next || s->auth_deadline < n->auth_next)
+			n->auth_next = s->auth_deadline;
+	}
+}
 
 /* Authorise @s (a server session of a node with cfg.auth; once). Returns 0,
- * or -1 when the session is refused (it is closing with 6). */
+ * or -1 when the session is refused (it is closing with 6). With --auth-url
+ * 0 may mean admission pending (s->auth_pending: its requests wait). */
 int access_session(struct moq_session *s, const struct moq_str *setup_path)
 {
 	struct moq_node *n = s->n;
@@ -31,7 +63,7 @@ int access_session(struct moq_session *s, const struct moq_str *setup_path)
 	if (!n->cfg.auth || !s->server)
 		return 0;
 	if (s->auth_done)
-		return s->grant ? 0 : -1;
+		return s->grant || s->auth_pending ? 0 : -1;
 	s->auth_done = 1;
 	/* a binding's request target (WebTransport, WebSocket) carries the
 	 * path and `?jwt=` when SETUP does not */
@@ -39,6 +71,8 @@ int access_session(struct moq_session *s, const struct moq_str *setup_path)
 		url = (struct moq_str){s->url, strlen(s->url)};
 		setup_path = &url;
 	}
+	if (moq_auth_url_client(n->cfg.auth))
+		return access_url_session(s, setup_path);
 	rc = moq_auth_connect(n->cfg.auth, setup_path ? setup_path->p : NULL,
 	                      setup_path ? setup_path->len : 0, &g);
 	/* connection.rs: a Role the token cannot serve is refused too */
@@ -52,20 +86,7 @@ int access_session(struct moq_session *s, const struct moq_str *setup_path)
 		sess_fail(s, MOQ_CODE_UNAUTHORIZED);
 		return -1;
 	}
-	s->grant = g;
-	/* AUTH-CLUSTER.md, Link auth: the broad token (put and get on
-	 * everything from root "") is a cluster link's */
-	s->link_grant = moq_auth_grant_allows(g, 1, "", 0) && moq_auth_grant_allows(g, 0, "", 0);
-	/* connection.rs: the session lasts no longer than the token; a timer
-	 * on the node's clock (access_expire), not a check per packet */
-	if (g->has_exp && (uint64_t)g->exp <= UINT64_MAX / NS_PER_S) {
-		uint64_t unow = moq_auth_now_ns(n->cfg.auth), exp = (uint64_t)g->exp * NS_PER_S;
-		s->auth_deadline = n->now + (exp > unow ? exp - unow : 0);
-		if (!s->auth_deadline)
-			s->auth_deadline = 1;
-		if (!n->auth_next || s->auth_deadline < n->auth_next)
-			n->auth_next = s->auth_deadline;
-	}
+	grant_install(s, g);
 	return 0;
 }
 
@@ -73,6 +94,8 @@ int access_session(struct moq_session *s, const struct moq_str *setup_path)
  * the handshake callback did. */
 static bool access_grant(struct moq_session *s)
 {
+	if (s->auth_pending)
+		return false;
 	if (!s->auth_done && s->v && s->v < MOQ_LITE_05)
 		access_session(s, NULL);
 	return s->grant != NULL;
@@ -203,4 +226,221 @@ void access_expire(struct moq_node *n, uint64_t now)
 			next = s->auth_deadline;
 	}
 	n->auth_next = next;
+}
+
+/* ------------------------------------------------------------ --auth-url */
+
+static const char *role_name(uint64_t r)
+{
+	return r == MOQ_ROLE_PUBLISHER    ? "publisher"
+	       : r == MOQ_ROLE_SUBSCRIBER ? "subscriber"
+	                                  : NULL;
+}
+
+/*
+ * --auth-url (auth/authurl.h; doc/bin/relay/auth.md, The contract): post
+ * `connect` with what the session presented and wait, its requests held
+ * unparsed (control.c, rx_deferred), for access_url_poll to take the
+ * answer. Never blocks: the request runs on the client's threads.
+ */
+static int access_url_session(struct moq_session *s, const struct moq_str *setup_path)
+{
+	struct moq_node *n = s->n;
+	char path[1024], query[4096], alpn[24], remote[64] = "";
+	struct moq_auth_url_info info = {.path = path};
+	size_t pl = 0, ql = 0;
+
+	if (setup_path && setup_path->len) {
+		const char *q = memchr(setup_path->p, '?', setup_path->len);
+		pl = q ? (size_t)(q - setup_path->p) : setup_path->len;
+		ql = q ? setup_path->len - pl - 1 : 0;
+		if (pl >= sizeof(path) || ql >= sizeof(query)) {
+			n->st.auth_refused++;
+			sess_fail(s, MOQ_CODE_UNAUTHORIZED);
+			return -1;
+		}
+		memcpy(query, setup_path->p + pl + 1, ql);
+		if (q)
+			info.query = query;
+	}
+	/* request.rs: "The path exactly as dialed" (a SETUP Path has no
+	 * leading '/'; a URL does) */
+	path[0] = 0;
+	if (setup_path && setup_path->len)
+		memcpy(path, setup_path->p, pl);
+	path[pl] = 0;
+	query[ql] = 0;
+	info.transport = s->bops && s->bops->transport ? s->bops->transport : "quic";
+	/* request.rs, remote: "203.0.113.9:4433", "[::1]:443" (raw QUIC) */
+	if (s->conn && moq_quic_conn_remote(s->conn)) {
+		const struct moq_quic_addr *ra = moq_quic_conn_remote(s->conn);
+		char ip[INET6_ADDRSTRLEN];
+		if (ra->u.sa.sa_family == AF_INET &&
+		    inet_ntop(AF_INET, &ra->u.in4.sin_addr, ip, sizeof(ip)))
+			snprintf(remote, sizeof(remote), "%s:%u", ip, ntohs(ra->u.in4.sin_port));
+		else if (ra->u.sa.sa_family == AF_INET6 &&
+		         inet_ntop(AF_INET6, &ra->u.in6.sin6_addr, ip, sizeof(ip)))
+			snprintf(remote, sizeof(remote), "[%s]:%u", ip, ntohs(ra->u.in6.sin6_port));
+		info.remote = remote[0] ? remote : NULL;
+	}
+	info.role = role_name(s->peer_role);
+	/* the negotiated moq-lite version (moq_node_alpns) */
+	snprintf(alpn, sizeof(alpn), "moq-lite-%02u", (unsigned)s->v);
+	info.alpn = s->v ? alpn : NULL;
+	s->auth_req = moq_auth_url_connect(moq_auth_url_client(n->cfg.auth), &info);
+	if (!s->auth_req) {
+		n->st.auth_refused++;
+		sess_fail(s, MOQ_CODE_UNAUTHORIZED);
+		return -1;
+	}
+	s->auth_pending = 1;
+	s->auth_snext = n->auth_sessions;
+	if (n->auth_sessions)
+		n->auth_sessions->auth_sprev = &s->auth_snext;
+	n->auth_sessions = s;
+	s->auth_sprev = &n->auth_sessions;
+	n->auth_poll_at = 0;
+	return 0;
+}
+
+/*
+ * auth.md, Revalidate: "Subscriptions and fetches outside a narrower grant
+ * reset with Unauthorized, the broadcasts it published outside abort, and
+ * everything else keeps flowing". A wider grant lets new requests through.
+ */
+static void grant_narrow(struct moq_session *s, const struct moq_auth_grant *g)
+{
+	struct moq_node *n = s->n;
+	struct bcast *bc, *nx;
+	struct bsrc *b, *bn;
+
+	for (struct dsub *d = s->dsubs; d; d = d->next) {
+		if (d->done || d->ending || moq_auth_grant_allows(g, 0, d->path, d->plen))
+			continue;
+		n->st.auth_denied++;
+		if (d->st && !d->st->fin_sent && !d->st->reset_sent)
+			st_reset(s, d->st, MOQ_CODE_UNAUTHORIZED);
+		dsub_cancel(s, d);
+	}
+	if (!n->cfg.relay)
+		return;
+	for (b = s->backup_routes; b; b = bn) {
+		bn = b->snext;
+		if (!moq_auth_grant_allows(g, 1, b->bc->path, b->bc->len))
+			bcast_withdraw(n, b->bc, s, false);
+	}
+	for (bc = s->live_routes; bc; bc = nx) {
+		nx = bc->pnext;
+		if (!moq_auth_grant_allows(g, 1, bc->path, bc->len))
+			bcast_withdraw(n, bc, s, false);
+	}
+}
+
+/* The node's sessions with an --auth-url request: take the answers in. */
+void access_url_poll(struct moq_node *n, uint64_t now)
+{
+	n->auth_poll_at = now + AUTH_POLL_NS;
+	for (struct moq_session *s = n->auth_sessions, *nx; s; s = nx) {
+		struct moq_auth_grant *g = NULL;
+		int fresh = 0, result = 0;
+		char why[8];
+
+		nx = s->auth_snext;
+		if (s->closing)
+			continue;
+		if (moq_auth_req_poll(s->auth_req, &fresh, &g, &result, why, sizeof(why)) != 0)
+			continue;
+		if (!fresh) {
+			/* revalidate on the grant's cadence */
+			if (s->auth_reval_at && now >= s->auth_reval_at) {
+				s->auth_reval_at = 0;
+				moq_auth_req_revalidate(s->auth_req);
+			}
+			continue;
+		}
+		if (s->auth_pending) {
+			/* connect answered */
+			s->auth_pending = 0;
+			if (!g) {
+				n->st.auth_refused++;
+				sess_fail(s, MOQ_CODE_UNAUTHORIZED);
+				sess_flush(s);
+				continue;
+			}
+			/* grant.rs, root: "replacing the dialed one" (how a
+			 * server aliases a slug): the session's names are
+			 * relative to it from now on */
+			if (g->rootlen != s->rootlen ||
+			    (g->rootlen && memcmp(g->root, s->root, g->rootlen) != 0)) {
+				size_t rl;
+				char *r = path_dup(g->root, g->rootlen, &rl);
+				if (!r) {
+					moq_auth_grant_free(g);
+					sess_fail(s, MOQ_CODE_UNAUTHORIZED);
+					sess_flush(s);
+					continue;
+				}
+				free(s->root);
+				s->root = r;
+				s->rootlen = rl;
+			}
+			grant_install(s, g);
+			s->auth_peer = moq_auth_req_peer(s->auth_req);
+			/* grant.rs, peer: a cluster peer, trusted as a link is */
+			if (s->auth_peer)
+				s->link_grant = 1;
+			s->auth_admitted = now;
+			ctl_admitted(s);
+		} else if (g && (g->rootlen != s->grant->rootlen ||
+		                 memcmp(g->root, s->grant->root, g->rootlen) != 0 ||
+		                 moq_auth_req_peer(s->auth_req) != (bool)s->auth_peer)) {
+			/* auth.md: "A changed root or mounts closes the session
+			 * with Unauthorized, and so does a flipped peer" */
+			moq_auth_grant_free(g);
+			n->st.auth_expired++;
+			sess_fail(s, MOQ_CODE_UNAUTHORIZED);
+			sess_flush(s);
+			continue;
+		} else if (g) {
+			/* revalidate answered with a grant: resize in place */
+			grant_narrow(s, g);
+			grant_install(s, g);
+			if (s->auth_peer)
+				s->link_grant = 1;
+		} else if (result == MOQ_AUTH_REFUSED) {
+			/* "A 401 or 403 closes the session now, as does a 2xx
+			 * whose grant names nothing" */
+			n->st.auth_expired++;
+			sess_fail(s, MOQ_CODE_UNAUTHORIZED);
+			sess_flush(s);
+			continue;
+		}
+		/* else (timeout, 5xx, invalid): the session lives until its
+		 * expires; asked again at the next cadence */
+		if (moq_auth_req_revalidate_ns(s->auth_req))
+			s->auth_reval_at = now + moq_auth_req_revalidate_ns(s->auth_req);
+		sess_mark(s);
+		sess_flush(s);
+	}
+}
+
+/* @s is closing: post its `end` (the request is freed once sent). */
+void access_url_end(struct moq_session *s, uint64_t code)
+{
+	struct moq_node *n = s->n;
+	const char *reason;
+
+	if (!s->auth_req)
+		return;
+	reason =
+	        code == MOQ_CODE_UNAUTHORIZED ? (s->grant ? "expired" : "refused") : "disconnected";
+	moq_auth_req_end(s->auth_req, reason, s->auth_tx, s->auth_rx,
+	                 s->auth_admitted && n->now > s->auth_admitted ? n->now - s->auth_admitted
+	                                                               : 0);
+	s->auth_req = NULL;
+	*s->auth_sprev = s->auth_snext;
+	if (s->auth_snext)
+		s->auth_snext->auth_sprev = s->auth_sprev;
+	s->auth_snext = NULL;
+	s->auth_sprev = NULL;
 }

@@ -125,6 +125,9 @@ static uint64_t on_msg(struct moq_session *s, struct mstream *st, struct moq_msg
  * until then their bytes wait in the stream's buffer. */
 static bool rx_deferred(const struct moq_session *s, const struct mstream *st)
 {
+	/* --auth-url: every request waits while the admission is out */
+	if (s->server && s->auth_pending && st->kind != SK_SETUP_IN)
+		return true;
 	return s->server && s->v >= MOQ_LITE_05 && !s->setup_in && st->kind != SK_SETUP_IN;
 }
 
@@ -452,8 +455,6 @@ void stream_data(struct moq_session *s, int64_t sid, const uint8_t *data, size_t
 
 static void on_setup(struct moq_session *s, const struct moq_setup *m)
 {
-	struct moq_node *n = s->n;
-
 	s->setup_in = 1;
 	s->peer_origin = m->has_origin ? m->origin : 0;
 	s->peer_role = m->has_role ? m->role : MOQ_ROLE_BOTH;
@@ -471,6 +472,18 @@ static void on_setup(struct moq_session *s, const struct moq_setup *m)
 	}
 	if (access_session(s, m->has_path ? &m->path : NULL) < 0)
 		return; /* cfg.auth refused it: closing with 6 */
+	if (s->auth_pending)
+		return; /* --auth-url: ctl_admitted once the grant is in */
+	ctl_admitted(s);
+}
+
+/* The session is admitted (at SETUP, or when an --auth-url answer came:
+ * access_url_poll): ask for its announcements, and handle the requests
+ * that arrived before. */
+void ctl_admitted(struct moq_session *s)
+{
+	struct moq_node *n = s->n;
+
 	if (n->cfg.relay && s->server && !s->asked_announces &&
 	    s->peer_role != MOQ_ROLE_SUBSCRIBER) {
 		s->asked_announces = 1;

@@ -947,6 +947,9 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 	/* cfg.auth: sessions whose token expired close now (access.c). */
 	if (n->auth_next && now >= n->auth_next)
 		access_expire(n, now);
+	/* --auth-url: admissions and revalidations answered (access.c) */
+	if (n->auth_sessions && now >= n->auth_poll_at)
+		access_url_poll(n, now);
 	/* Every FIN_CHECK_NS, one walk over the sessions: a session with work
 	 * nothing marked is marked (the safety net, sess_stale); a blocked one
 	 * walks all its live streams at its next visit; and a FIN'd stream

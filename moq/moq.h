@@ -373,6 +373,9 @@ struct moq_binding_ops {
 	/* cwnd / bytes_in_flight / RTT for fanout's per-session budget; NULL:
 	 * unknown (the budget is the node's session_queue). */
 	void (*get_info)(void *b, struct moq_quic_conn_info *out);
+	/* --auth-url requests' `transport` ("websocket", ...); NULL: "quic"
+	 * (WebTransport is QUIC: rs/moq-auth, request.rs) */
+	const char *transport;
 };
 
 /*

@@ -363,6 +363,15 @@ struct moq_session {
 	uint8_t auth_done;      /* authorisation ran (grant set, or closing) */
 	uint8_t link_grant;     /* its token is a cluster link's (access_session) */
 	uint64_t auth_deadline; /* node clock: the token's exp; 0 = none */
+	/* --auth-url (auth/authurl.h; access.c): the session's lifecycle at
+	 * the auth server; while @auth_pending its requests wait unparsed */
+	struct moq_auth_req *auth_req;
+	uint8_t auth_pending;
+	uint8_t auth_peer;         /* the grant's `peer`: a cluster peer (link_grant) */
+	uint64_t auth_reval_at;    /* node clock: the next revalidate; 0 = none */
+	uint64_t auth_admitted;    /* node clock at admission */
+	uint64_t auth_tx, auth_rx; /* bytes at close, for the end */
+	struct moq_session *auth_snext, **auth_sprev; /* n->auth_sessions */
 };
 
 struct moq_node {
@@ -402,6 +411,8 @@ struct moq_node {
 	struct moq_hub *hub;
 	uint32_t hub_id;
 	uint64_t auth_next; /* earliest session auth_deadline (access_expire), 0 = none */
+	struct moq_session *auth_sessions; /* --auth-url: sessions with an auth_req */
+	uint64_t auth_poll_at;             /* node clock: next access_url_poll */
 	/* relay-added latency (moq.h): arrivals of frames written since the
 	 * last moq_node_latency_commit, a table hashed by arrival (a frame
 	 * sent to several subscribers takes one slot with a count; count 0 =
@@ -542,6 +553,9 @@ bool access_peer(struct moq_session *s);
 bool access_peer_allows(struct moq_session *s, int put, const char *p, size_t len);
 void access_ann_request(struct moq_session *s);
 void access_expire(struct moq_node *n, uint64_t now);
+void access_url_poll(struct moq_node *n, uint64_t now);
+void access_url_end(struct moq_session *s, uint64_t code);
+void ctl_admitted(struct moq_session *s);
 
 /* hub.c: the hub between workers, relay-wide bounds */
 bool bound_take(struct moq_node *n, int tracks);

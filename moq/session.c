@@ -127,6 +127,7 @@ void sess_free(struct moq_session *s, uint64_t code, int local)
 {
 	struct moq_node *n = s->n;
 
+	access_url_end(s, code); /* --auth-url: the end event */
 	s->closing = 1;
 	if (n->cfg.cb && n->cfg.cb->session_closed)
 		n->cfg.cb->session_closed(s, n->cfg.user, code, local);
@@ -263,6 +264,8 @@ static void sess_established(struct moq_session *s, enum moq_version v)
 		return;
 	if (s->v >= MOQ_LITE_05)
 		send_setup(s);
+	else if (s->auth_pending)
+		; /* --auth-url: ctl_admitted asks once the grant is in */
 	else if (s->n->cfg.relay && s->server) {
 		s->asked_announces = 1;
 		access_ann_request(s);
@@ -484,6 +487,14 @@ void moq_binding_closed(struct moq_session *s, uint64_t code, int local)
 {
 	if (!s)
 		return;
+	/* --auth-url: the end reports the bytes the binding moved (QUIC
+	 * ones: cb_conn_closed) */
+	if (s->auth_req && s->bops && s->bops->get_info && s->tp && !s->auth_tx) {
+		struct moq_quic_conn_info ci = {0};
+		s->bops->get_info(s->tp, &ci);
+		s->auth_tx = ci.bytes_sent;
+		s->auth_rx = ci.bytes_recv;
+	}
 	s->conn = NULL;
 	s->tp = NULL;
 	s->freed = 1;
@@ -495,7 +506,13 @@ static void cb_conn_closed(struct moq_quic_conn *c, void *user,
 {
 	uint64_t code;
 
-	(void)c;
+	/* --auth-url: the end reports the bytes QUIC moved */
+	if (user && ((struct moq_session *)user)->auth_req && c) {
+		struct moq_quic_conn_info ci;
+		moq_quic_conn_get_info(c, &ci);
+		((struct moq_session *)user)->auth_tx = ci.bytes_sent;
+		((struct moq_session *)user)->auth_rx = ci.bytes_recv;
+	}
 	/* PROTOCOL.md, Error codes: an idle timeout (nothing heard for the
 	 * negotiated idle timeout: a session with nothing to send and no
 	 * keep-alive) is 3 timeout, not 4 transport, which is left for the

@@ -139,7 +139,17 @@ static const struct key keys[] = {
         {"auth-key-dir", K_PATH, OFF(auth_key_dir), 0, 0,
          "directory of {kid}.jwk keys, chosen by the token's kid"},
         {"auth-public", K_PATH, OFF(auth_public), 0, 0,
-         "prefixes (comma-separated) open without a token, \"\" = all"},
+         "patterns (comma-separated, each with a wildcard: anon/**) open without a token, "
+         "both directions; ** = all"},
+        {"auth-public-publish", K_PATH, OFF(auth_public_publish), 0, 0,
+         "patterns anyone may publish without a token"},
+        {"auth-public-subscribe", K_PATH, OFF(auth_public_subscribe), 0, 0,
+         "patterns anyone may subscribe to without a token"},
+        {"auth-url", K_PATH, OFF(auth_url), 0, 0,
+         "auth server asked per session (moq-relay's contract): http://loopback, "
+         "unix:///path.sock or https://"},
+        {"auth-tls-root", K_PATH, OFF(auth_tls_root), 0, 0,
+         "CA file (PEM) an https:// --auth-url is verified with (default: the system's)"},
         /* relay-to-relay (dpdk_app/cluster.h); moq-relay's names */
         {"cluster-connect", K_PATH, OFF(cluster_connect), 0, 0,
          "peer relays to dial, comma-separated moql:// or https:// URLs (kernel backend)"},
@@ -897,6 +907,18 @@ int moq_pmd_config_check(const struct moq_pmd_config *cfg, char *err, size_t err
 {
 	if (cfg->auth_key[0] != '\0' && cfg->auth_key_dir[0] != '\0')
 		return fail(err, errlen, "--auth-key-dir: cannot be combined with --auth-key");
+	/* moq-relay: exactly one of --auth-url and the static rules */
+	if (cfg->auth_url[0] != '\0' &&
+	    (cfg->auth_key[0] || cfg->auth_key_dir[0] || cfg->auth_public_set ||
+	     cfg->auth_public_publish[0] || cfg->auth_public_subscribe[0]))
+		return fail(err, errlen, "--auth-url: cannot be combined with %s",
+		            cfg->auth_key[0]              ? "--auth-key"
+		            : cfg->auth_key_dir[0]        ? "--auth-key-dir"
+		            : cfg->auth_public_set        ? "--auth-public"
+		            : cfg->auth_public_publish[0] ? "--auth-public-publish"
+		                                          : "--auth-public-subscribe");
+	if (cfg->auth_tls_root[0] != '\0' && strncmp(cfg->auth_url, "https://", 8) != 0)
+		return fail(err, errlen, "--auth-tls-root: only with an https:// --auth-url");
 	if ((cfg->cert[0] != '\0') != (cfg->key[0] != '\0'))
 		return fail(err, errlen, "%s: required when %s is given",
 		            cfg->cert[0] ? "--key" : "--cert", cfg->cert[0] ? "--cert" : "--key");

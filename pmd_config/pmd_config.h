@@ -120,6 +120,11 @@ struct moq_pmd_config {
 	char auth_key_dir[MOQ_CFG_PATH_MAX]; /* a directory of {kid}.jwk */
 	char auth_public[MOQ_CFG_PATH_MAX];  /* comma-separated prefixes; "" = all */
 	int auth_public_set;                 /* auth_public was given (it may be "") */
+	/* moq-relay's current contract (auth/authurl.h, pattern.h) */
+	char auth_url[MOQ_CFG_PATH_MAX];              /* an auth server; empty = none */
+	char auth_tls_root[MOQ_CFG_PATH_MAX];         /* its CA bundle (https://) */
+	char auth_public_publish[MOQ_CFG_PATH_MAX];   /* patterns, publish only */
+	char auth_public_subscribe[MOQ_CFG_PATH_MAX]; /* patterns, subscribe only */
 	/* relay-to-relay (AUTH-CLUSTER.md, Relay-to-relay; dpdk_app/cluster.h) */
 	char cluster_connect[1024];           /* comma-separated peer URLs; "" = none */
 	char cluster_token[MOQ_CFG_PATH_MAX]; /* file with the JWT sent to peers */

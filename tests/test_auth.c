@@ -11,6 +11,7 @@
  * in-memory link, in virtual time; the relay's wall clock follows it.
  */
 #include <check.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,8 +25,11 @@
 #include <wolfssl/wolfcrypt/sha256.h>
 
 #include "auth.h"
+#include "authurl.h"
 #include "link.h"
+#include "pattern.h"
 #include "moq.h"
+#include "proc.h"
 
 #ifndef AUTH_FIXTURES
 #error "AUTH_FIXTURES must name tests/fixtures/auth"
@@ -182,12 +186,15 @@ static const char *grant_str(const struct moq_auth_grant *g)
 	static char s[512];
 	size_t n = 0;
 
+	/* a subtree prints as its prefix, a pattern in brackets */
 	n += (size_t)snprintf(s + n, sizeof(s) - n, "put=");
 	for (uint32_t i = 0; i < g->nput; i++)
-		n += (size_t)snprintf(s + n, sizeof(s) - n, "%s%s", i ? "," : "", g->put[i].p);
+		n += (size_t)snprintf(s + n, sizeof(s) - n, g->put[i].pat ? "%s[%s]" : "%s%s",
+		                      i ? "," : "", g->put[i].pat ? g->put[i].pat : g->put[i].p);
 	n += (size_t)snprintf(s + n, sizeof(s) - n, " get=");
 	for (uint32_t i = 0; i < g->nget; i++)
-		n += (size_t)snprintf(s + n, sizeof(s) - n, "%s%s", i ? "," : "", g->get[i].p);
+		n += (size_t)snprintf(s + n, sizeof(s) - n, g->get[i].pat ? "%s[%s]" : "%s%s",
+		                      i ? "," : "", g->get[i].pat ? g->get[i].pat : g->get[i].p);
 	return s;
 }
 
@@ -320,7 +327,8 @@ START_TEST(test_grant_matching)
 }
 END_TEST
 
-/* key.rs, verify: exp < now is expired, with no leeway. */
+/* auth.md, Claims: "a token is refused from its exp on and before its
+ * nbf", with no leeway. */
 START_TEST(test_expiry)
 {
 	struct moq_auth *a;
@@ -329,12 +337,12 @@ START_TEST(test_expiry)
 
 	mkdirs();
 	a = auth_hs256();
-	wall_ns = T0 * SEC;
+	wall_ns = T0 * SEC - 1;
 	snprintf(c, sizeof(c), "{\"get\":\"\",\"exp\":%llu}", (unsigned long long)T0);
-	ck_assert_int_eq(verify(a, "", hs256(c), &g), 0); /* exactly at exp: still valid */
+	ck_assert_int_eq(verify(a, "", hs256(c), &g), 0); /* 1 ns before exp: valid */
 	ck_assert(g->has_exp && g->exp == (int64_t)T0);
 	moq_auth_grant_free(g);
-	wall_ns = T0 * SEC + 1;
+	wall_ns = T0 * SEC; /* from its exp on: refused */
 	expect(a, "", hs256(c), MOQ_AUTH_EXPIRED, NULL);
 	snprintf(c, sizeof(c), "{\"get\":\"\",\"exp\":%llu}", (unsigned long long)T0 + 1);
 	expect(a, "", hs256(c), 0, "put= get=");
@@ -498,6 +506,504 @@ START_TEST(test_public)
 	expect(a, "secret", NULL, MOQ_AUTH_NO_TOKEN, NULL);
 	moq_auth_destroy(a);
 	rmdirs();
+}
+END_TEST
+
+/* ------------------------------------------------- patterns (pattern.h) */
+
+/*
+ * The golden vectors of moq-dev/moq rs/moq-pattern/tests/pattern.json
+ * (shared by its Rust and TypeScript suites), each quoted beside its
+ * check: "parse" (text -> segments or error), "matches", "contains",
+ * "overlaps", "head" and "rebase".
+ */
+struct pv_parse {
+	const char *text;
+	int err;
+	const char *kinds; /* L literal, * wildcard, G globstar, P partial */
+};
+
+static const struct pv_parse pv_parse[] = {
+        {"", 0, ""},                   /* {"text": "", "segments": []} */
+        {"a", 0, "L"},                 /* {"text": "a", literal a} */
+        {"a/b.hang", 0, "LL"},         /* {"text": "a/b.hang", literal, literal} */
+        {"*", 0, "*"},                 /* {"text": "*", wildcard} */
+        {"**", 0, "G"},                /* {"text": "**", globstar} */
+        {"a/*/**/b", 0, "L*GL"},       // {"text": "a/*" "/**" "/b", canonical a/**" "/*" "/b}
+        {"**/transcode.pro", 0, "GL"}, /* {"text": "**" "/transcode.pro"} */
+        {"/a", MOQ_PATTERN_EMPTY_SEGMENT, NULL},             /* "error": "empty-segment" */
+        {"a/", MOQ_PATTERN_EMPTY_SEGMENT, NULL},             /* "error": "empty-segment" */
+        {"a//b", MOQ_PATTERN_EMPTY_SEGMENT, NULL},           /* "error": "empty-segment" */
+        {"/", MOQ_PATTERN_EMPTY_SEGMENT, NULL},              /* "error": "empty-segment" */
+        {"**/**", MOQ_PATTERN_MULTIPLE_GLOBSTARS, NULL},     /* "multiple-globstars" */
+        {"a/**/b/**", MOQ_PATTERN_MULTIPLE_GLOBSTARS, NULL}, /* "multiple-globstars" */
+        {"***", MOQ_PATTERN_INVALID_SEGMENT, NULL},          /* "invalid-segment" */
+        {"a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q/r/s/t/u/v/w/x/y/z/a/b/c/d/e/f", 0,
+         "LLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLL"}, /* 32 segments parse */
+        {"a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q/r/s/t/u/v/w/x/y/z/a/b/c/d/e/f/g",
+         MOQ_PATTERN_TOO_MANY_SEGMENTS, NULL}, /* 33: "too-many-segments" */
+        {"a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q/r/s/t/u/v/w/x/y/z/a/b/c/d/e/f/g/a*b*c",
+         MOQ_PATTERN_TOO_MANY_SEGMENTS, NULL},        /* "too-many-segments" first */
+        {"*.hang", 0, "P"},                           /* partial prefix "" suffix ".hang" */
+        {"foo*", 0, "P"},                             /* partial prefix "foo" suffix "" */
+        {"foo.*.hang", 0, "P"},                       /* partial "foo." ".hang" */
+        {"**/*.hang", 0, "GP"},                       /* globstar, partial */
+        {"a*b*c", MOQ_PATTERN_INVALID_SEGMENT, NULL}, /* "invalid-segment" */
+        {"*a*", MOQ_PATTERN_INVALID_SEGMENT, NULL},   /* "invalid-segment" */
+};
+
+struct pv_pair {
+	const char *a, *b;
+	bool expect;
+};
+
+/* "matches": {"pattern", "path", "expect"} */
+static const struct pv_pair pv_matches[] = {
+        {"", "", true},
+        {"", "a", false},
+        {"a", "a", true},
+        {"a", "/a/", true},
+        {"a", "a/b", false},
+        {"a", "ab", false},
+        {"*", "a", true},
+        {"*", "", false},
+        {"*", "a/b", false},
+        {"**", "", true},
+        {"**", "a/b/c", true},
+        {"a/**", "a", true},
+        {"a/**", "a/b/c", true},
+        {"a/**", "b", false},
+        {"**/c", "c", true},
+        {"**/c", "a/b/c", true},
+        {"**/c", "a/c/b", false},
+        {"a/**/c", "a/c", true},
+        {"a/**/c", "a/x/y/c", true},
+        {"a/**/c", "a", false},
+        {"a/*/c", "a/x/c", true},
+        {"a/*/c", "a/c", false},
+        {"a/*/**", "a", false},
+        {"a/*/**", "a/b", true},
+        {"**/transcode.pro", "pid/foo.hang/transcode.pro", true},
+        {"**/transcode.pro", "pid/foo.transcode.pro", false},
+        {"pid/*/chat", "pid/room/chat", true},
+        {"pid/*/chat", "pid/room/x/chat", false},
+        {"**/*.hang", "pid/cam.hang", true},
+        {"**/*.hang", ".hang", true},
+        {"**/*.hang", "pid/cam.hang/x", false},
+        {"foo*", "foo", true},
+        {"foo*", "foobar", true},
+        {"foo*", "fo", false},
+        {"foo.*.hang", "foo..hang", true},
+        {"foo.*.hang", "foo.1.hang", true},
+        {"foo.*.hang", "foo.hang", false},
+        {"a*a", "a", false},
+        {"a*a", "aa", true},
+};
+
+/* "contains": {"outer", "inner", "expect"} */
+static const struct pv_pair pv_contains[] = {
+        {"**", "**", true},
+        {"**", "", true},
+        {"**", "a/*/b", true},
+        {"", "**", false},
+        {"", "", true},
+        {"*", "a", true},
+        {"a", "*", false},
+        {"a/**", "a", true},
+        {"a/**", "a/b/**", true},
+        {"a/**", "**", false},
+        {"a/**", "**/a", false},
+        {"**/a", "a", true},
+        {"**/a", "**/b/a", true},
+        {"**/a", "a/**", false},
+        {"*/**", "**", false},
+        {"*/**", "a/**", true},
+        {"*/*/**", "a/**", false},
+        {"*/*/**", "a/b/**", true},
+        {"a/**/c", "a/c", true},
+        {"a/**/c", "a/x/c", true},
+        {"a/**/c", "a/**/x/c", true},
+        {"a/*/**/*", "a/**/b", false},
+        {"a/*/c", "a/b/c", true},
+        {"a/*/c", "a/**/c", false},
+        {"pid/**", "pid/*/chat", true},
+        {"pid/**", "**/transcode.pro", false},
+        {"*", "*.hang", true},
+        {"*.hang", "*", false},
+        {"*.hang", "cam.hang", true},
+        {"*.hang", "cam.hang2", false},
+        {"*.hang", "*.hang", true},
+        {"*.hang", "cam*.hang", true},
+        {"*.hang", "cam*hang", false},
+        {"foo*", "foo.*.hang", true},
+        {"foo.*", "foo*", false},
+        {"**/*.hang", "pid/*/cam.hang", true},
+};
+
+/* "overlaps": {"a", "b", "expect"} */
+static const struct pv_pair pv_overlaps[] = {
+        {"a", "a", true},           {"a", "b", false},          {"a", "*", true},
+        {"a", "a/*", false},        {"a/**", "**/b", true},     {"a/**", "b/**", false},
+        {"a/*", "*/b", true},       {"a/*", "b/*", false},      {"*/*", "a/**", true},
+        {"*", "a/**", true},        {"*", "a/*/**", false},     {"**", "", true},
+        {"a/**/b", "**/c", false},  {"a/**/b", "**/*", true},   {"a/**/b", "x/**", false},
+        {"a/**/b", "**/x", false},  {"*.hang", "cam*", true},   {"*.hang", "cam.msf", false},
+        {"*.hang", "*.msf", false}, {"foo*", "foo.bar*", true}, {"foo*", "fob*", false},
+        {"a*b", "ab", true},        {"ab*", "*ab", true},
+};
+
+/* "head": {"pattern", "head"} */
+static const struct pv_pair pv_head_dummy[1];
+static const char *const pv_head[][2] = {
+        {"a/b/*/c", "a/b"}, {"**/a", ""}, {"a/b", "a/b"}, {"", ""}, {"a/**", "a"}, {"a/b*/c", "a"},
+};
+
+/* "rebase": {"pattern", "root", "expect": [...]} (the results sorted, ';'
+ * between them, "-" for none) */
+static const char *const pv_rebase[][3] = {
+        {"**", "a", "**"},
+        {"**/a", "a", ";**/a"}, /* ["", "**" "/a"] */
+        {"a/**", "a", "**"},
+        {"a/**", "a/b", "**"},
+        {"a/**", "b", "-"},
+        {"a/b", "a", "b"},
+        {"a/b", "a/b", ""},
+        {"a/b", "a/b/c", "-"},
+        {"*/b", "a", "b"},
+        {"a/*/c", "a/x", "c"},
+        {"a/**/b/c", "a/b", "**/b/c;c"},
+        {"a/**/b", "a/b/b", ";**/b"},
+        {"**/b/c", "b", "**/b/c;c"},
+        {"", "", ""},
+        {"", "a", "-"},
+        {"**", "", "**"},
+        {"**", "/a//b/", "**"},
+        {"*.hang/**", "cam.hang", "**"},
+        {"*.hang/**", "cam.msf", "-"},
+        {"**/*.hang", "a.hang", ";**/*.hang"},
+};
+
+static struct moq_pattern *pat(const char *t)
+{
+	static struct moq_pattern ps[2];
+	static int k;
+	struct moq_pattern *p = &ps[k++ & 1];
+
+	ck_assert_msg(moq_pattern_parse(p, t, strlen(t)) == 0, "parse %s", t);
+	return p;
+}
+
+struct rb {
+	const char *text;
+	char out[8][64];
+	int n;
+};
+
+static void rb_add(void *ctx, size_t off)
+{
+	struct rb *r = ctx;
+
+	ck_assert_int_lt(r->n, 8);
+	snprintf(r->out[r->n++], 64, "%s", r->text + off);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp((const char *)a, (const char *)b);
+}
+
+START_TEST(test_pattern_vectors)
+{
+	for (size_t i = 0; i < sizeof(pv_parse) / sizeof(pv_parse[0]); i++) {
+		const struct pv_parse *v = &pv_parse[i];
+		struct moq_pattern p;
+		int rc = moq_pattern_parse(&p, v->text, strlen(v->text));
+		char k[40] = "";
+
+		ck_assert_msg(rc == v->err, "parse '%s': %s, want %s", v->text,
+		              moq_pattern_error_str(rc), moq_pattern_error_str(v->err));
+		if (rc)
+			continue;
+		for (uint32_t j = 0; j < p.n; j++)
+			k[j] = "L*GP"[p.seg[j].kind];
+		ck_assert_msg(strcmp(k, v->kinds) == 0, "parse '%s': %s", v->text, k);
+	}
+	for (size_t i = 0; i < sizeof(pv_matches) / sizeof(pv_matches[0]); i++) {
+		const struct pv_pair *v = &pv_matches[i];
+		ck_assert_msg(moq_pattern_match(pat(v->a), v->b, strlen(v->b)) == v->expect,
+		              "matches '%s' '%s' want %d", v->a, v->b, v->expect);
+	}
+	for (size_t i = 0; i < sizeof(pv_contains) / sizeof(pv_contains[0]); i++) {
+		const struct pv_pair *v = &pv_contains[i];
+		struct moq_pattern *o = pat(v->a), *in = pat(v->b);
+		ck_assert_msg(moq_pattern_contains(o, in) == v->expect,
+		              "contains '%s' '%s' want %d", v->a, v->b, v->expect);
+	}
+	for (size_t i = 0; i < sizeof(pv_overlaps) / sizeof(pv_overlaps[0]); i++) {
+		const struct pv_pair *v = &pv_overlaps[i];
+		struct moq_pattern *a = pat(v->a), *b = pat(v->b);
+		ck_assert_msg(moq_pattern_overlaps(a, b) == v->expect &&
+		                      moq_pattern_overlaps(b, a) == v->expect,
+		              "overlaps '%s' '%s' want %d", v->a, v->b, v->expect);
+	}
+	(void)pv_head_dummy;
+	for (size_t i = 0; i < sizeof(pv_head) / sizeof(pv_head[0]); i++) {
+		struct moq_pattern *p = pat(pv_head[i][0]);
+		size_t h = moq_pattern_head(p);
+		ck_assert_msg(h == strlen(pv_head[i][1]) && memcmp(p->text, pv_head[i][1], h) == 0,
+		              "head '%s'", pv_head[i][0]);
+	}
+	for (size_t i = 0; i < sizeof(pv_rebase) / sizeof(pv_rebase[0]); i++) {
+		struct rb r = {pv_rebase[i][0], {{0}}, 0};
+		char got[256] = "";
+		unsigned n = moq_pattern_rebase(pat(pv_rebase[i][0]), pv_rebase[i][1],
+		                                strlen(pv_rebase[i][1]), rb_add, &r);
+		ck_assert_int_eq((int)n, r.n);
+		qsort(r.out, (size_t)r.n, sizeof(r.out[0]), cmp_str);
+		for (int j = 0; j < r.n; j++)
+			snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s", j ? ";" : "",
+			         r.out[j]);
+		if (!r.n)
+			snprintf(got, sizeof(got), "-");
+		ck_assert_msg(strcmp(got, pv_rebase[i][2]) == 0, "rebase '%s' at '%s': %s, want %s",
+		              pv_rebase[i][0], pv_rebase[i][1], got, pv_rebase[i][2]);
+	}
+	/* a path of any length matches (the 32-segment bound is the pattern's) */
+	{
+		char longp[200] = "";
+		for (int j = 0; j < 40; j++)
+			strcat(longp, j ? "/x" : "x");
+		ck_assert(moq_pattern_match(pat("**"), longp, strlen(longp)));
+		ck_assert(moq_pattern_match(pat("x/**/x"), longp, strlen(longp)));
+		ck_assert(!moq_pattern_match(pat("*/x"), longp, strlen(longp)));
+		ck_assert(moq_pattern_overlaps_subtree(pat("x/*/x/**"), longp, strlen(longp)));
+		ck_assert(!moq_pattern_overlaps_subtree(pat("x/*/x"), longp, strlen(longp)));
+	}
+}
+END_TEST
+
+/*
+ * The current dialect (doc/bin/relay/auth.md, Claims and Path matching):
+ * publish / subscribe patterns under root, each of its examples quoted
+ * beside its check, and the older put / get beside it.
+ */
+START_TEST(test_pattern_claims)
+{
+	struct moq_auth *a;
+	struct moq_auth_grant *g;
+
+	mkdirs();
+	a = auth_hs256();
+	// "For a grant of demo/** from the root: Dialed /demo/bar -> Session
+	// root demo/bar, Granted **"
+	expect(a, "/demo/bar", hs256("{\"subscribe\":[\"demo/**\"]}"), 0, "put= get=demo/bar");
+	/* "/demo -> demo, **" */
+	expect(a, "/demo", hs256("{\"subscribe\":[\"demo/**\"]}"), 0, "put= get=demo");
+	// "/ -> ``, demo/**"
+	expect(a, "/", hs256("{\"subscribe\":[\"demo/**\"]}"), 0, "put= get=demo");
+	/* "/other -> refused" */
+	expect(a, "/other", hs256("{\"subscribe\":[\"demo/**\"]}"), MOQ_AUTH_ROOT, NULL);
+	// "| demo | my-stream/** | ** | demo/my-stream/** | demo/** |"
+	expect(a, "demo",
+	       hs256("{\"root\":\"demo\",\"publish\":[\"my-stream/**\"],"
+	             "\"subscribe\":[\"**\"]}"),
+	       0, "put=demo/my-stream get=demo");
+	// "| demo | (none) | ** | nothing | demo/** |"
+	ck_assert_int_eq(verify(a, "demo", hs256("{\"root\":\"demo\",\"subscribe\":[\"**\"]}"), &g),
+	                 0);
+	ck_assert_int_eq(g->nput, 0);
+	ck_assert(moq_auth_grant_allows(g, 0, "demo/x", 6) &&
+	          !moq_auth_grant_allows(g, 1, "demo", 4));
+	moq_auth_grant_free(g);
+	/* "| "" | ** | ** | everything | everything |" */
+	ck_assert_int_eq(verify(a, "",
+	                        hs256("{\"root\":\"\",\"publish\":[\"**\"],"
+	                              "\"subscribe\":[\"**\"]}"),
+	                        &g),
+	                 0);
+	ck_assert(moq_auth_grant_allows(g, 1, "", 0) && moq_auth_grant_allows(g, 0, "any/x", 5));
+	moq_auth_grant_free(g);
+	// "moq auth sign --root rooms/123 --publish 'alice/**' --subscribe
+	// '**'": "publish under rooms/123/alice and subscribe to anything in
+	// rooms/123"
+	expect(a, "rooms/123",
+	       hs256("{\"root\":\"rooms/123\",\"publish\":[\"alice/**\"],\"subscribe\":[\"**\"]}"),
+	       0, "put=rooms/123/alice get=rooms/123");
+	/* "a bare foo is that one broadcast": foo, never foo/bar */
+	ck_assert_int_eq(verify(a, "", hs256("{\"publish\":[\"foo\"]}"), &g), 0);
+	ck_assert_str_eq(grant_str(g), "put=[foo] get=");
+	ck_assert(moq_auth_grant_allows(g, 1, "foo", 3));
+	ck_assert(!moq_auth_grant_allows(g, 1, "foo/bar", 7));
+	/* its announce interest asks for the literal head */
+	ck_assert_str_eq(g->put[0].p, "foo");
+	moq_auth_grant_free(g);
+	// "live/* is every broadcast one segment under live"
+	ck_assert_int_eq(verify(a, "", hs256("{\"subscribe\":[\"live/*\"]}"), &g), 0);
+	ck_assert(moq_auth_grant_allows(g, 0, "live/a", 6));
+	ck_assert(!moq_auth_grant_allows(g, 0, "live", 4));
+	ck_assert(!moq_auth_grant_allows(g, 0, "live/a/b", 8));
+	ck_assert(moq_auth_grant_overlaps(g, 0, "live", 4));
+	ck_assert(moq_auth_grant_overlaps(g, 0, "", 0));
+	ck_assert(moq_auth_grant_overlaps(g, 0, "live/a", 6));
+	ck_assert(!moq_auth_grant_overlaps(g, 0, "live/a/b", 8));
+	ck_assert(!moq_auth_grant_overlaps(g, 0, "other", 5));
+	ck_assert_str_eq(g->get[0].p, "live");
+	moq_auth_grant_free(g);
+	// "room/*" "/chat is each room's chat and nothing beside it"
+	ck_assert_int_eq(verify(a, "", hs256("{\"subscribe\":[\"room/*/chat\"]}"), &g), 0);
+	ck_assert(moq_auth_grant_allows(g, 0, "room/1/chat", 11));
+	ck_assert(!moq_auth_grant_allows(g, 0, "room/1/video", 12));
+	ck_assert(!moq_auth_grant_allows(g, 0, "room/1/chat/x", 13));
+	moq_auth_grant_free(g);
+	/* narrowed at the dialed path, as moq-pattern rebases: a session at
+	 * room/1 gets room/1/chat exactly */
+	expect(a, "room/1", hs256("{\"subscribe\":[\"room/*/chat\"]}"), 0,
+	       "put= get=[room/1/chat]");
+	expect(a, "room/1/chat", hs256("{\"subscribe\":[\"room/*/chat\"]}"), 0,
+	       "put= get=[room/1/chat]");
+	expect(a, "room/1/video", hs256("{\"subscribe\":[\"room/*/chat\"]}"), MOQ_AUTH_ROOT, NULL);
+	/* a globstar in the middle rebases to two ("**" "/a" at a is "" and
+	 * "**" "/a") */
+	expect(a, "a", hs256("{\"subscribe\":[\"**/a\"]}"), 0, "put= get=[a/**/a],[a]");
+	// "each put and get prefix p reads as the subtree p/**, and "" as **":
+	// the two dialects give the same grant
+	{
+		const char *old = "{\"root\":\"demo\",\"put\":[\"alice\"],\"get\":[\"\"]}";
+		const char *cur =
+		        "{\"root\":\"demo\",\"publish\":[\"alice/**\"],\"subscribe\":[\"**\"]}";
+		const char *paths[] = {"", "demo", "demo/alice", "demo/alice/cam", "demo/bob"};
+		for (size_t i = 0; i < 5; i++) {
+			struct moq_auth_grant *g1 = NULL, *g2 = NULL;
+			char s1[512];
+			ck_assert_int_eq(verify(a, paths[i], hs256(old), &g1), 0);
+			ck_assert_int_eq(verify(a, paths[i], hs256(cur), &g2), 0);
+			snprintf(s1, sizeof(s1), "%s", grant_str(g1));
+			ck_assert_str_eq(s1, grant_str(g2));
+			moq_auth_grant_free(g1);
+			moq_auth_grant_free(g2);
+		}
+	}
+	/* both dialects in one token: their union */
+	expect(a, "", hs256("{\"put\":[\"a\"],\"publish\":[\"b/*\"]}"), 0, "put=a,[b/*] get=");
+	/* a string is one pattern (OneOrMany) */
+	expect(a, "", hs256("{\"subscribe\":\"x/**\"}"), 0, "put= get=x");
+	/* not patterns: refused, not read as something else */
+	expect(a, "", hs256("{\"subscribe\":[\"/a\"]}"), MOQ_AUTH_MALFORMED, NULL);
+	expect(a, "", hs256("{\"subscribe\":[\"a*b*c\"]}"), MOQ_AUTH_MALFORMED, NULL);
+	expect(a, "", hs256("{\"subscribe\":[\"**/**\"]}"), MOQ_AUTH_MALFORMED, NULL);
+	/* an older prefix with a '*' is refused (moq-relay reads it as a
+	 * literal subtree, which cannot hold one) */
+	expect(a, "", hs256("{\"get\":[\"a*\"]}"), MOQ_AUTH_MALFORMED, NULL);
+	/* "an empty list is nothing" */
+	expect(a, "", hs256("{\"publish\":[],\"subscribe\":[]}"), MOQ_AUTH_USELESS, NULL);
+	moq_auth_destroy(a);
+	rmdirs();
+}
+END_TEST
+
+/* auth.md, Claims: nbf and iat, unknown claims, and NUL in strings. */
+START_TEST(test_claim_checks)
+{
+	struct moq_auth *a;
+	char c[160];
+
+	mkdirs();
+	a = auth_hs256();
+	wall_ns = T0 * SEC;
+	/* "a token is refused ... before its nbf" */
+	snprintf(c, sizeof(c), "{\"get\":\"\",\"nbf\":%llu}", (unsigned long long)T0 + 1);
+	expect(a, "", hs256(c), MOQ_AUTH_NOT_YET, NULL);
+	snprintf(c, sizeof(c), "{\"get\":\"\",\"nbf\":%llu}", (unsigned long long)T0);
+	expect(a, "", hs256(c), 0, "put= get=");
+	/* iat in the future: refused (issued by a clock ahead of ours) */
+	snprintf(c, sizeof(c), "{\"get\":\"\",\"iat\":%llu}", (unsigned long long)T0 + 60);
+	expect(a, "", hs256(c), MOQ_AUTH_NOT_YET, NULL);
+	snprintf(c, sizeof(c), "{\"get\":\"\",\"iat\":%llu}", (unsigned long long)T0);
+	expect(a, "", hs256(c), 0, "put= get=");
+	expect(a, "", hs256("{\"get\":\"\",\"nbf\":\"x\"}"), MOQ_AUTH_MALFORMED, NULL);
+	/* "iss, sub, jti: read and ignored" */
+	expect(a, "", hs256("{\"get\":\"\",\"iss\":\"i\",\"sub\":\"s\",\"jti\":\"j\"}"), 0,
+	       "put= get=");
+	/* "Any other claim refuses the token with its name, aud included" */
+	expect(a, "", hs256("{\"get\":\"\",\"aud\":\"x\"}"), MOQ_AUTH_MALFORMED, NULL);
+	expect(a, "", hs256("{\"get\":\"\",\"roots\":\"x\"}"), MOQ_AUTH_MALFORMED, NULL);
+	/* a NUL in any claim string: refused (root, a grant, an ignored claim) */
+	expect(a, "", hs256("{\"root\":\"a\\u0000b\",\"get\":\"\"}"), MOQ_AUTH_MALFORMED, NULL);
+	expect(a, "", hs256("{\"get\":[\"a\\u0000/b\"]}"), MOQ_AUTH_MALFORMED, NULL);
+	expect(a, "", hs256("{\"subscribe\":[\"a/**\\u0000\"]}"), MOQ_AUTH_MALFORMED, NULL);
+	expect(a, "", hs256("{\"get\":\"\",\"sub\":\"x\\u0000\"}"), MOQ_AUTH_MALFORMED, NULL);
+	/* and a connection path holding one (fuzz_auth: the grant's prefix
+	 * was cut at the NUL and read past) */
+	{
+		struct moq_auth_grant *g = NULL;
+		const char *t = hs256("{\"get\":\"\"}");
+		ck_assert_int_eq(moq_auth_verify(a, "pub/live\0x", 10, t, strlen(t), &g),
+		                 MOQ_AUTH_MALFORMED);
+		ck_assert_ptr_null(g);
+	}
+	moq_auth_destroy(a);
+	rmdirs();
+}
+END_TEST
+
+/* auth.md, Anonymous access: --auth-public, --auth-public-publish and
+ * --auth-public-subscribe are patterns rooted at "/". */
+START_TEST(test_public_patterns)
+{
+	struct moq_auth_cfg c = {.clock = fake_clock};
+	struct moq_auth *a;
+	struct moq_auth_grant *g;
+	char err[256];
+
+	// "public = "anon/**" anyone may publish and subscribe under anon/":
+	// "anon/** admits a session dialed at /, /anon, or /anon/room,
+	// scoped to anon/, and refuses one dialed anywhere else"
+	c.public_both = "anon/**";
+	a = moq_auth_create(&c, err, sizeof(err));
+	ck_assert_msg(a != NULL, "%s", err);
+	expect(a, "/", NULL, 0, "put=anon get=anon");
+	expect(a, "/anon", NULL, 0, "put=anon get=anon");
+	expect(a, "/anon/room", NULL, 0, "put=anon/room get=anon/room");
+	expect(a, "/other", NULL, MOQ_AUTH_NO_TOKEN, NULL);
+	moq_auth_destroy(a);
+	// "public_subscribe = ["anon/**", "demo/**"], public_publish =
+	// ["anon/**"]"
+	c.public_both = NULL;
+	c.public_subscribe = "anon/**,demo/**";
+	c.public_publish = "anon/**";
+	a = moq_auth_create(&c, err, sizeof(err));
+	ck_assert_msg(a != NULL, "%s", err);
+	expect(a, "", NULL, 0, "put=anon get=anon,demo");
+	expect(a, "demo", NULL, 0, "put= get=demo");
+	ck_assert_int_eq(verify(a, "demo/x", NULL, &g), 0);
+	ck_assert(!moq_auth_grant_allows(g, 1, "demo/x", 6));
+	moq_auth_grant_free(g);
+	moq_auth_destroy(a);
+	/* "A pattern with no wildcard, such as anon, refuses to start" */
+	c.public_subscribe = NULL;
+	c.public_publish = "anon";
+	ck_assert_ptr_null(moq_auth_create(&c, err, sizeof(err)));
+	ck_assert_msg(strstr(err, "--auth-public-publish: 'anon' has no wildcard") &&
+	                      strstr(err, "anon/**"),
+	              "%s", err);
+	c.public_publish = NULL;
+	c.public_both = "a/**,/bad";
+	ck_assert_ptr_null(moq_auth_create(&c, err, sizeof(err)));
+	ck_assert_msg(strstr(err, "--auth-public: /bad: not a pattern (empty-segment)"), "%s", err);
+	/* "public = "**" opens everything" */
+	c.public_both = "**";
+	a = moq_auth_create(&c, err, sizeof(err));
+	ck_assert_msg(a != NULL, "%s", err);
+	expect(a, "x/y", NULL, 0, "put=x/y get=x/y");
+	// "live/*": one segment under live, for both directions
+	moq_auth_destroy(a);
+	c.public_both = "live/*";
+	a = moq_auth_create(&c, err, sizeof(err));
+	ck_assert_msg(a != NULL, "%s", err);
+	expect(a, "", NULL, 0, "put=[live/*] get=[live/*]");
+	expect(a, "live/a", NULL, 0, "put=[live/a] get=[live/a]");
+	expect(a, "live/a/b", NULL, MOQ_AUTH_NO_TOKEN, NULL);
+	moq_auth_destroy(a);
 }
 END_TEST
 
@@ -809,6 +1315,8 @@ struct cl {
 	uint64_t frames, groups;
 	char ann[8][64];
 	int nann;
+	uint64_t id_frames[8]; /* frames per subscription id (id % 8) */
+	int64_t id_code[8];    /* sub_closed code per id; 0 = none yet */
 };
 
 static struct {
@@ -864,19 +1372,19 @@ static void c_announce(struct moq_session *s, void *u, const char *p, size_t len
 static void c_sub_closed(struct moq_session *s, void *u, uint64_t id, int64_t code)
 {
 	(void)u;
-	(void)id;
 	((struct cl *)moq_session_user(s))->sub_code = code;
+	((struct cl *)moq_session_user(s))->id_code[id % 8] = code;
 }
 
 static void c_frame(struct moq_session *s, void *u, uint64_t id, uint64_t seq, int64_t ts,
                     uint64_t size)
 {
 	(void)u;
-	(void)id;
 	(void)seq;
 	(void)ts;
 	(void)size;
 	((struct cl *)moq_session_user(s))->frames++;
+	((struct cl *)moq_session_user(s))->id_frames[id % 8]++;
 }
 
 static void c_group_end(struct moq_session *s, void *u, uint64_t id, uint64_t seq, int64_t code)
@@ -899,6 +1407,9 @@ static const struct moq_node_callbacks ccbs = {
 
 /* A test's relay settings (NULL: the defaults), applied by l_init. */
 static void (*l_relay_cfg)(struct moq_node_cfg *nc);
+/* --auth-url instead of the key (NULL: the key), and its deadline */
+static const char *l_auth_url;
+static uint64_t l_auth_timeout;
 
 /* A relay with --auth-key (HS256 secret) and @pub, and two client nodes;
  * the client endpoint speaks only @alpn (NULL: all). */
@@ -919,6 +1430,12 @@ static void l_init(const char *pub, const char *alpn)
 	snprintf(path, sizeof(path), "%s/key.jwk", dir);
 	write_file(path, jwk);
 	ac.key = path;
+	if (l_auth_url) {
+		ac.key = NULL;
+		ac.url = l_auth_url;
+		ac.url_node = "relay-test";
+		ac.url_timeout_ns = l_auth_timeout;
+	}
 	L.auth = moq_auth_create(&ac, err, sizeof(err));
 	ck_assert_msg(L.auth != NULL, "%s", err);
 	moq_cache_counting_init(&L.rcnt);
@@ -1374,6 +1891,235 @@ START_TEST(test_session_link_bounds)
 }
 END_TEST
 
+/* ------------------------------------------ sessions admitted by --auth-url */
+
+static uint64_t relay_subs(void)
+{
+	struct moq_node_stats st;
+
+	moq_node_stats(L.relay, &st);
+	return st.subscribers;
+}
+
+static pid_t url_srv = -1;
+static char url_buf[96], url_log[160];
+
+/* tests/auth_server.py on loopback; l_auth_url names it. */
+static void url_server_start(void)
+{
+	const char *args[] = {AUTH_SERVER, "--log", url_log, "--slow", "3", NULL};
+	char out[160], port[16];
+	uint64_t t0 = proc_now_ms();
+
+	snprintf(url_log, sizeof(url_log), "/tmp/moqdp-test-auth-url-%d.log", (int)getpid());
+	snprintf(out, sizeof(out), "/tmp/moqdp-test-auth-url-%d.out", (int)getpid());
+	unlink(url_log);
+	url_srv = proc_spawn("python3", args, NULL, out, NULL);
+	ck_assert_int_gt(url_srv, 0);
+	while (sscanf(proc_slurp(out), "listening %15s", port) != 1) {
+		ck_assert_msg(proc_now_ms() - t0 < 10000, "auth_server.py did not start");
+		usleep(20000);
+	}
+	unlink(out);
+	snprintf(url_buf, sizeof(url_buf), "http://127.0.0.1:%s/", port);
+	l_auth_url = url_buf;
+	l_auth_timeout = 500 * MS;
+}
+
+static void url_server_stop(void)
+{
+	l_auth_url = NULL;
+	if (url_srv > 0) {
+		kill(url_srv, SIGTERM);
+		proc_wait(url_srv, 5000);
+	}
+	url_srv = -1;
+	unlink(url_log);
+}
+
+/* Run the nodes until @cond or 10 s of real time, virtual time in step
+ * with real time (the answers come from the server in real time, and the
+ * grant's cadence is on the node's clock). */
+#define l_until(cond)                                                                              \
+	do {                                                                                       \
+		uint64_t t0_ = proc_now_ms();                                                      \
+		while (!(cond) && proc_now_ms() - t0_ < 10000) {                                   \
+			l_run(1 * MS);                                                             \
+			usleep(1000);                                                              \
+		}                                                                                  \
+	} while (0)
+
+/*
+ * auth.md, The contract: a session waits while its connect is out (its
+ * requests held, not refused), is admitted by a grant, refused by 403, a
+ * malformed answer, a grant naming nothing, a late answer (the deadline)
+ * or a server that is down; the others go on. Revalidate narrows in place:
+ * "Subscriptions ... outside a narrower grant reset with Unauthorized ...
+ * and everything else keeps flowing".
+ */
+START_TEST(test_session_auth_url)
+{
+	struct cl pub, sub, ref, mal, use, slow, down, pend;
+	struct moq_auth_url_stats st;
+	int64_t ida, idb;
+	uint64_t fa, fb;
+
+	url_server_start();
+	l_init(NULL, NULL);
+	/* a publisher admitted at "narrow" (publish **) with a/cam and b/cam */
+	l_publish("a/cam");
+	l_publish("b/cam");
+	l_connect(&pub, MOQ_ROLE_PUBLISHER, "narrow", NULL);
+	l_until(relay_bcasts() == 2);
+	ck_assert_uint_eq(relay_bcasts(), 2);
+	ck_assert(pub.ready && !pub.closed);
+	// a subscriber admitted for a/** and b/**: it subscribes before the
+	// answer is in; the requests wait and are then served
+	l_connect(&sub, MOQ_ROLE_SUBSCRIBER, "narrow", NULL);
+	l_run(20 * MS);
+	ck_assert(!sub.closed);
+	ida = l_subscribe(&sub, "a/cam");
+	idb = l_subscribe(&sub, "b/cam");
+	l_until(relay_subs() == 2 || sub.closed);
+	ck_assert_uint_eq(relay_subs(), 2); /* held while pending, then served */
+	for (uint64_t g = 0; g < 2; g++) {
+		l_group("a/cam", g);
+		l_group("b/cam", g);
+		l_run(100 * MS);
+	}
+	l_until(sub.id_frames[ida % 8] >= 10 && sub.id_frames[idb % 8] >= 10);
+	ck_assert_uint_ge(sub.id_frames[ida % 8], 10);
+	ck_assert_uint_ge(sub.id_frames[idb % 8], 10);
+	/* refusals: each closes with 6; the admitted sessions go on */
+	l_connect(&ref, MOQ_ROLE_SUBSCRIBER, "refuse", NULL);
+	l_connect(&mal, MOQ_ROLE_SUBSCRIBER, "malformed", NULL);
+	l_connect(&use, MOQ_ROLE_SUBSCRIBER, "useless", NULL);
+	l_connect(&slow, MOQ_ROLE_SUBSCRIBER, "slow", NULL);
+	l_until(ref.closed && mal.closed && use.closed && slow.closed);
+	ck_assert(ref.closed && ref.code == MOQ_CODE_UNAUTHORIZED);
+	ck_assert(mal.closed && mal.code == MOQ_CODE_UNAUTHORIZED);
+	ck_assert(use.closed && use.code == MOQ_CODE_UNAUTHORIZED);
+	ck_assert(slow.closed && slow.code == MOQ_CODE_UNAUTHORIZED); /* 500 ms deadline */
+	ck_assert(!pub.closed && !sub.closed);
+	// narrow: past the 1 s cadence the server grants b/** only; a/cam is
+	// reset with 6, b/cam keeps flowing
+	l_run(1100 * MS);
+	l_until(sub.id_code[ida % 8] != 0);
+	ck_assert_int_eq(sub.id_code[ida % 8], MOQ_CODE_UNAUTHORIZED);
+	ck_assert_int_eq(sub.id_code[idb % 8], 0);
+	fa = sub.id_frames[ida % 8];
+	fb = sub.id_frames[idb % 8];
+	for (uint64_t g = 2; g < 4; g++) {
+		l_group("a/cam", g);
+		l_group("b/cam", g);
+		l_run(100 * MS);
+	}
+	l_until(sub.id_frames[idb % 8] >= fb + 10);
+	ck_assert_uint_ge(sub.id_frames[idb % 8], fb + 10);
+	ck_assert_uint_eq(sub.id_frames[ida % 8], fa);
+	/* a new subscription outside the narrower grant is refused */
+	ida = l_subscribe(&sub, "a/cam");
+	l_until(sub.id_code[ida % 8] != 0);
+	ck_assert_int_eq(sub.id_code[ida % 8], MOQ_CODE_UNAUTHORIZED);
+	ck_assert(!sub.closed && !pub.closed);
+	moq_auth_url_get_stats(moq_auth_url_client(L.auth), &st);
+	ck_assert_uint_ge(st.admitted, 3);    /* pub, sub, and the revalidations */
+	ck_assert_uint_eq(st.refused, 2);     /* 403, names nothing */
+	ck_assert_uint_ge(st.unavailable, 2); /* malformed, late */
+	/* the server is down: refused (fail closed) */
+	kill(url_srv, SIGTERM);
+	proc_wait(url_srv, 5000);
+	url_srv = -1;
+	l_connect(&down, MOQ_ROLE_SUBSCRIBER, "admit", NULL);
+	l_until(down.closed);
+	ck_assert(down.closed && down.code == MOQ_CODE_UNAUTHORIZED);
+	(void)pend;
+	l_fini();
+	/* the requests, as the server saw them */
+	{
+		char *log = proc_slurp(url_log);
+		ck_assert_msg(strstr(log, "\"event\": \"connect\"") &&
+		                      strstr(log, "\"node\": \"relay-test\"") &&
+		                      strstr(log, "\"transport\": \"quic\"") &&
+		                      strstr(log, "\"alpn\": \"moq-lite-05\"") &&
+		                      strstr(log, "\"remote\": \"10.0.0.1:") &&
+		                      strstr(log, "\"path\": \"narrow\"") &&
+		                      strstr(log, "\"role\": \"subscriber\"") &&
+		                      strstr(log, "\"role\": \"publisher\"") &&
+		                      strstr(log, "\"event\": \"revalidate\""),
+		              "%s", log);
+	}
+	url_server_stop();
+}
+END_TEST
+
+/* auth.md: a grant's root "replaces the dialed path, which is how a slug
+ * aliases to a canonical id"; "A changed root ... closes the session with
+ * Unauthorized". */
+START_TEST(test_session_auth_url_root)
+{
+	struct cl pub, sub, other, re;
+
+	url_server_start();
+	l_init(NULL, NULL);
+	l_publish("cam");
+	/* dialed "peer", rooted at pid/room by the grant: its cam is
+	 * pid/room/cam, which a session aliased the same way reads */
+	l_connect(&pub, MOQ_ROLE_PUBLISHER, "peer", NULL);
+	l_until(relay_bcasts() == 1);
+	ck_assert_uint_eq(relay_bcasts(), 1);
+	l_connect(&sub, MOQ_ROLE_SUBSCRIBER, "peer", NULL);
+	l_connect(&other, MOQ_ROLE_SUBSCRIBER, "admit", NULL);
+	l_until(relay_subs() == 0 && sub.ready && other.ready);
+	l_subscribe(&sub, "cam");
+	l_subscribe(&other, "cam"); /* admit/cam: nobody publishes it */
+	l_until(relay_subs() >= 1);
+	l_group("cam", 0);
+	l_until(sub.frames >= 5);
+	ck_assert_uint_eq(sub.frames, 5);
+	ck_assert_uint_eq(other.frames, 0);
+	/* a revalidation that changes the root closes the session with 6 */
+	l_connect(&re, MOQ_ROLE_SUBSCRIBER, "reroot", NULL);
+	l_until(re.closed);
+	ck_assert(re.closed && re.code == MOQ_CODE_UNAUTHORIZED);
+	ck_assert(!sub.closed && !pub.closed);
+	l_fini();
+	url_server_stop();
+}
+END_TEST
+
+/* The end event: posted when an admitted session closes, with its reason,
+ * duration and the bytes QUIC moved. */
+START_TEST(test_session_auth_url_end)
+{
+	struct cl sub;
+	char *log;
+	uint64_t t0;
+
+	url_server_start();
+	l_init(NULL, NULL);
+	l_connect(&sub, MOQ_ROLE_SUBSCRIBER, "admit", "not-read-by-the-relay");
+	l_until(moq_auth_url_client(L.auth) && strstr(proc_slurp(url_log), "connect"));
+	l_run(200 * MS);
+	ck_assert(!sub.closed);
+	moq_session_close(sub.s, 0);
+	l_run(300 * MS);
+	t0 = proc_now_ms();
+	while (!strstr(log = proc_slurp(url_log), "\"event\": \"end\"") &&
+	       proc_now_ms() - t0 < 10000)
+		usleep(10000);
+	ck_assert_msg(strstr(log, "\"event\": \"end\"") &&
+	                      strstr(log, "\"reason\": \"disconnected\"") &&
+	                      strstr(log, "\"bytes\": {\"sent\": ") &&
+	                      strstr(log, "\"query\": \"jwt=not-read-by-the-relay\""),
+	              "%s", log);
+	/* bytes sent by QUIC are counted, not zero */
+	ck_assert_msg(!strstr(log, "\"sent\": 0,"), "%s", log);
+	l_fini();
+	url_server_stop();
+}
+END_TEST
+
 Suite *auth_suite(void);
 Suite *auth_suite(void)
 {
@@ -1387,6 +2133,10 @@ Suite *auth_suite(void)
 	tcase_add_test(tc, test_bad_tokens);
 	tcase_add_test(tc, test_key_dir);
 	tcase_add_test(tc, test_public);
+	tcase_add_test(tc, test_pattern_vectors);
+	tcase_add_test(tc, test_pattern_claims);
+	tcase_add_test(tc, test_claim_checks);
+	tcase_add_test(tc, test_public_patterns);
 	tcase_add_test(tc, test_scope);
 	tcase_add_test(tc, test_bad_keys);
 	tcase_add_test(tc, test_es256_wolfcrypt);
@@ -1403,6 +2153,9 @@ Suite *auth_suite(void)
 	tcase_add_test(tc, test_session_expiry);
 	tcase_add_test(tc, test_session_client_hops);
 	tcase_add_test(tc, test_session_link_bounds);
+	tcase_add_test(tc, test_session_auth_url);
+	tcase_add_test(tc, test_session_auth_url_end);
+	tcase_add_test(tc, test_session_auth_url_root);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -271,6 +271,11 @@ static const struct {
         {"--auth-key", LONG_PATH, "--auth-key: path longer than 255 bytes"},
         {"--auth-key-dir", LONG_PATH, "--auth-key-dir: path longer than 255 bytes"},
         {"--auth-public", LONG_PATH, "--auth-public: path longer than 255 bytes"},
+        {"--auth-public-publish", LONG_PATH, "--auth-public-publish: path longer than 255 bytes"},
+        {"--auth-public-subscribe", LONG_PATH,
+         "--auth-public-subscribe: path longer than 255 bytes"},
+        {"--auth-url", LONG_PATH, "--auth-url: path longer than 255 bytes"},
+        {"--auth-tls-root", "/ca.pem", "--auth-tls-root: only with an https:// --auth-url"},
         {"--bogus", "1", "--bogus: unknown option"},
         {"--max-broadcasts", "0", "--max-broadcasts:"},
         {"--max-session-broadcasts", "many", "--max-session-broadcasts:"},
@@ -580,6 +585,30 @@ START_TEST(auth_options)
 	unlink(path);
 	ck_assert_int_eq(parse(&c, env, err, "--auth-key", "/k.jwk", NULL), MOQ_ERR_CONFIG);
 	ck_assert_str_eq(err, "--auth-key-dir: cannot be combined with --auth-key");
+	/* moq-relay (doc/bin/relay/auth.md): "Setting both ... fails at
+	 * startup": --auth-url excludes the keys and the static rules, in one
+	 * line naming them */
+	ck_assert_int_eq(parse(&c, no_env, err, "--auth-url", "http://127.0.0.1:4440/",
+	                       "--auth-public-subscribe", "anon/**", "--auth-tls-root", "/x", NULL),
+	                 MOQ_ERR_CONFIG);
+	ck_assert_str_eq(err, "--auth-url: cannot be combined with --auth-public-subscribe");
+	ck_assert_int_eq(parse(&c, no_env, err, "--auth-url", "http://127.0.0.1:4440/",
+	                       "--auth-key", "/k.jwk", NULL),
+	                 MOQ_ERR_CONFIG);
+	ck_assert_str_eq(err, "--auth-url: cannot be combined with --auth-key");
+	ck_assert_int_eq(parse(&c, no_env, err, "--auth-url", "http://127.0.0.1:4440/",
+	                       "--auth-public", "**", NULL),
+	                 MOQ_ERR_CONFIG);
+	ck_assert_str_eq(err, "--auth-url: cannot be combined with --auth-public");
+	ck_assert_int_eq(parse(&c, no_env, err, "--auth-url", "https://auth.example/",
+	                       "--auth-tls-root", "/ca.pem", NULL),
+	                 0);
+	ck_assert_str_eq(c.auth_url, "https://auth.example/");
+	ck_assert_str_eq(c.auth_tls_root, "/ca.pem");
+	ck_assert_int_eq(parse(&c, no_env, err, "--auth-public-publish", "anon/**",
+	                       "--auth-public-subscribe", "anon/**,demo/**", NULL),
+	                 0);
+	ck_assert_str_eq(c.auth_public_subscribe, "anon/**,demo/**");
 }
 END_TEST
 

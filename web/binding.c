@@ -235,6 +235,7 @@ static const struct moq_binding_ops ws_ops = {
         .stream_stop_sending = b_stop,
         .close = b_close,
         .get_info = b_info,
+        .transport = "websocket",
 };
 
 /* the engine's callbacks: what qmux saw, to the session */

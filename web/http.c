@@ -237,7 +237,10 @@ static void serve_ws(struct wconn *c, uint64_t now)
 		size_t pl = qm ? (size_t)(qm - c->url) : c->urllen;
 
 		struct moq_auth_grant *g = NULL;
-		int ok = web_auth_grant(c, c->url, pl, qm ? qm + 1 : "",
+		/* --auth-url: the session asks the auth server once upgraded
+		 * (moq/access.c) and closes with 6 when refused */
+		int ok = (c->w->cfg.auth && moq_auth_url_client(c->w->cfg.auth)) ||
+		         web_auth_grant(c, c->url, pl, qm ? qm + 1 : "",
 		                        qm ? c->urllen - pl - 1 : 0, &g);
 
 		moq_auth_grant_free(g);

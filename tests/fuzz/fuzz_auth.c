@@ -108,8 +108,18 @@ static void check_grant(const struct moq_auth_grant *g)
 			for (size_t j = 0; j < l; j++)
 				if (p[j] == '/' && (j == 0 || j + 1 == l || p[j + 1] == '/'))
 					abort();
-			if (p[l] != 0 || !moq_auth_grant_allows(g, k == 0, p, l))
+			if (p[l] != 0)
 				abort();
+			/* a subtree allows its prefix; a pattern (auth/pattern.h)
+			 * its own text read as a path, and its head is a prefix of it */
+			if (v[k][i].pat) {
+				if (!moq_auth_grant_allows(g, k == 0, v[k][i].pat,
+				                           v[k][i].pat_len) ||
+				    strncmp(v[k][i].pat, p, l) != 0)
+					abort();
+			} else if (!moq_auth_grant_allows(g, k == 0, p, l)) {
+				abort();
+			}
 		}
 }
 
