@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "moq_int.h"
+#include "ietf_session.h"
 
 /* Control path allocations only: sessions, streams, subscriptions. The data
  * path (frames) allocates nothing but pooled header chunks. */
@@ -289,6 +290,10 @@ static int cb_established(struct moq_quic_conn *c, void *user, const char *alpn)
 void moq_binding_stream_data(struct moq_session *s, int64_t sid, const uint8_t *data, size_t len,
                              int fin)
 {
+	if (s && s->ietf) {
+		ietf_stream_data(s->ietf, sid, data, len, fin);
+		return;
+	}
 	if (!s || s->closing)
 		return;
 	s->depth++;
@@ -316,6 +321,10 @@ void moq_binding_stream_acked(struct moq_session *s, int64_t sid, uint64_t acked
 {
 	struct mstream *st;
 
+	if (s && s->ietf) {
+		ietf_stream_acked(s->ietf, sid, acked);
+		return;
+	}
 	if (!s || s->closing)
 		return;
 	st = smap_get(&s->streams, sid);
@@ -348,6 +357,10 @@ void moq_binding_stream_reset(struct moq_session *s, int64_t sid, uint64_t app_e
 	struct moq_node *n;
 	struct mstream *st;
 
+	if (s && s->ietf) {
+		ietf_stream_reset(s->ietf, sid, app_err);
+		return;
+	}
 	if (!s || s->closing)
 		return;
 	n = s->n;
@@ -420,6 +433,10 @@ static void stop_sending(struct moq_session *s, int64_t sid, uint64_t app_err)
 {
 	struct mstream *st;
 
+	if (s && s->ietf) {
+		ietf_stream_stop_sending(s->ietf, sid, app_err);
+		return;
+	}
 	if (!s || s->closing)
 		return;
 	st = smap_get(&s->streams, sid);
@@ -452,6 +469,10 @@ void moq_binding_stream_closed(struct moq_session *s, int64_t sid)
 {
 	struct mstream *st;
 
+	if (s && s->ietf && !s->freed) {
+		ietf_stream_closed(s->ietf, sid);
+		return;
+	}
 	if (!s || s->freed)
 		return;
 	st = smap_get(&s->streams, sid);
@@ -469,7 +490,9 @@ static void cb_stream_closed(struct moq_quic_conn *c, void *user, int64_t sid, u
 void moq_binding_writable(struct moq_session *s)
 {
 	/* moq_node_poll retries whatever waited for stream credit. */
-	if (s)
+	if (s && s->ietf)
+		ietf_writable(s->ietf);
+	else if (s)
 		sess_mark(s);
 }
 
@@ -484,6 +507,11 @@ void moq_binding_closed(struct moq_session *s, uint64_t code, int local)
 {
 	if (!s)
 		return;
+	if (s->ietf) {
+		struct ietf_sess *ie = s->ietf;
+		s->ietf = NULL;
+		ietf_closed(ie, code, local);
+	}
 	s->conn = NULL;
 	s->tp = NULL;
 	s->freed = 1;
@@ -539,6 +567,8 @@ struct moq_session *moq_binding_accept(struct moq_node *n, const struct moq_bind
 
 	if (!ops || !b || !url)
 		return NULL;
+	if (MOQ_VERSION_IS_IETF(v)) /* IETF moq-transport: ietf_session.c */
+		return ietf_binding_accept(n, ops, b, (int)v - MOQ_IETF_BINDING_BASE, url, url_len);
 	s = sess_new(n, NULL, 1);
 	if (!s) {
 		n->st.refused_bounds++;
