@@ -122,6 +122,7 @@ struct ietf_sess {
 	int64_t next_ibidi, next_iuni;   /* our streams on the inner (client-side ids) */
 	int64_t next_obidi, next_ouni;   /* inner-opened ids */
 	uint64_t next_peer_req, max_granted, peer_max, next_our_req, next_lite_id;
+	uint32_t open_reqs; /* client requests not yet over (14-16: MAX_REQUEST_ID) */
 	struct ie_ack *acks;
 	uint32_t nacks, cacks;
 	uint64_t objects_dropped;
@@ -155,6 +156,8 @@ static struct xs *xs_new(struct ietf_sess *ie, int inner, int64_t sid, uint8_t k
 
 static void xs_free(struct ietf_sess *ie, struct xs *x)
 {
+	if (x->inner && x->is_req && ie->open_reqs)
+		ie->open_reqs--;
 	for (struct xs **pp = &ie->streams; *pp; pp = &(*pp)->next)
 		if (*pp == x) {
 			*pp = x->next;
@@ -473,13 +476,7 @@ static int check_req_id(struct ietf_sess *ie, uint64_t id)
 		return -1;
 	}
 	ie->next_peer_req += 2;
-	if (ie->d <= MOQ_IETF_16 && ie->max_granted - ie->next_peer_req < IE_REQ_WINDOW / 2) {
-		struct moq_ietf_msg m = {0};
-		ie->max_granted += IE_REQ_WINDOW;
-		m.kind = IETF_MAX_REQUEST_ID;
-		m.request_id = ie->max_granted;
-		send_msg_on(ie, xs_find(ie, 0, ie->control_sid), &m, 0);
-	}
+	ie->open_reqs++;
 	return 0;
 }
 
@@ -1272,6 +1269,18 @@ static void pump(struct ietf_sess *ie)
 		nx = x->next;
 		if (x->gone && (!x->peer || x->peer->gone) && (x->inner || x->acked >= x->q_end))
 			xs_free(ie, x);
+	}
+	/* 14-16: the client may have IE_REQ_WINDOW / 2 requests open; more
+	 * room once some are over (draft-14 9.5 MAX_REQUEST_ID) */
+	if (ie->d <= MOQ_IETF_16 && ie->started && !ie->closing) {
+		uint64_t room = ie->next_peer_req + 2 * (uint64_t)(IE_REQ_WINDOW / 2 - ie->open_reqs);
+		if (ie->open_reqs <= IE_REQ_WINDOW / 2 && room >= ie->max_granted + IE_REQ_WINDOW / 2) {
+			struct moq_ietf_msg m = {0};
+			ie->max_granted = room;
+			m.kind = IETF_MAX_REQUEST_ID;
+			m.request_id = room;
+			send_msg_on(ie, xs_find(ie, 0, ie->control_sid), &m, 0);
+		}
 	}
 	if (ie->closing && ie->shell && ie->shell->tp) {
 		struct moq_session *sh = ie->shell;
