@@ -21,6 +21,10 @@ for (const [name, fn] of Object.entries({
 }))
 	if (!Set.prototype[name]) Object.defineProperty(Set.prototype, name, { value: fn, configurable: true, writable: true });
 
+// @moq/net logs on stdout; keep TAP clean
+console.log = (...a) => process.stderr.write(`${a.join(" ")}\n`);
+console.info = console.log;
+
 const VERSIONS = {
 	14: Ietf.Version.DRAFT_14, 15: Ietf.Version.DRAFT_15, 16: Ietf.Version.DRAFT_16,
 	17: Ietf.Version.DRAFT_17, 18: Ietf.Version.DRAFT_18, 19: Ietf.Version.DRAFT_19,
@@ -188,18 +192,106 @@ try {
 		}
 	}
 
-	// malformed input closes only the offender: a control stream that opens
-	// with an unknown message (draft-16), and a request id out of order
+	// malformed input closes only the offender (each on its own session,
+	// while the lite subscriber below goes on)
+	const closedIn = (quic, ms = 5000) =>
+		Promise.race([quic.closed.then((i) => i ?? "closed", (e) => String(e)), sleep(ms).then(() => null)]);
+	const bystander = await ietfConnect(relay.port, 20);
+	const watch = subscribeOn(bystander, "lite/src", 8, 30000);
 	{
+		// a control stream that opens with an unknown message (draft-16)
 		const quic = await transport(relay.port, 16);
 		const s = await Stream.open(quic);
 		await s.writer.write(new Uint8Array([0x3f, 0x00, 0x01, 0x00]));
-		const closed = await Promise.race([quic.closed.then(() => true, () => true), sleep(5000).then(() => false)]);
-		ok(closed, "malformed CLIENT_SETUP: the relay closes that session");
-		const still = await subscribe(url, "lite/src", 2);
-		ok(still.groups >= 2 && still.errors.length === 0, "... and serves everyone else");
-		still.conn.close();
+		const r = await closedIn(quic);
+		ok(r !== null, "draft-16: an unknown first message closes that session", JSON.stringify(r));
 	}
+	for (const d of [14, 16]) {
+		// a request id out of order (the first must be 0), after a good SETUP
+		const quic = await transport(relay.port, d);
+		const version = VERSIONS[d];
+		const s = await Stream.open(quic);
+		await s.writer.u53(0x20);
+		await new Ietf.ClientSetup({ versions: [version], parameters: new Ietf.SetupOptions() }).encode(s.writer, version);
+		const t = await s.reader.u53();
+		const server = await Ietf.ServerSetup.decode(s.reader, version);
+		const max = server.parameters.getVarint(Ietf.SetupOption.MaxRequestId);
+		ok(t === 0x21 && max > 0n, `draft-${d}: SERVER_SETUP grants MAX_REQUEST_ID ${max}`);
+		await s.writer.u53(Ietf.Subscribe.id);
+		await new Ietf.Subscribe({ requestId: 4n, trackNamespace: "lite/src", trackName: "data", subscriberPriority: 1 })
+			.encode(s.writer, version);
+		const r = await closedIn(quic);
+		ok(r !== null, `draft-${d}: request id 4 before 0 closes that session (INVALID_REQUEST_ID)`, JSON.stringify(r));
+	}
+	{
+		// draft-20: a request stream with a message type the draft lacks
+		const quic = await transport(relay.port, 20);
+		const { control } = await exchangeSetup(quic, VERSIONS[20], "bad");
+		const s = await Stream.open(quic, { version: VERSIONS[20] });
+		await s.writer.write(new Uint8Array([0x15, 0x00, 0x01, 0x00])); // MAX_REQUEST_ID: gone in 17
+		const r = await closedIn(quic);
+		ok(r !== null && control, "draft-20: MAX_REQUEST_ID on a request stream closes that session", JSON.stringify(r));
+	}
+	{
+		// a control message whose length runs past its stream's end (draft-14)
+		const quic = await transport(relay.port, 14);
+		const s = await Stream.open(quic);
+		await s.writer.write(new Uint8Array([0x20, 0x00, 0x09, 0x01, 0xc0]));
+		s.writer.close();
+		const r = await closedIn(quic);
+		ok(r !== null, "draft-14: a truncated CLIENT_SETUP and FIN closes that session", JSON.stringify(r));
+	}
+	const w = await watch;
+	ok(w.groups >= 8 && w.errors.length === 0, `... an IETF subscriber on another session read ${w.groups} groups meanwhile, every byte verified`,
+		w.errors.slice(0, 3).join("; "));
+	const still = await subscribe(url, "lite/src", 2);
+	ok(still.groups >= 2 && still.errors.length === 0, "... and a moq-lite subscriber still reads");
+	still.conn.close();
+
+	// PUBLISH_DONE: an IETF publisher ends its track; the IETF subscriber's
+	// subscription ends (no more groups) rather than hanging
+	{
+		const pc = await ietfConnect(relay.port, 20);
+		const p = publishOn(pc, "ietf/ending");
+		await waitAnnounced(url, "ietf/ending");
+		const sc = await ietfConnect(relay.port, 16);
+		const sub = sc.consume(Moq.Path.from("ietf/ending")).subscribe("data");
+		const first = await Promise.race([sub.recvGroup(), sleep(8000).then(() => null)]);
+		p.stop();
+		let ended = false;
+		const deadline = Date.now() + 15000;
+		while (Date.now() < deadline) {
+			const g = await Promise.race([sub.recvGroup(), sleep(deadline - Date.now()).then(() => null)]);
+			if (g === undefined) {
+				ended = true;
+				break;
+			}
+			if (g === null) break;
+		}
+		ok(first && ended, "draft-20 publisher ends its track: the draft-16 subscriber gets PUBLISH_DONE (its track ends)");
+		pc.close();
+		sc.close();
+	}
+
+	// GOAWAY on drain (SIGQUIT): every IETF session is told
+	{
+		const warned = [];
+		const warn = console.warn;
+		console.warn = (...a) => warned.push(a.join(" "));
+		const c16 = await ietfConnect(relay.port, 16);
+		const c20 = await ietfConnect(relay.port, 20);
+		await sleep(300);
+		process.kill(relay.proc.pid, "SIGQUIT");
+		const deadline = Date.now() + 8000;
+		while (Date.now() < deadline && warned.filter((l) => /GOAWAY/.test(l)).length < 2) await sleep(50);
+		console.warn = warn;
+		const got = warned.filter((l) => /GOAWAY/.test(l));
+		ok(got.some((l) => /control stream/.test(l)) && got.some((l) => /redirect URI/.test(l)),
+			"drain: GOAWAY reaches a draft-16 (control stream) and a draft-20 (SETUP stream) session", got.join(" | "));
+		c16.close();
+		c20.close();
+	}
+	bystander.close();
 } catch (e) {
 	ok(false, "no exception", e?.stack ?? String(e));
 } finally {
