@@ -27,8 +27,6 @@
  */
 #include "ietf_session.h"
 
-#include <stdio.h>
-
 #include "ietf_codec.h"
 #include "moq_err.h"
 #include "moq_int.h"
@@ -329,8 +327,7 @@ static void fail_session_at(struct ietf_sess *ie, uint64_t code, int line)
 {
 	if (ie->closing)
 		return;
-	if (getenv("IETF_DEBUG"))
-		fprintf(stderr, "ietf d%d: close 0x%llx (line %d)\n", ie->d, (unsigned long long)code, line);
+	(void)line; /* the call site, for a debugger */
 	ie->closing = 1;
 	ie->close_code = code;
 }
@@ -674,9 +671,6 @@ static void on_msg(struct ietf_sess *ie, struct xs *ox, const struct moq_ietf_ms
 {
 	struct xs *i;
 
-	if (getenv("IETF_DEBUG"))
-		fprintf(stderr, "ietf d%d: %s id=%llu\n", ie->d, moq_ietf_kind_name(m->kind),
-		        (unsigned long long)m->request_id);
 	switch (m->kind) {
 	case IETF_SUBSCRIBE:
 		if (check_req_id(ie, m->request_id) < 0)
@@ -828,6 +822,7 @@ static int start_inner(struct ietf_sess *ie, const struct moq_ietf_params *ps)
 	if (!in)
 		return MOQ_ERR_LIMIT;
 	ie->inner = in;
+	in->ietf_owner = ie;
 	ie->started = 1;
 	return 0;
 }
@@ -1199,6 +1194,11 @@ static void ie_free(struct ietf_sess *ie)
 	free(ie);
 }
 
+void ietf_inner_gone(struct ietf_sess *ie)
+{
+	ie->inner = NULL;
+}
+
 void ietf_closed(struct ietf_sess *ie, uint64_t code, int local)
 {
 	struct moq_session *in = ie->inner;
@@ -1296,8 +1296,6 @@ static int ie_open(void *b, int bidi, int64_t *sid)
 	struct ietf_sess *ie = b;
 	struct xs *x;
 
-	if (getenv("IETF_DEBUG"))
-		fprintf(stderr, "ietf inner opens %s\n", bidi ? "bidi" : "uni");
 	if (bidi) {
 		*sid = ie->next_obidi;
 		ie->next_obidi += 4;
@@ -1678,9 +1676,6 @@ static void ie_close(void *b, uint64_t code)
 {
 	struct ietf_sess *ie = b;
 
-	if (getenv("IETF_DEBUG"))
-		fprintf(stderr, "ietf d%d: lite session closes, code %llu\n", ie->d,
-		        (unsigned long long)code);
 	/* lite codes: 0 clean; anything else an internal / protocol error */
 	fail_session(ie, code == 0 ? IETF_CLOSE_NO_ERROR
 	                 : code == MOQ_CODE_UNAUTHORIZED ? IETF_CLOSE_UNAUTHORIZED

@@ -34,6 +34,9 @@ void ietf_stream_reset(struct ietf_sess *ie, int64_t sid, uint64_t code);
 void ietf_stream_stop_sending(struct ietf_sess *ie, int64_t sid, uint64_t code);
 void ietf_stream_closed(struct ietf_sess *ie, int64_t sid);
 void ietf_writable(struct ietf_sess *ie);
+/* The lite session of @ie is being freed (by its node, or by ietf_closed). */
+void ietf_inner_gone(struct ietf_sess *ie);
+
 /* The shell's transport closed (frees @ie and its lite session). */
 void ietf_closed(struct ietf_sess *ie, uint64_t code, int local);
 

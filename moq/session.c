@@ -128,6 +128,15 @@ void sess_free(struct moq_session *s, uint64_t code, int local)
 {
 	struct moq_node *n = s->n;
 
+	if (s->ietf_owner) { /* the lite session of an IETF shell */
+		ietf_inner_gone(s->ietf_owner);
+		s->ietf_owner = NULL;
+	}
+	if (s->ietf) { /* an IETF shell freed without moq_binding_closed (node destroy) */
+		struct ietf_sess *ie = s->ietf;
+		s->ietf = NULL;
+		ietf_closed(ie, code, local);
+	}
 	s->closing = 1;
 	if (n->cfg.cb && n->cfg.cb->session_closed)
 		n->cfg.cb->session_closed(s, n->cfg.user, code, local);
