@@ -1704,50 +1704,64 @@ static const struct moq_binding_ops ie_ops = {
 
 /* ---- accept ---- */
 
-struct moq_session *ietf_binding_accept(struct moq_node *n, const struct moq_binding_ops *ops,
-                                        void *b, int d, const char *url, size_t url_len)
+/* The translator of shell @s (transport set up): draft @d, binding URL @url. */
+static struct ietf_sess *ie_new(struct moq_session *s, int d, const char *url, size_t url_len)
 {
-	struct moq_session *s;
-	struct ietf_sess *ie;
+	struct ietf_sess *ie = calloc(1, sizeof(*ie));
 
-	if (d < MOQ_IETF_FIRST || d > MOQ_IETF_LAST || !ops || !b)
-		return NULL;
-	ie = calloc(1, sizeof(*ie));
 	if (!ie)
 		return NULL;
-	s = sess_new(n, NULL, 1);
-	if (!s) {
-		free(ie);
-		n->st.refused_bounds++;
-		return NULL;
-	}
-	s->bops = ops;
-	s->tp = b;
-	s->ietf = ie;
-	ie->shell = s;
-	ie->n = n;
-	ie->d = (enum moq_ietf_draft)d;
-	ie->control_sid = -1;
-	ie->next_ibidi = 0;  /* client-initiated bidi */
-	ie->next_iuni = 2;   /* client-initiated uni */
-	ie->next_obidi = 1;  /* server-initiated bidi */
-	ie->next_ouni = 3;   /* server-initiated uni */
-	ie->next_our_req = 1; /* server request ids are odd */
-	ie->max_granted = IE_REQ_WINDOW;
 	if (url && url_len && !(ie->url = memdup0(url, url_len))) {
-		s->ietf = NULL;
-		s->tp = NULL;
-		s->freed = 1;
-		sess_free(s, 0, 1);
 		free(ie);
 		return NULL;
 	}
 	ie->url_len = ie->url ? url_len : 0;
+	s->ietf = ie;
+	ie->shell = s;
+	ie->n = s->n;
+	ie->d = (enum moq_ietf_draft)d;
+	ie->control_sid = -1;
+	ie->next_ibidi = 0;   /* client-initiated bidi */
+	ie->next_iuni = 2;    /* client-initiated uni */
+	ie->next_obidi = 1;   /* server-initiated bidi */
+	ie->next_ouni = 3;    /* server-initiated uni */
+	ie->next_our_req = 1; /* server request ids are odd */
+	ie->max_granted = IE_REQ_WINDOW;
 	if (ie->d >= MOQ_IETF_17) {
 		/* draft-17: each side opens its SETUP uni stream at once */
 		struct xs *so = ox_open(ie, 0, X_SETUP_OUT);
 		if (so)
 			send_our_setup(ie, so, NULL);
+	}
+	return ie;
+}
+
+int ietf_quic_attach(struct moq_session *s, int d)
+{
+	if (d < MOQ_IETF_FIRST || d > MOQ_IETF_LAST)
+		return MOQ_ERR_INVAL;
+	return ie_new(s, d, NULL, 0) ? 0 : MOQ_ERR_NOMEM;
+}
+
+struct moq_session *ietf_binding_accept(struct moq_node *n, const struct moq_binding_ops *ops,
+                                        void *b, int d, const char *url, size_t url_len)
+{
+	struct moq_session *s;
+
+	if (d < MOQ_IETF_FIRST || d > MOQ_IETF_LAST || !ops || !b)
+		return NULL;
+	s = sess_new(n, NULL, 1);
+	if (!s) {
+		n->st.refused_bounds++;
+		return NULL;
+	}
+	s->bops = ops;
+	s->tp = b;
+	if (!ie_new(s, d, url, url_len)) {
+		s->tp = NULL;
+		s->freed = 1;
+		sess_free(s, 0, 1);
+		return NULL;
 	}
 	return s;
 }

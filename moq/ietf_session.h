@@ -27,6 +27,10 @@ struct ietf_sess;
 struct moq_session *ietf_binding_accept(struct moq_node *n, const struct moq_binding_ops *ops,
                                         void *b, int d, const char *url, size_t url_len);
 
+/* Called by session.c: raw QUIC session @s (server) negotiated the ALPN of
+ * draft @d; it becomes the shell. 0, or MOQ_ERR_NOMEM / MOQ_ERR_INVAL. */
+int ietf_quic_attach(struct moq_session *s, int d);
+
 /* The shell's input, diverted by session.c's moq_binding_* entry points. */
 void ietf_stream_data(struct ietf_sess *ie, int64_t sid, const uint8_t *data, size_t len, int fin);
 void ietf_stream_acked(struct ietf_sess *ie, int64_t sid, uint64_t acked);

@@ -12,6 +12,7 @@
 
 #include "moq_int.h"
 #include "ietf_session.h"
+#include "ietf_codec.h"
 
 /* Control path allocations only: sessions, streams, subscriptions. The data
  * path (frames) allocates nothing but pooled header chunks. */
@@ -291,6 +292,16 @@ static int cb_established(struct moq_quic_conn *c, void *user, const char *alpn)
 
 	(void)c;
 	ENTER(s);
+	{
+		/* an IETF moq-transport ALPN: the session becomes its shell */
+		int d = alpn ? moq_ietf_alpn_draft(alpn, strlen(alpn)) : 0;
+		if (d && !s->bops && s->server) {
+			if (ietf_quic_attach(s, d) < 0)
+				sess_fail(s, MOQ_CODE_UNKNOWN_ALPN);
+			LEAVE(s);
+			return 0;
+		}
+	}
 	sess_established(s, alpn_version(alpn));
 	LEAVE(s);
 	return 0;
