@@ -161,8 +161,11 @@ static void xs_free(struct ietf_sess *ie, struct xs *x)
 			*pp = x->next;
 			break;
 		}
-	if (x->peer && x->peer->peer == x)
-		x->peer->peer = NULL;
+	/* every link to it goes (a request stream's peer may have been
+	 * relinked, so not only x->peer's) */
+	for (struct xs *o = ie->streams; o; o = o->next)
+		if (o->peer == x)
+			o->peer = NULL;
 	while (x->qh) {
 		struct oq *q = x->qh;
 		x->qh = q->next;
