@@ -132,8 +132,15 @@ const url = new URL(`http://127.0.0.1:${relay.port}/`);
 process.on("uncaughtException", (e) => process.stdout.write(`# uncaught: ${e}\n`));
 process.on("unhandledRejection", (e) => process.stdout.write(`# unhandled: ${e}\n`));
 const drafts = process.argv.length > 3 ? process.argv.slice(3).map(Number) : [14, 15, 16, 17, 18, 19, 20];
-const litePub = await publish(url, "lite/src");
+let litePub = await publish(url, "lite/src");
 try {
+	// the moq-lite publisher every draft reads: announced before the drafts
+	// run (one retry: a slow relay, e.g. under ASan, may miss the first)
+	if (!(await waitAnnounced(url, "lite/src", 15000))) {
+		litePub.stop();
+		litePub = await publish(url, "lite/src");
+	}
+	ok(await waitAnnounced(url, "lite/src", 15000), "the moq-lite-05 publisher is announced");
 	for (const d of drafts) {
 		const tag = `draft-${d}`;
 		let pubConn;
