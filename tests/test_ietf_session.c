@@ -54,7 +54,7 @@ static struct {
 	struct moq_node *relay;
 	struct moq_quic_endpoint *rep, *cep;
 	struct moq_quic_link *lnk;
-	struct client pub, sub, bad;
+	struct client pub, sub, bad, flood;
 } T;
 
 static uint64_t now(void)
@@ -152,7 +152,20 @@ static int cb_established(struct moq_quic_conn *c, void *user, const char *alpn)
 	moq_ietf_param_add(&m.params, IETF_OPT_MAX_REQUEST_ID, 100, (struct moq_str){0});
 	send_msg(cl, sid, &m, 0);
 	memset(&m, 0, sizeof(m));
-	if (cl == &T.bad) {
+	if (cl == &T.flood) {
+		/* 14-16: one request past MAX_REQUEST_ID (512: ids 0..510 allowed,
+		 * all still open): TOO_MANY_REQUESTS */
+		for (uint64_t id = 0; id <= 512; id += 2) {
+			char name[16];
+			memset(&m, 0, sizeof(m));
+			m.kind = IETF_SUBSCRIBE_NAMESPACE;
+			m.request_id = id;
+			m.ns_n = 1;
+			m.ns[0] = (struct moq_str){name, (size_t)snprintf(name, sizeof(name), "n%u",
+			                                                    (unsigned)id)};
+			send_msg(cl, req_stream(cl), &m, 0);
+		}
+	} else if (cl == &T.bad) {
 		/* request id 2 before 0: INVALID_REQUEST_ID */
 		m.kind = IETF_SUBSCRIBE_NAMESPACE;
 		m.request_id = 2;
@@ -364,6 +377,7 @@ static void t_init(int d)
 		T.pub.st[i].sid = -1;
 		T.sub.st[i].sid = -1;
 		T.bad.st[i].sid = -1;
+		T.flood.st[i].sid = -1;
 	}
 	moq_cache_counting_init(&T.cnt);
 	cc.alloc = moq_cache_counting_alloc(&T.cnt);
@@ -467,6 +481,11 @@ static int b_closed(void)
 	return T.bad.closed;
 }
 
+static int f_closed(void)
+{
+	return T.flood.closed;
+}
+
 static void run_draft(int d)
 {
 	t_init(d);
@@ -486,6 +505,12 @@ static void run_draft(int d)
 	ck_assert_msg(t_until(b_closed, 3000 * MS), "d%d: the offender is still open", d);
 	ck_assert_uint_eq(T.bad.close_code, IETF_CLOSE_INVALID_REQUEST_ID);
 	ck_assert(!T.pub.closed && !T.sub.closed);
+	if (d <= 16) {
+		t_connect(&T.flood, d, 0, 20004);
+		ck_assert_msg(t_until(f_closed, 5000 * MS), "d%d: 257 open requests accepted", d);
+		ck_assert_uint_eq(T.flood.close_code, IETF_CLOSE_TOO_MANY_REQUESTS);
+		ck_assert(!T.pub.closed && !T.sub.closed);
+	}
 	t_fini();
 }
 
