@@ -89,6 +89,7 @@ struct xs {
 	uint64_t req_id, alias, lite_id;
 	uint8_t ok_sent, done_sent, is_req;
 	uint64_t in_l; /* inner bytes consumed (inner-opened streams) */
+	size_t lite_tlen; /* I_SUB_IN: the track name after prefix's NUL */
 	/* I_GROUP_OUT: the lite group stream read */
 	struct moq_group_rx grx;
 	uint8_t grx_init;
@@ -500,6 +501,14 @@ static void on_client_subscribe(struct ietf_sess *ie, struct xs *ox, const struc
 	}
 	i->req_id = m->request_id;
 	i->alias = m->request_id; /* as @moq/net: the track alias is the request id */
+	/* kept for a joining FETCH: "path\0track" */
+	if ((i->prefix = malloc((size_t)pl + m->name.len + 1))) {
+		memcpy(i->prefix, path, (size_t)pl);
+		i->prefix[pl] = '\0';
+		memcpy(i->prefix + pl + 1, m->name.p, m->name.len);
+		i->plen = (size_t)pl;
+		i->lite_tlen = m->name.len;
+	}
 	i->lite_id = ie->next_lite_id++;
 	i->is_req = 1;
 	if (ox) {
@@ -668,6 +677,159 @@ static void on_sub_reply(struct ietf_sess *ie, struct xs *i, const struct moq_ie
 	}
 }
 
+
+/* ---- FETCH, served from the relay's cache ---- */
+
+/* Write group @seq of @ct (complete frames so far) as FETCH objects on @o. */
+static int fetch_group(struct ietf_sess *ie, struct xs *o, struct moq_cache_track *ct, uint64_t seq,
+                       struct moq_ietf_fetch_obj *prev, int *have_prev, uint64_t *last_obj)
+{
+	struct moq_cache_group *g;
+	struct moq_cache_cursor cur = {0};
+	int n = 0;
+
+	if (moq_cache_track_group(ct, seq, &g) < 0)
+		return 0; /* gone or skipped: nothing of it */
+	for (;;) {
+		struct moq_cache_frame f[16];
+		int k = moq_cache_read_frames(g, &cur, f, 16);
+
+		if (k <= 0)
+			break;
+		for (int i = 0; i < k; i++) {
+			struct moq_ietf_fetch_obj ob = {0};
+			uint8_t hb[64];
+			int hn;
+
+			if (!moq_cache_frame_complete(&f[i]) || f[i].start)
+				continue; /* a frame still arriving: not fetched */
+			ob.group = seq;
+			ob.object = f[i].index;
+			ob.priority = 128;
+			ob.payload_len = f[i].size;
+			hn = moq_ietf_fetch_obj_encode_head(hb, sizeof(hb), ie->d, *have_prev ? prev : NULL,
+			                                    &ob);
+			if (hn < 0)
+				break;
+			ox_write(ie, o, hb, (size_t)hn, 0);
+			if (f[i].data) {
+				ox_write(ie, o, f[i].data, f[i].len, 0);
+			} else {
+				struct iovec iov[16];
+				int ni = moq_cache_group_iov(g, f[i].offset, f[i].len, iov, 16);
+				for (int j = 0; j < ni; j++)
+					ox_write(ie, o, iov[j].iov_base, iov[j].iov_len, 0);
+			}
+			*prev = ob;
+			*have_prev = 1;
+			*last_obj = ob.object;
+			n++;
+		}
+	}
+	moq_cache_group_unref(g);
+	return n;
+}
+
+static void on_fetch(struct ietf_sess *ie, struct xs *ox, const struct moq_ietf_msg *m)
+{
+	char path[MOQ_IETF_MAX_NAME + MOQ_IETF_MAX_NS * 2];
+	const char *track;
+	size_t tlen;
+	int pl;
+	char *full = NULL;
+	size_t flen = 0;
+	struct upstream *up;
+	uint64_t latest = 0, start, end, last_group = 0, last_obj = 0;
+	struct moq_ietf_fetch_obj prev;
+	int have_prev = 0, got = 0;
+	struct xs *o;
+	struct moq_ietf_msg ok = {0};
+	enum moq_ietf_kind ek = IETF_FETCH_ERROR;
+	struct xs *on = ox ? ox : xs_find(ie, 0, ie->control_sid);
+	uint8_t hb[32];
+	int hn;
+
+	if (ie->d < MOQ_IETF_20 && m->fetch_type != IETF_FETCH_STANDALONE) {
+		/* joining: the track of the client's subscription @joining_id */
+		struct xs *j = find_kind(ie, I_SUB_IN, m->joining_id, 0);
+		if (!j || !j->prefix) {
+			send_req_error(ie, on, m->request_id, IETF_REQ_DOES_NOT_EXIST,
+			               "no such subscription", ek);
+			return;
+		}
+		memcpy(path, j->prefix, j->plen);
+		pl = (int)j->plen;
+		track = j->prefix + j->plen + 1;
+		tlen = j->lite_tlen;
+	} else {
+		pl = moq_ietf_ns_to_path(path, sizeof(path), m->ns, m->ns_n);
+		track = m->name.p;
+		tlen = m->name.len;
+	}
+	if (pl < 0 || !ie->inner ||
+	    path_norm_join(ie->inner->root, ie->inner->rootlen, path, (size_t)pl, &full, &flen) < 0 ||
+	    !full) {
+		send_req_error(ie, on, m->request_id, IETF_REQ_DOES_NOT_EXIST, "bad namespace", ek);
+		return;
+	}
+	up = up_find(ie->n, full, flen, track, tlen);
+	free(full);
+	if (!up || !up->ct || moq_cache_track_latest(up->ct, &latest) < 0) {
+		send_req_error(ie, on, m->request_id, IETF_REQ_DOES_NOT_EXIST, "not in the cache", ek);
+		return;
+	}
+	/* the range, in groups */
+	if (ie->d >= MOQ_IETF_20) {
+		start = m->filter.kind == IETF_F_ABSOLUTE ? m->filter.start.group : 0;
+		end = m->filter.kind == IETF_F_ABSOLUTE && m->filter.has_end ? m->filter.end_group
+		                                                             : latest;
+		if (m->filter.kind == IETF_F_RELATIVE)
+			start = latest + 1 > m->filter.groups ? latest + 1 - m->filter.groups : 0;
+	} else if (m->fetch_type == IETF_FETCH_STANDALONE) {
+		start = m->start.group;
+		end = m->end.group;
+	} else if (m->fetch_type == IETF_FETCH_RELATIVE_JOINING) {
+		/* draft-14 9.16.2: the joining_start groups before the live edge */
+		start = latest > m->joining_start ? latest - m->joining_start : 0;
+		end = latest;
+	} else {
+		start = m->joining_start;
+		end = latest;
+	}
+	if (end > latest)
+		end = latest;
+	if (start > end) {
+		send_req_error(ie, on, m->request_id, IETF_REQ_INVALID_RANGE, "invalid range", ek);
+		return;
+	}
+	o = ox_open(ie, 0, X_SG_OUT);
+	if (!o) {
+		send_req_error(ie, on, m->request_id, IETF_REQ_INTERNAL, "no stream", ek);
+		return;
+	}
+	/* FETCH_OK first, then the FETCH stream: type 0x05, request id,
+	 * objects in ascending order */
+	ok.kind = IETF_FETCH_OK;
+	ok.request_id = m->request_id;
+	ok.group_order = 1;
+	ok.end.group = end;
+	send_msg_on(ie, on, &ok, 0);
+	hn = moq_ietf_varint_put(hb, sizeof(hb), ie->d, IETF_STREAM_FETCH);
+	hn += moq_ietf_varint_put(hb + hn, sizeof(hb) - (size_t)hn, ie->d, m->request_id);
+	ox_write(ie, o, hb, (size_t)hn, 0);
+	for (uint64_t g = start; g <= end && g - start < 1024; g++) {
+		if (fetch_group(ie, o, up->ct, g, &prev, &have_prev, &last_obj) > 0) {
+			last_group = g;
+			got = 1;
+		}
+	}
+	(void)got;
+	(void)last_group;
+	ox_write(ie, o, NULL, 0, 1); /* freed once acknowledged (pump) */
+	if (ox)
+		ox_write(ie, ox, NULL, 0, 1); /* 17+: the request is over */
+}
+
 /* ---- a control message from the client ---- */
 
 static void on_msg(struct ietf_sess *ie, struct xs *ox, const struct moq_ietf_msg *m)
@@ -690,15 +852,19 @@ static void on_msg(struct ietf_sess *ie, struct xs *ox, const struct moq_ietf_ms
 			return;
 		on_subscribe_namespace(ie, ox, m);
 		break;
-	case IETF_TRACK_STATUS_REQUEST:
 	case IETF_FETCH:
+		if (check_req_id(ie, m->request_id) < 0)
+			return;
+		on_fetch(ie, ox, m);
+		ie->open_reqs--; /* answered at once */
+		break;
+	case IETF_TRACK_STATUS_REQUEST:
 	case IETF_PUBLISH:
 		if (check_req_id(ie, m->request_id) < 0)
 			return;
 		send_req_error(ie, ox, m->request_id, IETF_REQ_NOT_SUPPORTED, "not supported",
-		               m->kind == IETF_FETCH     ? IETF_FETCH_ERROR
-		               : m->kind == IETF_PUBLISH ? IETF_PUBLISH_ERROR
-		                                         : IETF_SUBSCRIBE_ERROR);
+		               m->kind == IETF_PUBLISH ? IETF_PUBLISH_ERROR : IETF_SUBSCRIBE_ERROR);
+		ie->open_reqs--; /* answered at once */
 		break;
 	case IETF_UNSUBSCRIBE:
 		client_unsubscribe(ie, find_kind(ie, I_SUB_IN, m->request_id, 0));
@@ -1270,7 +1436,11 @@ static void pump(struct ietf_sess *ie)
 	/* garbage: records whose both sides are over */
 	for (struct xs *x = ie->streams, *nx; x; x = nx) {
 		nx = x->next;
-		if (x->gone && (!x->peer || x->peer->gone) && (x->inner || x->acked >= x->q_end))
+		/* an outer stream the transport closed references nothing of ours
+		 * any more; one we finished is done once all is acknowledged */
+		if ((x->gone && (!x->peer || x->peer->gone)) ||
+		    (!x->inner && !x->peer && x->kind == X_SG_OUT && x->fin_sent &&
+		     x->acked >= x->q_end))
 			xs_free(ie, x);
 	}
 	/* 14-16: the client may have IE_REQ_WINDOW / 2 requests open; more

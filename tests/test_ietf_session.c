@@ -45,6 +45,8 @@ struct client {
 	int groups_sent, sending;
 	uint64_t next_send;
 	int groups_ok, objs_ok, errors;
+	int fetch_ok, fetch_objs, fetch_done, fetch_first_group;
+	uint64_t fetch_req;
 	struct cstream st[NSTREAMS];
 };
 
@@ -265,6 +267,9 @@ static void on_control(struct client *cl, struct cstream *s)
 			cl->sub_ok = 1;
 			cl->alias = m.track_alias;
 			break;
+		case IETF_FETCH_OK:
+			cl->fetch_ok++;
+			break;
 		default:
 			break;
 		}
@@ -318,6 +323,49 @@ static void on_subgroup(struct client *cl, struct cstream *s)
 	}
 }
 
+/* A FETCH stream: type 0x05, request id, objects (group, object, payload). */
+static void on_fetch_stream(struct client *cl, struct cstream *s)
+{
+	static struct moq_ietf_fetch_obj prev;
+	size_t o = 0;
+	uint64_t t, id;
+	int k, first = 1;
+
+	if (!s->fin)
+		return; /* read it whole */
+	k = moq_ietf_varint_get(s->buf, s->len, cl->d, &t);
+	o += (size_t)k;
+	k = moq_ietf_varint_get(s->buf + o, s->len - o, cl->d, &id);
+	o += (size_t)k;
+	if (t != IETF_STREAM_FETCH || id != cl->fetch_req)
+		cl->errors++;
+	while (o < s->len) {
+		struct moq_ietf_fetch_obj ob;
+		int want;
+		k = moq_ietf_fetch_obj_decode_head(s->buf + o, s->len - o, cl->d, first ? NULL : &prev,
+		                                   &ob);
+		if (k <= 0 || s->len - o - (size_t)k < ob.payload_len) {
+			cl->errors++;
+			break;
+		}
+		o += (size_t)k;
+		if (first)
+			cl->fetch_first_group = (int)ob.group;
+		want = (int)(ob.group * OBJS + ob.object);
+		if (ob.payload_len != (size_t)(10 + want))
+			cl->errors++;
+		for (size_t i = 0; i < ob.payload_len; i++)
+			if (s->buf[o + i] != 'A' + want)
+				cl->errors++;
+		o += ob.payload_len;
+		prev = ob;
+		first = 0;
+		cl->fetch_objs++;
+	}
+	cl->fetch_done++;
+	s->hdr = 2;
+}
+
 static int cb_stream_data(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t off,
                           const uint8_t *data, size_t len, int fin)
 {
@@ -336,7 +384,9 @@ static int cb_stream_data(struct moq_quic_conn *c, void *user, int64_t sid, uint
 			on_control(cl, s); /* its SETUP stream (type 0x2f00) */
 			return 0;
 		}
-		if (s->hdr != 2)
+		if (s->hdr != 2 && s->len && s->buf[0] == IETF_STREAM_FETCH)
+			on_fetch_stream(cl, s);
+		else if (s->hdr != 2)
 			on_subgroup(cl, s);
 		return 0;
 	}
@@ -476,6 +526,16 @@ static int s_groups(void)
 	return T.sub.groups_ok >= GROUPS || T.sub.errors;
 }
 
+static int s_fetched(void)
+{
+	return (T.sub.fetch_ok >= 1 && T.sub.fetch_done >= 1) || T.sub.errors;
+}
+
+static int s_fetched2(void)
+{
+	return (T.sub.fetch_ok >= 2 && T.sub.fetch_done >= 2) || T.sub.errors;
+}
+
 static int b_closed(void)
 {
 	return T.bad.closed;
@@ -500,6 +560,50 @@ static void run_draft(int d)
 	ck_assert_int_eq(T.pub.groups_sent, GROUPS);
 	/* every object of every group, in order, byte for byte */
 	ck_assert_int_eq(T.sub.objs_ok, GROUPS * OBJS);
+	/* FETCH groups 1 and 2 of what the relay cached (standalone; 20: the
+	 * LOCATION_FILTER form) */
+	{
+		struct moq_ietf_msg m = {0};
+		m.kind = IETF_FETCH;
+		m.request_id = 2;
+		ns_of(&m);
+		m.name = (struct moq_str){"video", 5};
+		m.priority = 1;
+		m.group_order = 1;
+		m.fetch_type = IETF_FETCH_STANDALONE;
+		m.start.group = 1;
+		m.end.group = 2;
+		m.filter.kind = IETF_F_ABSOLUTE;
+		m.filter.start.group = 1;
+		m.filter.has_end = true;
+		m.filter.end_group = 2;
+		T.sub.fetch_req = 2;
+		send_msg(&T.sub, req_stream(&T.sub), &m, 0);
+		ck_assert_msg(t_until(s_fetched, 3000 * MS), "d%d: FETCH: ok %d, streams %d", d,
+		              T.sub.fetch_ok, T.sub.fetch_done);
+		ck_assert_int_eq(T.sub.fetch_objs, 2 * OBJS);
+		ck_assert_int_eq(T.sub.fetch_first_group, 1);
+		ck_assert_int_eq(T.sub.errors, 0);
+	}
+	/* a joining FETCH (14-19): the group before the live edge and the
+	 * live one, of the subscription with request id 0 */
+	if (d < 20) {
+		struct moq_ietf_msg m = {0};
+		m.kind = IETF_FETCH;
+		m.request_id = 4;
+		m.priority = 1;
+		m.group_order = 1;
+		m.fetch_type = IETF_FETCH_RELATIVE_JOINING;
+		m.joining_id = 0;
+		m.joining_start = 1;
+		T.sub.fetch_req = 4;
+		T.sub.fetch_objs = 0;
+		send_msg(&T.sub, req_stream(&T.sub), &m, 0);
+		ck_assert_msg(t_until(s_fetched2, 3000 * MS), "d%d: joining FETCH", d);
+		ck_assert_int_eq(T.sub.fetch_objs, 2 * OBJS);
+		ck_assert_int_eq(T.sub.fetch_first_group, GROUPS - 2);
+		ck_assert_int_eq(T.sub.errors, 0);
+	}
 	/* a request id out of order closes only its session */
 	t_connect(&T.bad, d, 0, 20003);
 	ck_assert_msg(t_until(b_closed, 3000 * MS), "d%d: the offender is still open", d);
