@@ -5,7 +5,7 @@
  * binding (no QUIC). The input is a program: open a session of a draft,
  * give it a valid SETUP, write raw bytes on a stream (the client's bidi or
  * uni streams, or the relay's), a valid PUBLISH_NAMESPACE / SUBSCRIBE /
- * SUBSCRIBE_NAMESPACE / subgroup stream, end or reset a stream, acknowledge
+ * SUBSCRIBE_NAMESPACE / FETCH / subgroup stream, end or reset a stream, acknowledge
  * what the relay wrote, close a session, poll. After every input all
  * sessions close: the node must hold no session and no broadcast.
  */
@@ -189,9 +189,18 @@ static size_t op(const uint8_t *p, size_t n)
 		m.name = (struct moq_str){"t", 1};
 		m.forward = 1;
 		m.filter.kind = IETF_F_NEXT_OBJECT;
-		m.kind = (p[1] >> 1) % 3 == 0   ? IETF_PUBLISH_NAMESPACE
-		         : (p[1] >> 1) % 3 == 1 ? IETF_SUBSCRIBE
-		                                : IETF_SUBSCRIBE_NAMESPACE;
+		m.kind = (p[1] >> 1) % 4 == 0   ? IETF_PUBLISH_NAMESPACE
+		         : (p[1] >> 1) % 4 == 1 ? IETF_SUBSCRIBE
+		         : (p[1] >> 1) % 4 == 2 ? IETF_SUBSCRIBE_NAMESPACE
+		                                : IETF_FETCH;
+		/* FETCH: standalone or joining (14-19), a range in the filter (20) */
+		m.fetch_type = 1 + (p[1] >> 3) % 3;
+		m.joining_id = (p[1] >> 4) & 6;
+		m.joining_start = p[1] & 3;
+		m.end.group = p[1] & 7;
+		m.filter.kind = (p[1] & 0x40) ? IETF_F_ABSOLUTE : IETF_F_NEXT_OBJECT;
+		m.filter.has_end = (p[1] & 0x20) != 0;
+		m.filter.end_group = p[1] & 15;
 		if (m.kind == IETF_SUBSCRIBE_NAMESPACE)
 			m.ns_n = 1;
 		send_msg(f, req_sid(f, p[1] >> 3), &m);
