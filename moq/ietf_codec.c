@@ -817,8 +817,7 @@ static void wfilter_inline(struct wr *w, const struct moq_ietf_filter *f)
 		w->o += (size_t)k;
 }
 
-int moq_ietf_loc_decode(const uint8_t *p, size_t n, enum moq_ietf_draft d,
-                        struct moq_ietf_loc *l)
+int moq_ietf_loc_decode(const uint8_t *p, size_t n, enum moq_ietf_draft d, struct moq_ietf_loc *l)
 {
 	struct rd r = {p, n, 0, d, 0};
 
@@ -973,7 +972,8 @@ static void enc_body(struct wr *w, const struct moq_ietf_msg *m)
 		                       (struct moq_str){0}) < 0 ||
 		    moq_ietf_param_add(&ps, IETF_PARAM_GROUP_ORDER, m->group_order,
 		                       (struct moq_str){0}) < 0 ||
-		    moq_ietf_param_add(&ps, IETF_PARAM_FORWARD, m->forward, (struct moq_str){0}) < 0 ||
+		    moq_ietf_param_add(&ps, IETF_PARAM_FORWARD, m->forward, (struct moq_str){0}) <
+		            0 ||
 		    add_filter(&ps, &sc, d, &m->filter) < 0) {
 			w->err = MOQ_ERR_INVAL;
 			return;
@@ -1178,9 +1178,11 @@ static void enc_body(struct wr *w, const struct moq_ietf_msg *m)
 			wparams(w, &ps);
 			break;
 		}
-		if ((d == MOQ_IETF_15 && moq_ietf_param_add(&ps, IETF_PARAM_GROUP_ORDER,
-		                                            m->group_order, (struct moq_str){0}) < 0) ||
-		    moq_ietf_param_add(&ps, IETF_PARAM_FORWARD, m->forward, (struct moq_str){0}) < 0 ||
+		if ((d == MOQ_IETF_15 &&
+		     moq_ietf_param_add(&ps, IETF_PARAM_GROUP_ORDER, m->group_order,
+		                        (struct moq_str){0}) < 0) ||
+		    moq_ietf_param_add(&ps, IETF_PARAM_FORWARD, m->forward, (struct moq_str){0}) <
+		            0 ||
 		    (m->content_exists && add_loc(&ps, &sc, d, &m->largest) < 0)) {
 			w->err = MOQ_ERR_INVAL;
 			return;
@@ -1458,7 +1460,8 @@ static void dec_body(struct rd *r, struct moq_ietf_msg *m)
 				m->start.object = rv(r);
 				m->end.group = rv(r);
 				m->end.object = rv(r);
-			} else if (t == IETF_FETCH_RELATIVE_JOINING || t == IETF_FETCH_ABSOLUTE_JOINING) {
+			} else if (t == IETF_FETCH_RELATIVE_JOINING ||
+			           t == IETF_FETCH_ABSOLUTE_JOINING) {
 				m->joining_id = rv(r);
 				m->joining_start = rv(r);
 			} else {
@@ -1753,12 +1756,12 @@ int moq_ietf_object_decode_head(const uint8_t *buf, size_t len, enum moq_ietf_dr
  * status), 0x20/0x21 status. From 15 the type is flags: 0x01 extensions,
  * 0x02 end of group, 0x04 object id 0 (omitted), 0x08 default priority,
  * 0x20 status; a status never also ends the group. */
-#define DG_EXT 0x01
-#define DG_EOG 0x02
-#define DG_ZERO_ID 0x04
+#define DG_EXT          0x01
+#define DG_EOG          0x02
+#define DG_ZERO_ID      0x04
 #define DG_DEFAULT_PRIO 0x08
-#define DG_STATUS 0x20
-#define DG_ALL (DG_EXT | DG_EOG | DG_ZERO_ID | DG_DEFAULT_PRIO | DG_STATUS)
+#define DG_STATUS       0x20
+#define DG_ALL          (DG_EXT | DG_EOG | DG_ZERO_ID | DG_DEFAULT_PRIO | DG_STATUS)
 
 static bool dg_valid(uint64_t t, enum moq_ietf_draft d)
 {
@@ -1848,10 +1851,10 @@ int moq_ietf_datagram_decode(const uint8_t *buf, size_t len, enum moq_ietf_draft
  * prior's), 0x10 priority present (else the prior's), 0x20 extensions
  * present; a zero length is an empty object, no status. */
 #define FO_SG_MASK 0x03
-#define FO_OBJECT 0x04
-#define FO_GROUP 0x08
-#define FO_PRIO 0x10
-#define FO_EXT 0x20
+#define FO_OBJECT  0x04
+#define FO_GROUP   0x08
+#define FO_PRIO    0x10
+#define FO_EXT     0x20
 
 int moq_ietf_fetch_obj_encode_head(uint8_t *buf, size_t cap, enum moq_ietf_draft d,
                                    const struct moq_ietf_fetch_obj *prev,

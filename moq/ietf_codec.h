@@ -38,7 +38,7 @@ enum moq_ietf_draft {
 	MOQ_IETF_20 = 20,
 };
 #define MOQ_IETF_FIRST MOQ_IETF_14
-#define MOQ_IETF_LAST MOQ_IETF_20
+#define MOQ_IETF_LAST  MOQ_IETF_20
 
 /* draft-14, 9.1 (and every later draft): version 0xff000000 + draft number. */
 #define MOQ_IETF_VERSION(d) (UINT32_C(0xff000000) | (uint32_t)(d))
@@ -50,11 +50,11 @@ enum moq_ietf_draft {
 /* Bounds. draft-14, 9.2.1: a namespace has 1..32 fields (0 allowed in
  * SUBSCRIBE_NAMESPACE prefixes); the whole tuple plus the track name is at
  * most 4096 bytes. Control messages: a 16-bit length. */
-#define MOQ_IETF_MAX_NS 32
-#define MOQ_IETF_MAX_NAME 4096
-#define MOQ_IETF_MAX_PARAMS 32
+#define MOQ_IETF_MAX_NS       32
+#define MOQ_IETF_MAX_NAME     4096
+#define MOQ_IETF_MAX_PARAMS   32
 #define MOQ_IETF_MAX_VERSIONS 64
-#define MOQ_IETF_MSG_MAX 65535
+#define MOQ_IETF_MSG_MAX      65535
 /* draft-14, 9.13: GOAWAY's URI is at most 8192 bytes. */
 #define MOQ_IETF_MAX_URI 8192
 
@@ -63,41 +63,41 @@ enum moq_ietf_draft {
  * and NAMESPACE_DONE from 15), so the codec maps kind <-> type per draft. */
 enum moq_ietf_kind {
 	IETF_NONE = 0,
-	IETF_CLIENT_SETUP,         /* 0x20, 14-16 */
-	IETF_SERVER_SETUP,         /* 0x21, 14-16 */
-	IETF_SETUP,                /* 0x2f00, 17+ (uni stream type too) */
-	IETF_GOAWAY,               /* 0x10 */
-	IETF_MAX_REQUEST_ID,       /* 0x15, 14-16 */
-	IETF_REQUESTS_BLOCKED,     /* 0x1a, 14-16 */
-	IETF_SUBSCRIBE,            /* 0x03 */
-	IETF_SUBSCRIBE_OK,         /* 0x04 */
-	IETF_SUBSCRIBE_ERROR,      /* 0x05, 14 */
-	IETF_REQUEST_ERROR,        /* 0x05, 15+ */
-	IETF_REQUEST_OK,           /* 0x07, 15+ */
-	IETF_SUBSCRIBE_UPDATE,     /* 0x02 (REQUEST_UPDATE from 17) */
-	IETF_UNSUBSCRIBE,          /* 0x0a, 14-16 (17+: stream FIN) */
-	IETF_PUBLISH_DONE,         /* 0x0b */
-	IETF_PUBLISH_NAMESPACE,    /* 0x06 */
-	IETF_PUBLISH_NAMESPACE_OK, /* 0x07, 14 */
-	IETF_PUBLISH_NAMESPACE_ERROR,  /* 0x08, 14 */
-	IETF_PUBLISH_NAMESPACE_DONE,   /* 0x09, 14-16 */
-	IETF_PUBLISH_NAMESPACE_CANCEL, /* 0x0c, 14-16 */
-	IETF_SUBSCRIBE_NAMESPACE,      /* 0x11 in 14-17, 0x50 from 18 */
-	IETF_SUBSCRIBE_NAMESPACE_OK,   /* 0x12, 14 */
+	IETF_CLIENT_SETUP,              /* 0x20, 14-16 */
+	IETF_SERVER_SETUP,              /* 0x21, 14-16 */
+	IETF_SETUP,                     /* 0x2f00, 17+ (uni stream type too) */
+	IETF_GOAWAY,                    /* 0x10 */
+	IETF_MAX_REQUEST_ID,            /* 0x15, 14-16 */
+	IETF_REQUESTS_BLOCKED,          /* 0x1a, 14-16 */
+	IETF_SUBSCRIBE,                 /* 0x03 */
+	IETF_SUBSCRIBE_OK,              /* 0x04 */
+	IETF_SUBSCRIBE_ERROR,           /* 0x05, 14 */
+	IETF_REQUEST_ERROR,             /* 0x05, 15+ */
+	IETF_REQUEST_OK,                /* 0x07, 15+ */
+	IETF_SUBSCRIBE_UPDATE,          /* 0x02 (REQUEST_UPDATE from 17) */
+	IETF_UNSUBSCRIBE,               /* 0x0a, 14-16 (17+: stream FIN) */
+	IETF_PUBLISH_DONE,              /* 0x0b */
+	IETF_PUBLISH_NAMESPACE,         /* 0x06 */
+	IETF_PUBLISH_NAMESPACE_OK,      /* 0x07, 14 */
+	IETF_PUBLISH_NAMESPACE_ERROR,   /* 0x08, 14 */
+	IETF_PUBLISH_NAMESPACE_DONE,    /* 0x09, 14-16 */
+	IETF_PUBLISH_NAMESPACE_CANCEL,  /* 0x0c, 14-16 */
+	IETF_SUBSCRIBE_NAMESPACE,       /* 0x11 in 14-17, 0x50 from 18 */
+	IETF_SUBSCRIBE_NAMESPACE_OK,    /* 0x12, 14 */
 	IETF_SUBSCRIBE_NAMESPACE_ERROR, /* 0x13, 14 */
-	IETF_UNSUBSCRIBE_NAMESPACE,    /* 0x14, 14-15 */
-	IETF_NAMESPACE,                /* 0x08, 15+ */
-	IETF_NAMESPACE_DONE,           /* 0x0e, 15+ */
-	IETF_PUBLISH_BLOCKED,          /* 0x0f, 17+ */
-	IETF_TRACK_STATUS_REQUEST,     /* 0x0d */
-	IETF_TRACK_STATUS,             /* 0x0e, 14 */
-	IETF_FETCH,                    /* 0x16 */
-	IETF_FETCH_OK,                 /* 0x18 */
-	IETF_FETCH_ERROR,              /* 0x19, 14 */
-	IETF_FETCH_CANCEL,             /* 0x17, 14-16 */
-	IETF_PUBLISH,                  /* 0x1d */
-	IETF_PUBLISH_OK,               /* 0x1e, 14-19 */
-	IETF_PUBLISH_ERROR,            /* 0x1f, 14 */
+	IETF_UNSUBSCRIBE_NAMESPACE,     /* 0x14, 14-15 */
+	IETF_NAMESPACE,                 /* 0x08, 15+ */
+	IETF_NAMESPACE_DONE,            /* 0x0e, 15+ */
+	IETF_PUBLISH_BLOCKED,           /* 0x0f, 17+ */
+	IETF_TRACK_STATUS_REQUEST,      /* 0x0d */
+	IETF_TRACK_STATUS,              /* 0x0e, 14 */
+	IETF_FETCH,                     /* 0x16 */
+	IETF_FETCH_OK,                  /* 0x18 */
+	IETF_FETCH_ERROR,               /* 0x19, 14 */
+	IETF_FETCH_CANCEL,              /* 0x17, 14-16 */
+	IETF_PUBLISH,                   /* 0x1d */
+	IETF_PUBLISH_OK,                /* 0x1e, 14-19 */
+	IETF_PUBLISH_ERROR,             /* 0x1f, 14 */
 	IETF_KIND_COUNT,
 };
 
@@ -245,28 +245,28 @@ enum moq_ietf_fetch_type {
  */
 struct moq_ietf_msg {
 	enum moq_ietf_kind kind;
-	uint64_t request_id;   /* absent on the wire for some replies from 17 */
-	uint64_t req_delta;    /* draft-17 only: required request id delta */
-	uint32_t ns_n;         /* namespace tuple (or suffix/prefix) */
+	uint64_t request_id; /* absent on the wire for some replies from 17 */
+	uint64_t req_delta;  /* draft-17 only: required request id delta */
+	uint32_t ns_n;       /* namespace tuple (or suffix/prefix) */
 	struct moq_str ns[MOQ_IETF_MAX_NS];
-	struct moq_str name;   /* track name */
+	struct moq_str name; /* track name */
 	uint64_t track_alias;
-	uint8_t priority;      /* subscriber / publisher priority */
+	uint8_t priority; /* subscriber / publisher priority */
 	uint8_t group_order;
 	uint8_t forward;
 	uint8_t content_exists;
 	uint8_t end_of_track;
-	struct moq_ietf_loc largest; /* content_exists; FETCH_OK end location */
-	struct moq_ietf_filter filter;     /* SUBSCRIBE (14 inline) */
+	struct moq_ietf_loc largest;   /* content_exists; FETCH_OK end location */
+	struct moq_ietf_filter filter; /* SUBSCRIBE (14 inline) */
 	uint64_t expires;
-	uint64_t code;          /* error / status code */
-	uint64_t retry;         /* REQUEST_ERROR retry interval (16+) */
-	struct moq_str reason;  /* reason phrase / GOAWAY uri */
-	uint64_t timeout;       /* GOAWAY timeout (17+) */
-	uint64_t stream_count;  /* PUBLISH_DONE */
-	uint64_t options;       /* SUBSCRIBE_NAMESPACE options (16-17) */
-	uint32_t version;       /* SERVER_SETUP selected version (14) */
-	uint32_t versions_n;    /* CLIENT_SETUP versions (14) */
+	uint64_t code;         /* error / status code */
+	uint64_t retry;        /* REQUEST_ERROR retry interval (16+) */
+	struct moq_str reason; /* reason phrase / GOAWAY uri */
+	uint64_t timeout;      /* GOAWAY timeout (17+) */
+	uint64_t stream_count; /* PUBLISH_DONE */
+	uint64_t options;      /* SUBSCRIBE_NAMESPACE options (16-17) */
+	uint32_t version;      /* SERVER_SETUP selected version (14) */
+	uint32_t versions_n;   /* CLIENT_SETUP versions (14) */
 	uint32_t versions[MOQ_IETF_MAX_VERSIONS];
 	/* FETCH */
 	uint8_t fetch_type;
@@ -365,8 +365,7 @@ int moq_ietf_filter_encode(uint8_t *buf, size_t cap, enum moq_ietf_draft d,
                            const struct moq_ietf_filter *f);
 
 /* moq_ietf_loc_decode: LARGEST_OBJECT's value (two varints). 0 or MOQ_ERR_DECODE. */
-int moq_ietf_loc_decode(const uint8_t *p, size_t n, enum moq_ietf_draft d,
-                        struct moq_ietf_loc *l);
+int moq_ietf_loc_decode(const uint8_t *p, size_t n, enum moq_ietf_draft d, struct moq_ietf_loc *l);
 
 /* moq_ietf_kvp_check: whether @p (@n bytes) is a well-formed key-value block
  * of draft @d without count (extension headers, track properties): 0 or
@@ -391,16 +390,16 @@ int moq_ietf_path_to_ns(const char *path, size_t len, struct moq_str *ns);
 /* Subgroup stream header (draft-14 10.4.2): type 0x10..0x1d (0x30..0x3d
  * from 15: no priority byte; 0x40 set = first object of the group, 18+). */
 struct moq_ietf_subgroup_hdr {
-	uint64_t type;         /* the wire type, as read */
-	bool extensions;       /* objects carry extension headers */
-	bool end_of_group;     /* the stream ends the group */
+	uint64_t type;     /* the wire type, as read */
+	bool extensions;   /* objects carry extension headers */
+	bool end_of_group; /* the stream ends the group */
 	bool has_priority;
-	bool first_object;     /* 18+ bit; always true before 18 */
-	uint8_t sg_mode;       /* 0: subgroup 0, 1: first object id, 2: explicit */
+	bool first_object; /* 18+ bit; always true before 18 */
+	uint8_t sg_mode;   /* 0: subgroup 0, 1: first object id, 2: explicit */
 	uint64_t track_alias;
 	uint64_t group;
-	uint64_t subgroup;     /* sg_mode 2 */
-	uint8_t priority;      /* has_priority (else 128) */
+	uint64_t subgroup; /* sg_mode 2 */
+	uint8_t priority;  /* has_priority (else 128) */
 };
 
 /* moq_ietf_subgroup_hdr_encode: from the flag fields of @h (type ignored).
@@ -415,11 +414,11 @@ int moq_ietf_subgroup_hdr_decode(const uint8_t *buf, size_t len, enum moq_ietf_d
 
 /* An object on a subgroup stream or datagram. */
 struct moq_ietf_object {
-	uint64_t id_delta;      /* subgroup streams: Object ID delta (prev + 1 + delta) */
-	uint64_t id;            /* datagram / fetch: absolute */
+	uint64_t id_delta; /* subgroup streams: Object ID delta (prev + 1 + delta) */
+	uint64_t id;       /* datagram / fetch: absolute */
 	bool has_ext;
-	struct moq_str ext;     /* extension headers, raw (moq_ietf_kvp_check) */
-	uint64_t status;        /* for an empty payload */
+	struct moq_str ext; /* extension headers, raw (moq_ietf_kvp_check) */
+	uint64_t status;    /* for an empty payload */
 	size_t payload_len;
 	const uint8_t *payload; /* decode: into the buffer */
 };
@@ -441,9 +440,9 @@ struct moq_ietf_datagram {
 	uint64_t type;
 	uint64_t track_alias;
 	uint64_t group;
-	bool has_object_id;    /* false: object 0 (the ZERO_OBJECT_ID bit) */
+	bool has_object_id; /* false: object 0 (the ZERO_OBJECT_ID bit) */
 	uint64_t object;
-	bool has_priority;     /* false: the subscription's (15+) */
+	bool has_priority; /* false: the subscription's (15+) */
 	uint8_t priority;
 	bool end_of_group;
 	bool has_ext;
@@ -465,14 +464,14 @@ int moq_ietf_datagram_decode(const uint8_t *buf, size_t len, enum moq_ietf_draft
 /* A FETCH stream object (draft-14 10.4.4: explicit group, subgroup, object,
  * priority; from 15 a flags varint says which of them are present). */
 struct moq_ietf_fetch_obj {
-	uint64_t flags;   /* decode: as read (15+) */
+	uint64_t flags; /* decode: as read (15+) */
 	uint64_t group;
 	uint64_t subgroup;
 	uint64_t object;
 	uint8_t priority;
 	bool has_ext;
 	struct moq_str ext;
-	uint64_t status;  /* 14: for an empty payload */
+	uint64_t status; /* 14: for an empty payload */
 	size_t payload_len;
 };
 

@@ -34,7 +34,7 @@
 /* Request ids the client may use ahead of the ones it has used (14-16:
  * MAX_REQUEST_ID); a multiple of 2 (client ids are even). */
 #define IE_REQ_WINDOW 512
-#define IE_MSG_MAX (MOQ_IETF_MSG_MAX + 16)
+#define IE_MSG_MAX    (MOQ_IETF_MSG_MAX + 16)
 
 enum xkind {
 	X_NEW = 0,   /* outer, peer-opened, type not read */
@@ -65,9 +65,9 @@ struct oq {
 };
 
 struct mark {
-	uint64_t r;  /* outer offset */
+	uint64_t r; /* outer offset */
 	int64_t isid;
-	uint64_t l;  /* inner bytes to acknowledge once r is */
+	uint64_t l; /* inner bytes to acknowledge once r is */
 };
 
 struct xs {
@@ -88,7 +88,7 @@ struct xs {
 	struct xs *peer; /* inner <-> outer (request and group streams) */
 	uint64_t req_id, alias, lite_id;
 	uint8_t ok_sent, done_sent, is_req;
-	uint64_t in_l; /* inner bytes consumed (inner-opened streams) */
+	uint64_t in_l;    /* inner bytes consumed (inner-opened streams) */
 	size_t lite_tlen; /* I_SUB_IN: the track name after prefix's NUL */
 	/* I_GROUP_OUT: the lite group stream read */
 	struct moq_group_rx grx;
@@ -118,8 +118,8 @@ struct ietf_sess {
 	int depth;
 	struct xs *streams;
 	int64_t control_sid;
-	int64_t next_ibidi, next_iuni;   /* our streams on the inner (client-side ids) */
-	int64_t next_obidi, next_ouni;   /* inner-opened ids */
+	int64_t next_ibidi, next_iuni; /* our streams on the inner (client-side ids) */
+	int64_t next_obidi, next_ouni; /* inner-opened ids */
 	uint64_t next_peer_req, max_granted, peer_max, next_our_req, next_lite_id;
 	uint32_t open_reqs; /* client requests not yet over (14-16: MAX_REQUEST_ID) */
 	struct ie_ack *acks;
@@ -614,7 +614,8 @@ static struct xs *announce_by_ns(struct ietf_sess *ie, const struct moq_ietf_msg
 	return NULL;
 }
 
-static void on_subscribe_namespace(struct ietf_sess *ie, struct xs *ox, const struct moq_ietf_msg *m)
+static void on_subscribe_namespace(struct ietf_sess *ie, struct xs *ox,
+                                   const struct moq_ietf_msg *m)
 {
 	char path[MOQ_IETF_MAX_NAME + MOQ_IETF_MAX_NS * 2];
 	int pl = m->ns_n ? moq_ietf_ns_to_path(path, sizeof(path), m->ns, m->ns_n) : 0;
@@ -677,7 +678,6 @@ static void on_sub_reply(struct ietf_sess *ie, struct xs *i, const struct moq_ie
 	}
 }
 
-
 /* ---- FETCH, served from the relay's cache ---- */
 
 /* Write group @seq of @ct (complete frames so far) as FETCH objects on @o. */
@@ -707,8 +707,8 @@ static int fetch_group(struct ietf_sess *ie, struct xs *o, struct moq_cache_trac
 			ob.object = f[i].index;
 			ob.priority = 128;
 			ob.payload_len = f[i].size;
-			hn = moq_ietf_fetch_obj_encode_head(hb, sizeof(hb), ie->d, *have_prev ? prev : NULL,
-			                                    &ob);
+			hn = moq_ietf_fetch_obj_encode_head(hb, sizeof(hb), ie->d,
+			                                    *have_prev ? prev : NULL, &ob);
 			if (hn < 0)
 				break;
 			ox_write(ie, o, hb, (size_t)hn, 0);
@@ -767,7 +767,8 @@ static void on_fetch(struct ietf_sess *ie, struct xs *ox, const struct moq_ietf_
 		tlen = m->name.len;
 	}
 	if (pl < 0 || !ie->inner ||
-	    path_norm_join(ie->inner->root, ie->inner->rootlen, path, (size_t)pl, &full, &flen) < 0 ||
+	    path_norm_join(ie->inner->root, ie->inner->rootlen, path, (size_t)pl, &full, &flen) <
+	            0 ||
 	    !full) {
 		send_req_error(ie, on, m->request_id, IETF_REQ_DOES_NOT_EXIST, "bad namespace", ek);
 		return;
@@ -775,7 +776,8 @@ static void on_fetch(struct ietf_sess *ie, struct xs *ox, const struct moq_ietf_
 	up = up_find(ie->n, full, flen, track, tlen);
 	free(full);
 	if (!up || !up->ct || moq_cache_track_latest(up->ct, &latest) < 0) {
-		send_req_error(ie, on, m->request_id, IETF_REQ_DOES_NOT_EXIST, "not in the cache", ek);
+		send_req_error(ie, on, m->request_id, IETF_REQ_DOES_NOT_EXIST, "not in the cache",
+		               ek);
 		return;
 	}
 	/* the range, in groups */
@@ -879,7 +881,8 @@ static void on_msg(struct ietf_sess *ie, struct xs *ox, const struct moq_ietf_ms
 	case IETF_PUBLISH_NAMESPACE_DONE:
 		if (ie->d == MOQ_IETF_16) {
 			for (struct xs *x = ie->streams; x; x = x->next)
-				if (x->inner && x->is_req == 2 && !x->gone && x->req_id == m->request_id) {
+				if (x->inner && x->is_req == 2 && !x->gone &&
+				    x->req_id == m->request_id) {
 					unannounce(ie, x);
 					break;
 				}
@@ -974,8 +977,8 @@ static int start_inner(struct ietf_sess *ie, const struct moq_ietf_params *ps)
 		uint64_t alias_type, ttype;
 		int k = moq_ietf_varint_get((const uint8_t *)v.p, v.len, ie->d, &alias_type);
 		if (k > 0 && alias_type == 3) {
-			int k2 = moq_ietf_varint_get((const uint8_t *)v.p + k, v.len - (size_t)k, ie->d,
-			                             &ttype);
+			int k2 = moq_ietf_varint_get((const uint8_t *)v.p + k, v.len - (size_t)k,
+			                             ie->d, &ttype);
 			if (k2 > 0) {
 				v.p += k + k2;
 				v.len -= (size_t)(k + k2);
@@ -1103,7 +1106,8 @@ static void sg_in(struct ietf_sess *ie, struct xs *x)
 		}
 		{
 			struct moq_ietf_object o;
-			int k = moq_ietf_object_decode_head(x->rx, x->rx_len, ie->d, x->h.extensions, &o);
+			int k = moq_ietf_object_decode_head(x->rx, x->rx_len, ie->d,
+			                                    x->h.extensions, &o);
 			uint8_t fh[16];
 			int fn;
 
@@ -1116,7 +1120,8 @@ static void sg_in(struct ietf_sess *ie, struct xs *x)
 			rx_consume(x, (size_t)k);
 			if (o.payload_len == 0 && o.status != IETF_OBJ_NORMAL) {
 				/* end of group / track: the group is complete */
-				if (o.status == IETF_OBJ_END_OF_GROUP || o.status == IETF_OBJ_END_OF_TRACK) {
+				if (o.status == IETF_OBJ_END_OF_GROUP ||
+				    o.status == IETF_OBJ_END_OF_TRACK) {
 					if (x->peer && !x->peer->i_in_done) {
 						x->peer->i_in_done = 1;
 						in_data(ie, x->peer->sid, NULL, 0, 1);
@@ -1201,7 +1206,8 @@ void ietf_stream_data(struct ietf_sess *ie, int64_t sid, const uint8_t *data, si
 		else
 			read_msgs(ie, x);
 		if (x->rx_fin)
-			fail_session(ie, IETF_CLOSE_PROTOCOL_VIOLATION); /* the control stream ended */
+			fail_session(ie,
+			             IETF_CLOSE_PROTOCOL_VIOLATION); /* the control stream ended */
 		break;
 	case X_SETUP_IN:
 		if (!ie->started) {
@@ -1446,8 +1452,10 @@ static void pump(struct ietf_sess *ie)
 	/* 14-16: the client may have IE_REQ_WINDOW / 2 requests open; more
 	 * room once some are over (draft-14 9.5 MAX_REQUEST_ID) */
 	if (ie->d <= MOQ_IETF_16 && ie->started && !ie->closing) {
-		uint64_t room = ie->next_peer_req + 2 * (uint64_t)(IE_REQ_WINDOW / 2 - ie->open_reqs);
-		if (ie->open_reqs <= IE_REQ_WINDOW / 2 && room >= ie->max_granted + IE_REQ_WINDOW / 2) {
+		uint64_t room =
+		        ie->next_peer_req + 2 * (uint64_t)(IE_REQ_WINDOW / 2 - ie->open_reqs);
+		if (ie->open_reqs <= IE_REQ_WINDOW / 2 &&
+		    room >= ie->max_granted + IE_REQ_WINDOW / 2) {
 			struct moq_ietf_msg m = {0};
 			ie->max_granted = room;
 			m.kind = IETF_MAX_REQUEST_ID;
@@ -1618,7 +1626,8 @@ static void inner_bytes(struct ietf_sess *ie, struct xs *x, const uint8_t *p, si
 			return;
 		switch (x->kind) {
 		case I_ANN_OUT:
-			k = moq_msg_decode(MOQ_MSG_ANNOUNCE_REQ, MOQ_LITE_04, x->rx, x->rx_len, 4096, &m);
+			k = moq_msg_decode(MOQ_MSG_ANNOUNCE_REQ, MOQ_LITE_04, x->rx, x->rx_len,
+			                   4096, &m);
 			if (k == MOQ_ERR_SHORT)
 				return;
 			if (k > 0 && !x->prefix) {
@@ -1627,7 +1636,8 @@ static void inner_bytes(struct ietf_sess *ie, struct xs *x, const uint8_t *p, si
 			}
 			break;
 		case I_SUB_OUT:
-			k = moq_msg_decode(x->got_req ? MOQ_MSG_SUBSCRIBE_UPDATE : MOQ_MSG_SUBSCRIBE,
+			k = moq_msg_decode(x->got_req ? MOQ_MSG_SUBSCRIBE_UPDATE
+			                              : MOQ_MSG_SUBSCRIBE,
 			                   MOQ_LITE_04, x->rx, x->rx_len, 4096, &m);
 			if (k == MOQ_ERR_SHORT)
 				return;
@@ -1637,7 +1647,8 @@ static void inner_bytes(struct ietf_sess *ie, struct xs *x, const uint8_t *p, si
 			}
 			break;
 		case I_SUB_IN:
-			k = moq_msg_decode(MOQ_MSG_SUBSCRIBE_REPLY, MOQ_LITE_04, x->rx, x->rx_len, 4096, &m);
+			k = moq_msg_decode(MOQ_MSG_SUBSCRIBE_REPLY, MOQ_LITE_04, x->rx, x->rx_len,
+			                   4096, &m);
 			if (k == MOQ_ERR_SHORT)
 				return;
 			if (k > 0 && m.u.subscribe_reply.kind == MOQ_SUB_OK && !x->ok_sent) {
@@ -1651,7 +1662,8 @@ static void inner_bytes(struct ietf_sess *ie, struct xs *x, const uint8_t *p, si
 			}
 			break;
 		case I_ANN_IN:
-			k = moq_msg_decode(MOQ_MSG_ANNOUNCE, MOQ_LITE_04, x->rx, x->rx_len, 4096, &m);
+			k = moq_msg_decode(MOQ_MSG_ANNOUNCE, MOQ_LITE_04, x->rx, x->rx_len, 4096,
+			                   &m);
 			if (k == MOQ_ERR_SHORT)
 				return;
 			if (k > 0) {
@@ -1675,7 +1687,8 @@ static void inner_bytes(struct ietf_sess *ie, struct xs *x, const uint8_t *p, si
 					fl += sfx->len;
 					if (ns_from_path(&nm, full, fl, scratch) < 0)
 						break;
-					nm.kind = act ? IETF_PUBLISH_NAMESPACE : IETF_PUBLISH_NAMESPACE_DONE;
+					nm.kind = act ? IETF_PUBLISH_NAMESPACE
+					              : IETF_PUBLISH_NAMESPACE_DONE;
 					nm.request_id = ie->next_our_req;
 					if (act)
 						ie->next_our_req += 2;
@@ -1850,7 +1863,7 @@ static void ie_close(void *b, uint64_t code)
 	struct ietf_sess *ie = b;
 
 	/* lite codes: 0 clean; anything else an internal / protocol error */
-	fail_session(ie, code == 0 ? IETF_CLOSE_NO_ERROR
+	fail_session(ie, code == 0                       ? IETF_CLOSE_NO_ERROR
 	                 : code == MOQ_CODE_UNAUTHORIZED ? IETF_CLOSE_UNAUTHORIZED
 	                                                 : IETF_CLOSE_PROTOCOL_VIOLATION);
 	pump(ie);

@@ -16,8 +16,8 @@
 
 /* A binding's version argument for IETF draft @d (14..20): moq_binding_accept
  * takes it beside the moq-lite versions. */
-#define MOQ_IETF_BINDING_BASE 0x100
-#define MOQ_VERSION_IETF(d) ((enum moq_version)(MOQ_IETF_BINDING_BASE + (d)))
+#define MOQ_IETF_BINDING_BASE  0x100
+#define MOQ_VERSION_IETF(d)    ((enum moq_version)(MOQ_IETF_BINDING_BASE + (d)))
 #define MOQ_VERSION_IS_IETF(v) ((int)(v) > MOQ_IETF_BINDING_BASE)
 
 struct ietf_sess;

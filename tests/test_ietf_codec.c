@@ -16,7 +16,7 @@
 #include "oracle/ietf_golden_vectors.h"
 
 #define S(lit) ((struct moq_str){(lit), sizeof(lit) - 1})
-#define NOSTR ((struct moq_str){NULL, 0})
+#define NOSTR  ((struct moq_str){NULL, 0})
 
 static size_t unhex(const char *hex, uint8_t *out, size_t cap)
 {
@@ -48,8 +48,7 @@ static size_t golden_bytes(const char *name, uint8_t *out, size_t cap)
 	return unhex(h, out, cap);
 }
 
-static void ck_bytes(const char *name, const uint8_t *got, size_t n, const uint8_t *want,
-                     size_t wn)
+static void ck_bytes(const char *name, const uint8_t *got, size_t n, const uint8_t *want, size_t wn)
 {
 	if (n != wn || memcmp(got, want, n) != 0) {
 		char a[1024] = "", b[1024] = "";
@@ -285,15 +284,43 @@ static bool build(const char *base, int d, struct moq_ietf_msg *m)
 }
 
 static const char *const control_names[] = {
-        "client_setup", "server_setup", "setup", "max_request_id", "requests_blocked",
-        "unsubscribe", "publish_namespace_done", "publish_namespace_cancel", "goaway",
-        "goaway_empty", "request_ok", "request_error", "namespace", "namespace_done",
-        "subscribe_error", "publish_namespace_ok", "publish_namespace_error",
-        "subscribe_namespace_ok", "subscribe_namespace_error", "publish_error", "track_status",
-        "unsubscribe_namespace", "publish_blocked", "subscribe_namespace", "subscribe_live",
-        "subscribe_all", "subscribe_range", "subscribe_next", "subscribe_rel2", "subscribe_ok",
-        "subscribe_ok_largest", "subscribe_ok_props", "subscribe_update", "publish_done",
-        "publish_namespace", "track_status_request", "publish",
+        "client_setup",
+        "server_setup",
+        "setup",
+        "max_request_id",
+        "requests_blocked",
+        "unsubscribe",
+        "publish_namespace_done",
+        "publish_namespace_cancel",
+        "goaway",
+        "goaway_empty",
+        "request_ok",
+        "request_error",
+        "namespace",
+        "namespace_done",
+        "subscribe_error",
+        "publish_namespace_ok",
+        "publish_namespace_error",
+        "subscribe_namespace_ok",
+        "subscribe_namespace_error",
+        "publish_error",
+        "track_status",
+        "unsubscribe_namespace",
+        "publish_blocked",
+        "subscribe_namespace",
+        "subscribe_live",
+        "subscribe_all",
+        "subscribe_range",
+        "subscribe_next",
+        "subscribe_rel2",
+        "subscribe_ok",
+        "subscribe_ok_largest",
+        "subscribe_ok_props",
+        "subscribe_update",
+        "publish_done",
+        "publish_namespace",
+        "track_status_request",
+        "publish",
 };
 
 /* Every control vector: our encoder writes the generator's bytes, our
@@ -466,7 +493,8 @@ START_TEST(golden_data)
 				memset(&ob, 0, sizeof(ob));
 				ob.payload_len = objs[i].n;
 				ob.status = objs[i].st;
-				n = moq_ietf_object_encode_head(got + o, sizeof(got) - o, d, false, &ob);
+				n = moq_ietf_object_encode_head(got + o, sizeof(got) - o, d, false,
+				                                &ob);
 				ck_assert_int_gt(n, 0);
 				o += (size_t)n;
 				memcpy(got + o, objs[i].p, objs[i].n);
@@ -510,13 +538,15 @@ START_TEST(golden_data)
 			o += (size_t)moq_ietf_varint_put(got + o, sizeof(got) - o, d, 10);
 			a.group = 7;
 			a.payload_len = 2;
-			o += (size_t)moq_ietf_fetch_obj_encode_head(got + o, sizeof(got) - o, d, NULL, &a);
+			o += (size_t)moq_ietf_fetch_obj_encode_head(got + o, sizeof(got) - o, d,
+			                                            NULL, &a);
 			memcpy(got + o, "ab", 2);
 			o += 2;
 			b.group = 7;
 			b.object = 1;
 			b.payload_len = 2;
-			o += (size_t)moq_ietf_fetch_obj_encode_head(got + o, sizeof(got) - o, d, &a, &b);
+			o += (size_t)moq_ietf_fetch_obj_encode_head(got + o, sizeof(got) - o, d, &a,
+			                                            &b);
 			memcpy(got + o, "cd", 2);
 			o += 2;
 			ck_bytes(name, got, o, want, wn);
@@ -524,8 +554,8 @@ START_TEST(golden_data)
 			ck_assert_int_gt(n, 0);
 			ck_assert_uint_eq(ra.group, 7);
 			ck_assert_uint_eq(ra.object, 0);
-			ck_assert_int_eq(moq_ietf_fetch_obj_decode_head(want + 2 + n + 2,
-			                                                wn - 4 - (size_t)n, d, &ra, &rb),
+			ck_assert_int_eq(moq_ietf_fetch_obj_decode_head(
+			                         want + 2 + n + 2, wn - 4 - (size_t)n, d, &ra, &rb),
 			                 2); /* flags 0 (all inherited), length 2 */
 			ck_assert_uint_eq(rb.group, 7);
 			ck_assert_uint_eq(rb.object, 1);
@@ -609,26 +639,29 @@ START_TEST(roundtrip_all)
 			n = moq_ietf_msg_encode(buf, sizeof(buf), d, &m);
 			ck_assert_msg(n > 0, "%s d%d: %d", moq_ietf_kind_name(k), d, n);
 			r = moq_ietf_msg_decode(buf, (size_t)n, d, &m2);
-			ck_assert_msg(r == n, "%s d%d: decode %d of %d", moq_ietf_kind_name(k), d, r, n);
+			ck_assert_msg(r == n, "%s d%d: decode %d of %d", moq_ietf_kind_name(k), d,
+			              r, n);
 			ck_assert_int_eq(m2.kind, k);
 			n2 = moq_ietf_msg_encode(again, sizeof(again), d, &m2);
 			ck_assert_int_eq(n2, n);
-			ck_assert_msg(memcmp(buf, again, (size_t)n) == 0, "%s d%d", moq_ietf_kind_name(k),
-			              d);
+			ck_assert_msg(memcmp(buf, again, (size_t)n) == 0, "%s d%d",
+			              moq_ietf_kind_name(k), d);
 			/* the extra parameters come back whatever else moved */
 			if (k != IETF_NAMESPACE && k != IETF_NAMESPACE_DONE && k != IETF_GOAWAY &&
 			    k != IETF_MAX_REQUEST_ID && k != IETF_REQUESTS_BLOCKED &&
-			    k != IETF_UNSUBSCRIBE && k != IETF_PUBLISH_DONE && k != IETF_PUBLISH_BLOCKED &&
-			    k != IETF_SUBSCRIBE_ERROR && k != IETF_REQUEST_ERROR &&
-			    k != IETF_PUBLISH_NAMESPACE_OK && k != IETF_PUBLISH_NAMESPACE_ERROR &&
-			    k != IETF_PUBLISH_NAMESPACE_DONE && k != IETF_PUBLISH_NAMESPACE_CANCEL &&
-			    k != IETF_SUBSCRIBE_NAMESPACE_OK && k != IETF_SUBSCRIBE_NAMESPACE_ERROR &&
+			    k != IETF_UNSUBSCRIBE && k != IETF_PUBLISH_DONE &&
+			    k != IETF_PUBLISH_BLOCKED && k != IETF_SUBSCRIBE_ERROR &&
+			    k != IETF_REQUEST_ERROR && k != IETF_PUBLISH_NAMESPACE_OK &&
+			    k != IETF_PUBLISH_NAMESPACE_ERROR && k != IETF_PUBLISH_NAMESPACE_DONE &&
+			    k != IETF_PUBLISH_NAMESPACE_CANCEL &&
+			    k != IETF_SUBSCRIBE_NAMESPACE_OK &&
+			    k != IETF_SUBSCRIBE_NAMESPACE_ERROR &&
 			    k != IETF_UNSUBSCRIBE_NAMESPACE && k != IETF_TRACK_STATUS &&
-			    k != IETF_FETCH_ERROR && k != IETF_FETCH_CANCEL && k != IETF_PUBLISH_ERROR) {
-				const struct moq_ietf_param *p =
-				        moq_ietf_param_get(&m2.params, k <= IETF_SETUP
-				                                               ? IETF_OPT_AUTH_TOKEN
-				                                               : IETF_PARAM_AUTH_TOKEN);
+			    k != IETF_FETCH_ERROR && k != IETF_FETCH_CANCEL &&
+			    k != IETF_PUBLISH_ERROR) {
+				const struct moq_ietf_param *p = moq_ietf_param_get(
+				        &m2.params, k <= IETF_SETUP ? IETF_OPT_AUTH_TOKEN
+				                                    : IETF_PARAM_AUTH_TOKEN);
 				ck_assert_msg(p != NULL, "%s d%d: param", moq_ietf_kind_name(k), d);
 			}
 			if (k == IETF_SUBSCRIBE) {
@@ -715,7 +748,8 @@ START_TEST(fetch_forms)
 		if (d < 20) {
 			size_t at = 3 + 1 + (d == 17) + (d == 14 ? 2 : 0);
 			buf[at] = 0x09;
-			ck_assert_int_eq(moq_ietf_msg_decode(buf, (size_t)n, d, &m2), MOQ_ERR_DECODE);
+			ck_assert_int_eq(moq_ietf_msg_decode(buf, (size_t)n, d, &m2),
+			                 MOQ_ERR_DECODE);
 		}
 	}
 }
@@ -823,7 +857,8 @@ START_TEST(datagrams)
 		ck_assert(g2.is_status && g2.status == IETF_OBJ_END_OF_TRACK);
 		/* a trailing byte after a status is malformed */
 		buf[n] = 0;
-		ck_assert_int_eq(moq_ietf_datagram_decode(buf, (size_t)n + 1, d, &g2), MOQ_ERR_DECODE);
+		ck_assert_int_eq(moq_ietf_datagram_decode(buf, (size_t)n + 1, d, &g2),
+		                 MOQ_ERR_DECODE);
 		/* default priority: 15+ only */
 		g.has_priority = false;
 		n = moq_ietf_datagram_encode(buf, sizeof(buf), d, &g);
@@ -860,7 +895,8 @@ START_TEST(fetch_objects)
 		}
 		for (int i = 0; i < 4; i++) {
 			struct moq_ietf_fetch_obj got;
-			int n = moq_ietf_fetch_obj_decode_head(buf + r, o - r, d, i ? &prev : NULL, &got);
+			int n = moq_ietf_fetch_obj_decode_head(buf + r, o - r, d, i ? &prev : NULL,
+			                                       &got);
 			ck_assert_int_gt(n, 0);
 			ck_assert_uint_eq(got.group, objs[i].group);
 			ck_assert_uint_eq(got.subgroup, objs[i].subgroup);
@@ -949,7 +985,9 @@ START_TEST(malformed)
 	ck_assert_int_eq(moq_ietf_msg_decode(b, n, 14, &m), 5);
 	ck_assert_uint_eq(m.request_id, 300);
 	/* a length one too long (a byte left over) and one too short */
-	n = unhex("15000341" "2c00", b, sizeof(b));
+	n = unhex("15000341"
+	          "2c00",
+	          b, sizeof(b));
 	ck_assert_int_eq(moq_ietf_msg_decode(b, n, 14, &m), MOQ_ERR_DECODE);
 	n = unhex("150001412c", b, sizeof(b));
 	ck_assert_int_eq(moq_ietf_msg_decode(b, n, 14, &m), MOQ_ERR_DECODE);

@@ -18,10 +18,10 @@
 #include "moq.h"
 #include "moq_err.h"
 
-#define MS 1000000ull
+#define MS       1000000ull
 #define NSTREAMS 64
-#define GROUPS 4
-#define OBJS 3
+#define GROUPS   4
+#define OBJS     3
 
 struct cstream {
 	int64_t sid;
@@ -163,8 +163,8 @@ static int cb_established(struct moq_quic_conn *c, void *user, const char *alpn)
 			m.kind = IETF_SUBSCRIBE_NAMESPACE;
 			m.request_id = id;
 			m.ns_n = 1;
-			m.ns[0] = (struct moq_str){name, (size_t)snprintf(name, sizeof(name), "n%u",
-			                                                    (unsigned)id)};
+			m.ns[0] = (struct moq_str){
+			        name, (size_t)snprintf(name, sizeof(name), "n%u", (unsigned)id)};
 			send_msg(cl, req_stream(cl), &m, 0);
 		}
 	} else if (cl == &T.bad) {
@@ -217,7 +217,8 @@ static void send_group(struct client *cl)
 		for (int o = 0; o < OBJS; o++) {
 			struct moq_ietf_object ob = {0};
 			ob.payload_len = (size_t)(10 + g * OBJS + o);
-			n += moq_ietf_object_encode_head(b + n, sizeof(b) - (size_t)n, cl->d, false, &ob);
+			n += moq_ietf_object_encode_head(b + n, sizeof(b) - (size_t)n, cl->d, false,
+			                                 &ob);
 			memset(b + n, 'A' + g * OBJS + o, ob.payload_len);
 			n += (int)ob.payload_len;
 		}
@@ -296,7 +297,8 @@ static void on_subgroup(struct client *cl, struct cstream *s)
 		}
 		{
 			struct moq_ietf_object ob;
-			int k = moq_ietf_object_decode_head(s->buf, s->len, cl->d, s->h.extensions, &ob);
+			int k = moq_ietf_object_decode_head(s->buf, s->len, cl->d, s->h.extensions,
+			                                    &ob);
 			int want = (int)(s->group * OBJS) + s->objs;
 
 			if (k == MOQ_ERR_SHORT || (k > 0 && s->len < (size_t)k + ob.payload_len))
@@ -342,8 +344,8 @@ static void on_fetch_stream(struct client *cl, struct cstream *s)
 	while (o < s->len) {
 		struct moq_ietf_fetch_obj ob;
 		int want;
-		k = moq_ietf_fetch_obj_decode_head(s->buf + o, s->len - o, cl->d, first ? NULL : &prev,
-		                                   &ob);
+		k = moq_ietf_fetch_obj_decode_head(s->buf + o, s->len - o, cl->d,
+		                                   first ? NULL : &prev, &ob);
 		if (k <= 0 || s->len - o - (size_t)k < ob.payload_len) {
 			cl->errors++;
 			break;
@@ -550,10 +552,12 @@ static void run_draft(int d)
 {
 	t_init(d);
 	t_connect(&T.pub, d, 1, 20001);
-	ck_assert_msg(t_until(p_announced, 3000 * MS), "d%d: PUBLISH_NAMESPACE not in the origin", d);
+	ck_assert_msg(t_until(p_announced, 3000 * MS), "d%d: PUBLISH_NAMESPACE not in the origin",
+	              d);
 	t_connect(&T.sub, d, 0, 20002);
-	ck_assert_msg(t_until(s_groups, 5000 * MS), "d%d: subscriber got %d groups (%d objects, %d errors)", d,
-	              T.sub.groups_ok, T.sub.objs_ok, T.sub.errors);
+	ck_assert_msg(t_until(s_groups, 5000 * MS),
+	              "d%d: subscriber got %d groups (%d objects, %d errors)", d, T.sub.groups_ok,
+	              T.sub.objs_ok, T.sub.errors);
 	ck_assert_int_eq(T.sub.errors, 0);
 	ck_assert_int_eq(T.pub.errors, 0);
 	ck_assert(T.sub.sub_ok);

@@ -71,7 +71,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			o = (size_t)rc;
 			while (o < n) {
 				struct moq_ietf_object ob;
-				int k = moq_ietf_object_decode_head(p + o, n - o, d, h.extensions, &ob);
+				int k = moq_ietf_object_decode_head(p + o, n - o, d, h.extensions,
+				                                    &ob);
 				if (k <= 0) {
 					check(k == MOQ_ERR_SHORT || k == MOQ_ERR_DECODE);
 					break;
@@ -109,7 +110,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		int first = 1;
 		o = 0;
 		while (o < n) {
-			int k = moq_ietf_fetch_obj_decode_head(p + o, n - o, d, first ? NULL : &prev, &cur);
+			int k = moq_ietf_fetch_obj_decode_head(p + o, n - o, d,
+			                                       first ? NULL : &prev, &cur);
 			if (k <= 0) {
 				check(k == MOQ_ERR_SHORT || k == MOQ_ERR_DECODE);
 				break;

@@ -20,7 +20,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define NSESS 2
-#define SEC 1000000000ull
+#define SEC   1000000000ull
 
 struct fsess {
 	struct moq_session *s;
@@ -221,12 +221,14 @@ static size_t op(const uint8_t *p, size_t n)
 			struct moq_ietf_object ob = {0};
 			ob.payload_len = (size_t)o;
 			ob.status = o == 0 ? IETF_OBJ_NORMAL : 0;
-			k += moq_ietf_object_encode_head(buf + k, sizeof(buf) - (size_t)k, f->d, false, &ob);
+			k += moq_ietf_object_encode_head(buf + k, sizeof(buf) - (size_t)k, f->d,
+			                                 false, &ob);
 			memset(buf + k, 'x', (size_t)o);
 			k += o;
 		}
 		if (k > 0)
-			moq_binding_stream_data(f->s, 2 + 4 * (1 + (p[1] & 7)), buf, (size_t)k, p[1] & 1);
+			moq_binding_stream_data(f->s, 2 + 4 * (1 + (p[1] & 7)), buf, (size_t)k,
+			                        p[1] & 1);
 		return 2;
 	}
 	default: /* time passes; or the session goes */
