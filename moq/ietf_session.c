@@ -77,6 +77,7 @@ struct xs {
 	uint8_t rx_fin, fin_q, fin_sent, reset, typed, gone;
 	uint8_t i_out_done, i_in_done, closed_due; /* inner: each direction ended */
 	uint8_t got_req, fin_due; /* I_SUB_OUT: SUBSCRIBE read; a FIN into the inner due */
+	uint8_t reset_due;        /* I_SUB_OUT: refuse it (11 bounds) at the next pump */
 	uint8_t *rx;
 	size_t rx_len, rx_cap;
 	/* outer send side */
@@ -1409,6 +1410,11 @@ static void pump(struct ietf_sess *ie)
 		nx = x->next;
 		if (!x->inner || x->sid < 0 || x->gone || !ie->inner)
 			continue;
+		if (x->reset_due && !x->i_in_done) {
+			x->reset_due = 0;
+			x->i_in_done = 1;
+			moq_binding_stream_reset(ie->inner, x->sid, MOQ_CODE_BOUNDS);
+		}
 		if (x->fin_due && !x->i_in_done) {
 			x->fin_due = 0;
 			x->i_in_done = 1;
@@ -1512,9 +1518,14 @@ static void relay_subscribe(struct ietf_sess *ie, struct xs *i, const struct moq
 
 	i->lite_id = s->id;
 	if (ie->d <= MOQ_IETF_16 && ie->next_our_req >= ie->peer_max) {
-		i->i_in_done = 1;
-		ack_later(ie, i->sid, i->in_l);
-		return; /* the client's MAX_REQUEST_ID: no room (the lite side times out) */
+		/* the client's MAX_REQUEST_ID leaves no room: REQUESTS_BLOCKED to
+		 * it, and the relay's subscription is refused (11 bounds) */
+		struct moq_ietf_msg b = {0};
+		b.kind = IETF_REQUESTS_BLOCKED;
+		b.request_id = ie->peer_max;
+		send_msg_on(ie, xs_find(ie, 0, ie->control_sid), &b, 0);
+		i->reset_due = 1;
+		return;
 	}
 	m.kind = IETF_SUBSCRIBE;
 	m.request_id = ie->next_our_req;
