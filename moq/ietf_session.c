@@ -833,6 +833,62 @@ static void on_fetch(struct ietf_sess *ie, struct xs *ox, const struct moq_ietf_
 		ox_write(ie, ox, NULL, 0, 1); /* 17+: the request is over */
 }
 
+/* TRACK_STATUS_REQUEST: the largest location the relay's cache has of the
+ * track (14: TRACK_STATUS; 15+: REQUEST_OK with LARGEST_OBJECT, or
+ * REQUEST_ERROR DOES_NOT_EXIST). */
+static void on_track_status(struct ietf_sess *ie, struct xs *ox, const struct moq_ietf_msg *m)
+{
+	char path[MOQ_IETF_MAX_NAME + MOQ_IETF_MAX_NS * 2];
+	int pl = moq_ietf_ns_to_path(path, sizeof(path), m->ns, m->ns_n);
+	struct xs *on = ox ? ox : xs_find(ie, 0, ie->control_sid);
+	struct upstream *up = NULL;
+	struct moq_ietf_msg r = {0};
+	struct moq_cache_group *g;
+	uint64_t latest = 0;
+	uint32_t frames = 0;
+	uint8_t loc[32];
+	char *full = NULL;
+	size_t flen = 0;
+	int found = 0, k;
+
+	if (pl >= 0 && ie->inner &&
+	    path_norm_join(ie->inner->root, ie->inner->rootlen, path, (size_t)pl, &full, &flen) ==
+	            0 &&
+	    full) {
+		up = up_find(ie->n, full, flen, m->name.p, m->name.len);
+		free(full);
+	}
+	if (up && up->ct && moq_cache_track_latest(up->ct, &latest) == 0 &&
+	    moq_cache_track_group(up->ct, latest, &g) == 0) {
+		moq_cache_group_status(g, NULL, &frames);
+		moq_cache_group_unref(g);
+		found = 1;
+	}
+	r.request_id = m->request_id;
+	if (ie->d == MOQ_IETF_14) {
+		r.kind = IETF_TRACK_STATUS;
+		r.ns_n = m->ns_n;
+		memcpy(r.ns, m->ns, sizeof(r.ns[0]) * m->ns_n);
+		r.name = m->name;
+		r.code = found ? 0x0 : 0x1; /* in progress / does not exist */
+		r.last.group = latest;
+		r.last.object = frames ? frames - 1 : 0;
+		send_msg_on(ie, on, &r, ox != NULL);
+		return;
+	}
+	if (!found) {
+		send_req_error(ie, on, m->request_id, IETF_REQ_DOES_NOT_EXIST, "not in the cache",
+		               IETF_SUBSCRIBE_ERROR);
+		return;
+	}
+	k = moq_ietf_varint_put(loc, sizeof(loc), ie->d, latest);
+	k += moq_ietf_varint_put(loc + k, sizeof(loc) - (size_t)k, ie->d, frames ? frames - 1 : 0);
+	r.kind = IETF_REQUEST_OK;
+	moq_ietf_param_add(&r.params, IETF_PARAM_LARGEST_OBJECT, 0,
+	                   (struct moq_str){(const char *)loc, (size_t)k});
+	send_msg_on(ie, on, &r, ox != NULL);
+}
+
 /* ---- a control message from the client ---- */
 
 static void on_msg(struct ietf_sess *ie, struct xs *ox, const struct moq_ietf_msg *m)
@@ -862,6 +918,11 @@ static void on_msg(struct ietf_sess *ie, struct xs *ox, const struct moq_ietf_ms
 		ie->open_reqs--; /* answered at once */
 		break;
 	case IETF_TRACK_STATUS_REQUEST:
+		if (check_req_id(ie, m->request_id) < 0)
+			return;
+		on_track_status(ie, ox, m);
+		ie->open_reqs--; /* answered at once */
+		break;
 	case IETF_PUBLISH:
 		if (check_req_id(ie, m->request_id) < 0)
 			return;

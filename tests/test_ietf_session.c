@@ -46,6 +46,8 @@ struct client {
 	uint64_t next_send;
 	int groups_ok, objs_ok, errors;
 	int fetch_ok, fetch_objs, fetch_done, fetch_first_group;
+	int status_ok, status_err;
+	uint64_t status_group, status_object;
 	uint64_t fetch_req;
 	struct cstream st[NSTREAMS];
 };
@@ -240,7 +242,7 @@ static void on_control(struct client *cl, struct cstream *s)
 			s->len = 0;
 			return;
 		}
-		cs_eat(s, (size_t)k);
+		/* @m points into s->buf: consume it after */
 		switch (m.kind) {
 		case IETF_SERVER_SETUP:
 		case IETF_SETUP:
@@ -249,6 +251,20 @@ static void on_control(struct client *cl, struct cstream *s)
 			break;
 		case IETF_REQUEST_OK:
 			cl->announced = 1;
+			if (moq_ietf_param_get(&m.params, IETF_PARAM_LARGEST_OBJECT)) {
+				const struct moq_ietf_param *lp =
+				        moq_ietf_param_get(&m.params, IETF_PARAM_LARGEST_OBJECT);
+				struct moq_ietf_loc l;
+				if (moq_ietf_loc_decode((const uint8_t *)lp->b.p, lp->b.len, cl->d,
+				                        &l) == 0) {
+					cl->status_ok++;
+					cl->status_group = l.group;
+					cl->status_object = l.object;
+				}
+			}
+			break;
+		case IETF_REQUEST_ERROR:
+			cl->status_err++;
 			break;
 		case IETF_SUBSCRIBE:
 			/* the relay subscribes to our namespace */
@@ -274,6 +290,7 @@ static void on_control(struct client *cl, struct cstream *s)
 		default:
 			break;
 		}
+		cs_eat(s, (size_t)k);
 	}
 }
 
@@ -538,6 +555,11 @@ static int s_fetched2(void)
 	return (T.sub.fetch_ok >= 2 && T.sub.fetch_done >= 2) || T.sub.errors;
 }
 
+static int s_status(void)
+{
+	return T.sub.status_ok >= 1 && T.sub.status_err >= 1;
+}
+
 static int b_closed(void)
 {
 	return T.bad.closed;
@@ -607,6 +629,23 @@ static void run_draft(int d)
 		ck_assert_int_eq(T.sub.fetch_objs, 2 * OBJS);
 		ck_assert_int_eq(T.sub.fetch_first_group, GROUPS - 2);
 		ck_assert_int_eq(T.sub.errors, 0);
+	}
+	/* TRACK_STATUS: the largest location the relay cached; an unknown
+	 * track does not exist */
+	{
+		struct moq_ietf_msg m = {0};
+		m.kind = IETF_TRACK_STATUS_REQUEST;
+		m.request_id = d < 20 ? 6 : 4;
+		ns_of(&m);
+		m.name = (struct moq_str){"video", 5};
+		send_msg(&T.sub, req_stream(&T.sub), &m, 0);
+		m.request_id += 2;
+		m.name = (struct moq_str){"audio", 5};
+		send_msg(&T.sub, req_stream(&T.sub), &m, 0);
+		ck_assert_msg(t_until(s_status, 3000 * MS), "d%d: TRACK_STATUS: ok %d err %d", d,
+		              T.sub.status_ok, T.sub.status_err);
+		ck_assert_uint_eq(T.sub.status_group, GROUPS - 1);
+		ck_assert_uint_eq(T.sub.status_object, OBJS - 1);
 	}
 	/* a request id out of order closes only its session */
 	t_connect(&T.bad, d, 0, 20003);
