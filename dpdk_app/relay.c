@@ -35,6 +35,7 @@
 #include "auth.h"
 #include "authurl.h"
 #include "cluster.h"
+#include "ietf_codec.h"
 #include "moq_err.h"
 #include "pmd_port.h"
 #include "quic.h"
@@ -762,13 +763,17 @@ static struct moq_quic_endpoint *make_endpoint(const struct moq_pmd_config *cfg,
 	 * (BINDINGS.md 1), which needs max_datagram_frame_size > 0 */
 	{
 		const char *const *ma = moq_node_alpns(&nalpn);
-		static const char *alpns[8];
+		static const char *alpns[16];
+		size_t k = 0;
 
 		for (size_t i = 0; i < nalpn && i < 7; i++)
-			alpns[i] = ma[i];
-		alpns[nalpn < 7 ? nalpn : 7] = MOQ_H3_ALPN;
+			alpns[k++] = ma[i];
+		/* IETF moq-transport drafts 20 .. 14 after moq-lite (moq/ietf_session.c) */
+		for (int d = MOQ_IETF_LAST; d >= MOQ_IETF_FIRST; d--)
+			alpns[k++] = moq_ietf_alpn(d);
+		alpns[k++] = MOQ_H3_ALPN;
 		qc.alpn = alpns;
-		qc.alpn_count = (nalpn < 7 ? nalpn : 7) + 1;
+		qc.alpn_count = k;
 	}
 	qc.max_datagram_frame_size = 65535;
 	/* moq.h wiring: the node's callbacks, the node as config.user */

@@ -7,6 +7,7 @@
  */
 #include "h3.h"
 #include "moq_origin.h"
+#include "ietf_session.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -370,6 +371,14 @@ static const struct {
         {MOQ_ALPN_05, MOQ_LITE_05},
         {MOQ_ALPN_04, MOQ_LITE_04},
         {MOQ_ALPN_03, MOQ_LITE_03},
+        /* IETF moq-transport (moq/ietf_session.c) */
+        {"moqt-20", MOQ_VERSION_IETF(20)},
+        {"moqt-19", MOQ_VERSION_IETF(19)},
+        {"moqt-18", MOQ_VERSION_IETF(18)},
+        {"moqt-17", MOQ_VERSION_IETF(17)},
+        {"moqt-16", MOQ_VERSION_IETF(16)},
+        {"moqt-15", MOQ_VERSION_IETF(15)},
+        {"moq-00", MOQ_VERSION_IETF(14)},
 };
 
 static enum moq_version version_of(const char *s, size_t len)
@@ -400,7 +409,7 @@ static size_t skip_ows(const char *s, size_t i, size_t len)
 int moq_h3_protocols_pick(const char *s, size_t len)
 {
 	size_t i = skip_ows(s, 0, len);
-	enum moq_version best = 0;
+	enum moq_version best = 0, best_ietf = 0;
 
 	if (i == len)
 		return 0; /* an empty list */
@@ -436,8 +445,17 @@ int moq_h3_protocols_pick(const char *s, size_t len)
 			if (i < len && s[i] == '"')
 				return MOQ_ERR_DECODE; /* a quoted parameter value: not ours */
 		}
-		if (!best && !too_long)
-			best = version_of(item, il);
+		if (!too_long) {
+			enum moq_version v = version_of(item, il);
+			/* moq-lite first, then IETF moq-transport: each in the
+			 * client's order */
+			if (v && MOQ_VERSION_IS_IETF(v)) {
+				if (!best_ietf)
+					best_ietf = v;
+			} else if (!best) {
+				best = v;
+			}
+		}
 		i = skip_ows(s, i, len);
 		if (i == len)
 			break;
@@ -447,7 +465,7 @@ int moq_h3_protocols_pick(const char *s, size_t len)
 		if (i == len)
 			return MOQ_ERR_DECODE; /* a trailing comma */
 	}
-	return (int)best;
+	return (int)(best ? best : best_ietf);
 }
 
 /* ------------------------------------------- :authority and Origin */

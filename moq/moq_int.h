@@ -358,6 +358,10 @@ struct moq_session {
 	uint32_t st_pool_len, go_pool_len;
 	void *user;
 	int depth; /* callback nesting; closes are deferred to depth 0 */
+	/* an IETF moq-transport session's shell: its input goes to
+	 * ietf_session.c, which runs a lite session of its own */
+	struct ietf_sess *ietf;
+	struct ietf_sess *ietf_owner; /* the lite session behind an IETF shell: its owner */
 	/* cfg.auth (access.c): what the token grants, once authorised */
 	struct moq_auth_grant *grant;
 	uint8_t auth_done;      /* authorisation ran (grant set, or closing) */

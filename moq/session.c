@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "moq_int.h"
+#include "ietf_session.h"
+#include "ietf_codec.h"
 
 /* Control path allocations only: sessions, streams, subscriptions. The data
  * path (frames) allocates nothing but pooled header chunks. */
@@ -128,6 +130,15 @@ void sess_free(struct moq_session *s, uint64_t code, int local)
 	struct moq_node *n = s->n;
 
 	access_url_end(s, code); /* --auth-url: the end event */
+	if (s->ietf_owner) { /* the lite session of an IETF shell */
+		ietf_inner_gone(s->ietf_owner);
+		s->ietf_owner = NULL;
+	}
+	if (s->ietf) { /* an IETF shell freed without moq_binding_closed (node destroy) */
+		struct ietf_sess *ie = s->ietf;
+		s->ietf = NULL;
+		ietf_closed(ie, code, local);
+	}
 	s->closing = 1;
 	if (n->cfg.cb && n->cfg.cb->session_closed)
 		n->cfg.cb->session_closed(s, n->cfg.user, code, local);
@@ -284,6 +295,16 @@ static int cb_established(struct moq_quic_conn *c, void *user, const char *alpn)
 
 	(void)c;
 	ENTER(s);
+	{
+		/* an IETF moq-transport ALPN: the session becomes its shell */
+		int d = alpn ? moq_ietf_alpn_draft(alpn, strlen(alpn)) : 0;
+		if (d && !s->bops && s->server) {
+			if (ietf_quic_attach(s, d) < 0)
+				sess_fail(s, MOQ_CODE_UNKNOWN_ALPN);
+			LEAVE(s);
+			return 0;
+		}
+	}
 	sess_established(s, alpn_version(alpn));
 	LEAVE(s);
 	return 0;
@@ -292,6 +313,10 @@ static int cb_established(struct moq_quic_conn *c, void *user, const char *alpn)
 void moq_binding_stream_data(struct moq_session *s, int64_t sid, const uint8_t *data, size_t len,
                              int fin)
 {
+	if (s && s->ietf) {
+		ietf_stream_data(s->ietf, sid, data, len, fin);
+		return;
+	}
 	if (!s || s->closing)
 		return;
 	s->depth++;
@@ -319,6 +344,10 @@ void moq_binding_stream_acked(struct moq_session *s, int64_t sid, uint64_t acked
 {
 	struct mstream *st;
 
+	if (s && s->ietf) {
+		ietf_stream_acked(s->ietf, sid, acked);
+		return;
+	}
 	if (!s || s->closing)
 		return;
 	st = smap_get(&s->streams, sid);
@@ -351,6 +380,10 @@ void moq_binding_stream_reset(struct moq_session *s, int64_t sid, uint64_t app_e
 	struct moq_node *n;
 	struct mstream *st;
 
+	if (s && s->ietf) {
+		ietf_stream_reset(s->ietf, sid, app_err);
+		return;
+	}
 	if (!s || s->closing)
 		return;
 	n = s->n;
@@ -423,6 +456,10 @@ static void stop_sending(struct moq_session *s, int64_t sid, uint64_t app_err)
 {
 	struct mstream *st;
 
+	if (s && s->ietf) {
+		ietf_stream_stop_sending(s->ietf, sid, app_err);
+		return;
+	}
 	if (!s || s->closing)
 		return;
 	st = smap_get(&s->streams, sid);
@@ -455,6 +492,10 @@ void moq_binding_stream_closed(struct moq_session *s, int64_t sid)
 {
 	struct mstream *st;
 
+	if (s && s->ietf && !s->freed) {
+		ietf_stream_closed(s->ietf, sid);
+		return;
+	}
 	if (!s || s->freed)
 		return;
 	st = smap_get(&s->streams, sid);
@@ -472,7 +513,9 @@ static void cb_stream_closed(struct moq_quic_conn *c, void *user, int64_t sid, u
 void moq_binding_writable(struct moq_session *s)
 {
 	/* moq_node_poll retries whatever waited for stream credit. */
-	if (s)
+	if (s && s->ietf)
+		ietf_writable(s->ietf);
+	else if (s)
 		sess_mark(s);
 }
 
@@ -494,6 +537,11 @@ void moq_binding_closed(struct moq_session *s, uint64_t code, int local)
 		s->bops->get_info(s->tp, &ci);
 		s->auth_tx = ci.bytes_sent;
 		s->auth_rx = ci.bytes_recv;
+	}
+	if (s->ietf) {
+		struct ietf_sess *ie = s->ietf;
+		s->ietf = NULL;
+		ietf_closed(ie, code, local);
 	}
 	s->conn = NULL;
 	s->tp = NULL;
@@ -556,6 +604,8 @@ struct moq_session *moq_binding_accept(struct moq_node *n, const struct moq_bind
 
 	if (!ops || !b || !url)
 		return NULL;
+	if (MOQ_VERSION_IS_IETF(v)) /* IETF moq-transport: ietf_session.c */
+		return ietf_binding_accept(n, ops, b, (int)v - MOQ_IETF_BINDING_BASE, url, url_len);
 	s = sess_new(n, NULL, 1);
 	if (!s) {
 		n->st.refused_bounds++;

@@ -324,7 +324,7 @@ START_TEST(connect_refused)
 	        {-1, NULL, 4, 400},                     /* no :path */
 	        {-1, NULL, 0, 400},                     /* no :method */
 	        {-1, NULL, 2, 400},                     /* no :scheme */
-	        {11, "\"moql\", \"moqt-19\"", -1, 406}, /* none of ours */
+	        {11, "\"moql\", \"moqt-21\"", -1, 406}, /* none of ours */
 	        {11, "\"moq-lite-99\"", -1, 406},       /* unknown version */
 	        {11, "moq-lite-05", -1, 400},           /* not sf-strings */
 	        {11, "\"moq-lite-05\",", -1, 400},      /* trailing comma */
@@ -1225,7 +1225,7 @@ START_TEST(session_connect_refused)
 		int drop;
 		const char *protos;
 		int status;
-	} cases[] = {{1, GOOD_PROTOS, 400}, {-1, "\"moqt-19\", \"moql\"", 406}};
+	} cases[] = {{1, GOOD_PROTOS, 400}, {-1, "\"moqt-21\", \"moql\"", 406}};
 
 	for (size_t i = 0; i < 2; i++) {
 		const char *base[] = {":method",

@@ -17,6 +17,7 @@
 #include <wolfssl/wolfcrypt/sha.h>
 
 #include "codec.h"
+#include "ietf_session.h"
 
 /* RFC 6455, 1.3: the GUID appended to Sec-WebSocket-Key. */
 static const char ws_guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
@@ -84,6 +85,14 @@ static const struct {
         {"qmux-01.moq-lite-05", MOQ_LITE_05},
         {"qmux-01.moq-lite-04", MOQ_LITE_04},
         {"qmux-01.moq-lite-03", MOQ_LITE_03},
+        /* IETF moq-transport (ietf_session.c), after moq-lite */
+        {"qmux-01.moqt-20", MOQ_VERSION_IETF(20)},
+        {"qmux-01.moqt-19", MOQ_VERSION_IETF(19)},
+        {"qmux-01.moqt-18", MOQ_VERSION_IETF(18)},
+        {"qmux-01.moqt-17", MOQ_VERSION_IETF(17)},
+        {"qmux-01.moqt-16", MOQ_VERSION_IETF(16)},
+        {"qmux-01.moqt-15", MOQ_VERSION_IETF(15)},
+        {"qmux-01.moq-00", MOQ_VERSION_IETF(14)},
 };
 
 int moq_ws_select(const char *offered, size_t len, const char **name)

@@ -1,0 +1,2025 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ietf_session.c: IETF moq-transport sessions, drafts 14-20 (ietf_session.h).
+ *
+ * The transport's session is a shell: its streams come here. Behind it runs
+ * a moq-lite-04 server session on an in-process binding (ie_ops), so the
+ * origin table, auth, bounds, the cache and fanout treat an IETF client as a
+ * lite one. This file translates:
+ *
+ *   IETF (outer, the client)                  lite-04 (inner, the relay)
+ *   CLIENT_SETUP / SETUP (PATH, AUTH TOKEN)   the session URL (?jwt=)
+ *   PUBLISH_NAMESPACE ns                      ANNOUNCE active on the relay's announce request
+ *   PUBLISH_NAMESPACE_DONE / request FIN      ANNOUNCE ended
+ *   SUBSCRIBE (client)                        SUBSCRIBE on a client bidi
+ *   SUBSCRIBE_OK / REQUEST_ERROR / PUBLISH_DONE  <- OK / reset / FIN of it
+ *   UNSUBSCRIBE / request FIN                 FIN of it
+ *   subgroup stream, subgroup 0 (relay out)   <- GROUP stream: object k = frame k
+ *   SUBSCRIBE (relay, to a publishing client) <- SUBSCRIBE the relay opens
+ *   subgroup stream (client publishing)       GROUP stream, frames = objects
+ *   SUBSCRIBE_NAMESPACE prefix                ANNOUNCE_REQUEST; announces -> NAMESPACE
+ *
+ * Control messages ride the control stream in 14-16 and a bidi stream per
+ * request from 17 (16: SUBSCRIBE_NAMESPACE already has its own). Bytes the
+ * inner session writes are copied at once; they are acknowledged to it when
+ * the client acknowledges what they became, so fanout's per-session budget
+ * still bounds what waits here.
+ */
+#include "ietf_session.h"
+
+#include "ietf_codec.h"
+#include "moq_err.h"
+#include "moq_int.h"
+
+/* Request ids the client may use ahead of the ones it has used (14-16:
+ * MAX_REQUEST_ID); a multiple of 2 (client ids are even). */
+#define IE_REQ_WINDOW 512
+#define IE_MSG_MAX    (MOQ_IETF_MSG_MAX + 16)
+
+enum xkind {
+	X_NEW = 0,   /* outer, peer-opened, type not read */
+	X_CONTROL,   /* 14-16: the control stream */
+	X_SETUP_IN,  /* 17+: the client's SETUP uni */
+	X_SETUP_OUT, /* 17+: ours */
+	X_REQ_IN,    /* a client request's bidi (17+; 16's SUBSCRIBE_NAMESPACE) */
+	X_REQ_OUT,   /* our request's bidi (17+) */
+	X_SG_IN,     /* a subgroup stream from the client */
+	X_SG_OUT,    /* a subgroup stream to the client */
+	X_IGNORE,
+	/* inner session streams */
+	I_ANN_OUT,   /* the relay asks for the client's announces */
+	I_SUB_OUT,   /* the relay subscribes to the client */
+	I_GROUP_OUT, /* a group the relay sends the client */
+	I_GOAWAY,    /* the relay's GOAWAY */
+	I_OTHER,     /* inner-opened, unknown */
+	I_SUB_IN,    /* the client's SUBSCRIBE (we opened it on the inner) */
+	I_ANN_IN,    /* the client's SUBSCRIBE_NAMESPACE */
+	I_GROUP_IN,  /* a group the client publishes */
+};
+
+struct oq {
+	struct oq *next;
+	uint64_t off; /* stream offset of data[0] */
+	uint32_t len;
+	uint8_t data[];
+};
+
+struct mark {
+	uint64_t r; /* outer offset */
+	int64_t isid;
+	uint64_t l; /* inner bytes to acknowledge once r is */
+};
+
+struct xs {
+	struct xs *next;
+	int64_t sid;
+	uint8_t inner, kind;
+	uint8_t rx_fin, fin_q, fin_sent, reset, typed, gone;
+	uint8_t i_out_done, i_in_done, closed_due; /* inner: each direction ended */
+	uint8_t got_req, fin_due; /* I_SUB_OUT: SUBSCRIBE read; a FIN into the inner due */
+	uint8_t reset_due;        /* I_SUB_OUT: refuse it (11 bounds) at the next pump */
+	uint8_t *rx;
+	size_t rx_len, rx_cap;
+	/* outer send side */
+	struct oq *qh, *qt;
+	uint64_t q_end, sent, acked;
+	struct mark *mk;
+	uint32_t nmk, cmk;
+	/* links */
+	struct xs *peer; /* inner <-> outer (request and group streams) */
+	uint64_t req_id, alias, lite_id;
+	uint8_t ok_sent, done_sent, is_req;
+	uint64_t in_l;    /* inner bytes consumed (inner-opened streams) */
+	size_t lite_tlen; /* I_SUB_IN: the track name after prefix's NUL */
+	/* I_GROUP_OUT: the lite group stream read */
+	struct moq_group_rx grx;
+	uint8_t grx_init;
+	/* X_SG_IN */
+	uint8_t hdr_done, obj_hdr_pending;
+	struct moq_ietf_subgroup_hdr h;
+	uint64_t obj_left;
+	/* I_ANN_OUT / I_ANN_IN: the requested prefix */
+	char *prefix;
+	size_t plen;
+};
+
+struct ie_ack {
+	int64_t isid;
+	uint64_t l;
+};
+
+struct ietf_sess {
+	struct moq_session *shell, *inner;
+	struct moq_node *n;
+	enum moq_ietf_draft d;
+	char *url;
+	size_t url_len;
+	uint8_t started, dead, closing;
+	uint64_t close_code;
+	int depth;
+	struct xs *streams;
+	int64_t control_sid;
+	int64_t next_ibidi, next_iuni; /* our streams on the inner (client-side ids) */
+	int64_t next_obidi, next_ouni; /* inner-opened ids */
+	uint64_t next_peer_req, max_granted, peer_max, next_our_req, next_lite_id;
+	uint32_t open_reqs; /* client requests not yet over (14-16: MAX_REQUEST_ID) */
+	struct ie_ack *acks;
+	uint32_t nacks, cacks;
+	uint64_t objects_dropped;
+};
+
+static const struct moq_binding_ops ie_ops;
+
+/* ---- stream records ---- */
+
+static struct xs *xs_find(struct ietf_sess *ie, int inner, int64_t sid)
+{
+	for (struct xs *x = ie->streams; x; x = x->next)
+		if (x->inner == inner && x->sid == sid && !x->gone)
+			return x;
+	return NULL;
+}
+
+static struct xs *xs_new(struct ietf_sess *ie, int inner, int64_t sid, uint8_t kind)
+{
+	struct xs *x = calloc(1, sizeof(*x));
+
+	if (!x)
+		return NULL;
+	x->inner = (uint8_t)inner;
+	x->sid = sid;
+	x->kind = kind;
+	x->next = ie->streams;
+	ie->streams = x;
+	return x;
+}
+
+static void xs_free(struct ietf_sess *ie, struct xs *x)
+{
+	if (x->inner && x->is_req && ie->open_reqs)
+		ie->open_reqs--;
+	for (struct xs **pp = &ie->streams; *pp; pp = &(*pp)->next)
+		if (*pp == x) {
+			*pp = x->next;
+			break;
+		}
+	/* every link to it goes (a request stream's peer may have been
+	 * relinked, so not only x->peer's) */
+	for (struct xs *o = ie->streams; o; o = o->next)
+		if (o->peer == x)
+			o->peer = NULL;
+	while (x->qh) {
+		struct oq *q = x->qh;
+		x->qh = q->next;
+		free(q);
+	}
+	free(x->mk);
+	free(x->rx);
+	free(x->prefix);
+	free(x);
+}
+
+static int rx_append(struct xs *x, const uint8_t *p, size_t n)
+{
+	if (x->rx_len + n > x->rx_cap) {
+		size_t cap = x->rx_cap ? x->rx_cap * 2 : 256;
+		uint8_t *r;
+		while (cap < x->rx_len + n)
+			cap *= 2;
+		if (cap > 2 * IE_MSG_MAX + 65536)
+			return MOQ_ERR_TOO_LARGE;
+		r = realloc(x->rx, cap);
+		if (!r)
+			return MOQ_ERR_NOMEM;
+		x->rx = r;
+		x->rx_cap = cap;
+	}
+	if (n)
+		memcpy(x->rx + x->rx_len, p, n);
+	x->rx_len += n;
+	return 0;
+}
+
+static void rx_consume(struct xs *x, size_t n)
+{
+	memmove(x->rx, x->rx + n, x->rx_len - n);
+	x->rx_len -= n;
+}
+
+/* ---- inner acknowledgements (delivered outside the inner's calls) ---- */
+
+static void ack_later(struct ietf_sess *ie, int64_t isid, uint64_t l)
+{
+	if (ie->nacks == ie->cacks) {
+		uint32_t c = ie->cacks ? ie->cacks * 2 : 16;
+		struct ie_ack *a = realloc(ie->acks, c * sizeof(*a));
+		if (!a)
+			return;
+		ie->acks = a;
+		ie->cacks = c;
+	}
+	ie->acks[ie->nacks].isid = isid;
+	ie->acks[ie->nacks].l = l;
+	ie->nacks++;
+}
+
+/* ---- outer writes ---- */
+
+static void ox_flush(struct ietf_sess *ie, struct xs *x)
+{
+	while (!x->reset && ie->shell && ie->shell->tp) {
+		struct iovec iov[16];
+		size_t n = 0, total = 0;
+		long w;
+		int fin;
+
+		for (struct oq *q = x->qh; q && n < 16; q = q->next) {
+			uint64_t end = q->off + q->len;
+			if (end <= x->sent)
+				continue;
+			uint64_t skip = x->sent > q->off ? x->sent - q->off : 0;
+			iov[n].iov_base = q->data + skip;
+			iov[n].iov_len = q->len - skip;
+			total += iov[n].iov_len;
+			n++;
+		}
+		fin = x->fin_q && !x->fin_sent && x->sent + total == x->q_end;
+		if (!total && !fin)
+			return;
+		w = tp_write(ie->shell, x->sid, iov, n, fin);
+		if (w < 0)
+			return;
+		x->sent += (uint64_t)w;
+		if (fin && (size_t)w == total)
+			x->fin_sent = 1;
+		if ((size_t)w < total || !n)
+			return;
+	}
+}
+
+static int ox_write(struct ietf_sess *ie, struct xs *x, const void *p, size_t n, int fin)
+{
+	if (!x || x->reset || x->fin_q)
+		return MOQ_ERR_STATE;
+	if (n) {
+		struct oq *q = malloc(sizeof(*q) + n);
+		if (!q)
+			return MOQ_ERR_NOMEM;
+		q->next = NULL;
+		q->off = x->q_end;
+		q->len = (uint32_t)n;
+		memcpy(q->data, p, n);
+		if (x->qt)
+			x->qt->next = q;
+		else
+			x->qh = q;
+		x->qt = q;
+		x->q_end += n;
+	}
+	if (fin)
+		x->fin_q = 1;
+	ox_flush(ie, x);
+	return 0;
+}
+
+static void ox_reset(struct ietf_sess *ie, struct xs *x, uint64_t code)
+{
+	if (!x || x->reset || x->fin_sent)
+		return;
+	x->reset = 1;
+	if (ie->shell && ie->shell->tp)
+		tp_reset(ie->shell, x->sid, code);
+}
+
+static struct xs *ox_open(struct ietf_sess *ie, int bidi, uint8_t kind)
+{
+	int64_t sid;
+	struct xs *x;
+
+	if (!ie->shell || !ie->shell->tp || tp_open(ie->shell, bidi, &sid) < 0)
+		return NULL;
+	x = xs_new(ie, 0, sid, kind);
+	if (!x)
+		ox_reset(ie, &(struct xs){.sid = sid}, 0);
+	return x;
+}
+
+/* A mark: once the client acknowledged what @o holds now, the inner's
+ * stream @i is acknowledged up to what it wrote so far. */
+static void mark_push(struct ietf_sess *ie, struct xs *o, struct xs *i)
+{
+	if (!o || o->acked >= o->q_end) {
+		ack_later(ie, i->sid, i->in_l);
+		return;
+	}
+	if (o->nmk == o->cmk) {
+		uint32_t c = o->cmk ? o->cmk * 2 : 8;
+		struct mark *m = realloc(o->mk, c * sizeof(*m));
+		if (!m)
+			return;
+		o->mk = m;
+		o->cmk = c;
+	}
+	o->mk[o->nmk++] = (struct mark){o->q_end, i->sid, i->in_l};
+}
+
+/* ---- control messages out ---- */
+
+static void fail_session_at(struct ietf_sess *ie, uint64_t code, int line);
+#define fail_session(ie, code) fail_session_at((ie), (code), __LINE__)
+
+static void fail_session_at(struct ietf_sess *ie, uint64_t code, int line)
+{
+	if (ie->closing)
+		return;
+	(void)line; /* the call site, for a debugger */
+	ie->closing = 1;
+	ie->close_code = code;
+}
+
+static int send_msg_on(struct ietf_sess *ie, struct xs *x, const struct moq_ietf_msg *m, int fin)
+{
+	static uint8_t buf[IE_MSG_MAX];
+	int n = moq_ietf_msg_encode(buf, sizeof(buf), ie->d, m);
+
+	if (n < 0)
+		return n;
+	return ox_write(ie, x, buf, (size_t)n, fin);
+}
+
+/* The stream a request's messages travel on: its own (17+, and 16's
+ * SUBSCRIBE_NAMESPACE), else the control stream. */
+static struct xs *req_stream(struct ietf_sess *ie, struct xs *inner_x)
+{
+	if (inner_x && inner_x->peer)
+		return inner_x->peer;
+	return xs_find(ie, 0, ie->control_sid);
+}
+
+static void send_req_error(struct ietf_sess *ie, struct xs *on, uint64_t req_id, uint64_t code,
+                           const char *why, enum moq_ietf_kind d14_kind)
+{
+	struct moq_ietf_msg m = {0};
+
+	m.kind = ie->d == MOQ_IETF_14 ? d14_kind : IETF_REQUEST_ERROR;
+	m.request_id = req_id;
+	m.code = code;
+	m.reason = (struct moq_str){why, strlen(why)};
+	send_msg_on(ie, on, &m, on && on->kind == X_REQ_IN);
+}
+
+/* ---- namespaces ---- */
+
+/* Unescape a tuple field of a path (moq_ietf_path_to_ns keeps "\/"). */
+static size_t unescape(char *dst, const struct moq_str *f)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < f->len; i++) {
+		if (f->p[i] == '\\' && i + 1 < f->len)
+			i++;
+		dst[o++] = f->p[i];
+	}
+	return o;
+}
+
+/* Fill @m's namespace from the path @p: fields point into @scratch. */
+static int ns_from_path(struct moq_ietf_msg *m, const char *p, size_t len, char *scratch)
+{
+	struct moq_str f[MOQ_IETF_MAX_NS];
+	int n = moq_ietf_path_to_ns(p, len, f);
+	size_t o = 0;
+
+	if (n < 0)
+		return n;
+	m->ns_n = (uint32_t)n;
+	for (int i = 0; i < n; i++) {
+		size_t l = unescape(scratch + o, &f[i]);
+		m->ns[i] = (struct moq_str){scratch + o, l};
+		o += l;
+	}
+	return 0;
+}
+
+/* ---- into the inner session ---- */
+
+static void in_data(struct ietf_sess *ie, int64_t isid, const void *p, size_t n, int fin)
+{
+	if (ie->inner && !ie->dead)
+		moq_binding_stream_data(ie->inner, isid, p, n, fin);
+}
+
+static int in_send(struct ietf_sess *ie, struct xs *i, int64_t stype, const struct moq_msg *m,
+                   int fin)
+{
+	uint8_t buf[IE_MSG_MAX];
+	size_t o = 0;
+	int n;
+
+	if (stype >= 0)
+		o += (size_t)moq_varint_put(buf, sizeof(buf), (uint64_t)stype);
+	n = moq_msg_encode(buf + o, sizeof(buf) - o, MOQ_LITE_04, m);
+	if (n < 0)
+		return n;
+	in_data(ie, i->sid, buf, o + (size_t)n, fin);
+	if (fin)
+		i->i_in_done = 1;
+	return 0;
+}
+
+static struct xs *in_open(struct ietf_sess *ie, int bidi, uint8_t kind)
+{
+	int64_t sid;
+
+	if (bidi) {
+		sid = ie->next_ibidi;
+		ie->next_ibidi += 4;
+	} else {
+		sid = ie->next_iuni;
+		ie->next_iuni += 4;
+	}
+	{
+		struct xs *x = xs_new(ie, 1, sid, kind);
+		if (x)
+			x->typed = 1; /* the inner's replies carry no stream type */
+		return x;
+	}
+}
+
+/* ---- the client's requests ---- */
+
+static struct xs *find_kind(struct ietf_sess *ie, uint8_t kind, uint64_t key, int by_alias)
+{
+	for (struct xs *x = ie->streams; x; x = x->next)
+		if (x->inner && x->kind == kind && !x->gone &&
+		    (by_alias ? x->alias == key : x->req_id == key))
+			return x;
+	return NULL;
+}
+
+static struct xs *find_lite(struct ietf_sess *ie, uint8_t kind, uint64_t lite_id)
+{
+	for (struct xs *x = ie->streams; x; x = x->next)
+		if (x->inner && x->kind == kind && !x->gone && x->lite_id == lite_id)
+			return x;
+	return NULL;
+}
+
+/* draft-14 9.1 / 3.3: client request ids are even, from 0, each 2 above the
+ * last; 14-16 bound them by MAX_REQUEST_ID. */
+static int check_req_id(struct ietf_sess *ie, uint64_t id)
+{
+	if (id != ie->next_peer_req) {
+		fail_session(ie, IETF_CLOSE_INVALID_REQUEST_ID);
+		return -1;
+	}
+	if (ie->d <= MOQ_IETF_16 && id >= ie->max_granted) {
+		fail_session(ie, IETF_CLOSE_TOO_MANY_REQUESTS);
+		return -1;
+	}
+	ie->next_peer_req += 2;
+	ie->open_reqs++;
+	return 0;
+}
+
+static void on_client_subscribe(struct ietf_sess *ie, struct xs *ox, const struct moq_ietf_msg *m)
+{
+	char path[MOQ_IETF_MAX_NAME + MOQ_IETF_MAX_NS * 2];
+	int pl = moq_ietf_ns_to_path(path, sizeof(path), m->ns, m->ns_n);
+	struct moq_msg sm = {.type = MOQ_MSG_SUBSCRIBE};
+	struct xs *i;
+
+	if (pl < 0) {
+		send_req_error(ie, ox, m->request_id, IETF_REQ_DOES_NOT_EXIST, "bad namespace",
+		               IETF_SUBSCRIBE_ERROR);
+		return;
+	}
+	i = in_open(ie, 1, I_SUB_IN);
+	if (!i) {
+		send_req_error(ie, ox, m->request_id, IETF_REQ_INTERNAL, "memory",
+		               IETF_SUBSCRIBE_ERROR);
+		return;
+	}
+	i->req_id = m->request_id;
+	i->alias = m->request_id; /* as @moq/net: the track alias is the request id */
+	/* kept for a joining FETCH: "path\0track" */
+	if ((i->prefix = malloc((size_t)pl + m->name.len + 1))) {
+		memcpy(i->prefix, path, (size_t)pl);
+		i->prefix[pl] = '\0';
+		memcpy(i->prefix + pl + 1, m->name.p, m->name.len);
+		i->plen = (size_t)pl;
+		i->lite_tlen = m->name.len;
+	}
+	i->lite_id = ie->next_lite_id++;
+	i->is_req = 1;
+	if (ox) {
+		i->peer = ox;
+		ox->peer = i;
+	}
+	sm.u.subscribe.id = i->lite_id;
+	sm.u.subscribe.broadcast = (struct moq_str){path, (size_t)pl};
+	sm.u.subscribe.track = m->name;
+	sm.u.subscribe.priority = m->priority;
+	sm.u.subscribe.ordered = m->group_order == 1;
+	sm.u.subscribe.max_latency_ms = 0;
+	sm.u.subscribe.start = MOQ_GROUP_NONE;
+	sm.u.subscribe.end = MOQ_GROUP_NONE;
+	if (m->filter.kind == IETF_F_ABSOLUTE) {
+		sm.u.subscribe.start = m->filter.start.group;
+		if (m->filter.has_end)
+			sm.u.subscribe.end = m->filter.end_group;
+	}
+	in_send(ie, i, MOQ_STREAM_SUBSCRIBE, &sm, 0);
+}
+
+static void client_unsubscribe(struct ietf_sess *ie, struct xs *i)
+{
+	if (!i || i->i_in_done)
+		return;
+	i->i_in_done = 1;
+	in_data(ie, i->sid, NULL, 0, 1); /* lite: subscriber FIN = unsubscribe */
+}
+
+/* The relay's announce request (I_ANN_OUT) learns @path. */
+static void announce_to_inner(struct ietf_sess *ie, const char *path, size_t pl, int active)
+{
+	for (struct xs *a = ie->streams; a; a = a->next) {
+		size_t off = 0;
+		struct moq_msg am = {.type = MOQ_MSG_ANNOUNCE};
+
+		if (!a->inner || a->kind != I_ANN_OUT || a->gone || a->i_in_done)
+			continue;
+		if (a->plen && !moq_path_has_prefix(a->prefix, a->plen, path, pl, &off))
+			continue;
+		am.u.announce.status = active ? MOQ_ANNOUNCE_ACTIVE : MOQ_ANNOUNCE_ENDED;
+		am.u.announce.suffix = (struct moq_str){path + off, pl - off};
+		while (am.u.announce.suffix.len && am.u.announce.suffix.p[0] == '/') {
+			am.u.announce.suffix.p++;
+			am.u.announce.suffix.len--;
+		}
+		in_send(ie, a, -1, &am, 0);
+	}
+}
+
+/* A client's PUBLISH_NAMESPACE: a record (outer request stream or none)
+ * keeps its path so DONE (or the stream's end) withdraws it. */
+static void on_publish_namespace(struct ietf_sess *ie, struct xs *ox, const struct moq_ietf_msg *m)
+{
+	char path[MOQ_IETF_MAX_NAME + MOQ_IETF_MAX_NS * 2];
+	int pl = moq_ietf_ns_to_path(path, sizeof(path), m->ns, m->ns_n);
+	struct moq_ietf_msg ok = {0};
+	struct xs *rec;
+
+	if (pl <= 0) {
+		send_req_error(ie, ox, m->request_id, IETF_REQ_DOES_NOT_EXIST, "bad namespace",
+		               IETF_PUBLISH_NAMESPACE_ERROR);
+		return;
+	}
+	/* a record of the announce: an inner-side entry without a stream */
+	rec = xs_new(ie, 1, -1, I_OTHER);
+	if (!rec || !(rec->prefix = memdup0(path, (size_t)pl))) {
+		send_req_error(ie, ox, m->request_id, IETF_REQ_INTERNAL, "memory",
+		               IETF_PUBLISH_NAMESPACE_ERROR);
+		return;
+	}
+	rec->plen = (size_t)pl;
+	rec->req_id = m->request_id;
+	rec->is_req = 2; /* an announce record */
+	if (ox) {
+		rec->peer = ox;
+		ox->peer = rec;
+	}
+	announce_to_inner(ie, path, (size_t)pl, 1);
+	ok.kind = ie->d == MOQ_IETF_14 ? IETF_PUBLISH_NAMESPACE_OK : IETF_REQUEST_OK;
+	ok.request_id = m->request_id;
+	send_msg_on(ie, ox ? ox : xs_find(ie, 0, ie->control_sid), &ok, 0);
+}
+
+static void unannounce(struct ietf_sess *ie, struct xs *rec)
+{
+	if (!rec || rec->gone)
+		return;
+	announce_to_inner(ie, rec->prefix, rec->plen, 0);
+	rec->gone = 1;
+}
+
+static struct xs *announce_by_ns(struct ietf_sess *ie, const struct moq_ietf_msg *m)
+{
+	char path[MOQ_IETF_MAX_NAME + MOQ_IETF_MAX_NS * 2];
+	int pl = moq_ietf_ns_to_path(path, sizeof(path), m->ns, m->ns_n);
+
+	for (struct xs *x = ie->streams; x && pl > 0; x = x->next)
+		if (x->inner && x->is_req == 2 && !x->gone && x->plen == (size_t)pl &&
+		    !memcmp(x->prefix, path, (size_t)pl))
+			return x;
+	return NULL;
+}
+
+static void on_subscribe_namespace(struct ietf_sess *ie, struct xs *ox,
+                                   const struct moq_ietf_msg *m)
+{
+	char path[MOQ_IETF_MAX_NAME + MOQ_IETF_MAX_NS * 2];
+	int pl = m->ns_n ? moq_ietf_ns_to_path(path, sizeof(path), m->ns, m->ns_n) : 0;
+	struct moq_msg am = {.type = MOQ_MSG_ANNOUNCE_REQ};
+	struct moq_ietf_msg ok = {0};
+	struct xs *i;
+
+	if (pl < 0 || !(i = in_open(ie, 1, I_ANN_IN))) {
+		send_req_error(ie, ox, m->request_id, IETF_REQ_DOES_NOT_EXIST, "bad prefix",
+		               IETF_SUBSCRIBE_NAMESPACE_ERROR);
+		return;
+	}
+	i->req_id = m->request_id;
+	i->is_req = 1;
+	if (pl > 0 && !(i->prefix = memdup0(path, (size_t)pl)))
+		return;
+	i->plen = (size_t)pl;
+	if (ox) {
+		i->peer = ox;
+		ox->peer = i;
+	}
+	ok.kind = ie->d == MOQ_IETF_14 ? IETF_SUBSCRIBE_NAMESPACE_OK : IETF_REQUEST_OK;
+	ok.request_id = m->request_id;
+	send_msg_on(ie, req_stream(ie, i), &ok, 0);
+	am.u.announce_req.prefix = (struct moq_str){path, (size_t)pl};
+	in_send(ie, i, MOQ_STREAM_ANNOUNCE, &am, 0);
+}
+
+/* ---- replies to the relay's requests (client -> relay) ---- */
+
+static void on_sub_reply(struct ietf_sess *ie, struct xs *i, const struct moq_ietf_msg *m)
+{
+	if (!i || i->kind != I_SUB_OUT)
+		return;
+	if (m->kind == IETF_SUBSCRIBE_OK) {
+		struct moq_msg r = {.type = MOQ_MSG_SUBSCRIBE_REPLY};
+		i->alias = m->track_alias;
+		i->ok_sent = 1;
+		r.u.subscribe_reply.kind = MOQ_SUB_OK;
+		r.u.subscribe_reply.priority = 128;
+		r.u.subscribe_reply.ordered = false;
+		r.u.subscribe_reply.max_latency_ms = 0;
+		r.u.subscribe_reply.start = MOQ_GROUP_NONE;
+		r.u.subscribe_reply.end = MOQ_GROUP_NONE;
+		in_send(ie, i, -1, &r, 0);
+	} else if (m->kind == IETF_PUBLISH_DONE) {
+		if (!i->i_in_done) {
+			i->i_in_done = 1;
+			in_data(ie, i->sid, NULL, 0, 1);
+		}
+	} else { /* SUBSCRIBE_ERROR / REQUEST_ERROR */
+		if (!i->i_in_done) {
+			i->i_in_done = 1;
+			if (ie->inner)
+				moq_binding_stream_reset(ie->inner, i->sid,
+				                         m->code == IETF_REQ_UNAUTHORIZED
+				                                 ? MOQ_CODE_UNAUTHORIZED
+				                                 : MOQ_CODE_NOT_FOUND);
+		}
+	}
+}
+
+/* ---- FETCH, served from the relay's cache ---- */
+
+/* Write group @seq of @ct (complete frames so far) as FETCH objects on @o. */
+static int fetch_group(struct ietf_sess *ie, struct xs *o, struct moq_cache_track *ct, uint64_t seq,
+                       struct moq_ietf_fetch_obj *prev, int *have_prev, uint64_t *last_obj)
+{
+	struct moq_cache_group *g;
+	struct moq_cache_cursor cur = {0};
+	int n = 0;
+
+	if (moq_cache_track_group(ct, seq, &g) < 0)
+		return 0; /* gone or skipped: nothing of it */
+	for (;;) {
+		struct moq_cache_frame f[16];
+		int k = moq_cache_read_frames(g, &cur, f, 16);
+
+		if (k <= 0)
+			break;
+		for (int i = 0; i < k; i++) {
+			struct moq_ietf_fetch_obj ob = {0};
+			uint8_t hb[64];
+			int hn;
+
+			if (!moq_cache_frame_complete(&f[i]) || f[i].start)
+				continue; /* a frame still arriving: not fetched */
+			ob.group = seq;
+			ob.object = f[i].index;
+			ob.priority = 128;
+			ob.payload_len = f[i].size;
+			hn = moq_ietf_fetch_obj_encode_head(hb, sizeof(hb), ie->d,
+			                                    *have_prev ? prev : NULL, &ob);
+			if (hn < 0)
+				break;
+			ox_write(ie, o, hb, (size_t)hn, 0);
+			if (f[i].data) {
+				ox_write(ie, o, f[i].data, f[i].len, 0);
+			} else {
+				struct iovec iov[16];
+				int ni = moq_cache_group_iov(g, f[i].offset, f[i].len, iov, 16);
+				for (int j = 0; j < ni; j++)
+					ox_write(ie, o, iov[j].iov_base, iov[j].iov_len, 0);
+			}
+			*prev = ob;
+			*have_prev = 1;
+			*last_obj = ob.object;
+			n++;
+		}
+	}
+	moq_cache_group_unref(g);
+	return n;
+}
+
+static void on_fetch(struct ietf_sess *ie, struct xs *ox, const struct moq_ietf_msg *m)
+{
+	char path[MOQ_IETF_MAX_NAME + MOQ_IETF_MAX_NS * 2];
+	const char *track;
+	size_t tlen;
+	int pl;
+	char *full = NULL;
+	size_t flen = 0;
+	struct upstream *up;
+	uint64_t latest = 0, start, end, last_group = 0, last_obj = 0;
+	struct moq_ietf_fetch_obj prev;
+	int have_prev = 0, got = 0;
+	struct xs *o;
+	struct moq_ietf_msg ok = {0};
+	enum moq_ietf_kind ek = IETF_FETCH_ERROR;
+	struct xs *on = ox ? ox : xs_find(ie, 0, ie->control_sid);
+	uint8_t hb[32];
+	int hn;
+
+	if (ie->d < MOQ_IETF_20 && m->fetch_type != IETF_FETCH_STANDALONE) {
+		/* joining: the track of the client's subscription @joining_id */
+		struct xs *j = find_kind(ie, I_SUB_IN, m->joining_id, 0);
+		if (!j || !j->prefix) {
+			send_req_error(ie, on, m->request_id, IETF_REQ_DOES_NOT_EXIST,
+			               "no such subscription", ek);
+			return;
+		}
+		memcpy(path, j->prefix, j->plen);
+		pl = (int)j->plen;
+		track = j->prefix + j->plen + 1;
+		tlen = j->lite_tlen;
+	} else {
+		pl = moq_ietf_ns_to_path(path, sizeof(path), m->ns, m->ns_n);
+		track = m->name.p;
+		tlen = m->name.len;
+	}
+	if (pl < 0 || !ie->inner ||
+	    path_norm_join(ie->inner->root, ie->inner->rootlen, path, (size_t)pl, &full, &flen) <
+	            0 ||
+	    !full) {
+		send_req_error(ie, on, m->request_id, IETF_REQ_DOES_NOT_EXIST, "bad namespace", ek);
+		return;
+	}
+	up = up_find(ie->n, full, flen, track, tlen);
+	free(full);
+	if (!up || !up->ct || moq_cache_track_latest(up->ct, &latest) < 0) {
+		send_req_error(ie, on, m->request_id, IETF_REQ_DOES_NOT_EXIST, "not in the cache",
+		               ek);
+		return;
+	}
+	/* the range, in groups */
+	if (ie->d >= MOQ_IETF_20) {
+		start = m->filter.kind == IETF_F_ABSOLUTE ? m->filter.start.group : 0;
+		end = m->filter.kind == IETF_F_ABSOLUTE && m->filter.has_end ? m->filter.end_group
+		                                                             : latest;
+		if (m->filter.kind == IETF_F_RELATIVE)
+			start = latest + 1 > m->filter.groups ? latest + 1 - m->filter.groups : 0;
+	} else if (m->fetch_type == IETF_FETCH_STANDALONE) {
+		start = m->start.group;
+		end = m->end.group;
+	} else if (m->fetch_type == IETF_FETCH_RELATIVE_JOINING) {
+		/* draft-14 9.16.2: the joining_start groups before the live edge */
+		start = latest > m->joining_start ? latest - m->joining_start : 0;
+		end = latest;
+	} else {
+		start = m->joining_start;
+		end = latest;
+	}
+	if (end > latest)
+		end = latest;
+	if (start > end) {
+		send_req_error(ie, on, m->request_id, IETF_REQ_INVALID_RANGE, "invalid range", ek);
+		return;
+	}
+	o = ox_open(ie, 0, X_SG_OUT);
+	if (!o) {
+		send_req_error(ie, on, m->request_id, IETF_REQ_INTERNAL, "no stream", ek);
+		return;
+	}
+	/* FETCH_OK first, then the FETCH stream: type 0x05, request id,
+	 * objects in ascending order */
+	ok.kind = IETF_FETCH_OK;
+	ok.request_id = m->request_id;
+	ok.group_order = 1;
+	ok.end.group = end;
+	send_msg_on(ie, on, &ok, 0);
+	hn = moq_ietf_varint_put(hb, sizeof(hb), ie->d, IETF_STREAM_FETCH);
+	hn += moq_ietf_varint_put(hb + hn, sizeof(hb) - (size_t)hn, ie->d, m->request_id);
+	ox_write(ie, o, hb, (size_t)hn, 0);
+	for (uint64_t g = start; g <= end && g - start < 1024; g++) {
+		if (fetch_group(ie, o, up->ct, g, &prev, &have_prev, &last_obj) > 0) {
+			last_group = g;
+			got = 1;
+		}
+	}
+	(void)got;
+	(void)last_group;
+	ox_write(ie, o, NULL, 0, 1); /* freed once acknowledged (pump) */
+	if (ox)
+		ox_write(ie, ox, NULL, 0, 1); /* 17+: the request is over */
+}
+
+/* TRACK_STATUS_REQUEST: the largest location the relay's cache has of the
+ * track (14: TRACK_STATUS; 15+: REQUEST_OK with LARGEST_OBJECT, or
+ * REQUEST_ERROR DOES_NOT_EXIST). */
+static void on_track_status(struct ietf_sess *ie, struct xs *ox, const struct moq_ietf_msg *m)
+{
+	char path[MOQ_IETF_MAX_NAME + MOQ_IETF_MAX_NS * 2];
+	int pl = moq_ietf_ns_to_path(path, sizeof(path), m->ns, m->ns_n);
+	struct xs *on = ox ? ox : xs_find(ie, 0, ie->control_sid);
+	struct upstream *up = NULL;
+	struct moq_ietf_msg r = {0};
+	struct moq_cache_group *g;
+	uint64_t latest = 0;
+	uint32_t frames = 0;
+	uint8_t loc[32];
+	char *full = NULL;
+	size_t flen = 0;
+	int found = 0, k;
+
+	if (pl >= 0 && ie->inner &&
+	    path_norm_join(ie->inner->root, ie->inner->rootlen, path, (size_t)pl, &full, &flen) ==
+	            0 &&
+	    full) {
+		up = up_find(ie->n, full, flen, m->name.p, m->name.len);
+		free(full);
+	}
+	if (up && up->ct && moq_cache_track_latest(up->ct, &latest) == 0 &&
+	    moq_cache_track_group(up->ct, latest, &g) == 0) {
+		moq_cache_group_status(g, NULL, &frames);
+		moq_cache_group_unref(g);
+		found = 1;
+	}
+	r.request_id = m->request_id;
+	if (ie->d == MOQ_IETF_14) {
+		r.kind = IETF_TRACK_STATUS;
+		r.ns_n = m->ns_n;
+		memcpy(r.ns, m->ns, sizeof(r.ns[0]) * m->ns_n);
+		r.name = m->name;
+		r.code = found ? 0x0 : 0x1; /* in progress / does not exist */
+		r.last.group = latest;
+		r.last.object = frames ? frames - 1 : 0;
+		send_msg_on(ie, on, &r, ox != NULL);
+		return;
+	}
+	if (!found) {
+		send_req_error(ie, on, m->request_id, IETF_REQ_DOES_NOT_EXIST, "not in the cache",
+		               IETF_SUBSCRIBE_ERROR);
+		return;
+	}
+	k = moq_ietf_varint_put(loc, sizeof(loc), ie->d, latest);
+	k += moq_ietf_varint_put(loc + k, sizeof(loc) - (size_t)k, ie->d, frames ? frames - 1 : 0);
+	r.kind = IETF_REQUEST_OK;
+	moq_ietf_param_add(&r.params, IETF_PARAM_LARGEST_OBJECT, 0,
+	                   (struct moq_str){(const char *)loc, (size_t)k});
+	send_msg_on(ie, on, &r, ox != NULL);
+}
+
+/* ---- a control message from the client ---- */
+
+static void on_msg(struct ietf_sess *ie, struct xs *ox, const struct moq_ietf_msg *m)
+{
+	struct xs *i;
+
+	switch (m->kind) {
+	case IETF_SUBSCRIBE:
+		if (check_req_id(ie, m->request_id) < 0)
+			return;
+		on_client_subscribe(ie, ox, m);
+		break;
+	case IETF_PUBLISH_NAMESPACE:
+		if (check_req_id(ie, m->request_id) < 0)
+			return;
+		on_publish_namespace(ie, ox, m);
+		break;
+	case IETF_SUBSCRIBE_NAMESPACE:
+		if (check_req_id(ie, m->request_id) < 0)
+			return;
+		on_subscribe_namespace(ie, ox, m);
+		break;
+	case IETF_FETCH:
+		if (check_req_id(ie, m->request_id) < 0)
+			return;
+		on_fetch(ie, ox, m);
+		ie->open_reqs--; /* answered at once */
+		break;
+	case IETF_TRACK_STATUS_REQUEST:
+		if (check_req_id(ie, m->request_id) < 0)
+			return;
+		on_track_status(ie, ox, m);
+		ie->open_reqs--; /* answered at once */
+		break;
+	case IETF_PUBLISH:
+		if (check_req_id(ie, m->request_id) < 0)
+			return;
+		send_req_error(ie, ox, m->request_id, IETF_REQ_NOT_SUPPORTED, "not supported",
+		               m->kind == IETF_PUBLISH ? IETF_PUBLISH_ERROR : IETF_SUBSCRIBE_ERROR);
+		ie->open_reqs--; /* answered at once */
+		break;
+	case IETF_UNSUBSCRIBE:
+		client_unsubscribe(ie, find_kind(ie, I_SUB_IN, m->request_id, 0));
+		break;
+	case IETF_UNSUBSCRIBE_NAMESPACE:
+		i = find_kind(ie, I_ANN_IN, m->request_id, 0);
+		if (i && !i->i_in_done) {
+			i->i_in_done = 1;
+			in_data(ie, i->sid, NULL, 0, 1);
+		}
+		break;
+	case IETF_PUBLISH_NAMESPACE_DONE:
+		if (ie->d == MOQ_IETF_16) {
+			for (struct xs *x = ie->streams; x; x = x->next)
+				if (x->inner && x->is_req == 2 && !x->gone &&
+				    x->req_id == m->request_id) {
+					unannounce(ie, x);
+					break;
+				}
+		} else {
+			unannounce(ie, announce_by_ns(ie, m));
+		}
+		break;
+	case IETF_SUBSCRIBE_OK:
+	case IETF_SUBSCRIBE_ERROR:
+	case IETF_REQUEST_ERROR:
+	case IETF_PUBLISH_DONE:
+		if (ox && ox->kind == X_REQ_OUT)
+			i = ox->peer;
+		else
+			i = find_kind(ie, I_SUB_OUT, m->request_id, 0);
+		on_sub_reply(ie, i, m);
+		break;
+	case IETF_MAX_REQUEST_ID:
+		if (m->request_id <= ie->peer_max) {
+			fail_session(ie, IETF_CLOSE_PROTOCOL_VIOLATION);
+			return;
+		}
+		ie->peer_max = m->request_id;
+		break;
+	case IETF_REQUESTS_BLOCKED:
+	case IETF_REQUEST_OK:
+	case IETF_PUBLISH_NAMESPACE_OK:
+	case IETF_PUBLISH_NAMESPACE_ERROR:
+	case IETF_PUBLISH_NAMESPACE_CANCEL:
+	case IETF_SUBSCRIBE_UPDATE:
+	case IETF_GOAWAY:
+		break;
+	default:
+		fail_session(ie, IETF_CLOSE_PROTOCOL_VIOLATION);
+	}
+}
+
+/* Read whole messages off @x's buffer. */
+static void read_msgs(struct ietf_sess *ie, struct xs *x)
+{
+	static struct moq_ietf_msg m;
+
+	while (x->rx_len && !ie->closing) {
+		int k = moq_ietf_msg_decode(x->rx, x->rx_len, ie->d, &m);
+
+		if (k == MOQ_ERR_SHORT)
+			return;
+		if (k < 0) {
+			fail_session(ie, IETF_CLOSE_PROTOCOL_VIOLATION);
+			return;
+		}
+		on_msg(ie, x->kind == X_REQ_IN || x->kind == X_REQ_OUT ? x : NULL, &m);
+		rx_consume(x, (size_t)k);
+		/* 17+: a request stream carries one request; replies follow */
+		if (x->kind == X_REQ_IN && m.kind != IETF_SUBSCRIBE_UPDATE)
+			x->typed = 1;
+	}
+}
+
+/* ---- set-up ---- */
+
+static int start_inner(struct ietf_sess *ie, const struct moq_ietf_params *ps)
+{
+	const struct moq_ietf_param *path = moq_ietf_param_get(ps, IETF_OPT_PATH);
+	const struct moq_ietf_param *tok = moq_ietf_param_get(ps, IETF_OPT_AUTH_TOKEN);
+	const struct moq_ietf_param *mr = moq_ietf_param_get(ps, IETF_OPT_MAX_REQUEST_ID);
+	char *url;
+	size_t ul = 0, cap;
+	struct moq_session *in;
+
+	if (mr)
+		ie->peer_max = mr->v;
+	/* The URL of the lite session: the binding's (WebTransport /
+	 * WebSocket), else the PATH option (raw QUIC); a token in the
+	 * AUTHORIZATION TOKEN option (draft-14 9.2.1.1: USE_VALUE 0x3,
+	 * token type, value) joins it as ?jwt=. */
+	cap = ie->url_len + (path ? path->b.len : 0) + (tok ? tok->b.len : 0) + 16;
+	url = malloc(cap);
+	if (!url)
+		return MOQ_ERR_NOMEM;
+	if (ie->url_len) {
+		memcpy(url, ie->url, ie->url_len);
+		ul = ie->url_len;
+	} else if (path && path->b.len) {
+		memcpy(url, path->b.p, path->b.len);
+		ul = path->b.len;
+	} else {
+		url[ul++] = '/';
+	}
+	if (tok && tok->b.len && !memchr(url, '?', ul)) {
+		struct moq_str v = tok->b;
+		uint64_t alias_type, ttype;
+		int k = moq_ietf_varint_get((const uint8_t *)v.p, v.len, ie->d, &alias_type);
+		if (k > 0 && alias_type == 3) {
+			int k2 = moq_ietf_varint_get((const uint8_t *)v.p + k, v.len - (size_t)k,
+			                             ie->d, &ttype);
+			if (k2 > 0) {
+				v.p += k + k2;
+				v.len -= (size_t)(k + k2);
+			}
+		}
+		memcpy(url + ul, "?jwt=", 5);
+		ul += 5;
+		memcpy(url + ul, v.p, v.len);
+		ul += v.len;
+	}
+	in = moq_binding_accept(ie->n, &ie_ops, ie, MOQ_LITE_04, url, ul);
+	free(url);
+	if (!in)
+		return MOQ_ERR_LIMIT;
+	ie->inner = in;
+	in->ietf_owner = ie;
+	ie->started = 1;
+	return 0;
+}
+
+static void send_our_setup(struct ietf_sess *ie, struct xs *on, const struct moq_ietf_msg *client)
+{
+	struct moq_ietf_msg m = {0};
+
+	(void)client;
+	m.kind = ie->d <= MOQ_IETF_16 ? IETF_SERVER_SETUP : IETF_SETUP;
+	m.version = MOQ_IETF_VERSION(ie->d);
+	if (ie->d <= MOQ_IETF_16)
+		moq_ietf_param_add(&m.params, IETF_OPT_MAX_REQUEST_ID, ie->max_granted,
+		                   (struct moq_str){0});
+	moq_ietf_param_add(&m.params, IETF_OPT_IMPLEMENTATION, 0, (struct moq_str){"moqdp", 5});
+	if (ie->d >= MOQ_IETF_17) {
+		uint8_t buf[256];
+		int t = moq_ietf_varint_put(buf, sizeof(buf), ie->d, IETF_STREAM_SETUP);
+		int n = moq_ietf_msg_encode(buf + t, sizeof(buf) - (size_t)t, ie->d, &m);
+		/* the SETUP uni stream: stream type 0x2f00 is the message type too,
+		 * written once (the message's own type is the stream type) */
+		if (n > 0)
+			ox_write(ie, on, buf + t, (size_t)n, 0);
+		return;
+	}
+	send_msg_on(ie, on, &m, 0);
+}
+
+static void on_setup_bytes(struct ietf_sess *ie, struct xs *x)
+{
+	static struct moq_ietf_msg m;
+	int k = moq_ietf_msg_decode(x->rx, x->rx_len, ie->d, &m);
+	bool ok;
+
+	if (k == MOQ_ERR_SHORT)
+		return;
+	ok = k > 0 && (m.kind == (ie->d <= MOQ_IETF_16 ? IETF_CLIENT_SETUP : IETF_SETUP));
+	if (!ok) {
+		fail_session(ie, IETF_CLOSE_PROTOCOL_VIOLATION);
+		return;
+	}
+	if (ie->d == MOQ_IETF_14) {
+		bool have = false;
+		for (uint32_t i = 0; i < m.versions_n; i++)
+			have |= m.versions[i] == MOQ_IETF_VERSION(14);
+		if (!have) {
+			fail_session(ie, IETF_CLOSE_VERSION_NEGOTIATION);
+			return;
+		}
+	}
+	if (ie->d <= MOQ_IETF_16)
+		send_our_setup(ie, x, &m);
+	if (start_inner(ie, &m.params) < 0) {
+		fail_session(ie, IETF_CLOSE_INTERNAL);
+		return;
+	}
+	rx_consume(x, (size_t)k);
+	if (x->kind == X_CONTROL)
+		read_msgs(ie, x);
+}
+
+/* ---- subgroup streams from the client ---- */
+
+static void sg_in(struct ietf_sess *ie, struct xs *x)
+{
+	while (x->rx_len && !ie->closing && !x->reset) {
+		if (!x->hdr_done) {
+			int k = moq_ietf_subgroup_hdr_decode(x->rx, x->rx_len, ie->d, &x->h);
+			struct xs *sub, *gi;
+			uint8_t hb[32];
+			int hn;
+
+			if (k == MOQ_ERR_SHORT)
+				return;
+			if (k < 0) {
+				fail_session(ie, IETF_CLOSE_PROTOCOL_VIOLATION);
+				return;
+			}
+			rx_consume(x, (size_t)k);
+			x->hdr_done = 1;
+			sub = find_kind(ie, I_SUB_OUT, x->h.track_alias, 1);
+			/* lite has one stream per group: subgroup 0 only */
+			if (!sub || !sub->ok_sent || (x->h.sg_mode == 2 && x->h.subgroup != 0)) {
+				ie->objects_dropped++;
+				x->kind = X_IGNORE;
+				if (ie->shell && ie->shell->tp)
+					tp_stop_sending(ie->shell, x->sid, 0);
+				x->rx_len = 0;
+				return;
+			}
+			gi = in_open(ie, 0, I_GROUP_IN);
+			if (!gi)
+				return;
+			gi->peer = x;
+			x->peer = gi;
+			/* stream type 0x0 and GROUP */
+			hn = moq_group_hdr_encode(hb, sizeof(hb), sub->lite_id, x->h.group);
+			if (hn > 0)
+				in_data(ie, gi->sid, hb, (size_t)hn, 0);
+			continue;
+		}
+		if (x->obj_left) {
+			size_t n = x->rx_len < x->obj_left ? x->rx_len : x->obj_left;
+			if (x->peer)
+				in_data(ie, x->peer->sid, x->rx, n, 0);
+			x->obj_left -= n;
+			rx_consume(x, n);
+			continue;
+		}
+		{
+			struct moq_ietf_object o;
+			int k = moq_ietf_object_decode_head(x->rx, x->rx_len, ie->d,
+			                                    x->h.extensions, &o);
+			uint8_t fh[16];
+			int fn;
+
+			if (k == MOQ_ERR_SHORT)
+				return;
+			if (k < 0) {
+				fail_session(ie, IETF_CLOSE_PROTOCOL_VIOLATION);
+				return;
+			}
+			rx_consume(x, (size_t)k);
+			if (o.payload_len == 0 && o.status != IETF_OBJ_NORMAL) {
+				/* end of group / track: the group is complete */
+				if (o.status == IETF_OBJ_END_OF_GROUP ||
+				    o.status == IETF_OBJ_END_OF_TRACK) {
+					if (x->peer && !x->peer->i_in_done) {
+						x->peer->i_in_done = 1;
+						in_data(ie, x->peer->sid, NULL, 0, 1);
+					}
+					x->kind = X_IGNORE;
+					x->rx_len = 0;
+					return;
+				}
+				continue; /* does not exist: no frame */
+			}
+			fn = moq_frame_hdr_encode(fh, sizeof(fh), MOQ_LITE_04, 0, o.payload_len);
+			if (fn > 0 && x->peer)
+				in_data(ie, x->peer->sid, fh, (size_t)fn, 0);
+			x->obj_left = o.payload_len;
+		}
+	}
+}
+
+/* ---- the shell's input ---- */
+
+static void pump(struct ietf_sess *ie);
+
+static void outer_new_stream(struct ietf_sess *ie, struct xs *x)
+{
+	uint64_t t;
+	int k;
+
+	if (x->sid & 2) { /* uni */
+		if (ie->d >= MOQ_IETF_17 && !ie->started) {
+			k = moq_ietf_varint_get(x->rx, x->rx_len, ie->d, &t);
+			if (k == MOQ_ERR_SHORT)
+				return;
+			if (k < 0 || t != IETF_STREAM_SETUP) {
+				fail_session(ie, IETF_CLOSE_PROTOCOL_VIOLATION);
+				return;
+			}
+			x->kind = X_SETUP_IN;
+			return;
+		}
+		x->kind = X_SG_IN;
+		return;
+	}
+	/* bidi */
+	if (ie->d <= MOQ_IETF_16 && ie->control_sid < 0) {
+		x->kind = X_CONTROL;
+		ie->control_sid = x->sid;
+		return;
+	}
+	if (!ie->started) {
+		fail_session(ie, IETF_CLOSE_PROTOCOL_VIOLATION);
+		return;
+	}
+	x->kind = X_REQ_IN;
+}
+
+void ietf_stream_data(struct ietf_sess *ie, int64_t sid, const uint8_t *data, size_t len, int fin)
+{
+	struct xs *x;
+
+	if (ie->dead || ie->closing)
+		return;
+	ie->depth++;
+	x = xs_find(ie, 0, sid);
+	if (!x && !(x = xs_new(ie, 0, sid, X_NEW))) {
+		fail_session(ie, IETF_CLOSE_INTERNAL);
+		goto out;
+	}
+	if (x->kind == X_IGNORE)
+		goto out;
+	if (rx_append(x, data, len) < 0) {
+		fail_session(ie, IETF_CLOSE_PROTOCOL_VIOLATION);
+		goto out;
+	}
+	if (fin)
+		x->rx_fin = 1;
+	if (x->kind == X_NEW)
+		outer_new_stream(ie, x);
+	switch (x->kind) {
+	case X_CONTROL:
+		if (!ie->started)
+			on_setup_bytes(ie, x);
+		else
+			read_msgs(ie, x);
+		if (x->rx_fin)
+			fail_session(ie,
+			             IETF_CLOSE_PROTOCOL_VIOLATION); /* the control stream ended */
+		break;
+	case X_SETUP_IN:
+		if (!ie->started) {
+			/* the stream type is the message type: decode from the start */
+			on_setup_bytes(ie, x);
+		}
+		break;
+	case X_REQ_IN:
+	case X_REQ_OUT:
+		if (!x->typed || x->kind == X_REQ_OUT)
+			read_msgs(ie, x);
+		else if (x->rx_len) {
+			/* 17+: after the request, only REQUEST_UPDATE */
+			read_msgs(ie, x);
+		}
+		if (x->rx_fin && !x->gone) {
+			struct xs *i = x->peer;
+			if (i && i->kind == I_SUB_IN)
+				client_unsubscribe(ie, i);
+			else if (i && i->is_req == 2)
+				unannounce(ie, i);
+			else if (i && i->kind == I_ANN_IN && !i->i_in_done) {
+				i->i_in_done = 1;
+				in_data(ie, i->sid, NULL, 0, 1);
+			}
+		}
+		break;
+	case X_SG_IN:
+		sg_in(ie, x);
+		if (x->rx_fin && x->kind == X_SG_IN && x->peer && !x->peer->i_in_done) {
+			x->peer->i_in_done = 1;
+			in_data(ie, x->peer->sid, NULL, 0, 1);
+		}
+		break;
+	default:
+		break;
+	}
+out:
+	ie->depth--;
+	pump(ie);
+}
+
+void ietf_stream_acked(struct ietf_sess *ie, int64_t sid, uint64_t acked)
+{
+	struct xs *x;
+	uint32_t k = 0;
+
+	if (ie->dead)
+		return;
+	x = xs_find(ie, 0, sid);
+	if (!x)
+		return;
+	ie->depth++;
+	if (acked > x->acked)
+		x->acked = acked;
+	while (x->qh && x->qh->off + x->qh->len <= x->acked) {
+		struct oq *q = x->qh;
+		x->qh = q->next;
+		if (!x->qh)
+			x->qt = NULL;
+		free(q);
+	}
+	while (k < x->nmk && x->mk[k].r <= x->acked) {
+		ack_later(ie, x->mk[k].isid, x->mk[k].l);
+		k++;
+	}
+	if (k) {
+		memmove(x->mk, x->mk + k, (x->nmk - k) * sizeof(*x->mk));
+		x->nmk -= k;
+	}
+	if (x->peer && x->peer->i_out_done && x->fin_sent && x->acked >= x->q_end)
+		x->peer->closed_due = 1;
+	ie->depth--;
+	pump(ie);
+}
+
+void ietf_stream_reset(struct ietf_sess *ie, int64_t sid, uint64_t code)
+{
+	struct xs *x;
+
+	(void)code;
+	if (ie->dead)
+		return;
+	x = xs_find(ie, 0, sid);
+	if (!x)
+		return;
+	ie->depth++;
+	x->rx_fin = 1;
+	if (x->peer) {
+		struct xs *i = x->peer;
+		if (i->kind == I_GROUP_IN && !i->i_in_done) {
+			i->i_in_done = 1;
+			if (ie->inner)
+				moq_binding_stream_reset(ie->inner, i->sid, MOQ_CODE_CANCEL);
+		} else if (i->kind == I_SUB_IN) {
+			client_unsubscribe(ie, i);
+		} else if (i->is_req == 2) {
+			unannounce(ie, i);
+		} else if (i->kind == I_ANN_IN && !i->i_in_done) {
+			i->i_in_done = 1;
+			in_data(ie, i->sid, NULL, 0, 1);
+		}
+	}
+	x->kind = X_IGNORE;
+	ie->depth--;
+	pump(ie);
+}
+
+void ietf_stream_stop_sending(struct ietf_sess *ie, int64_t sid, uint64_t code)
+{
+	struct xs *x;
+
+	if (ie->dead)
+		return;
+	x = xs_find(ie, 0, sid);
+	if (!x)
+		return;
+	ie->depth++;
+	/* the client no longer wants this stream: a subgroup stream's group */
+	if (x->peer && x->peer->kind == I_GROUP_OUT && ie->inner)
+		moq_binding_stream_stop_sending(ie->inner, x->peer->sid, MOQ_CODE_CANCEL);
+	ox_reset(ie, x, code);
+	ie->depth--;
+	pump(ie);
+}
+
+void ietf_stream_closed(struct ietf_sess *ie, int64_t sid)
+{
+	struct xs *x;
+
+	if (ie->dead)
+		return;
+	x = xs_find(ie, 0, sid);
+	if (!x)
+		return;
+	if (x->peer && x->peer->kind == I_GROUP_OUT)
+		x->peer->closed_due = 1;
+	x->gone = 1;
+	pump(ie);
+}
+
+void ietf_writable(struct ietf_sess *ie)
+{
+	if (ie->dead)
+		return;
+	for (struct xs *x = ie->streams; x; x = x->next)
+		if (!x->inner && x->sent < x->q_end)
+			ox_flush(ie, x);
+	if (ie->inner)
+		moq_binding_writable(ie->inner);
+}
+
+static void ie_free(struct ietf_sess *ie)
+{
+	while (ie->streams)
+		xs_free(ie, ie->streams);
+	free(ie->acks);
+	free(ie->url);
+	free(ie);
+}
+
+void ietf_inner_gone(struct ietf_sess *ie)
+{
+	ie->inner = NULL;
+}
+
+void ietf_closed(struct ietf_sess *ie, uint64_t code, int local)
+{
+	struct moq_session *in = ie->inner;
+
+	ie->shell = NULL;
+	ie->inner = NULL;
+	if (in)
+		moq_binding_closed(in, code, local);
+	if (ie->depth)
+		ie->dead = 1; /* freed by the outermost call (pump) */
+	else
+		ie_free(ie);
+}
+
+/* After each input: deliver the inner's acknowledgements, close streams
+ * that are done, carry out a deferred close. */
+static void pump(struct ietf_sess *ie)
+{
+	if (ie->depth)
+		return;
+	if (ie->dead) {
+		ie_free(ie);
+		return;
+	}
+	ie->depth++;
+	while (ie->nacks && ie->inner) {
+		struct ie_ack a = ie->acks[--ie->nacks];
+		moq_binding_stream_acked(ie->inner, a.isid, a.l);
+	}
+	for (struct xs *x = ie->streams, *nx; x; x = nx) {
+		bool done;
+
+		nx = x->next;
+		if (!x->inner || x->sid < 0 || x->gone || !ie->inner)
+			continue;
+		if (x->reset_due && !x->i_in_done) {
+			x->reset_due = 0;
+			x->i_in_done = 1;
+			moq_binding_stream_reset(ie->inner, x->sid, MOQ_CODE_BOUNDS);
+		}
+		if (x->fin_due && !x->i_in_done) {
+			x->fin_due = 0;
+			x->i_in_done = 1;
+			in_data(ie, x->sid, NULL, 0, 1);
+		}
+		switch (x->kind) {
+		case I_GROUP_OUT:
+			done = x->i_out_done &&
+			       (!x->peer || x->peer->reset || x->peer->gone ||
+			        (x->peer->fin_sent && x->peer->acked >= x->peer->q_end));
+			break;
+		case I_GROUP_IN:
+			done = x->i_in_done;
+			break;
+		default:
+			done = x->i_out_done && x->i_in_done;
+		}
+		if (done || x->closed_due) {
+			int64_t s = x->sid;
+			x->closed_due = 0;
+			x->gone = 1;
+			moq_binding_stream_closed(ie->inner, s);
+			nx = ie->streams; /* the inner may have written: rescan */
+		}
+	}
+	ie->depth--;
+	if (ie->dead) {
+		ie_free(ie);
+		return;
+	}
+	/* garbage: records whose both sides are over */
+	for (struct xs *x = ie->streams, *nx; x; x = nx) {
+		nx = x->next;
+		/* an outer stream the transport closed references nothing of ours
+		 * any more; one we finished is done once all is acknowledged */
+		if ((x->gone && (!x->peer || x->peer->gone)) ||
+		    (!x->inner && !x->peer && x->kind == X_SG_OUT && x->fin_sent &&
+		     x->acked >= x->q_end))
+			xs_free(ie, x);
+	}
+	/* 14-16: the client may have IE_REQ_WINDOW / 2 requests open; more
+	 * room once some are over (draft-14 9.5 MAX_REQUEST_ID) */
+	if (ie->d <= MOQ_IETF_16 && ie->started && !ie->closing) {
+		uint64_t room =
+		        ie->next_peer_req + 2 * (uint64_t)(IE_REQ_WINDOW / 2 - ie->open_reqs);
+		if (ie->open_reqs <= IE_REQ_WINDOW / 2 &&
+		    room >= ie->max_granted + IE_REQ_WINDOW / 2) {
+			struct moq_ietf_msg m = {0};
+			ie->max_granted = room;
+			m.kind = IETF_MAX_REQUEST_ID;
+			m.request_id = room;
+			send_msg_on(ie, xs_find(ie, 0, ie->control_sid), &m, 0);
+		}
+	}
+	if (ie->closing && ie->shell && ie->shell->tp) {
+		struct moq_session *sh = ie->shell;
+		ie->closing = 2;
+		tp_close(sh, ie->close_code); /* may free @ie (ietf_closed) */
+	}
+}
+
+/* ---- the inner session's binding (ie_ops) ---- */
+
+static int ie_open(void *b, int bidi, int64_t *sid)
+{
+	struct ietf_sess *ie = b;
+	struct xs *x;
+
+	if (bidi) {
+		*sid = ie->next_obidi;
+		ie->next_obidi += 4;
+	} else {
+		struct xs *o;
+		/* a group stream: the client's stream opens with it (no credit:
+		 * the inner retries later) */
+		o = ox_open(ie, 0, X_SG_OUT);
+		if (!o)
+			return MOQ_ERR_AGAIN;
+		*sid = ie->next_ouni;
+		ie->next_ouni += 4;
+		x = xs_new(ie, 1, *sid, I_GROUP_OUT);
+		if (!x) {
+			ox_reset(ie, o, 0);
+			return MOQ_ERR_NOMEM;
+		}
+		x->peer = o;
+		o->peer = x;
+		return 0;
+	}
+	if (!xs_new(ie, 1, *sid, X_NEW))
+		return MOQ_ERR_NOMEM;
+	return 0;
+}
+
+/* The relay subscribes to the client (a publisher): SUBSCRIBE out. */
+static void relay_subscribe(struct ietf_sess *ie, struct xs *i, const struct moq_subscribe *s)
+{
+	static char scratch[MOQ_IETF_MAX_NAME + 64];
+	struct moq_ietf_msg m = {0};
+	struct xs *on;
+
+	i->lite_id = s->id;
+	if (ie->d <= MOQ_IETF_16 && ie->next_our_req >= ie->peer_max) {
+		/* the client's MAX_REQUEST_ID leaves no room: REQUESTS_BLOCKED to
+		 * it, and the relay's subscription is refused (11 bounds) */
+		struct moq_ietf_msg b = {0};
+		b.kind = IETF_REQUESTS_BLOCKED;
+		b.request_id = ie->peer_max;
+		send_msg_on(ie, xs_find(ie, 0, ie->control_sid), &b, 0);
+		i->reset_due = 1;
+		return;
+	}
+	m.kind = IETF_SUBSCRIBE;
+	m.request_id = ie->next_our_req;
+	ie->next_our_req += 2;
+	i->req_id = m.request_id;
+	if (ns_from_path(&m, s->broadcast.p, s->broadcast.len, scratch) < 0)
+		return;
+	m.name = s->track;
+	m.priority = s->priority;
+	m.group_order = 2;
+	m.forward = 1;
+	/* join at the live edge as @moq/net does: the current group on 20,
+	 * the largest object before */
+	if (ie->d >= MOQ_IETF_20) {
+		m.filter.kind = IETF_F_RELATIVE;
+		m.filter.groups = 1;
+	} else {
+		m.filter.kind = IETF_F_NEXT_OBJECT;
+	}
+	if (ie->d >= MOQ_IETF_17) {
+		on = ox_open(ie, 1, X_REQ_OUT);
+		if (!on)
+			return;
+		on->peer = i;
+		i->peer = on;
+	} else {
+		on = xs_find(ie, 0, ie->control_sid);
+	}
+	send_msg_on(ie, on, &m, 0);
+}
+
+/* Bytes the inner writes on a stream it opened or we opened. */
+static void inner_bytes(struct ietf_sess *ie, struct xs *x, const uint8_t *p, size_t n)
+{
+	static struct moq_msg m;
+
+	if (x->kind == I_GROUP_OUT) {
+		struct xs *o = x->peer;
+		size_t off = 0;
+
+		if (!x->grx_init) {
+			if (!n)
+				return;
+			if (p[0] != MOQ_STREAM_GROUP) {
+				ox_reset(ie, o, 0);
+				return;
+			}
+			moq_group_rx_init(&x->grx, MOQ_LITE_04, true);
+			x->grx_init = 1;
+			off = 1;
+		}
+		while (off < n) {
+			struct moq_group_ev ev;
+			int k = moq_group_rx_next(&x->grx, p + off, n - off, &ev);
+			uint8_t hb[48];
+			int hn;
+
+			if (k < 0) {
+				ox_reset(ie, o, 0);
+				return;
+			}
+			off += (size_t)k;
+			if (ev.type == MOQ_GEV_HEADER) {
+				struct xs *sub = find_lite(ie, I_SUB_IN, ev.group.subscribe_id);
+				struct moq_ietf_subgroup_hdr h = {0};
+				if (!sub) {
+					ox_reset(ie, o, 0);
+					return;
+				}
+				h.has_priority = true;
+				h.priority = 128;
+				h.first_object = true;
+				h.track_alias = sub->alias;
+				h.group = ev.group.sequence;
+				hn = moq_ietf_subgroup_hdr_encode(hb, sizeof(hb), ie->d, &h);
+				if (hn > 0)
+					ox_write(ie, o, hb, (size_t)hn, 0);
+			} else if (ev.type == MOQ_GEV_FRAME) {
+				struct moq_ietf_object ob = {0};
+				ob.payload_len = (size_t)ev.frame_size;
+				hn = moq_ietf_object_encode_head(hb, sizeof(hb), ie->d, false, &ob);
+				if (hn > 0)
+					ox_write(ie, o, hb, (size_t)hn, 0);
+			} else if (ev.type == MOQ_GEV_DATA && ev.data_len) {
+				ox_write(ie, o, ev.data, ev.data_len, 0);
+			}
+		}
+		return;
+	}
+	if (rx_append(x, p, n) < 0)
+		return;
+	for (;;) {
+		int k;
+		if (!x->typed) {
+			uint64_t t;
+			int tk = moq_varint_get(x->rx, x->rx_len, &t);
+			if (tk < 0)
+				return;
+			rx_consume(x, (size_t)tk);
+			x->typed = 1;
+			if (x->kind == X_NEW) {
+				x->kind = t == MOQ_STREAM_ANNOUNCE    ? I_ANN_OUT
+				          : t == MOQ_STREAM_SUBSCRIBE ? I_SUB_OUT
+				          : t == MOQ_STREAM_GOAWAY    ? I_GOAWAY
+				                                      : I_OTHER;
+			}
+		}
+		if (!x->rx_len)
+			return;
+		switch (x->kind) {
+		case I_ANN_OUT:
+			k = moq_msg_decode(MOQ_MSG_ANNOUNCE_REQ, MOQ_LITE_04, x->rx, x->rx_len,
+			                   4096, &m);
+			if (k == MOQ_ERR_SHORT)
+				return;
+			if (k > 0 && !x->prefix) {
+				x->plen = m.u.announce_req.prefix.len;
+				x->prefix = memdup0(m.u.announce_req.prefix.p, x->plen);
+			}
+			break;
+		case I_SUB_OUT:
+			k = moq_msg_decode(x->got_req ? MOQ_MSG_SUBSCRIBE_UPDATE
+			                              : MOQ_MSG_SUBSCRIBE,
+			                   MOQ_LITE_04, x->rx, x->rx_len, 4096, &m);
+			if (k == MOQ_ERR_SHORT)
+				return;
+			if (k > 0 && !x->got_req) {
+				x->got_req = 1;
+				relay_subscribe(ie, x, &m.u.subscribe);
+			}
+			break;
+		case I_SUB_IN:
+			k = moq_msg_decode(MOQ_MSG_SUBSCRIBE_REPLY, MOQ_LITE_04, x->rx, x->rx_len,
+			                   4096, &m);
+			if (k == MOQ_ERR_SHORT)
+				return;
+			if (k > 0 && m.u.subscribe_reply.kind == MOQ_SUB_OK && !x->ok_sent) {
+				struct moq_ietf_msg ok = {0};
+				x->ok_sent = 1;
+				ok.kind = IETF_SUBSCRIBE_OK;
+				ok.request_id = x->req_id;
+				ok.track_alias = x->alias;
+				ok.group_order = 2;
+				send_msg_on(ie, req_stream(ie, x), &ok, 0);
+			}
+			break;
+		case I_ANN_IN:
+			k = moq_msg_decode(MOQ_MSG_ANNOUNCE, MOQ_LITE_04, x->rx, x->rx_len, 4096,
+			                   &m);
+			if (k == MOQ_ERR_SHORT)
+				return;
+			if (k > 0) {
+				static char scratch[MOQ_IETF_MAX_NAME + 64];
+				static char full[MOQ_IETF_MAX_NAME + 64];
+				struct moq_ietf_msg nm = {0};
+				const struct moq_str *sfx = &m.u.announce.suffix;
+				int act = m.u.announce.status != MOQ_ANNOUNCE_ENDED;
+
+				if (ie->d == MOQ_IETF_14) {
+					/* 14: the matching namespaces come as PUBLISH_NAMESPACE
+					 * (and _DONE), whole */
+					size_t fl = 0;
+					if (x->plen) {
+						memcpy(full, x->prefix, x->plen);
+						fl = x->plen;
+						if (sfx->len)
+							full[fl++] = '/';
+					}
+					memcpy(full + fl, sfx->p, sfx->len);
+					fl += sfx->len;
+					if (ns_from_path(&nm, full, fl, scratch) < 0)
+						break;
+					nm.kind = act ? IETF_PUBLISH_NAMESPACE
+					              : IETF_PUBLISH_NAMESPACE_DONE;
+					nm.request_id = ie->next_our_req;
+					if (act)
+						ie->next_our_req += 2;
+				} else {
+					if (ns_from_path(&nm, sfx->p, sfx->len, scratch) < 0)
+						break;
+					nm.kind = act ? IETF_NAMESPACE : IETF_NAMESPACE_DONE;
+				}
+				send_msg_on(ie, req_stream(ie, x), &nm, 0);
+			}
+			break;
+		case I_GOAWAY: {
+			struct moq_ietf_msg g = {0};
+			k = moq_msg_decode(MOQ_MSG_GOAWAY, MOQ_LITE_04, x->rx, x->rx_len, 9000, &m);
+			if (k == MOQ_ERR_SHORT)
+				return;
+			if (k > 0) {
+				g.kind = IETF_GOAWAY;
+				g.reason = m.u.goaway.uri;
+				if (ie->d <= MOQ_IETF_16) {
+					send_msg_on(ie, xs_find(ie, 0, ie->control_sid), &g, 0);
+				} else {
+					/* 17+: GOAWAY rides our SETUP stream */
+					for (struct xs *s = ie->streams; s; s = s->next)
+						if (!s->inner && s->kind == X_SETUP_OUT)
+							send_msg_on(ie, s, &g, 0);
+				}
+			}
+			break;
+		}
+		default:
+			x->rx_len = 0;
+			return;
+		}
+		if (k < 0) {
+			x->rx_len = 0;
+			return;
+		}
+		rx_consume(x, (size_t)k);
+	}
+}
+
+static long ie_write(void *b, int64_t sid, const struct iovec *iov, size_t n, int fin)
+{
+	struct ietf_sess *ie = b;
+	struct xs *x = xs_find(ie, 1, sid);
+	size_t total = 0;
+
+	if (!x)
+		return MOQ_ERR_NOTFOUND;
+	ie->depth++;
+	for (size_t k = 0; k < n; k++) {
+		inner_bytes(ie, x, iov[k].iov_base, iov[k].iov_len);
+		total += iov[k].iov_len;
+	}
+	x->in_l += total;
+	if (fin && !x->i_out_done) {
+		x->i_out_done = 1;
+		switch (x->kind) {
+		case I_GROUP_OUT:
+			if (x->peer)
+				ox_write(ie, x->peer, NULL, 0, 1);
+			break;
+		case I_SUB_IN:
+			if (!x->done_sent) {
+				/* the subscription ended: PUBLISH_DONE (17+: then FIN) */
+				struct moq_ietf_msg d = {0};
+				x->done_sent = 1;
+				d.kind = IETF_PUBLISH_DONE;
+				d.request_id = x->req_id;
+				d.code = IETF_DONE_TRACK_ENDED;
+				d.reason = (struct moq_str){"track ended", 11};
+				send_msg_on(ie, req_stream(ie, x), &d, x->peer != NULL);
+			}
+			break;
+		case I_SUB_OUT:
+			if (ie->d <= MOQ_IETF_16) {
+				struct moq_ietf_msg u = {0};
+				u.kind = IETF_UNSUBSCRIBE;
+				u.request_id = x->req_id;
+				send_msg_on(ie, xs_find(ie, 0, ie->control_sid), &u, 0);
+			} else if (x->peer) {
+				ox_write(ie, x->peer, NULL, 0, 1);
+			}
+			x->fin_due = 1; /* our side of it ends too */
+			break;
+		default:
+			break;
+		}
+	}
+	/* what became client bytes is acknowledged once the client has them */
+	if (x->kind == I_GROUP_OUT)
+		mark_push(ie, x->peer, x);
+	else
+		ack_later(ie, x->sid, x->in_l);
+	ie->depth--;
+	return (long)total;
+}
+
+static int ie_reset(void *b, int64_t sid, uint64_t code)
+{
+	struct ietf_sess *ie = b;
+	struct xs *x = xs_find(ie, 1, sid);
+
+	if (!x)
+		return 0;
+	ie->depth++;
+	x->i_out_done = 1;
+	switch (x->kind) {
+	case I_GROUP_OUT:
+		ox_reset(ie, x->peer, code);
+		x->closed_due = 1;
+		break;
+	case I_SUB_IN:
+		if (!x->ok_sent)
+			send_req_error(ie, req_stream(ie, x), x->req_id,
+			               code == MOQ_CODE_UNAUTHORIZED ? IETF_REQ_UNAUTHORIZED
+			                                             : IETF_REQ_DOES_NOT_EXIST,
+			               code == MOQ_CODE_UNAUTHORIZED ? "unauthorized" : "not found",
+			               IETF_SUBSCRIBE_ERROR);
+		else if (!x->done_sent) {
+			struct moq_ietf_msg d = {0};
+			x->done_sent = 1;
+			d.kind = IETF_PUBLISH_DONE;
+			d.request_id = x->req_id;
+			d.code = code == MOQ_CODE_UNAUTHORIZED ? IETF_DONE_UNAUTHORIZED
+			                                       : IETF_DONE_INTERNAL;
+			d.reason = (struct moq_str){"reset", 5};
+			send_msg_on(ie, req_stream(ie, x), &d, x->peer != NULL);
+		}
+		break;
+	case I_ANN_IN:
+		send_req_error(ie, req_stream(ie, x), x->req_id,
+		               code == MOQ_CODE_UNAUTHORIZED ? IETF_REQ_UNAUTHORIZED
+		                                             : IETF_REQ_DOES_NOT_EXIST,
+		               "refused", IETF_SUBSCRIBE_NAMESPACE_ERROR);
+		break;
+	case I_SUB_OUT:
+		if (ie->d <= MOQ_IETF_16) {
+			struct moq_ietf_msg u = {0};
+			u.kind = IETF_UNSUBSCRIBE;
+			u.request_id = x->req_id;
+			send_msg_on(ie, xs_find(ie, 0, ie->control_sid), &u, 0);
+		} else {
+			ox_reset(ie, x->peer, 0);
+		}
+		break;
+	default:
+		break;
+	}
+	ie->depth--;
+	return 0;
+}
+
+static int ie_stop(void *b, int64_t sid, uint64_t code)
+{
+	struct ietf_sess *ie = b;
+	struct xs *x = xs_find(ie, 1, sid);
+
+	(void)code;
+	/* the relay cancels a group the client publishes */
+	if (x && x->kind == I_GROUP_IN && x->peer && ie->shell && ie->shell->tp) {
+		tp_stop_sending(ie->shell, x->peer->sid, 0);
+		x->peer->kind = X_IGNORE;
+		x->i_in_done = 1;
+	}
+	return 0;
+}
+
+static void ie_close(void *b, uint64_t code)
+{
+	struct ietf_sess *ie = b;
+
+	/* lite codes: 0 clean; anything else an internal / protocol error */
+	fail_session(ie, code == 0                       ? IETF_CLOSE_NO_ERROR
+	                 : code == MOQ_CODE_UNAUTHORIZED ? IETF_CLOSE_UNAUTHORIZED
+	                                                 : IETF_CLOSE_PROTOCOL_VIOLATION);
+	pump(ie);
+}
+
+static void ie_info(void *b, struct moq_quic_conn_info *ci)
+{
+	struct ietf_sess *ie = b;
+
+	if (ie->shell && ie->shell->tp)
+		tp_info(ie->shell, ci);
+	else
+		memset(ci, 0, sizeof(*ci));
+}
+
+static const struct moq_binding_ops ie_ops = {
+        .stream_open = ie_open,
+        .stream_write = ie_write,
+        .stream_reset = ie_reset,
+        .stream_stop_sending = ie_stop,
+        .close = ie_close,
+        .get_info = ie_info,
+};
+
+/* ---- accept ---- */
+
+/* The translator of shell @s (transport set up): draft @d, binding URL @url. */
+static struct ietf_sess *ie_new(struct moq_session *s, int d, const char *url, size_t url_len)
+{
+	struct ietf_sess *ie = calloc(1, sizeof(*ie));
+
+	if (!ie)
+		return NULL;
+	if (url && url_len && !(ie->url = memdup0(url, url_len))) {
+		free(ie);
+		return NULL;
+	}
+	ie->url_len = ie->url ? url_len : 0;
+	s->ietf = ie;
+	ie->shell = s;
+	ie->n = s->n;
+	ie->d = (enum moq_ietf_draft)d;
+	ie->control_sid = -1;
+	ie->next_ibidi = 0;   /* client-initiated bidi */
+	ie->next_iuni = 2;    /* client-initiated uni */
+	ie->next_obidi = 1;   /* server-initiated bidi */
+	ie->next_ouni = 3;    /* server-initiated uni */
+	ie->next_our_req = 1; /* server request ids are odd */
+	ie->max_granted = IE_REQ_WINDOW;
+	if (ie->d >= MOQ_IETF_17) {
+		/* draft-17: each side opens its SETUP uni stream at once */
+		struct xs *so = ox_open(ie, 0, X_SETUP_OUT);
+		if (so)
+			send_our_setup(ie, so, NULL);
+	}
+	return ie;
+}
+
+int ietf_quic_attach(struct moq_session *s, int d)
+{
+	if (d < MOQ_IETF_FIRST || d > MOQ_IETF_LAST)
+		return MOQ_ERR_INVAL;
+	return ie_new(s, d, NULL, 0) ? 0 : MOQ_ERR_NOMEM;
+}
+
+struct moq_session *ietf_binding_accept(struct moq_node *n, const struct moq_binding_ops *ops,
+                                        void *b, int d, const char *url, size_t url_len)
+{
+	struct moq_session *s;
+
+	if (d < MOQ_IETF_FIRST || d > MOQ_IETF_LAST || !ops || !b)
+		return NULL;
+	s = sess_new(n, NULL, 1);
+	if (!s) {
+		n->st.refused_bounds++;
+		return NULL;
+	}
+	s->bops = ops;
+	s->tp = b;
+	if (!ie_new(s, d, url, url_len)) {
+		s->tp = NULL;
+		s->freed = 1;
+		sess_free(s, 0, 1);
+		return NULL;
+	}
+	return s;
+}

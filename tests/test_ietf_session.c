@@ -1,0 +1,688 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_ietf_session.c: IETF moq-transport over raw QUIC (the ALPNs beside
+ * moq-lite's on the relay's endpoint), over quic/'s in-memory link: a
+ * publishing and a subscribing client written here with moq/ietf_codec.c
+ * (drafts 16 and 20) through a relay node. The publisher answers the
+ * relay's SUBSCRIBE and sends groups; the subscriber reads every object
+ * back; a request id out of order closes only its session.
+ * (@moq/net's own IETF client is the interop peer of tests/web/ietf_*.mjs.)
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ietf_codec.h"
+#include "link.h"
+#include "moq.h"
+#include "moq_err.h"
+
+#define MS       1000000ull
+#define NSTREAMS 64
+#define GROUPS   4
+#define OBJS     3
+
+struct cstream {
+	int64_t sid;
+	uint8_t buf[8192];
+	size_t len;
+	int fin, hdr;
+	struct moq_ietf_subgroup_hdr h;
+	int objs;
+	uint64_t group;
+};
+
+struct client {
+	struct moq_quic_conn *c;
+	int d;
+	int pub; /* publisher, else subscriber */
+	int established, closed, announced, sub_ok, bad_req;
+	uint64_t close_code;
+	int64_t req_sid;   /* our request bidi (17+) */
+	int64_t relay_sub; /* the relay's SUBSCRIBE (publisher) */
+	uint64_t relay_req, alias;
+	int groups_sent, sending;
+	uint64_t next_send;
+	int groups_ok, objs_ok, errors;
+	int fetch_ok, fetch_objs, fetch_done, fetch_first_group;
+	int status_ok, status_err;
+	uint64_t status_group, status_object;
+	uint64_t fetch_req;
+	struct cstream st[NSTREAMS];
+};
+
+static struct {
+	struct moq_cache *cache;
+	struct moq_cache_counting cnt;
+	struct moq_node *relay;
+	struct moq_quic_endpoint *rep, *cep;
+	struct moq_quic_link *lnk;
+	struct client pub, sub, bad, flood;
+} T;
+
+static uint64_t now(void)
+{
+	return moq_quic_link_now(T.lnk);
+}
+
+static struct cstream *cs_get(struct client *cl, int64_t sid)
+{
+	for (int i = 0; i < NSTREAMS; i++)
+		if (cl->st[i].sid == sid)
+			return &cl->st[i];
+	for (int i = 0; i < NSTREAMS; i++)
+		if (cl->st[i].sid < 0) {
+			memset(&cl->st[i], 0, sizeof(cl->st[i]));
+			cl->st[i].sid = sid;
+			return &cl->st[i];
+		}
+	return NULL;
+}
+
+static void cs_eat(struct cstream *s, size_t n)
+{
+	memmove(s->buf, s->buf + n, s->len - n);
+	s->len -= n;
+}
+
+static void wr(struct client *cl, int64_t sid, const void *p, size_t n, int fin)
+{
+	/* the link copies nothing: keep the bytes until the test ends */
+	static uint8_t pool[1 << 20];
+	static size_t used;
+	struct iovec iov;
+	long w;
+
+	ck_assert_uint_lt(used + n, sizeof(pool));
+	memcpy(pool + used, p, n);
+	iov.iov_base = pool + used;
+	iov.iov_len = n;
+	used += n;
+	w = moq_quic_stream_write(cl->c, sid, &iov, n ? 1 : 0, fin);
+	ck_assert_int_eq(w, (long)n);
+}
+
+static void send_msg(struct client *cl, int64_t sid, const struct moq_ietf_msg *m, int fin)
+{
+	uint8_t b[2048];
+	int n = moq_ietf_msg_encode(b, sizeof(b), cl->d, m);
+
+	ck_assert_int_gt(n, 0);
+	wr(cl, sid, b, (size_t)n, fin);
+}
+
+static void ns_of(struct moq_ietf_msg *m)
+{
+	m->ns_n = 2;
+	m->ns[0] = (struct moq_str){"ietf", 4};
+	m->ns[1] = (struct moq_str){"raw", 3};
+}
+
+static int64_t control_sid(struct client *cl)
+{
+	return cl->req_sid;
+}
+
+/* A request: on the control stream (16) or a new bidi (20). */
+static int64_t req_stream(struct client *cl)
+{
+	int64_t sid;
+
+	if (cl->d <= 16)
+		return control_sid(cl);
+	ck_assert_int_eq(moq_quic_stream_open(cl->c, 1, &sid), 0);
+	return sid;
+}
+
+static int cb_established(struct moq_quic_conn *c, void *user, const char *alpn)
+{
+	struct client *cl = user;
+	struct moq_ietf_msg m = {0};
+	int64_t sid;
+
+	(void)c;
+	ck_assert_int_eq(moq_ietf_alpn_draft(alpn, strlen(alpn)), cl->d);
+	cl->established = 1;
+	if (cl->d >= 17) {
+		m.kind = IETF_SETUP;
+		ck_assert_int_eq(moq_quic_stream_open(cl->c, 0, &sid), 0);
+	} else {
+		m.kind = IETF_CLIENT_SETUP;
+		ck_assert_int_eq(moq_quic_stream_open(cl->c, 1, &sid), 0);
+		cl->req_sid = sid;
+	}
+	moq_ietf_param_add(&m.params, IETF_OPT_PATH, 0, (struct moq_str){"/", 1});
+	moq_ietf_param_add(&m.params, IETF_OPT_MAX_REQUEST_ID, 100, (struct moq_str){0});
+	send_msg(cl, sid, &m, 0);
+	memset(&m, 0, sizeof(m));
+	if (cl == &T.flood) {
+		/* 14-16: one request past MAX_REQUEST_ID (512: ids 0..510 allowed,
+		 * all still open): TOO_MANY_REQUESTS */
+		for (uint64_t id = 0; id <= 512; id += 2) {
+			char name[16];
+			memset(&m, 0, sizeof(m));
+			m.kind = IETF_SUBSCRIBE_NAMESPACE;
+			m.request_id = id;
+			m.ns_n = 1;
+			m.ns[0] = (struct moq_str){
+			        name, (size_t)snprintf(name, sizeof(name), "n%u", (unsigned)id)};
+			send_msg(cl, req_stream(cl), &m, 0);
+		}
+	} else if (cl == &T.bad) {
+		/* request id 2 before 0: INVALID_REQUEST_ID */
+		m.kind = IETF_SUBSCRIBE_NAMESPACE;
+		m.request_id = 2;
+		send_msg(cl, req_stream(cl), &m, 0);
+	} else if (cl->pub) {
+		m.kind = IETF_PUBLISH_NAMESPACE;
+		m.request_id = 0;
+		ns_of(&m);
+		send_msg(cl, req_stream(cl), &m, 0);
+	}
+	return 0;
+}
+
+static void subscribe_now(struct client *cl)
+{
+	struct moq_ietf_msg m = {0};
+
+	m.kind = IETF_SUBSCRIBE;
+	m.request_id = 0;
+	ns_of(&m);
+	m.name = (struct moq_str){"video", 5};
+	m.priority = 1;
+	m.group_order = 2;
+	m.forward = 1;
+	m.filter.kind = IETF_F_NEXT_OBJECT;
+	cl->req_sid = cl->d <= 16 ? cl->req_sid : req_stream(cl);
+	send_msg(cl, cl->req_sid, &m, 0);
+}
+
+/* The publisher sends its groups once the relay subscribed. */
+static void send_group(struct client *cl)
+{
+	{
+		int g = cl->groups_sent;
+		struct moq_ietf_subgroup_hdr h = {0};
+		uint8_t b[256];
+		int64_t sid;
+		int n;
+
+		h.has_priority = true;
+		h.priority = 7;
+		h.first_object = true;
+		h.track_alias = cl->alias;
+		h.group = (uint64_t)g;
+		ck_assert_int_eq(moq_quic_stream_open(cl->c, 0, &sid), 0);
+		n = moq_ietf_subgroup_hdr_encode(b, sizeof(b), cl->d, &h);
+		for (int o = 0; o < OBJS; o++) {
+			struct moq_ietf_object ob = {0};
+			ob.payload_len = (size_t)(10 + g * OBJS + o);
+			n += moq_ietf_object_encode_head(b + n, sizeof(b) - (size_t)n, cl->d, false,
+			                                 &ob);
+			memset(b + n, 'A' + g * OBJS + o, ob.payload_len);
+			n += (int)ob.payload_len;
+		}
+		wr(cl, sid, b, (size_t)n, 1);
+		cl->groups_sent++;
+	}
+}
+
+static void on_control(struct client *cl, struct cstream *s)
+{
+	for (;;) {
+		struct moq_ietf_msg m;
+		int k = moq_ietf_msg_decode(s->buf, s->len, cl->d, &m);
+
+		if (k == MOQ_ERR_SHORT)
+			return;
+		if (k < 0) {
+			cl->errors++;
+			s->len = 0;
+			return;
+		}
+		/* @m points into s->buf: consume it after */
+		switch (m.kind) {
+		case IETF_SERVER_SETUP:
+		case IETF_SETUP:
+			if (!cl->pub && cl != &T.bad)
+				subscribe_now(cl);
+			break;
+		case IETF_REQUEST_OK:
+			cl->announced = 1;
+			if (moq_ietf_param_get(&m.params, IETF_PARAM_LARGEST_OBJECT)) {
+				const struct moq_ietf_param *lp =
+				        moq_ietf_param_get(&m.params, IETF_PARAM_LARGEST_OBJECT);
+				struct moq_ietf_loc l;
+				if (moq_ietf_loc_decode((const uint8_t *)lp->b.p, lp->b.len, cl->d,
+				                        &l) == 0) {
+					cl->status_ok++;
+					cl->status_group = l.group;
+					cl->status_object = l.object;
+				}
+			}
+			break;
+		case IETF_REQUEST_ERROR:
+			cl->status_err++;
+			break;
+		case IETF_SUBSCRIBE:
+			/* the relay subscribes to our namespace */
+			cl->relay_sub = s->sid;
+			cl->relay_req = m.request_id;
+			{
+				struct moq_ietf_msg ok = {0};
+				ok.kind = IETF_SUBSCRIBE_OK;
+				ok.request_id = m.request_id;
+				ok.track_alias = 77;
+				cl->alias = 77;
+				send_msg(cl, s->sid, &ok, 0);
+				cl->sending = 1; /* a group every 50 ms from now (t_until) */
+			}
+			break;
+		case IETF_SUBSCRIBE_OK:
+			cl->sub_ok = 1;
+			cl->alias = m.track_alias;
+			break;
+		case IETF_FETCH_OK:
+			cl->fetch_ok++;
+			break;
+		default:
+			break;
+		}
+		cs_eat(s, (size_t)k);
+	}
+}
+
+/* A subgroup stream to the subscriber: header, then OBJS objects. */
+static void on_subgroup(struct client *cl, struct cstream *s)
+{
+	for (;;) {
+		if (!s->hdr) {
+			int k = moq_ietf_subgroup_hdr_decode(s->buf, s->len, cl->d, &s->h);
+			if (k == MOQ_ERR_SHORT)
+				return;
+			if (k < 0 || s->h.track_alias != cl->alias) {
+				cl->errors++;
+				s->len = 0;
+				return;
+			}
+			s->hdr = 1;
+			s->group = s->h.group;
+			cs_eat(s, (size_t)k);
+			continue;
+		}
+		{
+			struct moq_ietf_object ob;
+			int k = moq_ietf_object_decode_head(s->buf, s->len, cl->d, s->h.extensions,
+			                                    &ob);
+			int want = (int)(s->group * OBJS) + s->objs;
+
+			if (k == MOQ_ERR_SHORT || (k > 0 && s->len < (size_t)k + ob.payload_len))
+				break;
+			if (k < 0) {
+				cl->errors++;
+				s->len = 0;
+				return;
+			}
+			if (ob.id_delta != 0 || ob.payload_len != (size_t)(10 + want))
+				cl->errors++;
+			for (size_t i = 0; i < ob.payload_len; i++)
+				if (s->buf[k + i] != 'A' + want)
+					cl->errors++;
+			cs_eat(s, (size_t)k + ob.payload_len);
+			s->objs++;
+			cl->objs_ok++;
+		}
+	}
+	if (s->fin && s->len == 0 && s->objs == OBJS) {
+		cl->groups_ok++;
+		s->objs = 0;
+		s->hdr = 2; /* done */
+	}
+}
+
+/* A FETCH stream: type 0x05, request id, objects (group, object, payload). */
+static void on_fetch_stream(struct client *cl, struct cstream *s)
+{
+	static struct moq_ietf_fetch_obj prev;
+	size_t o = 0;
+	uint64_t t, id;
+	int k, first = 1;
+
+	if (!s->fin)
+		return; /* read it whole */
+	k = moq_ietf_varint_get(s->buf, s->len, cl->d, &t);
+	o += (size_t)k;
+	k = moq_ietf_varint_get(s->buf + o, s->len - o, cl->d, &id);
+	o += (size_t)k;
+	if (t != IETF_STREAM_FETCH || id != cl->fetch_req)
+		cl->errors++;
+	while (o < s->len) {
+		struct moq_ietf_fetch_obj ob;
+		int want;
+		k = moq_ietf_fetch_obj_decode_head(s->buf + o, s->len - o, cl->d,
+		                                   first ? NULL : &prev, &ob);
+		if (k <= 0 || s->len - o - (size_t)k < ob.payload_len) {
+			cl->errors++;
+			break;
+		}
+		o += (size_t)k;
+		if (first)
+			cl->fetch_first_group = (int)ob.group;
+		want = (int)(ob.group * OBJS + ob.object);
+		if (ob.payload_len != (size_t)(10 + want))
+			cl->errors++;
+		for (size_t i = 0; i < ob.payload_len; i++)
+			if (s->buf[o + i] != 'A' + want)
+				cl->errors++;
+		o += ob.payload_len;
+		prev = ob;
+		first = 0;
+		cl->fetch_objs++;
+	}
+	cl->fetch_done++;
+	s->hdr = 2;
+}
+
+static int cb_stream_data(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t off,
+                          const uint8_t *data, size_t len, int fin)
+{
+	struct client *cl = user;
+	struct cstream *s = cs_get(cl, sid);
+
+	(void)c;
+	(void)off;
+	ck_assert_ptr_nonnull(s);
+	ck_assert_uint_le(s->len + len, sizeof(s->buf));
+	memcpy(s->buf + s->len, data, len);
+	s->len += len;
+	s->fin |= fin;
+	if (sid & 2) { /* uni from the relay */
+		if (cl->d >= 17 && !s->hdr && s->len && s->buf[0] == 0xaf) {
+			on_control(cl, s); /* its SETUP stream (type 0x2f00) */
+			return 0;
+		}
+		if (s->hdr != 2 && s->len && s->buf[0] == IETF_STREAM_FETCH)
+			on_fetch_stream(cl, s);
+		else if (s->hdr != 2)
+			on_subgroup(cl, s);
+		return 0;
+	}
+	on_control(cl, s);
+	return 0;
+}
+
+static void cb_conn_closed(struct moq_quic_conn *c, void *user, const struct moq_quic_close_info *i)
+{
+	struct client *cl = user;
+
+	(void)c;
+	cl->closed = 1;
+	cl->close_code = i->code;
+	cl->c = NULL;
+}
+
+static const struct moq_quic_callbacks client_cbs = {
+        .established = cb_established,
+        .stream_data = cb_stream_data,
+        .conn_closed = cb_conn_closed,
+};
+
+static void t_init(int d)
+{
+	struct moq_cache_cfg cc = {0};
+	struct moq_node_cfg nc = {0};
+	struct moq_quic_config q = {0};
+	struct moq_quic_link_config lc = {0};
+	static const char *alpns[16];
+	static const char *calpn[1];
+	size_t nl, k = 0;
+	const char *const *la = moq_node_alpns(&nl);
+	int err = 0;
+
+	memset(&T, 0, sizeof(T));
+	for (int i = 0; i < NSTREAMS; i++) {
+		T.pub.st[i].sid = -1;
+		T.sub.st[i].sid = -1;
+		T.bad.st[i].sid = -1;
+		T.flood.st[i].sid = -1;
+	}
+	moq_cache_counting_init(&T.cnt);
+	cc.alloc = moq_cache_counting_alloc(&T.cnt);
+	T.cache = moq_cache_create(&cc);
+	ck_assert_ptr_nonnull(T.cache);
+	nc.cache = T.cache;
+	nc.relay = 1;
+	nc.origin = 1000;
+	nc.session_queue = 512 * 1024;
+	T.relay = moq_node_create(&nc);
+	ck_assert_ptr_nonnull(T.relay);
+	/* the relay's list: moq-lite's ALPNs, then IETF's (as dpdk_app/relay.c) */
+	for (size_t i = 0; i < nl; i++)
+		alpns[k++] = la[i];
+	for (int dd = MOQ_IETF_LAST; dd >= MOQ_IETF_FIRST; dd--)
+		alpns[k++] = moq_ietf_alpn(dd);
+	q.role = MOQ_QUIC_SERVER;
+	q.worker_id = 1;
+	q.alpn = alpns;
+	q.alpn_count = k;
+	q.retry = MOQ_QUIC_RETRY_NEVER;
+	q.max_conns = 16;
+	q.max_conns_per_addr = 16;
+	q.max_half_open = 16;
+	q.max_streams_uni = 1000;
+	q.cb = moq_node_quic_callbacks();
+	q.user = T.relay;
+	T.rep = moq_quic_endpoint_new(&q, &err);
+	ck_assert_msg(T.rep != NULL, "relay endpoint: %s", moq_err_str(err));
+	calpn[0] = moq_ietf_alpn(d);
+	q.role = MOQ_QUIC_CLIENT;
+	q.worker_id = 2;
+	q.alpn = calpn;
+	q.alpn_count = 1;
+	q.cb = &client_cbs;
+	q.user = NULL;
+	T.cep = moq_quic_endpoint_new(&q, &err);
+	ck_assert_msg(T.cep != NULL, "client endpoint: %s", moq_err_str(err));
+	lc.dir[0].delay_ns = 1 * MS;
+	lc.dir[1].delay_ns = 1 * MS;
+	lc.max_queue = 1 << 16;
+	lc.seed = 3;
+	T.lnk = moq_quic_link_new(&lc, T.cep, T.rep);
+	ck_assert_ptr_nonnull(T.lnk);
+}
+
+static void t_fini(void)
+{
+	moq_quic_link_free(T.lnk);
+	moq_quic_endpoint_free(T.cep);
+	moq_quic_endpoint_free(T.rep);
+	moq_node_destroy(T.relay);
+	moq_cache_destroy(T.cache);
+}
+
+static void t_connect(struct client *cl, int d, int pub, uint16_t port)
+{
+	struct moq_quic_addr l, r;
+	int err = 0;
+
+	cl->d = d;
+	cl->pub = pub;
+	moq_quic_addr_ip4("10.0.0.1", port, &l);
+	moq_quic_addr_ip4("10.0.0.2", 4443, &r);
+	cl->c = moq_quic_connect(T.cep, &l, &r, cl, now(), &err);
+	ck_assert_msg(cl->c != NULL, "connect: %s", moq_err_str(err));
+}
+
+static int t_until(int (*pred)(void), uint64_t max)
+{
+	uint64_t end = now() + max;
+
+	while (now() < end) {
+		if (pred())
+			return 1;
+		if (T.pub.sending && T.pub.groups_sent < GROUPS && now() >= T.pub.next_send) {
+			send_group(&T.pub);
+			T.pub.next_send = now() + 50 * MS;
+		}
+		moq_node_poll(T.relay, now());
+		moq_quic_link_run(T.lnk, NULL, NULL, 2 * MS);
+	}
+	return pred();
+}
+
+static int p_announced(void)
+{
+	struct moq_node_stats st;
+
+	moq_node_stats(T.relay, &st);
+	return T.pub.announced && st.broadcasts >= 1;
+}
+
+static int s_groups(void)
+{
+	return T.sub.groups_ok >= GROUPS || T.sub.errors;
+}
+
+static int s_fetched(void)
+{
+	return (T.sub.fetch_ok >= 1 && T.sub.fetch_done >= 1) || T.sub.errors;
+}
+
+static int s_fetched2(void)
+{
+	return (T.sub.fetch_ok >= 2 && T.sub.fetch_done >= 2) || T.sub.errors;
+}
+
+static int s_status(void)
+{
+	return T.sub.status_ok >= 1 && T.sub.status_err >= 1;
+}
+
+static int b_closed(void)
+{
+	return T.bad.closed;
+}
+
+static int f_closed(void)
+{
+	return T.flood.closed;
+}
+
+static void run_draft(int d)
+{
+	t_init(d);
+	t_connect(&T.pub, d, 1, 20001);
+	ck_assert_msg(t_until(p_announced, 3000 * MS), "d%d: PUBLISH_NAMESPACE not in the origin",
+	              d);
+	t_connect(&T.sub, d, 0, 20002);
+	ck_assert_msg(t_until(s_groups, 5000 * MS),
+	              "d%d: subscriber got %d groups (%d objects, %d errors)", d, T.sub.groups_ok,
+	              T.sub.objs_ok, T.sub.errors);
+	ck_assert_int_eq(T.sub.errors, 0);
+	ck_assert_int_eq(T.pub.errors, 0);
+	ck_assert(T.sub.sub_ok);
+	ck_assert_int_eq(T.pub.groups_sent, GROUPS);
+	/* every object of every group, in order, byte for byte */
+	ck_assert_int_eq(T.sub.objs_ok, GROUPS * OBJS);
+	/* FETCH groups 1 and 2 of what the relay cached (standalone; 20: the
+	 * LOCATION_FILTER form) */
+	{
+		struct moq_ietf_msg m = {0};
+		m.kind = IETF_FETCH;
+		m.request_id = 2;
+		ns_of(&m);
+		m.name = (struct moq_str){"video", 5};
+		m.priority = 1;
+		m.group_order = 1;
+		m.fetch_type = IETF_FETCH_STANDALONE;
+		m.start.group = 1;
+		m.end.group = 2;
+		m.filter.kind = IETF_F_ABSOLUTE;
+		m.filter.start.group = 1;
+		m.filter.has_end = true;
+		m.filter.end_group = 2;
+		T.sub.fetch_req = 2;
+		send_msg(&T.sub, req_stream(&T.sub), &m, 0);
+		ck_assert_msg(t_until(s_fetched, 3000 * MS), "d%d: FETCH: ok %d, streams %d", d,
+		              T.sub.fetch_ok, T.sub.fetch_done);
+		ck_assert_int_eq(T.sub.fetch_objs, 2 * OBJS);
+		ck_assert_int_eq(T.sub.fetch_first_group, 1);
+		ck_assert_int_eq(T.sub.errors, 0);
+	}
+	/* a joining FETCH (14-19): the group before the live edge and the
+	 * live one, of the subscription with request id 0 */
+	if (d < 20) {
+		struct moq_ietf_msg m = {0};
+		m.kind = IETF_FETCH;
+		m.request_id = 4;
+		m.priority = 1;
+		m.group_order = 1;
+		m.fetch_type = IETF_FETCH_RELATIVE_JOINING;
+		m.joining_id = 0;
+		m.joining_start = 1;
+		T.sub.fetch_req = 4;
+		T.sub.fetch_objs = 0;
+		send_msg(&T.sub, req_stream(&T.sub), &m, 0);
+		ck_assert_msg(t_until(s_fetched2, 3000 * MS), "d%d: joining FETCH", d);
+		ck_assert_int_eq(T.sub.fetch_objs, 2 * OBJS);
+		ck_assert_int_eq(T.sub.fetch_first_group, GROUPS - 2);
+		ck_assert_int_eq(T.sub.errors, 0);
+	}
+	/* TRACK_STATUS: the largest location the relay cached; an unknown
+	 * track does not exist */
+	{
+		struct moq_ietf_msg m = {0};
+		m.kind = IETF_TRACK_STATUS_REQUEST;
+		m.request_id = d < 20 ? 6 : 4;
+		ns_of(&m);
+		m.name = (struct moq_str){"video", 5};
+		send_msg(&T.sub, req_stream(&T.sub), &m, 0);
+		m.request_id += 2;
+		m.name = (struct moq_str){"audio", 5};
+		send_msg(&T.sub, req_stream(&T.sub), &m, 0);
+		ck_assert_msg(t_until(s_status, 3000 * MS), "d%d: TRACK_STATUS: ok %d err %d", d,
+		              T.sub.status_ok, T.sub.status_err);
+		ck_assert_uint_eq(T.sub.status_group, GROUPS - 1);
+		ck_assert_uint_eq(T.sub.status_object, OBJS - 1);
+	}
+	/* a request id out of order closes only its session */
+	t_connect(&T.bad, d, 0, 20003);
+	ck_assert_msg(t_until(b_closed, 3000 * MS), "d%d: the offender is still open", d);
+	ck_assert_uint_eq(T.bad.close_code, IETF_CLOSE_INVALID_REQUEST_ID);
+	ck_assert(!T.pub.closed && !T.sub.closed);
+	if (d <= 16) {
+		t_connect(&T.flood, d, 0, 20004);
+		ck_assert_msg(t_until(f_closed, 5000 * MS), "d%d: 257 open requests accepted", d);
+		ck_assert_uint_eq(T.flood.close_code, IETF_CLOSE_TOO_MANY_REQUESTS);
+		ck_assert(!T.pub.closed && !T.sub.closed);
+	}
+	t_fini();
+}
+
+START_TEST(raw_quic_d16)
+{
+	run_draft(16);
+}
+END_TEST
+
+START_TEST(raw_quic_d20)
+{
+	run_draft(20);
+}
+END_TEST
+
+Suite *ietf_session_suite(void);
+
+Suite *ietf_session_suite(void)
+{
+	Suite *s = suite_create("ietf_session");
+	TCase *tc = tcase_create("ietf_session");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, raw_quic_d16);
+	tcase_add_test(tc, raw_quic_d20);
+	suite_add_tcase(s, tc);
+	return s;
+}
