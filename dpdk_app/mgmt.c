@@ -28,6 +28,7 @@
 #include <rte_telemetry.h>
 
 #include "moq_err.h"
+#include "moq_heapacct.h"
 #include "net.h"
 #include "pmd_config.h"
 #include "quic.h"
@@ -234,6 +235,32 @@ static void bounds_metrics(struct mbuf_w *o, const struct moq_relay_stats *s)
 	       s->ann_duplicates);
 	metric(o, "announces_restart_total", "counter",
 	       "Duplicate (restart) ANNOUNCEs in one session on lite-05.", s->ann_restarts);
+}
+
+/* The libc heap by object kind (moq_heapacct.h; issue 28), and what
+ * mallinfo2 has in use that no kind accounts for (kind="other"). */
+static void heap_metrics(struct mbuf_w *o)
+{
+	struct moq_heap_kind_stat hk[MOQ_HEAP_KINDS];
+	struct mallinfo2 mi = mallinfo2();
+	int64_t sum = 0, in_use = (int64_t)(mi.uordblks + mi.hblkhd);
+
+	moq_heap_read(hk);
+	put(o, "# HELP moqdp_heap_bytes The libc heap in use, by object kind (malloc_usable_size).\n"
+	       "# TYPE moqdp_heap_bytes gauge\n");
+	for (int k = 0; k < MOQ_HEAP_KINDS; k++) {
+		put(o, "moqdp_heap_bytes{kind=\"%s\"} %" PRId64 "\n", moq_heap_kind_name(k),
+		    hk[k].bytes);
+		sum += hk[k].bytes;
+	}
+	put(o, "moqdp_heap_bytes{kind=\"other\"} %" PRId64 "\n", in_use - sum);
+	put(o, "# HELP moqdp_heap_objects Heap objects, by kind.\n"
+	       "# TYPE moqdp_heap_objects gauge\n");
+	for (int k = 0; k < MOQ_HEAP_KINDS; k++)
+		put(o, "moqdp_heap_objects{kind=\"%s\"} %" PRId64 "\n", moq_heap_kind_name(k),
+		    hk[k].objs);
+	metric(o, "malloc_in_use_bytes", "gauge",
+	       "The libc heap in use (mallinfo2 uordblks + hblkhd).", (uint64_t)in_use);
 }
 
 int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
@@ -470,6 +497,7 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	       "Groups below a publisher's END that had not arrived within the max latency "
 	       "(dropped to subscribers).",
 	       s->groups_end_lost);
+	heap_metrics(&o);
 	return o.over ? MOQ_ERR_TOO_LARGE : (int)o.off;
 }
 
@@ -774,6 +802,30 @@ static int stats_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 	return 0;
 }
 
+/* /moqdp/heap: the libc heap by object kind (heap_metrics). */
+static int tel_heap(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	struct moq_heap_kind_stat hk[MOQ_HEAP_KINDS];
+	struct mallinfo2 mi = mallinfo2();
+	int64_t sum = 0, in_use = (int64_t)(mi.uordblks + mi.hblkhd);
+	char key[64];
+
+	(void)cmd;
+	(void)params;
+	moq_heap_read(hk);
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_u64(d, "malloc_in_use", (uint64_t)in_use);
+	for (int k = 0; k < MOQ_HEAP_KINDS; k++) {
+		sum += hk[k].bytes;
+		snprintf(key, sizeof(key), "%s_bytes", moq_heap_kind_name(k));
+		rte_tel_data_add_dict_u64(d, key, hk[k].bytes > 0 ? (uint64_t)hk[k].bytes : 0);
+		snprintf(key, sizeof(key), "%s_objects", moq_heap_kind_name(k));
+		rte_tel_data_add_dict_u64(d, key, hk[k].objs > 0 ? (uint64_t)hk[k].objs : 0);
+	}
+	rte_tel_data_add_dict_u64(d, "other_bytes", in_use > sum ? (uint64_t)(in_use - sum) : 0);
+	return 0;
+}
+
 static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *d)
 {
 	(void)cmd;
@@ -954,6 +1006,8 @@ void moq_relay_telemetry_register(struct relay_mgmt *m)
 	rte_telemetry_register_cmd("/moqdp/cluster", tel_cluster,
 	                           "Peer relay links: state, RTT, upstream subscriptions, bytes, "
 	                           "reconnects. No parameters");
+	rte_telemetry_register_cmd("/moqdp/heap", tel_heap,
+	                           "The libc heap by object kind (bytes, objects). No parameters");
 	rte_telemetry_register_cmd("/moqdp/latency_reset", tel_latency_reset,
 	                           "Start a new window for /moqdp/stats relay_lat_*; returns "
 	                           "the one that ended. No parameters");

@@ -25,7 +25,7 @@ static struct gout *gout_alloc(struct moq_session *s)
 	struct gout *go = s->go_pool;
 
 	if (!go)
-		return calloc(1, sizeof(*go));
+		return moq_heap_calloc(MOQ_HEAP_GOUT, 1, sizeof(*go));
 	s->go_pool = go->next;
 	s->go_pool_len--;
 	memset(go, 0, sizeof(*go));
@@ -35,7 +35,7 @@ static struct gout *gout_alloc(struct moq_session *s)
 void gout_release(struct moq_session *s, struct gout *go)
 {
 	if (s->go_pool_len >= POOL_MAX) {
-		free(go);
+		moq_heap_free(MOQ_HEAP_GOUT, go);
 		return;
 	}
 	go->next = s->go_pool;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "auth.h"
+#include "moq_heapacct.h"
 
 /* Bytes kept for the stream's own outgoing data (control messages and frame
  * headers) until the peer acknowledges them (quic.h: no copies). */
@@ -647,7 +648,7 @@ static inline uint8_t *tx_reserve(struct moq_session *s, struct txbuf *tb, size_
 			s->pool_len--;
 		} else {
 			size_t cap = len > TXCHUNK_DATA ? len : TXCHUNK_DATA;
-			c = malloc(sizeof(*c) + cap);
+			c = moq_heap_malloc(MOQ_HEAP_TXCHUNK, sizeof(*c) + cap);
 			if (!c)
 				return NULL;
 			c->cap = (uint32_t)cap;

@@ -39,18 +39,18 @@ static int smap_grow(struct smap *m)
 
 	nm.cap = cap;
 	nm.used = 0;
-	nm.keys = calloc(cap, sizeof(*nm.keys));
-	nm.vals = calloc(cap, sizeof(*nm.vals));
+	nm.keys = moq_heap_calloc(MOQ_HEAP_MOQ_SMAP, cap, sizeof(*nm.keys));
+	nm.vals = moq_heap_calloc(MOQ_HEAP_MOQ_SMAP, cap, sizeof(*nm.vals));
 	if (!nm.keys || !nm.vals) {
-		free(nm.keys);
-		free(nm.vals);
+		moq_heap_free(MOQ_HEAP_MOQ_SMAP, nm.keys);
+		moq_heap_free(MOQ_HEAP_MOQ_SMAP, nm.vals);
 		return MOQ_ERR_NOMEM;
 	}
 	for (uint32_t i = 0; i < m->cap; i++)
 		if (m->vals[i])
 			smap_put(&nm, m->keys[i], m->vals[i]);
-	free(m->keys);
-	free(m->vals);
+	moq_heap_free(MOQ_HEAP_MOQ_SMAP, m->keys);
+	moq_heap_free(MOQ_HEAP_MOQ_SMAP, m->vals);
 	*m = nm;
 	return 0;
 }
@@ -105,7 +105,7 @@ static void chunk_put(struct moq_session *s, struct txchunk *c)
 		s->pool = c;
 		s->pool_len++;
 	} else {
-		free(c);
+		moq_heap_free(MOQ_HEAP_TXCHUNK, c);
 	}
 }
 
@@ -143,7 +143,7 @@ static struct mstream *st_alloc(struct moq_session *s)
 	struct mstream *st = s->st_pool;
 
 	if (!st)
-		return calloc(1, sizeof(*st));
+		return moq_heap_calloc(MOQ_HEAP_MOQ_STREAM, 1, sizeof(*st));
 	s->st_pool = st->pool_next;
 	s->st_pool_len--;
 	memset(st, 0, sizeof(*st));
@@ -153,7 +153,7 @@ static struct mstream *st_alloc(struct moq_session *s)
 void st_release(struct moq_session *s, struct mstream *st)
 {
 	if (s->st_pool_len >= POOL_MAX) {
-		free(st);
+		moq_heap_free(MOQ_HEAP_MOQ_STREAM, st);
 		return;
 	}
 	st->pool_next = s->st_pool;

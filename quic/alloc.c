@@ -8,6 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <wolfssl/options.h>
+#include <wolfssl/wolfcrypt/memory.h>
+
+#include "moq_heapacct.h"
+
 /* ------------------------------------------------------------ allocator */
 /* ngtcp2 allocates small objects while packets flow (frame chains, skip-list
  * nodes, ACK ranges). Each endpoint hands it a size-class cache so that,
@@ -51,11 +56,17 @@ static void *mem_malloc(size_t size, void *user_data)
 		m->head[c] = m->head[c]->next;
 		m->n[c]--;
 		m->bytes -= (size_t)1 << (c + MEM_MIN_SHIFT);
+		moq_heap_add(MOQ_HEAP_NGTCP2_SPARE, -((int64_t)1 << (c + MEM_MIN_SHIFT)), -1);
+		moq_heap_add(MOQ_HEAP_NGTCP2, (int64_t)1 << (c + MEM_MIN_SHIFT), 1);
 		return p;
 	}
 	p = malloc(c == MEM_BIG ? size + MEM_HDR : (size_t)1 << (c + MEM_MIN_SHIFT));
 	if (p == NULL)
 		return NULL;
+	if (c == MEM_BIG)
+		moq_heap_count(MOQ_HEAP_NGTCP2, p);
+	else
+		moq_heap_add(MOQ_HEAP_NGTCP2, (int64_t)1 << (c + MEM_MIN_SHIFT), 1);
 	p[0] = (uint8_t)c;
 	return p + MEM_HDR;
 }
@@ -70,10 +81,16 @@ static void mem_free(void *ptr, void *user_data)
 		return;
 	p = (uint8_t *)ptr - MEM_HDR;
 	c = p[0];
-	if (c == MEM_BIG || m->n[c] >= MEM_CACHE_MAX) {
+	if (c == MEM_BIG) {
+		moq_heap_free(MOQ_HEAP_NGTCP2, p);
+		return;
+	}
+	moq_heap_add(MOQ_HEAP_NGTCP2, -((int64_t)1 << (c + MEM_MIN_SHIFT)), -1);
+	if (m->n[c] >= MEM_CACHE_MAX) {
 		free(p);
 		return;
 	}
+	moq_heap_add(MOQ_HEAP_NGTCP2_SPARE, (int64_t)1 << (c + MEM_MIN_SHIFT), 1);
 	/* the free-list link lives in the payload; the class byte stays */
 	((struct mem_free *)ptr)->next = m->head[c];
 	m->head[c] = ptr;
@@ -109,7 +126,7 @@ static void *mem_realloc(void *ptr, size_t size, void *user_data)
 	p = (uint8_t *)ptr - MEM_HDR;
 	c = p[0];
 	if (c == MEM_BIG) {
-		np = realloc(p, size + MEM_HDR);
+		np = moq_heap_realloc(MOQ_HEAP_NGTCP2, p, size + MEM_HDR);
 		return np ? (uint8_t *)np + MEM_HDR : NULL;
 	}
 	cap = ((size_t)1 << (c + MEM_MIN_SHIFT)) - MEM_HDR;
@@ -123,8 +140,30 @@ static void *mem_realloc(void *ptr, size_t size, void *user_data)
 	return np;
 }
 
+/* wolfSSL's heap, counted (MOQ_HEAP_TLS): plain malloc underneath, so a
+ * block wolfSSL allocated before the hook frees through it safely (it is
+ * uncounted by its usable size). */
+static void *tls_malloc(size_t size)
+{
+	return moq_heap_malloc(MOQ_HEAP_TLS, size);
+}
+
+static void tls_free(void *p)
+{
+	moq_heap_free(MOQ_HEAP_TLS, p);
+}
+
+static void *tls_realloc(void *p, size_t size)
+{
+	return moq_heap_realloc(MOQ_HEAP_TLS, p, size);
+}
+
+static int tls_hooked;
+
 int mem_init(struct moq_quic_endpoint *ep)
 {
+	if (!__atomic_exchange_n(&tls_hooked, 1, __ATOMIC_ACQ_REL))
+		wolfSSL_SetAllocators(tls_malloc, tls_free, tls_realloc);
 	ep->mem_cache = calloc(1, sizeof(struct quic_mem));
 	if (ep->mem_cache == NULL)
 		return MOQ_ERR_NOMEM;
@@ -155,6 +194,7 @@ void mem_fini(struct moq_quic_endpoint *ep)
 			struct mem_free *f = m->head[c];
 
 			m->head[c] = f->next;
+			moq_heap_add(MOQ_HEAP_NGTCP2_SPARE, -((int64_t)1 << (c + MEM_MIN_SHIFT)), -1);
 			free((uint8_t *)f - MEM_HDR);
 		}
 	}

@@ -11,6 +11,8 @@
 
 #include <string.h>
 
+#include "moq_heapacct.h"
+
 #include <wolfssl/options.h>
 #include <wolfssl/ssl.h>
 #include <wolfssl/wolfcrypt/random.h>
@@ -364,6 +366,8 @@ void conn_update_timer(struct moq_quic_conn *c);
 void conn_update_timer_sent(struct moq_quic_conn *c, uint64_t now);
 
 /* stream.c: stream records. */
+/* Free @s and its entry array, uncounted from heap kind @k (stream.c). */
+void strm_heap_free(struct quic_strm *s, enum moq_heap_kind k);
 struct quic_strm *strm_new(struct moq_quic_conn *c, int64_t id);
 void strm_free(struct moq_quic_conn *c, struct quic_strm *s);
 void strm_ack(struct quic_strm *s, uint64_t acked);
