@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rte_telemetry.h>
@@ -660,11 +661,45 @@ static void serve(struct relay_mgmt *m, int fd)
 	}
 }
 
+/* Memory the pools gave back (issue 28) is free in libc's arenas, still in
+ * RSS: when the counted heap (moq_heapacct.h, read without locks) fell by
+ * HEAP_TRIM_DROP from its peak since the last trim, malloc_trim returns the
+ * free pages to the system. Checked every HEAP_TRIM_NS on the main lcore;
+ * a trim locks each arena in turn (a worker that mallocs meanwhile waits:
+ * rare in the steady state, and only after a burst was given back). */
+#define HEAP_TRIM_NS   5000000000ull
+#define HEAP_TRIM_DROP (8ll << 20)
+
+static void heap_give_back(struct relay_mgmt *m)
+{
+	struct moq_heap_kind_stat hk[MOQ_HEAP_KINDS];
+	struct timespec ts;
+	uint64_t now;
+	int64_t sum = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	if (now - m->heap_checked < HEAP_TRIM_NS)
+		return;
+	m->heap_checked = now;
+	moq_heap_read(hk);
+	for (int k = 0; k < MOQ_HEAP_KINDS; k++)
+		sum += hk[k].bytes;
+	if (sum > m->heap_peak)
+		m->heap_peak = sum;
+	if (m->heap_peak - sum >= HEAP_TRIM_DROP) {
+		malloc_trim(0);
+		__atomic_fetch_add(&m->heap_trims, 1, __ATOMIC_RELAXED);
+		m->heap_peak = sum;
+	}
+}
+
 void moq_relay_mgmt_poll(struct relay_mgmt *m, int timeout_ms)
 {
 	struct pollfd p = {m->http_fd, POLLIN, 0};
 	int fd;
 
+	heap_give_back(m);
 	if (m->http_fd < 0) {
 		poll(NULL, 0, timeout_ms);
 		return;
@@ -823,6 +858,11 @@ static int tel_heap(const char *cmd, const char *params, struct rte_tel_data *d)
 		rte_tel_data_add_dict_u64(d, key, hk[k].objs > 0 ? (uint64_t)hk[k].objs : 0);
 	}
 	rte_tel_data_add_dict_u64(d, "other_bytes", in_use > sum ? (uint64_t)(in_use - sum) : 0);
+	pthread_mutex_lock(&tel_lock);
+	if (tel_relay != NULL)
+		rte_tel_data_add_dict_u64(d, "malloc_trims",
+		                          __atomic_load_n(&tel_relay->heap_trims, __ATOMIC_RELAXED));
+	pthread_mutex_unlock(&tel_lock);
 	return 0;
 }
 

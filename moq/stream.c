@@ -134,6 +134,37 @@ void tx_release_acked(struct moq_session *s, struct txbuf *tb, uint64_t acked)
 	}
 }
 
+/* ----------------------------------------------------------- pool trim */
+
+/* Spare pools give memory back when use falls (issue 28): of the spares a
+ * pool held through a whole period (its low mark: no use took them), half
+ * go back to libc; a pool in steady use keeps what it cycles, one that was
+ * filled by a lagging burst empties in a few periods. */
+void pool_trim(struct moq_session *s)
+{
+	for (uint32_t k = s->pool_low / 2; k && s->pool; k--) {
+		struct txchunk *c = s->pool;
+		s->pool = c->next;
+		s->pool_len--;
+		moq_heap_free(MOQ_HEAP_TXCHUNK, c);
+	}
+	for (uint32_t k = s->st_pool_low / 2; k && s->st_pool; k--) {
+		struct mstream *st = s->st_pool;
+		s->st_pool = st->pool_next;
+		s->st_pool_len--;
+		moq_heap_free(MOQ_HEAP_MOQ_STREAM, st);
+	}
+	for (uint32_t k = s->go_pool_low / 2; k && s->go_pool; k--) {
+		struct gout *go = s->go_pool;
+		s->go_pool = go->next;
+		s->go_pool_len--;
+		moq_heap_free(MOQ_HEAP_GOUT, go);
+	}
+	s->pool_low = s->pool_len;
+	s->st_pool_low = s->st_pool_len;
+	s->go_pool_low = s->go_pool_len;
+}
+
 /* -------------------------------------------------------------- streams */
 
 /* Spare stream and group-stream records, so a group per subscriber costs
@@ -145,7 +176,8 @@ static struct mstream *st_alloc(struct moq_session *s)
 	if (!st)
 		return moq_heap_calloc(MOQ_HEAP_MOQ_STREAM, 1, sizeof(*st));
 	s->st_pool = st->pool_next;
-	s->st_pool_len--;
+	if (--s->st_pool_len < s->st_pool_low)
+		s->st_pool_low = s->st_pool_len;
 	memset(st, 0, sizeof(*st));
 	return st;
 }

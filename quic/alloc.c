@@ -29,9 +29,15 @@ struct mem_free {
 	struct mem_free *next;
 };
 
+/* Spares are trimmed every MEM_TRIM_NS (mem_trim): a period long against
+ * the waves of streams a slow subscriber's acks close, short against an
+ * operator watching memory fall after a burst. */
+#define MEM_TRIM_NS 2000000000ull
+
 struct quic_mem {
 	struct mem_free *head[MEM_CLASSES];
 	uint32_t n[MEM_CLASSES];
+	uint32_t low[MEM_CLASSES]; /* fewest free blocks since the last trim */
 	uint64_t bytes; /* in the free lists */
 };
 
@@ -54,7 +60,8 @@ static void *mem_malloc(size_t size, void *user_data)
 	if (c != MEM_BIG && m->head[c] != NULL) {
 		p = (uint8_t *)m->head[c];
 		m->head[c] = m->head[c]->next;
-		m->n[c]--;
+		if (--m->n[c] < m->low[c])
+			m->low[c] = m->n[c];
 		m->bytes -= (size_t)1 << (c + MEM_MIN_SHIFT);
 		moq_heap_add(MOQ_HEAP_NGTCP2_SPARE, -((int64_t)1 << (c + MEM_MIN_SHIFT)), -1);
 		moq_heap_add(MOQ_HEAP_NGTCP2, (int64_t)1 << (c + MEM_MIN_SHIFT), 1);
@@ -173,6 +180,28 @@ int mem_init(struct moq_quic_endpoint *ep)
 	ep->mem.calloc = mem_calloc;
 	ep->mem.realloc = mem_realloc;
 	return 0;
+}
+
+void mem_trim(struct moq_quic_endpoint *ep, uint64_t now)
+{
+	struct quic_mem *m = ep->mem_cache;
+
+	if (m == NULL || now - ep->mem_trimmed < MEM_TRIM_NS)
+		return;
+	ep->mem_trimmed = now;
+	for (int c = 0; c < MEM_CLASSES; c++) {
+		for (uint32_t k = m->low[c] / 2; k && m->head[c]; k--) {
+			struct mem_free *f = m->head[c];
+
+			m->head[c] = f->next;
+			m->n[c]--;
+			m->bytes -= (size_t)1 << (c + MEM_MIN_SHIFT);
+			moq_heap_add(MOQ_HEAP_NGTCP2_SPARE, -((int64_t)1 << (c + MEM_MIN_SHIFT)), -1);
+			free((uint8_t *)f - MEM_HDR);
+		}
+		m->low[c] = m->n[c];
+	}
+	strm_trim(ep);
 }
 
 uint64_t mem_cached_bytes(const struct moq_quic_endpoint *ep)

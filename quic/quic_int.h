@@ -212,6 +212,8 @@ struct moq_quic_endpoint {
 	struct quic_strm *sfree;
 	uint32_t nsfree;
 	uint32_t nslive, nslive_peak; /* stream records in use, and their peak */
+	uint32_t nsfree_low;          /* fewest spares since the last strm_trim */
+	uint64_t mem_trimmed;         /* last mem_trim */
 	uint64_t sfree_bytes;         /* the spares' records and entry arrays (stream.c) */
 
 	/* every connection */
@@ -346,6 +348,10 @@ static inline int strm_has_unsent(const struct quic_strm *s)
 int mem_init(struct moq_quic_endpoint *ep);
 void mem_fini(struct moq_quic_endpoint *ep);
 uint64_t mem_cached_bytes(const struct moq_quic_endpoint *ep); /* in the free lists */
+/* Every MEM_TRIM_NS: half of the spares no use took since the last trim
+ * (ngtcp2's free lists, spare stream records) go back to libc (alloc.c). */
+void mem_trim(struct moq_quic_endpoint *ep, uint64_t now);
+void strm_trim(struct moq_quic_endpoint *ep); /* the stream records' part (stream.c) */
 
 /* cid.c: byte strings (CIDs, reset tokens) -> connections. */
 int ktab_init(struct ktab *t, uint64_t entries);

@@ -143,7 +143,8 @@ static struct quic_strm *strm_get(struct moq_quic_endpoint *ep)
 		ep->sfree = s->pnext;
 		if (ep->sfree != NULL) /* the next open's record: its first touch missed */
 			__builtin_prefetch(ep->sfree);
-		ep->nsfree--;
+		if (--ep->nsfree < ep->nsfree_low)
+			ep->nsfree_low = ep->nsfree;
 		ep->sfree_bytes -= sizeof(*s) + strm_ents_bytes(s);
 		strm_heap_move(s, MOQ_HEAP_QUIC_SPARE, MOQ_HEAP_QUIC_STREAM);
 		memset(s, 0, offsetof(struct quic_strm, inl));
@@ -175,6 +176,27 @@ static void strm_put(struct moq_quic_endpoint *ep, struct quic_strm *s)
 		return;
 	}
 	strm_heap_free(s, MOQ_HEAP_QUIC_STREAM);
+}
+
+/* Half the spares no open took since the last trim are freed, and the
+ * peak that strm_put keeps spares up to decays toward what is in use now:
+ * a burst of lagging subscribers (hundreds of thousands of records) is
+ * given back within a few trims once it is over (issue 28). */
+void strm_trim(struct moq_quic_endpoint *ep)
+{
+	for (uint32_t k = ep->nsfree_low / 2; k && ep->sfree; k--) {
+		struct quic_strm *s = ep->sfree;
+
+		ep->sfree = s->pnext;
+		ep->nsfree--;
+		ep->sfree_bytes -= sizeof(*s) + strm_ents_bytes(s);
+		strm_heap_free(s, MOQ_HEAP_QUIC_SPARE);
+	}
+	ep->nsfree_low = ep->nsfree;
+	if (ep->nslive_peak / 2 > ep->nslive)
+		ep->nslive_peak /= 2;
+	else
+		ep->nslive_peak = ep->nslive;
 }
 
 struct quic_strm *strm_new(struct moq_quic_conn *c, int64_t id)
