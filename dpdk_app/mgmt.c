@@ -663,12 +663,12 @@ static void serve(struct relay_mgmt *m, int fd)
 
 /* Memory the pools gave back (issue 28) is free in libc's arenas, still in
  * RSS: when the counted heap (moq_heapacct.h, read without locks) fell by
- * HEAP_TRIM_DROP from its peak since the last trim, malloc_trim returns the
+ * HEAP_TRIM_DROP (2 MiB) from its peak since the last trim, malloc_trim returns the
  * free pages to the system. Checked every HEAP_TRIM_NS on the main lcore;
  * a trim locks each arena in turn (a worker that mallocs meanwhile waits:
  * rare in the steady state, and only after a burst was given back). */
 #define HEAP_TRIM_NS   5000000000ull
-#define HEAP_TRIM_DROP (8ll << 20)
+#define HEAP_TRIM_DROP (2ll << 20)
 
 static void heap_give_back(struct relay_mgmt *m)
 {
