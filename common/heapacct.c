@@ -22,14 +22,14 @@ static __thread struct heap_slot *mine;
 static __thread int shared; /* on the last, shared slot */
 
 static const char *const names[MOQ_HEAP_KINDS] = {
-	[MOQ_HEAP_QUIC_CONN] = "quic_conn",       [MOQ_HEAP_NGTCP2] = "ngtcp2",
-	[MOQ_HEAP_NGTCP2_SPARE] = "ngtcp2_spare", [MOQ_HEAP_TLS] = "tls",
-	[MOQ_HEAP_QUIC_STREAM] = "quic_stream",   [MOQ_HEAP_QUIC_SPARE] = "quic_stream_spare",
-	[MOQ_HEAP_QUIC_SMAP] = "quic_stream_map", [MOQ_HEAP_SESSION] = "session",
-	[MOQ_HEAP_MOQ_STREAM] = "moq_stream",     [MOQ_HEAP_GOUT] = "group_stream",
-	[MOQ_HEAP_TXCHUNK] = "send_chunk",        [MOQ_HEAP_MOQ_SMAP] = "moq_stream_map",
-	[MOQ_HEAP_SUB] = "subscription",          [MOQ_HEAP_HUB_MSG] = "hub_msg",
-	[MOQ_HEAP_CTRL_BUF] = "control_buf",
+        [MOQ_HEAP_QUIC_CONN] = "quic_conn",       [MOQ_HEAP_NGTCP2] = "ngtcp2",
+        [MOQ_HEAP_NGTCP2_SPARE] = "ngtcp2_spare", [MOQ_HEAP_TLS] = "tls",
+        [MOQ_HEAP_QUIC_STREAM] = "quic_stream",   [MOQ_HEAP_QUIC_SPARE] = "quic_stream_spare",
+        [MOQ_HEAP_QUIC_SMAP] = "quic_stream_map", [MOQ_HEAP_SESSION] = "session",
+        [MOQ_HEAP_MOQ_STREAM] = "moq_stream",     [MOQ_HEAP_GOUT] = "group_stream",
+        [MOQ_HEAP_TXCHUNK] = "send_chunk",        [MOQ_HEAP_MOQ_SMAP] = "moq_stream_map",
+        [MOQ_HEAP_SUB] = "subscription",          [MOQ_HEAP_HUB_MSG] = "hub_msg",
+        [MOQ_HEAP_CTRL_BUF] = "control_buf",
 };
 
 const char *moq_heap_kind_name(enum moq_heap_kind k)

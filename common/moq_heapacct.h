@@ -13,21 +13,21 @@
 #include <stdint.h>
 
 enum moq_heap_kind {
-	MOQ_HEAP_QUIC_CONN,     /* struct moq_quic_conn and its close buffer */
-	MOQ_HEAP_NGTCP2,        /* blocks ngtcp2 holds (quic/alloc.c, in use) */
-	MOQ_HEAP_NGTCP2_SPARE,  /* quic/alloc.c's free lists */
-	MOQ_HEAP_TLS,           /* wolfSSL's allocations (wolfSSL_SetAllocators) */
-	MOQ_HEAP_QUIC_STREAM,   /* quic/stream.c records and entry arrays in use */
-	MOQ_HEAP_QUIC_SPARE,    /* quic/stream.c spare records */
-	MOQ_HEAP_QUIC_SMAP,     /* per-connection stream maps */
-	MOQ_HEAP_SESSION,       /* struct moq_session */
-	MOQ_HEAP_MOQ_STREAM,    /* struct mstream (in use and per-session spares) */
-	MOQ_HEAP_GOUT,          /* fanout group streams: struct gout */
-	MOQ_HEAP_TXCHUNK,       /* moq send-queue chunks (txbuf) */
-	MOQ_HEAP_MOQ_SMAP,      /* per-session stream-id maps */
-	MOQ_HEAP_SUB,           /* subscriptions (struct dsub) */
-	MOQ_HEAP_HUB_MSG,       /* cross-worker hub messages */
-	MOQ_HEAP_CTRL_BUF,      /* control streams' receive buffers */
+	MOQ_HEAP_QUIC_CONN,    /* struct moq_quic_conn and its close buffer */
+	MOQ_HEAP_NGTCP2,       /* blocks ngtcp2 holds (quic/alloc.c, in use) */
+	MOQ_HEAP_NGTCP2_SPARE, /* quic/alloc.c's free lists */
+	MOQ_HEAP_TLS,          /* wolfSSL's allocations (wolfSSL_SetAllocators) */
+	MOQ_HEAP_QUIC_STREAM,  /* quic/stream.c records and entry arrays in use */
+	MOQ_HEAP_QUIC_SPARE,   /* quic/stream.c spare records */
+	MOQ_HEAP_QUIC_SMAP,    /* per-connection stream maps */
+	MOQ_HEAP_SESSION,      /* struct moq_session */
+	MOQ_HEAP_MOQ_STREAM,   /* struct mstream (in use and per-session spares) */
+	MOQ_HEAP_GOUT,         /* fanout group streams: struct gout */
+	MOQ_HEAP_TXCHUNK,      /* moq send-queue chunks (txbuf) */
+	MOQ_HEAP_MOQ_SMAP,     /* per-session stream-id maps */
+	MOQ_HEAP_SUB,          /* subscriptions (struct dsub) */
+	MOQ_HEAP_HUB_MSG,      /* cross-worker hub messages */
+	MOQ_HEAP_CTRL_BUF,     /* control streams' receive buffers */
 	MOQ_HEAP_KINDS
 };
 

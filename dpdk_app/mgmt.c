@@ -247,8 +247,9 @@ static void heap_metrics(struct mbuf_w *o)
 	int64_t sum = 0, in_use = (int64_t)(mi.uordblks + mi.hblkhd);
 
 	moq_heap_read(hk);
-	put(o, "# HELP moqdp_heap_bytes The libc heap in use, by object kind (malloc_usable_size).\n"
-	       "# TYPE moqdp_heap_bytes gauge\n");
+	put(o,
+	    "# HELP moqdp_heap_bytes The libc heap in use, by object kind (malloc_usable_size).\n"
+	    "# TYPE moqdp_heap_bytes gauge\n");
 	for (int k = 0; k < MOQ_HEAP_KINDS; k++) {
 		put(o, "moqdp_heap_bytes{kind=\"%s\"} %" PRId64 "\n", moq_heap_kind_name(k),
 		    hk[k].bytes);
@@ -860,8 +861,9 @@ static int tel_heap(const char *cmd, const char *params, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "other_bytes", in_use > sum ? (uint64_t)(in_use - sum) : 0);
 	pthread_mutex_lock(&tel_lock);
 	if (tel_relay != NULL)
-		rte_tel_data_add_dict_u64(d, "malloc_trims",
-		                          __atomic_load_n(&tel_relay->heap_trims, __ATOMIC_RELAXED));
+		rte_tel_data_add_dict_u64(
+		        d, "malloc_trims",
+		        __atomic_load_n(&tel_relay->heap_trims, __ATOMIC_RELAXED));
 	pthread_mutex_unlock(&tel_lock);
 	return 0;
 }

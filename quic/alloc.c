@@ -38,7 +38,7 @@ struct quic_mem {
 	struct mem_free *head[MEM_CLASSES];
 	uint32_t n[MEM_CLASSES];
 	uint32_t low[MEM_CLASSES]; /* fewest free blocks since the last trim */
-	uint64_t bytes; /* in the free lists */
+	uint64_t bytes;            /* in the free lists */
 };
 
 static int mem_class(size_t size)
@@ -196,7 +196,8 @@ void mem_trim(struct moq_quic_endpoint *ep, uint64_t now)
 			m->head[c] = f->next;
 			m->n[c]--;
 			m->bytes -= (size_t)1 << (c + MEM_MIN_SHIFT);
-			moq_heap_add(MOQ_HEAP_NGTCP2_SPARE, -((int64_t)1 << (c + MEM_MIN_SHIFT)), -1);
+			moq_heap_add(MOQ_HEAP_NGTCP2_SPARE, -((int64_t)1 << (c + MEM_MIN_SHIFT)),
+			             -1);
 			free((uint8_t *)f - MEM_HDR);
 		}
 		m->low[c] = m->n[c];
@@ -223,7 +224,8 @@ void mem_fini(struct moq_quic_endpoint *ep)
 			struct mem_free *f = m->head[c];
 
 			m->head[c] = f->next;
-			moq_heap_add(MOQ_HEAP_NGTCP2_SPARE, -((int64_t)1 << (c + MEM_MIN_SHIFT)), -1);
+			moq_heap_add(MOQ_HEAP_NGTCP2_SPARE, -((int64_t)1 << (c + MEM_MIN_SHIFT)),
+			             -1);
 			free((uint8_t *)f - MEM_HDR);
 		}
 	}

@@ -804,8 +804,8 @@ static int64_t spare_objs(void)
 	struct moq_heap_kind_stat hk[MOQ_HEAP_KINDS];
 
 	moq_heap_read(hk);
-	return hk[MOQ_HEAP_TXCHUNK].objs + hk[MOQ_HEAP_MOQ_STREAM].objs +
-	       hk[MOQ_HEAP_GOUT].objs + hk[MOQ_HEAP_QUIC_SPARE].objs;
+	return hk[MOQ_HEAP_TXCHUNK].objs + hk[MOQ_HEAP_MOQ_STREAM].objs + hk[MOQ_HEAP_GOUT].objs +
+	       hk[MOQ_HEAP_QUIC_SPARE].objs;
 }
 
 static int slow_recovered(void)
@@ -847,8 +847,10 @@ START_TEST(test_pools_give_back)
 	 * periods (2 s) the pools give most of the burst back. */
 	h_run(12 * SEC, G);
 	after = spare_objs();
-	fprintf(stderr, "# pools: objects before the stall %lld, after the burst %lld, 12 s later "
-	        "%lld\n", (long long)base, (long long)burst, (long long)after);
+	fprintf(stderr,
+	        "# pools: objects before the stall %lld, after the burst %lld, 12 s later "
+	        "%lld\n",
+	        (long long)base, (long long)burst, (long long)after);
 	ck_assert_int_ge(burst - base, 20);
 	ck_assert_int_le(after - base, (burst - base) / 3);
 	ck_assert_uint_eq(slow->errors, 0);
