@@ -29,7 +29,7 @@ static const char *const names[MOQ_HEAP_KINDS] = {
         [MOQ_HEAP_MOQ_STREAM] = "moq_stream",     [MOQ_HEAP_GOUT] = "group_stream",
         [MOQ_HEAP_TXCHUNK] = "send_chunk",        [MOQ_HEAP_MOQ_SMAP] = "moq_stream_map",
         [MOQ_HEAP_SUB] = "subscription",          [MOQ_HEAP_HUB_MSG] = "hub_msg",
-        [MOQ_HEAP_CTRL_BUF] = "control_buf",
+        [MOQ_HEAP_CTRL_BUF] = "control_buf",      [MOQ_HEAP_MOQ_SPARE] = "session_spare",
 };
 
 const char *moq_heap_kind_name(enum moq_heap_kind k)
@@ -79,6 +79,14 @@ void moq_heap_uncount(enum moq_heap_kind k, void *p)
 {
 	if (p != NULL)
 		moq_heap_add(k, -(int64_t)malloc_usable_size(p), -1);
+}
+
+void moq_heap_move(enum moq_heap_kind from, enum moq_heap_kind to, void *p)
+{
+	int64_t b = (int64_t)malloc_usable_size(p);
+
+	moq_heap_add(from, -b, -1);
+	moq_heap_add(to, b, 1);
 }
 
 void *moq_heap_malloc(enum moq_heap_kind k, size_t size)

@@ -28,6 +28,7 @@ enum moq_heap_kind {
 	MOQ_HEAP_SUB,          /* subscriptions (struct dsub) */
 	MOQ_HEAP_HUB_MSG,      /* cross-worker hub messages */
 	MOQ_HEAP_CTRL_BUF,     /* control streams' receive buffers */
+	MOQ_HEAP_MOQ_SPARE,    /* sessions' spare send chunks, stream, group-stream records */
 	MOQ_HEAP_KINDS
 };
 
@@ -44,6 +45,9 @@ void moq_heap_uncount(enum moq_heap_kind k, void *p);
 /* Add @bytes and @objs (either may be negative) to kind @k: for pools that
  * move objects between kinds without malloc (spare lists). */
 void moq_heap_add(enum moq_heap_kind k, int64_t bytes, int64_t objs);
+
+/* @p (counted as kind @from) is now kind @to: a pool's take or put. */
+void moq_heap_move(enum moq_heap_kind from, enum moq_heap_kind to, void *p);
 
 /* malloc/calloc/free/realloc that count: the same contracts as libc's. */
 void *moq_heap_malloc(enum moq_heap_kind k, size_t size);

@@ -30,6 +30,7 @@ static struct gout *gout_alloc(struct moq_session *s)
 	s->go_pool = go->next;
 	if (--s->go_pool_len < s->go_pool_low)
 		s->go_pool_low = s->go_pool_len;
+	moq_heap_move(MOQ_HEAP_MOQ_SPARE, MOQ_HEAP_GOUT, go);
 	memset(go, 0, sizeof(*go));
 	return go;
 }
@@ -42,6 +43,7 @@ void gout_release(struct moq_session *s, struct gout *go)
 	}
 	go->next = s->go_pool;
 	s->go_pool = go;
+	moq_heap_move(MOQ_HEAP_GOUT, MOQ_HEAP_MOQ_SPARE, go);
 	s->go_pool_len++;
 }
 

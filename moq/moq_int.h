@@ -651,6 +651,7 @@ static inline uint8_t *tx_reserve(struct moq_session *s, struct txbuf *tb, size_
 		if (len <= TXCHUNK_DATA && s->pool) {
 			c = s->pool;
 			s->pool = c->next;
+			moq_heap_move(MOQ_HEAP_MOQ_SPARE, MOQ_HEAP_TXCHUNK, c);
 			if (--s->pool_len < s->pool_low)
 				s->pool_low = s->pool_len;
 		} else {

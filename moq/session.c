@@ -154,17 +154,17 @@ void sess_free(struct moq_session *s, uint64_t code, int local)
 	while (s->pool) {
 		struct txchunk *c = s->pool;
 		s->pool = c->next;
-		moq_heap_free(MOQ_HEAP_TXCHUNK, c);
+		moq_heap_free(MOQ_HEAP_MOQ_SPARE, c);
 	}
 	while (s->st_pool) {
 		struct mstream *st = s->st_pool;
 		s->st_pool = st->pool_next;
-		moq_heap_free(MOQ_HEAP_MOQ_STREAM, st);
+		moq_heap_free(MOQ_HEAP_MOQ_SPARE, st);
 	}
 	while (s->go_pool) {
 		struct gout *go = s->go_pool;
 		s->go_pool = go->next;
-		moq_heap_free(MOQ_HEAP_GOUT, go);
+		moq_heap_free(MOQ_HEAP_MOQ_SPARE, go);
 	}
 	moq_heap_free(MOQ_HEAP_MOQ_SMAP, s->streams.keys);
 	moq_heap_free(MOQ_HEAP_MOQ_SMAP, s->streams.vals);

@@ -103,6 +103,7 @@ static void chunk_put(struct moq_session *s, struct txchunk *c)
 	if (c->cap == TXCHUNK_DATA && s->pool_len < POOL_MAX) {
 		c->next = s->pool;
 		s->pool = c;
+		moq_heap_move(MOQ_HEAP_TXCHUNK, MOQ_HEAP_MOQ_SPARE, c);
 		s->pool_len++;
 	} else {
 		moq_heap_free(MOQ_HEAP_TXCHUNK, c);
@@ -146,19 +147,19 @@ void pool_trim(struct moq_session *s)
 		struct txchunk *c = s->pool;
 		s->pool = c->next;
 		s->pool_len--;
-		moq_heap_free(MOQ_HEAP_TXCHUNK, c);
+		moq_heap_free(MOQ_HEAP_MOQ_SPARE, c);
 	}
 	for (uint32_t k = s->st_pool_low / 2; k && s->st_pool; k--) {
 		struct mstream *st = s->st_pool;
 		s->st_pool = st->pool_next;
 		s->st_pool_len--;
-		moq_heap_free(MOQ_HEAP_MOQ_STREAM, st);
+		moq_heap_free(MOQ_HEAP_MOQ_SPARE, st);
 	}
 	for (uint32_t k = s->go_pool_low / 2; k && s->go_pool; k--) {
 		struct gout *go = s->go_pool;
 		s->go_pool = go->next;
 		s->go_pool_len--;
-		moq_heap_free(MOQ_HEAP_GOUT, go);
+		moq_heap_free(MOQ_HEAP_MOQ_SPARE, go);
 	}
 	s->pool_low = s->pool_len;
 	s->st_pool_low = s->st_pool_len;
@@ -178,6 +179,7 @@ static struct mstream *st_alloc(struct moq_session *s)
 	s->st_pool = st->pool_next;
 	if (--s->st_pool_len < s->st_pool_low)
 		s->st_pool_low = s->st_pool_len;
+	moq_heap_move(MOQ_HEAP_MOQ_SPARE, MOQ_HEAP_MOQ_STREAM, st);
 	memset(st, 0, sizeof(*st));
 	return st;
 }
@@ -190,6 +192,7 @@ void st_release(struct moq_session *s, struct mstream *st)
 	}
 	st->pool_next = s->st_pool;
 	s->st_pool = st;
+	moq_heap_move(MOQ_HEAP_MOQ_STREAM, MOQ_HEAP_MOQ_SPARE, st);
 	s->st_pool_len++;
 }
 

@@ -805,7 +805,7 @@ static int64_t spare_objs(void)
 
 	moq_heap_read(hk);
 	return hk[MOQ_HEAP_TXCHUNK].objs + hk[MOQ_HEAP_MOQ_STREAM].objs + hk[MOQ_HEAP_GOUT].objs +
-	       hk[MOQ_HEAP_QUIC_SPARE].objs;
+	       hk[MOQ_HEAP_QUIC_SPARE].objs + hk[MOQ_HEAP_MOQ_SPARE].objs;
 }
 
 static int slow_recovered(void)
