@@ -23,11 +23,13 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rte_telemetry.h>
 
 #include "moq_err.h"
+#include "moq_heapacct.h"
 #include "net.h"
 #include "pmd_config.h"
 #include "quic.h"
@@ -248,6 +250,33 @@ static void bounds_metrics(struct mbuf_w *o, const struct moq_relay_stats *s)
 	       s->ann_duplicates);
 	metric(o, "announces_restart_total", "counter",
 	       "Duplicate (restart) ANNOUNCEs in one session on lite-05.", s->ann_restarts);
+}
+
+/* The libc heap by object kind (moq_heapacct.h; issue 28), and what
+ * mallinfo2 has in use that no kind accounts for (kind="other"). */
+static void heap_metrics(struct mbuf_w *o)
+{
+	struct moq_heap_kind_stat hk[MOQ_HEAP_KINDS];
+	struct mallinfo2 mi = mallinfo2();
+	int64_t sum = 0, in_use = (int64_t)(mi.uordblks + mi.hblkhd);
+
+	moq_heap_read(hk);
+	put(o,
+	    "# HELP moqdp_heap_bytes The libc heap in use, by object kind (malloc_usable_size).\n"
+	    "# TYPE moqdp_heap_bytes gauge\n");
+	for (int k = 0; k < MOQ_HEAP_KINDS; k++) {
+		put(o, "moqdp_heap_bytes{kind=\"%s\"} %" PRId64 "\n", moq_heap_kind_name(k),
+		    hk[k].bytes);
+		sum += hk[k].bytes;
+	}
+	put(o, "moqdp_heap_bytes{kind=\"other\"} %" PRId64 "\n", in_use - sum);
+	put(o, "# HELP moqdp_heap_objects Heap objects, by kind.\n"
+	       "# TYPE moqdp_heap_objects gauge\n");
+	for (int k = 0; k < MOQ_HEAP_KINDS; k++)
+		put(o, "moqdp_heap_objects{kind=\"%s\"} %" PRId64 "\n", moq_heap_kind_name(k),
+		    hk[k].objs);
+	metric(o, "malloc_in_use_bytes", "gauge",
+	       "The libc heap in use (mallinfo2 uordblks + hblkhd).", (uint64_t)in_use);
 }
 
 int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
@@ -494,6 +523,7 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	       "Groups below a publisher's END that had not arrived within the max latency "
 	       "(dropped to subscribers).",
 	       s->groups_end_lost);
+	heap_metrics(&o);
 	return o.over ? MOQ_ERR_TOO_LARGE : (int)o.off;
 }
 
@@ -666,11 +696,45 @@ static void serve(struct relay_mgmt *m, int fd)
 	}
 }
 
+/* Memory the pools gave back (issue 28) is free in libc's arenas, still in
+ * RSS: when the counted heap (moq_heapacct.h, read without locks) fell by
+ * HEAP_TRIM_DROP (2 MiB) from its peak since the last trim, malloc_trim returns the
+ * free pages to the system. Checked every HEAP_TRIM_NS on the main lcore;
+ * a trim locks each arena in turn (a worker that mallocs meanwhile waits:
+ * rare in the steady state, and only after a burst was given back). */
+#define HEAP_TRIM_NS   5000000000ull
+#define HEAP_TRIM_DROP (2ll << 20)
+
+static void heap_give_back(struct relay_mgmt *m)
+{
+	struct moq_heap_kind_stat hk[MOQ_HEAP_KINDS];
+	struct timespec ts;
+	uint64_t now;
+	int64_t sum = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	if (now - m->heap_checked < HEAP_TRIM_NS)
+		return;
+	m->heap_checked = now;
+	moq_heap_read(hk);
+	for (int k = 0; k < MOQ_HEAP_KINDS; k++)
+		sum += hk[k].bytes;
+	if (sum > m->heap_peak)
+		m->heap_peak = sum;
+	if (m->heap_peak - sum >= HEAP_TRIM_DROP) {
+		malloc_trim(0);
+		__atomic_fetch_add(&m->heap_trims, 1, __ATOMIC_RELAXED);
+		m->heap_peak = sum;
+	}
+}
+
 void moq_relay_mgmt_poll(struct relay_mgmt *m, int timeout_ms)
 {
 	struct pollfd p = {m->http_fd, POLLIN, 0};
 	int fd;
 
+	heap_give_back(m);
 	if (m->http_fd < 0) {
 		poll(NULL, 0, timeout_ms);
 		return;
@@ -805,6 +869,36 @@ static int stats_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 	/* relay-added latency since start or the last /moqdp/latency_reset */
 	moq_lat_hist_sub(&s.relay_lat, &m->lat_base);
 	tel_latency(d, &s.relay_lat);
+	return 0;
+}
+
+/* /moqdp/heap: the libc heap by object kind (heap_metrics). */
+static int tel_heap(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	struct moq_heap_kind_stat hk[MOQ_HEAP_KINDS];
+	struct mallinfo2 mi = mallinfo2();
+	int64_t sum = 0, in_use = (int64_t)(mi.uordblks + mi.hblkhd);
+	char key[64];
+
+	(void)cmd;
+	(void)params;
+	moq_heap_read(hk);
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_u64(d, "malloc_in_use", (uint64_t)in_use);
+	for (int k = 0; k < MOQ_HEAP_KINDS; k++) {
+		sum += hk[k].bytes;
+		snprintf(key, sizeof(key), "%s_bytes", moq_heap_kind_name(k));
+		rte_tel_data_add_dict_u64(d, key, hk[k].bytes > 0 ? (uint64_t)hk[k].bytes : 0);
+		snprintf(key, sizeof(key), "%s_objects", moq_heap_kind_name(k));
+		rte_tel_data_add_dict_u64(d, key, hk[k].objs > 0 ? (uint64_t)hk[k].objs : 0);
+	}
+	rte_tel_data_add_dict_u64(d, "other_bytes", in_use > sum ? (uint64_t)(in_use - sum) : 0);
+	pthread_mutex_lock(&tel_lock);
+	if (tel_relay != NULL)
+		rte_tel_data_add_dict_u64(
+		        d, "malloc_trims",
+		        __atomic_load_n(&tel_relay->heap_trims, __ATOMIC_RELAXED));
+	pthread_mutex_unlock(&tel_lock);
 	return 0;
 }
 
@@ -988,6 +1082,8 @@ void moq_relay_telemetry_register(struct relay_mgmt *m)
 	rte_telemetry_register_cmd("/moqdp/cluster", tel_cluster,
 	                           "Peer relay links: state, RTT, upstream subscriptions, bytes, "
 	                           "reconnects. No parameters");
+	rte_telemetry_register_cmd("/moqdp/heap", tel_heap,
+	                           "The libc heap by object kind (bytes, objects). No parameters");
 	rte_telemetry_register_cmd("/moqdp/latency_reset", tel_latency_reset,
 	                           "Start a new window for /moqdp/stats relay_lat_*; returns "
 	                           "the one that ended. No parameters");

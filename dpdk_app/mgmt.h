@@ -24,6 +24,11 @@ struct relay_mgmt {
 	/* relay-added latency: the merged histogram at the last
 	 * /moqdp/latency_reset (telemetry thread only) */
 	struct moq_lat_hist lat_base;
+	/* heap_give_back (mgmt.c): the counted heap's peak since the last
+	 * malloc_trim, and when it was last looked at (CLOCK_MONOTONIC ns) */
+	int64_t heap_peak;
+	uint64_t heap_checked;
+	uint64_t heap_trims;
 };
 
 /* One worker's figures for /moqdp/conns (what the worker published of its

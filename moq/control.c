@@ -182,7 +182,7 @@ static size_t rx_parse(struct moq_session *s, struct mstream *st, const uint8_t 
 static void rx_drop(struct moq_session *s, struct mstream *st)
 {
 	s->n->st.ctl_rx_bytes -= st->rx_cap;
-	free(st->rx);
+	moq_heap_free(MOQ_HEAP_CTRL_BUF, st->rx);
 	st->rx = NULL;
 	st->rx_cap = 0;
 }
@@ -299,7 +299,7 @@ static size_t rx_room(struct moq_session *s, struct mstream *st, const uint8_t *
 	if (want <= st->rx_len)
 		return 0;
 	if (want > st->rx_cap) {
-		p = realloc(st->rx, want);
+		p = moq_heap_realloc(MOQ_HEAP_CTRL_BUF, st->rx, want);
 		if (!p)
 			return 0;
 		n->st.ctl_rx_bytes += want - st->rx_cap;

@@ -16,6 +16,7 @@
 #define EXPIRE_NS    100000000ull  /* cache expiry and reclaim from poll every 100 ms */
 #define MIN_BUDGET   (64u * 1024u) /* smallest per-session fanout budget */
 #define FIN_CHECK_NS 100000000ull  /* FIN'd streams with stale groups: every 100 ms */
+#define POOL_TRIM_NS 2000000000ull /* spare pools give back what 2 s did not use */
 
 /* ---------------------------------------------------------------- fanout */
 
@@ -25,9 +26,11 @@ static struct gout *gout_alloc(struct moq_session *s)
 	struct gout *go = s->go_pool;
 
 	if (!go)
-		return calloc(1, sizeof(*go));
+		return moq_heap_calloc(MOQ_HEAP_GOUT, 1, sizeof(*go));
 	s->go_pool = go->next;
-	s->go_pool_len--;
+	if (--s->go_pool_len < s->go_pool_low)
+		s->go_pool_low = s->go_pool_len;
+	moq_heap_move(MOQ_HEAP_MOQ_SPARE, MOQ_HEAP_GOUT, go);
 	memset(go, 0, sizeof(*go));
 	return go;
 }
@@ -35,11 +38,12 @@ static struct gout *gout_alloc(struct moq_session *s)
 void gout_release(struct moq_session *s, struct gout *go)
 {
 	if (s->go_pool_len >= POOL_MAX) {
-		free(go);
+		moq_heap_free(MOQ_HEAP_GOUT, go);
 		return;
 	}
 	go->next = s->go_pool;
 	s->go_pool = go;
+	moq_heap_move(MOQ_HEAP_GOUT, MOQ_HEAP_MOQ_SPARE, go);
 	s->go_pool_len++;
 }
 
@@ -960,10 +964,16 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 	 * at 5,000 sessions that walk alone (a cache miss per session) was 6%
 	 * of the worker, for wake-ups acks and stream credit already give. */
 	if (now - n->last_fin_check >= FIN_CHECK_NS) {
+		bool trim = now - n->last_pool_trim >= POOL_TRIM_NS;
+
 		n->last_fin_check = now;
+		if (trim)
+			n->last_pool_trim = now;
 		for (s = n->sessions; s; s = s->next) {
 			if (s->next != NULL)
 				sess_prefetch(s->next);
+			if (trim)
+				pool_trim(s);
 			if (s->closing || !s->tp)
 				continue;
 			if (s->gouts && s->blocked) {

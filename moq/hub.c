@@ -123,7 +123,7 @@ static void hub_msg_free(struct hub_msg *m)
 {
 	free(m->path);
 	free(m->track);
-	free(m);
+	moq_heap_free(MOQ_HEAP_HUB_MSG, m);
 }
 
 void moq_hub_destroy(struct moq_hub *h)
@@ -178,7 +178,7 @@ void hub_unregister(struct moq_hub *h, uint32_t id)
 struct hub_msg *hub_msg_new(struct moq_node *n, int kind, const char *p, size_t pl, const char *t,
                             size_t tl)
 {
-	struct hub_msg *m = calloc(1, sizeof(*m));
+	struct hub_msg *m = moq_heap_calloc(MOQ_HEAP_HUB_MSG, 1, sizeof(*m));
 
 	if (!m)
 		return NULL;

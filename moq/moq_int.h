@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "auth.h"
+#include "moq_heapacct.h"
 
 /* Bytes kept for the stream's own outgoing data (control messages and frame
  * headers) until the peer acknowledges them (quic.h: no copies). */
@@ -356,6 +357,9 @@ struct moq_session {
 	struct mstream *st_pool;
 	struct gout *go_pool;
 	uint32_t st_pool_len, go_pool_len;
+	/* the fewest spares each pool held since the last trim (pool_trim):
+	 * spares no use took for a whole period go back to libc */
+	uint32_t pool_low, st_pool_low, go_pool_low;
 	void *user;
 	int depth; /* callback nesting; closes are deferred to depth 0 */
 	/* an IETF moq-transport session's shell: its input goes to
@@ -391,6 +395,7 @@ struct moq_node {
 	 * aggregate is recomputed once, at the next poll (up_changed) */
 	struct upstream *dirty_ups;
 	uint64_t last_fin_check; /* last pass over FIN'd streams (FIN_CHECK_NS) */
+	uint64_t last_pool_trim; /* last trim of the sessions' spare pools (POOL_TRIM_NS) */
 	/* The FIN registry: every cache group with streams on some session's
 	 * gfin, each with the list of them (chained hash on the group's
 	 * address). The FIN_CHECK_NS pass asks each group's status once and
@@ -442,6 +447,8 @@ void moq_lat_record(struct moq_node *n, const struct moq_cache_frame *f, unsigne
 /* stream.c: the stream map, tx buffers, streams */
 struct mstream *smap_get(const struct smap *m, int64_t k);
 void smap_del(struct smap *m, int64_t k);
+/* Free half the spares @s's pools kept unused since the last call (stream.c). */
+void pool_trim(struct moq_session *s);
 void tx_free(struct moq_session *s, struct txbuf *tb);
 void tx_release_acked(struct moq_session *s, struct txbuf *tb, uint64_t acked);
 void st_release(struct moq_session *s, struct mstream *st);
@@ -662,10 +669,12 @@ static inline uint8_t *tx_reserve(struct moq_session *s, struct txbuf *tb, size_
 		if (len <= TXCHUNK_DATA && s->pool) {
 			c = s->pool;
 			s->pool = c->next;
-			s->pool_len--;
+			moq_heap_move(MOQ_HEAP_MOQ_SPARE, MOQ_HEAP_TXCHUNK, c);
+			if (--s->pool_len < s->pool_low)
+				s->pool_low = s->pool_len;
 		} else {
 			size_t cap = len > TXCHUNK_DATA ? len : TXCHUNK_DATA;
-			c = malloc(sizeof(*c) + cap);
+			c = moq_heap_malloc(MOQ_HEAP_TXCHUNK, sizeof(*c) + cap);
 			if (!c)
 				return NULL;
 			c->cap = (uint32_t)cap;

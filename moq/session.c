@@ -51,7 +51,7 @@ struct moq_session *sess_new(struct moq_node *n, struct moq_quic_conn *c, int se
 
 	if (n->st.sessions >= n->cfg.max_sessions)
 		return NULL;
-	s = calloc(1, sizeof(*s));
+	s = moq_heap_calloc(MOQ_HEAP_SESSION, 1, sizeof(*s));
 	if (!s)
 		return NULL;
 	s->n = n;
@@ -118,7 +118,7 @@ static void st_free(struct moq_session *s, struct mstream *st)
 		tinfo_free(st->ti); /* a client request never answered */
 	free(st->prefix);
 	s->n->st.ctl_rx_bytes -= st->rx_cap;
-	free(st->rx);
+	moq_heap_free(MOQ_HEAP_CTRL_BUF, st->rx);
 	tx_free(s, &st->tx);
 	smap_del(&s->streams, st->sid);
 	st_release(s, st);
@@ -166,25 +166,25 @@ void sess_free(struct moq_session *s, uint64_t code, int local)
 	while (s->pool) {
 		struct txchunk *c = s->pool;
 		s->pool = c->next;
-		free(c);
+		moq_heap_free(MOQ_HEAP_MOQ_SPARE, c);
 	}
 	while (s->st_pool) {
 		struct mstream *st = s->st_pool;
 		s->st_pool = st->pool_next;
-		free(st);
+		moq_heap_free(MOQ_HEAP_MOQ_SPARE, st);
 	}
 	while (s->go_pool) {
 		struct gout *go = s->go_pool;
 		s->go_pool = go->next;
-		free(go);
+		moq_heap_free(MOQ_HEAP_MOQ_SPARE, go);
 	}
-	free(s->streams.keys);
-	free(s->streams.vals);
+	moq_heap_free(MOQ_HEAP_MOQ_SMAP, s->streams.keys);
+	moq_heap_free(MOQ_HEAP_MOQ_SMAP, s->streams.vals);
 	free(s->root);
 	free(s->path);
 	free(s->url);
 	moq_auth_grant_free(s->grant);
-	free(s);
+	moq_heap_free(MOQ_HEAP_SESSION, s);
 }
 
 /* Close the session with @code at the end of the current callback. */

@@ -39,18 +39,18 @@ static int smap_grow(struct smap *m)
 
 	nm.cap = cap;
 	nm.used = 0;
-	nm.keys = calloc(cap, sizeof(*nm.keys));
-	nm.vals = calloc(cap, sizeof(*nm.vals));
+	nm.keys = moq_heap_calloc(MOQ_HEAP_MOQ_SMAP, cap, sizeof(*nm.keys));
+	nm.vals = moq_heap_calloc(MOQ_HEAP_MOQ_SMAP, cap, sizeof(*nm.vals));
 	if (!nm.keys || !nm.vals) {
-		free(nm.keys);
-		free(nm.vals);
+		moq_heap_free(MOQ_HEAP_MOQ_SMAP, nm.keys);
+		moq_heap_free(MOQ_HEAP_MOQ_SMAP, nm.vals);
 		return MOQ_ERR_NOMEM;
 	}
 	for (uint32_t i = 0; i < m->cap; i++)
 		if (m->vals[i])
 			smap_put(&nm, m->keys[i], m->vals[i]);
-	free(m->keys);
-	free(m->vals);
+	moq_heap_free(MOQ_HEAP_MOQ_SMAP, m->keys);
+	moq_heap_free(MOQ_HEAP_MOQ_SMAP, m->vals);
 	*m = nm;
 	return 0;
 }
@@ -103,9 +103,10 @@ static void chunk_put(struct moq_session *s, struct txchunk *c)
 	if (c->cap == TXCHUNK_DATA && s->pool_len < POOL_MAX) {
 		c->next = s->pool;
 		s->pool = c;
+		moq_heap_move(MOQ_HEAP_TXCHUNK, MOQ_HEAP_MOQ_SPARE, c);
 		s->pool_len++;
 	} else {
-		free(c);
+		moq_heap_free(MOQ_HEAP_TXCHUNK, c);
 	}
 }
 
@@ -134,6 +135,37 @@ void tx_release_acked(struct moq_session *s, struct txbuf *tb, uint64_t acked)
 	}
 }
 
+/* ----------------------------------------------------------- pool trim */
+
+/* Spare pools give memory back when use falls (issue 28): of the spares a
+ * pool held through a whole period (its low mark: no use took them), half
+ * go back to libc; a pool in steady use keeps what it cycles, one that was
+ * filled by a lagging burst empties in a few periods. */
+void pool_trim(struct moq_session *s)
+{
+	for (uint32_t k = s->pool_low / 2; k && s->pool; k--) {
+		struct txchunk *c = s->pool;
+		s->pool = c->next;
+		s->pool_len--;
+		moq_heap_free(MOQ_HEAP_MOQ_SPARE, c);
+	}
+	for (uint32_t k = s->st_pool_low / 2; k && s->st_pool; k--) {
+		struct mstream *st = s->st_pool;
+		s->st_pool = st->pool_next;
+		s->st_pool_len--;
+		moq_heap_free(MOQ_HEAP_MOQ_SPARE, st);
+	}
+	for (uint32_t k = s->go_pool_low / 2; k && s->go_pool; k--) {
+		struct gout *go = s->go_pool;
+		s->go_pool = go->next;
+		s->go_pool_len--;
+		moq_heap_free(MOQ_HEAP_MOQ_SPARE, go);
+	}
+	s->pool_low = s->pool_len;
+	s->st_pool_low = s->st_pool_len;
+	s->go_pool_low = s->go_pool_len;
+}
+
 /* -------------------------------------------------------------- streams */
 
 /* Spare stream and group-stream records, so a group per subscriber costs
@@ -143,9 +175,11 @@ static struct mstream *st_alloc(struct moq_session *s)
 	struct mstream *st = s->st_pool;
 
 	if (!st)
-		return calloc(1, sizeof(*st));
+		return moq_heap_calloc(MOQ_HEAP_MOQ_STREAM, 1, sizeof(*st));
 	s->st_pool = st->pool_next;
-	s->st_pool_len--;
+	if (--s->st_pool_len < s->st_pool_low)
+		s->st_pool_low = s->st_pool_len;
+	moq_heap_move(MOQ_HEAP_MOQ_SPARE, MOQ_HEAP_MOQ_STREAM, st);
 	memset(st, 0, sizeof(*st));
 	return st;
 }
@@ -153,11 +187,12 @@ static struct mstream *st_alloc(struct moq_session *s)
 void st_release(struct moq_session *s, struct mstream *st)
 {
 	if (s->st_pool_len >= POOL_MAX) {
-		free(st);
+		moq_heap_free(MOQ_HEAP_MOQ_STREAM, st);
 		return;
 	}
 	st->pool_next = s->st_pool;
 	s->st_pool = st;
+	moq_heap_move(MOQ_HEAP_MOQ_STREAM, MOQ_HEAP_MOQ_SPARE, st);
 	s->st_pool_len++;
 }
 

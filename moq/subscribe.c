@@ -97,7 +97,7 @@ void dsub_free(struct moq_session *s, struct dsub *d)
 	if (d->st)
 		d->st->d = NULL;
 	free(d->path);
-	free(d);
+	moq_heap_free(MOQ_HEAP_SUB, d);
 }
 
 /* A new subscriber the node has no headroom for (moq_node_admit): reset
@@ -163,7 +163,7 @@ void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_su
 	if (!bc || bc->pub == s)
 		goto fail_refuse;
 	code = MOQ_CODE_BOUNDS;
-	d = calloc(1, sizeof(*d));
+	d = moq_heap_calloc(MOQ_HEAP_SUB, 1, sizeof(*d));
 	if (!d)
 		goto fail_refuse;
 	d->s = s;
@@ -214,7 +214,7 @@ void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_su
 	}
 	return;
 fail_refuse:
-	free(d);
+	moq_heap_free(MOQ_HEAP_SUB, d);
 	free(full);
 	bound_put(n, 0);
 	st_refuse(s, st, code);

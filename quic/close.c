@@ -151,7 +151,7 @@ void conn_start_closing(struct moq_quic_conn *c, const ngtcp2_connection_close_e
 	conn_half_open_done(c);
 	ngtcp2_path_storage_zero(&ps);
 	if (c->close_buf == NULL)
-		c->close_buf = malloc(MOQ_QUIC_MAX_UDP_PAYLOAD);
+		c->close_buf = moq_heap_malloc(MOQ_HEAP_QUIC_CONN, MOQ_QUIC_MAX_UDP_PAYLOAD);
 	n = c->close_buf ? ngtcp2_conn_write_connection_close(c->q, &ps.path, &pi, c->close_buf,
 	                                                      c->ep->cfg.max_udp_payload, e, now)
 	                 : 0;
@@ -310,17 +310,15 @@ void conn_free(struct moq_quic_conn *c)
 		struct quic_strm *s = c->smap[i];
 
 		if (s) {
-			if (!strm_ents_inline(s))
-				free(s->ents);
-			free(s);
+			strm_heap_free(s, MOQ_HEAP_QUIC_STREAM);
 			ep->nslive--;
 		}
 	}
-	free(c->smap);
+	moq_heap_free(MOQ_HEAP_QUIC_SMAP, c->smap);
 	if (c->q)
 		ngtcp2_conn_del(c->q);
 	quic_tls_conn_free(c);
-	free(c->close_buf);
+	moq_heap_free(MOQ_HEAP_QUIC_CONN, c->close_buf);
 	if (c->aprev)
 		c->aprev->anext = c->anext;
 	else
@@ -329,5 +327,5 @@ void conn_free(struct moq_quic_conn *c)
 		c->anext->aprev = c->aprev;
 	ep->st.conns_active--;
 	ep->st.conns_closed++;
-	free(c);
+	moq_heap_free(MOQ_HEAP_QUIC_CONN, c);
 }

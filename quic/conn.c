@@ -393,7 +393,7 @@ void params_init(struct moq_quic_endpoint *ep, ngtcp2_transport_params *p)
 struct moq_quic_conn *conn_alloc(struct moq_quic_endpoint *ep, const struct moq_quic_addr *local,
                                  const struct moq_quic_addr *remote, void *user)
 {
-	struct moq_quic_conn *c = calloc(1, sizeof(*c));
+	struct moq_quic_conn *c = moq_heap_calloc(MOQ_HEAP_QUIC_CONN, 1, sizeof(*c));
 
 	if (c == NULL)
 		return NULL;

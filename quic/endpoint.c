@@ -233,9 +233,7 @@ void moq_quic_endpoint_free(struct moq_quic_endpoint *ep)
 		struct quic_strm *s = ep->sfree;
 
 		ep->sfree = s->pnext;
-		if (!strm_ents_inline(s))
-			free(s->ents);
-		free(s);
+		strm_heap_free(s, MOQ_HEAP_QUIC_SPARE);
 	}
 	for (i = 0; i < QUIC_ALPN_MAX_IDS; i++)
 		free(ep->alpn[i]);

@@ -11,6 +11,8 @@
 
 #include <string.h>
 
+#include "moq_heapacct.h"
+
 #include <wolfssl/options.h>
 #include <wolfssl/ssl.h>
 #include <wolfssl/wolfcrypt/random.h>
@@ -210,6 +212,8 @@ struct moq_quic_endpoint {
 	struct quic_strm *sfree;
 	uint32_t nsfree;
 	uint32_t nslive, nslive_peak; /* stream records in use, and their peak */
+	uint32_t nsfree_low;          /* fewest spares since the last strm_trim */
+	uint64_t mem_trimmed;         /* last mem_trim */
 	uint64_t sfree_bytes;         /* the spares' records and entry arrays (stream.c) */
 
 	/* every connection */
@@ -344,6 +348,10 @@ static inline int strm_has_unsent(const struct quic_strm *s)
 int mem_init(struct moq_quic_endpoint *ep);
 void mem_fini(struct moq_quic_endpoint *ep);
 uint64_t mem_cached_bytes(const struct moq_quic_endpoint *ep); /* in the free lists */
+/* Every MEM_TRIM_NS: half of the spares no use took since the last trim
+ * (ngtcp2's free lists, spare stream records) go back to libc (alloc.c). */
+void mem_trim(struct moq_quic_endpoint *ep, uint64_t now);
+void strm_trim(struct moq_quic_endpoint *ep); /* the stream records' part (stream.c) */
 
 /* cid.c: byte strings (CIDs, reset tokens) -> connections. */
 int ktab_init(struct ktab *t, uint64_t entries);
@@ -364,6 +372,8 @@ void conn_update_timer(struct moq_quic_conn *c);
 void conn_update_timer_sent(struct moq_quic_conn *c, uint64_t now);
 
 /* stream.c: stream records. */
+/* Free @s and its entry array, uncounted from heap kind @k (stream.c). */
+void strm_heap_free(struct quic_strm *s, enum moq_heap_kind k);
 struct quic_strm *strm_new(struct moq_quic_conn *c, int64_t id);
 void strm_free(struct moq_quic_conn *c, struct quic_strm *s);
 void strm_ack(struct quic_strm *s, uint64_t acked);

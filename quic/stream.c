@@ -5,6 +5,7 @@
  */
 #include "quic_int.h"
 
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,14 +51,14 @@ static int smap_add(struct moq_quic_conn *c, struct quic_strm *s)
 {
 	if ((c->smap_n + 1) * 2 > c->smap_cap) {
 		uint32_t ncap = c->smap_cap ? c->smap_cap * 2 : SMAP_INIT, i;
-		struct quic_strm **nm = calloc(ncap, sizeof(*nm));
+		struct quic_strm **nm = moq_heap_calloc(MOQ_HEAP_QUIC_SMAP, ncap, sizeof(*nm));
 
 		if (nm == NULL)
 			return MOQ_ERR_NOMEM;
 		for (i = 0; i < c->smap_cap; i++)
 			if (c->smap[i])
 				smap_put_raw(nm, ncap, c->smap[i]);
-		free(c->smap);
+		moq_heap_free(MOQ_HEAP_QUIC_SMAP, c->smap);
 		c->smap = nm;
 		c->smap_cap = ncap;
 	}
@@ -109,6 +110,27 @@ static void smap_del(struct moq_quic_conn *c, int64_t id)
  * allocated again (malloc and page faults: ~15% of an overloaded worker
  * under perf). The records never exceed twice their peak in use. */
 
+/* A record's heap (record and entry array) moves from kind @from to @to
+ * (in use <-> spare; moq_heapacct.h). */
+static void strm_heap_move(const struct quic_strm *s, enum moq_heap_kind from,
+                           enum moq_heap_kind to)
+{
+	int64_t b = (int64_t)malloc_usable_size((void *)s) +
+	            (strm_ents_inline(s) ? 0 : (int64_t)malloc_usable_size(s->ents));
+
+	moq_heap_add(from, -b, -1);
+	moq_heap_add(to, b, 1);
+}
+
+void strm_heap_free(struct quic_strm *s, enum moq_heap_kind k)
+{
+	if (!strm_ents_inline(s)) {
+		moq_heap_add(k, -(int64_t)malloc_usable_size(s->ents), 0);
+		free(s->ents);
+	}
+	moq_heap_free(k, s);
+}
+
 /* A zeroed stream record: a spare one (keeping its entry array) or a new one. */
 static struct quic_strm *strm_get(struct moq_quic_endpoint *ep)
 {
@@ -121,12 +143,14 @@ static struct quic_strm *strm_get(struct moq_quic_endpoint *ep)
 		ep->sfree = s->pnext;
 		if (ep->sfree != NULL) /* the next open's record: its first touch missed */
 			__builtin_prefetch(ep->sfree);
-		ep->nsfree--;
+		if (--ep->nsfree < ep->nsfree_low)
+			ep->nsfree_low = ep->nsfree;
 		ep->sfree_bytes -= sizeof(*s) + strm_ents_bytes(s);
+		strm_heap_move(s, MOQ_HEAP_QUIC_SPARE, MOQ_HEAP_QUIC_STREAM);
 		memset(s, 0, offsetof(struct quic_strm, inl));
 		s->ents = ents != NULL ? ents : s->inl;
 		s->cap = ents != NULL ? cap : STRM_INL;
-	} else if ((s = calloc(1, sizeof(*s))) == NULL) {
+	} else if ((s = moq_heap_calloc(MOQ_HEAP_QUIC_STREAM, 1, sizeof(*s))) == NULL) {
 		return NULL;
 	} else {
 		s->ents = s->inl;
@@ -148,11 +172,31 @@ static void strm_put(struct moq_quic_endpoint *ep, struct quic_strm *s)
 		ep->sfree = s;
 		ep->nsfree++;
 		ep->sfree_bytes += sizeof(*s) + strm_ents_bytes(s);
+		strm_heap_move(s, MOQ_HEAP_QUIC_STREAM, MOQ_HEAP_QUIC_SPARE);
 		return;
 	}
-	if (!strm_ents_inline(s))
-		free(s->ents);
-	free(s);
+	strm_heap_free(s, MOQ_HEAP_QUIC_STREAM);
+}
+
+/* Half the spares no open took since the last trim are freed, and the
+ * peak that strm_put keeps spares up to decays toward what is in use now:
+ * a burst of lagging subscribers (hundreds of thousands of records) is
+ * given back within a few trims once it is over (issue 28). */
+void strm_trim(struct moq_quic_endpoint *ep)
+{
+	for (uint32_t k = ep->nsfree_low / 2; k && ep->sfree; k--) {
+		struct quic_strm *s = ep->sfree;
+
+		ep->sfree = s->pnext;
+		ep->nsfree--;
+		ep->sfree_bytes -= sizeof(*s) + strm_ents_bytes(s);
+		strm_heap_free(s, MOQ_HEAP_QUIC_SPARE);
+	}
+	ep->nsfree_low = ep->nsfree;
+	if (ep->nslive_peak / 2 > ep->nslive)
+		ep->nslive_peak /= 2;
+	else
+		ep->nslive_peak = ep->nslive;
 }
 
 struct quic_strm *strm_new(struct moq_quic_conn *c, int64_t id)
@@ -268,10 +312,18 @@ long moq_quic_stream_write(struct moq_quic_conn *c, int64_t sid, const struct io
 		if (ncap != s->cap) {
 			if (strm_ents_inline(s)) {
 				ne = malloc(ncap * sizeof(*ne));
-				if (ne != NULL)
+				if (ne != NULL) {
 					memcpy(ne, s->inl, s->n * sizeof(*ne));
+					moq_heap_add(MOQ_HEAP_QUIC_STREAM,
+					             (int64_t)malloc_usable_size(ne), 0);
+				}
 			} else {
+				/* (the array's bytes, not a new object) */
+				int64_t ob = (int64_t)malloc_usable_size(s->ents);
 				ne = realloc(s->ents, ncap * sizeof(*ne));
+				if (ne != NULL)
+					moq_heap_add(MOQ_HEAP_QUIC_STREAM,
+					             (int64_t)malloc_usable_size(ne) - ob, 0);
 			}
 			if (ne == NULL)
 				return MOQ_ERR_NOMEM;

@@ -137,6 +137,7 @@ int moq_quic_endpoint_timers(struct moq_quic_endpoint *ep, uint64_t now)
 	if (ep == NULL)
 		return MOQ_ERR_INVAL;
 	ep->now = now;
+	mem_trim(ep, now); /* spares unused for a period go back (alloc.c) */
 	while (ep->heap_n > 0 && ep->heap[0]->hkey <= now) {
 		struct moq_quic_conn *c = ep->heap[0];
 		int rv;

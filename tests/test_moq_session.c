@@ -16,6 +16,7 @@
 
 #include "moq.h"
 #include "link.h"
+#include "moq_heapacct.h"
 
 #define MS               1000000ull
 #define SEC              1000000000ull
@@ -793,6 +794,81 @@ static int stalled_recovered(void)
 {
 	return H.subs[5].complete_after_reset >= 2;
 }
+
+/* The spares a lagging subscriber's burst left in the pools (send chunks,
+ * stream and group-stream records per session, QUIC's spare stream records
+ * per endpoint; moq_heapacct.h objects) go back to libc once use falls
+ * (issue 28): before, each pool kept what its peak left. */
+static int64_t spare_objs(void)
+{
+	struct moq_heap_kind_stat hk[MOQ_HEAP_KINDS];
+
+	moq_heap_read(hk);
+	return hk[MOQ_HEAP_TXCHUNK].objs + hk[MOQ_HEAP_MOQ_STREAM].objs + hk[MOQ_HEAP_GOUT].objs +
+	       hk[MOQ_HEAP_QUIC_SPARE].objs + hk[MOQ_HEAP_MOQ_SPARE].objs;
+}
+
+static int slow_recovered(void)
+{
+	return H.subs[H.nsubs - 1].complete_after_reset >= 2;
+}
+
+START_TEST(test_pools_give_back)
+{
+	const uint64_t G = 1000;
+	struct sub *slow;
+	int64_t base, burst, after;
+	struct moq_heap_kind_stat k0[MOQ_HEAP_KINDS], k1[MOQ_HEAP_KINDS];
+
+	moq_heap_read(k0);
+	h_init(NULL, 0);
+	h_publisher();
+	for (int i = 0; i < 3; i++)
+		h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 5 * SEC, 0));
+	h_run(100 * MS, 0);
+	H.capture = 1;
+	slow = &H.subs[H.nsubs++];
+	h_connect(slow, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	for (int i = 0; i < H.nsubs; i++)
+		h_subscribe(&H.subs[i], 1);
+	h_run(3 * SEC, G);
+	base = spare_objs();
+	/* Stall the slow one for 8 s (past the 5 s max latency): its group
+	 * streams pile up and are reset; when it continues they close. */
+	H.stall = 1;
+	h_run(8 * SEC, G);
+	H.stall = 0;
+	ck_assert_msg(h_until(slow_recovered, 20 * SEC, G), "slow subscriber did not recover");
+	h_run(1 * SEC, G);
+	burst = spare_objs();
+	/* Use is back to one group stream at a time: within a few trim
+	 * periods (2 s) the pools give most of the burst back. */
+	h_run(12 * SEC, G);
+	after = spare_objs();
+	fprintf(stderr,
+	        "# pools: objects before the stall %lld, after the burst %lld, 12 s later "
+	        "%lld\n",
+	        (long long)base, (long long)burst, (long long)after);
+	ck_assert_int_ge(burst - base, 20);
+	ck_assert_int_le(after - base, (burst - base) / 3);
+	ck_assert_uint_eq(slow->errors, 0);
+	h_fini();
+	/* The accounting balances: every kind is back where it started once
+	 * the nodes and endpoints are gone (wolfSSL's library-wide state
+	 * aside). */
+	moq_heap_read(k1);
+	for (int k = 0; k < MOQ_HEAP_KINDS; k++) {
+		if (k == MOQ_HEAP_TLS)
+			continue;
+		ck_assert_msg(k1[k].objs == k0[k].objs && k1[k].bytes == k0[k].bytes,
+		              "heap kind %s: %lld objects / %lld bytes before, %lld / %lld after",
+		              moq_heap_kind_name(k), (long long)k0[k].objs, (long long)k0[k].bytes,
+		              (long long)k1[k].objs, (long long)k1[k].bytes);
+	}
+}
+END_TEST
 
 /* A subscriber whose link stalls gets its stale groups reset (old /
  * evicted) and continues at the newest group; the others never notice. */
@@ -3786,6 +3862,13 @@ Suite *moq_session_suite(void)
 	tcase_add_test(tc, test_relay_latency_frames_interleaved);
 	tcase_add_test(tc, test_relay_latency_overflow);
 	suite_add_tcase(s, tc);
+	/* issue 28: its own case (CK_RUN_CASE=pools) */
+	{
+		TCase *tp = tcase_create("pools");
+		tcase_set_timeout(tp, 120);
+		tcase_add_test(tp, test_pools_give_back);
+		suite_add_tcase(s, tp);
+	}
 	/* Broadcast ownership and per-peer bounds: CK_RUN_CASE=ownership_bounds. */
 	tb = tcase_create("ownership_bounds");
 	tcase_set_timeout(tb, 120);
