@@ -336,6 +336,39 @@ static void grant_narrow(struct moq_session *s, const struct moq_auth_grant *g)
 	}
 }
 
+/*
+ * auth.md, Revalidate: "a wider grant brings those paths back". A
+ * publisher was asked for its announcements under each put head at
+ * admission (access_ann_request); ask it under the heads of @g that no
+ * head of the old grant @old covers.
+ */
+static void grant_widen(struct moq_session *s, const struct moq_auth_grant *old,
+                        const struct moq_auth_grant *g)
+{
+	int err;
+
+	if (!s->n->cfg.relay || !s->asked_announces)
+		return;
+	for (uint32_t i = 0; i < g->nput; i++) {
+		const struct moq_auth_path *p = &g->put[i];
+		bool covered = false;
+		size_t off = g->rootlen;
+
+		for (uint32_t j = 0; j < old->nput && !covered; j++)
+			covered = moq_path_has_prefix(old->put[j].p, old->put[j].len, p->p, p->len,
+			                              NULL);
+		for (uint32_t j = 0; j < i && !covered; j++)
+			covered =
+			        moq_path_has_prefix(g->put[j].p, g->put[j].len, p->p, p->len, NULL);
+		if (covered)
+			continue;
+		if (off && p->len > off)
+			off++;
+		if (p->len >= off)
+			ann_request(s, p->p + off, p->len - off, &err);
+	}
+}
+
 /* The node's sessions with an --auth-url request: take the answers in. */
 void access_url_poll(struct moq_node *n, uint64_t now)
 {
@@ -404,6 +437,7 @@ void access_url_poll(struct moq_node *n, uint64_t now)
 		} else if (g) {
 			/* revalidate answered with a grant: resize in place */
 			grant_narrow(s, g);
+			grant_widen(s, s->grant, g);
 			grant_install(s, g);
 			if (s->auth_peer)
 				s->link_grant = 1;

@@ -15,6 +15,7 @@
 #   status500*  500
 #   narrow*     connect: subscribe a/** and b/**, publish **, revalidate 1 s;
 #               revalidate: subscribe b/** only (publish **)
+#   widenpub*   connect: publish a/**; revalidate: a/** and b/** (subscribe **)
 #   widen*      connect: subscribe b/**; revalidate: a/** and b/**
 #   pattern*    connect: subscribe ["live/*"], publish ["live/*"]
 #   peer*       admit with "peer": true and root "pid/room"
@@ -80,6 +81,9 @@ def grant_for(req):
     if seg.startswith('narrow'):
         sub = ['a/**', 'b/**'] if ev == 'connect' else ['b/**']
         return 200, {'publish': ['**'], 'subscribe': sub, 'expires': now + 60, 'revalidate': 1}
+    if seg.startswith('widenpub'):
+        pub = ['a/**'] if ev == 'connect' else ['a/**', 'b/**']
+        return 200, {'publish': pub, 'subscribe': ['**'], 'expires': now + 60, 'revalidate': 1}
     if seg.startswith('widen'):
         sub = ['b/**'] if ev == 'connect' else ['a/**', 'b/**']
         return 200, {'publish': ['**'], 'subscribe': sub, 'expires': now + 60, 'revalidate': 1}

@@ -2088,6 +2088,32 @@ START_TEST(test_session_auth_url_root)
 }
 END_TEST
 
+// auth.md, Revalidate: "a wider grant brings those paths back": a
+// publisher admitted for a/** whose revalidated grant adds b/** is asked
+// for its announcements under b, and b/cam reaches the relay.
+START_TEST(test_session_auth_url_widen)
+{
+	struct cl pub;
+	uint64_t t0;
+
+	url_server_start();
+	l_init(NULL, NULL);
+	l_publish("a/cam");
+	l_publish("b/cam");
+	l_connect(&pub, MOQ_ROLE_PUBLISHER, "widenpub", NULL);
+	l_until(relay_bcasts() == 1);
+	l_run(300 * MS);
+	ck_assert_uint_eq(relay_bcasts(), 1); // b/cam is outside publish a/**
+	t0 = proc_now_ms();
+	l_until(relay_bcasts() == 2);
+	ck_assert_uint_eq(relay_bcasts(), 2); /* after the 1 s revalidate */
+	ck_assert_uint_lt(proc_now_ms() - t0, 5000);
+	ck_assert(!pub.closed);
+	l_fini();
+	url_server_stop();
+}
+END_TEST
+
 /* The end event: posted when an admitted session closes, with its reason,
  * duration and the bytes QUIC moved. */
 START_TEST(test_session_auth_url_end)
@@ -2156,6 +2182,7 @@ Suite *auth_suite(void)
 	tcase_add_test(tc, test_session_auth_url);
 	tcase_add_test(tc, test_session_auth_url_end);
 	tcase_add_test(tc, test_session_auth_url_root);
+	tcase_add_test(tc, test_session_auth_url_widen);
 	suite_add_tcase(s, tc);
 	return s;
 }
