@@ -142,9 +142,12 @@ struct fp_peer_params {
 	uint64_t active_connection_id_limit; /* 0 = 2 */
 	uint64_t ack_delay_exponent;      /* default 3 */
 	uint64_t max_ack_delay_ns;        /* default 25 ms */
-	uint64_t initial_max_stream_data_bidi_local;  /* for bidi streams we open */
-	uint64_t initial_max_stream_data_bidi_remote; /* for bidi streams it opens */
-	uint64_t initial_max_stream_data_uni;         /* for uni streams we open */
+	/* as the peer sent them: _bidi_local limits what we send on bidi
+	 * streams the peer opens, _bidi_remote on bidi streams we open, _uni on
+	 * uni streams we open (RFC 9000, 18.2) */
+	uint64_t initial_max_stream_data_bidi_local;
+	uint64_t initial_max_stream_data_bidi_remote;
+	uint64_t initial_max_stream_data_uni;
 	uint8_t disable_active_migration;
 };
 
@@ -219,6 +222,13 @@ struct fp_import {
 	uint64_t path_bytes_sent;
 
 	void *user; /* the connection's user pointer, fp_conn_user() */
+
+	/* the largest UDP payload to send on the path (what ngtcp2 used: its
+	 * max_tx_udp_payload_size / PMTUD result); 0 = 1200 (RFC 9000, 14) */
+	uint16_t max_udp_payload;
+	/* the active_connection_id_limit we advertised (how many peer CIDs we
+	 * accept, RFC 9000, 5.1.1); 0 = 2 */
+	uint64_t local_active_cid_limit;
 };
 
 /* ---- callbacks ---------------------------------------------------------- */

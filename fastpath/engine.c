@@ -1,0 +1,372 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * engine.c: the per-lcore engine (fastpath.h): pools, the CID and token
+ * tables, the ready list, the timer wheel, import and routing.
+ */
+#include "fp_int.h"
+
+#include <stdlib.h>
+
+/* Defaults (fastpath.h, struct fp_engine_config). */
+#define DEF_MAX_CONNS   1024u
+#define DEF_SENT_RING   256u
+#define DEF_REORDER     4096u
+#define DEF_TICK_NS     1000000ull
+#define DEF_STREAM_WIN  (256u * 1024u)
+#define DEF_CONN_WIN    (1024u * 1024u)
+/* Wheel slots: 4096 ticks of 1 ms cover the ACK delay, loss and PTO
+ * timers in one round; idle timeouts take a few rounds. */
+#define WHEEL_SLOTS 4096u
+/* Reassembly buffers: one per 4 connections. */
+#define RBUF_PER_CONN_DIV 4u
+#define TOMB UINT32_MAX
+
+static uint32_t pow2_at_least(uint32_t v)
+{
+	uint32_t p = 1;
+	while (p < v)
+		p <<= 1;
+	return p;
+}
+
+struct fp_engine *fp_engine_new(const struct fp_engine_config *cfg, int *err)
+{
+	struct fp_engine *e;
+	uint32_t i, ntab;
+	int rv = MOQ_ERR_NOMEM;
+
+	if (cfg == NULL) {
+		rv = MOQ_ERR_CONFIG;
+		goto out;
+	}
+	e = calloc(1, sizeof(*e));
+	if (e == NULL)
+		goto out;
+	e->cfg = *cfg;
+	e->cb = cfg->cb;
+	if (!e->cfg.max_conns)
+		e->cfg.max_conns = DEF_MAX_CONNS;
+	if (!e->cfg.max_streams)
+		e->cfg.max_streams = 16 * e->cfg.max_conns;
+	if (!e->cfg.max_chunks)
+		e->cfg.max_chunks = 64 * e->cfg.max_conns;
+	if (!e->cfg.sent_ring)
+		e->cfg.sent_ring = DEF_SENT_RING;
+	if (!e->cfg.reorder_bytes)
+		e->cfg.reorder_bytes = DEF_REORDER;
+	if (!e->cfg.wheel_tick_ns)
+		e->cfg.wheel_tick_ns = DEF_TICK_NS;
+	if (!e->cfg.stream_window)
+		e->cfg.stream_window = DEF_STREAM_WIN;
+	if (!e->cfg.conn_window)
+		e->cfg.conn_window = DEF_CONN_WIN;
+	if ((e->cfg.sent_ring & (e->cfg.sent_ring - 1)) || e->cfg.sent_ring < 16 ||
+	    e->cfg.sent_ring > 32768 || (e->cfg.reorder_bytes % 64) ||
+	    e->cfg.reorder_bytes > 65536) {
+		rv = MOQ_ERR_CONFIG;
+		goto fail_e;
+	}
+	if (fp_wheel_init(&e->wheel, WHEEL_SLOTS, e->cfg.wheel_tick_ns, 0) < 0)
+		goto fail_e;
+	e->conns = calloc(e->cfg.max_conns, sizeof(*e->conns));
+	e->colds = calloc(e->cfg.max_conns, sizeof(*e->colds));
+	e->rings = calloc((size_t)e->cfg.max_conns * e->cfg.sent_ring, sizeof(*e->rings));
+	e->streams = calloc(e->cfg.max_streams, sizeof(*e->streams));
+	e->chunks = calloc(e->cfg.max_chunks, sizeof(*e->chunks));
+	e->nivls = 2 * e->cfg.max_chunks;
+	e->ivls = calloc(e->nivls, sizeof(*e->ivls));
+	e->nsranges = 4 * e->cfg.max_conns * 8;
+	e->sranges = calloc(e->nsranges, sizeof(*e->sranges));
+	e->nrbufs = e->cfg.max_conns / RBUF_PER_CONN_DIV + 4;
+	e->rbuf_bytes = e->cfg.reorder_bytes + e->cfg.reorder_bytes / 8;
+	e->rbufs = calloc(e->nrbufs, e->rbuf_bytes);
+	ntab = pow2_at_least(4 * e->cfg.max_conns * FP_MAX_SCIDS);
+	e->cid_tab = calloc(ntab, sizeof(*e->cid_tab));
+	e->tok_tab = calloc(ntab, sizeof(*e->tok_tab));
+	e->tab_mask = ntab - 1;
+	if (!e->conns || !e->colds || !e->rings || !e->streams || !e->chunks || !e->ivls ||
+	    !e->sranges || !e->rbufs || !e->cid_tab || !e->tok_tab)
+		goto fail_pools;
+	/* free lists, each threaded through the records' own next fields */
+	for (i = 0; i < e->cfg.max_conns; i++)
+		e->conns[i].ready_next = i + 1 < e->cfg.max_conns ? i + 1 : FP_NONE32;
+	e->free_conn = 0;
+	for (i = 0; i < e->cfg.max_streams; i++)
+		e->streams[i].next = i + 1 < e->cfg.max_streams ? i + 1 : FP_NONE32;
+	e->free_stream = 0;
+	for (i = 0; i < e->cfg.max_chunks; i++)
+		e->chunks[i].next = i + 1 < e->cfg.max_chunks ? i + 1 : FP_NONE32;
+	e->free_chunk = 0;
+	for (i = 0; i < e->nivls; i++)
+		e->ivls[i].next = i + 1 < e->nivls ? i + 1 : FP_NONE32;
+	e->free_ivl = 0;
+	for (i = 0; i < e->nsranges; i++)
+		e->sranges[i].next = i + 1 < e->nsranges ? i + 1 : FP_NONE32;
+	e->free_srange = 0;
+	for (i = 0; i < e->nrbufs; i++)
+		*(uint32_t *)(e->rbufs + (size_t)i * e->rbuf_bytes) =
+		        i + 1 < e->nrbufs ? i + 1 : FP_NONE32;
+	e->free_rbuf = 0;
+	e->ready_head = e->ready_tail = FP_NONE32;
+	if (err)
+		*err = 0;
+	return e;
+fail_pools:
+	free(e->conns);
+	free(e->colds);
+	free(e->rings);
+	free(e->streams);
+	free(e->chunks);
+	free(e->ivls);
+	free(e->sranges);
+	free(e->rbufs);
+	free(e->cid_tab);
+	free(e->tok_tab);
+	fp_wheel_fini(&e->wheel);
+fail_e:
+	free(e);
+out:
+	if (err)
+		*err = rv;
+	return NULL;
+}
+
+void fp_engine_free(struct fp_engine *e)
+{
+	uint32_t i;
+
+	if (e == NULL)
+		return;
+	for (i = 0; i < e->cfg.max_conns; i++) {
+		struct fp_conn *c = &e->conns[i];
+		if (c->e == NULL)
+			continue;
+		fp_conn_drop(c);
+	}
+	free(e->conns);
+	free(e->colds);
+	free(e->rings);
+	free(e->streams);
+	free(e->chunks);
+	free(e->ivls);
+	free(e->sranges);
+	free(e->rbufs);
+	free(e->cid_tab);
+	free(e->tok_tab);
+	fp_wheel_fini(&e->wheel);
+	free(e);
+}
+
+/* ---- tables ------------------------------------------------------------ */
+
+static uint32_t hash_key(const uint8_t *k, uint8_t len)
+{
+	/* FNV-1a over the key: our CIDs and the tokens are random bytes */
+	uint32_t h = 2166136261u;
+	uint8_t i;
+
+	for (i = 0; i < len; i++)
+		h = (h ^ k[i]) * 16777619u;
+	return h ^ len;
+}
+
+int fp_tab_add(struct fp_engine *e, struct fp_hent *t, const uint8_t *key, uint8_t len,
+               uint32_t conn)
+{
+	uint32_t i = hash_key(key, len) & e->tab_mask, n, tomb = FP_NONE32;
+
+	for (n = 0; n <= e->tab_mask; n++, i = (i + 1) & e->tab_mask) {
+		if (t[i].conn == 0)
+			break;
+		if (t[i].conn == TOMB) {
+			if (tomb == FP_NONE32)
+				tomb = i;
+			continue;
+		}
+		if (t[i].len == len && memcmp(t[i].key, key, len) == 0)
+			return MOQ_ERR_EXISTS;
+	}
+	if (tomb != FP_NONE32)
+		i = tomb;
+	else if (n > e->tab_mask)
+		return MOQ_ERR_LIMIT;
+	t[i].conn = conn + 1;
+	t[i].len = len;
+	memcpy(t[i].key, key, len);
+	return 0;
+}
+
+static uint32_t tab_slot(const struct fp_engine *e, const struct fp_hent *t, const uint8_t *key,
+                         uint8_t len)
+{
+	uint32_t i = hash_key(key, len) & e->tab_mask, n;
+
+	for (n = 0; n <= e->tab_mask; n++, i = (i + 1) & e->tab_mask) {
+		if (t[i].conn == 0)
+			return FP_NONE32;
+		if (t[i].conn != TOMB && t[i].len == len && memcmp(t[i].key, key, len) == 0)
+			return i;
+	}
+	return FP_NONE32;
+}
+
+void fp_tab_del(struct fp_engine *e, struct fp_hent *t, const uint8_t *key, uint8_t len)
+{
+	uint32_t i = tab_slot(e, t, key, len);
+
+	if (i != FP_NONE32)
+		t[i].conn = TOMB;
+}
+
+uint32_t fp_tab_find(const struct fp_engine *e, const struct fp_hent *t, const uint8_t *key,
+                     uint8_t len)
+{
+	uint32_t i = tab_slot(e, t, key, len);
+
+	return i == FP_NONE32 ? FP_NONE32 : t[i].conn - 1;
+}
+
+/* ---- interval nodes --------------------------------------------------- */
+
+uint32_t fp_ivl_alloc(struct fp_engine *e)
+{
+	uint32_t i = e->free_ivl;
+
+	if (i == FP_NONE32) {
+		e->st.pool_exhausted++;
+		return FP_NONE32;
+	}
+	e->free_ivl = e->ivls[i].next;
+	e->ivls[i].next = FP_NONE32;
+	return i;
+}
+
+void fp_ivl_free_list(struct fp_engine *e, uint32_t head)
+{
+	while (head != FP_NONE32) {
+		uint32_t n = e->ivls[head].next;
+		e->ivls[head].next = e->free_ivl;
+		e->free_ivl = head;
+		head = n;
+	}
+}
+
+/* ---- ready list and timers --------------------------------------------- */
+
+void fp_ready_add(struct fp_conn *c)
+{
+	struct fp_engine *e = c->e;
+	uint32_t i = conn_idx(c);
+
+	if (c->on_ready)
+		return;
+	c->on_ready = 1;
+	c->ready_next = FP_NONE32;
+	c->ready_prev = e->ready_tail;
+	if (e->ready_tail != FP_NONE32)
+		e->conns[e->ready_tail].ready_next = i;
+	else
+		e->ready_head = i;
+	e->ready_tail = i;
+}
+
+void fp_ready_del(struct fp_conn *c)
+{
+	struct fp_engine *e = c->e;
+
+	if (!c->on_ready)
+		return;
+	if (c->ready_prev != FP_NONE32)
+		e->conns[c->ready_prev].ready_next = c->ready_next;
+	else
+		e->ready_head = c->ready_next;
+	if (c->ready_next != FP_NONE32)
+		e->conns[c->ready_next].ready_prev = c->ready_prev;
+	else
+		e->ready_tail = c->ready_prev;
+	c->on_ready = 0;
+	c->ready_next = c->ready_prev = FP_NONE32;
+}
+
+int fp_engine_pending(const struct fp_engine *e)
+{
+	return e->ready_head != FP_NONE32;
+}
+
+static void fire(struct fp_tnode *n, void *arg)
+{
+	struct fp_engine *e = arg;
+	struct fp_conn *c = (struct fp_conn *)((char *)n - offsetof(struct fp_conn, tn));
+
+	e->st.timers_run++;
+	fp_conn_fire(c, e->wheel_now);
+}
+
+int fp_engine_timers(struct fp_engine *e, uint64_t now)
+{
+	/* fp_conn_fire gets @now, not the deadline */
+	e->wheel_now = now;
+	return fp_wheel_run(&e->wheel, now, fire, e);
+}
+
+uint64_t fp_engine_next_expiry(const struct fp_engine *e)
+{
+	return fp_wheel_next(&e->wheel);
+}
+
+void fp_engine_stats(const struct fp_engine *e, struct fp_stats *out)
+{
+	*out = e->st;
+}
+
+int fp_engine_send(struct fp_engine *e, struct fp_pkt *pkts, size_t n, uint64_t now)
+{
+	size_t done = 0;
+	uint32_t guard = e->cfg.max_conns + 1;
+
+	while (done < n && e->ready_head != FP_NONE32 && guard-- > 0) {
+		struct fp_conn *c = &e->conns[e->ready_head];
+		int k;
+
+		/* round robin: to the tail, then write */
+		fp_ready_del(c);
+		fp_ready_add(c);
+		k = fp_conn_send(c, pkts + done, n - done, now);
+		if (k > 0)
+			done += (size_t)k;
+	}
+	return (int)done;
+}
+
+/* ---- routing ----------------------------------------------------------- */
+
+int fp_engine_recv(struct fp_engine *e, const uint8_t *data, size_t len,
+                   const struct fp_addr *local, const struct fp_addr *remote, uint64_t now)
+{
+	uint32_t ci = FP_NONE32;
+	uint8_t l;
+
+	if (e == NULL || data == NULL)
+		return MOQ_ERR_INVAL;
+	if (len < 1 + 1 || (data[0] & HDR_LONG))
+		goto reset;
+	/* the DCID length is that of our CIDs: try the lengths in use (one in
+	 * practice: quic/ chooses MOQ_QUIC_CID_LEN) */
+	for (l = 20; l >= 1 && ci == FP_NONE32; l--)
+		if (len >= 1u + l && e->len_in_use[l])
+			ci = fp_tab_find(e, e->cid_tab, data + 1, l);
+	if (ci != FP_NONE32)
+		return fp_conn_recv(&e->conns[ci], data, len, local, remote, now) == MOQ_ERR_INVAL
+		               ? MOQ_ERR_INVAL
+		               : 0;
+reset:
+	/* RFC 9000, 10.3.1: a datagram ending in a token of ours is a reset */
+	if (len >= 21 && !(data[0] & HDR_LONG)) {
+		ci = fp_tab_find(e, e->tok_tab, data + len - FP_TOKEN_LEN, FP_TOKEN_LEN);
+		if (ci != FP_NONE32) {
+			fp_conn_stateless_reset(&e->conns[ci], now);
+			return 0;
+		}
+	}
+	return MOQ_ERR_NOTFOUND;
+}
