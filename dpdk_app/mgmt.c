@@ -267,10 +267,8 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 
 		put(&o, "# HELP moqdp_fastpath_handoffs_refused_total Handoff attempts that left "
 		        "a connection on ngtcp2, by reason (cipher, limit, import: for good; the "
-		        "others: retried).
-"
-		        "# TYPE moqdp_fastpath_handoffs_refused_total counter
-");
+		        "others: retried).\n"
+		        "# TYPE moqdp_fastpath_handoffs_refused_total counter\n");
 		for (int k = 0; k < MOQ_QUIC_HANDOFF_REASONS; k++)
 			put(&o, "moqdp_fastpath_handoffs_refused_total{reason=\"%s\"} %" PRIu64 "\n",
 			    why[k], s->handoff_refused[k]);

@@ -390,6 +390,8 @@ static uint32_t relay_streams;         /* 0 = default max_group_streams */
 static uint64_t relay_queue;           /* session_queue, 0 = 512 KiB */
 static int with_hub;                   /* h_init: two relay workers */
 static int with_cascade;               /* h_init: a second relay (own cache) behind the first */
+static int relay_fastpath;             /* h_init: the relay endpoint's config.fastpath */
+static struct moq_quic_link_dir_config relay_link[2]; /* h_init: loss / reorder */
 static void (*relay_cfg)(struct moq_node_cfg *nc);  /* h_init: a test's relay bounds */
 static void (*relay2_cfg)(struct moq_node_cfg *nc); /* ... of the cascade's second relay */
 static struct moq_quic_config client_qcfg;
@@ -481,7 +483,9 @@ static void h_init(const char *alpn, uint64_t relay_budget)
 	q.max_streams_uni = 10000;
 	q.cb = moq_node_quic_callbacks();
 	q.user = H.relay;
+	q.fastpath = relay_fastpath;
 	H.rep = moq_quic_endpoint_new(&q, &err);
+	q.fastpath = 0;
 	ck_assert_msg(H.rep != NULL, "relay endpoint: %s", moq_err_str(err));
 	if (with_hub || with_cascade) {
 		q.worker_id = 3;
@@ -499,6 +503,8 @@ static void h_init(const char *alpn, uint64_t relay_budget)
 	H.cep = moq_quic_endpoint_new(&q, &err);
 	ck_assert_msg(H.cep != NULL, "client endpoint: %s", moq_err_str(err));
 	client_qcfg = q;
+	lc.dir[0] = relay_link[0];
+	lc.dir[1] = relay_link[1];
 	lc.dir[0].delay_ns = 1 * MS;
 	lc.dir[1].delay_ns = 1 * MS;
 	lc.max_queue = 1 << 16;
@@ -786,6 +792,104 @@ START_TEST(test_fanout_100)
 	moq_node_stats(H.relay, &rs);
 	ck_assert_uint_eq(rs.upstream_subs, 0);
 	h_fini();
+}
+END_TEST
+
+/* Issue 23: the relay's subscriber connections leave ngtcp2 once set up and
+ * quiet (quic/handoff.c) and the fast path engine carries them: every byte
+ * of every group still arrives, SUBSCRIBE_UPDATE-free re-subscribe and
+ * unsubscribe work after the handoff, and the relay's per-connection heap
+ * falls. @loss: 5% loss + 5% reordering both ways. */
+static void fastpath_fanout(int loss)
+{
+	const int N = getenv("FP_N") ? atoi(getenv("FP_N")) : 20;
+	const uint64_t G = 6;
+	struct moq_quic_stats qs;
+	struct moq_node_stats rs;
+	struct sub *late;
+
+	relay_fastpath = getenv("FP_OFF") == NULL;
+	if (loss) {
+		relay_link[0].loss_ppm = relay_link[1].loss_ppm = 50000;
+		relay_link[0].reorder_ppm = relay_link[1].reorder_ppm = 50000;
+	}
+	h_init(NULL, 0);
+	relay_fastpath = 0;
+	memset(relay_link, 0, sizeof(relay_link));
+	h_publisher();
+	for (int i = 0; i < N; i++)
+		h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert_msg(h_until(all_ready, 10 * SEC, 0), "subscribers not ready");
+	for (int i = 0; i < N; i++)
+		h_subscribe(&H.subs[i], 1);
+	want_last = G - 1;
+	if (!h_until(all_done, 40 * SEC, G)) {
+		moq_quic_endpoint_stats(H.rep, &qs);
+		for (int i = 0; i < N; i++)
+			fprintf(stderr, "# sub %d: groups %llu frames %llu bytes %llu errors %llu\n",
+			        i, (unsigned long long)H.subs[i].groups_complete,
+			        (unsigned long long)H.subs[i].frames,
+			        (unsigned long long)H.subs[i].bytes,
+			        (unsigned long long)H.subs[i].errors);
+		ck_abort_msg("not every subscriber got every group (handoffs %llu, on the fast "
+		             "path %llu)",
+		             (unsigned long long)qs.handoffs, (unsigned long long)qs.fastpath_conns);
+	}
+	h_run(200 * MS, G);
+	moq_quic_endpoint_stats(H.rep, &qs);
+	fprintf(stderr,
+	        "# fastpath_fanout%s: handoffs %llu, on the fast path %llu of %llu connections; "
+	        "refused: not_confirmed %llu in_flight %llu stream_busy %llu key_update %llu "
+	        "cipher %llu limit %llu import %llu other %llu\n",
+	        loss ? "_loss" : "", (unsigned long long)qs.handoffs,
+	        (unsigned long long)qs.fastpath_conns, (unsigned long long)qs.conns_active,
+	        (unsigned long long)qs.handoff_refused[0], (unsigned long long)qs.handoff_refused[1],
+	        (unsigned long long)qs.handoff_refused[2], (unsigned long long)qs.handoff_refused[3],
+	        (unsigned long long)qs.handoff_refused[4], (unsigned long long)qs.handoff_refused[5],
+	        (unsigned long long)qs.handoff_refused[6], (unsigned long long)qs.handoff_refused[7]);
+	/* every subscriber's connection moved (the publisher's stays) */
+	ck_assert_uint_eq(qs.handoffs, (uint64_t)N);
+	ck_assert_uint_eq(qs.fastpath_conns, (uint64_t)N);
+	ck_assert_uint_eq(qs.handoff_refused[MOQ_QUIC_HANDOFF_CIPHER], 0);
+	for (int i = 0; i < N; i++) {
+		struct sub *u = &H.subs[i];
+
+		ck_assert_msg(u->errors == 0, "sub %d: %llu errors", i,
+		              (unsigned long long)u->errors);
+		ck_assert_uint_eq(u->groups_complete, G);
+		ck_assert_uint_eq(u->groups_reset, 0);
+		ck_assert_uint_eq(u->frames, G * FRAMES_PER_GROUP);
+		ck_assert_uint_eq(u->bytes, expected_bytes(0, G - 1));
+	}
+	/* unsubscribe after the handoff: the upstream subscription goes */
+	for (int i = 0; i < H.nsubs; i++)
+		ck_assert_int_eq(moq_session_unsubscribe(H.subs[i].s, (uint64_t)H.subs[i].id), 0);
+	h_run(500 * MS, G);
+	moq_node_stats(H.relay, &rs);
+	ck_assert_uint_eq(rs.upstream_subs, 0);
+	/* a new subscriber of the live track after that: it is handed off
+	 * too and gets its groups whole */
+	late = &H.subs[0];
+	late->groups_complete = late->frames = late->bytes = 0;
+	late->first_seq = late->last_seq = UINT64_MAX;
+	h_subscribe(late, 1);
+	want_last = 2 * G - 1;
+	ck_assert_msg(h_until(all_done, 40 * SEC, 2 * G), "re-subscription got nothing");
+	ck_assert_uint_eq(late->errors, 0);
+	ck_assert_uint_ge(late->groups_complete, 1);
+	ck_assert_uint_eq(late->bytes, expected_bytes(late->first_seq, late->last_seq));
+	h_fini();
+}
+
+START_TEST(test_fastpath_fanout)
+{
+	fastpath_fanout(0);
+}
+END_TEST
+
+START_TEST(test_fastpath_fanout_loss)
+{
+	fastpath_fanout(1);
 }
 END_TEST
 
@@ -3762,6 +3866,16 @@ Suite *moq_session_suite(void)
 	tcase_set_timeout(tf, 120);
 	tcase_add_test(tf, test_fanout_100);
 	suite_add_tcase(s, tf);
+	/* issue 23: the same fanout with the relay's fast path on;
+	 * CK_RUN_CASE=fastpath runs it alone */
+	{
+		TCase *tfp = tcase_create("fastpath");
+
+		tcase_set_timeout(tfp, 120);
+		tcase_add_test(tfp, test_fastpath_fanout);
+		tcase_add_test(tfp, test_fastpath_fanout_loss);
+		suite_add_tcase(s, tfp);
+	}
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, test_stalled_subscriber, 0, 3);
 	tcase_add_test(tc, test_announce_flow);
