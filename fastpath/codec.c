@@ -5,46 +5,6 @@
  */
 #include "fp_int.h"
 
-uint8_t *fp_varint_put(uint8_t *p, uint64_t v)
-{
-	if (v < 64) {
-		*p++ = (uint8_t)v;
-	} else if (v < 16384) {
-		*p++ = (uint8_t)(0x40 | (v >> 8));
-		*p++ = (uint8_t)v;
-	} else if (v < 1073741824) {
-		*p++ = (uint8_t)(0x80 | (v >> 24));
-		*p++ = (uint8_t)(v >> 16);
-		*p++ = (uint8_t)(v >> 8);
-		*p++ = (uint8_t)v;
-	} else {
-		int i;
-		*p++ = (uint8_t)(0xc0 | ((v >> 56) & 0x3f));
-		for (i = 48; i >= 0; i -= 8)
-			*p++ = (uint8_t)(v >> i);
-	}
-	return p;
-}
-
-int fp_varint_get(const uint8_t **pp, const uint8_t *end, uint64_t *v)
-{
-	const uint8_t *p = *pp;
-	size_t n, i;
-	uint64_t x;
-
-	if (p >= end)
-		return -1;
-	n = (size_t)1 << (*p >> 6);
-	if ((size_t)(end - p) < n)
-		return -1;
-	x = *p & 0x3f;
-	for (i = 1; i < n; i++)
-		x = (x << 8) | p[i];
-	*v = x;
-	*pp = p + n;
-	return 0;
-}
-
 unsigned fp_pn_len(uint64_t pn, uint64_t acked)
 {
 	/* RFC 9000, 17.1: at least twice the range of unacknowledged numbers */

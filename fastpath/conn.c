@@ -25,6 +25,8 @@ _Static_assert(sizeof(struct fp_sent) == 32, "a sent-packet record is 32 bytes")
 #define TIME_THRESH_DEN 8
 /* STREAM frames whose data we never read: 2^62 - 1 (RFC 9000, 4.5). */
 #define MAX_OFFSET ((1ull << 62) - 1)
+/* Ring slots the window leaves for records waiting to be declared lost. */
+#define RING_SPARE 16u
 
 static uint32_t us_of(const struct fp_conn *c, uint64_t now)
 {
@@ -349,7 +351,7 @@ static void conn_tables_del(struct fp_conn *c)
 
 	for (i = 0; i < x->nscids; i++) {
 		fp_tab_del(e, e->cid_tab, x->scids[i].id, x->scids[i].len);
-		e->len_in_use[x->scids[i].len]--;
+		fp_len_ref(e, x->scids[i].len, -1);
 	}
 	x->nscids = 0;
 	if (x->dcid.has_token)
@@ -427,6 +429,7 @@ struct fp_conn *fp_conn_import(struct fp_engine *e, const struct fp_import *imp,
 	x->peer_retire_prior_to = imp->peer_retire_prior_to;
 	x->next_scid_seq = imp->next_scid_seq;
 	x->local_cid_limit = imp->local_active_cid_limit ? imp->local_active_cid_limit : 2;
+	x->grease = imp->local_grease_quic_bit ? 1 : 0;
 	c->dcid_len = imp->dcid.len;
 	c->scid_len = imp->scids[0].len;
 	for (i = 0; i < imp->nscids; i++) {
@@ -434,7 +437,7 @@ struct fp_conn *fp_conn_import(struct fp_engine *e, const struct fp_import *imp,
 		if (rv < 0)
 			goto fail_cids;
 		x->scids[x->nscids++] = imp->scids[i];
-		e->len_in_use[imp->scids[i].len]++;
+		fp_len_ref(e, imp->scids[i].len, 1);
 		if (imp->scids[i].seq >= x->next_scid_seq)
 			x->next_scid_seq = imp->scids[i].seq + 1;
 	}
@@ -545,7 +548,7 @@ struct fp_conn *fp_conn_import(struct fp_engine *e, const struct fp_import *imp,
 	x->path_sent = imp->path_bytes_sent;
 	x->epoch_ns = now;
 	x->last_tx_t = now;
-	c->pace_t = now;
+	c->pace_t = 0; /* a first burst may go at once */
 	e->st.conns_active++;
 	e->st.conns_imported++;
 	if (c->ctl)
@@ -759,13 +762,17 @@ static void cc_on_ack(struct fp_conn *c, uint64_t sent_ns, uint32_t size)
 		return;
 	if (c->cwnd < c->ssthresh) {
 		c->cwnd += size;
-		return;
+	} else {
+		c->ca_acc += size;
+		if (c->ca_acc >= c->cwnd) {
+			c->ca_acc -= c->cwnd;
+			c->cwnd += c->max_pkt;
+		}
 	}
-	c->ca_acc += size;
-	if (c->ca_acc >= c->cwnd) {
-		c->ca_acc -= c->cwnd;
-		c->cwnd += c->max_pkt;
-	}
+	/* the sent ring bounds packets in flight: a window beyond it is not
+	 * usable (and would not be probed) */
+	if (c->cwnd > (uint64_t)(c->ring_mask + 1u - RING_SPARE) * c->max_pkt)
+		c->cwnd = (uint64_t)(c->ring_mask + 1u - RING_SPARE) * c->max_pkt;
 }
 
 static void cc_on_loss(struct fp_conn *c, uint64_t sent_ns, uint64_t now)
@@ -876,13 +883,15 @@ static int on_ack(struct fp_conn *c, const struct fp_ack *a, uint64_t now)
 	/* RFC 9000, 13.1: acknowledging a packet never sent */
 	if (a->largest >= c->tx_pn)
 		return violation(c, FP_E_PROTOCOL_VIOLATION, FT_ACK, "ack of unsent packet", now);
-	for (i = 0; i < a->n; i++) {
+	/* oldest first, so stream data is acknowledged in order (the prefix
+	 * moves, no interval is kept) */
+	for (i = a->n; i-- > 0;) {
 		uint64_t hi = a->r[i].hi, lo = a->r[i].lo, pn;
 		if (hi < c->ring_lo)
-			break; /* ranges are descending: the rest is older still */
+			continue;
 		if (lo < c->ring_lo)
 			lo = c->ring_lo;
-		for (pn = hi + 1; pn-- > lo;) {
+		for (pn = lo; pn <= hi; pn++) {
 			struct fp_sent *r = &c->ring[pn & c->ring_mask];
 			if (!(r->flags & PF_USED) || r->pn_lo != (uint32_t)pn)
 				continue;
@@ -1145,12 +1154,16 @@ static int on_stream(struct fp_conn *c, uint8_t ft, int64_t sid, uint64_t off, c
 		uint8_t *bits, *data;
 		uint64_t p;
 		if (end - s->rcv_off > R) {
+			/* beyond the bound: the packet is not acknowledged, so the
+			 * peer sends it again */
 			e->st.reorder_drops++;
-			return 0; /* the peer will send it again */
+			x->refuse_pkt = 1;
+			return 0;
 		}
 		if (s->rbuf == FP_NONE32) {
 			if (e->free_rbuf == FP_NONE32) {
 				e->st.reorder_drops++;
+				x->refuse_pkt = 1;
 				return 0;
 			}
 			s->rbuf = e->free_rbuf;
@@ -1413,7 +1426,7 @@ static int on_retire_cid(struct fp_conn *c, uint64_t seq, const uint8_t *dcid, u
 			return violation(c, FP_E_PROTOCOL_VIOLATION, FT_RETIRE_CONNECTION_ID,
 			                 "retire of the cid in use", now);
 		fp_tab_del(e, e->cid_tab, r.id, r.len);
-		e->len_in_use[r.len]--;
+		fp_len_ref(e, r.len, -1);
 		x->scids[i] = x->scids[--x->nscids];
 		x->scid_pending[i] = x->scid_pending[x->nscids];
 		if (e->cb && e->cb->scid_retired)
@@ -1428,7 +1441,7 @@ static int on_retire_cid(struct fp_conn *c, uint64_t seq, const uint8_t *dcid, u
 		    fp_tab_add(e, e->cid_tab, n.id, n.len, conn_idx(c)) == 0) {
 			n.seq = x->next_scid_seq++;
 			n.has_token = 1;
-			e->len_in_use[n.len]++;
+			fp_len_ref(e, n.len, 1);
 			x->scid_pending[x->nscids] = 1;
 			x->scids[x->nscids++] = n;
 			c->ctl |= CF_NEW_CID;
@@ -1703,7 +1716,9 @@ int fp_conn_recv(struct fp_conn *c, const uint8_t *data, size_t len, const struc
 	if (c->state == ST_DEAD)
 		return MOQ_ERR_CLOSED;
 	pn_off = 1 + (size_t)c->scid_len;
-	if (len < pn_off + 4 + FP_SAMPLE_LEN || (data[0] & HDR_LONG) || !(data[0] & HDR_FIXED) ||
+	/* RFC 9000, 17.3.1 / RFC 9287: the fixed bit, unless we allowed grease */
+	if (len < pn_off + 4 + FP_SAMPLE_LEN || (data[0] & HDR_LONG) ||
+	    (!(data[0] & HDR_FIXED) && !x->grease) ||
 	    len > sizeof(e->scratch) - 64) {
 		e->st.pkts_dropped++;
 		return 0;
@@ -1713,6 +1728,7 @@ int fp_conn_recv(struct fp_conn *c, const uint8_t *data, size_t len, const struc
 		return 0;
 	}
 	x->busy++;
+	x->now = now;
 	/* RFC 9001, 5.4.1: remove header protection */
 	if (fp_hp_mask(k->rx_hp, data + pn_off + 4, mask) < 0)
 		goto drop;
@@ -1791,11 +1807,7 @@ int fp_conn_recv(struct fp_conn *c, const uint8_t *data, size_t len, const struc
 		uint64_t prev_largest = c->rx_largest;
 		size_t plen = len - hlen - FP_TAG_LEN;
 
-		rx_range_add(x, pn);
-		if (c->rx_largest == FP_PN_NONE || pn > c->rx_largest) {
-			c->rx_largest = pn;
-			c->rx_largest_t = now;
-		}
+		x->refuse_pkt = 0;
 		/* RFC 9000, 10.1: a packet processed restarts the idle timer */
 		x->idle_at = x->idle_ns ? now + (x->idle_ns > 3 * fp_pto(c) ? x->idle_ns
 		                                                               : 3 * fp_pto(c))
@@ -1803,6 +1815,18 @@ int fp_conn_recv(struct fp_conn *c, const uint8_t *data, size_t len, const struc
 		x->elicit_since_rx = 0;
 		if (frames(c, pl, pl + plen, data + 1, &elicit, &probing, now) < 0)
 			goto closed;
+		if (x->refuse_pkt) {
+			/* stream data of it could not be kept: as if it was lost */
+			e->st.pkts_dropped++;
+			fp_conn_timer(c);
+			conn_leave(c);
+			return 0;
+		}
+		rx_range_add(x, pn);
+		if (c->rx_largest == FP_PN_NONE || pn > c->rx_largest) {
+			c->rx_largest = pn;
+			c->rx_largest_t = now;
+		}
 		/* RFC 9000, 9.3: the newest non-probing packet from a new address
 		 * moves the connection */
 		if (remote && !same_addr(remote, &x->remote) && !probing &&
@@ -1856,7 +1880,9 @@ void fp_conn_timer(struct fp_conn *c)
 			if (pto < t)
 				t = pto;
 		}
-		if (c->pace_t > x->last_tx_t && c->send_head != FP_NONE32 && c->pace_t < t)
+		/* the pacer's time when it alone holds data back */
+		if (c->send_head != FP_NONE32 && c->pace_t > x->now && c->inflight < c->cwnd &&
+		    !(c->ring[c->tx_pn & c->ring_mask].flags & PF_USED) && c->pace_t < t)
 			t = c->pace_t;
 		if (e->cfg.keep_alive_ns && x->last_tx_t + e->cfg.keep_alive_ns < t)
 			t = x->last_tx_t + e->cfg.keep_alive_ns;
@@ -1914,6 +1940,7 @@ void fp_conn_fire(struct fp_conn *c, uint64_t now)
 	if (c->state == ST_DEAD)
 		return;
 	x->busy++;
+	x->now = now;
 	if (now >= x->idle_at) {
 		if (c->state == ST_OPEN) {
 			e->st.idle_timeouts++;
@@ -1944,7 +1971,7 @@ void fp_conn_fire(struct fp_conn *c, uint64_t now)
 		on_pto(c, now);
 		did = 1;
 	}
-	if (c->send_head != FP_NONE32 && now >= c->pace_t) {
+	if (fp_conn_has_send(c, now)) {
 		fp_ready_add(c);
 		did = 1;
 	}

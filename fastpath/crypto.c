@@ -78,11 +78,13 @@ int fp_hp_mask(struct fp_aes *a, const uint8_t *sample, uint8_t mask[16])
 /* RFC 9001, 5.3: the nonce is the IV XORed with the packet number. */
 static void nonce_of(uint8_t n[FP_IV_LEN], const uint8_t iv[FP_IV_LEN], uint64_t pn)
 {
-	int i;
+	uint64_t lo;
 
-	memcpy(n, iv, FP_IV_LEN);
-	for (i = 0; i < 8; i++)
-		n[FP_IV_LEN - 1 - i] ^= (uint8_t)(pn >> (8 * i));
+	/* the packet number, big-endian, into the last 8 bytes */
+	memcpy(n, iv, 4);
+	memcpy(&lo, iv + 4, 8);
+	lo ^= __builtin_bswap64(pn);
+	memcpy(n + 4, &lo, 8);
 }
 
 int fp_seal(struct fp_aes *a, const uint8_t iv[FP_IV_LEN], uint64_t pn, const uint8_t *aad,

@@ -161,13 +161,17 @@ void fp_engine_free(struct fp_engine *e)
 
 static uint32_t hash_key(const uint8_t *k, uint8_t len)
 {
-	/* FNV-1a over the key: our CIDs and the tokens are random bytes */
-	uint32_t h = 2166136261u;
-	uint8_t i;
+	/* our CIDs (after quic/'s worker byte) and the tokens are random bytes:
+	 * mix the last 8 of them (fewer: all) */
+	uint64_t v = 0;
 
-	for (i = 0; i < len; i++)
-		h = (h ^ k[i]) * 16777619u;
-	return h ^ len;
+	if (len >= 8)
+		memcpy(&v, k + len - 8, 8);
+	else
+		memcpy(&v, k, len);
+	v ^= len;
+	v *= 0x9e3779b97f4a7c15ull;
+	return (uint32_t)(v >> 32);
 }
 
 int fp_tab_add(struct fp_engine *e, struct fp_hent *t, const uint8_t *key, uint8_t len,
@@ -224,6 +228,18 @@ uint32_t fp_tab_find(const struct fp_engine *e, const struct fp_hent *t, const u
 	uint32_t i = tab_slot(e, t, key, len);
 
 	return i == FP_NONE32 ? FP_NONE32 : t[i].conn - 1;
+}
+
+void fp_len_ref(struct fp_engine *e, uint8_t len, int delta)
+{
+	uint32_t i;
+
+	e->len_in_use[len] = (uint32_t)((int)e->len_in_use[len] + delta);
+	/* the lengths in use, for fp_engine_recv to try (one in practice) */
+	e->nlens = 0;
+	for (i = FP_CID_MAX; i >= 1; i--)
+		if (e->len_in_use[i] && e->nlens < sizeof(e->lens))
+			e->lens[e->nlens++] = (uint8_t)i;
 }
 
 /* ---- interval nodes --------------------------------------------------- */
@@ -344,22 +360,22 @@ int fp_engine_recv(struct fp_engine *e, const uint8_t *data, size_t len,
                    const struct fp_addr *local, const struct fp_addr *remote, uint64_t now)
 {
 	uint32_t ci = FP_NONE32;
-	uint8_t l;
+	uint32_t l;
 
 	if (e == NULL || data == NULL)
 		return MOQ_ERR_INVAL;
 	if (len < 1 + 1 || (data[0] & HDR_LONG))
-		goto reset;
+		return MOQ_ERR_NOTFOUND; /* long headers are the endpoint's */
 	/* the DCID length is that of our CIDs: try the lengths in use (one in
 	 * practice: quic/ chooses MOQ_QUIC_CID_LEN) */
-	for (l = 20; l >= 1 && ci == FP_NONE32; l--)
-		if (len >= 1u + l && e->len_in_use[l])
-			ci = fp_tab_find(e, e->cid_tab, data + 1, l);
+	for (l = 0; l < e->nlens && ci == FP_NONE32; l++)
+		if (len >= 1u + e->lens[l])
+			ci = fp_tab_find(e, e->cid_tab, data + 1, e->lens[l]);
 	if (ci != FP_NONE32)
 		return fp_conn_recv(&e->conns[ci], data, len, local, remote, now) == MOQ_ERR_INVAL
 		               ? MOQ_ERR_INVAL
 		               : 0;
-reset:
+
 	/* RFC 9000, 10.3.1: a datagram ending in a token of ours is a reset */
 	if (len >= 21 && !(data[0] & HDR_LONG)) {
 		ci = fp_tab_find(e, e->tok_tab, data + len - FP_TOKEN_LEN, FP_TOKEN_LEN);

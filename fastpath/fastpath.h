@@ -229,6 +229,9 @@ struct fp_import {
 	/* the active_connection_id_limit we advertised (how many peer CIDs we
 	 * accept, RFC 9000, 5.1.1); 0 = 2 */
 	uint64_t local_active_cid_limit;
+	/* we sent grease_quic_bit (RFC 9287; ngtcp2 does by default): the
+	 * peer's packets may have the fixed bit clear */
+	uint8_t local_grease_quic_bit;
 };
 
 /* ---- callbacks ---------------------------------------------------------- */

@@ -78,9 +78,53 @@ static inline size_t fp_varint_len(uint64_t v)
 {
 	return v < 64 ? 1 : v < 16384 ? 2 : v < 1073741824 ? 4 : 8;
 }
-uint8_t *fp_varint_put(uint8_t *p, uint64_t v);
-/* fp_varint_get: decode at *@p (< @end) into *@v, advance. -1 if short. */
-int fp_varint_get(const uint8_t **p, const uint8_t *end, uint64_t *v);
+/* fp_varint_put: @v at @p, returns the end. fp_varint_get: decode at *@p
+ * (< @end) into *@v and advance; -1 when short. */
+static inline uint8_t *fp_varint_put(uint8_t *p, uint64_t v)
+{
+	if (v < 64) {
+		*p++ = (uint8_t)v;
+	} else if (v < 16384) {
+		*p++ = (uint8_t)(0x40 | (v >> 8));
+		*p++ = (uint8_t)v;
+	} else if (v < 1073741824) {
+		*p++ = (uint8_t)(0x80 | (v >> 24));
+		*p++ = (uint8_t)(v >> 16);
+		*p++ = (uint8_t)(v >> 8);
+		*p++ = (uint8_t)v;
+	} else {
+		int i;
+		*p++ = (uint8_t)(0xc0 | ((v >> 56) & 0x3f));
+		for (i = 48; i >= 0; i -= 8)
+			*p++ = (uint8_t)(v >> i);
+	}
+	return p;
+}
+
+static inline int fp_varint_get(const uint8_t **pp, const uint8_t *end, uint64_t *v)
+{
+	const uint8_t *p = *pp;
+	size_t n, i;
+	uint64_t x;
+
+	if (p >= end)
+		return -1;
+	if (*p < 64) { /* the common case: one byte */
+		*v = *p;
+		*pp = p + 1;
+		return 0;
+	}
+	n = (size_t)1 << (*p >> 6);
+	if ((size_t)(end - p) < n)
+		return -1;
+	x = *p & 0x3f;
+	for (i = 1; i < n; i++)
+		x = (x << 8) | p[i];
+	*v = x;
+	*pp = p + n;
+	return 0;
+}
+
 /* RFC 9000, 17.1 and A.2: bytes for @pn given the peer acknowledged @acked. */
 unsigned fp_pn_len(uint64_t pn, uint64_t acked);
 /* RFC 9000, A.3: the full packet number from @trunc of @len bytes. */
@@ -332,8 +376,11 @@ struct fp_cold {
 	uint64_t recv_data, local_max_data; /* connection receive flow control */
 	uint64_t idle_at;                 /* idle timeout deadline */
 	uint64_t last_tx_t;               /* for the keep-alive */
+	uint64_t now;                     /* the time of the current engine call */
 	uint32_t streams;                 /* stream list head (pool index) */
 	uint8_t rx_closed_sent;           /* CONNECTION_CLOSE answers in closing */
+	uint8_t grease;                   /* the peer may clear the fixed bit */
+	uint8_t refuse_pkt;               /* the packet being read is not acked */
 	uint8_t elicit_since_rx;          /* RFC 9000, 10.1 idle timer restart */
 	uint8_t busy;                     /* inside an engine call for this conn */
 	uint8_t free_pending;             /* freed when the call returns */
@@ -412,6 +459,7 @@ struct fp_engine {
 	uint32_t tab_mask;
 	uint32_t ready_head, ready_tail;
 	uint32_t len_in_use[FP_CID_MAX + 1]; /* our CIDs of each length */
+	uint8_t lens[4], nlens;              /* the lengths in use, longest first */
 	uint64_t wheel_now;
 	uint8_t scratch[2048] __attribute__((aligned(16)));
 	struct fp_stats st;
@@ -431,6 +479,7 @@ void fp_tab_del(struct fp_engine *e, struct fp_hent *t, const uint8_t *key, uint
 uint32_t fp_tab_find(const struct fp_engine *e, const struct fp_hent *t, const uint8_t *key,
                      uint8_t len);
 void fp_conn_free(struct fp_conn *c);
+void fp_len_ref(struct fp_engine *e, uint8_t len, int delta);
 uint32_t fp_ivl_alloc(struct fp_engine *e);
 void fp_ivl_free_list(struct fp_engine *e, uint32_t head);
 

@@ -19,6 +19,8 @@
 /* RFC 9002, 7.7: pace at 1.25 x cwnd / srtt. */
 #define PACE_NUM 4u
 #define PACE_DEN 5u
+/* The smallest packet worth sending within the amplification limit. */
+#define AMP_MIN 64u
 
 static int ring_free(const struct fp_conn *c)
 {
@@ -43,8 +45,20 @@ static int can_elicit(const struct fp_conn *c, uint64_t now)
 	return c->inflight < c->cwnd && c->pace_t <= now;
 }
 
+/* RFC 9000, 8.1: what an unvalidated address may still be sent. */
+static uint64_t amp_room(const struct fp_conn *c)
+{
+	uint64_t allowed = 3 * c->x->path_recv;
+
+	if (c->validated)
+		return UINT64_MAX;
+	return allowed > c->x->path_sent ? allowed - c->x->path_sent : 0;
+}
+
 int fp_conn_has_send(const struct fp_conn *c, uint64_t now)
 {
+	if (amp_room(c) < AMP_MIN)
+		return 0;
 	if (c->state == ST_CLOSING)
 		return (c->ctl & CF_CLOSE) != 0;
 	if (c->state != ST_OPEN)
@@ -447,9 +461,8 @@ static int build(struct fp_conn *c, struct fp_pkt *pkt, uint64_t now)
 		return 0;
 	if (!c->validated) {
 		/* RFC 9000, 8.1: 3x what the unvalidated address sent */
-		uint64_t allowed = 3 * x->path_recv;
-		allowed = allowed > x->path_sent ? allowed - x->path_sent : 0;
-		if (allowed < 64)
+		uint64_t allowed = amp_room(c);
+		if (allowed < AMP_MIN)
 			return 0;
 		if (cap > allowed)
 			cap = (size_t)allowed;
@@ -576,6 +589,7 @@ int fp_conn_send(struct fp_conn *c, struct fp_pkt *pkts, size_t n, uint64_t now)
 	if (c->state == ST_DEAD)
 		return 0;
 	c->x->busy++;
+	c->x->now = now;
 	while (done < n) {
 		if (pkts[done].cap < FP_MIN_PKT_BUF) {
 			break;

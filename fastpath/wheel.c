@@ -10,34 +10,54 @@ int fp_wheel_init(struct fp_wheel *w, uint32_t nslots, uint64_t tick_ns, uint64_
 {
 	uint32_t i;
 
-	if (nslots == 0 || (nslots & (nslots - 1)) != 0 || tick_ns == 0)
+	if (nslots < 64 || (nslots & (nslots - 1)) != 0 || tick_ns == 0)
 		return -1;
 	w->slots = calloc(nslots, sizeof(*w->slots));
-	if (w->slots == NULL)
+	w->bits = calloc(nslots / 64, sizeof(*w->bits));
+	if (w->slots == NULL || w->bits == NULL) {
+		free(w->slots);
+		free(w->bits);
 		return -1;
+	}
 	for (i = 0; i < nslots; i++)
 		w->slots[i].next = w->slots[i].prev = &w->slots[i];
 	w->nslots = nslots;
 	w->tick_ns = tick_ns;
 	w->cur = now / tick_ns;
 	w->count = 0;
+	w->next_at = UINT64_MAX;
 	return 0;
 }
 
 void fp_wheel_fini(struct fp_wheel *w)
 {
 	free(w->slots);
+	free(w->bits);
 	w->slots = NULL;
+	w->bits = NULL;
+}
+
+/* After an unlink next to @p: clear the slot's bit when @p is a head left
+ * alone. */
+static void slot_check(struct fp_wheel *w, struct fp_tnode *p)
+{
+	if (p >= w->slots && p < w->slots + w->nslots && p->next == p) {
+		size_t i = (size_t)(p - w->slots);
+		w->bits[i / 64] &= ~(1ull << (i % 64));
+	}
 }
 
 void fp_wheel_cancel(struct fp_wheel *w, struct fp_tnode *n)
 {
 	if (n->prev == NULL)
 		return;
-	n->prev->next = n->next;
-	n->next->prev = n->prev;
+	struct fp_tnode *p = n->prev;
+
+	p->next = n->next;
+	n->next->prev = p;
 	n->next = n->prev = NULL;
 	w->count--;
+	slot_check(w, p);
 }
 
 void fp_wheel_arm(struct fp_wheel *w, struct fp_tnode *n, uint64_t when)
@@ -53,12 +73,56 @@ void fp_wheel_arm(struct fp_wheel *w, struct fp_tnode *n, uint64_t when)
 	if (t < w->cur)
 		t = w->cur;
 	h = &w->slots[t & (w->nslots - 1)];
+	w->bits[(t & (w->nslots - 1)) / 64] |= 1ull << ((t & (w->nslots - 1)) % 64);
 	n->when = when;
 	n->next = h->next;
 	n->prev = h;
 	h->next->prev = n;
 	h->next = n;
 	w->count++;
+	if (when < w->next_at)
+		w->next_at = when;
+}
+
+/* A new lower bound of the deadlines: the earliest of this round's entries
+ * in the first non-empty slots from cur (the bitmap skips empty ones). */
+static void next_update(struct fp_wheel *w)
+{
+	uint64_t t = w->cur, scanned = 0;
+	uint32_t mask = w->nslots - 1;
+
+	if (w->count == 0) {
+		w->next_at = UINT64_MAX;
+		return;
+	}
+	while (scanned < w->nslots) {
+		uint32_t sl = (uint32_t)(t & mask);
+		uint64_t word = w->bits[sl / 64] >> (sl % 64), best = UINT64_MAX;
+		const struct fp_tnode *h, *n;
+		if (word == 0) {
+			uint32_t skip = 64 - sl % 64;
+			t += skip;
+			scanned += skip;
+			continue;
+		}
+		{
+			uint32_t z = (uint32_t)__builtin_ctzll(word);
+			t += z;
+			scanned += z;
+		}
+		h = &w->slots[t & mask];
+		for (n = h->next; n != h; n = n->next)
+			if (n->when < best && n->when / w->tick_ns <= t)
+				best = n->when;
+		if (best != UINT64_MAX) {
+			w->next_at = best;
+			return;
+		}
+		t++;
+		scanned++;
+	}
+	/* every entry is a round or more away */
+	w->next_at = (w->cur + w->nslots) * w->tick_ns;
 }
 
 int fp_wheel_run(struct fp_wheel *w, uint64_t now, void (*fire)(struct fp_tnode *, void *),
@@ -67,7 +131,7 @@ int fp_wheel_run(struct fp_wheel *w, uint64_t now, void (*fire)(struct fp_tnode 
 	uint64_t end = now / w->tick_ns, t;
 	int fired = 0;
 
-	if (end < w->cur)
+	if (now < w->next_at || end < w->cur)
 		return 0;
 	/* a gap longer than the wheel: each slot once */
 	t = end - w->cur >= w->nslots ? end - w->nslots + 1 : w->cur;
@@ -87,6 +151,8 @@ int fp_wheel_run(struct fp_wheel *w, uint64_t now, void (*fire)(struct fp_tnode 
 			due.next->prev = n;
 			due.next = n;
 		}
+		if (h->next == h)
+			w->bits[(t & (w->nslots - 1)) / 64] &= ~(1ull << ((t & (w->nslots - 1)) % 64));
 		while (due.next != &due) {
 			n = due.next;
 			due.next = n->next;
@@ -100,36 +166,11 @@ int fp_wheel_run(struct fp_wheel *w, uint64_t now, void (*fire)(struct fp_tnode 
 	/* slot end is looked at again next time: it may hold entries due
 	 * later within this tick (and what a callback armed in the past) */
 	w->cur = end;
+	next_update(w);
 	return fired;
 }
 
 uint64_t fp_wheel_next(const struct fp_wheel *w)
 {
-	uint64_t t;
-	uint32_t i;
-
-	if (w->count == 0)
-		return UINT64_MAX;
-	for (i = 0, t = w->cur; i < w->nslots; i++, t++) {
-		const struct fp_tnode *h = &w->slots[t & (w->nslots - 1)], *n;
-		uint64_t best = UINT64_MAX;
-
-		for (n = h->next; n != h; n = n->next)
-			if (n->when < best)
-				best = n->when;
-		/* an entry of this round: the slot's tick is due */
-		if (best != UINT64_MAX && best / w->tick_ns <= t)
-			return best;
-	}
-	/* every entry is rounds ahead: the earliest of them */
-	{
-		uint64_t best = UINT64_MAX;
-		for (i = 0; i < w->nslots; i++) {
-			const struct fp_tnode *h = &w->slots[i], *n;
-			for (n = h->next; n != h; n = n->next)
-				if (n->when < best)
-					best = n->when;
-		}
-		return best;
-	}
+	return w->count == 0 ? UINT64_MAX : w->next_at;
 }

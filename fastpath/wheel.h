@@ -23,10 +23,14 @@ struct fp_tnode {
 
 struct fp_wheel {
 	struct fp_tnode *slots; /* nslots list heads (sentinels) */
+	uint64_t *bits;         /* a bit per slot: non-empty */
 	uint32_t nslots;        /* power of two */
 	uint64_t tick_ns;
 	uint64_t cur;   /* the next tick fp_wheel_run looks at */
 	uint64_t count; /* armed nodes */
+	/* <= the earliest deadline (UINT64_MAX: none): a run before it
+	 * returns at once, the common case of a poll loop */
+	uint64_t next_at;
 };
 
 /* fp_wheel_init: @nslots (a power of two) slots of @tick_ns. Returns 0, or
@@ -51,8 +55,9 @@ static inline int fp_wheel_armed(const struct fp_tnode *n)
 int fp_wheel_run(struct fp_wheel *w, uint64_t now, void (*fire)(struct fp_tnode *, void *),
                  void *arg);
 
-/* fp_wheel_next: a time <= the earliest deadline (the start of the first
- * non-empty slot's tick), UINT64_MAX when empty. */
+/* fp_wheel_next: a time <= the earliest deadline (exact unless every entry
+ * is a round of the wheel or more away), UINT64_MAX when empty. O(1): the
+ * value is kept by _arm and _run (a scan of the non-empty slot bitmap). */
 uint64_t fp_wheel_next(const struct fp_wheel *w);
 
 #ifdef __cplusplus

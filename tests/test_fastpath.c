@@ -1,0 +1,1874 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_fastpath.c: the 1-RTT fast path engine (fastpath/): codecs, RFC
+ * 9001 test vectors, the timer wheel, two engines back to back (loss,
+ * reordering, key updates, flow control, close, idle, stateless reset,
+ * migration) and interop with real ngtcp2 (quic/ over its in-memory link:
+ * the server's connection is exported into the engine after the handshake).
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fastpath.h"
+#include "fp_int.h"
+#include "wheel.h"
+
+#include "quic.h"
+#include "link.h"
+#include "quic_int.h"
+
+#include <wolfssl/quic.h>
+#include <ngtcp2/ngtcp2_crypto_wolfssl.h>
+
+/* ---- helpers ----------------------------------------------------------- */
+
+static void unhex(const char *h, uint8_t *out, size_t n)
+{
+	size_t i;
+	for (i = 0; i < n; i++) {
+		unsigned v;
+		ck_assert_int_eq(sscanf(h + 2 * i, "%2x", &v), 1);
+		out[i] = (uint8_t)v;
+	}
+}
+
+/* ---- codecs ------------------------------------------------------------ */
+
+START_TEST(varint_roundtrip)
+{
+	static const uint64_t v[] = {0, 1, 63, 64, 16383, 16384, 1073741823, 1073741824,
+	                             (1ull << 62) - 1};
+	uint8_t buf[8];
+	size_t i;
+
+	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		uint8_t *e = fp_varint_put(buf, v[i]);
+		const uint8_t *p = buf;
+		uint64_t got;
+		ck_assert_uint_eq((size_t)(e - buf), fp_varint_len(v[i]));
+		ck_assert_int_eq(fp_varint_get(&p, e, &got), 0);
+		ck_assert_uint_eq(got, v[i]);
+		ck_assert_ptr_eq(p, e);
+		p = buf;
+		ck_assert_int_eq(fp_varint_get(&p, e - 1, &got), -1); /* short */
+	}
+	/* RFC 9000, A.1: 0x9d7f3e7d = 494878333 */
+	unhex("9d7f3e7d", buf, 4);
+	{
+		const uint8_t *p = buf;
+		uint64_t got;
+		ck_assert_int_eq(fp_varint_get(&p, buf + 4, &got), 0);
+		ck_assert_uint_eq(got, 494878333);
+	}
+}
+END_TEST
+
+START_TEST(pn_codec)
+{
+	/* RFC 9000, A.3: largest 0xa82f30ea, 16-bit 0x9b32 -> 0xa82f9b32 */
+	ck_assert_uint_eq(fp_pn_decode(0xa82f30ea, 0x9b32, 2), 0xa82f9b32);
+	/* RFC 9000, A.2: 0xac5c02 acked 0xabe8b3: 2 bytes; 0xace8fe: 3 */
+	ck_assert_uint_eq(fp_pn_len(0xac5c02, 0xabe8b3), 2);
+	ck_assert_uint_eq(fp_pn_len(0xace8fe, 0xabe8b3), 3);
+	ck_assert_uint_eq(fp_pn_len(5, FP_PN_NONE), 1);
+	/* round trip over windows */
+	{
+		uint64_t largest, pn;
+		for (largest = 0; largest < 70000; largest += 997)
+			for (pn = largest + 1; pn < largest + 200; pn += 13) {
+				unsigned l = fp_pn_len(pn, largest);
+				uint64_t t = pn & ((1ull << (8 * l)) - 1);
+				ck_assert_uint_eq(fp_pn_decode(largest, t, l), pn);
+			}
+	}
+}
+END_TEST
+
+START_TEST(ack_codec)
+{
+	struct fp_range r[4] = {{90, 100}, {50, 80}, {10, 10}, {0, 5}};
+	struct fp_ack a;
+	uint8_t buf[64];
+	size_t n = fp_ack_write(buf, sizeof(buf), r, 4, 77);
+	const uint8_t *p = buf + 1;
+	uint32_t i;
+
+	ck_assert_uint_gt(n, 0);
+	ck_assert_uint_eq(buf[0], FT_ACK);
+	ck_assert_int_eq(fp_ack_parse(&p, buf + n, 0, &a), 0);
+	ck_assert_ptr_eq(p, buf + n);
+	ck_assert_uint_eq(a.largest, 100);
+	ck_assert_uint_eq(a.delay, 77);
+	ck_assert_uint_eq(a.n, 4);
+	for (i = 0; i < 4; i++) {
+		ck_assert_uint_eq(a.r[i].lo, r[i].lo);
+		ck_assert_uint_eq(a.r[i].hi, r[i].hi);
+	}
+	/* too small a buffer: fewer ranges, still valid */
+	n = fp_ack_write(buf, 36, r, 4, 0);
+	ck_assert_uint_gt(n, 0);
+	/* a range below zero is an encoding error (RFC 9000, 19.3.1) */
+	{
+		uint8_t bad[] = {5, 0, 0, 6};
+		p = bad;
+		ck_assert_int_eq(fp_ack_parse(&p, bad + sizeof(bad), 0, &a), -1);
+	}
+	{
+		uint8_t bad[] = {10, 0, 1, 2, 7, 0}; /* gap reaches below 0 */
+		p = bad;
+		ck_assert_int_eq(fp_ack_parse(&p, bad + sizeof(bad), 0, &a), -1);
+	}
+}
+END_TEST
+
+/* ---- RFC 9001, Appendix A ---------------------------------------------- */
+
+START_TEST(rfc9001_key_derivation)
+{
+	/* A.1: client_initial_secret -> key, iv, hp (the labels 1-RTT uses) */
+	uint8_t secret[32], key[16], iv[12], hp[16], want[32];
+
+	unhex("c00cf151ca5be075ed0ebfb5c80323c42d6b7db67881289af4008f1f6c357aea", secret, 32);
+	ck_assert_int_eq(fp_key_iv(secret, key, iv), 0);
+	ck_assert_int_eq(fp_expand_label(hp, 16, secret, "quic hp"), 0);
+	unhex("1f369613dd76d5467730efcbe3b1a22d", want, 16);
+	ck_assert_mem_eq(key, want, 16);
+	unhex("fa044b2f42a3fd3b46fb255c", want, 12);
+	ck_assert_mem_eq(iv, want, 12);
+	unhex("9f50449e04a0e810283a1e9933adedd2", want, 16);
+	ck_assert_mem_eq(hp, want, 16);
+	/* server_initial_secret */
+	unhex("3c199828fd139efd216c155ad844cc81fb82fa8d7446fa7d78be803acdda951b", secret, 32);
+	ck_assert_int_eq(fp_key_iv(secret, key, iv), 0);
+	unhex("cf3a5331653c364c88f0f379b6067e37", want, 16);
+	ck_assert_mem_eq(key, want, 16);
+	unhex("0ac1493ca1905853b0bba03e", want, 12);
+	ck_assert_mem_eq(iv, want, 12);
+	/* A.5: the key update secret, "quic ku" (RFC 9001, 6.1) */
+	unhex("9ac312a7f877468ebe69422748ad00a15443f18203a07d6060f688f30f21632b", secret, 32);
+	ck_assert_int_eq(fp_next_secret(secret, secret), 0);
+	unhex("1223504755036d556342ee9361d253421a826c9ecdf3c7148684b36b714881f9", want, 32);
+	ck_assert_mem_eq(secret, want, 32);
+}
+END_TEST
+
+START_TEST(rfc9001_hp_and_seal)
+{
+	/* A.2: the client's header protection mask */
+	uint8_t hpk[16], sample[16], mask[16], want[5];
+	struct fp_aes *a = fp_aes_new();
+
+	ck_assert_ptr_nonnull(a);
+	unhex("9f50449e04a0e810283a1e9933adedd2", hpk, 16);
+	unhex("d1b1c98dd7689fb8ec11d242b123dc9b", sample, 16);
+	ck_assert_int_eq(fp_aes_ecb_key(a, hpk), 0);
+	ck_assert_int_eq(fp_hp_mask(a, sample, mask), 0);
+	unhex("437b9aec36", want, 5);
+	ck_assert_mem_eq(mask, want, 5);
+	fp_aes_free(a);
+
+	/* A.3: the server Initial's payload sealed with its key (pn 1) */
+	{
+		static const char payload[] =
+		        "02000000000600405a020000560303eefce7f7b37ba1d1632e96677825ddf73988cfc7982"
+		        "5df566dc5430b9a045a1200130100002e00330024001d00209d3c940d89690b84d08a6099"
+		        "3c144eca684d1081287c834d5311bcf32bb9da1a002b00020304";
+		static const char hdr[] = "c1000000010008f067a5502a4262b50040750001";
+		static const char prot[] =
+		        "cf000000010008f067a5502a4262b5004075c0d95a482cd0991cd25b0aac406a5816b639"
+		        "4100f37a1c69797554780bb38cc5a99f5ede4cf73c3ec2493a1839b3dbcba3f6ea46c5b7"
+		        "684df3548e7ddeb9c3bf9c73cc3f3bded74b562bfb19fb84022f8ef4cdd93795d77d06ed"
+		        "bb7aaf2f58891850abbdca3d20398c276456cbc42158407dd074ee";
+		size_t pl = (sizeof(payload) - 1) / 2, hl = (sizeof(hdr) - 1) / 2;
+		uint8_t key[16], iv[12], h[64], pkt[256], exp[256], m[16];
+		struct fp_aes *g = fp_aes_new(), *hp = fp_aes_new();
+
+		unhex("cf3a5331653c364c88f0f379b6067e37", key, 16);
+		unhex("0ac1493ca1905853b0bba03e", iv, 12);
+		unhex("c206b8d9b9f0f37644430b490eeaa314", hpk, 16);
+		unhex(hdr, h, hl);
+		unhex(payload, pkt + hl, pl);
+		memcpy(pkt, h, hl);
+		ck_assert_int_eq(fp_aes_gcm_key(g, key), 0);
+		ck_assert_int_eq(fp_aes_ecb_key(hp, hpk), 0);
+		ck_assert_int_eq(fp_seal(g, iv, 1, h, hl, pkt + hl, pl), 0);
+		/* header protection: pn offset hl - 2, sample 4 bytes after */
+		ck_assert_int_eq(fp_hp_mask(hp, pkt + hl - 2 + 4, m), 0);
+		pkt[0] ^= m[0] & 0x0f; /* long header: 4 bits */
+		pkt[hl - 2] ^= m[1];
+		pkt[hl - 1] ^= m[2];
+		unhex(prot, exp, (sizeof(prot) - 1) / 2);
+		ck_assert_uint_eq(hl + pl + 16, (sizeof(prot) - 1) / 2);
+		ck_assert_mem_eq(pkt, exp, hl + pl + 16);
+		/* and opened again */
+		{
+			uint8_t out[256];
+			memcpy(pkt, h, hl);
+			ck_assert_int_eq(fp_open(g, iv, 1, h, hl, exp + hl, pl + 16, out), 0);
+			unhex(payload, pkt + hl, pl);
+			ck_assert_mem_eq(out, pkt + hl, pl);
+			exp[hl + 3] ^= 1;
+			ck_assert_int_lt(fp_open(g, iv, 1, h, hl, exp + hl, pl + 16, out), 0);
+		}
+		fp_aes_free(g);
+		fp_aes_free(hp);
+	}
+}
+END_TEST
+
+/* ---- wheel ------------------------------------------------------------- */
+
+struct wfire {
+	int order[8];
+	int n;
+};
+struct wnode {
+	struct fp_tnode tn;
+	int id;
+	struct wfire *f;
+};
+
+static void wfire_cb(struct fp_tnode *n, void *arg)
+{
+	struct wnode *w = (struct wnode *)n;
+	(void)arg;
+	w->f->order[w->f->n++] = w->id;
+}
+
+START_TEST(wheel_basic)
+{
+	struct fp_wheel w;
+	struct wfire f = {{0}, 0};
+	struct wnode n[4];
+	int i;
+
+	ck_assert_int_eq(fp_wheel_init(&w, 64, 1000, 0), 0);
+	for (i = 0; i < 4; i++) {
+		memset(&n[i], 0, sizeof(n[i]));
+		n[i].id = i;
+		n[i].f = &f;
+	}
+	fp_wheel_arm(&w, &n[0].tn, 5500);
+	fp_wheel_arm(&w, &n[1].tn, 2000);
+	fp_wheel_arm(&w, &n[2].tn, 200000); /* > one round of 64 ticks */
+	fp_wheel_arm(&w, &n[3].tn, 3000);
+	fp_wheel_cancel(&w, &n[3].tn);
+	ck_assert_uint_eq(fp_wheel_next(&w), 2000);
+	ck_assert_int_eq(fp_wheel_run(&w, 1999, wfire_cb, NULL), 0);
+	ck_assert_int_eq(fp_wheel_run(&w, 5400, wfire_cb, NULL), 1);
+	ck_assert_int_eq(f.order[0], 1);
+	/* 5500 is in the same tick as 5400: not yet, but still found */
+	ck_assert_uint_eq(fp_wheel_next(&w), 5500);
+	ck_assert_int_eq(fp_wheel_run(&w, 5500, wfire_cb, NULL), 1);
+	ck_assert_int_eq(fp_wheel_run(&w, 199999, wfire_cb, NULL), 0);
+	ck_assert(fp_wheel_armed(&n[2].tn));
+	ck_assert_uint_le(fp_wheel_next(&w), 200000);
+	ck_assert_int_eq(fp_wheel_run(&w, 300000, wfire_cb, NULL), 1);
+	ck_assert_int_eq(f.order[2], 2);
+	ck_assert_uint_eq(fp_wheel_next(&w), UINT64_MAX);
+	fp_wheel_fini(&w);
+}
+END_TEST
+
+/* ---- two engines back to back ------------------------------------------ */
+
+#define PAT_LEN (4u << 20)
+static uint8_t *pattern;
+
+static void pattern_init(void)
+{
+	uint32_t i, x = 12345;
+	if (pattern)
+		return;
+	pattern = malloc(PAT_LEN);
+	for (i = 0; i < PAT_LEN; i++) {
+		x = x * 1103515245u + 12345u;
+		pattern[i] = (uint8_t)(x >> 16);
+	}
+}
+
+#define MAXQ 4096
+struct dgram {
+	uint64_t at;
+	uint16_t len;
+	uint8_t d[1500];
+	struct fp_addr from;
+};
+
+struct side {
+	struct fp_engine *e;
+	struct fp_conn *c;
+	struct fp_addr addr;
+	/* received per stream (by index sid >> 2 over both kinds) */
+	uint64_t rx_off[64];
+	int rx_fin[64];
+	int rx_bad;
+	uint64_t acked[64];
+	int closed;
+	struct fp_close_info ci;
+	int resets, stops, streams_closed, opened, paths, paths_ok, writable;
+	int fail_cb;
+};
+
+struct pair {
+	struct side s[2];
+	struct dgram *q[2];
+	int nq[2];
+	uint64_t now, delay, end;
+	uint32_t rng;
+	unsigned drop_pct, reorder_pct;
+	uint64_t dropped;
+	int blackhole[2];
+	struct fp_addr nat_from[2]; /* rewrite the source of dir's datagrams */
+	int nat[2];
+};
+
+static int sid_slot(int64_t sid)
+{
+	return (int)(((sid >> 2) * 4 + (sid & 3)) % 64);
+}
+
+static int cb_data(struct fp_conn *c, void *user, int64_t sid, uint64_t off, const uint8_t *d,
+                   size_t n, int fin)
+{
+	struct side *s = user;
+	int k = sid_slot(sid);
+	(void)c;
+	if (off != s->rx_off[k] || off + n > PAT_LEN || memcmp(d, pattern + off, n) != 0)
+		s->rx_bad++;
+	s->rx_off[k] = off + n;
+	if (fin)
+		s->rx_fin[k] = 1;
+	return s->fail_cb ? -1 : 0;
+}
+
+static void cb_acked(struct fp_conn *c, void *user, int64_t sid, uint64_t acked, uint64_t newly)
+{
+	struct side *s = user;
+	int k = sid_slot(sid);
+	(void)c;
+	if (acked != s->acked[k] + newly)
+		s->rx_bad++;
+	s->acked[k] = acked;
+}
+
+static void cb_closed(struct fp_conn *c, void *user, const struct fp_close_info *ci)
+{
+	struct side *s = user;
+	(void)c;
+	s->closed++;
+	s->ci = *ci;
+	s->ci.reason = NULL;
+	s->c = NULL;
+}
+
+static void cb_reset(struct fp_conn *c, void *user, int64_t sid, uint64_t err, uint64_t fs)
+{
+	struct side *s = user;
+	(void)c, (void)sid, (void)err, (void)fs;
+	s->resets++;
+}
+
+static void cb_stop(struct fp_conn *c, void *user, int64_t sid, uint64_t err)
+{
+	struct side *s = user;
+	(void)c, (void)sid, (void)err;
+	s->stops++;
+}
+
+static void cb_sclosed(struct fp_conn *c, void *user, int64_t sid, uint64_t err)
+{
+	struct side *s = user;
+	(void)c, (void)sid, (void)err;
+	s->streams_closed++;
+}
+
+static void cb_open(struct fp_conn *c, void *user, int64_t sid)
+{
+	struct side *s = user;
+	(void)c, (void)sid;
+	s->opened++;
+}
+
+static void cb_path(struct fp_conn *c, void *user, const struct fp_addr *a, int ok)
+{
+	struct side *s = user;
+	(void)c, (void)a;
+	if (ok)
+		s->paths_ok++;
+	else
+		s->paths++;
+}
+
+static void cb_writable(struct fp_conn *c, void *user, int64_t sid)
+{
+	struct side *s = user;
+	(void)c, (void)sid;
+	s->writable++;
+}
+
+static const struct fp_callbacks test_cb = {
+        .stream_data = cb_data,
+        .stream_open = cb_open,
+        .stream_reset = cb_reset,
+        .stop_sending = cb_stop,
+        .stream_acked = cb_acked,
+        .stream_closed = cb_sclosed,
+        .writable = cb_writable,
+        .conn_closed = cb_closed,
+        .path_new = cb_path,
+};
+
+static void addr_of(struct fp_addr *a, uint16_t port)
+{
+	memset(a, 0, sizeof(*a));
+	a->len = 16;
+	a->b[0] = 2;
+	a->b[2] = (uint8_t)(port >> 8);
+	a->b[3] = (uint8_t)port;
+	a->b[4] = 127;
+	a->b[7] = 1;
+}
+
+static void mk_dir(struct fp_dir_keys *k, uint8_t seed)
+{
+	memset(k->secret, seed, sizeof(k->secret));
+	ck_assert_int_eq(fp_key_iv(k->secret, k->key, k->iv), 0);
+	ck_assert_int_eq(fp_expand_label(k->hp, 16, k->secret, "quic hp"), 0);
+}
+
+/* Imports for both sides: side 0 the server, side 1 the client. */
+static void mk_imports(struct fp_import *im, uint64_t win_stream, uint64_t win_conn)
+{
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		struct fp_import *m = &im[i];
+		memset(m, 0, sizeof(*m));
+		m->version = 1;
+		m->is_server = i == 0;
+		m->cipher = FP_CIPHER_AES_128_GCM_SHA256;
+		mk_dir(&m->tx, (uint8_t)(0x10 + i));
+		mk_dir(&m->rx, (uint8_t)(0x11 - i));
+		m->nscids = 2;
+		m->scids[0].len = m->scids[1].len = 8;
+		memset(m->scids[0].id, 0xa0 + i, 8);
+		memset(m->scids[1].id, 0xb0 + i, 8);
+		m->scids[0].seq = 0;
+		m->scids[1].seq = 1;
+		m->scids[0].has_token = m->scids[1].has_token = 1;
+		memset(m->scids[0].token, 0xc0 + i, 16);
+		memset(m->scids[1].token, 0xd0 + i, 16);
+		m->tx_pn = 100 + 7 * (uint64_t)i;
+		m->largest_acked = FP_PN_NONE;
+		m->rx_largest_pn = FP_PN_NONE;
+		m->max_ack_delay_ns = 25000000;
+		m->ack_delay_exponent = 3;
+		m->local_max_data = win_conn;
+		m->peer_max_data = win_conn;
+		m->local_max_stream_data_bidi_local = win_stream;
+		m->local_max_stream_data_bidi_remote = win_stream;
+		m->local_max_stream_data_uni = win_stream;
+		m->local_max_streams_bidi = 10;
+		m->local_max_streams_uni = 10;
+		m->peer_max_streams_bidi = 10;
+		m->peer_max_streams_uni = 10;
+		m->next_local_bidi = i == 0 ? 1 : 0;
+		m->next_local_uni = i == 0 ? 3 : 2;
+		m->next_remote_bidi = i == 0 ? 0 : 1;
+		m->next_remote_uni = i == 0 ? 2 : 3;
+		m->peer.initial_max_stream_data_bidi_local = win_stream;
+		m->peer.initial_max_stream_data_bidi_remote = win_stream;
+		m->peer.initial_max_stream_data_uni = win_stream;
+		m->peer.max_idle_timeout_ns = 30000000000ull;
+		m->peer.active_connection_id_limit = 4;
+		m->local_idle_timeout_ns = 30000000000ull;
+		m->local_active_cid_limit = 4;
+		m->path_validated = 1;
+		m->max_udp_payload = 1200;
+		addr_of(&m->local, (uint16_t)(4433 + i));
+		addr_of(&m->remote, (uint16_t)(4434 - i));
+	}
+	/* each side's DCID is the other's first SCID, with its token */
+	for (i = 0; i < 2; i++) {
+		im[i].dcid = im[1 - i].scids[0];
+		im[i].peer_cids[0] = im[1 - i].scids[1];
+		im[i].npeer_cids = 1;
+	}
+}
+
+static void pair_init(struct pair *p, uint64_t win_stream, uint64_t win_conn,
+                      const struct fp_engine_config *ecfg)
+{
+	struct fp_import im[2];
+	struct fp_engine_config cfg;
+	int i, err;
+
+	pattern_init();
+	memset(p, 0, sizeof(*p));
+	p->now = 1000000000ull;
+	p->delay = 10000000; /* 10 ms one way */
+	p->rng = 99;
+	mk_imports(im, win_stream, win_conn);
+	for (i = 0; i < 2; i++) {
+		if (ecfg)
+			cfg = *ecfg;
+		else
+			memset(&cfg, 0, sizeof(cfg));
+		cfg.max_conns = 4;
+		cfg.cb = &test_cb;
+		/* the client side takes bulk data here: a larger reorder bound */
+		if (i == 1 && !cfg.reorder_bytes)
+			cfg.reorder_bytes = 65536;
+		p->s[i].e = fp_engine_new(&cfg, &err);
+		ck_assert_ptr_nonnull(p->s[i].e);
+		im[i].user = &p->s[i];
+		p->s[i].c = fp_conn_import(p->s[i].e, &im[i], p->now, &err);
+		ck_assert_msg(p->s[i].c != NULL, "import: %d", err);
+		p->s[i].addr = im[i].local;
+		p->q[i] = calloc(MAXQ, sizeof(struct dgram));
+	}
+}
+
+static void pair_free(struct pair *p)
+{
+	int i;
+	for (i = 0; i < 2; i++) {
+		fp_engine_free(p->s[i].e);
+		free(p->q[i]);
+	}
+}
+
+static uint32_t rnd(struct pair *p)
+{
+	p->rng = p->rng * 1664525u + 1013904223u;
+	return p->rng >> 8;
+}
+
+/* One round: both sides send, due datagrams are delivered, timers run.
+ * Returns 0 when nothing at all is left to happen. */
+static int pair_step(struct pair *p)
+{
+	struct fp_pkt pk[32];
+	static uint8_t bufs[32][1500];
+	int i, j, k, any = 0;
+	uint64_t next = UINT64_MAX;
+
+	for (i = 0; i < 2; i++) {
+		int n;
+		for (j = 0; j < 32; j++) {
+			pk[j].data = bufs[j];
+			pk[j].cap = 1500;
+		}
+		n = fp_engine_send(p->s[i].e, pk, 32, p->now);
+		for (j = 0; j < n; j++) {
+			struct dgram *d;
+			any = 1;
+			if (p->blackhole[i] || (p->drop_pct && rnd(p) % 100 < p->drop_pct)) {
+				p->dropped++;
+				continue;
+			}
+			if (p->nq[i] == MAXQ)
+				continue;
+			d = &p->q[i][p->nq[i]++];
+			d->at = p->now + p->delay;
+			if (p->reorder_pct && rnd(p) % 100 < p->reorder_pct)
+				d->at += p->delay / 2 + rnd(p) % (p->delay + 1);
+			d->len = pk[j].len;
+			memcpy(d->d, pk[j].data, pk[j].len);
+			d->from = p->nat[i] ? p->nat_from[i] : pk[j].local;
+		}
+	}
+	for (i = 0; i < 2; i++) {
+		int o = 1 - i;
+		for (k = 0; k < p->nq[i];) {
+			struct dgram *d = &p->q[i][k];
+			if (d->at <= p->now) {
+				struct dgram tmp = *d;
+				p->q[i][k] = p->q[i][--p->nq[i]];
+				fp_engine_recv(p->s[o].e, tmp.d, tmp.len, &p->s[o].addr, &tmp.from,
+				               p->now);
+				any = 1;
+				continue;
+			}
+			if (d->at < next)
+				next = d->at;
+			k++;
+		}
+	}
+	for (i = 0; i < 2; i++) {
+		uint64_t t;
+		fp_engine_timers(p->s[i].e, p->now);
+		if (fp_engine_pending(p->s[i].e))
+			return 1;
+		t = fp_engine_next_expiry(p->s[i].e);
+		if (t < next)
+			next = t;
+	}
+	if (any)
+		return 1;
+	if (next == UINT64_MAX)
+		return 0;
+	if (next > p->end)
+		next = p->end;
+	if (next > p->now)
+		p->now = next;
+	return next < p->end;
+}
+
+static void pair_run(struct pair *p, int (*done)(struct pair *), uint64_t max_ns)
+{
+	uint64_t end = p->now + max_ns;
+	long guard = 0;
+	p->end = end;
+	while (p->now < end && guard++ < 2000000 && !(done && done(p)))
+		if (!pair_step(p)) {
+			if (done == NULL) {
+				p->now = end;
+				return;
+			}
+			p->now += 1000000;
+		}
+}
+
+static const struct fp_iov *iov1(size_t off, size_t len)
+{
+	static struct fp_iov v;
+	v.base = pattern + off;
+	v.len = len;
+	return &v;
+}
+
+static int g_want;
+static int g_sid_slot;
+static int done_rx(struct pair *p)
+{
+	return p->s[1].rx_fin[g_sid_slot] && p->s[0].acked[g_sid_slot] >= (uint64_t)g_want;
+}
+
+static void bulk(struct pair *p, size_t total, size_t piece)
+{
+	int64_t sid;
+	size_t off;
+
+	ck_assert_int_eq(fp_stream_open(p->s[0].c, 0, &sid), 0);
+	ck_assert_int_eq(sid, 3);
+	for (off = 0; off < total; off += piece) {
+		size_t n = total - off < piece ? total - off : piece;
+		ck_assert_int_eq(fp_stream_write(p->s[0].c, sid, iov1(off, n), 1, off + n == total),
+		                 (long)n);
+	}
+	g_want = (int)total;
+	g_sid_slot = sid_slot(sid);
+	pair_run(p, done_rx, 120000000000ull);
+	ck_assert_int_eq(p->s[1].rx_bad, 0);
+	ck_assert_int_eq(p->s[0].rx_bad, 0);
+	ck_assert_uint_eq(p->s[1].rx_off[g_sid_slot], total);
+	ck_assert(p->s[1].rx_fin[g_sid_slot]);
+	ck_assert_uint_eq(p->s[0].acked[g_sid_slot], total);
+}
+
+START_TEST(pair_bulk_clean)
+{
+	struct pair p;
+	struct fp_conn_info ci;
+
+	pair_init(&p, 1 << 20, 4 << 20, NULL);
+	bulk(&p, 1 << 20, 5000);
+	fp_conn_get_info(p.s[0].c, &ci);
+	ck_assert_uint_eq(ci.pkts_lost, 0);
+	/* the RTT estimate found the 20 ms round trip */
+	ck_assert_uint_ge(ci.smoothed_rtt_ns, 19000000);
+	ck_assert_uint_le(ci.smoothed_rtt_ns, 60000000);
+	ck_assert_uint_gt(ci.cwnd, 12000); /* grew out of the initial window */
+	/* the stream closed on both sides once everything was acked */
+	pair_run(&p, NULL, 1000000000ull);
+	ck_assert_int_ge(p.s[0].streams_closed, 1);
+	ck_assert_int_ge(p.s[1].streams_closed, 1);
+	pair_free(&p);
+}
+END_TEST
+
+START_TEST(pair_bulk_loss_reorder)
+{
+	struct pair p;
+	struct fp_conn_info ci;
+	struct fp_stats st;
+
+	pair_init(&p, 1 << 20, 4 << 20, NULL);
+	p.drop_pct = 5;
+	p.reorder_pct = 10;
+	bulk(&p, 1 << 20, 1 << 20);
+	fp_conn_get_info(p.s[0].c, &ci);
+	fp_engine_stats(p.s[0].e, &st);
+	ck_assert_uint_gt(p.dropped, 0);
+	ck_assert_uint_gt(ci.pkts_lost, 0);
+	ck_assert_uint_gt(st.pkts_retransmitted_bytes, 0);
+	pair_free(&p);
+}
+END_TEST
+
+START_TEST(pair_key_update)
+{
+	struct pair p;
+	struct fp_conn_info a, b;
+	int64_t sid;
+
+	pair_init(&p, 1 << 20, 4 << 20, NULL);
+	ck_assert_int_eq(fp_stream_open(p.s[0].c, 0, &sid), 0);
+	ck_assert_int_eq(fp_stream_write(p.s[0].c, sid, iov1(0, 300000), 1, 0), 300000);
+	pair_run(&p, NULL, 50000000ull);
+	/* the client updates mid-stream (RFC 9001, 6) */
+	ck_assert_int_eq(fp_conn_update_key(p.s[1].c), 0);
+	ck_assert_int_eq(fp_conn_update_key(p.s[1].c), MOQ_ERR_STATE); /* not yet confirmed */
+	ck_assert_int_eq(fp_stream_write(p.s[0].c, sid, iov1(300000, 300000), 1, 1), 300000);
+	g_want = 600000;
+	g_sid_slot = sid_slot(sid);
+	pair_run(&p, done_rx, 60000000000ull);
+	ck_assert_int_eq(p.s[1].rx_bad, 0);
+	ck_assert_uint_eq(p.s[1].rx_off[g_sid_slot], 600000);
+	fp_conn_get_info(p.s[0].c, &a);
+	fp_conn_get_info(p.s[1].c, &b);
+	ck_assert_uint_eq(a.key_phase, 1);
+	ck_assert_uint_eq(b.key_phase, 1);
+	ck_assert_uint_ge(a.key_updates, 1);
+	/* and the server updates next, after the first was confirmed */
+	ck_assert_int_eq(fp_conn_update_key(p.s[0].c), 0);
+	ck_assert_int_eq(fp_conn_ping(p.s[0].c), 0);
+	pair_run(&p, NULL, 2000000000ull);
+	fp_conn_get_info(p.s[0].c, &a);
+	fp_conn_get_info(p.s[1].c, &b);
+	ck_assert_uint_eq(a.key_phase, 0);
+	ck_assert_uint_eq(b.key_phase, 0);
+	ck_assert_int_eq(p.s[0].closed + p.s[1].closed, 0);
+	pair_free(&p);
+}
+END_TEST
+
+START_TEST(pair_flow_control_small)
+{
+	struct pair p;
+	struct fp_conn_info ci;
+	struct fp_engine_config cfg;
+	struct fp_stats st;
+
+	/* a 4 KB stream window and 8 KB connection window on the receiver,
+	 * extended by as much: the sender is blocked, says so, and goes on as
+	 * credit comes */
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.stream_window = 4096;
+	cfg.conn_window = 8192;
+	pair_init(&p, 4096, 8192, &cfg);
+	bulk(&p, 200000, 7000);
+	fp_conn_get_info(p.s[0].c, &ci);
+	ck_assert_uint_ge(ci.peer_max_data, 200000);
+	ck_assert_uint_lt(ci.peer_max_data, 200000 + 8192 + 1);
+	ck_assert_uint_eq(ci.sent_data, 200000);
+	fp_engine_stats(p.s[0].e, &st);
+	ck_assert_uint_eq(st.conn_errors, 0);
+	pair_free(&p);
+}
+END_TEST
+
+static int done_closed_both(struct pair *p)
+{
+	return p->s[0].closed && p->s[1].closed;
+}
+
+START_TEST(pair_close_by_peer)
+{
+	struct pair p;
+
+	pair_init(&p, 1 << 20, 4 << 20, NULL);
+	ck_assert_int_eq(fp_conn_close(p.s[1].c, 1, 0x42, "bye"), 0);
+	pair_run(&p, done_closed_both, 5000000000ull);
+	ck_assert_int_eq(p.s[1].closed, 1);
+	ck_assert_int_eq(p.s[1].ci.local, 1);
+	ck_assert_int_eq(p.s[0].closed, 1);
+	ck_assert_int_eq(p.s[0].ci.kind, FP_CLOSE_APPLICATION);
+	ck_assert_int_eq(p.s[0].ci.local, 0);
+	ck_assert_uint_eq(p.s[0].ci.code, 0x42);
+	/* both free their records after the closing / draining period */
+	pair_run(&p, NULL, 5000000000ull);
+	{
+		struct fp_stats a, b;
+		fp_engine_stats(p.s[0].e, &a);
+		fp_engine_stats(p.s[1].e, &b);
+		ck_assert_uint_eq(a.conns_active, 0);
+		ck_assert_uint_eq(b.conns_active, 0);
+	}
+	pair_free(&p);
+}
+END_TEST
+
+START_TEST(pair_idle_timeout)
+{
+	struct pair p;
+	struct fp_stats st;
+
+	pair_init(&p, 1 << 20, 4 << 20, NULL);
+	p.blackhole[1] = 1; /* the client goes silent */
+	ck_assert_int_eq(fp_conn_ping(p.s[0].c), 0);
+	pair_run(&p, NULL, 40000000000ull);
+	ck_assert_int_eq(p.s[0].closed, 1);
+	ck_assert_int_eq(p.s[0].ci.kind, FP_CLOSE_IDLE);
+	fp_engine_stats(p.s[0].e, &st);
+	ck_assert_uint_eq(st.idle_timeouts, 1);
+	ck_assert_uint_eq(st.conns_active, 0);
+	pair_free(&p);
+}
+END_TEST
+
+START_TEST(pair_keepalive_keeps_open)
+{
+	struct pair p;
+	struct fp_engine_config cfg;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.keep_alive_ns = 5000000000ull;
+	pair_init(&p, 1 << 20, 4 << 20, &cfg);
+	pair_run(&p, NULL, 70000000000ull); /* > 2x the idle timeout */
+	ck_assert_int_eq(p.s[0].closed, 0);
+	ck_assert_int_eq(p.s[1].closed, 0);
+	pair_free(&p);
+}
+END_TEST
+
+START_TEST(pair_stateless_reset)
+{
+	struct pair p;
+	uint8_t buf[64], rnd_bytes[64], tok[16];
+	long n;
+
+	pair_init(&p, 1 << 20, 4 << 20, NULL);
+	memset(rnd_bytes, 0x37, sizeof(rnd_bytes));
+	memset(tok, 0xc0, 16); /* the server's token for its CID 0 */
+	n = fp_stateless_reset_build(buf, 43, tok, rnd_bytes);
+	ck_assert_int_eq(n, 43);
+	ck_assert_uint_eq(buf[0] & 0xc0, 0x40);
+	ck_assert_int_eq(fp_stateless_reset_build(buf, 20, tok, rnd_bytes), MOQ_ERR_INVAL);
+	/* an unknown DCID ending in the token: the client's conn resets */
+	ck_assert_int_eq(fp_engine_recv(p.s[1].e, buf, (size_t)n, &p.s[1].addr, &p.s[0].addr,
+	                                p.now),
+	                 0);
+	ck_assert_int_eq(p.s[1].closed, 1);
+	ck_assert_int_eq(p.s[1].ci.kind, FP_CLOSE_STATELESS_RESET);
+	/* garbage for another CID is not ours */
+	buf[40] ^= 1;
+	ck_assert_int_eq(fp_engine_recv(p.s[0].e, buf, (size_t)n, &p.s[0].addr, &p.s[1].addr,
+	                                p.now),
+	                 MOQ_ERR_NOTFOUND);
+	pair_free(&p);
+}
+END_TEST
+
+START_TEST(pair_migration)
+{
+	struct pair p;
+	int64_t sid;
+	struct fp_conn_info ci;
+
+	pair_init(&p, 1 << 20, 4 << 20, NULL);
+	ck_assert_int_eq(fp_stream_open(p.s[0].c, 0, &sid), 0);
+	ck_assert_int_eq(fp_stream_write(p.s[0].c, sid, iov1(0, 200000), 1, 0), 200000);
+	pair_run(&p, NULL, 30000000ull);
+	/* the client's NAT binding changes: a new source port */
+	addr_of(&p.nat_from[1], 5555);
+	p.nat[1] = 1;
+	ck_assert_int_eq(fp_stream_write(p.s[0].c, sid, iov1(200000, 200000), 1, 1), 200000);
+	g_want = 400000;
+	g_sid_slot = sid_slot(sid);
+	pair_run(&p, done_rx, 30000000000ull);
+	ck_assert_int_eq(p.s[1].rx_bad, 0);
+	ck_assert_uint_eq(p.s[1].rx_off[g_sid_slot], 400000);
+	ck_assert_int_eq(p.s[0].paths, 1);
+	ck_assert_int_eq(p.s[0].paths_ok, 1);
+	fp_conn_get_info(p.s[0].c, &ci);
+	ck_assert_mem_eq(ci.remote.b, p.nat_from[1].b, 16);
+	ck_assert_uint_eq(ci.path_validated, 1);
+	pair_free(&p);
+}
+END_TEST
+
+START_TEST(pair_streams_limit_and_reset)
+{
+	struct pair p;
+	int64_t sid;
+	int i, got = 0;
+
+	pair_init(&p, 1 << 20, 4 << 20, NULL);
+	/* the peer allows 10 uni streams: the 11th is refused, then allowed
+	 * when the first ones end (MAX_STREAMS) */
+	for (i = 0; i < 11; i++) {
+		int rv = fp_stream_open(p.s[0].c, 0, &sid);
+		if (rv == 0) {
+			ck_assert_int_eq(fp_stream_write(p.s[0].c, sid, iov1(0, 100), 1, 1), 100);
+			got++;
+		} else {
+			ck_assert_int_eq(rv, MOQ_ERR_AGAIN);
+		}
+	}
+	ck_assert_int_eq(got, 10);
+	pair_run(&p, NULL, 2000000000ull);
+	ck_assert_int_eq(p.s[1].opened, 10);
+	ck_assert_int_ge(p.s[0].writable, 1);
+	ck_assert_int_eq(fp_stream_open(p.s[0].c, 0, &sid), 0);
+	/* reset it: the peer sees RESET_STREAM */
+	ck_assert_int_eq(fp_stream_write(p.s[0].c, sid, iov1(0, 50000), 1, 0), 50000);
+	ck_assert_int_eq(fp_stream_reset(p.s[0].c, sid, 7), 0);
+	pair_run(&p, NULL, 2000000000ull);
+	ck_assert_int_eq(p.s[1].resets, 1);
+	/* the client opens a bidi stream, then STOP_SENDING from the server */
+	ck_assert_int_eq(fp_stream_open(p.s[1].c, 1, &sid), 0);
+	ck_assert_int_eq(sid, 0);
+	ck_assert_int_eq(fp_stream_write(p.s[1].c, sid, iov1(0, 1000), 1, 0), 1000);
+	pair_run(&p, NULL, 1000000000ull);
+	ck_assert_msg(p.s[0].closed == 0, "server closed: %s code %lu ftype %lu local %d",
+	              p.s[0].ci.what, (unsigned long)p.s[0].ci.code,
+	              (unsigned long)p.s[0].ci.frame_type, p.s[0].ci.local);
+	ck_assert_int_eq(fp_stream_stop_sending(p.s[0].c, sid, 9), 0);
+	pair_run(&p, NULL, 1000000000ull);
+	ck_assert_int_eq(p.s[1].stops, 1);
+	ck_assert_int_eq(p.s[0].resets, 1); /* the client reset in answer */
+	ck_assert_int_eq(p.s[0].rx_bad + p.s[1].rx_bad, 0);
+	ck_assert_int_eq(p.s[0].closed + p.s[1].closed, 0);
+	pair_free(&p);
+}
+END_TEST
+
+/* A peer's protocol violation closes with the right code. */
+START_TEST(pair_violation_codes)
+{
+	struct pair p;
+	struct fp_engine_config cfg;
+	int64_t sid;
+
+	/* the peer sends more than the stream window it was given */
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.stream_window = 4096;
+	cfg.conn_window = 1 << 20;
+	pair_init(&p, 4096, 4 << 20, &cfg);
+	ck_assert_int_eq(fp_stream_open(p.s[1].c, 0, &sid), 0);
+	/* lie about the limit on the sending side */
+	fp_stream_find(p.s[1].c, sid)->snd_max = 4 << 20;
+	ck_assert_int_eq(fp_stream_write(p.s[1].c, sid, iov1(0, 2 << 20), 1, 0), 2 << 20);
+	pair_run(&p, done_closed_both, 10000000000ull);
+	ck_assert_int_eq(p.s[0].closed, 1);
+	ck_assert_int_eq(p.s[0].ci.kind, FP_CLOSE_TRANSPORT);
+	ck_assert_uint_eq(p.s[0].ci.code, FP_E_FLOW_CONTROL);
+	ck_assert_int_eq(p.s[1].ci.kind, FP_CLOSE_TRANSPORT);
+	ck_assert_uint_eq(p.s[1].ci.code, FP_E_FLOW_CONTROL);
+	pair_free(&p);
+
+	/* the peer opens more streams than allowed */
+	pair_init(&p, 1 << 20, 4 << 20, NULL);
+	p.s[1].c->x->peer_max_su = 100;
+	{
+		int i;
+		for (i = 0; i < 11; i++) {
+			ck_assert_int_eq(fp_stream_open(p.s[1].c, 0, &sid), 0);
+			/* not ended: none frees a slot of the peer's limit */
+			ck_assert_int_eq(fp_stream_write(p.s[1].c, sid, iov1(0, 10), 1, 0), 10);
+		}
+	}
+	pair_run(&p, done_closed_both, 10000000000ull);
+	ck_assert_uint_eq(p.s[0].ci.code, FP_E_STREAM_LIMIT);
+	pair_free(&p);
+}
+END_TEST
+
+START_TEST(import_refusals)
+{
+	struct fp_import im[2];
+	struct fp_engine_config cfg;
+	struct fp_engine *e;
+	int err;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.max_conns = 1;
+	e = fp_engine_new(&cfg, &err);
+	ck_assert_ptr_nonnull(e);
+	mk_imports(im, 1000, 1000);
+	im[0].cipher = 0x1302;
+	ck_assert_ptr_null(fp_conn_import(e, &im[0], 1, &err));
+	ck_assert_int_eq(err, MOQ_ERR_CONFIG);
+	im[0].cipher = FP_CIPHER_AES_128_GCM_SHA256;
+	im[0].bytes_in_flight = 1;
+	ck_assert_ptr_null(fp_conn_import(e, &im[0], 1, &err));
+	ck_assert_int_eq(err, MOQ_ERR_CONFIG);
+	im[0].bytes_in_flight = 0;
+	ck_assert_ptr_nonnull(fp_conn_import(e, &im[0], 1, &err));
+	ck_assert_ptr_null(fp_conn_import(e, &im[1], 1, &err));
+	ck_assert_int_eq(err, MOQ_ERR_LIMIT);
+	cfg.sent_ring = 100; /* not a power of two */
+	ck_assert_ptr_null(fp_engine_new(&cfg, &err));
+	ck_assert_int_eq(err, MOQ_ERR_CONFIG);
+	fp_engine_free(e);
+}
+END_TEST
+
+
+/* ---- interop with ngtcp2 ------------------------------------------------
+ *
+ * A client and a server endpoint of quic/ (ngtcp2 + wolfSSL) handshake over
+ * the in-memory link; the server's connection is then exported by a
+ * test-local export (ngtcp2's public API, the 1-RTT secrets captured by a
+ * QUIC method of ours as quic/export.c does for light clients, and what the
+ * test itself sent) into an engine, quic/ forgets it, and the ngtcp2 client
+ * goes on talking to the engine.
+ */
+
+static const char *const ix_alpn[] = {"moq-lite-05"};
+
+struct cap_dir {
+	uint8_t secret[64], key[32], iv[12], hp[32];
+};
+static struct cap {
+	struct cap_dir rx, tx;
+	size_t secretlen;
+	int have_rx, have_tx;
+} g_cap;
+
+static ngtcp2_conn *ssl_conn(WOLFSSL *ssl)
+{
+	ngtcp2_crypto_conn_ref *ref = wolfSSL_get_app_data(ssl);
+	return ref->get_conn(ref);
+}
+
+static int cap_set_secrets(WOLFSSL *ssl, WOLFSSL_ENCRYPTION_LEVEL wlevel, const uint8_t *rx,
+                           const uint8_t *tx, size_t secretlen)
+{
+	ngtcp2_conn *q = ssl_conn(ssl);
+	ngtcp2_crypto_level level = ngtcp2_crypto_wolfssl_from_wolfssl_encryption_level(wlevel);
+	struct cap *k = level == NGTCP2_CRYPTO_LEVEL_APPLICATION && secretlen <= 64 ? &g_cap : NULL;
+
+	if (rx && ngtcp2_crypto_derive_and_install_rx_key(q, k ? k->rx.key : NULL, k ? k->rx.iv : NULL,
+	                                                  k ? k->rx.hp : NULL, level, rx,
+	                                                  secretlen) != 0)
+		return 0;
+	if (tx && ngtcp2_crypto_derive_and_install_tx_key(q, k ? k->tx.key : NULL, k ? k->tx.iv : NULL,
+	                                                  k ? k->tx.hp : NULL, level, tx,
+	                                                  secretlen) != 0)
+		return 0;
+	if (k) {
+		if (rx) {
+			memcpy(k->rx.secret, rx, secretlen);
+			k->have_rx = 1;
+		}
+		if (tx) {
+			memcpy(k->tx.secret, tx, secretlen);
+			k->have_tx = 1;
+		}
+		k->secretlen = secretlen;
+	}
+	return 1;
+}
+
+static int cap_add_hs(WOLFSSL *ssl, WOLFSSL_ENCRYPTION_LEVEL wlevel, const uint8_t *d, size_t n)
+{
+	ngtcp2_conn *q = ssl_conn(ssl);
+	int rv = ngtcp2_conn_submit_crypto_data(
+	        q, ngtcp2_crypto_wolfssl_from_wolfssl_encryption_level(wlevel), d, n);
+	if (rv != 0) {
+		ngtcp2_conn_set_tls_error(q, rv);
+		return 0;
+	}
+	return 1;
+}
+
+static int cap_flush(WOLFSSL *ssl)
+{
+	(void)ssl;
+	return 1;
+}
+
+static int cap_alert(WOLFSSL *ssl, WOLFSSL_ENCRYPTION_LEVEL level, uint8_t alert)
+{
+	(void)level;
+	ngtcp2_conn_set_tls_alert(ssl_conn(ssl), alert);
+	return 1;
+}
+
+static const WOLFSSL_QUIC_METHOD cap_method = {
+        .set_encryption_secrets = cap_set_secrets,
+        .add_handshake_data = cap_add_hs,
+        .flush_flight = cap_flush,
+        .send_alert = cap_alert,
+};
+
+#define IX_REQ 14 /* bytes each way on stream 0 before the handoff */
+
+struct ix {
+	struct moq_quic_endpoint *sep, *cep;
+	struct moq_quic_conn *cc, *sc;
+	struct moq_quic_link *lnk;
+	struct moq_quic_addr caddr, saddr, cnat;
+	int nat;
+	struct fp_engine *e;
+	struct side es; /* the engine's callbacks record here */
+	struct dgram *q[2]; /* 0: engine -> client, 1: client -> engine */
+	int nq[2];
+	uint64_t now, delay, end;
+	uint32_t rng;
+	unsigned drop_pct, reorder_pct;
+	uint64_t dropped, unknown;
+	int client_silent;
+	/* the ngtcp2 client */
+	int cest, cclosed;
+	struct moq_quic_close_info cci;
+	uint64_t crx_off[64];
+	int crx_fin[64], crx_bad, copened, cresets, cstops;
+	uint64_t cacked;
+	/* our CIDs and tokens, for stateless resets after the engine forgot */
+	struct fp_cid rs[FP_MAX_SCIDS];
+	int nrs;
+	/* the quic/ server before the handoff */
+	int sest;
+	uint64_t srx;
+};
+static struct ix *gx;
+
+static int ix_slot(int64_t sid)
+{
+	return sid_slot(sid);
+}
+
+static void ccb_new(struct moq_quic_conn *c, void *user)
+{
+	(void)c, (void)user;
+}
+
+static int ccb_est(struct moq_quic_conn *c, void *user, const char *alpn)
+{
+	(void)c, (void)user, (void)alpn;
+	gx->cest = 1;
+	return 0;
+}
+
+static int ccb_data(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t off,
+                    const uint8_t *d, size_t n, int fin)
+{
+	int k = ix_slot(sid);
+	(void)c, (void)user;
+	if (off != gx->crx_off[k] || off + n > PAT_LEN || memcmp(d, pattern + off, n) != 0)
+		gx->crx_bad++;
+	gx->crx_off[k] = off + n;
+	if (fin)
+		gx->crx_fin[k] = 1;
+	return 0;
+}
+
+static int ccb_open(struct moq_quic_conn *c, void *user, int64_t sid)
+{
+	(void)c, (void)user, (void)sid;
+	gx->copened++;
+	return 0;
+}
+
+static void ccb_acked(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t a, uint64_t n)
+{
+	(void)c, (void)user, (void)sid, (void)a;
+	gx->cacked += n;
+}
+
+static void ccb_reset(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t e, uint64_t f)
+{
+	(void)c, (void)user, (void)sid, (void)e, (void)f;
+	gx->cresets++;
+}
+
+static void ccb_stop(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t e)
+{
+	(void)c, (void)user, (void)sid, (void)e;
+	gx->cstops++;
+}
+
+static void ccb_closed(struct moq_quic_conn *c, void *user, const struct moq_quic_close_info *i)
+{
+	(void)c, (void)user;
+	gx->cclosed = 1;
+	gx->cci = *i;
+	gx->cci.reason = NULL;
+	gx->cc = NULL;
+}
+
+static const struct moq_quic_callbacks ccbs = {
+        .conn_new = ccb_new,
+        .established = ccb_est,
+        .stream_open = ccb_open,
+        .stream_data = ccb_data,
+        .stream_acked = ccb_acked,
+        .stream_reset = ccb_reset,
+        .stream_stop_sending = ccb_stop,
+        .conn_closed = ccb_closed,
+};
+
+/* The quic/ server before the handoff: AES-128-GCM only, secrets captured. */
+static void scb_new(struct moq_quic_conn *c, void *user)
+{
+	(void)user;
+	gx->sc = c;
+	memset(&g_cap, 0, sizeof(g_cap));
+	ck_assert_int_eq(wolfSSL_set_cipher_list(c->ssl, "TLS13-AES128-GCM-SHA256"),
+	                 WOLFSSL_SUCCESS);
+	ck_assert_int_eq(wolfSSL_set_quic_method(c->ssl, &cap_method), WOLFSSL_SUCCESS);
+}
+
+static int scb_est(struct moq_quic_conn *c, void *user, const char *alpn)
+{
+	(void)c, (void)user, (void)alpn;
+	gx->sest = 1;
+	return 0;
+}
+
+static int scb_data(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t off,
+                    const uint8_t *d, size_t n, int fin)
+{
+	struct iovec v;
+	(void)user, (void)fin;
+	if (off + n > PAT_LEN || memcmp(d, pattern + off, n) != 0)
+		gx->crx_bad++;
+	gx->srx += n;
+	if (gx->srx == IX_REQ) {
+		/* the answer on the same stream */
+		v.iov_base = pattern;
+		v.iov_len = IX_REQ;
+		ck_assert_int_eq(moq_quic_stream_write(c, sid, &v, 1, 0), IX_REQ);
+	}
+	return 0;
+}
+
+static const struct moq_quic_callbacks scbs = {
+        .conn_new = scb_new,
+        .established = scb_est,
+        .stream_data = scb_data,
+};
+
+static int ix_ready(void *arg)
+{
+	struct ix *x = arg;
+	return x->crx_off[0] == IX_REQ && x->cacked == IX_REQ;
+}
+
+static void fpaddr(struct fp_addr *o, const struct moq_quic_addr *a)
+{
+	memset(o, 0, sizeof(*o));
+	o->len = (uint8_t)a->len;
+	memcpy(o->b, &a->u, a->len);
+}
+
+/* The test-local export of the server connection (see above). */
+static void ix_export(struct ix *x, struct fp_import *im, struct fp_import_stream *st)
+{
+	ngtcp2_conn *q = x->sc->q;
+	const ngtcp2_transport_params *lp = ngtcp2_conn_get_local_transport_params(q);
+	const ngtcp2_transport_params *rp = ngtcp2_conn_get_remote_transport_params(q);
+	const ngtcp2_cid *dcid = ngtcp2_conn_get_dcid(q);
+	ngtcp2_conn_stat cs;
+	ngtcp2_cid scids[16];
+	ngtcp2_cid_token dt[8];
+	size_t ns, nd, i, j;
+
+	ck_assert(g_cap.have_rx && g_cap.have_tx);
+	ck_assert_uint_eq(g_cap.secretlen, 32);
+	ngtcp2_conn_get_conn_stat(q, &cs);
+	ck_assert_uint_eq(cs.bytes_in_flight, 0);
+	memset(im, 0, sizeof(*im));
+	im->version = ngtcp2_conn_get_negotiated_version(q);
+	im->is_server = 1;
+	im->cipher = FP_CIPHER_AES_128_GCM_SHA256;
+	memcpy(im->tx.secret, g_cap.tx.secret, 32);
+	memcpy(im->tx.key, g_cap.tx.key, 16);
+	memcpy(im->tx.iv, g_cap.tx.iv, 12);
+	memcpy(im->tx.hp, g_cap.tx.hp, 16);
+	memcpy(im->rx.secret, g_cap.rx.secret, 32);
+	memcpy(im->rx.key, g_cap.rx.key, 16);
+	memcpy(im->rx.iv, g_cap.rx.iv, 12);
+	memcpy(im->rx.hp, g_cap.rx.hp, 16);
+	/* our CIDs: quic/ registered them in the order ngtcp2 issued them
+	 * (the handshake's, the client's original DCID, then NEW_CONNECTION_ID
+	 * ones): that order gives the sequence numbers */
+	ns = ngtcp2_conn_get_scid(q, scids);
+	for (i = 0; i < x->sc->ncids && im->nscids < FP_MAX_SCIDS; i++) {
+		const struct cid_key *k = &x->sc->cids[i];
+		ngtcp2_cid cid;
+		for (j = 0; j < ns; j++)
+			if (scids[j].datalen == k->len && memcmp(scids[j].data, k->id, k->len) == 0)
+				break;
+		if (j == ns)
+			continue;
+		ngtcp2_cid_init(&cid, k->id, k->len);
+		im->scids[im->nscids].seq = im->nscids;
+		im->scids[im->nscids].len = k->len;
+		memcpy(im->scids[im->nscids].id, k->id, k->len);
+		im->scids[im->nscids].has_token = 1;
+		ck_assert_int_eq(ngtcp2_crypto_generate_stateless_reset_token(
+		                         im->scids[im->nscids].token, x->sep->secret,
+		                         sizeof(x->sep->secret), &cid),
+		                 0);
+		im->nscids++;
+	}
+	ck_assert_uint_ge(im->nscids, 1);
+	im->next_scid_seq = im->nscids;
+	nd = ngtcp2_conn_get_active_dcid(q, dt);
+	im->dcid.len = (uint8_t)dcid->datalen;
+	memcpy(im->dcid.id, dcid->data, dcid->datalen);
+	for (i = 0; i < nd; i++)
+		if (dt[i].cid.datalen == dcid->datalen &&
+		    memcmp(dt[i].cid.data, dcid->data, dcid->datalen) == 0) {
+			im->dcid.seq = dt[i].seq;
+			im->dcid.has_token = dt[i].token_present;
+			memcpy(im->dcid.token, dt[i].token, 16);
+		}
+	/* packet numbers: above any ngtcp2 used (as quic/export.c) */
+	im->tx_pn = x->sc->bytes_sent / 20 + 1024;
+	im->largest_acked = FP_PN_NONE;
+	im->rx_largest_pn = FP_PN_NONE;
+	im->max_ack_delay_ns = lp->max_ack_delay;
+	im->ack_delay_exponent = lp->ack_delay_exponent;
+	im->smoothed_rtt_ns = cs.smoothed_rtt;
+	im->rttvar_ns = cs.rttvar;
+	im->min_rtt_ns = cs.min_rtt;
+	im->latest_rtt_ns = cs.latest_rtt;
+	im->cwnd = cs.cwnd;
+	im->ssthresh = cs.ssthresh;
+	im->bytes_in_flight = cs.bytes_in_flight;
+	/* flow control: what the test sent either way is known */
+	im->local_max_data = lp->initial_max_data + IX_REQ;
+	im->recv_data = IX_REQ;
+	im->sent_data = IX_REQ;
+	im->peer_max_data = IX_REQ + ngtcp2_conn_get_max_data_left(q);
+	im->local_max_stream_data_bidi_local = lp->initial_max_stream_data_bidi_local;
+	im->local_max_stream_data_bidi_remote = lp->initial_max_stream_data_bidi_remote;
+	im->local_max_stream_data_uni = lp->initial_max_stream_data_uni;
+	im->local_max_streams_bidi = lp->initial_max_streams_bidi;
+	im->local_max_streams_uni = lp->initial_max_streams_uni;
+	im->peer_max_streams_bidi = ngtcp2_conn_get_streams_bidi_left(q);
+	im->peer_max_streams_uni = ngtcp2_conn_get_streams_uni_left(q);
+	im->next_local_bidi = 1;
+	im->next_local_uni = 3;
+	im->next_remote_bidi = 4; /* the client opened stream 0 */
+	im->next_remote_uni = 2;
+	memset(st, 0, sizeof(*st));
+	st->id = 0;
+	st->send_offset = IX_REQ;
+	st->send_max = IX_REQ + ngtcp2_conn_get_max_stream_data_left(q, 0);
+	st->recv_offset = IX_REQ;
+	st->recv_max = lp->initial_max_stream_data_bidi_remote + IX_REQ;
+	im->streams = st;
+	im->nstreams = 1;
+	im->peer.max_udp_payload_size = rp->max_udp_payload_size;
+	im->peer.max_idle_timeout_ns = rp->max_idle_timeout;
+	im->peer.active_connection_id_limit = rp->active_connection_id_limit;
+	im->peer.ack_delay_exponent = rp->ack_delay_exponent;
+	im->peer.max_ack_delay_ns = rp->max_ack_delay;
+	im->peer.initial_max_stream_data_bidi_local = rp->initial_max_stream_data_bidi_local;
+	im->peer.initial_max_stream_data_bidi_remote = rp->initial_max_stream_data_bidi_remote;
+	im->peer.initial_max_stream_data_uni = rp->initial_max_stream_data_uni;
+	im->peer.disable_active_migration = rp->disable_active_migration;
+	im->local_idle_timeout_ns = lp->max_idle_timeout;
+	im->local_active_cid_limit = lp->active_connection_id_limit;
+	im->local_grease_quic_bit = lp->grease_quic_bit;
+	fpaddr(&im->local, &x->saddr);
+	fpaddr(&im->remote, &x->caddr);
+	im->path_validated = 1;
+	im->max_udp_payload = (uint16_t)ngtcp2_conn_get_path_max_tx_udp_payload_size(q);
+	im->user = &x->es;
+}
+
+/* Handshake over the link, one request / answer on stream 0, export. */
+static struct ix *ix_new(uint64_t cli_stream_win, uint64_t cli_conn_win,
+                         const struct fp_engine_config *ecfg)
+{
+	struct ix *x = calloc(1, sizeof(*x));
+	struct moq_quic_config sc, cc;
+	struct moq_quic_link_config lc;
+	struct fp_engine_config cfg;
+	struct fp_import im;
+	struct fp_import_stream st;
+	struct iovec v;
+	int64_t sid;
+	int err = 0, i;
+
+	pattern_init();
+	gx = x;
+	memset(&sc, 0, sizeof(sc));
+	sc.role = MOQ_QUIC_SERVER;
+	sc.worker_id = 3;
+	sc.alpn = ix_alpn;
+	sc.alpn_count = 1;
+	sc.retry = MOQ_QUIC_RETRY_NEVER;
+	sc.cb = &scbs;
+	cc = sc;
+	cc.role = MOQ_QUIC_CLIENT;
+	cc.worker_id = 9;
+	cc.cb = &ccbs;
+	cc.max_stream_data = cli_stream_win;
+	cc.max_data = cli_conn_win;
+	x->sep = moq_quic_endpoint_new(&sc, &err);
+	ck_assert_msg(x->sep != NULL, "server: %d", err);
+	x->cep = moq_quic_endpoint_new(&cc, &err);
+	ck_assert_msg(x->cep != NULL, "client: %d", err);
+	memset(&lc, 0, sizeof(lc));
+	lc.dir[0].delay_ns = lc.dir[1].delay_ns = 10000000;
+	x->lnk = moq_quic_link_new(&lc, x->cep, x->sep);
+	ck_assert_ptr_nonnull(x->lnk);
+	ck_assert_int_eq(moq_quic_addr_ip4("10.0.0.1", 40000, &x->caddr), 0);
+	ck_assert_int_eq(moq_quic_addr_ip4("10.0.0.2", 4443, &x->saddr), 0);
+	ck_assert_int_eq(moq_quic_addr_ip4("10.0.0.1", 40777, &x->cnat), 0);
+	x->cc = moq_quic_connect(x->cep, &x->caddr, &x->saddr, NULL, moq_quic_link_now(x->lnk),
+	                         &err);
+	ck_assert_ptr_nonnull(x->cc);
+	ck_assert_int_eq(moq_quic_stream_open(x->cc, 1, &sid), MOQ_ERR_STATE);
+	moq_quic_link_run(x->lnk, NULL, NULL, 300000000ull);
+	ck_assert(x->cest && x->sest);
+	ck_assert_int_eq(moq_quic_stream_open(x->cc, 1, &sid), 0);
+	ck_assert_int_eq(sid, 0);
+	v.iov_base = pattern;
+	v.iov_len = IX_REQ;
+	ck_assert_int_eq(moq_quic_stream_write(x->cc, sid, &v, 1, 0), IX_REQ);
+	ck_assert_int_eq(moq_quic_link_run(x->lnk, ix_ready, x, 2000000000ull), 0);
+	/* quiet: nothing of ngtcp2's in flight either way */
+	moq_quic_link_run(x->lnk, NULL, NULL, 300000000ull);
+	ix_export(x, &im, &st);
+	x->now = moq_quic_link_now(x->lnk);
+	moq_quic_link_free(x->lnk);
+	x->lnk = NULL;
+	moq_quic_conn_light_detach(x->sc);
+	x->sc = NULL;
+	if (ecfg)
+		cfg = *ecfg;
+	else
+		memset(&cfg, 0, sizeof(cfg));
+	cfg.max_conns = 4;
+	cfg.cb = &test_cb;
+	x->e = fp_engine_new(&cfg, &err);
+	ck_assert_ptr_nonnull(x->e);
+	x->es.c = fp_conn_import(x->e, &im, x->now, &err);
+	ck_assert_msg(x->es.c != NULL, "import: %d", err);
+	x->es.rx_off[0] = IX_REQ;
+	x->es.acked[0] = IX_REQ;
+	x->delay = 10000000;
+	x->rng = 7;
+	for (i = 0; i < 2; i++)
+		x->q[i] = calloc(MAXQ, sizeof(struct dgram));
+	return x;
+}
+
+static void ix_free(struct ix *x)
+{
+	fp_engine_free(x->e);
+	moq_quic_endpoint_free(x->cep);
+	moq_quic_endpoint_free(x->sep);
+	free(x->q[0]);
+	free(x->q[1]);
+	free(x);
+	gx = NULL;
+}
+
+static uint32_t ix_rnd(struct ix *x)
+{
+	x->rng = x->rng * 1664525u + 1013904223u;
+	return x->rng >> 8;
+}
+
+static void ix_queue(struct ix *x, int dir, const uint8_t *d, size_t len,
+                     const struct fp_addr *from)
+{
+	struct dgram *g;
+
+	if ((dir == 1 && x->client_silent) ||
+	    (x->drop_pct && ix_rnd(x) % 100 < x->drop_pct)) {
+		x->dropped++;
+		return;
+	}
+	if (x->nq[dir] == MAXQ)
+		return;
+	g = &x->q[dir][x->nq[dir]++];
+	g->at = x->now + x->delay;
+	if (x->reorder_pct && ix_rnd(x) % 100 < x->reorder_pct)
+		g->at += x->delay / 2 + ix_rnd(x) % (x->delay + 1);
+	g->len = (uint16_t)len;
+	memcpy(g->d, d, len);
+	if (from)
+		g->from = *from;
+}
+
+/* A datagram for no connection: answer with a stateless reset when its
+ * DCID is one we had (RFC 9000, 10.3: smaller than what triggered it). */
+static void ix_unknown(struct ix *x, const uint8_t *d, size_t len)
+{
+	uint8_t rnd[64], out[64];
+	size_t i, n = len - 1 < 43 ? len - 1 : 43;
+	int j;
+
+	x->unknown++;
+	for (j = 0; j < x->nrs; j++) {
+		if (len < 1u + x->rs[j].len || memcmp(d + 1, x->rs[j].id, x->rs[j].len) != 0)
+			continue;
+		if (n < 21)
+			return;
+		for (i = 0; i < sizeof(rnd); i++)
+			rnd[i] = (uint8_t)ix_rnd(x);
+		ck_assert_int_eq(fp_stateless_reset_build(out, n, x->rs[j].token, rnd), (long)n);
+		ix_queue(x, 0, out, n, NULL);
+		return;
+	}
+}
+
+static int ix_step(struct ix *x)
+{
+	static uint8_t bufs[32][1500];
+	struct fp_pkt pk[32];
+	struct moq_quic_pkt mp[32];
+	struct fp_addr saddr, from;
+	uint64_t next = UINT64_MAX, t;
+	int i, n, k;
+
+	fpaddr(&saddr, &x->saddr);
+	for (i = 0; i < 32; i++) {
+		pk[i].data = bufs[i];
+		pk[i].cap = 1500;
+	}
+	n = fp_engine_send(x->e, pk, 32, x->now);
+	for (i = 0; i < n; i++)
+		ix_queue(x, 0, pk[i].data, pk[i].len, NULL);
+	for (i = 0; i < 32; i++) {
+		memset(&mp[i], 0, sizeof(mp[i]));
+		mp[i].data = bufs[i];
+		mp[i].cap = 1500;
+	}
+	k = moq_quic_endpoint_send(x->cep, mp, 32, x->now);
+	for (i = 0; i < k; i++) {
+		fpaddr(&from, x->nat ? &x->cnat : &mp[i].local);
+		ix_queue(x, 1, mp[i].data, mp[i].len, &from);
+	}
+	for (i = 0; i < 2; i++)
+		for (k = 0; k < x->nq[i];) {
+			struct dgram *d = &x->q[i][k];
+			if (d->at <= x->now) {
+				struct dgram tmp = *d;
+				x->q[i][k] = x->q[i][--x->nq[i]];
+				if (i == 0)
+					moq_quic_endpoint_recv(x->cep, tmp.d, tmp.len, &x->caddr,
+					                       &x->saddr, x->now);
+				else if (fp_engine_recv(x->e, tmp.d, tmp.len, &saddr, &tmp.from,
+				                        x->now) == MOQ_ERR_NOTFOUND)
+					ix_unknown(x, tmp.d, tmp.len);
+				n++;
+				continue;
+			}
+			if (d->at < next)
+				next = d->at;
+			k++;
+		}
+	fp_engine_timers(x->e, x->now);
+	moq_quic_endpoint_timers(x->cep, x->now);
+	if (n > 0 || fp_engine_pending(x->e) || moq_quic_endpoint_pending(x->cep))
+		return 1;
+	t = fp_engine_next_expiry(x->e);
+	if (t < next)
+		next = t;
+	t = moq_quic_endpoint_next_expiry(x->cep);
+	if (t < next)
+		next = t;
+	if (next > x->end)
+		next = x->end;
+	if (next > x->now)
+		x->now = next;
+	return next < x->end;
+}
+
+static void ix_run(struct ix *x, int (*done)(struct ix *), uint64_t max_ns)
+{
+	long guard = 0;
+	x->end = x->now + max_ns;
+	while (x->now < x->end && guard++ < 3000000 && !(done && done(x)))
+		if (!ix_step(x))
+			break;
+}
+
+static int64_t ix_sid;
+static uint64_t ix_total;
+static int ix_done_rx(struct ix *x)
+{
+	int k = ix_slot(ix_sid);
+	return x->crx_fin[k] && x->crx_off[k] == ix_total && x->es.acked[k] == ix_total;
+}
+
+/* Stream data engine -> ngtcp2 client, byte-exact, with loss, reordering
+ * and a client key update mid-stream. */
+START_TEST(ix_bulk_loss_key_update)
+{
+	struct ix *x = ix_new(0, 0, NULL);
+	struct fp_conn_info ci;
+	struct moq_quic_conn_info qi;
+	size_t total = 2u << 20, off;
+	int k, updated = 0;
+
+	x->drop_pct = 5;
+	x->reorder_pct = 5;
+	ck_assert_int_eq(fp_stream_open(x->es.c, 0, &ix_sid), 0);
+	ck_assert_int_eq(ix_sid, 3);
+	for (off = 0; off < total; off += 100000) {
+		size_t n = total - off < 100000 ? total - off : 100000;
+		ck_assert_int_eq(fp_stream_write(x->es.c, ix_sid, iov1(off, n), 1, off + n == total),
+		                 (long)n);
+	}
+	ix_total = total;
+	k = ix_slot(ix_sid);
+	/* a key update by the client once a quarter is through */
+	while (!ix_done_rx(x) && x->now < 200000000000ull + x->now) {
+		ix_run(x, NULL, 20000000ull);
+		if (!updated && x->crx_off[k] > total / 4 && x->cc &&
+		    moq_quic_conn_update_key(x->cc, x->now) == 0)
+			updated = 1;
+		if (x->cclosed || x->es.closed)
+			break;
+		if (x->now > 1000000000000ull)
+			break;
+	}
+	ck_assert_msg(!x->cclosed, "client closed: %s code %lu", x->cci.what,
+	              (unsigned long)x->cci.code);
+	ck_assert_int_eq(x->es.closed, 0);
+	ck_assert_int_eq(updated, 1);
+	ck_assert_int_eq(x->crx_bad, 0);
+	ck_assert_int_eq(x->es.rx_bad, 0);
+	ck_assert_uint_eq(x->crx_off[k], total);
+	ck_assert(x->crx_fin[k]);
+	ck_assert_uint_eq(x->es.acked[k], total);
+	fp_conn_get_info(x->es.c, &ci);
+	ck_assert_uint_gt(ci.pkts_lost, 0);
+	ck_assert_uint_ge(ci.key_updates, 1);
+	ck_assert_uint_eq(ci.key_phase, 1);
+	moq_quic_conn_get_info(x->cc, &qi);
+	ck_assert_uint_ge(qi.key_updates, 1);
+	ck_assert_uint_gt(x->dropped, 0);
+	ix_free(x);
+}
+END_TEST
+
+/* The client's address changes (a NAT rebinding) mid-stream. */
+START_TEST(ix_migration)
+{
+	struct ix *x = ix_new(0, 0, NULL);
+	struct fp_conn_info ci;
+	struct fp_addr nat;
+	int k;
+
+	ck_assert_int_eq(fp_stream_open(x->es.c, 0, &ix_sid), 0);
+	ck_assert_int_eq(fp_stream_write(x->es.c, ix_sid, iov1(0, 300000), 1, 0), 300000);
+	ix_run(x, NULL, 40000000ull);
+	x->nat = 1;
+	ck_assert_int_eq(fp_stream_write(x->es.c, ix_sid, iov1(300000, 300000), 1, 1), 300000);
+	ix_total = 600000;
+	ix_run(x, ix_done_rx, 30000000000ull);
+	k = ix_slot(ix_sid);
+	ck_assert_int_eq(x->crx_bad, 0);
+	ck_assert_uint_eq(x->crx_off[k], 600000);
+	ck_assert_int_eq(x->es.paths, 1);
+	ck_assert_int_eq(x->es.paths_ok, 1);
+	fp_conn_get_info(x->es.c, &ci);
+	fpaddr(&nat, &x->cnat);
+	ck_assert_mem_eq(ci.remote.b, nat.b, nat.len);
+	ck_assert_int_eq(x->cclosed, 0);
+	ix_free(x);
+}
+END_TEST
+
+/* The client's flow control windows are small: the engine waits for its
+ * MAX_STREAM_DATA / MAX_DATA and never exceeds them (ngtcp2 would close
+ * with FLOW_CONTROL_ERROR). */
+START_TEST(ix_small_window)
+{
+	struct ix *x = ix_new(8192, 16384, NULL);
+	int k;
+
+	ck_assert_int_eq(fp_stream_open(x->es.c, 0, &ix_sid), 0);
+	ck_assert_int_eq(fp_stream_write(x->es.c, ix_sid, iov1(0, 500000), 1, 1), 500000);
+	ix_total = 500000;
+	ix_run(x, ix_done_rx, 60000000000ull);
+	k = ix_slot(ix_sid);
+	ck_assert_int_eq(x->cclosed, 0);
+	ck_assert_int_eq(x->crx_bad, 0);
+	ck_assert_uint_eq(x->crx_off[k], 500000);
+	ix_free(x);
+}
+END_TEST
+
+static int ix_engine_closed(struct ix *x)
+{
+	return x->es.closed;
+}
+
+/* The client closes: the engine reports its CONNECTION_CLOSE. */
+START_TEST(ix_client_close)
+{
+	struct ix *x = ix_new(0, 0, NULL);
+
+	ck_assert_int_eq(moq_quic_conn_close(x->cc, 0x77, "done"), 0);
+	ix_run(x, ix_engine_closed, 5000000000ull);
+	ck_assert_int_eq(x->es.closed, 1);
+	ck_assert_int_eq(x->es.ci.kind, FP_CLOSE_APPLICATION);
+	ck_assert_int_eq(x->es.ci.local, 0);
+	ck_assert_uint_eq(x->es.ci.code, 0x77);
+	ix_free(x);
+}
+END_TEST
+
+/* The engine closes: ngtcp2 sees our CONNECTION_CLOSE with the code. */
+START_TEST(ix_engine_close)
+{
+	struct ix *x = ix_new(0, 0, NULL);
+	int i;
+
+	ck_assert_int_eq(fp_conn_close(x->es.c, 1, 0x99, "bye"), 0);
+	for (i = 0; i < 100 && !x->cclosed; i++)
+		ix_run(x, NULL, 10000000ull);
+	ck_assert_int_eq(x->cclosed, 1);
+	ck_assert_int_eq(x->cci.kind, MOQ_QUIC_CLOSE_APPLICATION);
+	ck_assert_uint_eq(x->cci.code, 0x99);
+	ck_assert_int_eq(x->cci.local, 0);
+	ix_free(x);
+}
+END_TEST
+
+/* PINGs keep it open while the client answers; a silent client times out. */
+START_TEST(ix_ping_idle)
+{
+	struct fp_engine_config cfg;
+	struct ix *x;
+	struct fp_stats st;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.keep_alive_ns = 5000000000ull;
+	x = ix_new(0, 0, &cfg);
+	ix_run(x, NULL, 70000000000ull); /* > 2x the 30 s idle timeout */
+	ck_assert_int_eq(x->es.closed, 0);
+	ck_assert_int_eq(x->cclosed, 0);
+	x->client_silent = 1;
+	ix_run(x, ix_engine_closed, 70000000000ull);
+	ck_assert_int_eq(x->es.closed, 1);
+	ck_assert_int_eq(x->es.ci.kind, FP_CLOSE_IDLE);
+	fp_engine_stats(x->e, &st);
+	ck_assert_uint_eq(st.conns_active, 0);
+	ix_free(x);
+}
+END_TEST
+
+static int ix_client_streams(struct ix *x)
+{
+	return x->es.opened >= 3 && x->es.resets >= 1 && x->es.rx_fin[sid_slot(4)];
+}
+
+/* The client opens and ends streams after the handoff, and resets one;
+ * the engine answers STOP_SENDING with RESET_STREAM. */
+START_TEST(ix_peer_streams)
+{
+	struct ix *x = ix_new(0, 0, NULL);
+	struct iovec v;
+	int64_t a, b, c;
+
+	ck_assert_int_eq(moq_quic_stream_open(x->cc, 1, &a), 0);
+	ck_assert_int_eq(moq_quic_stream_open(x->cc, 0, &b), 0);
+	ck_assert_int_eq(moq_quic_stream_open(x->cc, 0, &c), 0);
+	ck_assert_int_eq(a, 4);
+	v.iov_base = pattern;
+	v.iov_len = 3000;
+	ck_assert_int_eq(moq_quic_stream_write(x->cc, a, &v, 1, 1), 3000);
+	ck_assert_int_eq(moq_quic_stream_write(x->cc, b, &v, 1, 0), 3000);
+	ck_assert_int_eq(moq_quic_stream_write(x->cc, c, &v, 1, 0), 3000);
+	ix_run(x, NULL, 300000000ull);
+	ck_assert_int_eq(moq_quic_stream_reset(x->cc, b, 5), 0);
+	ix_run(x, ix_client_streams, 2000000000ull);
+	ck_assert_int_eq(x->es.opened, 3);
+	ck_assert_int_eq(x->es.resets, 1);
+	ck_assert_uint_eq(x->es.rx_off[sid_slot(4)], 3000);
+	ck_assert_int_eq(x->es.rx_bad, 0);
+	/* the engine asks the client to stop sending on c */
+	ck_assert_int_eq(fp_stream_stop_sending(x->es.c, c, 11), 0);
+	ix_run(x, NULL, 500000000ull);
+	ck_assert_int_eq(x->cstops, 1);
+	/* and writes on the client's bidi stream a */
+	ck_assert_int_eq(fp_stream_write(x->es.c, a, iov1(0, 5000), 1, 1), 5000);
+	ix_run(x, NULL, 500000000ull);
+	ck_assert_uint_eq(x->crx_off[sid_slot(4)], 5000);
+	ck_assert(x->crx_fin[sid_slot(4)]);
+	ck_assert_int_eq(x->cclosed + x->es.closed, 0);
+	ix_free(x);
+}
+END_TEST
+
+/* The engine forgets the connection; the client's next packet gets a
+ * stateless reset built by the helper (the endpoint's job, RFC 9000,
+ * 10.3), which ngtcp2 accepts. */
+static int ix_cclosed(struct ix *x)
+{
+	return x->cclosed;
+}
+
+START_TEST(ix_stateless_reset)
+{
+	struct ix *x = ix_new(0, 0, NULL);
+	struct fp_cold *cold = x->es.c->x;
+	struct iovec v;
+
+	x->nrs = cold->nscids;
+	memcpy(x->rs, cold->scids, sizeof(x->rs));
+	fp_conn_drop(x->es.c);
+	ck_assert_int_eq(x->es.closed, 1);
+	ck_assert_int_eq(x->es.ci.kind, FP_CLOSE_ENGINE);
+	v.iov_base = pattern + IX_REQ;
+	v.iov_len = 100;
+	ck_assert_int_eq(moq_quic_stream_write(x->cc, 0, &v, 1, 0), 100);
+	ix_run(x, ix_cclosed, 5000000000ull);
+	ck_assert_uint_ge(x->unknown, 1);
+	ck_assert_int_eq(x->cclosed, 1);
+	ck_assert_int_eq(x->cci.kind, MOQ_QUIC_CLOSE_STATELESS_RESET);
+	ix_free(x);
+}
+END_TEST
+
+Suite *fastpath_suite(void);
+Suite *fastpath_suite(void)
+{
+	Suite *s = suite_create("fastpath");
+	TCase *t = tcase_create("codec");
+
+	tcase_add_test(t, varint_roundtrip);
+	tcase_add_test(t, pn_codec);
+	tcase_add_test(t, ack_codec);
+	tcase_add_test(t, rfc9001_key_derivation);
+	tcase_add_test(t, rfc9001_hp_and_seal);
+	tcase_add_test(t, wheel_basic);
+	suite_add_tcase(s, t);
+	t = tcase_create("pair");
+	tcase_set_timeout(t, 120);
+	tcase_add_test(t, import_refusals);
+	tcase_add_test(t, pair_bulk_clean);
+	tcase_add_test(t, pair_bulk_loss_reorder);
+	tcase_add_test(t, pair_key_update);
+	tcase_add_test(t, pair_flow_control_small);
+	tcase_add_test(t, pair_close_by_peer);
+	tcase_add_test(t, pair_idle_timeout);
+	tcase_add_test(t, pair_keepalive_keeps_open);
+	tcase_add_test(t, pair_stateless_reset);
+	tcase_add_test(t, pair_migration);
+	tcase_add_test(t, pair_streams_limit_and_reset);
+	tcase_add_test(t, pair_violation_codes);
+	suite_add_tcase(s, t);
+	t = tcase_create("ngtcp2");
+	tcase_set_timeout(t, 120);
+	tcase_add_test(t, ix_bulk_loss_key_update);
+	tcase_add_test(t, ix_migration);
+	tcase_add_test(t, ix_small_window);
+	tcase_add_test(t, ix_client_close);
+	tcase_add_test(t, ix_engine_close);
+	tcase_add_test(t, ix_ping_idle);
+	tcase_add_test(t, ix_peer_streams);
+	tcase_add_test(t, ix_stateless_reset);
+	suite_add_tcase(s, t);
+	return s;
+}
