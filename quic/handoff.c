@@ -13,7 +13,6 @@
  */
 #include "quic_int.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -161,10 +160,6 @@ static void cb_conn_closed(struct fp_conn *fc, void *user, const struct fp_close
 	qi.what = info->what ? info->what : "fast path";
 	qi.reason = info->reason;
 	qi.reasonlen = info->reasonlen;
-	if (getenv("MOQ_FP_DEBUG"))
-		fprintf(stderr, "fp close kind %d local %d code %llu what %s reason %.*s\n", info->kind,
-		        info->local, (unsigned long long)info->code, info->what ? info->what : "",
-		        (int)info->reasonlen, info->reason ? (const char *)info->reason : "");
 	c->fp = NULL; /* the engine keeps it for its closing period */
 	ep->st.fastpath_conns--;
 	conn_notify(c, &qi);
@@ -262,20 +257,6 @@ int hand_init(struct moq_quic_endpoint *ep)
 
 void hand_fini(struct moq_quic_endpoint *ep)
 {
-	if (ep->fpe && getenv("MOQ_FP_DEBUG")) {
-		struct fp_stats st;
-
-		fp_engine_stats(ep->fpe, &st);
-		fprintf(stderr,
-		        "fp stats: imported %llu in %llu out %llu dropped %llu acks in %llu out %llu "
-		        "lost %llu ptos %llu idle %llu errors %llu reorder_drops %llu pool %llu\n",
-		        (unsigned long long)st.conns_imported, (unsigned long long)st.pkts_in,
-		        (unsigned long long)st.pkts_out, (unsigned long long)st.pkts_dropped,
-		        (unsigned long long)st.acks_in, (unsigned long long)st.acks_out,
-		        (unsigned long long)st.pkts_lost, (unsigned long long)st.ptos,
-		        (unsigned long long)st.idle_timeouts, (unsigned long long)st.conn_errors,
-		        (unsigned long long)st.reorder_drops, (unsigned long long)st.pool_exhausted);
-	}
 	fp_engine_free(ep->fpe);
 	ep->fpe = NULL;
 	free(ep->hscratch);
@@ -496,6 +477,12 @@ static int build_import(struct moq_quic_conn *c, struct hand_scratch *s)
 	imp->path_bytes_recv = c->bytes_recv;
 	imp->path_bytes_sent = c->bytes_sent;
 	imp->user = c;
+	/* what ngtcp2 sends on this path, and our transport parameters the
+	 * engine applies (RFC 9287: with grease_quic_bit the peer may clear
+	 * the fixed bit) */
+	imp->max_udp_payload = (uint16_t)ngtcp2_conn_get_path_max_tx_udp_payload_size(c->q);
+	imp->local_active_cid_limit = lp->active_connection_id_limit;
+	imp->local_grease_quic_bit = (uint8_t)lp->grease_quic_bit;
 	return 0;
 }
 
@@ -657,32 +644,8 @@ size_t hand_send(struct moq_quic_endpoint *ep, struct moq_quic_pkt *pkts, size_t
 	return done;
 }
 
-static void dbg_stats(struct moq_quic_endpoint *ep, uint64_t now)
-{
-	struct fp_stats st;
-
-	fp_engine_stats(ep->fpe, &st);
-	fprintf(stderr,
-	        "fp stats @%.3f: imported %llu in %llu out %llu dropped %llu acks in %llu out %llu "
-	        "lost %llu ptos %llu idle %llu errors %llu reorder_drops %llu pool %llu timers %llu/%llu next %lld\n",
-	        now / 1e9, (unsigned long long)st.conns_imported, (unsigned long long)st.pkts_in,
-	        (unsigned long long)st.pkts_out, (unsigned long long)st.pkts_dropped,
-	        (unsigned long long)st.acks_in, (unsigned long long)st.acks_out,
-	        (unsigned long long)st.pkts_lost, (unsigned long long)st.ptos,
-	        (unsigned long long)st.idle_timeouts, (unsigned long long)st.conn_errors,
-	        (unsigned long long)st.reorder_drops, (unsigned long long)st.pool_exhausted,
-	        (unsigned long long)st.timers_run, (unsigned long long)st.timers_idle,
-	        (long long)(fp_engine_next_expiry(ep->fpe) - now));
-}
-
 int hand_timers(struct moq_quic_endpoint *ep, uint64_t now)
 {
-	static uint64_t last;
-
-	if (ep->fpe && getenv("MOQ_FP_DEBUG") && now > last + 1000000000ull) {
-		last = now;
-		dbg_stats(ep, now);
-	}
 	return ep->fpe != NULL ? fp_engine_timers(ep->fpe, now) : 0;
 }
 
