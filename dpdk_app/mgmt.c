@@ -260,6 +260,14 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	       "QUIC connections served by the 1-RTT fast path (--fastpath on).", s->fastpath_conns);
 	metric(&o, "fastpath_handoffs_total", "counter",
 	       "Connections moved from ngtcp2 to the fast path.", s->handoffs);
+	metric(&o, "fastpath_key_updates_total", "counter",
+	       "1-RTT key updates on the fast path, either side's (RFC 9001, 6).",
+	       s->fastpath_key_updates);
+	metric(&o, "fastpath_packets_lost_total", "counter",
+	       "Packets the fast path declared lost (RFC 9002, 6).", s->fastpath_pkts_lost);
+	metric(&o, "fastpath_paths_validated_total", "counter",
+	       "New peer addresses the fast path validated (RFC 9000, 9).",
+	       s->fastpath_paths_validated);
 	{
 		static const char *const why[MOQ_QUIC_HANDOFF_REASONS] = {
 		        "not_confirmed", "in_flight", "stream_busy", "key_update",

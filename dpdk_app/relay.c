@@ -1848,6 +1848,9 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->quic_spare_bytes += sn.qs.spare_bytes;
 		s->fastpath_conns += sn.qs.fastpath_conns;
 		s->handoffs += sn.qs.handoffs;
+		s->fastpath_key_updates += sn.qs.fastpath_key_updates;
+		s->fastpath_pkts_lost += sn.qs.fastpath_pkts_lost;
+		s->fastpath_paths_validated += sn.qs.fastpath_paths_validated;
 		for (int k = 0; k < MOQ_QUIC_HANDOFF_REASONS; k++)
 			s->handoff_refused[k] += sn.qs.handoff_refused[k];
 		s->sessions += sn.ns.sessions;

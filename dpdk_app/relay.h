@@ -150,6 +150,7 @@ struct moq_relay_stats {
 	 * done, attempts that did not move one by reason (quic.h,
 	 * MOQ_QUIC_HANDOFF_*) */
 	uint64_t fastpath_conns, handoffs, handoff_refused[MOQ_QUIC_HANDOFF_REASONS];
+	uint64_t fastpath_key_updates, fastpath_pkts_lost, fastpath_paths_validated;
 };
 
 /*

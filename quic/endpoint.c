@@ -546,6 +546,7 @@ void moq_quic_endpoint_stats(const struct moq_quic_endpoint *ep, struct moq_quic
 	if (ep && out) {
 		*out = ep->st;
 		out->spare_bytes = mem_cached_bytes(ep) + ep->sfree_bytes;
+		hand_stats(ep, out);
 	}
 }
 

@@ -654,6 +654,18 @@ uint64_t hand_next_expiry(const struct moq_quic_endpoint *ep)
 	return ep->fpe != NULL ? fp_engine_next_expiry(ep->fpe) : UINT64_MAX;
 }
 
+void hand_stats(const struct moq_quic_endpoint *ep, struct moq_quic_stats *out)
+{
+	struct fp_stats st;
+
+	if (ep->fpe == NULL)
+		return;
+	fp_engine_stats(ep->fpe, &st);
+	out->fastpath_key_updates = st.key_updates;
+	out->fastpath_pkts_lost = st.pkts_lost;
+	out->fastpath_paths_validated = st.paths_validated;
+}
+
 int hand_pending(const struct moq_quic_endpoint *ep)
 {
 	return ep->fpe != NULL && fp_engine_pending(ep->fpe);

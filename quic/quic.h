@@ -301,6 +301,10 @@ struct moq_quic_stats {
 	 * (MOQ_QUIC_HANDOFF_*): the busy ones are retried at the next
 	 * datagram; CIPHER, LIMIT and IMPORT leave it on ngtcp2 for good */
 	uint64_t handoff_refused[8];
+	/* the engine's own (fastpath.h, struct fp_stats) */
+	uint64_t fastpath_key_updates; /* key phases started by either side */
+	uint64_t fastpath_pkts_lost;
+	uint64_t fastpath_paths_validated;
 };
 
 /* Why a handoff did not happen (moq_quic_stats.handoff_refused index). */

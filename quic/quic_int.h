@@ -432,6 +432,7 @@ int hand_recv_unknown(struct moq_quic_endpoint *ep, const uint8_t *data, size_t 
 size_t hand_send(struct moq_quic_endpoint *ep, struct moq_quic_pkt *pkts, size_t n, uint64_t now);
 int hand_timers(struct moq_quic_endpoint *ep, uint64_t now);
 uint64_t hand_next_expiry(const struct moq_quic_endpoint *ep);
+void hand_stats(const struct moq_quic_endpoint *ep, struct moq_quic_stats *out);
 int hand_pending(const struct moq_quic_endpoint *ep);
 void hand_conn_free(struct moq_quic_conn *c);
 int hand_close(struct moq_quic_conn *c, uint64_t app_err, const char *reason);

@@ -1076,10 +1076,14 @@ START_TEST(media_kernel_backend)
 	        "--port", sudp,        "--mgmt",    mgmt,     "--stats-interval", "0",
 	        "--fastpath", _i ? "on" : "off", /* _i: issue 23's fast path */
 	        NULL};
+	/* every subscriber starts a key update mid-stream (RFC 9001, 6): on
+	 * the fast path the engine answers it */
 	const char *largs[] = {"--kernel",   "--relay",   relay,           "--local",
 	                       "127.0.0.2",  "--publish", "--subscribers", "20",
-	                       "--duration", "3",         "--quiet",       NULL};
-	unsigned long long delivered = 0, missing = 1, errors = 1;
+	                       "--duration", "3",         "--quiet",       "--key-update",
+	                       "1.5",        NULL};
+	unsigned long long delivered = 0, missing = 1, errors = 1, kus = 0;
+	const char *ku;
 	int rc;
 
 	snprintf(sudp, sizeof(sudp), "%u", udp);
@@ -1095,20 +1099,29 @@ START_TEST(media_kernel_backend)
 	ck_assert_uint_gt(delivered, 1000);
 	ck_assert_uint_eq(missing, 0);
 	ck_assert_uint_eq(errors, 0);
+	ku = strstr(load, "key updates ");
+	ck_assert_msg(ku && sscanf(ku, "key updates %llu", &kus) == 1, "%s", load);
+	ck_assert_uint_eq(kus, 20);
 	r = metrics_when(mport, "moqdp_frames_out_total", (long long)delivered);
 	ck_assert_int_ge(metric(r, "moqdp_frames_out_total"), (long long)delivered);
 	/* --max-latency defaults to 5 s: nothing expired in 3 s */
 	ck_assert_int_gt(metric(r, "moqdp_cache_groups"), 0);
 	ck_assert_int_eq(metric(r, "moqdp_cache_expired_total"), 0);
-	if (_i)
+	if (_i) {
 		ck_assert_int_ge(metric(r, "moqdp_fastpath_handoffs_total"), 20);
-	else
+		/* the clients' key updates reached the engine (a connection
+		 * handed off after its update counts none) */
+		ck_assert_int_gt(metric(r, "moqdp_fastpath_key_updates_total"), 0);
+	} else {
 		ck_assert_int_eq(metric(r, "moqdp_fastpath_handoffs_total"), 0);
+	}
 	fprintf(stderr,
 	        "media_kernel_backend (--fastpath %s): %llu frames verified; %lld datagrams sent in "
-	        "%lld GSO sends of several; %lld connections handed off\n",
+	        "%lld GSO sends of several; %lld connections handed off, %lld key updates on the "
+	        "fast path\n",
 	        _i ? "on" : "off", delivered, metric(r, "moqdp_tx_packets_total"),
-	        metric(r, "moqdp_tx_gso_sends_total"), metric(r, "moqdp_fastpath_handoffs_total"));
+	        metric(r, "moqdp_tx_gso_sends_total"), metric(r, "moqdp_fastpath_handoffs_total"),
+	        metric(r, "moqdp_fastpath_key_updates_total"));
 	check_latency_mbufs("media_kernel_backend", mport, r, prefix + strlen("--file-prefix="),
 	                    delivered, 0);
 	kill(child, SIGTERM);
