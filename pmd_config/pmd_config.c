@@ -180,6 +180,9 @@ static const struct key keys[] = {
         {"fastpath", K_ONOFF, OFF(fastpath), 0, 0,
          "on: subscriber connections leave ngtcp2 for the 1-RTT fast path once set up and "
          "quiet; off: everything stays on ngtcp2 (default off)"},
+        {"fastpath-conns", K_U32, OFF(fastpath_conns), 1, 10000000,
+         "connections per worker the fast path holds (its pools, ~18 KiB a connection, are "
+         "allocated at start); beyond, connections stay on ngtcp2 (default 4096)"},
 };
 
 #define NB_KEYS (sizeof(keys) / sizeof(keys[0]))
@@ -278,6 +281,7 @@ void moq_pmd_config_defaults(struct moq_pmd_config *cfg)
 	cfg->max_streams = 1000;
 	cfg->max_tracks = 10000;
 	cfg->idle_timeout_us = 30 * US;
+	cfg->fastpath_conns = 4096;
 	cfg->backend = MOQ_CFG_BACKEND_DPDK;
 	cfg->redirect_ring = 1024;
 	snprintf(cfg->profile, sizeof(cfg->profile), "auto");

@@ -146,6 +146,7 @@ struct moq_pmd_config {
 	/* issue 23: subscriber connections leave ngtcp2 for the 1-RTT fast
 	 * path once set up and quiet (quic.h, config.fastpath); 1 = on */
 	uint32_t fastpath;
+	uint32_t fastpath_conns; /* the engine's connection pool per worker */
 };
 
 /*

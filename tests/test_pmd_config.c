@@ -292,6 +292,7 @@ static const struct {
         {"--admit-busy", "100", "--admit-busy: '100' is not an integer in [0, 99]"},
         {"--admit-refuse", "goaway=", "--admit-refuse: 'goaway=' is not bounds or goaway=URL"},
         {"--fastpath", "yes", "--fastpath: 'yes' is not on or off"},
+        {"--fastpath-conns", "0", "--fastpath-conns: '0' is not an integer in [1, 10000000]"},
         /* issue 15: --tcp is 0 or 1 (the dpdk backend's exception port:
          * tcp_on_dpdk below) */
         {"--tcp", "2", "--tcp: '2' is not an integer in [0, 1]"},
@@ -715,6 +716,7 @@ START_TEST(fastpath_option)
 
 	ck_assert_int_eq(parse(&c, no_env, err, NULL), 0);
 	ck_assert_uint_eq(c.fastpath, 0);
+	ck_assert_uint_eq(c.fastpath_conns, 4096);
 	ck_assert_int_eq(parse(&c, no_env, err, "--fastpath", "on", NULL), 0);
 	ck_assert_uint_eq(c.fastpath, 1);
 	ck_assert_int_eq(parse(&c, no_env, err, "--fastpath", "on", "--fastpath", "off", NULL), 0);
