@@ -392,6 +392,7 @@ static uint64_t relay_queue;           /* session_queue, 0 = 512 KiB */
 static int with_hub;                   /* h_init: two relay workers */
 static int with_cascade;               /* h_init: a second relay (own cache) behind the first */
 static int relay_fastpath;             /* h_init: the relay endpoint's config.fastpath */
+static uint64_t relay_idle_ns, relay_keep_alive_ns; /* h_init: the relay endpoint's, 0 = default */
 static struct moq_quic_link_dir_config relay_link[2]; /* h_init: loss / reorder */
 static void (*relay_cfg)(struct moq_node_cfg *nc);  /* h_init: a test's relay bounds */
 static void (*relay2_cfg)(struct moq_node_cfg *nc); /* ... of the cascade's second relay */
@@ -485,8 +486,11 @@ static void h_init(const char *alpn, uint64_t relay_budget)
 	q.cb = moq_node_quic_callbacks();
 	q.user = H.relay;
 	q.fastpath = relay_fastpath;
+	q.idle_timeout_ns = relay_idle_ns;
+	q.keep_alive_ns = relay_keep_alive_ns;
 	H.rep = moq_quic_endpoint_new(&q, &err);
 	q.fastpath = 0;
+	q.idle_timeout_ns = q.keep_alive_ns = 0;
 	ck_assert_msg(H.rep != NULL, "relay endpoint: %s", moq_err_str(err));
 	if (with_hub || with_cascade) {
 		q.worker_id = 3;
@@ -811,12 +815,17 @@ static void fastpath_fanout(int fp, int loss)
 	uint64_t complete = 0;
 
 	relay_fastpath = fp;
+	/* a short idle timeout (the silent subscriber below), and PINGs that
+	 * keep the others open between groups */
+	relay_idle_ns = 3 * SEC;
+	relay_keep_alive_ns = 1 * SEC;
 	if (loss) {
 		relay_link[0].loss_ppm = relay_link[1].loss_ppm = 50000;
 		relay_link[0].reorder_ppm = relay_link[1].reorder_ppm = 50000;
 	}
 	h_init(NULL, 0);
 	relay_fastpath = 0;
+	relay_idle_ns = relay_keep_alive_ns = 0;
 	memset(relay_link, 0, sizeof(relay_link));
 	h_publisher();
 	for (int i = 0; i < N; i++)
@@ -918,6 +927,37 @@ static void fastpath_fanout(int fp, int loss)
 	}
 	moq_quic_endpoint_stats(H.rep, &qs);
 	ck_assert_uint_eq(qs.fastpath_conns, fp ? (uint64_t)N : 0); /* still there */
+	if (!loss) {
+		struct moq_quic_stats q2;
+		struct sub *idle = &H.subs[H.nsubs++];
+
+		/* a subscriber that goes silent (nothing reaches it, so it
+		 * sends nothing): the relay's idle timeout frees it, on the
+		 * fast path as on ngtcp2 */
+		H.capture = 1;
+		h_connect(idle, MOQ_ROLE_SUBSCRIBER, NULL);
+		ck_assert(h_until(all_ready, 5 * SEC, 2 * G));
+		H.capture = 0;
+		ck_assert(H.have_cid);
+		h_subscribe(idle, 1);
+		h_run(500 * MS, 2 * G);
+		moq_quic_endpoint_stats(H.rep, &qs);
+		ck_assert_uint_eq(qs.fastpath_conns, fp ? (uint64_t)N + 1 : 0);
+		H.stall = 1;
+		h_run(5 * SEC, 2 * G);
+		H.stall = 0;
+		moq_quic_endpoint_stats(H.rep, &q2);
+		ck_assert_uint_ge(q2.idle_timeouts, qs.idle_timeouts + 1);
+		ck_assert_uint_eq(q2.conns_active, qs.conns_active - 1);
+		ck_assert_uint_eq(q2.fastpath_conns, fp ? (uint64_t)N : 0);
+		H.nsubs--;
+		/* a subscriber that closes: its connection goes at once */
+		ck_assert_int_eq(moq_quic_conn_close(moq_session_conn(H.subs[0].s), 0, "bye"), 0);
+		h_run(500 * MS, 2 * G);
+		moq_quic_endpoint_stats(H.rep, &qs);
+		ck_assert_uint_eq(qs.conns_active, q2.conns_active - 1);
+		ck_assert_uint_eq(qs.fastpath_conns, fp ? (uint64_t)N - 1 : 0);
+	}
 	h_fini();
 }
 
