@@ -257,7 +257,8 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	metric(&o, "sessions", "gauge", "moq-lite sessions open.", s->sessions);
 	/* issue 23: --fastpath (quic/handoff.c) */
 	metric(&o, "fastpath_connections", "gauge",
-	       "QUIC connections served by the 1-RTT fast path (--fastpath on).", s->fastpath_conns);
+	       "QUIC connections served by the 1-RTT fast path (--fastpath on).",
+	       s->fastpath_conns);
 	metric(&o, "fastpath_handoffs_total", "counter",
 	       "Connections moved from ngtcp2 to the fast path.", s->handoffs);
 	metric(&o, "fastpath_key_updates_total", "counter",
@@ -278,7 +279,8 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 		        "others: retried).\n"
 		        "# TYPE moqdp_fastpath_handoffs_refused_total counter\n");
 		for (int k = 0; k < MOQ_QUIC_HANDOFF_REASONS; k++)
-			put(&o, "moqdp_fastpath_handoffs_refused_total{reason=\"%s\"} %" PRIu64 "\n",
+			put(&o,
+			    "moqdp_fastpath_handoffs_refused_total{reason=\"%s\"} %" PRIu64 "\n",
 			    why[k], s->handoff_refused[k]);
 	}
 	metric(&o, "broadcasts", "gauge", "Broadcasts announced to the relay.", s->broadcasts);

@@ -783,7 +783,7 @@ static struct moq_quic_endpoint *make_endpoint(const struct moq_pmd_config *cfg,
 	qc.idle_timeout_ns = cfg->idle_timeout_us * 1000;
 	qc.fastpath = (int)cfg->fastpath; /* issue 23: quic/handoff.c */
 	qc.fastpath_max_conns = cfg->fastpath_conns < cfg->max_connections ? cfg->fastpath_conns
-	                                                                 : cfg->max_connections;
+	                                                                   : cfg->max_connections;
 	qc.max_udp_payload = (size_t)cfg->mtu - 48 < MOQ_QUIC_MAX_UDP_PAYLOAD
 	                             ? (size_t)cfg->mtu - 48 /* IPv6 + UDP headers */
 	                             : MOQ_QUIC_MAX_UDP_PAYLOAD;

@@ -294,7 +294,8 @@ static int parse_args(struct opts *o, int argc, char **argv)
 			double d = strtod(v, &end);
 			if (end == v || (*end && strcmp(end, "s")) || d <= 0 || d > 3600) {
 				fprintf(stderr,
-				        "moqdp-load: --key-update: '%s' is not seconds in (0, 3600]\n",
+				        "moqdp-load: --key-update: '%s' is not seconds in (0, "
+				        "3600]\n",
 				        v);
 				return -1;
 			}

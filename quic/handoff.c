@@ -171,8 +171,7 @@ static void cb_conn_closed(struct fp_conn *fc, void *user, const struct fp_close
 	conn_update_timer(c);
 }
 
-static void cb_path_new(struct fp_conn *fc, void *user, const struct fp_addr *remote,
-                        int validated)
+static void cb_path_new(struct fp_conn *fc, void *user, const struct fp_addr *remote, int validated)
 {
 	struct moq_quic_conn *c = conn_of_fp(fc, user);
 
@@ -375,9 +374,8 @@ static int build_import(struct moq_quic_conn *c, struct hand_scratch *s)
 		o = &imp->scids[imp->nscids++];
 		cid_to_fp(o, &ex->scid[i]);
 		/* RFC 9000, 10.3.2: our tokens derive from the static key */
-		if (ngtcp2_crypto_generate_stateless_reset_token(o->token, c->ep->secret,
-		                                                 sizeof(c->ep->secret),
-		                                                 &ex->scid[i].cid) != 0)
+		if (ngtcp2_crypto_generate_stateless_reset_token(
+		            o->token, c->ep->secret, sizeof(c->ep->secret), &ex->scid[i].cid) != 0)
 			return MOQ_QUIC_HANDOFF_IMPORT;
 		o->has_token = 1;
 	}
@@ -386,8 +384,8 @@ static int build_import(struct moq_quic_conn *c, struct hand_scratch *s)
 	/* RFC 9000, 12.3 and 13.2 */
 	imp->tx_pn = (uint64_t)ex->tx_next_pkt_num;
 	imp->largest_acked = ex->tx_largest_acked < 0 ? FP_PN_NONE : (uint64_t)ex->tx_largest_acked;
-	imp->rx_largest_pn = ex->rx_largest_pkt_num < 0 ? FP_PN_NONE
-	                                                : (uint64_t)ex->rx_largest_pkt_num;
+	imp->rx_largest_pn =
+	        ex->rx_largest_pkt_num < 0 ? FP_PN_NONE : (uint64_t)ex->rx_largest_pkt_num;
 	for (i = 0; i < ex->rx_ack_nranges && imp->nrx_ranges < FP_IMPORT_RANGES; i++) {
 		struct fp_range *r = &imp->rx_ranges[imp->nrx_ranges++];
 
@@ -577,8 +575,7 @@ void hand_try(struct moq_quic_conn *c, uint64_t now)
 /* ------------------------------------------------------------ the data path */
 
 void hand_recv(struct moq_quic_conn *c, const uint8_t *data, size_t len,
-               const struct moq_quic_addr *local, const struct moq_quic_addr *remote,
-               uint64_t now)
+               const struct moq_quic_addr *local, const struct moq_quic_addr *remote, uint64_t now)
 {
 	struct fp_addr l, r;
 
@@ -722,8 +719,8 @@ int hand_stream_open(struct moq_quic_conn *c, int bidi, int64_t *sid)
 	return rv == MOQ_ERR_LIMIT ? MOQ_ERR_NOMEM : rv;
 }
 
-long hand_stream_write(struct moq_quic_conn *c, int64_t sid, const struct iovec *iov,
-                       size_t iovcnt, int fin)
+long hand_stream_write(struct moq_quic_conn *c, int64_t sid, const struct iovec *iov, size_t iovcnt,
+                       int fin)
 {
 	struct fp_iov v[HAND_IOV];
 	long total = 0;

@@ -424,8 +424,7 @@ int hand_init(struct moq_quic_endpoint *ep);
 void hand_fini(struct moq_quic_endpoint *ep);
 void hand_try(struct moq_quic_conn *c, uint64_t now);
 void hand_recv(struct moq_quic_conn *c, const uint8_t *data, size_t len,
-               const struct moq_quic_addr *local, const struct moq_quic_addr *remote,
-               uint64_t now);
+               const struct moq_quic_addr *local, const struct moq_quic_addr *remote, uint64_t now);
 int hand_recv_unknown(struct moq_quic_endpoint *ep, const uint8_t *data, size_t len,
                       const struct moq_quic_addr *local, const struct moq_quic_addr *remote,
                       uint64_t now);
@@ -439,8 +438,8 @@ int hand_close(struct moq_quic_conn *c, uint64_t app_err, const char *reason);
 void hand_info(const struct moq_quic_conn *c, struct moq_quic_conn_info *out);
 int hand_update_key(struct moq_quic_conn *c);
 int hand_stream_open(struct moq_quic_conn *c, int bidi, int64_t *sid);
-long hand_stream_write(struct moq_quic_conn *c, int64_t sid, const struct iovec *iov,
-                       size_t iovcnt, int fin);
+long hand_stream_write(struct moq_quic_conn *c, int64_t sid, const struct iovec *iov, size_t iovcnt,
+                       int fin);
 long hand_stream_queued(const struct moq_quic_conn *c, int64_t sid);
 int hand_stream_reset(struct moq_quic_conn *c, int64_t sid, uint64_t app_err);
 int hand_stream_stop_sending(struct moq_quic_conn *c, int64_t sid, uint64_t app_err);

@@ -1070,18 +1070,17 @@ START_TEST(media_kernel_backend)
 {
 	unsigned int udp = 40000 + (unsigned int)getpid() % 20000, mport = udp + 1;
 	char sudp[16], mgmt[32], prefix[64], relay[40], load[8192], *r;
+	const char *fp = _i ? "on" : "off"; /* issue 23's fast path */
 	const char *args[] = {
-	        prefix,   "--no-huge", "-m",        "512",    "--no-pci",         "-l",
-	        "0-1",    "--",        "--backend", "kernel", "--listen",         "127.0.0.1",
-	        "--port", sudp,        "--mgmt",    mgmt,     "--stats-interval", "0",
-	        "--fastpath", _i ? "on" : "off", /* _i: issue 23's fast path */
-	        NULL};
+	        prefix,       "--no-huge", "-m",        "512",    "--no-pci",         "-l",
+	        "0-1",        "--",        "--backend", "kernel", "--listen",         "127.0.0.1",
+	        "--port",     sudp,        "--mgmt",    mgmt,     "--stats-interval", "0",
+	        "--fastpath", fp,          NULL};
 	/* every subscriber starts a key update mid-stream (RFC 9001, 6): on
 	 * the fast path the engine answers it */
-	const char *largs[] = {"--kernel",   "--relay",   relay,           "--local",
-	                       "127.0.0.2",  "--publish", "--subscribers", "20",
-	                       "--duration", "3",         "--quiet",       "--key-update",
-	                       "1.5",        NULL};
+	const char *largs[] = {"--kernel",  "--relay",       relay, "--local",    "127.0.0.2",
+	                       "--publish", "--subscribers", "20",  "--duration", "3",
+	                       "--quiet",   "--key-update",  "1.5", NULL};
 	unsigned long long delivered = 0, missing = 1, errors = 1, kus = 0;
 	const char *ku;
 	int rc;
@@ -1116,9 +1115,9 @@ START_TEST(media_kernel_backend)
 		ck_assert_int_eq(metric(r, "moqdp_fastpath_handoffs_total"), 0);
 	}
 	fprintf(stderr,
-	        "media_kernel_backend (--fastpath %s): %llu frames verified; %lld datagrams sent in "
-	        "%lld GSO sends of several; %lld connections handed off, %lld key updates on the "
-	        "fast path\n",
+	        "media_kernel_backend (--fastpath %s): %llu frames verified; %lld datagrams sent "
+	        "in %lld GSO sends of several; %lld connections handed off, %lld key updates on "
+	        "the fast path\n",
 	        _i ? "on" : "off", delivered, metric(r, "moqdp_tx_packets_total"),
 	        metric(r, "moqdp_tx_gso_sends_total"), metric(r, "moqdp_fastpath_handoffs_total"),
 	        metric(r, "moqdp_fastpath_key_updates_total"));

@@ -394,8 +394,8 @@ static int with_cascade;               /* h_init: a second relay (own cache) beh
 static int relay_fastpath;             /* h_init: the relay endpoint's config.fastpath */
 static uint64_t relay_idle_ns, relay_keep_alive_ns; /* h_init: the relay endpoint's, 0 = default */
 static struct moq_quic_link_dir_config relay_link[2]; /* h_init: loss / reorder */
-static void (*relay_cfg)(struct moq_node_cfg *nc);  /* h_init: a test's relay bounds */
-static void (*relay2_cfg)(struct moq_node_cfg *nc); /* ... of the cascade's second relay */
+static void (*relay_cfg)(struct moq_node_cfg *nc);    /* h_init: a test's relay bounds */
+static void (*relay2_cfg)(struct moq_node_cfg *nc);   /* ... of the cascade's second relay */
 static struct moq_quic_config client_qcfg;
 
 static void h_init(const char *alpn, uint64_t relay_budget)
@@ -837,14 +837,16 @@ static void fastpath_fanout(int fp, int loss)
 	if (!h_until(all_done, 40 * SEC, G)) {
 		moq_quic_endpoint_stats(H.rep, &qs);
 		for (int i = 0; i < N; i++)
-			fprintf(stderr, "# sub %d: groups %llu frames %llu bytes %llu errors %llu\n",
-			        i, (unsigned long long)H.subs[i].groups_complete,
+			fprintf(stderr,
+			        "# sub %d: groups %llu frames %llu bytes %llu errors %llu\n", i,
+			        (unsigned long long)H.subs[i].groups_complete,
 			        (unsigned long long)H.subs[i].frames,
 			        (unsigned long long)H.subs[i].bytes,
 			        (unsigned long long)H.subs[i].errors);
 		ck_abort_msg("not every subscriber got every group (handoffs %llu, on the fast "
 		             "path %llu)",
-		             (unsigned long long)qs.handoffs, (unsigned long long)qs.fastpath_conns);
+		             (unsigned long long)qs.handoffs,
+		             (unsigned long long)qs.fastpath_conns);
 	}
 	h_run(200 * MS, G);
 	/* the process's heap in use with every subscriber connected, set up
@@ -867,10 +869,14 @@ static void fastpath_fanout(int fp, int loss)
 	        "cipher %llu limit %llu import %llu other %llu\n",
 	        loss ? "_loss" : "", (unsigned long long)qs.handoffs,
 	        (unsigned long long)qs.fastpath_conns, (unsigned long long)qs.conns_active,
-	        (unsigned long long)qs.handoff_refused[0], (unsigned long long)qs.handoff_refused[1],
-	        (unsigned long long)qs.handoff_refused[2], (unsigned long long)qs.handoff_refused[3],
-	        (unsigned long long)qs.handoff_refused[4], (unsigned long long)qs.handoff_refused[5],
-	        (unsigned long long)qs.handoff_refused[6], (unsigned long long)qs.handoff_refused[7]);
+	        (unsigned long long)qs.handoff_refused[0],
+	        (unsigned long long)qs.handoff_refused[1],
+	        (unsigned long long)qs.handoff_refused[2],
+	        (unsigned long long)qs.handoff_refused[3],
+	        (unsigned long long)qs.handoff_refused[4],
+	        (unsigned long long)qs.handoff_refused[5],
+	        (unsigned long long)qs.handoff_refused[6],
+	        (unsigned long long)qs.handoff_refused[7]);
 	/* every subscriber's connection moved (the publisher's stays) */
 	ck_assert_uint_eq(qs.handoffs, fp ? (uint64_t)N : 0);
 	ck_assert_uint_eq(qs.fastpath_conns, fp ? (uint64_t)N : 0);
