@@ -135,8 +135,7 @@ int fp_next_secret(uint8_t next[FP_SECRET_LEN], const uint8_t secret[FP_SECRET_L
 	return 0;
 }
 
-int fp_key_iv(const uint8_t secret[FP_SECRET_LEN], uint8_t key[FP_KEY_LEN],
-              uint8_t iv[FP_IV_LEN])
+int fp_key_iv(const uint8_t secret[FP_SECRET_LEN], uint8_t key[FP_KEY_LEN], uint8_t iv[FP_IV_LEN])
 {
 	/* RFC 9001, 5.1 */
 	if (fp_expand_label(key, FP_KEY_LEN, secret, "quic key") < 0 ||
@@ -170,8 +169,8 @@ int fp_keys_setup(struct fp_keys *k, const struct fp_import *imp)
 		goto fail;
 	memcpy(k->tx_secret, imp->tx.secret, FP_SECRET_LEN);
 	memcpy(k->tx_iv, imp->tx.iv, FP_IV_LEN);
-	if (fp_aes_gcm_key(k->tx_aead, imp->tx.key) < 0 || fp_aes_ecb_key(k->tx_hp, imp->tx.hp) < 0 ||
-	    fp_aes_ecb_key(k->rx_hp, imp->rx.hp) < 0)
+	if (fp_aes_gcm_key(k->tx_aead, imp->tx.key) < 0 ||
+	    fp_aes_ecb_key(k->tx_hp, imp->tx.hp) < 0 || fp_aes_ecb_key(k->rx_hp, imp->rx.hp) < 0)
 		goto fail;
 	memcpy(k->rx[0].secret, imp->rx.secret, FP_SECRET_LEN);
 	memcpy(k->rx[0].iv, imp->rx.iv, FP_IV_LEN);

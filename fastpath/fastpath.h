@@ -93,8 +93,8 @@ struct fp_addr {
 
 /* One CID with its sequence number and stateless reset token. */
 struct fp_cid {
-	uint64_t seq;      /* RFC 9000, 5.1.1: sequence number */
-	uint8_t len;       /* 0..FP_CID_MAX */
+	uint64_t seq; /* RFC 9000, 5.1.1: sequence number */
+	uint8_t len;  /* 0..FP_CID_MAX */
 	uint8_t id[FP_CID_MAX];
 	uint8_t has_token; /* token is set */
 	uint8_t token[FP_TOKEN_LEN];
@@ -117,11 +117,11 @@ struct fp_range {
 };
 
 /* Stream flags for fp_import_stream.flags. */
-#define FP_STREAM_FIN_SENT  0x01 /* we sent (and the peer acknowledged) FIN */
-#define FP_STREAM_FIN_RECV  0x02 /* the peer's FIN arrived (recv_offset final) */
+#define FP_STREAM_FIN_SENT   0x01 /* we sent (and the peer acknowledged) FIN */
+#define FP_STREAM_FIN_RECV   0x02 /* the peer's FIN arrived (recv_offset final) */
 #define FP_STREAM_RESET_SENT 0x04 /* we reset the send side */
 #define FP_STREAM_RESET_RECV 0x08 /* the peer reset its send side */
-#define FP_STREAM_STOP_SENT 0x10 /* we sent STOP_SENDING */
+#define FP_STREAM_STOP_SENT  0x10 /* we sent STOP_SENDING */
 
 /* One open stream at the handoff. Quiet means every byte sent so far is
  * acknowledged: send_offset is both sent and acknowledged. */
@@ -137,11 +137,11 @@ struct fp_import_stream {
 
 /* The peer's transport parameters the engine needs (RFC 9000, 18.2). */
 struct fp_peer_params {
-	uint64_t max_udp_payload_size;    /* 0 = 65527 */
-	uint64_t max_idle_timeout_ns;     /* 0 = none */
+	uint64_t max_udp_payload_size;       /* 0 = 65527 */
+	uint64_t max_idle_timeout_ns;        /* 0 = none */
 	uint64_t active_connection_id_limit; /* 0 = 2 */
-	uint64_t ack_delay_exponent;      /* default 3 */
-	uint64_t max_ack_delay_ns;        /* default 25 ms */
+	uint64_t ack_delay_exponent;         /* default 3 */
+	uint64_t max_ack_delay_ns;           /* default 25 ms */
 	/* as the peer sent them: _bidi_local limits what we send on bidi
 	 * streams the peer opens, _bidi_remote on bidi streams we open, _uni on
 	 * uni streams we open (RFC 9000, 18.2) */
@@ -157,30 +157,30 @@ struct fp_peer_params {
  * captured secrets; it is read during fp_conn_import only (copied).
  */
 struct fp_import {
-	uint32_t version;    /* QUIC version (0x00000001; v2 is not supported) */
-	uint8_t is_server;   /* 1: we are the server (stream id parity) */
-	uint16_t cipher;     /* FP_CIPHER_AES_128_GCM_SHA256 */
+	uint32_t version;  /* QUIC version (0x00000001; v2 is not supported) */
+	uint8_t is_server; /* 1: we are the server (stream id parity) */
+	uint16_t cipher;   /* FP_CIPHER_AES_128_GCM_SHA256 */
 
 	/* 1-RTT keys (RFC 9001, 5.1), current phase */
 	struct fp_dir_keys tx, rx;
-	uint8_t key_phase;   /* the current key phase bit (RFC 9001, 6) */
+	uint8_t key_phase; /* the current key phase bit (RFC 9001, 6) */
 
 	/* CIDs (RFC 9000, 5.1) */
-	struct fp_cid dcid;  /* the active CID toward the peer, with the peer's
+	struct fp_cid dcid; /* the active CID toward the peer, with the peer's
 	                      * stateless reset token for it if it gave one */
 	struct fp_cid peer_cids[FP_MAX_PEER_CIDS]; /* spare peer CIDs (NEW_CONNECTION_ID) */
 	uint8_t npeer_cids;
-	uint64_t peer_retire_prior_to; /* the peer's largest Retire Prior To seen */
+	uint64_t peer_retire_prior_to;     /* the peer's largest Retire Prior To seen */
 	struct fp_cid scids[FP_MAX_SCIDS]; /* our CIDs, each with its token */
 	uint8_t nscids;
 	uint64_t next_scid_seq; /* the next sequence number for a CID we issue */
 
 	/* packet numbers (RFC 9000, 12.3) */
-	uint64_t tx_pn;          /* next packet number to send */
-	uint64_t largest_acked;  /* largest of ours the peer acked, FP_PN_NONE */
+	uint64_t tx_pn;         /* next packet number to send */
+	uint64_t largest_acked; /* largest of ours the peer acked, FP_PN_NONE */
 
 	/* ACK state of the peer's packets (RFC 9000, 13.2) */
-	uint64_t rx_largest_pn;  /* FP_PN_NONE: none received */
+	uint64_t rx_largest_pn;                      /* FP_PN_NONE: none received */
 	struct fp_range rx_ranges[FP_IMPORT_RANGES]; /* newest (highest) first */
 	uint8_t nrx_ranges;
 	uint8_t ack_eliciting_pending; /* an ACK is owed */
@@ -206,7 +206,7 @@ struct fp_import {
 	/* stream counts (RFC 9000, 4.6) */
 	uint64_t local_max_streams_bidi, local_max_streams_uni; /* we allow the peer */
 	uint64_t peer_max_streams_bidi, peer_max_streams_uni;   /* the peer allows us */
-	int64_t next_local_bidi, next_local_uni;   /* next stream id we open */
+	int64_t next_local_bidi, next_local_uni;                /* next stream id we open */
 	int64_t next_remote_bidi, next_remote_uni; /* lowest id the peer has not opened */
 
 	const struct fp_import_stream *streams; /* every open stream */
@@ -217,8 +217,8 @@ struct fp_import {
 
 	/* path (RFC 9000, 8 and 9) */
 	struct fp_addr local, remote;
-	uint8_t path_validated;     /* the peer's address is validated */
-	uint64_t path_bytes_recv;   /* for the 3x limit when not validated */
+	uint8_t path_validated;   /* the peer's address is validated */
+	uint64_t path_bytes_recv; /* for the 3x limit when not validated */
 	uint64_t path_bytes_sent;
 
 	void *user; /* the connection's user pointer, fp_conn_user() */
@@ -237,19 +237,19 @@ struct fp_import {
 /* ---- callbacks ---------------------------------------------------------- */
 
 enum fp_close_kind {
-	FP_CLOSE_TRANSPORT = 0,   /* transport error code (RFC 9000, 20.1) */
-	FP_CLOSE_APPLICATION = 1, /* application error code */
-	FP_CLOSE_IDLE = 2,        /* idle timeout, nothing sent (RFC 9000, 10.1) */
+	FP_CLOSE_TRANSPORT = 0,       /* transport error code (RFC 9000, 20.1) */
+	FP_CLOSE_APPLICATION = 1,     /* application error code */
+	FP_CLOSE_IDLE = 2,            /* idle timeout, nothing sent (RFC 9000, 10.1) */
 	FP_CLOSE_STATELESS_RESET = 3, /* the peer sent a stateless reset (10.3) */
-	FP_CLOSE_ENGINE = 4,      /* the engine was freed / fp_conn_drop */
+	FP_CLOSE_ENGINE = 4,          /* the engine was freed / fp_conn_drop */
 };
 
 struct fp_close_info {
 	enum fp_close_kind kind;
-	int local;           /* 1: this side closed; 0: the peer did */
-	uint64_t code;       /* transport or application error code */
-	uint64_t frame_type; /* transport close: the offending frame type */
-	const char *what;    /* constant description, e.g. "idle timeout" */
+	int local;             /* 1: this side closed; 0: the peer did */
+	uint64_t code;         /* transport or application error code */
+	uint64_t frame_type;   /* transport close: the offending frame type */
+	const char *what;      /* constant description, e.g. "idle timeout" */
 	const uint8_t *reason; /* reason phrase, valid during the call */
 	size_t reasonlen;
 };
@@ -333,14 +333,15 @@ struct fp_stats {
 	uint64_t pkts_dropped;      /* undecryptable / malformed / unknown CID */
 	uint64_t acks_in, acks_out; /* ACK frames taken / written */
 	uint64_t pkts_lost, pkts_retransmitted_bytes, ptos;
-	uint64_t key_updates;       /* key phases started by either side */
-	uint64_t stateless_resets;  /* received and matched */
+	uint64_t key_updates;      /* key phases started by either side */
+	uint64_t stateless_resets; /* received and matched */
 	uint64_t paths_validated;
 	uint64_t idle_timeouts;
-	uint64_t conn_errors;       /* closed for a peer's protocol violation */
-	uint64_t reorder_drops;     /* stream data beyond the reorder bound */
+	uint64_t conn_errors;             /* closed for a peer's protocol violation */
+	uint64_t reorder_drops;           /* stream data beyond the reorder bound */
 	uint64_t timers_run, timers_idle; /* expiries, and those with nothing to do */
-	uint64_t pool_exhausted;    /* a stream / chunk / conn record was refused */
+	uint64_t pool_exhausted;          /* a stream / chunk / conn record was refused */
+	uint64_t persistent_congestion;   /* RFC 9002, 7.6 (window back to 2 packets) */
 };
 
 /*
@@ -390,12 +391,12 @@ int fp_conn_recv(struct fp_conn *c, const uint8_t *data, size_t len, const struc
 /* A TX buffer for fp_*_send: the caller sets data / cap / user; the engine
  * sets len, local and remote. */
 struct fp_pkt {
-	uint8_t *data;   /* in: where to write the UDP payload */
-	uint16_t cap;    /* in: its size (>= FP_MIN_PKT_BUF) */
-	uint16_t len;    /* out: UDP payload length */
+	uint8_t *data;                /* in: where to write the UDP payload */
+	uint16_t cap;                 /* in: its size (>= FP_MIN_PKT_BUF) */
+	uint16_t len;                 /* out: UDP payload length */
 	struct fp_addr local, remote; /* out */
 	struct fp_conn *conn;         /* out: the connection it is for */
-	void *user;      /* caller's; untouched */
+	void *user;                   /* caller's; untouched */
 };
 
 /*
@@ -439,10 +440,10 @@ struct fp_conn_info {
 	uint64_t cwnd, ssthresh, bytes_in_flight;
 	uint64_t tx_pn, largest_acked, rx_largest_pn;
 	uint64_t pkts_sent, pkts_recv, pkts_lost, bytes_sent, bytes_recv;
-	uint64_t key_updates;   /* key phase changes since import */
+	uint64_t key_updates; /* key phase changes since import */
 	uint8_t key_phase;
 	uint8_t path_validated;
-	uint8_t closing;        /* closing or draining (RFC 9000, 10.2) */
+	uint8_t closing; /* closing or draining (RFC 9000, 10.2) */
 	uint64_t sent_data, peer_max_data, recv_data, local_max_data;
 	struct fp_addr remote;
 };
@@ -504,8 +505,7 @@ int fp_stream_open(struct fp_conn *c, int bidi, int64_t *sid);
  * receive-only), MOQ_ERR_CLOSED (after FIN or reset), MOQ_ERR_LIMIT (no
  * chunk record: nothing was queued), MOQ_ERR_STATE (closing).
  */
-long fp_stream_write(struct fp_conn *c, int64_t sid, const struct fp_iov *iov, size_t n,
-                     int fin);
+long fp_stream_write(struct fp_conn *c, int64_t sid, const struct fp_iov *iov, size_t n, int fin);
 
 /* fp_stream_queued: bytes of @sid written and not yet acknowledged, or
  * MOQ_ERR_NOTFOUND. */

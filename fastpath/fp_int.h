@@ -14,43 +14,43 @@
 #define FP_NONE32 UINT32_MAX
 
 /* RFC 9000, 20.1: transport error codes. */
-#define FP_E_NO_ERROR           0x0
-#define FP_E_INTERNAL           0x1
-#define FP_E_FLOW_CONTROL       0x3
-#define FP_E_STREAM_LIMIT       0x4
-#define FP_E_STREAM_STATE       0x5
-#define FP_E_FINAL_SIZE         0x6
-#define FP_E_FRAME_ENCODING     0x7
+#define FP_E_NO_ERROR            0x0
+#define FP_E_INTERNAL            0x1
+#define FP_E_FLOW_CONTROL        0x3
+#define FP_E_STREAM_LIMIT        0x4
+#define FP_E_STREAM_STATE        0x5
+#define FP_E_FINAL_SIZE          0x6
+#define FP_E_FRAME_ENCODING      0x7
 #define FP_E_CONNECTION_ID_LIMIT 0x9
-#define FP_E_PROTOCOL_VIOLATION 0xa
-#define FP_E_KEY_UPDATE         0xe
+#define FP_E_PROTOCOL_VIOLATION  0xa
+#define FP_E_KEY_UPDATE          0xe
 
 /* RFC 9000, 19: frame types. */
-#define FT_PADDING        0x00
-#define FT_PING           0x01
-#define FT_ACK            0x02
-#define FT_ACK_ECN        0x03
-#define FT_RESET_STREAM   0x04
-#define FT_STOP_SENDING   0x05
-#define FT_CRYPTO         0x06
-#define FT_NEW_TOKEN      0x07
-#define FT_STREAM         0x08 /* ..0x0f: OFF 0x04, LEN 0x02, FIN 0x01 */
-#define FT_MAX_DATA       0x10
-#define FT_MAX_STREAM_DATA 0x11
-#define FT_MAX_STREAMS_BIDI 0x12
-#define FT_MAX_STREAMS_UNI 0x13
-#define FT_DATA_BLOCKED   0x14
-#define FT_STREAM_DATA_BLOCKED 0x15
+#define FT_PADDING              0x00
+#define FT_PING                 0x01
+#define FT_ACK                  0x02
+#define FT_ACK_ECN              0x03
+#define FT_RESET_STREAM         0x04
+#define FT_STOP_SENDING         0x05
+#define FT_CRYPTO               0x06
+#define FT_NEW_TOKEN            0x07
+#define FT_STREAM               0x08 /* ..0x0f: OFF 0x04, LEN 0x02, FIN 0x01 */
+#define FT_MAX_DATA             0x10
+#define FT_MAX_STREAM_DATA      0x11
+#define FT_MAX_STREAMS_BIDI     0x12
+#define FT_MAX_STREAMS_UNI      0x13
+#define FT_DATA_BLOCKED         0x14
+#define FT_STREAM_DATA_BLOCKED  0x15
 #define FT_STREAMS_BLOCKED_BIDI 0x16
-#define FT_STREAMS_BLOCKED_UNI 0x17
-#define FT_NEW_CONNECTION_ID 0x18
+#define FT_STREAMS_BLOCKED_UNI  0x17
+#define FT_NEW_CONNECTION_ID    0x18
 #define FT_RETIRE_CONNECTION_ID 0x19
-#define FT_PATH_CHALLENGE 0x1a
-#define FT_PATH_RESPONSE  0x1b
-#define FT_CLOSE_TRANSPORT 0x1c
-#define FT_CLOSE_APP      0x1d
-#define FT_HANDSHAKE_DONE 0x1e
-#define FT_DATAGRAM       0x30 /* RFC 9221: 0x30, 0x31 */
+#define FT_PATH_CHALLENGE       0x1a
+#define FT_PATH_RESPONSE        0x1b
+#define FT_CLOSE_TRANSPORT      0x1c
+#define FT_CLOSE_APP            0x1d
+#define FT_HANDSHAKE_DONE       0x1e
+#define FT_DATAGRAM             0x30 /* RFC 9221: 0x30, 0x31 */
 
 /* RFC 9001, 5.3 / 5.4.2: AEAD tag and header protection sample. */
 #define FP_TAG_LEN    16u
@@ -64,9 +64,9 @@
 #define HDR_PNLEN     0x03u
 
 /* RFC 9002, 6.1.1 / 6.1.2 / 6.2 / 7: constants. */
-#define K_PACKET_THRESHOLD 3
-#define K_GRANULARITY_NS   1000000ull
-#define K_INITIAL_RTT_NS   333000000ull
+#define K_PACKET_THRESHOLD      3
+#define K_GRANULARITY_NS        1000000ull
+#define K_INITIAL_RTT_NS        333000000ull
 #define K_PERSISTENT_CONGESTION 3
 /* RFC 9002, 7.2: the minimum window, 2 datagrams. */
 #define MIN_CWND_PKTS 2
@@ -163,9 +163,9 @@ struct fp_keys {
 	struct fp_aes *tx_aead, *tx_hp, *rx_hp;
 	uint8_t tx_secret[FP_SECRET_LEN];
 	uint8_t tx_iv[FP_IV_LEN];
-	struct fp_rxkey rx[3]; /* current, next, previous: rx[(rxc + k) % 3] */
-	uint8_t rxc;           /* index of the current generation */
-	uint8_t have_prev;     /* rx[(rxc + 2) % 3] still usable */
+	struct fp_rxkey rx[3];      /* current, next, previous: rx[(rxc + k) % 3] */
+	uint8_t rxc;                /* index of the current generation */
+	uint8_t have_prev;          /* rx[(rxc + 2) % 3] still usable */
 	uint64_t rx_phase_first_pn; /* first pn received in the current phase */
 	uint64_t prev_until;        /* prev keys dropped after this (3 PTO) */
 	uint64_t tx_phase_first_pn; /* first pn sent in the current tx phase */
@@ -188,8 +188,7 @@ int fp_open(struct fp_aes *a, const uint8_t iv[FP_IV_LEN], uint64_t pn, const ui
 int fp_expand_label(uint8_t *out, size_t outlen, const uint8_t *secret, const char *label);
 /* RFC 9001, 6.1: the next generation's secret from @secret; key/iv too. */
 int fp_next_secret(uint8_t next[FP_SECRET_LEN], const uint8_t secret[FP_SECRET_LEN]);
-int fp_key_iv(const uint8_t secret[FP_SECRET_LEN], uint8_t key[FP_KEY_LEN],
-              uint8_t iv[FP_IV_LEN]);
+int fp_key_iv(const uint8_t secret[FP_SECRET_LEN], uint8_t key[FP_KEY_LEN], uint8_t iv[FP_IV_LEN]);
 int fp_keys_setup(struct fp_keys *k, const struct fp_import *imp);
 void fp_keys_free(struct fp_keys *k);
 /* next rx generation derived into its slot from the current one */
@@ -221,49 +220,49 @@ struct fp_rbuf {
 };
 
 /* Stream flags. */
-#define SF_LOCAL      0x0001 /* we opened it */
-#define SF_UNI        0x0002
-#define SF_FIN_QUEUED 0x0004 /* fin written by the caller */
-#define SF_FIN_SENT   0x0008
-#define SF_FIN_ACKED  0x0010
-#define SF_FIN_RECV   0x0020 /* final size known */
-#define SF_RECV_DONE  0x0040 /* everything delivered / reset */
-#define SF_RESET_SENT 0x0080 /* RESET_STREAM queued or sent */
+#define SF_LOCAL       0x0001 /* we opened it */
+#define SF_UNI         0x0002
+#define SF_FIN_QUEUED  0x0004 /* fin written by the caller */
+#define SF_FIN_SENT    0x0008
+#define SF_FIN_ACKED   0x0010
+#define SF_FIN_RECV    0x0020 /* final size known */
+#define SF_RECV_DONE   0x0040 /* everything delivered / reset */
+#define SF_RESET_SENT  0x0080 /* RESET_STREAM queued or sent */
 #define SF_RESET_ACKED 0x0100
-#define SF_STOP_SENT  0x0200
-#define SF_ON_LIST    0x0400 /* on the connection's send list */
-#define SF_CLOSED     0x0800 /* stream_closed reported */
+#define SF_STOP_SENT   0x0200
+#define SF_ON_LIST     0x0400 /* on the connection's send list */
+#define SF_CLOSED      0x0800 /* stream_closed reported */
 /* per-stream control frames pending */
-#define SF_P_RESET    0x1000
-#define SF_P_STOP     0x2000
-#define SF_P_MSD      0x4000 /* MAX_STREAM_DATA */
-#define SF_P_SDB      0x8000 /* STREAM_DATA_BLOCKED */
-#define SF_P_MASK     (SF_P_RESET | SF_P_STOP | SF_P_MSD | SF_P_SDB)
-#define SF_SDB_DONE   0x10000 /* STREAM_DATA_BLOCKED sent for this limit */
+#define SF_P_RESET  0x1000
+#define SF_P_STOP   0x2000
+#define SF_P_MSD    0x4000 /* MAX_STREAM_DATA */
+#define SF_P_SDB    0x8000 /* STREAM_DATA_BLOCKED */
+#define SF_P_MASK   (SF_P_RESET | SF_P_STOP | SF_P_MSD | SF_P_SDB)
+#define SF_SDB_DONE 0x10000 /* STREAM_DATA_BLOCKED sent for this limit */
 
 /* One stream: 96 bytes, in the engine's pool. */
 struct fp_stream {
 	int64_t id;
 	void *user;
-	uint64_t snd_off;   /* next byte never sent */
-	uint64_t snd_end;   /* bytes written by the caller */
-	uint64_t snd_acked; /* acknowledged prefix */
-	uint64_t snd_max;   /* the peer's MAX_STREAM_DATA */
-	uint64_t rcv_off;   /* delivered prefix */
-	uint64_t rcv_max;   /* our MAX_STREAM_DATA */
-	uint64_t rcv_final; /* final size, UINT64_MAX until known */
-	uint64_t rcv_hi;    /* highest offset received (flow control) */
-	uint64_t app_err;   /* of RESET_STREAM / STOP_SENDING we send */
+	uint64_t snd_off;             /* next byte never sent */
+	uint64_t snd_end;             /* bytes written by the caller */
+	uint64_t snd_acked;           /* acknowledged prefix */
+	uint64_t snd_max;             /* the peer's MAX_STREAM_DATA */
+	uint64_t rcv_off;             /* delivered prefix */
+	uint64_t rcv_max;             /* our MAX_STREAM_DATA */
+	uint64_t rcv_final;           /* final size, UINT64_MAX until known */
+	uint64_t rcv_hi;              /* highest offset received (flow control) */
+	uint64_t app_err;             /* of RESET_STREAM / STOP_SENDING we send */
 	uint32_t chunks, chunks_tail; /* queued caller memory, from snd_acked's */
-	uint32_t cur;       /* the chunk holding snd_off (a cursor), FP_NONE32 */
+	uint32_t cur;                 /* the chunk holding snd_off (a cursor), FP_NONE32 */
 	uint32_t acked_ivl, lost_ivl; /* interval sets */
-	uint32_t next;      /* connection's stream list */
-	uint32_t send_next; /* connection's send list */
-	uint32_t rbuf;      /* reassembly buffer, FP_NONE32 */
+	uint32_t next;                /* connection's stream list */
+	uint32_t send_next;           /* connection's send list */
+	uint32_t rbuf;                /* reassembly buffer, FP_NONE32 */
 	uint32_t flags;
 	uint8_t urgency;
-	uint8_t inflight;   /* sent records naming it (saturating use: held) */
-	uint32_t refs;      /* sent ranges in flight naming this record */
+	uint8_t inflight; /* sent records naming it (saturating use: held) */
+	uint32_t refs;    /* sent ranges in flight naming this record */
 };
 
 /* Range kinds of a sent record (what to do on ack / loss). */
@@ -305,8 +304,7 @@ struct fp_srange {
 #define CF_RESPONSE   0x0400
 #define CF_CLOSE      0x0800
 #define CF_ACK        0x1000 /* (pending only) an ACK must go now */
-#define CF_RESEND     (CF_MAX_DATA | CF_MAX_SB | CF_MAX_SU | CF_NEW_CID | CF_RETIRE_CID | \
-                       CF_CHALLENGE)
+#define CF_RESEND     (CF_MAX_DATA | CF_MAX_SB | CF_MAX_SU | CF_NEW_CID | CF_RETIRE_CID | CF_CHALLENGE)
 
 /*
  * A sent-packet record: 32 bytes, in a ring per connection indexed by
@@ -315,21 +313,21 @@ struct fp_srange {
  * flight (the ring bounds packets in flight).
  */
 struct fp_sent {
-	uint32_t pn_lo;   /* low 32 bits of the packet number */
-	uint32_t t_us;    /* time sent, us since the connection's epoch */
-	uint64_t off;     /* the inline stream range */
+	uint32_t pn_lo; /* low 32 bits of the packet number */
+	uint32_t t_us;  /* time sent, us since the connection's epoch */
+	uint64_t off;   /* the inline stream range */
 	uint32_t sidx;
 	uint16_t len;
-	uint16_t size;    /* UDP payload bytes (for bytes_in_flight) */
-	uint8_t flags;    /* PF_* */
-	uint8_t kind;     /* RK_* of the inline range */
-	uint16_t ctl;     /* CF_* carried */
-	uint32_t more;    /* further ranges in the range pool, FP_NONE32 */
+	uint16_t size; /* UDP payload bytes (for bytes_in_flight) */
+	uint8_t flags; /* PF_* */
+	uint8_t kind;  /* RK_* of the inline range */
+	uint16_t ctl;  /* CF_* carried */
+	uint32_t more; /* further ranges in the range pool, FP_NONE32 */
 };
 
 enum fp_state {
 	ST_OPEN = 0,
-	ST_CLOSING, /* RFC 9000, 10.2.1: we sent CONNECTION_CLOSE */
+	ST_CLOSING,  /* RFC 9000, 10.2.1: we sent CONNECTION_CLOSE */
 	ST_DRAINING, /* 10.2.2: the peer did */
 	ST_DEAD,
 };
@@ -357,10 +355,10 @@ struct fp_cold {
 	int64_t next_local_bidi, next_local_uni, next_remote_bidi, next_remote_uni;
 	uint64_t remote_closed_bidi, remote_closed_uni; /* peer streams freed */
 	struct fp_addr local, remote;
-	struct fp_addr probe_remote;      /* unvalidated new address */
+	struct fp_addr probe_remote; /* unvalidated new address */
 	uint8_t challenge[8], response[8];
-	uint8_t challenge_out;            /* a challenge awaits its response */
-	uint64_t path_recv, path_sent;    /* bytes on an unvalidated path */
+	uint8_t challenge_out;                       /* a challenge awaits its response */
+	uint64_t path_recv, path_sent;               /* bytes on an unvalidated path */
 	struct fp_range rx_ranges[FP_IMPORT_RANGES]; /* newest first */
 	uint8_t nrx;
 	uint64_t close_code, close_ftype;
@@ -368,23 +366,23 @@ struct fp_cold {
 	uint8_t close_reasonlen;
 	uint8_t close_reason[64];
 	uint64_t close_sent_at;
-	uint32_t close_budget;            /* CONNECTION_CLOSE repeats left */
+	uint32_t close_budget;                       /* CONNECTION_CLOSE repeats left */
 	uint64_t dblocked_at, sb_bidi_at, sb_uni_at; /* limits we said we hit */
-	uint64_t epoch_ns;                /* t_us of sent records counts from here */
+	uint64_t epoch_ns;                           /* t_us of sent records counts from here */
 	uint64_t pkts_sent, pkts_recv, pkts_lost, bytes_sent, bytes_recv, key_updates;
-	uint32_t cidx;                    /* slot in the engine's pool */
+	uint32_t cidx;                      /* slot in the engine's pool */
 	uint64_t recv_data, local_max_data; /* connection receive flow control */
-	uint64_t idle_at;                 /* idle timeout deadline */
-	uint64_t last_tx_t;               /* for the keep-alive */
-	uint64_t now;                     /* the time of the current engine call */
-	uint32_t streams;                 /* stream list head (pool index) */
-	uint8_t rx_closed_sent;           /* CONNECTION_CLOSE answers in closing */
-	uint8_t grease;                   /* the peer may clear the fixed bit */
-	uint8_t refuse_pkt;               /* the packet being read is not acked */
-	uint8_t elicit_since_rx;          /* RFC 9000, 10.1 idle timer restart */
-	uint8_t busy;                     /* inside an engine call for this conn */
-	uint8_t free_pending;             /* freed when the call returns */
-	uint8_t ctl_blocked_sent;         /* */
+	uint64_t idle_at;                   /* idle timeout deadline */
+	uint64_t last_tx_t;                 /* for the keep-alive */
+	uint64_t now;                       /* the time of the current engine call */
+	uint32_t streams;                   /* stream list head (pool index) */
+	uint8_t rx_closed_sent;             /* CONNECTION_CLOSE answers in closing */
+	uint8_t grease;                     /* the peer may clear the fixed bit */
+	uint8_t refuse_pkt;                 /* the packet being read is not acked */
+	uint8_t elicit_since_rx;            /* RFC 9000, 10.1 idle timer restart */
+	uint8_t busy;                       /* inside an engine call for this conn */
+	uint8_t free_pending;               /* freed when the call returns */
+	uint8_t ctl_blocked_sent;           /* */
 };
 
 /*
@@ -397,37 +395,37 @@ struct fp_conn {
 	struct fp_cold *x;
 	struct fp_sent *ring;
 	uint64_t tx_pn;
-	uint64_t largest_acked;   /* FP_PN_NONE */
-	uint64_t ring_lo;         /* lowest pn that may be in flight */
-	uint64_t rx_largest;      /* FP_PN_NONE */
+	uint64_t largest_acked; /* FP_PN_NONE */
+	uint64_t ring_lo;       /* lowest pn that may be in flight */
+	uint64_t rx_largest;    /* FP_PN_NONE */
 	uint64_t rx_largest_t;
 	uint64_t srtt, rttvar, min_rtt, latest_rtt;
 	uint64_t cwnd, ssthresh, inflight;
-	uint64_t recovery_start;  /* time; packets sent before it do not cut again */
+	uint64_t recovery_start; /* time; packets sent before it do not cut again */
 	uint64_t sent_data, peer_max_data;
-	uint64_t last_elicit_t;   /* last ack-eliciting packet sent */
-	uint64_t loss_time;       /* RFC 9002, 6.1.2 timer, 0 = none */
-	uint64_t ack_at;          /* delayed ACK due, 0 = none */
-	uint64_t pace_t;          /* the pacer lets a packet go at this time */
-	uint64_t ca_acc;          /* congestion avoidance byte counter */
-	struct fp_tnode tn;       /* the connection's one timer */
+	uint64_t last_elicit_t; /* last ack-eliciting packet sent */
+	uint64_t loss_time;     /* RFC 9002, 6.1.2 timer, 0 = none */
+	uint64_t ack_at;        /* delayed ACK due, 0 = none */
+	uint64_t pace_t;        /* the pacer lets a packet go at this time */
+	uint64_t ca_acc;        /* congestion avoidance byte counter */
+	struct fp_tnode tn;     /* the connection's one timer */
 	uint32_t send_head, send_tail;
 	uint32_t ready_next, ready_prev;
-	uint16_t ctl;             /* CF_* pending */
+	uint16_t ctl; /* CF_* pending */
 	uint16_t ring_mask;
-	uint16_t max_pkt;         /* UDP payload to build */
-	uint8_t state;            /* enum fp_state */
-	uint8_t kp;               /* tx key phase bit */
-	uint8_t rx_kp;            /* rx key phase bit */
+	uint16_t max_pkt; /* UDP payload to build */
+	uint8_t state;    /* enum fp_state */
+	uint8_t kp;       /* tx key phase bit */
+	uint8_t rx_kp;    /* rx key phase bit */
 	uint8_t pto_count;
-	uint8_t rx_unacked;       /* ack-eliciting received since our last ACK */
+	uint8_t rx_unacked; /* ack-eliciting received since our last ACK */
 	uint8_t validated;
 	uint8_t dcid_len, scid_len;
-	uint8_t cc_blocked;       /* a send stopped at cwnd since the last ack */
+	uint8_t cc_blocked; /* a send stopped at cwnd since the last ack */
 	uint8_t on_ready;
-	uint8_t tx_update;        /* our key update awaits its ACK */
+	uint8_t tx_update; /* our key update awaits its ACK */
 	uint8_t is_server;
-	uint8_t probes;           /* PTO probe packets to send past cwnd */
+	uint8_t probes; /* PTO probe packets to send past cwnd */
 };
 
 /* The engine (one per lcore). */
@@ -455,12 +453,18 @@ struct fp_engine {
 		uint32_t conn; /* 0 = empty, UINT32_MAX = tombstone */
 		uint8_t len;
 		uint8_t key[FP_CID_MAX];
-	} *cid_tab, *tok_tab;
+	} * cid_tab, *tok_tab;
 	uint32_t tab_mask;
 	uint32_t ready_head, ready_tail;
 	uint32_t len_in_use[FP_CID_MAX + 1]; /* our CIDs of each length */
 	uint8_t lens[4], nlens;              /* the lengths in use, longest first */
 	uint64_t wheel_now;
+	/* the stream whose acknowledged prefix one ACK frame is moving
+	 * (fp_ack_flush reports it once) */
+	struct fp_stream *ackb_s;
+	int64_t ackb_sid;
+	uint64_t ackb_before;
+	int ackb_on;
 	uint8_t scratch[2048] __attribute__((aligned(16)));
 	struct fp_stats st;
 };
@@ -483,8 +487,31 @@ void fp_len_ref(struct fp_engine *e, uint8_t len, int delta);
 uint32_t fp_ivl_alloc(struct fp_engine *e);
 void fp_ivl_free_list(struct fp_engine *e, uint32_t head);
 
+/* RFC 9002, 7.2: initial window 10 datagrams (and at least 14720 bytes). */
+#define INIT_CWND_PKTS 10
+
+/* A stream id of ours (RFC 9000, 2.1: bit 0 is the initiator). */
+static inline int is_local_sid(const struct fp_conn *c, int64_t sid)
+{
+	return ((uint64_t)sid & 1) == c->is_server;
+}
+
 /* conn.c */
 void fp_conn_fire(struct fp_conn *c, uint64_t now);
+void fp_notify_closed(struct fp_conn *c, enum fp_close_kind kind, int local, uint64_t code,
+                      uint64_t ftype, const char *what, const uint8_t *reason, size_t reasonlen);
+int fp_violation(struct fp_conn *c, uint64_t code, uint64_t ftype, const char *what, uint64_t now);
+struct fp_ack;
+int fp_on_ack(struct fp_conn *c, const struct fp_ack *a, uint64_t now);
+
+/* stream.c */
+struct fp_stream *fp_stream_new(struct fp_conn *c, int64_t sid);
+void fp_stream_free(struct fp_conn *c, struct fp_stream *s);
+void fp_rbuf_free(struct fp_engine *e, struct fp_stream *s);
+void fp_on_acked_range(struct fp_conn *c, uint32_t sidx, uint64_t off, uint32_t len, int kind,
+                       int fin);
+void fp_reset_send(struct fp_conn *c, struct fp_stream *s, uint64_t err);
+void fp_ack_flush(struct fp_conn *c);
 void fp_conn_stateless_reset(struct fp_conn *c, uint64_t now);
 void fp_close_local(struct fp_conn *c, int app, uint64_t code, uint64_t ftype, const char *what,
                     uint64_t now);
@@ -499,5 +526,14 @@ void fp_on_lost_range(struct fp_conn *c, uint32_t sidx, uint64_t off, uint32_t l
 
 /* send.c */
 int fp_conn_has_send(const struct fp_conn *c, uint64_t now);
+
+/* Leave an engine call on @c: free it if that was asked meanwhile. */
+static inline void conn_leave(struct fp_conn *c)
+{
+	if (--c->x->busy == 0 && c->x->free_pending) {
+		c->x->free_pending = 0;
+		fp_conn_free(c);
+	}
+}
 
 #endif /* MOQ_FASTPATH_FP_INT_H */

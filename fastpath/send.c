@@ -139,6 +139,12 @@ static void add_range(struct pktb *b, uint32_t sidx, uint64_t off, uint16_t len,
 	b->nranges++;
 }
 
+/* The ring slot of the next packet number is free (fast path's check). */
+static int range_room_free(const struct fp_conn *c)
+{
+	return !(c->ring[c->tx_pn & c->ring_mask].flags & PF_USED);
+}
+
 static int range_room(const struct pktb *b)
 {
 	return b->nranges == 0 ||
@@ -391,12 +397,17 @@ static void streams_frames(struct pktb *b)
 		uint8_t u = 255;
 		struct fp_stream *s;
 
-		for (i = c->send_head; i != FP_NONE32; prev = i, i = e->streams[i].send_next)
-			if (e->streams[i].urgency < u) {
-				u = e->streams[i].urgency;
-				best = i;
-				bestprev = prev;
-			}
+		if (c->send_head == c->send_tail) {
+			best = c->send_head; /* one stream: nothing to choose */
+		} else {
+			for (i = c->send_head; i != FP_NONE32;
+			     prev = i, i = e->streams[i].send_next)
+				if (e->streams[i].urgency < u) {
+					u = e->streams[i].urgency;
+					best = i;
+					bestprev = prev;
+				}
+		}
 		s = &e->streams[best];
 		if (stream_frames(b, s)) {
 			/* done: off the list */
@@ -452,7 +463,7 @@ static int build(struct fp_conn *c, struct fp_pkt *pkt, uint64_t now)
 	struct fp_keys *k = &x->keys;
 	struct pktb b;
 	size_t cap = pkt->cap < c->max_pkt ? pkt->cap : c->max_pkt, hlen, plen, pn_off, len;
-	unsigned pnlen, i;
+	unsigned pnlen;
 	uint8_t *d = pkt->data, mask[16];
 	int elicit_ok, ack = 0, challenge = 0;
 	uint64_t pn = c->tx_pn;
@@ -480,9 +491,13 @@ static int build(struct fp_conn *c, struct fp_pkt *pkt, uint64_t now)
 	pnlen = fp_pn_len(pn, c->largest_acked);
 	pn_off = 1 + (size_t)c->dcid_len;
 	d[0] = (uint8_t)(HDR_FIXED | (c->kp ? HDR_KEY_PHASE : 0) | (pnlen - 1));
-	memcpy(d + 1, x->dcid.id, c->dcid_len);
-	for (i = 0; i < pnlen; i++)
-		d[pn_off + i] = (uint8_t)(pn >> (8 * (pnlen - 1 - i)));
+	/* fixed-size copies (the buffer holds >= 1200 bytes): the CID, then the
+	 * packet number's pnlen low bytes big-endian */
+	memcpy(d + 1, x->dcid.id, FP_CID_MAX);
+	{
+		uint32_t be = __builtin_bswap32((uint32_t)pn << (8 * (4 - pnlen)));
+		memcpy(d + pn_off, &be, 4);
+	}
 	hlen = pn_off + pnlen;
 	memset(&b, 0, sizeof(b));
 	b.c = c;
@@ -494,10 +509,12 @@ static int build(struct fp_conn *c, struct fp_pkt *pkt, uint64_t now)
 		close_frame(&b);
 		c->ctl = 0;
 	} else {
-		if (c->rx_largest != FP_PN_NONE && ((c->ctl & CF_ACK) || c->rx_unacked || c->ack_at)) {
+		if (c->rx_largest != FP_PN_NONE &&
+		    ((c->ctl & CF_ACK) || c->rx_unacked || c->ack_at)) {
 			/* RFC 9000, 13.2.5 / 19.3: delay in us >> exponent */
 			uint64_t dl = ((now - c->rx_largest_t) / 1000) >> x->ack_delay_exp;
-			size_t n = fp_ack_write(b.p, (size_t)(b.end - b.p), x->rx_ranges, x->nrx, dl);
+			size_t n =
+			        fp_ack_write(b.p, (size_t)(b.end - b.p), x->rx_ranges, x->nrx, dl);
 			b.p += n;
 			ack = n > 0;
 			if (ack) {
@@ -509,8 +526,10 @@ static int build(struct fp_conn *c, struct fp_pkt *pkt, uint64_t now)
 		c->ctl &= (uint16_t)~CF_ACK;
 		if (elicit_ok) {
 			challenge = (c->ctl & CF_CHALLENGE) && x->challenge_out;
-			conn_frames(&b);
-			streams_frames(&b);
+			if (c->ctl)
+				conn_frames(&b);
+			if (c->send_head != FP_NONE32)
+				streams_frames(&b);
 			if (c->state != ST_OPEN && c->state != ST_CLOSING)
 				return 0;
 		}
@@ -538,8 +557,15 @@ static int build(struct fp_conn *c, struct fp_pkt *pkt, uint64_t now)
 		return 0;
 	}
 	d[0] ^= mask[0] & 0x1f;
-	for (i = 0; i < pnlen; i++)
-		d[pn_off + i] ^= mask[1 + i];
+	{
+		/* RFC 9001, 5.4.1: the pn bytes, masked in one go */
+		uint32_t v, m;
+		memcpy(&v, d + pn_off, 4);
+		memcpy(&m, mask + 1, 4);
+		m &= pnlen == 4 ? 0xffffffffu : ((1u << (8 * pnlen)) - 1);
+		v ^= m;
+		memcpy(d + pn_off, &v, 4);
+	}
 	c->tx_pn++;
 	if (b.elicit) {
 		struct fp_sent *r = &c->ring[pn & c->ring_mask];
@@ -555,14 +581,15 @@ static int build(struct fp_conn *c, struct fp_pkt *pkt, uint64_t now)
 		/* RFC 9000, 10.1 */
 		if (!x->elicit_since_rx && x->idle_ns) {
 			x->elicit_since_rx = 1;
-			x->idle_at = now + (x->idle_ns > 3 * fp_pto(c) ? x->idle_ns : 3 * fp_pto(c));
+			x->idle_at =
+			        now + (x->idle_ns > 3 * fp_pto(c) ? x->idle_ns : 3 * fp_pto(c));
 		}
 		/* RFC 9002, 7.7 */
 		{
-			uint64_t burst = pace_interval(c, PACE_BURST_PKTS * (uint64_t)c->max_pkt);
-			if (c->pace_t + burst < now)
-				c->pace_t = now - burst;
-			c->pace_t += pace_interval(c, len);
+			uint64_t iv = pace_interval(c, len);
+			if (c->pace_t + PACE_BURST_PKTS * iv < now)
+				c->pace_t = now - PACE_BURST_PKTS * iv;
+			c->pace_t += iv;
 		}
 	}
 	if (!c->validated)
@@ -580,6 +607,146 @@ static int build(struct fp_conn *c, struct fp_pkt *pkt, uint64_t now)
 	return 1;
 }
 
+/*
+ * The common packet of a fanout connection, built without the general
+ * path's checks: one stream on the send list with new data and credit,
+ * nothing else owed (no ACK, no control frame, no lost data, a validated
+ * path). Returns the stream, or NULL when build() must do it.
+ */
+static struct fp_stream *fast_stream(const struct fp_conn *c, uint64_t now)
+{
+	struct fp_stream *s;
+
+	if (c->state != ST_OPEN || !c->validated || c->ctl || c->rx_unacked || c->ack_at ||
+	    c->send_head == FP_NONE32 || c->send_head != c->send_tail || !can_elicit(c, now))
+		return NULL;
+	s = &c->e->streams[c->send_head];
+	if ((s->flags & (SF_P_MASK | SF_RESET_SENT)) || s->lost_ivl != FP_NONE32 ||
+	    s->snd_off >= s->snd_end || s->snd_off >= s->snd_max ||
+	    c->sent_data >= c->peer_max_data || !range_room_free(c))
+		return NULL;
+	return s;
+}
+
+/* One STREAM frame of new data of @s (fast_stream's) into @pkt. */
+static void build_fast(struct fp_conn *c, struct fp_stream *s, struct fp_pkt *pkt, uint64_t now)
+{
+	struct fp_engine *e = c->e;
+	struct fp_cold *x = c->x;
+	struct fp_keys *k = &x->keys;
+	uint8_t *d = pkt->data, *f, mask[16];
+	uint64_t pn = c->tx_pn, n, lim;
+	unsigned pnlen = fp_pn_len(pn, c->largest_acked);
+	size_t cap = pkt->cap < c->max_pkt ? pkt->cap : c->max_pkt;
+	size_t pn_off = 1 + (size_t)c->dcid_len, hlen = pn_off + pnlen, plen, len;
+	struct fp_sent *r = &c->ring[pn & c->ring_mask];
+	int fin;
+
+	/* RFC 9000, 17.3.1 (as build()) */
+	d[0] = (uint8_t)(HDR_FIXED | (c->kp ? HDR_KEY_PHASE : 0) | (pnlen - 1));
+	memcpy(d + 1, x->dcid.id, FP_CID_MAX);
+	{
+		uint32_t be = __builtin_bswap32((uint32_t)pn << (8 * (4 - pnlen)));
+		memcpy(d + pn_off, &be, 4);
+	}
+	/* RFC 9000, 19.8: STREAM with offset and length, within both limits */
+	n = s->snd_end - s->snd_off;
+	lim = s->snd_max - s->snd_off;
+	if (n > lim)
+		n = lim;
+	lim = c->peer_max_data - c->sent_data;
+	if (n > lim)
+		n = lim;
+	lim = cap - FP_TAG_LEN - hlen - STREAM_HDR_MAX;
+	if (n > lim)
+		n = lim;
+	fin = s->snd_off + n == s->snd_end && (s->flags & SF_FIN_QUEUED);
+	f = d + hlen;
+	*f++ = (uint8_t)(FT_STREAM | 0x04 | 0x02 | (fin ? 1 : 0));
+	f = fp_varint_put(f, (uint64_t)s->id);
+	f = fp_varint_put(f, s->snd_off);
+	*f++ = (uint8_t)(0x40 | (n >> 8));
+	*f++ = (uint8_t)n;
+	stream_copy(e, s, s->snd_off, f, n, 1);
+	plen = (size_t)(f + n - (d + hlen));
+	len = hlen + plen + FP_TAG_LEN;
+	/* the sent record, its one range inline */
+	r->pn_lo = (uint32_t)pn;
+	r->t_us = (uint32_t)((now - x->epoch_ns) / 1000);
+	r->off = s->snd_off;
+	r->sidx = (uint32_t)(s - e->streams);
+	r->len = (uint16_t)n;
+	r->size = (uint16_t)len;
+	r->flags = PF_USED | PF_ELICIT | PF_INFLIGHT | PF_RANGE | (fin ? PF_FIN : 0);
+	r->kind = RK_DATA;
+	r->ctl = 0;
+	r->more = FP_NONE32;
+	s->refs++;
+	s->snd_off += n;
+	c->sent_data += n;
+	if (fin)
+		s->flags |= SF_FIN_SENT;
+	if (!fin && s->snd_off < s->snd_end && s->snd_off == s->snd_max &&
+	    !(s->flags & SF_SDB_DONE)) {
+		/* RFC 9000, 4.1: blocked by the stream's limit, said once; the
+		 * general path writes the frame next */
+		s->flags |= SF_P_SDB | SF_SDB_DONE;
+	} else if (fin || s->snd_off == s->snd_end || s->snd_off == s->snd_max ||
+	           c->sent_data == c->peer_max_data) {
+		/* nothing more now: off the send list (a write or more credit
+		 * puts it back) */
+		s->flags &= ~SF_ON_LIST;
+		s->send_next = FP_NONE32;
+		c->send_head = c->send_tail = FP_NONE32;
+	}
+	if (s->snd_off < s->snd_end && c->sent_data == c->peer_max_data &&
+	    x->dblocked_at != c->peer_max_data) {
+		x->dblocked_at = c->peer_max_data;
+		c->ctl |= CF_DBLOCKED;
+	}
+	/* RFC 9001, 5.3 and 5.4.1 */
+	if (fp_seal(k->tx_aead, k->tx_iv, pn, d, hlen, d + hlen, plen) < 0 ||
+	    fp_hp_mask(k->tx_hp, d + pn_off + 4, mask) < 0) {
+		fp_close_local(c, 0, FP_E_INTERNAL, 0, "seal failed", now);
+		pkt->len = 0;
+		return;
+	}
+	d[0] ^= mask[0] & 0x1f;
+	{
+		uint32_t v, m;
+		memcpy(&v, d + pn_off, 4);
+		memcpy(&m, mask + 1, 4);
+		m &= pnlen == 4 ? 0xffffffffu : ((1u << (8 * pnlen)) - 1);
+		v ^= m;
+		memcpy(d + pn_off, &v, 4);
+	}
+	c->tx_pn++;
+	c->inflight += len;
+	c->last_elicit_t = now;
+	if (c->probes > 0)
+		c->probes--;
+	if (!x->elicit_since_rx && x->idle_ns) {
+		uint64_t p3 = 3 * fp_pto(c);
+		x->elicit_since_rx = 1;
+		x->idle_at = now + (x->idle_ns > p3 ? x->idle_ns : p3);
+	}
+	{
+		uint64_t iv = pace_interval(c, len);
+		if (c->pace_t + PACE_BURST_PKTS * iv < now)
+			c->pace_t = now - PACE_BURST_PKTS * iv;
+		c->pace_t += iv;
+	}
+	x->last_tx_t = now;
+	x->pkts_sent++;
+	x->bytes_sent += len;
+	e->st.pkts_out++;
+	e->st.bytes_out += len;
+	pkt->len = (uint16_t)len;
+	pkt->local = x->local;
+	pkt->remote = x->remote;
+	pkt->conn = c;
+}
+
 int fp_conn_send(struct fp_conn *c, struct fp_pkt *pkts, size_t n, uint64_t now)
 {
 	size_t done = 0;
@@ -591,17 +758,26 @@ int fp_conn_send(struct fp_conn *c, struct fp_pkt *pkts, size_t n, uint64_t now)
 	c->x->busy++;
 	c->x->now = now;
 	while (done < n) {
-		if (pkts[done].cap < FP_MIN_PKT_BUF) {
+		struct fp_stream *fs;
+
+		if (pkts[done].cap < FP_MIN_PKT_BUF)
+			break;
+		fs = fast_stream(c, now);
+		if (fs != NULL) {
+			build_fast(c, fs, &pkts[done], now);
+			if (pkts[done].len == 0)
+				break; /* the seal failed: closed */
+			done++;
+			continue;
+		}
+		if (!build(c, &pkts[done], now)) {
+			/* nothing more, or held back (window, pacer, amplification
+			 * limit: an ACK or the timer makes it ready again) */
+			fp_ready_del(c);
 			break;
 		}
-		if (!build(c, &pkts[done], now))
-			break;
 		done++;
 	}
-	if (c->state == ST_CLOSING && !(c->ctl & CF_CLOSE))
-		fp_ready_del(c);
-	else if (!fp_conn_has_send(c, now))
-		fp_ready_del(c);
 	fp_conn_timer(c);
 	if (--c->x->busy == 0 && c->x->free_pending) {
 		c->x->free_pending = 0;

@@ -152,7 +152,8 @@ int fp_wheel_run(struct fp_wheel *w, uint64_t now, void (*fire)(struct fp_tnode 
 			due.next = n;
 		}
 		if (h->next == h)
-			w->bits[(t & (w->nslots - 1)) / 64] &= ~(1ull << ((t & (w->nslots - 1)) % 64));
+			w->bits[(t & (w->nslots - 1)) / 64] &=
+			        ~(1ull << ((t & (w->nslots - 1)) % 64));
 		while (due.next != &due) {
 			n = due.next;
 			due.next = n->next;

@@ -38,8 +38,8 @@ static void unhex(const char *h, uint8_t *out, size_t n)
 
 START_TEST(varint_roundtrip)
 {
-	static const uint64_t v[] = {0, 1, 63, 64, 16383, 16384, 1073741823, 1073741824,
-	                             (1ull << 62) - 1};
+	static const uint64_t v[] = {
+	        0, 1, 63, 64, 16383, 16384, 1073741823, 1073741824, (1ull << 62) - 1};
 	uint8_t buf[8];
 	size_t i;
 
@@ -323,6 +323,11 @@ struct pair {
 	int blackhole[2];
 	struct fp_addr nat_from[2]; /* rewrite the source of dir's datagrams */
 	int nat[2];
+	/* an on-path attacker rewrites the source of one client datagram;
+	 * what is sent to that address reaches no one (RFC 9000, 9.3.3) */
+	int spoof_once;
+	struct fp_addr spoof;
+	uint64_t to_spoof;
 };
 
 static int sid_slot(int64_t sid)
@@ -570,6 +575,11 @@ static int pair_step(struct pair *p)
 				p->dropped++;
 				continue;
 			}
+			if (i == 0 && p->spoof.len && pk[j].remote.len == p->spoof.len &&
+			    memcmp(pk[j].remote.b, p->spoof.b, p->spoof.len) == 0) {
+				p->to_spoof++;
+				continue;
+			}
 			if (p->nq[i] == MAXQ)
 				continue;
 			d = &p->q[i][p->nq[i]++];
@@ -579,6 +589,10 @@ static int pair_step(struct pair *p)
 			d->len = pk[j].len;
 			memcpy(d->d, pk[j].data, pk[j].len);
 			d->from = p->nat[i] ? p->nat_from[i] : pk[j].local;
+			if (i == 1 && p->spoof_once) {
+				p->spoof_once = 0;
+				d->from = p->spoof;
+			}
 		}
 	}
 	for (i = 0; i < 2; i++) {
@@ -850,16 +864,27 @@ START_TEST(pair_stateless_reset)
 	ck_assert_uint_eq(buf[0] & 0xc0, 0x40);
 	ck_assert_int_eq(fp_stateless_reset_build(buf, 20, tok, rnd_bytes), MOQ_ERR_INVAL);
 	/* an unknown DCID ending in the token: the client's conn resets */
-	ck_assert_int_eq(fp_engine_recv(p.s[1].e, buf, (size_t)n, &p.s[1].addr, &p.s[0].addr,
-	                                p.now),
-	                 0);
+	ck_assert_int_eq(
+	        fp_engine_recv(p.s[1].e, buf, (size_t)n, &p.s[1].addr, &p.s[0].addr, p.now), 0);
 	ck_assert_int_eq(p.s[1].closed, 1);
 	ck_assert_int_eq(p.s[1].ci.kind, FP_CLOSE_STATELESS_RESET);
+	/* one routed by the connection's own CID (fp_conn_recv, as quic/ hands
+	 * it over), as short as RFC 9000, 10.3 allows, also resets */
+	{
+		uint8_t r2[21];
+		memset(tok, 0xc1, 16); /* the client's token for its CID 0 */
+		ck_assert_int_eq(fp_stateless_reset_build(r2, sizeof(r2), tok, rnd_bytes), 21);
+		ck_assert_int_eq(
+		        fp_conn_recv(p.s[0].c, r2, sizeof(r2), &p.s[0].addr, &p.s[1].addr, p.now),
+		        MOQ_ERR_CLOSED);
+		ck_assert_int_eq(p.s[0].closed, 1);
+		ck_assert_int_eq(p.s[0].ci.kind, FP_CLOSE_STATELESS_RESET);
+	}
 	/* garbage for another CID is not ours */
 	buf[40] ^= 1;
-	ck_assert_int_eq(fp_engine_recv(p.s[0].e, buf, (size_t)n, &p.s[0].addr, &p.s[1].addr,
-	                                p.now),
-	                 MOQ_ERR_NOTFOUND);
+	ck_assert_int_eq(
+	        fp_engine_recv(p.s[0].e, buf, (size_t)n, &p.s[0].addr, &p.s[1].addr, p.now),
+	        MOQ_ERR_NOTFOUND);
 	pair_free(&p);
 }
 END_TEST
@@ -938,6 +963,93 @@ START_TEST(pair_streams_limit_and_reset)
 }
 END_TEST
 
+/* One client datagram arrives with a forged source (RFC 9000, 9.3.3): the
+ * server moves and challenges the forged address (within 3x of what came
+ * from it), gets no answer there, and moves back on the client's next
+ * packets; the transfer completes. */
+START_TEST(pair_spoofed_source)
+{
+	struct pair p;
+	int64_t sid;
+
+	pair_init(&p, 1 << 20, 4 << 20, NULL);
+	ck_assert_int_eq(fp_stream_open(p.s[0].c, 0, &sid), 0);
+	ck_assert_int_eq(fp_stream_write(p.s[0].c, sid, iov1(0, 300000), 1, 1), 300000);
+	pair_run(&p, NULL, 30000000ull);
+	addr_of(&p.spoof, 6666);
+	p.spoof_once = 1;
+	g_want = 300000;
+	g_sid_slot = sid_slot(sid);
+	pair_run(&p, done_rx, 30000000000ull);
+	ck_assert_uint_eq(p.s[1].rx_off[g_sid_slot], 300000);
+	ck_assert_int_eq(p.s[1].rx_bad, 0);
+	ck_assert_int_ge(p.s[0].paths, 2); /* to the forged address and back */
+	ck_assert_uint_ge(p.to_spoof, 1);
+	/* bounded by 3x what the forged address sent (one datagram) */
+	ck_assert_uint_le(p.to_spoof, 3);
+	{
+		struct fp_conn_info ci;
+		fp_conn_get_info(p.s[0].c, &ci);
+		ck_assert_mem_eq(ci.remote.b, p.s[1].addr.b, 16);
+		ck_assert_uint_eq(ci.path_validated, 1);
+	}
+	ck_assert_int_eq(p.s[0].closed + p.s[1].closed, 0);
+	pair_free(&p);
+}
+END_TEST
+
+/* Everything the server sends is lost for 3 s (PTOs back off unanswered):
+ * persistent congestion (RFC 9002, 7.6), and the transfer still ends. */
+START_TEST(pair_persistent_congestion)
+{
+	struct pair p;
+	struct fp_stats st;
+	int64_t sid;
+
+	pair_init(&p, 1 << 20, 4 << 20, NULL);
+	ck_assert_int_eq(fp_stream_open(p.s[0].c, 0, &sid), 0);
+	ck_assert_int_eq(fp_stream_write(p.s[0].c, sid, iov1(0, 400000), 1, 1), 400000);
+	pair_run(&p, NULL, 60000000ull);
+	p.blackhole[0] = 1;
+	pair_run(&p, NULL, 3000000000ull);
+	p.blackhole[0] = 0;
+	g_want = 400000;
+	g_sid_slot = sid_slot(sid);
+	pair_run(&p, done_rx, 60000000000ull);
+	ck_assert_uint_eq(p.s[1].rx_off[g_sid_slot], 400000);
+	ck_assert_int_eq(p.s[1].rx_bad, 0);
+	fp_engine_stats(p.s[0].e, &st);
+	ck_assert_uint_ge(st.ptos, 2);
+	ck_assert_uint_ge(st.persistent_congestion, 1);
+	pair_free(&p);
+}
+END_TEST
+
+/* The peer's frames for a higher stream id come first (RFC 9000, 3.2: the
+ * lower ones are opened too): the lower stream's data is delivered. */
+START_TEST(pair_peer_stream_gap)
+{
+	struct pair p;
+	int64_t a, b;
+
+	pair_init(&p, 1 << 20, 4 << 20, NULL);
+	ck_assert_int_eq(fp_stream_open(p.s[1].c, 1, &a), 0);
+	ck_assert_int_eq(fp_stream_open(p.s[1].c, 1, &b), 0);
+	ck_assert_int_eq(a, 0);
+	ck_assert_int_eq(b, 4);
+	ck_assert_int_eq(fp_stream_write(p.s[1].c, b, iov1(0, 500), 1, 1), 500);
+	pair_run(&p, NULL, 100000000ull);
+	ck_assert_int_eq(p.s[0].opened, 2); /* 0 and 4 */
+	ck_assert_int_eq(fp_stream_write(p.s[1].c, a, iov1(0, 700), 1, 1), 700);
+	pair_run(&p, NULL, 100000000ull);
+	ck_assert_uint_eq(p.s[0].rx_off[sid_slot(0)], 700);
+	ck_assert(p.s[0].rx_fin[sid_slot(0)]);
+	ck_assert_uint_eq(p.s[0].rx_off[sid_slot(4)], 500);
+	ck_assert_int_eq(p.s[0].rx_bad, 0);
+	pair_free(&p);
+}
+END_TEST
+
 /* A peer's protocol violation closes with the right code. */
 START_TEST(pair_violation_codes)
 {
@@ -1009,7 +1121,6 @@ START_TEST(import_refusals)
 }
 END_TEST
 
-
 /* ---- interop with ngtcp2 ------------------------------------------------
  *
  * A client and a server endpoint of quic/ (ngtcp2 + wolfSSL) handshake over
@@ -1044,13 +1155,13 @@ static int cap_set_secrets(WOLFSSL *ssl, WOLFSSL_ENCRYPTION_LEVEL wlevel, const 
 	ngtcp2_crypto_level level = ngtcp2_crypto_wolfssl_from_wolfssl_encryption_level(wlevel);
 	struct cap *k = level == NGTCP2_CRYPTO_LEVEL_APPLICATION && secretlen <= 64 ? &g_cap : NULL;
 
-	if (rx && ngtcp2_crypto_derive_and_install_rx_key(q, k ? k->rx.key : NULL, k ? k->rx.iv : NULL,
-	                                                  k ? k->rx.hp : NULL, level, rx,
-	                                                  secretlen) != 0)
+	if (rx &&
+	    ngtcp2_crypto_derive_and_install_rx_key(q, k ? k->rx.key : NULL, k ? k->rx.iv : NULL,
+	                                            k ? k->rx.hp : NULL, level, rx, secretlen) != 0)
 		return 0;
-	if (tx && ngtcp2_crypto_derive_and_install_tx_key(q, k ? k->tx.key : NULL, k ? k->tx.iv : NULL,
-	                                                  k ? k->tx.hp : NULL, level, tx,
-	                                                  secretlen) != 0)
+	if (tx &&
+	    ngtcp2_crypto_derive_and_install_tx_key(q, k ? k->tx.key : NULL, k ? k->tx.iv : NULL,
+	                                            k ? k->tx.hp : NULL, level, tx, secretlen) != 0)
 		return 0;
 	if (k) {
 		if (rx) {
@@ -1107,7 +1218,7 @@ struct ix {
 	struct moq_quic_addr caddr, saddr, cnat;
 	int nat;
 	struct fp_engine *e;
-	struct side es; /* the engine's callbacks record here */
+	struct side es;     /* the engine's callbacks record here */
 	struct dgram *q[2]; /* 0: engine -> client, 1: client -> engine */
 	int nq[2];
 	uint64_t now, delay, end;
@@ -1479,8 +1590,7 @@ static void ix_queue(struct ix *x, int dir, const uint8_t *d, size_t len,
 {
 	struct dgram *g;
 
-	if ((dir == 1 && x->client_silent) ||
-	    (x->drop_pct && ix_rnd(x) % 100 < x->drop_pct)) {
+	if ((dir == 1 && x->client_silent) || (x->drop_pct && ix_rnd(x) % 100 < x->drop_pct)) {
 		x->dropped++;
 		return;
 	}
@@ -1614,8 +1724,9 @@ START_TEST(ix_bulk_loss_key_update)
 	ck_assert_int_eq(ix_sid, 3);
 	for (off = 0; off < total; off += 100000) {
 		size_t n = total - off < 100000 ? total - off : 100000;
-		ck_assert_int_eq(fp_stream_write(x->es.c, ix_sid, iov1(off, n), 1, off + n == total),
-		                 (long)n);
+		ck_assert_int_eq(
+		        fp_stream_write(x->es.c, ix_sid, iov1(off, n), 1, off + n == total),
+		        (long)n);
 	}
 	ix_total = total;
 	k = ix_slot(ix_sid);
@@ -1858,6 +1969,9 @@ Suite *fastpath_suite(void)
 	tcase_add_test(t, pair_migration);
 	tcase_add_test(t, pair_streams_limit_and_reset);
 	tcase_add_test(t, pair_violation_codes);
+	tcase_add_test(t, pair_peer_stream_gap);
+	tcase_add_test(t, pair_persistent_congestion);
+	tcase_add_test(t, pair_spoofed_source);
 	suite_add_tcase(s, t);
 	t = tcase_create("ngtcp2");
 	tcase_set_timeout(t, 120);
