@@ -3308,14 +3308,18 @@ START_TEST(test_subscriber_max_latency)
 END_TEST
 
 /* Issue 12, defect 7: SUBSCRIBE_UPDATE's start applies: moved past the
- * next group, the groups before it get no stream. */
+ * next group, the groups before it get no stream. _i 1: with the relay's
+ * fast path on (issue 23), the update arrives after the handoff. */
 START_TEST(test_update_start)
 {
 	struct sub *a;
 	struct moq_sub_params p = {1, false, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE};
+	struct moq_quic_stats qs;
 	uint64_t k;
 
+	relay_fastpath = _i;
 	h_init(NULL, 0);
+	relay_fastpath = 0;
 	h_publisher();
 	a = &H.subs[H.nsubs++];
 	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
@@ -3328,6 +3332,8 @@ START_TEST(test_update_start)
 		h_run(2 * MS, 1000);
 	k = H.seq;
 	a->first_seq = UINT64_MAX;
+	moq_quic_endpoint_stats(H.rep, &qs);
+	ck_assert_uint_eq(qs.fastpath_conns, (uint64_t)_i); /* handed off before the update */
 	p.start = k + 3;
 	ck_assert_int_eq(moq_session_subscribe_update(a->s, (uint64_t)a->id, &p), 0);
 	h_run(3 * SEC, 1000);
@@ -3337,6 +3343,8 @@ START_TEST(test_update_start)
 	ck_assert_uint_eq(a->first_seq, k + 3);
 	ck_assert_uint_ge(a->last_seq, k + 4);
 	ck_assert_uint_eq(a->errors, 0);
+	moq_quic_endpoint_stats(H.rep, &qs);
+	ck_assert_uint_eq(qs.fastpath_conns, (uint64_t)_i);
 	h_fini();
 }
 END_TEST
@@ -4022,7 +4030,7 @@ Suite *moq_session_suite(void)
 	tcase_add_test(tl, test_skipped_groups_dropped);
 	tcase_add_test(tl, test_ended_track_no_resubscribe);
 	tcase_add_test(tl, test_subscriber_max_latency);
-	tcase_add_test(tl, test_update_start);
+	tcase_add_loop_test(tl, test_update_start, 0, 2);
 	tcase_add_loop_test(tl, test_subscriber_ordered, 0, 2);
 	suite_add_tcase(s, tl);
 	/* issue 22: hop chains (CK_RUN_CASE=hops runs them alone) */
