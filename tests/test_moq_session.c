@@ -393,6 +393,7 @@ static int with_hub;                   /* h_init: two relay workers */
 static int with_cascade;               /* h_init: a second relay (own cache) behind the first */
 static int relay_fastpath;             /* h_init: the relay endpoint's config.fastpath */
 static uint64_t relay_idle_ns, relay_keep_alive_ns; /* h_init: the relay endpoint's, 0 = default */
+static uint64_t client_window; /* h_init: the clients' max_stream_data (max_data 4x), 0 = default */
 static struct moq_quic_link_dir_config relay_link[2]; /* h_init: loss / reorder */
 static void (*relay_cfg)(struct moq_node_cfg *nc);    /* h_init: a test's relay bounds */
 static void (*relay2_cfg)(struct moq_node_cfg *nc);   /* ... of the cascade's second relay */
@@ -505,6 +506,8 @@ static void h_init(const char *alpn, uint64_t relay_budget)
 		q.alpn_count = 1;
 	}
 	q.user = H.client;
+	q.max_stream_data = client_window;
+	q.max_data = 4 * client_window;
 	H.cep = moq_quic_endpoint_new(&q, &err);
 	ck_assert_msg(H.cep != NULL, "client endpoint: %s", moq_err_str(err));
 	client_qcfg = q;
@@ -806,7 +809,7 @@ END_TEST
  * unsubscribe and SUBSCRIBE again work after the handoff. @fp 0 runs the
  * same case on ngtcp2 (the counts must match); @loss: 5% loss + 5%
  * reordering both ways. */
-static void fastpath_fanout(int fp, int loss)
+static void fastpath_fanout(int fp, int loss, int small)
 {
 	const int N = 20;
 	const uint64_t G = 6;
@@ -819,6 +822,10 @@ static void fastpath_fanout(int fp, int loss)
 	 * keep the others open between groups */
 	relay_idle_ns = 3 * SEC;
 	relay_keep_alive_ns = 1 * SEC;
+	/* @small: the subscribers' receive windows are 4 KiB a stream, 16 KiB
+	 * in all (a keyframe is 6-26 KB): the relay waits on MAX_STREAM_DATA /
+	 * MAX_DATA (backpressure) and still delivers every byte */
+	client_window = small ? 4096 : 0;
 	if (loss) {
 		relay_link[0].loss_ppm = relay_link[1].loss_ppm = 50000;
 		relay_link[0].reorder_ppm = relay_link[1].reorder_ppm = 50000;
@@ -826,6 +833,7 @@ static void fastpath_fanout(int fp, int loss)
 	h_init(NULL, 0);
 	relay_fastpath = 0;
 	relay_idle_ns = relay_keep_alive_ns = 0;
+	client_window = 0;
 	memset(relay_link, 0, sizeof(relay_link));
 	h_publisher();
 	for (int i = 0; i < N; i++)
@@ -987,10 +995,10 @@ static void fastpath_fanout(int fp, int loss)
 	h_fini();
 }
 
-/* _i: bit 0 the fast path on, bit 1 loss */
+/* _i: bit 0 the fast path on, bit 1 loss, bit 2 small receive windows */
 START_TEST(test_fastpath_fanout)
 {
-	fastpath_fanout(_i & 1, (_i >> 1) & 1);
+	fastpath_fanout(_i & 1, (_i >> 1) & 1, (_i >> 2) & 1);
 }
 END_TEST
 
@@ -3982,6 +3990,8 @@ Suite *moq_session_suite(void)
 
 		tcase_set_timeout(tfp, 120);
 		tcase_add_loop_test(tfp, test_fastpath_fanout, 0, 4);
+		/* small windows, without loss: on ngtcp2 and on the fast path */
+		tcase_add_loop_test(tfp, test_fastpath_fanout, 4, 6);
 		suite_add_tcase(s, tfp);
 	}
 	tcase_set_timeout(tc, 120);
