@@ -13,7 +13,10 @@
  *
  *   bench_moq_fanout [--subs N] [--groups G] [--callgrind]
  *                    [--scope poll|relay] [--cg-out FILE]
- *                    [--audio] [--scale K] [--rate MBPS]
+ *                    [--audio] [--scale K] [--rate MBPS] [--fastpath]
+ *
+ * --fastpath: the relay endpoint hands its subscribers off to the 1-RTT fast
+ * path (quic/handoff.c, issue 23) once set up and quiet.
  *
  * --cg-out keeps callgrind's output file for callgrind_annotate. --scale K
  * multiplies every video frame's size by K (1..16): 1 is about 0.3 Mbps of
@@ -89,6 +92,7 @@ static struct {
 	int nsubs;
 	uint32_t scale;    /* --scale */
 	int audio;         /* --audio */
+	int fastpath;      /* --fastpath: the relay endpoint's config.fastpath (issue 23) */
 	uint64_t rate_bps; /* --rate */
 	struct moq_cache_track *at;
 	uint64_t aseq, next_audio;
@@ -296,7 +300,9 @@ static int setup(void)
 	q.max_streams_uni = 100000;
 	q.cb = moq_node_quic_callbacks();
 	q.user = B.relay;
+	q.fastpath = B.fastpath;
 	B.rep = moq_quic_endpoint_new(&q, &err);
+	q.fastpath = 0;
 	q.role = MOQ_QUIC_CLIENT;
 	q.worker_id = 2;
 	q.user = B.client;
@@ -461,7 +467,8 @@ static int run_callgrind(const char *self, int nsubs, uint64_t groups, int whole
 #endif
 		       "--toggle-collect=bench_relay_poll", t1, t2, t3, self, "--subs", ns,
 		       "--groups", gs, "--bytes-file", bf, "--rate", rs, "--scale", ks,
-		       B.audio ? "--audio" : (char *)NULL, (char *)NULL);
+		       B.fastpath ? "--fastpath" : (B.audio ? "--audio" : (char *)NULL),
+		       B.fastpath && B.audio ? "--audio" : (char *)NULL, (char *)NULL);
 		_exit(127);
 	}
 	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
@@ -524,6 +531,8 @@ int main(int argc, char **argv)
 			bytes_file = argv[++i];
 		else if (!strcmp(argv[i], "--audio"))
 			B.audio = 1;
+		else if (!strcmp(argv[i], "--fastpath"))
+			B.fastpath = 1;
 		else if (!strcmp(argv[i], "--scale") && i + 1 < argc)
 			B.scale = (uint32_t)atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--rate") && i + 1 < argc)
@@ -532,7 +541,7 @@ int main(int argc, char **argv)
 			fprintf(stderr,
 			        "usage: %s [--subs N] [--groups G] [--callgrind] "
 			        "[--scope poll|relay] [--cg-out FILE] [--audio] [--scale K] "
-			        "[--rate MBPS]\n",
+			        "[--rate MBPS] [--fastpath]\n",
 			        argv[0]);
 			return 2;
 		}

@@ -298,6 +298,34 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	    "moqdp_connections_refused_total{reason=\"per_addr\"} %" PRIu64 "\n",
 	    s->conns_refused_max, s->conns_refused_half_open, s->conns_refused_per_addr);
 	metric(&o, "sessions", "gauge", "moq-lite sessions open.", s->sessions);
+	/* issue 23: --fastpath (quic/handoff.c) */
+	metric(&o, "fastpath_connections", "gauge",
+	       "QUIC connections served by the 1-RTT fast path (--fastpath on).",
+	       s->fastpath_conns);
+	metric(&o, "fastpath_handoffs_total", "counter",
+	       "Connections moved from ngtcp2 to the fast path.", s->handoffs);
+	metric(&o, "fastpath_key_updates_total", "counter",
+	       "1-RTT key updates on the fast path, either side's (RFC 9001, 6).",
+	       s->fastpath_key_updates);
+	metric(&o, "fastpath_packets_lost_total", "counter",
+	       "Packets the fast path declared lost (RFC 9002, 6).", s->fastpath_pkts_lost);
+	metric(&o, "fastpath_paths_validated_total", "counter",
+	       "New peer addresses the fast path validated (RFC 9000, 9).",
+	       s->fastpath_paths_validated);
+	{
+		static const char *const why[MOQ_QUIC_HANDOFF_REASONS] = {
+		        "not_confirmed", "in_flight", "stream_busy", "key_update",
+		        "cipher",        "limit",     "import",      "other"};
+
+		put(&o, "# HELP moqdp_fastpath_handoffs_refused_total Handoff attempts that left "
+		        "a connection on ngtcp2, by reason (cipher, limit, import: for good; the "
+		        "others: retried).\n"
+		        "# TYPE moqdp_fastpath_handoffs_refused_total counter\n");
+		for (int k = 0; k < MOQ_QUIC_HANDOFF_REASONS; k++)
+			put(&o,
+			    "moqdp_fastpath_handoffs_refused_total{reason=\"%s\"} %" PRIu64 "\n",
+			    why[k], s->handoff_refused[k]);
+	}
 	metric(&o, "broadcasts", "gauge", "Broadcasts announced to the relay.", s->broadcasts);
 	metric(&o, "subscribers", "gauge", "Active downstream subscriptions (--max-subscribers).",
 	       s->subscribers);

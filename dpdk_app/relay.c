@@ -787,6 +787,9 @@ static struct moq_quic_endpoint *make_endpoint(const struct moq_pmd_config *cfg,
 	qc.max_streams_uni = cfg->max_streams;
 	qc.max_streams_bidi = cfg->max_streams;
 	qc.idle_timeout_ns = cfg->idle_timeout_us * 1000;
+	qc.fastpath = (int)cfg->fastpath; /* issue 23: quic/handoff.c */
+	qc.fastpath_max_conns = cfg->fastpath_conns < cfg->max_connections ? cfg->fastpath_conns
+	                                                                   : cfg->max_connections;
 	qc.max_udp_payload = (size_t)cfg->mtu - 48 < MOQ_QUIC_MAX_UDP_PAYLOAD
 	                             ? (size_t)cfg->mtu - 48 /* IPv6 + UDP headers */
 	                             : MOQ_QUIC_MAX_UDP_PAYLOAD;
@@ -1869,6 +1872,13 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->wt_held += sn.wt.held;
 		s->wt_refused_origin += sn.wt.refused_origin;
 		s->quic_spare_bytes += sn.qs.spare_bytes;
+		s->fastpath_conns += sn.qs.fastpath_conns;
+		s->handoffs += sn.qs.handoffs;
+		s->fastpath_key_updates += sn.qs.fastpath_key_updates;
+		s->fastpath_pkts_lost += sn.qs.fastpath_pkts_lost;
+		s->fastpath_paths_validated += sn.qs.fastpath_paths_validated;
+		for (int k = 0; k < MOQ_QUIC_HANDOFF_REASONS; k++)
+			s->handoff_refused[k] += sn.qs.handoff_refused[k];
 		s->sessions += sn.ns.sessions;
 		s->subscribers += sn.ns.subscribers;
 		s->tracks += sn.ns.tracks;

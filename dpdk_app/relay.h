@@ -149,6 +149,11 @@ struct moq_relay_stats {
 	 * frames it did not take, TCP frames to ports not the relay's
 	 * (dropped, not forwarded) */
 	uint64_t exc_in, exc_out, exc_drops, exc_refused;
+	/* issue 23 (--fastpath): connections on the fast path now, handoffs
+	 * done, attempts that did not move one by reason (quic.h,
+	 * MOQ_QUIC_HANDOFF_*) */
+	uint64_t fastpath_conns, handoffs, handoff_refused[MOQ_QUIC_HANDOFF_REASONS];
+	uint64_t fastpath_key_updates, fastpath_pkts_lost, fastpath_paths_validated;
 };
 
 /*

@@ -416,6 +416,9 @@ static void on_request(struct moq_wt *w, const uint8_t *block, size_t len)
 		return;
 	}
 	w->st->sessions++;
+	/* the session's set-up is done: quic/ may move the connection to its
+	 * fast path once quiet (quic.h; the same calls serve it either way) */
+	(void)moq_quic_conn_allow_handoff(w->c);
 }
 
 /* Client: the response HEADERS. */

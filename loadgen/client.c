@@ -65,6 +65,7 @@ struct lg_sub {
 	uint64_t retry_at[MOQ_LG_MAX_TRACKS];
 	uint64_t connect_ns, last_rx_ns;
 	struct moq_lg_rx rx[MOQ_LG_MAX_TRACKS];
+	int key_updated; /* --key-update: started on its connection */
 };
 
 struct lg_pubtrack {
@@ -110,6 +111,9 @@ struct moq_lg_client {
 	uint32_t take_n, light_taken, light_cands;
 	struct moq_lg_hist lat_light;
 	uint64_t subs_ready_total, subs_closed, subs_failed, retries, refused, connect_errors;
+	/* --key-update */
+	uint64_t key_updates;
+	int key_updates_done;
 };
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -741,6 +745,34 @@ static int publish_due(struct moq_lg_client *cl)
 	return done;
 }
 
+/* --key-update: each ready subscriber's connection starts a key update once
+ * (quic.h: MOQ_ERR_STATE until ngtcp2 has the next keys: tried again at the
+ * next poll). */
+static int key_updates(struct moq_lg_client *cl, uint64_t now)
+{
+	int work = 0;
+
+	if (!cl->cfg.key_update_ns || now < cl->start_ns + cl->cfg.key_update_ns ||
+	    cl->key_updates_done)
+		return 0;
+	cl->key_updates_done = 1;
+	for (uint32_t k = 0; k < cl->opened; k++) {
+		struct lg_sub *u = &cl->subs[k];
+		struct moq_quic_conn *c = u->s ? moq_session_conn(u->s) : NULL;
+
+		if (u->key_updated || u->state != SUB_READY || c == NULL)
+			continue;
+		if (moq_quic_conn_update_key(c, now) == 0) {
+			u->key_updated = 1;
+			cl->key_updates++;
+			work++;
+		} else {
+			cl->key_updates_done = 0; /* again at the next poll */
+		}
+	}
+	return work;
+}
+
 int moq_lg_client_poll(struct moq_lg_client *cl, uint64_t now)
 {
 	int work = 0, published = 0;
@@ -748,6 +780,7 @@ int moq_lg_client_poll(struct moq_lg_client *cl, uint64_t now)
 
 	if (cl->stopping)
 		goto run;
+	work += key_updates(cl, now);
 	/* the publisher's session first */
 	if (cl->cfg.publish && cl->pub.state == SUB_IDLE) {
 		connect_one(cl, &cl->pub, &cl->locals[0], MOQ_ROLE_PUBLISHER);
@@ -956,6 +989,7 @@ void moq_lg_client_report(struct moq_lg_client *cl, uint64_t now, int final,
 		extra->handshake_p50_ns = moq_lg_hist_pct(&cl->hs, 50);
 		extra->handshake_max_ns = cl->hs.max;
 		extra->light_cands = cl->light_cands;
+		extra->key_updates = cl->key_updates;
 		extra->light_subs = nlight;
 		extra->verify_subs = nverify;
 		extra->light_c = light_c;

@@ -96,6 +96,10 @@ struct moq_lg_client_cfg {
 	 * the relay's announce request), so the relay sees END and FIN before
 	 * the last groups' headers. 0 = off. */
 	uint32_t end_early_groups;
+	/* --key-update S (issue 23's interop): this long after the start each
+	 * (full) subscriber's connection starts a 1-RTT key update (RFC 9001,
+	 * 6; moq_quic_conn_update_key), retried until it is taken. 0 = off. */
+	uint64_t key_update_ns;
 };
 
 /*
@@ -171,6 +175,7 @@ struct moq_lg_client_extra {
 	uint64_t verify_subs;         /* full, verifying subscribers */
 	struct moq_lg_counts light_c; /* what light ones verified before the take-over */
 	struct moq_lg_light_stats light;
+	uint64_t key_updates; /* --key-update: connections that started one */
 };
 
 /*

@@ -14,6 +14,8 @@
  *   --subscribers N        subscriber sessions (default 0)
  *   --ramp R               sessions opened per second (default 200; 0 = all at once)
  *   --tracks SPEC,...      default "video:1M,audio" (media.h, moq_lg_track_parse)
+ *   --key-update S         S seconds after the start every subscriber's
+ *                          connection starts a 1-RTT key update (RFC 9001, 6)
  *   --end-early N          the publisher sends N groups of its one track and,
  *                          when it opens the last, END {last + 1} and FIN
  *                          before that group's stream (issue 29 tests)
@@ -134,7 +136,7 @@ static void on_signal(int sig)
 struct opts {
 	int kernel, publish, quiet, verbose, busy_poll, thp;
 	uint32_t subscribers, conns_per_addr, max_handshakes, key_max, end_early;
-	double ramp, duration, warmup;
+	double ramp, duration, warmup, key_update;
 	char tracks[256], broadcast[128], json[256];
 	char relay[64], local[64];
 	int port;
@@ -158,7 +160,7 @@ static void usage(void)
 	        "       moqdp-load --kernel [args]        (kernel UDP sockets)\n"
 	        "args: --relay IP:PORT --local IP[/LEN] --publish --subscribers N --ramp R/s\n"
 	        "      --tracks video:1M,audio --keyframe-max BYTES --broadcast PATH --duration S\n"
-	        "      --conns-per-addr N --max-handshakes N\n"
+	        "      --conns-per-addr N --max-handshakes N --key-update S\n"
 	        "      --jwt TOKEN | --token FILE (sent as SETUP Path ?jwt=)\n"
 	        "      --transport quic|wt|ws (raw QUIC, default; WebTransport over HTTP/3; "
 	        "WebSocket + qmux-01 to the relay's TCP port, with --kernel)\n"
@@ -287,6 +289,17 @@ static int parse_args(struct opts *o, int argc, char **argv)
 				return -1;
 			}
 			o->conns_per_addr = (uint32_t)n;
+		} else if (!strcmp(a, "--key-update")) {
+			NEEDV();
+			double d = strtod(v, &end);
+			if (end == v || (*end && strcmp(end, "s")) || d <= 0 || d > 3600) {
+				fprintf(stderr,
+				        "moqdp-load: --key-update: '%s' is not seconds in (0, "
+				        "3600]\n",
+				        v);
+				return -1;
+			}
+			o->key_update = d;
 		} else if (!strcmp(a, "--ramp") || !strcmp(a, "--duration") ||
 		           !strcmp(a, "--warmup")) {
 			NEEDV();
@@ -596,6 +609,9 @@ static int summary(struct moq_lg_client *cl, uint64_t now, FILE *json, const str
 	        (double)moq_lg_hist_pct(r.hist, 99) / 1e6, (double)r.hist->max / 1e6, r.hist->n,
 	        (double)r.rx_bytes_wire / 1e6, r.rx_pkts, (double)r.tx_bytes_wire / 1e6, r.tx_pkts,
 	        io->tx_drops + io->unresolved);
+	if (ex.key_updates)
+		fprintf(stderr, "  key updates %" PRIu64 " subscriber connections started one\n",
+		        ex.key_updates);
 	if (ex.light_cands)
 		light_summary(&r, &ex, NULL, 0);
 	if (errors || moq_lg_counts_errors(&ex.light_c))
@@ -1078,6 +1094,7 @@ int main(int argc, char **argv)
 	if (parse_tracks(o.tracks, &cfg) < 0)
 		return 2;
 	cfg.end_early_groups = o.end_early;
+	cfg.key_update_ns = (uint64_t)(o.key_update * 1e9);
 	if (o.end_early && (cfg.ntracks != 1 || !o.publish)) {
 		fprintf(stderr, "moqdp-load: --end-early needs --publish and one track\n");
 		return 2;

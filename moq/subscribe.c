@@ -201,6 +201,10 @@ void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_su
 		n->watch = s;
 	}
 	sess_mark(s);
+	/* set-up done and serving a subscriber: quic/ may move the connection
+	 * to its fast path once quiet (quic.h; same calls either way) */
+	if (s->conn != NULL)
+		(void)moq_quic_conn_allow_handoff(s->conn);
 	d->next = s->dsubs;
 	s->dsubs = d;
 	s->ndsubs++;

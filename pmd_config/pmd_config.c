@@ -35,6 +35,7 @@ enum key_type {
 	K_PROFILE,  /* auto | a profile name */
 	K_HOSTPORT, /* host:port or "" */
 	K_ADMIT,    /* bounds | goaway=URL */
+	K_ONOFF,    /* on | off, a u32 1 / 0 */
 };
 
 struct key {
@@ -185,6 +186,13 @@ static const struct key keys[] = {
          "origins (comma-separated, e.g. https://app.example.com) a browser's WebTransport "
          "CONNECT or WebSocket upgrade may come from; others get 403; \"\" or * = any "
          "(default any)"},
+        /* issue 23: quic/handoff.c, fastpath/ */
+        {"fastpath", K_ONOFF, OFF(fastpath), 0, 0,
+         "on: subscriber connections leave ngtcp2 for the 1-RTT fast path once set up and "
+         "quiet; off: everything stays on ngtcp2 (default off)"},
+        {"fastpath-conns", K_U32, OFF(fastpath_conns), 1, 10000000,
+         "connections per worker the fast path holds (its pools, ~18 KiB a connection, are "
+         "allocated at start); beyond, connections stay on ngtcp2 (default 4096)"},
 };
 
 #define NB_KEYS (sizeof(keys) / sizeof(keys[0]))
@@ -283,6 +291,7 @@ void moq_pmd_config_defaults(struct moq_pmd_config *cfg)
 	cfg->max_streams = 1000;
 	cfg->max_tracks = 10000;
 	cfg->idle_timeout_us = 30 * US;
+	cfg->fastpath_conns = 4096;
 	cfg->backend = MOQ_CFG_BACKEND_DPDK;
 	cfg->redirect_ring = 1024;
 	snprintf(cfg->profile, sizeof(cfg->profile), "auto");
@@ -627,6 +636,12 @@ static int set_value(struct moq_pmd_config *cfg, const struct key *k, const char
 			return 0;
 		}
 		return fail(err, errlen, "%s: '%s' is not bounds or goaway=URL", lbl, v);
+	case K_ONOFF:
+		if (strcmp(v, "on") == 0 || strcmp(v, "off") == 0) {
+			memcpy(field, &(uint32_t){strcmp(v, "on") == 0}, sizeof(uint32_t));
+			return 0;
+		}
+		return fail(err, errlen, "%s: '%s' is not on or off", lbl, v);
 	case K_BACKEND:
 		if (strcmp(v, "dpdk") == 0)
 			cfg->backend = MOQ_CFG_BACKEND_DPDK;

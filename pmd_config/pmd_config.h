@@ -148,6 +148,10 @@ struct moq_pmd_config {
 	 * (web.h, struct moq_web_cfg): comma-separated origins a browser's
 	 * CONNECT or upgrade may come from; "" = any (moq-relay's behaviour) */
 	char allowed_origins[MOQ_CFG_PATH_MAX];
+	/* issue 23: subscriber connections leave ngtcp2 for the 1-RTT fast
+	 * path once set up and quiet (quic.h, config.fastpath); 1 = on */
+	uint32_t fastpath;
+	uint32_t fastpath_conns; /* the engine's connection pool per worker */
 };
 
 /*

@@ -287,6 +287,7 @@ void conn_free(struct moq_quic_conn *c)
 	struct moq_quic_endpoint *ep = c->ep;
 	uint32_t i;
 
+	hand_conn_free(c); /* the engine's side first: it notifies */
 	if (!c->notified) {
 		struct moq_quic_close_info info;
 

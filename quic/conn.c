@@ -465,6 +465,10 @@ void moq_quic_conn_get_info(const struct moq_quic_conn *c, struct moq_quic_conn_
 	ngtcp2_conn_stat cs;
 
 	memset(out, 0, sizeof(*out));
+	if (c->fp != NULL) {
+		hand_info(c, out);
+		return;
+	}
 	if (c->q == NULL)
 		return;
 	ngtcp2_conn_get_conn_stat(c->q, &cs);
@@ -488,6 +492,8 @@ int moq_quic_conn_close(struct moq_quic_conn *c, uint64_t app_err, const char *r
 		return MOQ_ERR_INVAL;
 	if (c->notified || c->state >= CS_CLOSING)
 		return 0;
+	if (c->fp != NULL)
+		return hand_close(c, app_err, reason);
 	c->close_code = app_err;
 	snprintf(c->close_reason, sizeof(c->close_reason), "%s", reason ? reason : "");
 	if (c->in_ng) {
@@ -518,6 +524,8 @@ int moq_quic_conn_update_key(struct moq_quic_conn *c, uint64_t now)
 		return MOQ_ERR_INVAL;
 	if (c->state != CS_ESTABLISHED)
 		return MOQ_ERR_STATE;
+	if (c->fp != NULL)
+		return hand_update_key(c);
 	rv = ngtcp2_conn_initiate_key_update(c->q, now);
 	if (rv != 0) {
 		/* ngtcp2 derives the next keys during a write: schedule one so

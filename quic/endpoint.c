@@ -184,6 +184,11 @@ struct moq_quic_endpoint *moq_quic_endpoint_new(const struct moq_quic_config *cf
 	rv = quic_tls_ctx_new(ep); /* or takes cfg->tls */
 	if (rv != 0)
 		goto fail_tables;
+	rv = hand_init(ep); /* the fast path engine, config.fastpath */
+	if (rv != 0) {
+		quic_tls_ctx_free(ep);
+		goto fail_tables;
+	}
 	setup_callbacks(ep);
 	if (err)
 		*err = 0;
@@ -220,6 +225,7 @@ void moq_quic_endpoint_free(struct moq_quic_endpoint *ep)
 		return;
 	while (ep->ahead)
 		conn_free(ep->ahead);
+	hand_fini(ep);
 	mem_fini(ep);
 	quic_tls_ctx_free(ep);
 	free(ep->slq);
@@ -265,6 +271,10 @@ static void conn_recv(struct moq_quic_conn *c, const uint8_t *data, size_t len,
 	}
 	if (c->state >= CS_DRAINING)
 		return;
+	if (c->fp != NULL) {
+		hand_recv(c, data, len, local, remote, now);
+		return;
+	}
 	memset(&pi, 0, sizeof(pi));
 	path_of(&path, local, remote);
 	c->bytes_recv += len;
@@ -281,6 +291,13 @@ static void conn_recv(struct moq_quic_conn *c, const uint8_t *data, size_t len,
 		if (cur->remote.addrlen <= sizeof(c->remote.u)) {
 			memcpy(&c->remote.u, cur->remote.addr, cur->remote.addrlen);
 			c->remote.len = cur->remote.addrlen;
+		}
+		/* quiet now (an ACK took the last packet in flight)? then the
+		 * fast path takes it over (handoff.c) */
+		if (c->fp_ok) {
+			hand_try(c, now);
+			if (c->fp != NULL)
+				return;
 		}
 		ready_add(c);
 		/* the next _send visits it and sets its timer after writing
@@ -416,6 +433,10 @@ static void server_accept(struct moq_quic_endpoint *ep, const uint8_t *data, siz
 	ngtcp2_conn_set_tls_native_handle(c->q, c->ssl);
 	if (ep->cfg.keep_alive_ns)
 		ngtcp2_conn_set_keep_alive_timeout(c->q, ep->cfg.keep_alive_ns);
+	/* the fast path needs the 1-RTT secrets (export.c); without them the
+	 * connection just stays on ngtcp2 */
+	if (ep->fpe != NULL)
+		(void)quic_capture_server(c);
 	if (conn_add_cid(c, scid.data, scid.datalen) != 0 ||
 	    conn_add_cid(c, hd.dcid.data, hd.dcid.datalen) != 0)
 		goto fail_conn;
@@ -489,6 +510,11 @@ int moq_quic_endpoint_recv(struct moq_quic_endpoint *ep, const uint8_t *data, si
 				return 0;
 			}
 		}
+		/* the fast path's own: CIDs of a connection in its closing
+		 * period, tokens learnt from NEW_CONNECTION_ID */
+		if (ep->fpe != NULL &&
+		    hand_recv_unknown(ep, data, len, local, remote, now) != MOQ_ERR_NOTFOUND)
+			return 0;
 		/* a CID another worker chose: the caller forwards it */
 		if (vc.dcidlen == MOQ_QUIC_CID_LEN && vc.dcid[0] != ep->cfg.worker_id) {
 			ep->st.pkts_wrong_worker++;
@@ -518,6 +544,7 @@ void moq_quic_endpoint_stats(const struct moq_quic_endpoint *ep, struct moq_quic
 	if (ep && out) {
 		*out = ep->st;
 		out->spare_bytes = mem_cached_bytes(ep) + ep->sfree_bytes;
+		hand_stats(ep, out);
 	}
 }
 

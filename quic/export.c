@@ -8,6 +8,7 @@
 #include "quic_int.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <wolfssl/openssl/evp.h>
@@ -78,8 +79,10 @@ static int light_set_secrets(WOLFSSL *ssl, WOLFSSL_ENCRYPTION_LEVEL wlevel, cons
 			memcpy(k->tx.secret, tx, secretlen);
 		k->secretlen = secretlen;
 		k->keylen = ngtcp2_crypto_aead_keylen(&cc->aead);
-		/* wolfSSL gives both directions in one call on a client */
-		k->have = rx != NULL && tx != NULL;
+		/* wolfSSL gives both directions in one call on a client, a
+		 * server may learn them apart */
+		k->got |= (rx != NULL ? 1 : 0) | (tx != NULL ? 2 : 0);
+		k->have = k->got == 3;
 	}
 	return 1;
 }
@@ -197,4 +200,31 @@ void moq_quic_conn_light_detach(struct moq_quic_conn *c)
 	ready_del(c);
 	conn_notify(c, &info);
 	conn_update_timer(c);
+}
+
+/*
+ * A server connection of a fast-path endpoint: the same capture as a light
+ * client's (the secrets and derived keys of the first 1-RTT generation, RFC
+ * 9001, 5.1; the header protection key never changes, 6), without
+ * narrowing the cipher list: a connection that negotiates another suite
+ * just stays on ngtcp2 (handoff.c). Returns 0, MOQ_ERR_NOMEM or
+ * MOQ_ERR_CRYPTO.
+ */
+int quic_capture_server(struct moq_quic_conn *c)
+{
+	struct moq_quic_light_keys *k;
+
+	pthread_once(&idx_once, idx_init);
+	if (keys_idx < 0 || c->ssl == NULL)
+		return MOQ_ERR_CRYPTO;
+	k = calloc(1, sizeof(*k));
+	if (k == NULL)
+		return MOQ_ERR_NOMEM;
+	if (wolfSSL_set_ex_data(c->ssl, keys_idx, k) != WOLFSSL_SUCCESS ||
+	    wolfSSL_set_quic_method(c->ssl, &light_method) != WOLFSSL_SUCCESS) {
+		free(k);
+		return MOQ_ERR_CRYPTO;
+	}
+	c->fpkeys = k;
+	return 0;
 }

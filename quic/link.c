@@ -38,6 +38,9 @@ struct moq_quic_link {
 	struct moq_quic_link_stats st[2];
 	moq_quic_link_filter_fn filter;
 	void *filter_arg;
+	/* moq_quic_link_set_nat */
+	int nat;
+	struct moq_quic_addr nat_in, nat_out;
 	uint8_t bufs[MOQ_QUIC_BURST][LINK_MTU];
 };
 
@@ -165,6 +168,16 @@ void moq_quic_link_set_filter(struct moq_quic_link *l, moq_quic_link_filter_fn f
 	l->filter_arg = arg;
 }
 
+void moq_quic_link_set_nat(struct moq_quic_link *l, const struct moq_quic_addr *inside,
+                           const struct moq_quic_addr *outside)
+{
+	l->nat = inside != NULL && outside != NULL;
+	if (l->nat) {
+		l->nat_in = *inside;
+		l->nat_out = *outside;
+	}
+}
+
 uint64_t moq_quic_link_now(const struct moq_quic_link *l)
 {
 	return l->now;
@@ -192,6 +205,12 @@ static int enqueue(struct moq_quic_link *l, int dir, const uint8_t *data, size_t
 	p->len = len;
 	p->from = *from;
 	p->to = *to;
+	if (l->nat && dir == 0 && from->len == l->nat_in.len &&
+	    memcmp(&from->u, &l->nat_in.u, from->len) == 0)
+		p->from = l->nat_out;
+	else if (l->nat && dir == 1 && to->len == l->nat_out.len &&
+	         memcmp(&to->u, &l->nat_out.u, to->len) == 0)
+		p->to = l->nat_in;
 	p->dir = dir;
 	at = l->now;
 	if (d->rate_bps > 0) {

@@ -74,6 +74,16 @@ void moq_quic_link_free(struct moq_quic_link *l);
 /* moq_quic_link_set_filter: install (or clear with NULL) a filter. */
 void moq_quic_link_set_filter(struct moq_quic_link *l, moq_quic_link_filter_fn fn, void *arg);
 
+/*
+ * moq_quic_link_set_nat: a NAT rebinding (RFC 9000, 9.3) from now on:
+ * datagrams endpoint a sends from @inside reach b as from @outside, and b's
+ * datagrams to @outside reach a at @inside (a's connection never learns of
+ * it). NULL @inside clears it. Datagrams already on the link keep their
+ * addresses.
+ */
+void moq_quic_link_set_nat(struct moq_quic_link *l, const struct moq_quic_addr *inside,
+                           const struct moq_quic_addr *outside);
+
 /* moq_quic_link_now: the current virtual time (ns). */
 uint64_t moq_quic_link_now(const struct moq_quic_link *l);
 

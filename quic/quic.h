@@ -250,6 +250,15 @@ struct moq_quic_config {
 	 * datagrams, which WebTransport clients require to be on); received
 	 * ones are dropped. */
 	uint64_t max_datagram_frame_size;
+
+	/* Issue 23, the fast path: a server connection the application marked
+	 * with moq_quic_conn_allow_handoff (its session set-up is done) leaves
+	 * ngtcp2 once it is quiet and is served by the 1-RTT engine
+	 * (fastpath.h) behind the same calls. 0 = off: everything stays on
+	 * ngtcp2. fastpath_max_conns: the engine's connection pool (0 =
+	 * max_conns). */
+	int fastpath;
+	uint32_t fastpath_max_conns;
 };
 
 /* Endpoint counters; every refusal or drop has one. */
@@ -285,6 +294,30 @@ struct moq_quic_stats {
 	uint64_t conns_old_cert;     /* live connections still on a replaced cert */
 	uint64_t spare_bytes;        /* freed ngtcp2 blocks and stream records kept for reuse:
 	                       * bounded (alloc.c 4096 blocks a class, stream.c 4096) */
+	/* the fast path (config.fastpath; handoff.c) */
+	uint64_t fastpath_conns; /* gauge: connections served by the engine */
+	uint64_t handoffs;       /* connections moved to it */
+	/* attempts that did not move a connection, by reason
+	 * (MOQ_QUIC_HANDOFF_*): the busy ones are retried at the next
+	 * datagram; CIPHER, LIMIT and IMPORT leave it on ngtcp2 for good */
+	uint64_t handoff_refused[8];
+	/* the engine's own (fastpath.h, struct fp_stats) */
+	uint64_t fastpath_key_updates; /* key phases started by either side */
+	uint64_t fastpath_pkts_lost;
+	uint64_t fastpath_paths_validated;
+};
+
+/* Why a handoff did not happen (moq_quic_stats.handoff_refused index). */
+enum moq_quic_handoff_reason {
+	MOQ_QUIC_HANDOFF_NOT_CONFIRMED = 0, /* handshake not confirmed yet */
+	MOQ_QUIC_HANDOFF_IN_FLIGHT = 1,     /* packets unacknowledged, frames queued */
+	MOQ_QUIC_HANDOFF_STREAM_BUSY = 2,   /* stream data unsent / unacked / out of order */
+	MOQ_QUIC_HANDOFF_KEY_UPDATE = 3,    /* a key update or path validation running */
+	MOQ_QUIC_HANDOFF_CIPHER = 4,        /* not TLS_AES_128_GCM_SHA256 (final) */
+	MOQ_QUIC_HANDOFF_LIMIT = 5,         /* the engine's pools are full (final) */
+	MOQ_QUIC_HANDOFF_IMPORT = 6,        /* the engine refused the state (final) */
+	MOQ_QUIC_HANDOFF_OTHER = 7,         /* too many CIDs / ranges / streams */
+	MOQ_QUIC_HANDOFF_REASONS = 8,
 };
 
 /* Per-connection figures, from ngtcp2's conn_stat. */
@@ -598,6 +631,19 @@ void moq_quic_conn_get_info(const struct moq_quic_conn *c, struct moq_quic_conn_
 int moq_quic_conn_close(struct moq_quic_conn *c, uint64_t app_err, const char *reason);
 
 /*
+ * moq_quic_conn_allow_handoff: (server, config.fastpath) the application's
+ * session set-up on @c is done (HTTP/3 + WebTransport CONNECT, or the MoQ
+ * SETUP) and @c mostly receives what the relay sends (a subscriber): the
+ * endpoint may move it to the fast path as soon as it is quiet. Nothing
+ * changes for the caller: the same moq_quic_* calls and callbacks serve it.
+ * Returns 0, MOQ_ERR_STATE (fast path off, a client connection, or closing).
+ */
+int moq_quic_conn_allow_handoff(struct moq_quic_conn *c);
+
+/* moq_quic_conn_fastpath: 1 when @c is served by the fast path now. */
+int moq_quic_conn_fastpath(const struct moq_quic_conn *c);
+
+/*
  * moq_quic_conn_update_key: start a 1-RTT key update (RFC 9001, 6).
  * Returns 0, MOQ_ERR_STATE before the handshake is confirmed, while a
  * previous update is not yet confirmed, or before ngtcp2 derived the next
@@ -689,6 +735,7 @@ struct moq_quic_light_keys {
 	struct moq_quic_light_dir rx, tx; /* rx: the server's packets */
 	size_t secretlen, keylen;
 	int have; /* 1-RTT keys captured */
+	int got;  /* bit 0: rx captured, bit 1: tx (a server learns them apart) */
 };
 
 /* A connection's state at the switch-over. */

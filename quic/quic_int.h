@@ -162,6 +162,15 @@ struct moq_quic_conn {
 
 	uint64_t bytes_sent, bytes_recv;
 	uint64_t key_updates;
+
+	/* the fast path (handoff.c): @fp once the engine serves this
+	 * connection (q and ssl are NULL then, the streams are the engine's);
+	 * @fpkeys: the 1-RTT secrets captured at install (server, config
+	 * fastpath), freed at the handoff or with the connection */
+	struct fp_conn *fp;
+	struct moq_quic_light_keys *fpkeys;
+	uint8_t fp_ok;    /* moq_quic_conn_allow_handoff was called */
+	uint8_t fp_final; /* refused for good: stays on ngtcp2 */
 };
 
 struct sl_pkt {
@@ -229,6 +238,11 @@ struct moq_quic_endpoint {
 
 	struct moq_quic_stats st;
 	uint64_t now; /* latest timestamp the caller gave */
+
+	/* the fast path engine (config.fastpath; handoff.c) and the scratch
+	 * one export fills */
+	struct fp_engine *fpe;
+	struct hand_scratch *hscratch;
 };
 
 /* ---------------------------------------------------------------- hashing */
@@ -377,6 +391,7 @@ void strm_heap_free(struct quic_strm *s, enum moq_heap_kind k);
 struct quic_strm *strm_new(struct moq_quic_conn *c, int64_t id);
 void strm_free(struct moq_quic_conn *c, struct quic_strm *s);
 void strm_ack(struct quic_strm *s, uint64_t acked);
+struct quic_strm *strm_find(const struct moq_quic_conn *c, int64_t id);
 
 /* close.c: closing, draining and freeing connections. */
 void conn_notify(struct moq_quic_conn *c, struct moq_quic_close_info *info);
@@ -410,6 +425,38 @@ void send_stateless_close(struct moq_quic_endpoint *ep, const ngtcp2_pkt_hd *hd,
 void send_stateless_reset(struct moq_quic_endpoint *ep, const uint8_t *dcid, size_t dcidlen,
                           size_t dgram_len, const struct moq_quic_addr *local,
                           const struct moq_quic_addr *remote, uint64_t now);
+
+/* handoff.c: the fast path behind the same calls (issue 23). */
+struct fp_conn;
+struct fp_engine;
+struct hand_scratch;
+int hand_init(struct moq_quic_endpoint *ep);
+void hand_fini(struct moq_quic_endpoint *ep);
+void hand_try(struct moq_quic_conn *c, uint64_t now);
+void hand_recv(struct moq_quic_conn *c, const uint8_t *data, size_t len,
+               const struct moq_quic_addr *local, const struct moq_quic_addr *remote, uint64_t now);
+int hand_recv_unknown(struct moq_quic_endpoint *ep, const uint8_t *data, size_t len,
+                      const struct moq_quic_addr *local, const struct moq_quic_addr *remote,
+                      uint64_t now);
+size_t hand_send(struct moq_quic_endpoint *ep, struct moq_quic_pkt *pkts, size_t n, uint64_t now);
+int hand_timers(struct moq_quic_endpoint *ep, uint64_t now);
+uint64_t hand_next_expiry(const struct moq_quic_endpoint *ep);
+void hand_stats(const struct moq_quic_endpoint *ep, struct moq_quic_stats *out);
+int hand_pending(const struct moq_quic_endpoint *ep);
+void hand_conn_free(struct moq_quic_conn *c);
+int hand_close(struct moq_quic_conn *c, uint64_t app_err, const char *reason);
+void hand_info(const struct moq_quic_conn *c, struct moq_quic_conn_info *out);
+int hand_update_key(struct moq_quic_conn *c);
+int hand_stream_open(struct moq_quic_conn *c, int bidi, int64_t *sid);
+long hand_stream_write(struct moq_quic_conn *c, int64_t sid, const struct iovec *iov, size_t iovcnt,
+                       int fin);
+long hand_stream_queued(const struct moq_quic_conn *c, int64_t sid);
+int hand_stream_reset(struct moq_quic_conn *c, int64_t sid, uint64_t app_err);
+int hand_stream_stop_sending(struct moq_quic_conn *c, int64_t sid, uint64_t app_err);
+int hand_stream_set_urgency(struct moq_quic_conn *c, int64_t sid, uint8_t urgency);
+
+/* export.c: capture a server connection's 1-RTT secrets for the handoff. */
+int quic_capture_server(struct moq_quic_conn *c);
 
 /* tls.c */
 int quic_tls_ctx_new(struct moq_quic_endpoint *ep);

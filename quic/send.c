@@ -248,6 +248,9 @@ int moq_quic_endpoint_send(struct moq_quic_endpoint *ep, struct moq_quic_pkt *pk
 		else
 			conn_update_timer(c);
 	}
+	/* the fast path's connections (handoff.c) */
+	if (i < n)
+		i += hand_send(ep, pkts + i, n - i, now);
 	ep->st.pkts_out += i;
 	for (k = 0; k < i; k++)
 		ep->st.bytes_out += pkts[k].len;
@@ -256,5 +259,5 @@ int moq_quic_endpoint_send(struct moq_quic_endpoint *ep, struct moq_quic_pkt *pk
 
 int moq_quic_endpoint_pending(const struct moq_quic_endpoint *ep)
 {
-	return ep != NULL && (ep->slq_n > 0 || ep->rhead != NULL);
+	return ep != NULL && (ep->slq_n > 0 || ep->rhead != NULL || hand_pending(ep));
 }

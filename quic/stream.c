@@ -37,6 +37,11 @@ static struct quic_strm *smap_find(const struct moq_quic_conn *c, int64_t id)
 	}
 }
 
+struct quic_strm *strm_find(const struct moq_quic_conn *c, int64_t id)
+{
+	return smap_find(c, id);
+}
+
 static int smap_put_raw(struct quic_strm **map, uint32_t cap, struct quic_strm *s)
 {
 	uint32_t i = (uint32_t)mix64((uint64_t)s->id) & (cap - 1);
@@ -252,6 +257,8 @@ int moq_quic_stream_open(struct moq_quic_conn *c, int bidi, int64_t *sid)
 		return MOQ_ERR_INVAL;
 	if (c->state != CS_ESTABLISHED || c->notified)
 		return MOQ_ERR_STATE;
+	if (c->fp != NULL)
+		return hand_stream_open(c, bidi, sid);
 	s = strm_get(c->ep);
 	if (s == NULL)
 		return MOQ_ERR_NOMEM;
@@ -287,6 +294,8 @@ long moq_quic_stream_write(struct moq_quic_conn *c, int64_t sid, const struct io
 		return MOQ_ERR_INVAL;
 	if (c->state != CS_ESTABLISHED || c->notified)
 		return MOQ_ERR_STATE;
+	if (c->fp != NULL)
+		return hand_stream_write(c, sid, iov, iovcnt, fin);
 	s = smap_find(c, sid);
 	/* a receive-only stream: the peer's unidirectional one */
 	if (s == NULL || (!ngtcp2_is_bidi_stream(sid) && !ngtcp2_conn_is_local_stream(c->q, sid)))
@@ -350,8 +359,11 @@ long moq_quic_stream_write(struct moq_quic_conn *c, int64_t sid, const struct io
 
 long moq_quic_stream_queued(const struct moq_quic_conn *c, int64_t sid)
 {
-	const struct quic_strm *s = c ? smap_find(c, sid) : NULL;
+	const struct quic_strm *s;
 
+	if (c != NULL && c->fp != NULL)
+		return hand_stream_queued(c, sid);
+	s = c ? smap_find(c, sid) : NULL;
 	if (s == NULL)
 		return MOQ_ERR_NOTFOUND;
 	return (long)(s->end_off - s->acked_off);
@@ -363,6 +375,8 @@ int moq_quic_stream_reset(struct moq_quic_conn *c, int64_t sid, uint64_t app_err
 
 	if (c == NULL || c->state >= CS_CLOSING)
 		return MOQ_ERR_NOTFOUND;
+	if (c->fp != NULL)
+		return hand_stream_reset(c, sid, app_err);
 	s = smap_find(c, sid);
 	if (s == NULL)
 		return MOQ_ERR_NOTFOUND;
@@ -378,7 +392,11 @@ int moq_quic_stream_reset(struct moq_quic_conn *c, int64_t sid, uint64_t app_err
 
 int moq_quic_stream_stop_sending(struct moq_quic_conn *c, int64_t sid, uint64_t app_err)
 {
-	if (c == NULL || c->state >= CS_CLOSING || smap_find(c, sid) == NULL)
+	if (c == NULL || c->state >= CS_CLOSING)
+		return MOQ_ERR_NOTFOUND;
+	if (c->fp != NULL)
+		return hand_stream_stop_sending(c, sid, app_err);
+	if (smap_find(c, sid) == NULL)
 		return MOQ_ERR_NOTFOUND;
 	/* RFC 9000, 19.5 */
 	if (ngtcp2_conn_shutdown_stream_read(c->q, sid, app_err) != 0)
@@ -394,6 +412,8 @@ int moq_quic_stream_set_urgency(struct moq_quic_conn *c, int64_t sid, uint8_t ur
 
 	if (c == NULL || urgency >= MOQ_QUIC_URGENCY_LEVELS)
 		return MOQ_ERR_INVAL;
+	if (c->fp != NULL)
+		return hand_stream_set_urgency(c, sid, urgency);
 	s = smap_find(c, sid);
 	if (s == NULL)
 		return MOQ_ERR_NOTFOUND;

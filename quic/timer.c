@@ -138,6 +138,10 @@ int moq_quic_endpoint_timers(struct moq_quic_endpoint *ep, uint64_t now)
 		return MOQ_ERR_INVAL;
 	ep->now = now;
 	mem_trim(ep, now); /* spares unused for a period go back (alloc.c) */
+
+	/* the fast path's wheel first: a connection it closes is CS_DEAD
+	 * with key 0 here, freed by the loop below */
+	done += hand_timers(ep, now);
 	while (ep->heap_n > 0 && ep->heap[0]->hkey <= now) {
 		struct moq_quic_conn *c = ep->heap[0];
 		int rv;
@@ -171,7 +175,12 @@ int moq_quic_endpoint_timers(struct moq_quic_endpoint *ep, uint64_t now)
 
 uint64_t moq_quic_endpoint_next_expiry(const struct moq_quic_endpoint *ep)
 {
-	if (ep == NULL || ep->heap_n == 0)
+	uint64_t fp;
+
+	if (ep == NULL)
 		return UINT64_MAX;
+	fp = hand_next_expiry(ep);
+	if (ep->heap_n == 0 || fp < ep->heap[0]->hkey)
+		return fp;
 	return ep->heap[0]->hkey;
 }

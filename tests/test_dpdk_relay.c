@@ -1012,6 +1012,8 @@ START_TEST(media_over_memif)
 	                      mgmt,
 	                      "--stats-interval",
 	                      "0",
+	                      "--fastpath", /* _i: 1 = on (issue 23), 0 = off */
+	                      _i ? "on" : "off",
 	                      NULL};
 	const char *largs[] = {lprefix,    "--no-huge",    "-m",        "512",
 	                       "--no-pci", "-l",           "0-1",       "--log-level=lib.eal:error",
@@ -1044,7 +1046,16 @@ START_TEST(media_over_memif)
 	r = metrics_when(port, "moqdp_frames_out_total", (long long)delivered);
 	ck_assert_int_ge(metric(r, "moqdp_frames_out_total"), (long long)delivered);
 	ck_assert_int_eq(metric(r, "moqdp_rx_nombuf_total"), 0);
-	fprintf(stderr, "media_over_memif: %llu frames verified by 20 subscribers\n", delivered);
+	/* --fastpath on: every subscriber's connection left ngtcp2 once set up
+	 * (the publisher's may stay); off: none did */
+	if (_i)
+		ck_assert_int_ge(metric(r, "moqdp_fastpath_handoffs_total"), 20);
+	else
+		ck_assert_int_eq(metric(r, "moqdp_fastpath_handoffs_total"), 0);
+	fprintf(stderr,
+	        "media_over_memif (--fastpath %s): %llu frames verified by 20 subscribers, %lld "
+	        "connections handed off\n",
+	        _i ? "on" : "off", delivered, metric(r, "moqdp_fastpath_handoffs_total"));
 	check_latency_mbufs("media_over_memif", port, r, rprefix + strlen("--file-prefix="),
 	                    delivered, 1);
 	kill(child, SIGINT);
@@ -1059,20 +1070,24 @@ START_TEST(media_kernel_backend)
 {
 	unsigned int udp = 40000 + (unsigned int)getpid() % 20000, mport = udp + 1;
 	char sudp[16], mgmt[32], prefix[64], relay[40], load[8192], *r;
+	const char *fp = _i ? "on" : "off"; /* issue 23's fast path */
 	const char *args[] = {
-	        prefix,   "--no-huge", "-m",        "512",    "--no-pci",         "-l",
-	        "0-1",    "--",        "--backend", "kernel", "--listen",         "127.0.0.1",
-	        "--port", sudp,        "--mgmt",    mgmt,     "--stats-interval", "0",
-	        NULL};
-	const char *largs[] = {"--kernel",   "--relay",   relay,           "--local",
-	                       "127.0.0.2",  "--publish", "--subscribers", "20",
-	                       "--duration", "3",         "--quiet",       NULL};
-	unsigned long long delivered = 0, missing = 1, errors = 1;
+	        prefix,       "--no-huge", "-m",        "512",    "--no-pci",         "-l",
+	        "0-1",        "--",        "--backend", "kernel", "--listen",         "127.0.0.1",
+	        "--port",     sudp,        "--mgmt",    mgmt,     "--stats-interval", "0",
+	        "--fastpath", fp,          NULL};
+	/* every subscriber starts a key update mid-stream (RFC 9001, 6): on
+	 * the fast path the engine answers it */
+	const char *largs[] = {"--kernel",  "--relay",       relay, "--local",    "127.0.0.2",
+	                       "--publish", "--subscribers", "20",  "--duration", "3",
+	                       "--quiet",   "--key-update",  "1.5", NULL};
+	unsigned long long delivered = 0, missing = 1, errors = 1, kus = 0;
+	const char *ku;
 	int rc;
 
 	snprintf(sudp, sizeof(sudp), "%u", udp);
 	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", mport);
-	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-kb-%d", (int)getpid());
+	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-kb%d-%d", _i, (int)getpid());
 	snprintf(relay, sizeof(relay), "127.0.0.1:%u", udp);
 	spawn(args);
 	ck_assert_msg(wait_http(mport, "/health", 15000) != NULL, "stderr: %s",
@@ -1083,16 +1098,29 @@ START_TEST(media_kernel_backend)
 	ck_assert_uint_gt(delivered, 1000);
 	ck_assert_uint_eq(missing, 0);
 	ck_assert_uint_eq(errors, 0);
+	ku = strstr(load, "key updates ");
+	ck_assert_msg(ku && sscanf(ku, "key updates %llu", &kus) == 1, "%s", load);
+	ck_assert_uint_eq(kus, 20);
 	r = metrics_when(mport, "moqdp_frames_out_total", (long long)delivered);
 	ck_assert_int_ge(metric(r, "moqdp_frames_out_total"), (long long)delivered);
 	/* --max-latency defaults to 5 s: nothing expired in 3 s */
 	ck_assert_int_gt(metric(r, "moqdp_cache_groups"), 0);
 	ck_assert_int_eq(metric(r, "moqdp_cache_expired_total"), 0);
+	if (_i) {
+		ck_assert_int_ge(metric(r, "moqdp_fastpath_handoffs_total"), 20);
+		/* the clients' key updates reached the engine (a connection
+		 * handed off after its update counts none) */
+		ck_assert_int_gt(metric(r, "moqdp_fastpath_key_updates_total"), 0);
+	} else {
+		ck_assert_int_eq(metric(r, "moqdp_fastpath_handoffs_total"), 0);
+	}
 	fprintf(stderr,
-	        "media_kernel_backend: %llu frames verified; %lld datagrams sent in %lld GSO sends "
-	        "of several\n",
-	        delivered, metric(r, "moqdp_tx_packets_total"),
-	        metric(r, "moqdp_tx_gso_sends_total"));
+	        "media_kernel_backend (--fastpath %s): %llu frames verified; %lld datagrams sent "
+	        "in %lld GSO sends of several; %lld connections handed off, %lld key updates on "
+	        "the fast path\n",
+	        _i ? "on" : "off", delivered, metric(r, "moqdp_tx_packets_total"),
+	        metric(r, "moqdp_tx_gso_sends_total"), metric(r, "moqdp_fastpath_handoffs_total"),
+	        metric(r, "moqdp_fastpath_key_updates_total"));
 	check_latency_mbufs("media_kernel_backend", mport, r, prefix + strlen("--file-prefix="),
 	                    delivered, 0);
 	kill(child, SIGTERM);
@@ -3029,8 +3057,8 @@ Suite *dpdk_relay_suite(void)
 	tcase_add_test(tc, redirect_to_owner_worker);
 	tcase_add_test(tc, media_through_tap);
 	tcase_add_test(tc, drain_with_sessions);
-	tcase_add_test(tc, media_over_memif);
-	tcase_add_test(tc, media_kernel_backend);
+	tcase_add_loop_test(tc, media_over_memif, 0, 1);
+	tcase_add_loop_test(tc, media_kernel_backend, 0, 1);
 	tcase_add_test(tc, cert_files_and_reload);
 	tcase_add_test(tc, media_over_af_packet);
 	tcase_add_test(tc, max_latency_expires_groups);
@@ -3043,6 +3071,15 @@ Suite *dpdk_relay_suite(void)
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, media_two_workers);
 	tcase_add_test(tc, media_kernel_two_workers);
+	suite_add_tcase(s, tc);
+	/* issue 23: the same media with --fastpath on, both backends
+	 * (CK_RUN_CASE=fastpath runs them alone; _i 0 above is off) */
+	tc = tcase_create("fastpath");
+	tcase_add_checked_fixture(tc, NULL, teardown);
+	tcase_add_unchecked_fixture(tc, NULL, netns_sweep);
+	tcase_set_timeout(tc, 90);
+	tcase_add_loop_test(tc, media_over_memif, 1, 2);
+	tcase_add_loop_test(tc, media_kernel_backend, 1, 2);
 	suite_add_tcase(s, tc);
 	/* issue 12's defects (CK_RUN_CASE=issue12 runs them alone) */
 	tc = tcase_create("issue12");

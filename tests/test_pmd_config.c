@@ -296,6 +296,8 @@ static const struct {
         {"--upstream-hold", "1h", "--upstream-hold: 1h is out of range"},
         {"--admit-busy", "100", "--admit-busy: '100' is not an integer in [0, 99]"},
         {"--admit-refuse", "goaway=", "--admit-refuse: 'goaway=' is not bounds or goaway=URL"},
+        {"--fastpath", "yes", "--fastpath: 'yes' is not on or off"},
+        {"--fastpath-conns", "0", "--fastpath-conns: '0' is not an integer in [1, 10000000]"},
         /* issue 15: --tcp is 0 or 1 (the dpdk backend's exception port:
          * tcp_on_dpdk below) */
         {"--tcp", "2", "--tcp: '2' is not an integer in [0, 1]"},
@@ -735,6 +737,24 @@ START_TEST(admission_options)
 }
 END_TEST
 
+/* issue 23: --fastpath on|off, off by default */
+START_TEST(fastpath_option)
+{
+	struct moq_pmd_config c;
+	char err[MOQ_CFG_ERR_MAX];
+
+	ck_assert_int_eq(parse(&c, no_env, err, NULL), 0);
+	ck_assert_uint_eq(c.fastpath, 0);
+	ck_assert_uint_eq(c.fastpath_conns, 4096);
+	ck_assert_int_eq(parse(&c, no_env, err, "--fastpath", "on", NULL), 0);
+	ck_assert_uint_eq(c.fastpath, 1);
+	ck_assert_int_eq(parse(&c, no_env, err, "--fastpath", "on", "--fastpath", "off", NULL), 0);
+	ck_assert_uint_eq(c.fastpath, 0);
+	ck_assert_int_eq(parse(&c, no_env, err, "--fastpath", "1", NULL), MOQ_ERR_CONFIG);
+	ck_assert_str_eq(err, "--fastpath: '1' is not on or off");
+}
+END_TEST
+
 Suite *pmd_config_suite(void);
 
 Suite *pmd_config_suite(void)
@@ -763,6 +783,7 @@ Suite *pmd_config_suite(void)
 	tcase_add_test(tc, queues_per_lcore);
 	tcase_add_test(tc, tcp_on_dpdk);
 	tcase_add_test(tc, allowed_origins);
+	tcase_add_test(tc, fastpath_option);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -2,6 +2,7 @@
 // wt_browser.mjs: moq-lite over WebTransport from a real browser (TAP).
 //
 //   node wt_browser.mjs --relay RELAY --load LOAD [--backend kernel|dpdk] [--seconds N]
+//                       [--fastpath on|off]
 //
 // Headless Chromium (Debian's, driven by playwright-core) loads a page that
 // bundles @moq/net (esbuild, at test time) and connects to moqdp-relay over
@@ -34,6 +35,9 @@ const args = Object.fromEntries(
 );
 const backend = args.backend || "kernel";
 const seconds = Number(args.seconds || 8);
+// issue 23: the relay's --fastpath (the browser's connection is handed off
+// once its CONNECT is answered and it is quiet)
+const fastpath = args.fastpath || "off";
 const CHROMIUM = "/usr/bin/chromium";
 
 let n = 0;
@@ -137,7 +141,7 @@ async function main() {
 		if (!sh(`ip netns add ${ns}`).ok) throw new Error("ip netns add failed (needs root)");
 		relayArgs = [prefix, "--no-huge", "-m", "512", "--no-pci", "-l", "0-1",
 			`--vdev=net_tap0,iface=${tap0}`, "--", "--listen", `${relayIp}/24`, "--port", String(udp),
-			"--mgmt", `127.0.0.1:${mport}`, "--stats-interval", "0"];
+			"--mgmt", `127.0.0.1:${mport}`, "--stats-interval", "0", "--fastpath", fastpath];
 		const relay = start(args.relay, relayArgs, { env: { ...process.env } });
 		// the tap's kernel end is moved once the relay has started its port
 		// (/health answers after the port set-up)
@@ -151,7 +155,7 @@ async function main() {
 	} else {
 		relayArgs = [prefix, "--no-huge", "-m", "512", "--no-pci", "-l", "0-1", "--",
 			"--backend", "kernel", "--listen", "127.0.0.1", "--port", String(udp),
-			"--mgmt", `127.0.0.1:${mport}`, "--stats-interval", "0"];
+			"--mgmt", `127.0.0.1:${mport}`, "--stats-interval", "0", "--fastpath", fastpath];
 		start(args.relay, relayArgs, { env: { ...process.env, ...(args.renew ? { MOQDP_TEST_CERT_RENEW_S: args.renew } : {}) } });
 	}
 	const relay = children[0];
@@ -305,6 +309,12 @@ async function main() {
 	const metrics = await httpGet(mport, "/metrics");
 	const wts = metric(metrics, "moqdp_webtransport_sessions_total");
 	tap(wts >= 1, `the relay counted ${wts} WebTransport session(s)`, metrics ? "" : "no /metrics");
+	if (fastpath === "on") {
+		// the browser's and moqdp-load's subscriber connections left ngtcp2
+		const ho = metric(metrics, "moqdp_fastpath_handoffs_total");
+		tap(ho >= 1, `--fastpath on: ${ho} connection(s) handed off to the fast path`,
+			metrics ? "" : "no /metrics");
+	}
 	console.log(`# browser: ${okFrames} frames verified, ${st ? st.published : 0} published; moqdp-load: ${delivered} frames of the browser's broadcast verified`);
 
 	// SIGQUIT with a WebTransport session open (and no other: the
