@@ -264,6 +264,11 @@ int moq_lg_track_parse(const char *spec, uint16_t id, struct moq_lg_track_cfg *o
 		n = e ? (size_t)(e - p) : strlen(p);
 		const char *eq = memchr(p, '=', n);
 		uint64_t v;
+		if (!eq && n == 6 && memcmp(p, "silent", 6) == 0) {
+			t.silent = 1;
+			first = 0;
+			continue;
+		}
 		if (!eq) {
 			if (!first || parse_rate(p, n, &t.bitrate_bps) != 0)
 				return MOQ_ERR_INVAL;
@@ -326,6 +331,8 @@ void moq_lg_gen_init(struct moq_lg_gen *g, const struct moq_lg_track_cfg *t, uin
 
 uint64_t moq_lg_gen_next(const struct moq_lg_gen *g)
 {
+	if (g->cfg.silent)
+		return UINT64_MAX;
 	return g->start_ns + g->frames * g->cfg.frame_ns;
 }
 

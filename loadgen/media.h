@@ -81,6 +81,9 @@ struct moq_lg_track_cfg {
 	uint32_t key_ratio;    /* keyframe size / delta frame size (>= 1) */
 	uint32_t key_max;      /* 0, or keyframes of varying size up to this
 	                        * (moq_lg_keyframe_size; at most MOQ_LG_FRAME_MAX) */
+	uint8_t silent;        /* "video:silent": announced and subscribable, never
+	                        * a frame (moq_lg_gen_next is never due; bench-fanout's
+	                        * fixed-cost case, issue 23) */
 };
 
 /* moq_lg_track_video / _audio: a track config with the defaults above and
@@ -90,7 +93,8 @@ struct moq_lg_track_cfg moq_lg_track_audio(uint16_t id);
 
 /*
  * moq_lg_track_parse: parse a track spec "video:1M", "video:4Mbps:fps=30:gop=60:key=8",
- * "audio", "audio:64k" into @out with @id. Units: plain bits/s, k, M, G
+ * "audio", "audio:64k", "video:silent" (a track that never sends a frame) into @out
+ * with @id. Units: plain bits/s, k, M, G
  * (decimal), an optional "bps". Returns 0 or MOQ_ERR_INVAL (unknown kind or
  * key, bad number, a frame that would be smaller than the header or larger
  * than MOQ_LG_FRAME_MAX).

@@ -285,6 +285,15 @@ struct moq_quic_stats {
 	uint64_t conns_old_cert;     /* live connections still on a replaced cert */
 	uint64_t spare_bytes;        /* freed ngtcp2 blocks and stream records kept for reuse:
 	                       * bounded (alloc.c 4096 blocks a class, stream.c 4096) */
+	/* Fixed per-connection work (issue 23, "measure b"; bench-fanout): */
+	uint64_t ack_pkts_in;    /* packets received whose first frame (after
+	                          * PADDING) is an ACK (conn.c, decrypt_count_cb) */
+	uint64_t streams_opened; /* streams opened, by either side */
+	uint64_t timer_expiries; /* timer-heap expiries handled (timer.c) */
+	uint64_t timer_idle;     /* ... after which the connection's next write
+	                          * sent nothing (send.c) */
+	uint64_t timer_inline;   /* pacing-only expiries handled after a write
+	                          * (timer.c, conn_update_timer_sent) */
 };
 
 /* Per-connection figures, from ngtcp2's conn_stat. */
