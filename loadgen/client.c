@@ -960,6 +960,12 @@ void moq_lg_client_report(struct moq_lg_client *cl, uint64_t now, int final,
 		extra->verify_subs = nverify;
 		extra->light_c = light_c;
 		extra->light = ls;
+		if (cl->snode) {
+			struct moq_node_stats ns;
+
+			moq_node_stats(cl->snode, &ns);
+			extra->groups_reset_unseen = ns.groups_reset_unseen;
+		}
 	}
 }
 

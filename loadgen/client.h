@@ -171,6 +171,10 @@ struct moq_lg_client_extra {
 	uint64_t verify_subs;         /* full, verifying subscribers */
 	struct moq_lg_counts light_c; /* what light ones verified before the take-over */
 	struct moq_lg_light_stats light;
+	/* group streams reset before their header arrived (the subscribers'
+	 * node, moq.h groups_reset_unseen): lost groups the relay reset but a
+	 * verifier cannot name, so they count as missing too */
+	uint64_t groups_reset_unseen;
 };
 
 /*

@@ -559,14 +559,27 @@ static int summary(struct moq_lg_client *cl, uint64_t now, FILE *json, const str
 	if (tty)
 		fputc('\n', stderr);
 	int n = moq_lg_report_json(&r, NULL, buf, sizeof(buf));
+	/* resets by code and streams reset before their header (bench-fanout's
+	 * lost groups by cause) */
+	char cbuf[640];
+	int cn = snprintf(cbuf, sizeof(cbuf), ",\"groups_reset_unseen\":%" PRIu64
+	                  ",\"groups_reset_codes\":{", ex.groups_reset_unseen);
+	for (unsigned k = 0, first = 1; k < 32 && cn > 0 && (size_t)cn < sizeof(cbuf) - 32; k++)
+		if (r.c.groups_reset_code[k]) {
+			cn += snprintf(cbuf + cn, sizeof(cbuf) - (size_t)cn, "%s\"%u\":%" PRIu64,
+			               first ? "" : ",", k, r.c.groups_reset_code[k]);
+			first = 0;
+		}
+	if (cn > 0 && (size_t)cn < sizeof(cbuf) - 1)
+		snprintf(cbuf + cn, sizeof(cbuf) - (size_t)cn, "}");
 	if (json && n > 1) {
 		buf[n - 1] = 0;
 		fprintf(json,
-		        "%s,\"final\":true,\"subs_stalled\":%" PRIu64 ",\"subs_failed\":%" PRIu64
+		        "%s%s,\"final\":true,\"subs_stalled\":%" PRIu64 ",\"subs_failed\":%" PRIu64
 		        ",\"connect_errors\":%" PRIu64 ",\"sub_retries\":%" PRIu64
 		        ",\"handshake_p50_us\":%.1f,\"tx_drops\":%" PRIu64
 		        ",\"io_rx_pkts\":%" PRIu64 ",\"io_tx_pkts\":%" PRIu64 "%s}\n",
-		        buf, ex.subs_stalled, ex.subs_failed, ex.connect_errors, ex.sub_retries,
+		        buf, cbuf, ex.subs_stalled, ex.subs_failed, ex.connect_errors, ex.sub_retries,
 		        (double)ex.handshake_p50_ns / 1e3, io->tx_drops + io->unresolved,
 		        io->rx_pkts, io->tx_pkts, lbuf);
 		fflush(json);
@@ -1085,6 +1098,9 @@ int main(int argc, char **argv)
 	for (unsigned k = 0; k < cfg.ntracks; k++)
 		if (cfg.tracks[k].kind == MOQ_LG_VIDEO)
 			cfg.tracks[k].key_max = o.key_max;
+	int all_silent = cfg.ntracks > 0;
+	for (unsigned k = 0; k < cfg.ntracks; k++)
+		all_silent &= cfg.tracks[k].silent;
 	if (!o.publish && o.subscribers == 0) {
 		fprintf(stderr,
 		        "moqdp-load: nothing to do: give --publish and/or --subscribers N\n");
@@ -1212,7 +1228,10 @@ int main(int argc, char **argv)
 		if ((quit || now >= end_ns) && !stop_at) {
 			/* the summary is what was delivered while every session
 			 * ran; then they close */
-			rc = summary(cl, now, pg.json, &io, pg.live && pg.tty, o.subscribers);
+			/* subscribers of silent tracks only are meant to get no
+			 * frame: that is no failure */
+			rc = summary(cl, now, pg.json, &io, pg.live && pg.tty,
+			             all_silent ? 0 : o.subscribers);
 			moq_lg_client_stop(cl, now);
 			stop_at = now + STOP_GRACE_NS;
 		}
