@@ -91,6 +91,11 @@ struct moq_lg_client {
 	uint8_t *fbuf;
 	uint64_t pub_frames, pub_bytes, pub_groups, pub_write_errors;
 	int end_early_done; /* --end-early: its groups all written */
+	uint64_t end_sent; /* --end-early: the END {group} sent (0: none) */
+	/* what the subscribers were told (sub_reply): ENDs, their lowest and
+	 * highest group, DROPs (tests of issue 29 check the exact END) */
+	uint64_t end_subs, end_min, end_max, drop_replies;
+	uint64_t drop_groups, drop_code[32]; /* groups those DROPs named, by code */
 
 	/* subscribers */
 	struct lg_sub *subs;
@@ -242,6 +247,29 @@ static void on_sub_closed(struct moq_session *s, void *user, uint64_t id, int64_
 	}
 }
 
+static void on_sub_reply(struct moq_session *s, void *user, uint64_t id,
+                         const struct moq_subscribe_reply *r)
+{
+	struct moq_lg_client *cl = user;
+
+	(void)s;
+	(void)id;
+	if (r->kind == MOQ_SUB_END) {
+		if (cl->end_subs == 0 || r->group < cl->end_min)
+			cl->end_min = r->group;
+		if (cl->end_subs == 0 || r->group > cl->end_max)
+			cl->end_max = r->group;
+		cl->end_subs++;
+	} else if (r->kind == MOQ_SUB_DROP) {
+		uint64_t k = r->drop_end >= r->drop_start ? r->drop_end - r->drop_start + 1 : 0;
+
+		cl->drop_replies++;
+		cl->drop_groups += k;
+		if (r->drop_code < 32)
+			cl->drop_code[r->drop_code] += k;
+	}
+}
+
 static struct moq_lg_rx *rx_of(struct moq_session *s, uint64_t id)
 {
 	struct lg_sub *u = sub_of(s);
@@ -304,6 +332,7 @@ static const struct moq_node_callbacks node_cb = {
         .session_ready = on_ready,
         .session_closed = on_closed,
         .sub_closed = on_sub_closed,
+        .sub_reply = on_sub_reply,
         .group_begin = on_group_begin,
         .frame = on_frame,
         .frame_data = on_frame_data,
@@ -685,7 +714,9 @@ static void end_early(struct moq_lg_client *cl, uint64_t end)
 	}
 	if (moq_session_write_raw_stream(cl->pub.s, END_EARLY_SID, buf, (size_t)len, 1) < 0)
 		cl->pub_write_errors++;
-	else if (cl->cfg.verbose)
+	else
+		cl->end_sent = end;
+	if (cl->end_sent == end && cl->cfg.verbose)
 		fprintf(stderr, "moqdp-load: END {%llu} and FIN sent early\n",
 		        (unsigned long long)end);
 }
@@ -960,6 +991,13 @@ void moq_lg_client_report(struct moq_lg_client *cl, uint64_t now, int final,
 		extra->verify_subs = nverify;
 		extra->light_c = light_c;
 		extra->light = ls;
+		extra->end_sent = cl->end_sent;
+		extra->end_subs = cl->end_subs;
+		extra->end_min = cl->end_min;
+		extra->end_max = cl->end_max;
+		extra->drop_replies = cl->drop_replies;
+		extra->drop_groups = cl->drop_groups;
+		memcpy(extra->drop_code, cl->drop_code, sizeof(extra->drop_code));
 		if (cl->snode) {
 			struct moq_node_stats ns;
 

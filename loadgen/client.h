@@ -175,6 +175,12 @@ struct moq_lg_client_extra {
 	 * node, moq.h groups_reset_unseen): lost groups the relay reset but a
 	 * verifier cannot name, so they count as missing too */
 	uint64_t groups_reset_unseen;
+	/* --end-early: the END {group} the publisher sent (0: none); the ENDs
+	 * subscribers got (how many, lowest and highest group) and DROPs */
+	uint64_t end_sent, end_subs, end_min, end_max, drop_replies;
+	/* groups the DROPs named (the relay skipped them: counted as missing
+	 * by the verifiers), by code */
+	uint64_t drop_groups, drop_code[32];
 };
 
 /*

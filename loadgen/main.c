@@ -271,7 +271,7 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		} else if (!strcmp(a, "--keyframe-max")) {
 			NEEDV();
 			uint64_t n;
-			if (parse_bytes(v, &n) < 0 || n < MOQ_LG_HDR_LEN || n > MOQ_LG_FRAME_MAX) {
+			if (parse_bytes(v, &n) < 0 || n < MOQ_LG_HDR_LEN || n > MOQ_LG_KEYFRAME_MAX) {
 				fprintf(stderr,
 				        "moqdp-load: --keyframe-max: '%s' is not 48 B to 4 MiB\n",
 				        v);
@@ -562,12 +562,25 @@ static int summary(struct moq_lg_client *cl, uint64_t now, FILE *json, const str
 	/* resets by code and streams reset before their header (bench-fanout's
 	 * lost groups by cause) */
 	char cbuf[640];
-	int cn = snprintf(cbuf, sizeof(cbuf), ",\"groups_reset_unseen\":%" PRIu64
-	                  ",\"groups_reset_codes\":{", ex.groups_reset_unseen);
+	int cn = snprintf(cbuf, sizeof(cbuf),
+	                  ",\"groups_reset_unseen\":%" PRIu64 ",\"end_sent\":%" PRIu64
+	                  ",\"end_subs\":%" PRIu64 ",\"end_min\":%" PRIu64 ",\"end_max\":%" PRIu64
+	                  ",\"drop_replies\":%" PRIu64 ",\"groups_reset_codes\":{",
+	                  ex.groups_reset_unseen, ex.end_sent, ex.end_subs, ex.end_min, ex.end_max,
+	                  ex.drop_replies);
 	for (unsigned k = 0, first = 1; k < 32 && cn > 0 && (size_t)cn < sizeof(cbuf) - 32; k++)
 		if (r.c.groups_reset_code[k]) {
 			cn += snprintf(cbuf + cn, sizeof(cbuf) - (size_t)cn, "%s\"%u\":%" PRIu64,
 			               first ? "" : ",", k, r.c.groups_reset_code[k]);
+			first = 0;
+		}
+	if (cn > 0 && (size_t)cn < sizeof(cbuf) - 64)
+		cn += snprintf(cbuf + cn, sizeof(cbuf) - (size_t)cn,
+		               "},\"drop_groups\":%" PRIu64 ",\"drop_codes\":{", ex.drop_groups);
+	for (unsigned k = 0, first = 1; k < 32 && cn > 0 && (size_t)cn < sizeof(cbuf) - 32; k++)
+		if (ex.drop_code[k]) {
+			cn += snprintf(cbuf + cn, sizeof(cbuf) - (size_t)cn, "%s\"%u\":%" PRIu64,
+			               first ? "" : ",", k, ex.drop_code[k]);
 			first = 0;
 		}
 	if (cn > 0 && (size_t)cn < sizeof(cbuf) - 1)
@@ -611,6 +624,11 @@ static int summary(struct moq_lg_client *cl, uint64_t now, FILE *json, const str
 	        io->tx_drops + io->unresolved);
 	if (ex.light_cands)
 		light_summary(&r, &ex, NULL, 0);
+	if (ex.end_sent || ex.end_subs || ex.drop_replies)
+		fprintf(stderr,
+		        "  end         publisher END {%" PRIu64 "}; subscribers got END on %" PRIu64
+		        " subscriptions, groups %" PRIu64 "..%" PRIu64 ", %" PRIu64 " DROPs\n",
+		        ex.end_sent, ex.end_subs, ex.end_min, ex.end_max, ex.drop_replies);
 	if (errors || moq_lg_counts_errors(&ex.light_c))
 		return 1;
 	if (subscribers && c->frames_ok == 0)

@@ -184,8 +184,8 @@ uint32_t moq_lg_keyframe_size(const struct moq_lg_track_cfg *t, uint64_t group)
 	uint32_t lo = moq_lg_frame_size(t, 0), hi = t->key_max;
 	uint64_t r;
 
-	if (hi > MOQ_LG_FRAME_MAX)
-		hi = MOQ_LG_FRAME_MAX;
+	if (hi > MOQ_LG_KEYFRAME_MAX)
+		hi = MOQ_LG_KEYFRAME_MAX;
 	if (hi <= lo)
 		return lo;
 	r = mix64(((uint64_t)t->id << 48) ^ group ^ 0x6b657966ull); /* "keyf" */
