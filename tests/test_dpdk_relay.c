@@ -2453,16 +2453,17 @@ static void large_frames_run(const char *name, const char *const *args, unsigned
 }
 
 /* Issue 29 through the relay: moqdp-load's publisher (--end-early 2)
- * sends 2 groups of 2 frames of 4 MiB (moqdp-load's largest; the issue's
- * were 12 MiB) and, when it opens the second, END {last + 1} and FIN on the
- * relay's subscribe stream: the relay has END and FIN before that group's
- * header (the first's 8 MiB still queued). 3 subscribers, there from the
- * first group, verify every frame: 2 groups x 2 frames each, both groups
- * complete, nothing reset, missing or cut (before the fix: the second group
- * refused, 2 of 4 frames each). */
-static void end_early_run(const char *name, const char *const *args, unsigned int mport,
-                          const char *lprefix, const char *lvdev, const char *relay,
-                          const char *local)
+ * sends 2 groups of 2 frames of @mib MiB (4, and the issue's 12) and, when
+ * it opens the second, END {last + 1} and FIN on the relay's subscribe
+ * stream: the relay has END and FIN before that group's header (the first
+ * group still queued). 3 subscribers, there from the first group, verify
+ * every frame: 2 groups x 2 frames each, both groups complete, nothing
+ * reset, missing or cut (before the fix: the second group refused, 2 of 4
+ * frames each), and each gets the publisher's END unchanged, no DROP. */
+static void end_early_frames(const char *name, const char *const *args, unsigned int mport,
+                             const char *lprefix, const char *lvdev, const char *relay,
+                             const char *local, const char *track, const char *duration,
+                             unsigned int mib)
 {
 	const char *largs[40];
 	const char *tail[] = {"--relay",
@@ -2475,9 +2476,9 @@ static void end_early_run(const char *name, const char *const *args, unsigned in
 	                      "--ramp",
 	                      "0",
 	                      "--duration",
-	                      "8",
+	                      duration,
 	                      "--tracks",
-	                      "video:67108864:fps=2:gop=2:key=1",
+	                      track,
 	                      "--end-early",
 	                      "2",
 	                      "--quiet",
@@ -2486,7 +2487,8 @@ static void end_early_run(const char *name, const char *const *args, unsigned in
 	                     "--no-pci", "-l",        "0-1", "--log-level=lib.eal:error",
 	                     lvdev,      "--",        NULL};
 	unsigned long long delivered = 0, complete = 0, resets = 1, missing = 1, partial = 1,
-	                   errors = 1;
+	                   errors = 1, end_sent = 0, end_subs = 0, end_lo = 0, end_hi = 0,
+	                   drops = 1;
 	char load[8192];
 	const char *p;
 	int n = 0, rc;
@@ -2503,7 +2505,7 @@ static void end_early_run(const char *name, const char *const *args, unsigned in
 	spawn(args);
 	ck_assert_msg(wait_http(mport, "/health", 15000) != NULL, "stderr: %s",
 	              proc_slurp(errpath));
-	rc = run_load(largs, load, sizeof(load), 60000);
+	rc = run_load(largs, load, sizeof(load), 90000);
 	load_delivery(load, &delivered, &missing, &errors);
 	p = strstr(load, "MB), ");
 	ck_assert_msg(p && sscanf(p,
@@ -2511,13 +2513,43 @@ static void end_early_run(const char *name, const char *const *args, unsigned in
 	                          "partial frames",
 	                          &complete, &resets, &missing, &partial) == 4,
 	              "%s", load);
-	fprintf(stderr, "%s: exit %d, %llu frames verified, %llu groups complete\n%s\n", name, rc,
-	        delivered, complete, load);
+	p = strstr(load, "publisher END {");
+	ck_assert_msg(p && sscanf(p,
+	                          "publisher END {%llu}; subscribers got END on %llu "
+	                          "subscriptions, groups %llu..%llu, %llu DROPs",
+	                          &end_sent, &end_subs, &end_lo, &end_hi, &drops) == 5,
+	              "%s", load);
+	fprintf(stderr,
+	        "%s: %u MiB frames, exit %d, %llu/12 frames verified, %llu groups complete, END "
+	        "{%llu} sent, END {%llu..%llu} on %llu subscriptions\n%s\n",
+	        name, mib, rc, delivered, complete, end_sent, end_lo, end_hi, end_subs, load);
 	ck_assert_msg(delivered == 3 * 4 && complete == 3 * 2 && resets == 0 && missing == 0 &&
 	                      partial == 0 && errors == 0,
 	              "%s: %s", name, load);
+	/* the exact END: the publisher's (its first group + 2), on all three */
+	ck_assert_msg(end_sent > 0 && end_subs == 3 && end_lo == end_sent && end_hi == end_sent &&
+	                      drops == 0,
+	              "%s: %s", name, load);
 	kill(child, SIGINT);
 	ck_assert_int_eq(wait_exit(10000), 0);
+}
+
+static void end_early_run(const char *name, const char *const *args, unsigned int mport,
+                          const char *lprefix, const char *lvdev, const char *relay,
+                          const char *local)
+{
+	end_early_frames(name, args, mport, lprefix, lvdev, relay, local,
+	                 "video:67108864:fps=2:gop=2:key=1", "8", 4);
+}
+
+/* The issue's own case: 12 MiB frames x 2 groups at 8 fps (moqdp-load's
+ * frames go to 16 MiB since). */
+static void end_early_12m_run(const char *name, const char *const *args, unsigned int mport,
+                              const char *lprefix, const char *lvdev, const char *relay,
+                              const char *local)
+{
+	end_early_frames(name, args, mport, lprefix, lvdev, relay, local,
+	                 "video:805306368:fps=8:gop=2:key=1", "15", 12);
 }
 
 /* A relay on net_memif and moqdp-load on the other end, run by @run (large_frames_run,
@@ -2602,6 +2634,18 @@ END_TEST
 START_TEST(end_early_kernel_backend)
 {
 	frames_kernel_backend("end_early_kernel_backend", "ee", end_early_run);
+}
+END_TEST
+
+START_TEST(end_early_12m_over_memif)
+{
+	frames_over_memif("end_early_12m_over_memif", "e12", end_early_12m_run);
+}
+END_TEST
+
+START_TEST(end_early_12m_kernel_backend)
+{
+	frames_kernel_backend("end_early_12m_kernel_backend", "e12", end_early_12m_run);
 }
 END_TEST
 
@@ -3099,6 +3143,8 @@ Suite *dpdk_relay_frames_suite(void)
 	tcase_add_test(tc, large_frames_kernel_backend);
 	tcase_add_test(tc, end_early_over_memif);
 	tcase_add_test(tc, end_early_kernel_backend);
+	tcase_add_test(tc, end_early_12m_over_memif);
+	tcase_add_test(tc, end_early_12m_kernel_backend);
 	suite_add_tcase(s, tc);
 	return s;
 }
