@@ -483,6 +483,10 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	metric(&o, "groups_skipped_total", "counter",
 	       "Groups not sent to a subscriber: gone from the cache before a stream could open.",
 	       s->groups_skipped);
+	metric(&o, "groups_in_late_total", "counter",
+	       "Upstream groups refused: a newer group of the track had begun first (STOP_SENDING "
+	       "2 upstream, DROP 24 downstream).",
+	       s->groups_in_late);
 	metric(&o, "quic_ack_packets_in_total", "counter",
 	       "QUIC packets received whose first frame is an ACK.", s->quic_ack_pkts_in);
 	metric(&o, "quic_streams_opened_total", "counter", "QUIC streams opened, by either side.",
@@ -803,6 +807,7 @@ static int stats_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "groups_reset_dropped", s.resets_dropped);
 	rte_tel_data_add_dict_u64(d, "groups_reset_cancel", s.resets_cancel);
 	rte_tel_data_add_dict_u64(d, "groups_skipped", s.groups_skipped);
+	rte_tel_data_add_dict_u64(d, "groups_in_late", s.groups_in_late);
 	rte_tel_data_add_dict_u64(d, "quic_ack_pkts_in", s.quic_ack_pkts_in);
 	rte_tel_data_add_dict_u64(d, "quic_streams_opened", s.quic_streams_opened);
 	rte_tel_data_add_dict_u64(d, "quic_timer_expiries", s.quic_timer_expiries);

@@ -1894,6 +1894,7 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->resets_dropped += sn.ns.resets_dropped;
 		s->resets_cancel += sn.ns.resets_cancel;
 		s->groups_skipped += sn.ns.groups_skipped;
+		s->groups_in_late += sn.ns.groups_in_late;
 		s->quic_ack_pkts_in += sn.qs.ack_pkts_in;
 		s->quic_streams_opened += sn.qs.streams_opened;
 		s->quic_timer_expiries += sn.qs.timer_expiries;

@@ -151,6 +151,7 @@ struct moq_relay_stats {
 	 * against its subscribers' reset / missing counts (issue 22, item 19) */
 	uint64_t resets_old, resets_evicted, resets_lagged, resets_dropped, resets_cancel;
 	uint64_t groups_skipped;
+	uint64_t groups_in_late; /* upstream groups refused: a newer one began first */
 	/* per-connection fixed work (quic.h struct moq_quic_stats; issue 23,
 	 * "measure b"): ACK packets in, streams opened, timer-heap expiries,
 	 * those after which nothing was sent, pacing-only expiries, QUIC

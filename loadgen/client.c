@@ -998,6 +998,21 @@ void moq_lg_client_report(struct moq_lg_client *cl, uint64_t now, int final,
 		extra->drop_replies = cl->drop_replies;
 		extra->drop_groups = cl->drop_groups;
 		memcpy(extra->drop_code, cl->drop_code, sizeof(extra->drop_code));
+		if (cl->node) {
+			/* the publisher's side: group streams it reset toward the
+			 * relay (its own fanout: old, evicted, lagged, ...) */
+			struct moq_node_stats ps;
+
+			moq_node_stats(cl->node, &ps);
+			extra->pub_resets = ps.resets_old + ps.resets_evicted + ps.resets_lagged +
+			                    ps.resets_dropped + ps.resets_cancel;
+			extra->pub_skipped = ps.groups_skipped;
+			extra->pub_reset_by[0] = ps.resets_old;
+			extra->pub_reset_by[1] = ps.resets_evicted;
+			extra->pub_reset_by[2] = ps.resets_lagged;
+			extra->pub_reset_by[3] = ps.resets_dropped;
+			extra->pub_reset_by[4] = ps.resets_cancel;
+		}
 		if (cl->snode) {
 			struct moq_node_stats ns;
 

@@ -181,6 +181,10 @@ struct moq_lg_client_extra {
 	/* groups the DROPs named (the relay skipped them: counted as missing
 	 * by the verifiers), by code */
 	uint64_t drop_groups, drop_code[32];
+	/* the publisher's node: group streams it reset toward the relay, and
+	 * groups it skipped (losses before the relay) */
+	uint64_t pub_resets, pub_skipped;
+	uint64_t pub_reset_by[5]; /* old, evicted, lagged, dropped, cancel */
 };
 
 /*

@@ -576,7 +576,13 @@ static int summary(struct moq_lg_client *cl, uint64_t now, FILE *json, const str
 		}
 	if (cn > 0 && (size_t)cn < sizeof(cbuf) - 64)
 		cn += snprintf(cbuf + cn, sizeof(cbuf) - (size_t)cn,
-		               "},\"drop_groups\":%" PRIu64 ",\"drop_codes\":{", ex.drop_groups);
+		               "},\"pub_reset_by\":{\"old\":%" PRIu64 ",\"evicted\":%" PRIu64
+		               ",\"lagged\":%" PRIu64 ",\"dropped\":%" PRIu64 ",\"cancel\":%" PRIu64
+		               "},\"pub_resets\":%" PRIu64 ",\"pub_skipped\":%" PRIu64
+		               ",\"drop_groups\":%" PRIu64 ",\"drop_codes\":{",
+		               ex.pub_reset_by[0], ex.pub_reset_by[1], ex.pub_reset_by[2],
+		               ex.pub_reset_by[3], ex.pub_reset_by[4], ex.pub_resets, ex.pub_skipped,
+		               ex.drop_groups);
 	for (unsigned k = 0, first = 1; k < 32 && cn > 0 && (size_t)cn < sizeof(cbuf) - 32; k++)
 		if (ex.drop_code[k]) {
 			cn += snprintf(cbuf + cn, sizeof(cbuf) - (size_t)cn, "%s\"%u\":%" PRIu64,
