@@ -1022,6 +1022,19 @@ void moq_lg_client_report(struct moq_lg_client *cl, uint64_t now, int final,
 	}
 }
 
+int moq_lg_client_end_early_done(const struct moq_lg_client *cl)
+{
+	uint64_t ended = 0;
+
+	if (!cl->cfg.end_early_groups || !cl->end_sent || cl->opened < cl->cfg.subscribers ||
+	    cl->end_subs < (uint64_t)cl->cfg.subscribers * cl->cfg.ntracks)
+		return 0;
+	for (uint32_t k = 0; k < cl->opened; k++)
+		for (unsigned i = 0; i < cl->cfg.ntracks; i++)
+			ended += cl->subs[k].rx[i].c.groups_ok + cl->subs[k].rx[i].c.groups_reset;
+	return ended >= (uint64_t)cl->cfg.end_early_groups * cl->cfg.subscribers * cl->cfg.ntracks;
+}
+
 void moq_lg_client_reset_latency(struct moq_lg_client *cl)
 {
 	moq_lg_hist_reset(&cl->lat);

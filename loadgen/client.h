@@ -188,6 +188,14 @@ struct moq_lg_client_extra {
 };
 
 /*
+ * moq_lg_client_end_early_done: with --end-early (cfg.end_early_groups), 1
+ * once the publisher sent its END, every subscription got an END and every
+ * subscriber ended (complete or reset) that many groups: nothing more is
+ * coming, moqdp-load may stop before --duration.
+ */
+int moq_lg_client_end_early_done(const struct moq_lg_client *cl);
+
+/*
  * moq_lg_client_report: fill @out (hist points into the client; valid until
  * destroy) and, when not NULL, @extra at time @now. With @final the
  * verifiers count their missing groups first (call once, at the end).

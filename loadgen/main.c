@@ -16,7 +16,9 @@
  *   --tracks SPEC,...      default "video:1M,audio" (media.h, moq_lg_track_parse)
  *   --end-early N          the publisher sends N groups of its one track and,
  *                          when it opens the last, END {last + 1} and FIN
- *                          before that group's stream (issue 29 tests)
+ *                          before that group's stream (issue 29 tests); it
+ *                          stops, before --duration, once every subscriber
+ *                          ended those groups and got the END
  *   --keyframe-max BYTES   video keyframes of varying size up to BYTES (at most
  *                          4 MiB; suffixes k, M, Ki, Mi): per group from the
  *                          track's regular keyframe size to BYTES, BYTES itself
@@ -1243,12 +1245,19 @@ int main(int argc, char **argv)
 	struct io_stats io;
 	memset(&io, 0, sizeof(io));
 	uint64_t end_ns = o.duration > 0 ? t0 + (uint64_t)(o.duration * 1e9) : UINT64_MAX;
-	uint64_t stop_at = 0;
+	uint64_t stop_at = 0, next_done_check = 0;
 	uint64_t warm_ns = o.warmup > 0 ? t0 + (uint64_t)(o.warmup * 1e9) : 0;
 	int rc = 1;
 	for (;;) {
 		uint64_t now = moq_lg_now_ns();
 		int work = 0;
+		/* --end-early: done once every subscriber has every group and
+		 * the publisher's END (checked about every 100 ms) */
+		if (o.end_early && !stop_at && now >= next_done_check) {
+			next_done_check = now + 100000000ull;
+			if (moq_lg_client_end_early_done(cl))
+				quit = 1;
+		}
 		if ((quit || now >= end_ns) && !stop_at) {
 			/* the summary is what was delivered while every session
 			 * ran; then they close */

@@ -2459,7 +2459,8 @@ static void large_frames_run(const char *name, const char *const *args, unsigned
  * group still queued). 3 subscribers, there from the first group, verify
  * every frame: 2 groups x 2 frames each, both groups complete, nothing
  * reset, missing or cut (before the fix: the second group refused, 2 of 4
- * frames each), and each gets the publisher's END unchanged, no DROP. */
+ * frames each), and each gets the publisher's END unchanged, no DROP.
+ * moqdp-load stops once that is all there (@duration s at most). */
 static void end_early_frames(const char *name, const char *const *args, unsigned int mport,
                              const char *lprefix, const char *lvdev, const char *relay,
                              const char *local, const char *track, const char *duration,
@@ -2489,9 +2490,10 @@ static void end_early_frames(const char *name, const char *const *args, unsigned
 	unsigned long long delivered = 0, complete = 0, resets = 1, missing = 1, partial = 1,
 	                   errors = 1, end_sent = 0, end_subs = 0, end_lo = 0, end_hi = 0,
 	                   drops = 1;
-	char load[8192];
+	char load[8192], *r;
 	const char *p;
 	int n = 0, rc;
+	long long acks;
 
 	if (lvdev) {
 		for (int i = 0; eal[i]; i++)
@@ -2526,10 +2528,38 @@ static void end_early_frames(const char *name, const char *const *args, unsigned
 	ck_assert_msg(delivered == 3 * 4 && complete == 3 * 2 && resets == 0 && missing == 0 &&
 	                      partial == 0 && errors == 0,
 	              "%s: %s", name, load);
+	/* (--duration is a bound: moqdp-load stops once all of it arrived) */
 	/* the exact END: the publisher's (its first group + 2), on all three */
 	ck_assert_msg(end_sent > 0 && end_subs == 3 && end_lo == end_sent && end_hi == end_sent &&
 	                      drops == 0,
 	              "%s: %s", name, load);
+	/* the relay's side agrees (bench-fanout's lost groups by cause): no
+	 * group reset for any reason, skipped, or refused as late; and its
+	 * fixed-cost counters moved (ACKs are some of the packets in; the
+	 * group streams: 2 in, 6 out) */
+	r = metrics_when(mport, "moqdp_frames_out_total", 12);
+	ck_assert_int_ge(metric(r, "moqdp_frames_out_total"), 12);
+	{
+		static const char *const zero[] = {
+		        "moqdp_groups_reset_total{reason=\"old\"}",
+		        "moqdp_groups_reset_total{reason=\"evicted\"}",
+		        "moqdp_groups_reset_total{reason=\"lagged\"}",
+		        "moqdp_groups_reset_total{reason=\"dropped\"}",
+		        "moqdp_groups_reset_total{reason=\"cancel\"}",
+		        "moqdp_groups_skipped_total",
+		        "moqdp_groups_in_late_total",
+		};
+
+		for (size_t i = 0; i < sizeof(zero) / sizeof(zero[0]); i++)
+			ck_assert_msg(metric(r, zero[i]) == 0, "%s: %s = %lld", name, zero[i],
+			              metric(r, zero[i]));
+	}
+	acks = metric(r, "moqdp_quic_ack_packets_in_total");
+	ck_assert_int_gt(acks, 0);
+	ck_assert_int_le(acks, metric(r, "moqdp_quic_packets_in_total"));
+	ck_assert_int_ge(metric(r, "moqdp_quic_streams_opened_total"), 2 + 6);
+	ck_assert_int_ge(metric(r, "moqdp_quic_timer_expiries_total"),
+	                 metric(r, "moqdp_quic_timer_idle_total"));
 	kill(child, SIGINT);
 	ck_assert_int_eq(wait_exit(10000), 0);
 }
@@ -2539,7 +2569,7 @@ static void end_early_run(const char *name, const char *const *args, unsigned in
                           const char *local)
 {
 	end_early_frames(name, args, mport, lprefix, lvdev, relay, local,
-	                 "video:67108864:fps=2:gop=2:key=1", "8", 4);
+	                 "video:67108864:fps=2:gop=2:key=1", "30", 4);
 }
 
 /* The issue's own case: 12 MiB frames x 2 groups at 8 fps (moqdp-load's
@@ -2549,7 +2579,7 @@ static void end_early_12m_run(const char *name, const char *const *args, unsigne
                               const char *local)
 {
 	end_early_frames(name, args, mport, lprefix, lvdev, relay, local,
-	                 "video:805306368:fps=8:gop=2:key=1", "15", 12);
+	                 "video:805306368:fps=8:gop=2:key=1", "60", 12);
 }
 
 /* A relay on net_memif and moqdp-load on the other end, run by @run (large_frames_run,
