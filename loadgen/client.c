@@ -772,6 +772,27 @@ static int publish_due(struct moq_lg_client *cl)
 	return done;
 }
 
+/* --end-early: its groups are published only once every subscriber is
+ * subscribed and the relay's subscription reached the publisher (the END
+ * goes on that subscription's stream, and every subscriber is to see every
+ * group): on a slow host (a sanitizer build) the groups were otherwise due
+ * before the relay had subscribed, and the END had no stream to go on. */
+static int end_early_ready(struct moq_lg_client *cl)
+{
+	struct moq_node_stats ps;
+
+	if (!cl->cfg.end_early_groups)
+		return 1;
+	if (cl->opened < cl->cfg.subscribers)
+		return 0;
+	for (uint32_t k = 0; k < cl->opened; k++)
+		for (unsigned i = 0; i < cl->cfg.ntracks; i++)
+			if (cl->subs[k].state != SUB_READY || cl->subs[k].ids[i] < 0)
+				return 0;
+	moq_node_stats(cl->node, &ps);
+	return ps.subscribers > 0;
+}
+
 int moq_lg_client_poll(struct moq_lg_client *cl, uint64_t now)
 {
 	int work = 0, published = 0;
@@ -784,7 +805,8 @@ int moq_lg_client_poll(struct moq_lg_client *cl, uint64_t now)
 		connect_one(cl, &cl->pub, &cl->locals[0], MOQ_ROLE_PUBLISHER);
 		work++;
 	}
-	if (cl->cfg.publish && !cl->pub_started && cl->pub.state == SUB_READY) {
+	if (cl->cfg.publish && !cl->pub_started && cl->pub.state == SUB_READY &&
+	    end_early_ready(cl)) {
 		/* group sequences start from the wall clock's seconds so a
 		 * restarted publisher never goes backwards */
 		for (unsigned i = 0; i < cl->cfg.ntracks; i++)
@@ -800,7 +822,8 @@ int moq_lg_client_poll(struct moq_lg_client *cl, uint64_t now)
 	if (!cl->ramp_t0 && cl->opened < cl->cfg.subscribers) {
 		if (!cl->cfg.publish)
 			cl->ramp_t0 = now;
-		else if (cl->pub_started && now >= cl->pub_ready_ns + SUB_START_DELAY_NS)
+		else if ((cl->pub_started || cl->cfg.end_early_groups) &&
+		         cl->pub.state == SUB_READY && now >= cl->pub_ready_ns + SUB_START_DELAY_NS)
 			cl->ramp_t0 = now;
 	}
 	if (cl->ramp_t0 && cl->opened < cl->cfg.subscribers) {

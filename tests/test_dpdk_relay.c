@@ -2434,12 +2434,17 @@ static void large_frames_run(const char *name, const char *const *args, unsigned
 	r = http_get(mport, "/metrics");
 	ck_assert_msg(ready == 3 && failed == 0 && stalled == 0 && errors == 0 && resets == 0 &&
 	                      missing == 0 && partial == 0,
-	              "%s: %s; relay: %lld group streams reset, %lld sessions closed for errors, "
-	              "%lld expired, %lld evicted",
+	              "%s: %s; relay: %lld group streams reset (old %lld, lagged %lld, dropped "
+	              "%lld, cancel %lld), %lld sessions closed for errors, %lld expired, %lld "
+	              "evicted, %lld upstream groups refused as late",
 	              name, load, metric(r, "moqdp_group_resets_total"),
+	              metric(r, "moqdp_groups_reset_total{reason=\"old\"}"),
+	              metric(r, "moqdp_groups_reset_total{reason=\"lagged\"}"),
+	              metric(r, "moqdp_groups_reset_total{reason=\"dropped\"}"),
+	              metric(r, "moqdp_groups_reset_total{reason=\"cancel\"}"),
 	              metric(r, "moqdp_sessions_closed_error_total"),
 	              metric(r, "moqdp_cache_expired_total"),
-	              metric(r, "moqdp_cache_evicted_total"));
+	              metric(r, "moqdp_cache_evicted_total"), metric(r, "moqdp_groups_in_late_total"));
 	/* 8 s of 2 frames/s to subscribers joining over 2.5 s: the first
 	 * group (5 s) complete at each */
 	ck_assert_msg(delivered >= 3 * 5 && complete >= 3, "%s: %s", name, load);
