@@ -164,7 +164,8 @@ static void subscribe_track(struct lg_sub *u, unsigned i)
 	        /* audio first when both compete for the link */
 	        .priority = t->kind == MOQ_LG_AUDIO ? 2 : 1,
 	        .ordered = false,
-	        .max_latency_ms = MOQ_DEFAULT_MAX_LATENCY_MS,
+	        .max_latency_ms = cl->cfg.sub_max_latency_ms ? cl->cfg.sub_max_latency_ms
+	                                                     : MOQ_DEFAULT_MAX_LATENCY_MS,
 	        .start = MOQ_GROUP_NONE,
 	        .end = MOQ_GROUP_NONE,
 	};

@@ -96,6 +96,9 @@ struct moq_lg_client_cfg {
 	 * the relay's announce request), so the relay sees END and FIN before
 	 * the last groups' headers. 0 = off. */
 	uint32_t end_early_groups;
+	/* --max-latency MS: the subscribers' SUBSCRIBE max latency (0: the
+	 * default, MOQ_DEFAULT_MAX_LATENCY_MS) */
+	uint32_t sub_max_latency_ms;
 };
 
 /*

@@ -14,6 +14,7 @@
  *   --subscribers N        subscriber sessions (default 0)
  *   --ramp R               sessions opened per second (default 200; 0 = all at once)
  *   --tracks SPEC,...      default "video:1M,audio" (media.h, moq_lg_track_parse)
+ *   --max-latency MS       the subscribers' SUBSCRIBE max latency (default 5000)
  *   --end-early N          the publisher sends N groups of its one track and,
  *                          when it opens the last, END {last + 1} and FIN
  *                          before that group's stream (issue 29 tests); it
@@ -136,6 +137,7 @@ static void on_signal(int sig)
 struct opts {
 	int kernel, publish, quiet, verbose, busy_poll, thp;
 	uint32_t subscribers, conns_per_addr, max_handshakes, key_max, end_early;
+	uint32_t max_latency_ms;
 	double ramp, duration, warmup;
 	char tracks[256], broadcast[128], json[256];
 	char relay[64], local[64];
@@ -160,6 +162,7 @@ static void usage(void)
 	        "       moqdp-load --kernel [args]        (kernel UDP sockets)\n"
 	        "args: --relay IP:PORT --local IP[/LEN] --publish --subscribers N --ramp R/s\n"
 	        "      --tracks video:1M,audio --keyframe-max BYTES --broadcast PATH --duration S\n"
+	        "      --max-latency MS --end-early N\n"
 	        "      --conns-per-addr N --max-handshakes N\n"
 	        "      --jwt TOKEN | --token FILE (sent as SETUP Path ?jwt=)\n"
 	        "      --transport quic|wt|ws (raw QUIC, default; WebTransport over HTTP/3; "
@@ -261,6 +264,15 @@ static int parse_args(struct opts *o, int argc, char **argv)
 				return -1;
 			}
 			o->max_handshakes = (uint32_t)n;
+		} else if (!strcmp(a, "--max-latency")) {
+			NEEDV();
+			unsigned long n = strtoul(v, &end, 10);
+			if (*end || n == 0 || n > 3600000) {
+				fprintf(stderr,
+				        "moqdp-load: --max-latency: '%s' is not 1 to 3600000 ms\n", v);
+				return -1;
+			}
+			o->max_latency_ms = (uint32_t)n;
 		} else if (!strcmp(a, "--end-early")) {
 			NEEDV();
 			unsigned long n = strtoul(v, &end, 10);
@@ -1117,6 +1129,7 @@ int main(int argc, char **argv)
 	if (parse_tracks(o.tracks, &cfg) < 0)
 		return 2;
 	cfg.end_early_groups = o.end_early;
+	cfg.sub_max_latency_ms = o.max_latency_ms;
 	if (o.end_early && (cfg.ntracks != 1 || !o.publish)) {
 		fprintf(stderr, "moqdp-load: --end-early needs --publish and one track\n");
 		return 2;

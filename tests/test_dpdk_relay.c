@@ -2394,6 +2394,11 @@ static void large_frames_run(const char *name, const char *const *args, unsigned
 	                      "video:32M:fps=2:gop=10:key=1",
 	                      "--keyframe-max",
 	                      "4Mi",
+	                      /* the relay's --max-latency 30s: a slow run
+	                       * (a sanitizer build) is not cut at the default
+	                       * 5 s of the subscribers' own */
+	                      "--max-latency",
+	                      "30000",
 	                      "--quiet",
 	                      NULL};
 	const char *eal[] = {lprefix,    "--no-huge", "-m",  "512",

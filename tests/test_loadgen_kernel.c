@@ -156,6 +156,8 @@ START_TEST(bad_arguments)
 	        {"--bogus", NULL, NULL, NULL},
 	        {"--duration", NULL, NULL, NULL},
 	        {"--subscribers", "0", NULL, NULL}, /* nothing to do */
+	        {"--max-latency", "0", "--publish", NULL},
+	        {"--max-latency", "5s", "--publish", NULL},
 	};
 	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char *argv[8] = {MOQDP_LOAD_PATH, "--kernel"};
