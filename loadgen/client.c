@@ -823,8 +823,12 @@ int moq_lg_client_poll(struct moq_lg_client *cl, uint64_t now)
 	if (!cl->ramp_t0 && cl->opened < cl->cfg.subscribers) {
 		if (!cl->cfg.publish)
 			cl->ramp_t0 = now;
-		else if ((cl->pub_started || cl->cfg.end_early_groups) &&
-		         cl->pub.state == SUB_READY && now >= cl->pub_ready_ns + SUB_START_DELAY_NS)
+		else if (cl->pub_started && now >= cl->pub_ready_ns + SUB_START_DELAY_NS)
+			cl->ramp_t0 = now;
+		/* --end-early: the publisher starts only once they are
+		 * subscribed (end_early_ready) */
+		else if (cl->cfg.end_early_groups && cl->pub.state == SUB_READY &&
+		         now >= cl->pub_ready_ns + SUB_START_DELAY_NS)
 			cl->ramp_t0 = now;
 	}
 	if (cl->ramp_t0 && cl->opened < cl->cfg.subscribers) {
