@@ -552,6 +552,38 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	       "(dropped to subscribers).",
 	       s->groups_end_lost);
 	heap_metrics(&o);
+	put(&o, "# HELP moqdp_groups_reset_total Group streams reset to subscribers, by reason "
+	        "(the reset code's name).\n# TYPE moqdp_groups_reset_total counter\n");
+	put(&o,
+	    "moqdp_groups_reset_total{reason=\"old\"} %" PRIu64 "\n"
+	    "moqdp_groups_reset_total{reason=\"evicted\"} %" PRIu64 "\n"
+	    "moqdp_groups_reset_total{reason=\"lagged\"} %" PRIu64 "\n"
+	    "moqdp_groups_reset_total{reason=\"dropped\"} %" PRIu64 "\n"
+	    "moqdp_groups_reset_total{reason=\"cancel\"} %" PRIu64 "\n",
+	    s->resets_old, s->resets_evicted, s->resets_lagged, s->resets_dropped,
+	    s->resets_cancel);
+	metric(&o, "groups_skipped_total", "counter",
+	       "Groups not sent to a subscriber: gone from the cache before a stream could open.",
+	       s->groups_skipped);
+	metric(&o, "groups_in_late_total", "counter",
+	       "Upstream groups refused: a newer group of the track had begun first (STOP_SENDING "
+	       "2 upstream, DROP 24 downstream).",
+	       s->groups_in_late);
+	metric(&o, "quic_ack_packets_in_total", "counter",
+	       "QUIC packets received whose first frame is an ACK.", s->quic_ack_pkts_in);
+	metric(&o, "quic_streams_opened_total", "counter", "QUIC streams opened, by either side.",
+	       s->quic_streams_opened);
+	metric(&o, "quic_timer_expiries_total", "counter",
+	       "Connection timer expiries handled (the timer heap).", s->quic_timer_expiries);
+	metric(&o, "quic_timer_idle_total", "counter",
+	       "Timer expiries after which the connection's next write sent nothing.",
+	       s->quic_timer_idle);
+	metric(&o, "quic_timer_pacing_total", "counter",
+	       "Pacing-only expiries handled right after a write (no timer wake-up).",
+	       s->quic_timer_inline);
+	metric(&o, "quic_packets_in_total", "counter", "QUIC packets handed to connections.",
+	       s->quic_pkts_in);
+	metric(&o, "quic_packets_out_total", "counter", "QUIC packets written.", s->quic_pkts_out);
 	return o.over ? MOQ_ERR_TOO_LARGE : (int)o.off;
 }
 
@@ -894,6 +926,21 @@ static int stats_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "admit_refused", s.subs_refused_capacity);
 	rte_tel_data_add_dict_u64(d, "admit_goaways", s.goaways_capacity);
 	rte_tel_data_add_dict_u64(d, "admit_closed_windows", s.admit_closed_windows);
+	/* groups reset by reason, groups never sent; fixed per-connection work */
+	rte_tel_data_add_dict_u64(d, "groups_reset_old", s.resets_old);
+	rte_tel_data_add_dict_u64(d, "groups_reset_evicted", s.resets_evicted);
+	rte_tel_data_add_dict_u64(d, "groups_reset_lagged", s.resets_lagged);
+	rte_tel_data_add_dict_u64(d, "groups_reset_dropped", s.resets_dropped);
+	rte_tel_data_add_dict_u64(d, "groups_reset_cancel", s.resets_cancel);
+	rte_tel_data_add_dict_u64(d, "groups_skipped", s.groups_skipped);
+	rte_tel_data_add_dict_u64(d, "groups_in_late", s.groups_in_late);
+	rte_tel_data_add_dict_u64(d, "quic_ack_pkts_in", s.quic_ack_pkts_in);
+	rte_tel_data_add_dict_u64(d, "quic_streams_opened", s.quic_streams_opened);
+	rte_tel_data_add_dict_u64(d, "quic_timer_expiries", s.quic_timer_expiries);
+	rte_tel_data_add_dict_u64(d, "quic_timer_idle", s.quic_timer_idle);
+	rte_tel_data_add_dict_u64(d, "quic_timer_inline", s.quic_timer_inline);
+	rte_tel_data_add_dict_u64(d, "quic_pkts_in", s.quic_pkts_in);
+	rte_tel_data_add_dict_u64(d, "quic_pkts_out", s.quic_pkts_out);
 	/* relay-added latency since start or the last /moqdp/latency_reset */
 	moq_lat_hist_sub(&s.relay_lat, &m->lat_base);
 	tel_latency(d, &s.relay_lat);

@@ -1922,6 +1922,20 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->media_bytes_out += sn.ns.bytes_out;
 		s->group_resets += sn.ns.resets_old + sn.ns.resets_evicted + sn.ns.resets_lagged +
 		                   sn.ns.resets_dropped + sn.ns.resets_cancel;
+		s->resets_old += sn.ns.resets_old;
+		s->resets_evicted += sn.ns.resets_evicted;
+		s->resets_lagged += sn.ns.resets_lagged;
+		s->resets_dropped += sn.ns.resets_dropped;
+		s->resets_cancel += sn.ns.resets_cancel;
+		s->groups_skipped += sn.ns.groups_skipped;
+		s->groups_in_late += sn.ns.groups_in_late;
+		s->quic_ack_pkts_in += sn.qs.ack_pkts_in;
+		s->quic_streams_opened += sn.qs.streams_opened;
+		s->quic_timer_expiries += sn.qs.timer_expiries;
+		s->quic_timer_idle += sn.qs.timer_idle;
+		s->quic_timer_inline += sn.qs.timer_inline;
+		s->quic_pkts_in += sn.qs.pkts_in;
+		s->quic_pkts_out += sn.qs.pkts_out;
 		s->rx_udp += sn.rx_udp;
 		s->rx_l4_partial += sn.rx_l4_partial;
 		for (int d = 0; d < MOQ_NET_DROP_MAX; d++) {

@@ -154,6 +154,18 @@ struct moq_relay_stats {
 	 * MOQ_QUIC_HANDOFF_*) */
 	uint64_t fastpath_conns, handoffs, handoff_refused[MOQ_QUIC_HANDOFF_REASONS];
 	uint64_t fastpath_key_updates, fastpath_pkts_lost, fastpath_paths_validated;
+	/* group_resets by reason (moq.h struct moq_node_stats), and groups
+	 * never sent (gone before a stream could open): bench-fanout sets them
+	 * against its subscribers' reset / missing counts (issue 22, item 19) */
+	uint64_t resets_old, resets_evicted, resets_lagged, resets_dropped, resets_cancel;
+	uint64_t groups_skipped;
+	uint64_t groups_in_late; /* upstream groups refused: a newer one began first */
+	/* per-connection fixed work (quic.h struct moq_quic_stats; issue 23,
+	 * "measure b"): ACK packets in, streams opened, timer-heap expiries,
+	 * those after which nothing was sent, pacing-only expiries, QUIC
+	 * packets in / out */
+	uint64_t quic_ack_pkts_in, quic_streams_opened, quic_timer_expiries, quic_timer_idle;
+	uint64_t quic_timer_inline, quic_pkts_in, quic_pkts_out;
 };
 
 /*

@@ -92,6 +92,11 @@ struct moq_lg_client {
 	uint8_t *fbuf;
 	uint64_t pub_frames, pub_bytes, pub_groups, pub_write_errors;
 	int end_early_done; /* --end-early: its groups all written */
+	uint64_t end_sent; /* --end-early: the END {group} sent (0: none) */
+	/* what the subscribers were told (sub_reply): ENDs, their lowest and
+	 * highest group, DROPs (tests of issue 29 check the exact END) */
+	uint64_t end_subs, end_min, end_max, drop_replies;
+	uint64_t drop_groups, drop_code[32]; /* groups those DROPs named, by code */
 
 	/* subscribers */
 	struct lg_sub *subs;
@@ -163,7 +168,8 @@ static void subscribe_track(struct lg_sub *u, unsigned i)
 	        /* audio first when both compete for the link */
 	        .priority = t->kind == MOQ_LG_AUDIO ? 2 : 1,
 	        .ordered = false,
-	        .max_latency_ms = MOQ_DEFAULT_MAX_LATENCY_MS,
+	        .max_latency_ms = cl->cfg.sub_max_latency_ms ? cl->cfg.sub_max_latency_ms
+	                                                     : MOQ_DEFAULT_MAX_LATENCY_MS,
 	        .start = MOQ_GROUP_NONE,
 	        .end = MOQ_GROUP_NONE,
 	};
@@ -246,6 +252,29 @@ static void on_sub_closed(struct moq_session *s, void *user, uint64_t id, int64_
 	}
 }
 
+static void on_sub_reply(struct moq_session *s, void *user, uint64_t id,
+                         const struct moq_subscribe_reply *r)
+{
+	struct moq_lg_client *cl = user;
+
+	(void)s;
+	(void)id;
+	if (r->kind == MOQ_SUB_END) {
+		if (cl->end_subs == 0 || r->group < cl->end_min)
+			cl->end_min = r->group;
+		if (cl->end_subs == 0 || r->group > cl->end_max)
+			cl->end_max = r->group;
+		cl->end_subs++;
+	} else if (r->kind == MOQ_SUB_DROP) {
+		uint64_t k = r->drop_end >= r->drop_start ? r->drop_end - r->drop_start + 1 : 0;
+
+		cl->drop_replies++;
+		cl->drop_groups += k;
+		if (r->drop_code < 32)
+			cl->drop_code[r->drop_code] += k;
+	}
+}
+
 static struct moq_lg_rx *rx_of(struct moq_session *s, uint64_t id)
 {
 	struct lg_sub *u = sub_of(s);
@@ -308,6 +337,7 @@ static const struct moq_node_callbacks node_cb = {
         .session_ready = on_ready,
         .session_closed = on_closed,
         .sub_closed = on_sub_closed,
+        .sub_reply = on_sub_reply,
         .group_begin = on_group_begin,
         .frame = on_frame,
         .frame_data = on_frame_data,
@@ -689,7 +719,9 @@ static void end_early(struct moq_lg_client *cl, uint64_t end)
 	}
 	if (moq_session_write_raw_stream(cl->pub.s, END_EARLY_SID, buf, (size_t)len, 1) < 0)
 		cl->pub_write_errors++;
-	else if (cl->cfg.verbose)
+	else
+		cl->end_sent = end;
+	if (cl->end_sent == end && cl->cfg.verbose)
 		fprintf(stderr, "moqdp-load: END {%llu} and FIN sent early\n",
 		        (unsigned long long)end);
 }
@@ -773,6 +805,27 @@ static int key_updates(struct moq_lg_client *cl, uint64_t now)
 	return work;
 }
 
+/* --end-early: its groups are published only once every subscriber is
+ * subscribed and the relay's subscription reached the publisher (the END
+ * goes on that subscription's stream, and every subscriber is to see every
+ * group): on a slow host (a sanitizer build) the groups were otherwise due
+ * before the relay had subscribed, and the END had no stream to go on. */
+static int end_early_ready(struct moq_lg_client *cl)
+{
+	struct moq_node_stats ps;
+
+	if (!cl->cfg.end_early_groups)
+		return 1;
+	if (cl->opened < cl->cfg.subscribers)
+		return 0;
+	for (uint32_t k = 0; k < cl->opened; k++)
+		for (unsigned i = 0; i < cl->cfg.ntracks; i++)
+			if (cl->subs[k].state != SUB_READY || cl->subs[k].ids[i] < 0)
+				return 0;
+	moq_node_stats(cl->node, &ps);
+	return ps.subscribers > 0;
+}
+
 int moq_lg_client_poll(struct moq_lg_client *cl, uint64_t now)
 {
 	int work = 0, published = 0;
@@ -786,7 +839,8 @@ int moq_lg_client_poll(struct moq_lg_client *cl, uint64_t now)
 		connect_one(cl, &cl->pub, &cl->locals[0], MOQ_ROLE_PUBLISHER);
 		work++;
 	}
-	if (cl->cfg.publish && !cl->pub_started && cl->pub.state == SUB_READY) {
+	if (cl->cfg.publish && !cl->pub_started && cl->pub.state == SUB_READY &&
+	    end_early_ready(cl)) {
 		/* group sequences start from the wall clock's seconds so a
 		 * restarted publisher never goes backwards */
 		for (unsigned i = 0; i < cl->cfg.ntracks; i++)
@@ -803,6 +857,11 @@ int moq_lg_client_poll(struct moq_lg_client *cl, uint64_t now)
 		if (!cl->cfg.publish)
 			cl->ramp_t0 = now;
 		else if (cl->pub_started && now >= cl->pub_ready_ns + SUB_START_DELAY_NS)
+			cl->ramp_t0 = now;
+		/* --end-early: the publisher starts only once they are
+		 * subscribed (end_early_ready) */
+		else if (cl->cfg.end_early_groups && cl->pub.state == SUB_READY &&
+		         now >= cl->pub_ready_ns + SUB_START_DELAY_NS)
 			cl->ramp_t0 = now;
 	}
 	if (cl->ramp_t0 && cl->opened < cl->cfg.subscribers) {
@@ -994,7 +1053,48 @@ void moq_lg_client_report(struct moq_lg_client *cl, uint64_t now, int final,
 		extra->verify_subs = nverify;
 		extra->light_c = light_c;
 		extra->light = ls;
+		extra->end_sent = cl->end_sent;
+		extra->end_subs = cl->end_subs;
+		extra->end_min = cl->end_min;
+		extra->end_max = cl->end_max;
+		extra->drop_replies = cl->drop_replies;
+		extra->drop_groups = cl->drop_groups;
+		memcpy(extra->drop_code, cl->drop_code, sizeof(extra->drop_code));
+		if (cl->node) {
+			/* the publisher's side: group streams it reset toward the
+			 * relay (its own fanout: old, evicted, lagged, ...) */
+			struct moq_node_stats ps;
+
+			moq_node_stats(cl->node, &ps);
+			extra->pub_resets = ps.resets_old + ps.resets_evicted + ps.resets_lagged +
+			                    ps.resets_dropped + ps.resets_cancel;
+			extra->pub_skipped = ps.groups_skipped;
+			extra->pub_reset_by[0] = ps.resets_old;
+			extra->pub_reset_by[1] = ps.resets_evicted;
+			extra->pub_reset_by[2] = ps.resets_lagged;
+			extra->pub_reset_by[3] = ps.resets_dropped;
+			extra->pub_reset_by[4] = ps.resets_cancel;
+		}
+		if (cl->snode) {
+			struct moq_node_stats ns;
+
+			moq_node_stats(cl->snode, &ns);
+			extra->groups_reset_unseen = ns.groups_reset_unseen;
+		}
 	}
+}
+
+int moq_lg_client_end_early_done(const struct moq_lg_client *cl)
+{
+	uint64_t ended = 0;
+
+	if (!cl->cfg.end_early_groups || !cl->end_sent || cl->opened < cl->cfg.subscribers ||
+	    cl->end_subs < (uint64_t)cl->cfg.subscribers * cl->cfg.ntracks)
+		return 0;
+	for (uint32_t k = 0; k < cl->opened; k++)
+		for (unsigned i = 0; i < cl->cfg.ntracks; i++)
+			ended += cl->subs[k].rx[i].c.groups_ok + cl->subs[k].rx[i].c.groups_reset;
+	return ended >= (uint64_t)cl->cfg.end_early_groups * cl->cfg.subscribers * cl->cfg.ntracks;
 }
 
 void moq_lg_client_reset_latency(struct moq_lg_client *cl)

@@ -100,6 +100,9 @@ struct moq_lg_client_cfg {
 	 * (full) subscriber's connection starts a 1-RTT key update (RFC 9001,
 	 * 6; moq_quic_conn_update_key), retried until it is taken. 0 = off. */
 	uint64_t key_update_ns;
+	/* --max-latency MS: the subscribers' SUBSCRIBE max latency (0: the
+	 * default, MOQ_DEFAULT_MAX_LATENCY_MS) */
+	uint32_t sub_max_latency_ms;
 };
 
 /*
@@ -176,7 +179,29 @@ struct moq_lg_client_extra {
 	struct moq_lg_counts light_c; /* what light ones verified before the take-over */
 	struct moq_lg_light_stats light;
 	uint64_t key_updates; /* --key-update: connections that started one */
+	/* group streams reset before their header arrived (the subscribers'
+	 * node, moq.h groups_reset_unseen): lost groups the relay reset but a
+	 * verifier cannot name, so they count as missing too */
+	uint64_t groups_reset_unseen;
+	/* --end-early: the END {group} the publisher sent (0: none); the ENDs
+	 * subscribers got (how many, lowest and highest group) and DROPs */
+	uint64_t end_sent, end_subs, end_min, end_max, drop_replies;
+	/* groups the DROPs named (the relay skipped them: counted as missing
+	 * by the verifiers), by code */
+	uint64_t drop_groups, drop_code[32];
+	/* the publisher's node: group streams it reset toward the relay, and
+	 * groups it skipped (losses before the relay) */
+	uint64_t pub_resets, pub_skipped;
+	uint64_t pub_reset_by[5]; /* old, evicted, lagged, dropped, cancel */
 };
+
+/*
+ * moq_lg_client_end_early_done: with --end-early (cfg.end_early_groups), 1
+ * once the publisher sent its END, every subscription got an END and every
+ * subscriber ended (complete or reset) that many groups: nothing more is
+ * coming, moqdp-load may stop before --duration.
+ */
+int moq_lg_client_end_early_done(const struct moq_lg_client *cl);
 
 /*
  * moq_lg_client_report: fill @out (hist points into the client; valid until

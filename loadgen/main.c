@@ -16,9 +16,12 @@
  *   --tracks SPEC,...      default "video:1M,audio" (media.h, moq_lg_track_parse)
  *   --key-update S         S seconds after the start every subscriber's
  *                          connection starts a 1-RTT key update (RFC 9001, 6)
+ *   --max-latency MS       the subscribers' SUBSCRIBE max latency (default 5000)
  *   --end-early N          the publisher sends N groups of its one track and,
  *                          when it opens the last, END {last + 1} and FIN
- *                          before that group's stream (issue 29 tests)
+ *                          before that group's stream (issue 29 tests); it
+ *                          stops, before --duration, once every subscriber
+ *                          ended those groups and got the END
  *   --keyframe-max BYTES   video keyframes of varying size up to BYTES (at most
  *                          4 MiB; suffixes k, M, Ki, Mi): per group from the
  *                          track's regular keyframe size to BYTES, BYTES itself
@@ -136,6 +139,7 @@ static void on_signal(int sig)
 struct opts {
 	int kernel, publish, quiet, verbose, busy_poll, thp;
 	uint32_t subscribers, conns_per_addr, max_handshakes, key_max, end_early;
+	uint32_t max_latency_ms;
 	double ramp, duration, warmup, key_update;
 	char tracks[256], broadcast[128], json[256];
 	char relay[64], local[64];
@@ -160,6 +164,7 @@ static void usage(void)
 	        "       moqdp-load --kernel [args]        (kernel UDP sockets)\n"
 	        "args: --relay IP:PORT --local IP[/LEN] --publish --subscribers N --ramp R/s\n"
 	        "      --tracks video:1M,audio --keyframe-max BYTES --broadcast PATH --duration S\n"
+	        "      --max-latency MS --end-early N\n"
 	        "      --conns-per-addr N --max-handshakes N --key-update S\n"
 	        "      --jwt TOKEN | --token FILE (sent as SETUP Path ?jwt=)\n"
 	        "      --transport quic|wt|ws (raw QUIC, default; WebTransport over HTTP/3; "
@@ -261,6 +266,15 @@ static int parse_args(struct opts *o, int argc, char **argv)
 				return -1;
 			}
 			o->max_handshakes = (uint32_t)n;
+		} else if (!strcmp(a, "--max-latency")) {
+			NEEDV();
+			unsigned long n = strtoul(v, &end, 10);
+			if (*end || n == 0 || n > 3600000) {
+				fprintf(stderr,
+				        "moqdp-load: --max-latency: '%s' is not 1 to 3600000 ms\n", v);
+				return -1;
+			}
+			o->max_latency_ms = (uint32_t)n;
 		} else if (!strcmp(a, "--end-early")) {
 			NEEDV();
 			unsigned long n = strtoul(v, &end, 10);
@@ -273,7 +287,7 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		} else if (!strcmp(a, "--keyframe-max")) {
 			NEEDV();
 			uint64_t n;
-			if (parse_bytes(v, &n) < 0 || n < MOQ_LG_HDR_LEN || n > MOQ_LG_FRAME_MAX) {
+			if (parse_bytes(v, &n) < 0 || n < MOQ_LG_HDR_LEN || n > MOQ_LG_KEYFRAME_MAX) {
 				fprintf(stderr,
 				        "moqdp-load: --keyframe-max: '%s' is not 48 B to 4 MiB\n",
 				        v);
@@ -572,14 +586,46 @@ static int summary(struct moq_lg_client *cl, uint64_t now, FILE *json, const str
 	if (tty)
 		fputc('\n', stderr);
 	int n = moq_lg_report_json(&r, NULL, buf, sizeof(buf));
+	/* resets by code and streams reset before their header (bench-fanout's
+	 * lost groups by cause) */
+	char cbuf[640];
+	int cn = snprintf(cbuf, sizeof(cbuf),
+	                  ",\"groups_reset_unseen\":%" PRIu64 ",\"end_sent\":%" PRIu64
+	                  ",\"end_subs\":%" PRIu64 ",\"end_min\":%" PRIu64 ",\"end_max\":%" PRIu64
+	                  ",\"drop_replies\":%" PRIu64 ",\"groups_reset_codes\":{",
+	                  ex.groups_reset_unseen, ex.end_sent, ex.end_subs, ex.end_min, ex.end_max,
+	                  ex.drop_replies);
+	for (unsigned k = 0, first = 1; k < 32 && cn > 0 && (size_t)cn < sizeof(cbuf) - 32; k++)
+		if (r.c.groups_reset_code[k]) {
+			cn += snprintf(cbuf + cn, sizeof(cbuf) - (size_t)cn, "%s\"%u\":%" PRIu64,
+			               first ? "" : ",", k, r.c.groups_reset_code[k]);
+			first = 0;
+		}
+	if (cn > 0 && (size_t)cn < sizeof(cbuf) - 64)
+		cn += snprintf(cbuf + cn, sizeof(cbuf) - (size_t)cn,
+		               "},\"pub_reset_by\":{\"old\":%" PRIu64 ",\"evicted\":%" PRIu64
+		               ",\"lagged\":%" PRIu64 ",\"dropped\":%" PRIu64 ",\"cancel\":%" PRIu64
+		               "},\"pub_resets\":%" PRIu64 ",\"pub_skipped\":%" PRIu64
+		               ",\"drop_groups\":%" PRIu64 ",\"drop_codes\":{",
+		               ex.pub_reset_by[0], ex.pub_reset_by[1], ex.pub_reset_by[2],
+		               ex.pub_reset_by[3], ex.pub_reset_by[4], ex.pub_resets, ex.pub_skipped,
+		               ex.drop_groups);
+	for (unsigned k = 0, first = 1; k < 32 && cn > 0 && (size_t)cn < sizeof(cbuf) - 32; k++)
+		if (ex.drop_code[k]) {
+			cn += snprintf(cbuf + cn, sizeof(cbuf) - (size_t)cn, "%s\"%u\":%" PRIu64,
+			               first ? "" : ",", k, ex.drop_code[k]);
+			first = 0;
+		}
+	if (cn > 0 && (size_t)cn < sizeof(cbuf) - 1)
+		snprintf(cbuf + cn, sizeof(cbuf) - (size_t)cn, "}");
 	if (json && n > 1) {
 		buf[n - 1] = 0;
 		fprintf(json,
-		        "%s,\"final\":true,\"subs_stalled\":%" PRIu64 ",\"subs_failed\":%" PRIu64
+		        "%s%s,\"final\":true,\"subs_stalled\":%" PRIu64 ",\"subs_failed\":%" PRIu64
 		        ",\"connect_errors\":%" PRIu64 ",\"sub_retries\":%" PRIu64
 		        ",\"handshake_p50_us\":%.1f,\"tx_drops\":%" PRIu64
 		        ",\"io_rx_pkts\":%" PRIu64 ",\"io_tx_pkts\":%" PRIu64 "%s}\n",
-		        buf, ex.subs_stalled, ex.subs_failed, ex.connect_errors, ex.sub_retries,
+		        buf, cbuf, ex.subs_stalled, ex.subs_failed, ex.connect_errors, ex.sub_retries,
 		        (double)ex.handshake_p50_ns / 1e3, io->tx_drops + io->unresolved,
 		        io->rx_pkts, io->tx_pkts, lbuf);
 		fflush(json);
@@ -614,6 +660,11 @@ static int summary(struct moq_lg_client *cl, uint64_t now, FILE *json, const str
 		        ex.key_updates);
 	if (ex.light_cands)
 		light_summary(&r, &ex, NULL, 0);
+	if (ex.end_sent || ex.end_subs || ex.drop_replies)
+		fprintf(stderr,
+		        "  end         publisher END {%" PRIu64 "}; subscribers got END on %" PRIu64
+		        " subscriptions, groups %" PRIu64 "..%" PRIu64 ", %" PRIu64 " DROPs\n",
+		        ex.end_sent, ex.end_subs, ex.end_min, ex.end_max, ex.drop_replies);
 	if (errors || moq_lg_counts_errors(&ex.light_c))
 		return 1;
 	if (subscribers && c->frames_ok == 0)
@@ -1095,6 +1146,7 @@ int main(int argc, char **argv)
 		return 2;
 	cfg.end_early_groups = o.end_early;
 	cfg.key_update_ns = (uint64_t)(o.key_update * 1e9);
+	cfg.sub_max_latency_ms = o.max_latency_ms;
 	if (o.end_early && (cfg.ntracks != 1 || !o.publish)) {
 		fprintf(stderr, "moqdp-load: --end-early needs --publish and one track\n");
 		return 2;
@@ -1102,6 +1154,9 @@ int main(int argc, char **argv)
 	for (unsigned k = 0; k < cfg.ntracks; k++)
 		if (cfg.tracks[k].kind == MOQ_LG_VIDEO)
 			cfg.tracks[k].key_max = o.key_max;
+	int all_silent = cfg.ntracks > 0;
+	for (unsigned k = 0; k < cfg.ntracks; k++)
+		all_silent &= cfg.tracks[k].silent;
 	if (!o.publish && o.subscribers == 0) {
 		fprintf(stderr,
 		        "moqdp-load: nothing to do: give --publish and/or --subscribers N\n");
@@ -1220,16 +1275,26 @@ int main(int argc, char **argv)
 	struct io_stats io;
 	memset(&io, 0, sizeof(io));
 	uint64_t end_ns = o.duration > 0 ? t0 + (uint64_t)(o.duration * 1e9) : UINT64_MAX;
-	uint64_t stop_at = 0;
+	uint64_t stop_at = 0, next_done_check = 0;
 	uint64_t warm_ns = o.warmup > 0 ? t0 + (uint64_t)(o.warmup * 1e9) : 0;
 	int rc = 1;
 	for (;;) {
 		uint64_t now = moq_lg_now_ns();
 		int work = 0;
+		/* --end-early: done once every subscriber has every group and
+		 * the publisher's END (checked about every 100 ms) */
+		if (o.end_early && !stop_at && now >= next_done_check) {
+			next_done_check = now + 100000000ull;
+			if (moq_lg_client_end_early_done(cl))
+				quit = 1;
+		}
 		if ((quit || now >= end_ns) && !stop_at) {
 			/* the summary is what was delivered while every session
 			 * ran; then they close */
-			rc = summary(cl, now, pg.json, &io, pg.live && pg.tty, o.subscribers);
+			/* subscribers of silent tracks only are meant to get no
+			 * frame: that is no failure */
+			rc = summary(cl, now, pg.json, &io, pg.live && pg.tty,
+			             all_silent ? 0 : o.subscribers);
 			moq_lg_client_stop(cl, now);
 			stop_at = now + STOP_GRACE_NS;
 		}

@@ -184,8 +184,8 @@ uint32_t moq_lg_keyframe_size(const struct moq_lg_track_cfg *t, uint64_t group)
 	uint32_t lo = moq_lg_frame_size(t, 0), hi = t->key_max;
 	uint64_t r;
 
-	if (hi > MOQ_LG_FRAME_MAX)
-		hi = MOQ_LG_FRAME_MAX;
+	if (hi > MOQ_LG_KEYFRAME_MAX)
+		hi = MOQ_LG_KEYFRAME_MAX;
 	if (hi <= lo)
 		return lo;
 	r = mix64(((uint64_t)t->id << 48) ^ group ^ 0x6b657966ull); /* "keyf" */
@@ -264,6 +264,11 @@ int moq_lg_track_parse(const char *spec, uint16_t id, struct moq_lg_track_cfg *o
 		n = e ? (size_t)(e - p) : strlen(p);
 		const char *eq = memchr(p, '=', n);
 		uint64_t v;
+		if (!eq && n == 6 && memcmp(p, "silent", 6) == 0) {
+			t.silent = 1;
+			first = 0;
+			continue;
+		}
 		if (!eq) {
 			if (!first || parse_rate(p, n, &t.bitrate_bps) != 0)
 				return MOQ_ERR_INVAL;
@@ -326,6 +331,8 @@ void moq_lg_gen_init(struct moq_lg_gen *g, const struct moq_lg_track_cfg *t, uin
 
 uint64_t moq_lg_gen_next(const struct moq_lg_gen *g)
 {
+	if (g->cfg.silent)
+		return UINT64_MAX;
 	return g->start_ns + g->frames * g->cfg.frame_ns;
 }
 

@@ -46,9 +46,13 @@
 #define MOQ_LG_HDR_LEN  48u
 #define MOQ_LG_MAGIC    0x474c514du /* "MQLG" read as a little-endian u32 */
 #define MOQ_LG_KEYFRAME 0x1u
-/* Largest frame the generator writes (a keyframe of a high-bitrate track):
- * well under PROTOCOL.md's 32 MiB cap. */
-#define MOQ_LG_FRAME_MAX (4u << 20)
+/* Largest frame a track spec may give (issue 29's 12 MiB frames x 2 groups
+ * at 8 fps: "video:805306368:fps=8:gop=2:key=1"); two of them fit a group
+ * under PROTOCOL.md's 32 MiB cap. */
+#define MOQ_LG_FRAME_MAX (16u << 20)
+/* Largest keyframe --keyframe-max (struct moq_lg_track_cfg key_max) asks
+ * for: frames that span many cache pieces (issue 12), as before. */
+#define MOQ_LG_KEYFRAME_MAX (4u << 20)
 /* Defaults of the audio track: Opus-like 64 kbps in 20 ms frames, one frame
  * per group (as the open-source MoQ publisher sends audio). */
 #define MOQ_LG_AUDIO_BPS      64000u
@@ -80,7 +84,10 @@ struct moq_lg_track_cfg {
 	uint32_t group_frames; /* frames per group (>= 1) */
 	uint32_t key_ratio;    /* keyframe size / delta frame size (>= 1) */
 	uint32_t key_max;      /* 0, or keyframes of varying size up to this
-	                        * (moq_lg_keyframe_size; at most MOQ_LG_FRAME_MAX) */
+	                        * (moq_lg_keyframe_size; at most MOQ_LG_KEYFRAME_MAX) */
+	uint8_t silent;        /* "video:silent": announced and subscribable, never
+	                        * a frame (moq_lg_gen_next is never due; bench-fanout's
+	                        * fixed-cost case, issue 23) */
 };
 
 /* moq_lg_track_video / _audio: a track config with the defaults above and
@@ -90,7 +97,8 @@ struct moq_lg_track_cfg moq_lg_track_audio(uint16_t id);
 
 /*
  * moq_lg_track_parse: parse a track spec "video:1M", "video:4Mbps:fps=30:gop=60:key=8",
- * "audio", "audio:64k" into @out with @id. Units: plain bits/s, k, M, G
+ * "audio", "audio:64k", "video:silent" (a track that never sends a frame) into @out
+ * with @id. Units: plain bits/s, k, M, G
  * (decimal), an optional "bps". Returns 0 or MOQ_ERR_INVAL (unknown kind or
  * key, bad number, a frame that would be smaller than the header or larger
  * than MOQ_LG_FRAME_MAX).

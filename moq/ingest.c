@@ -141,6 +141,8 @@ void gin_data(struct moq_session *s, struct mstream *st, const uint8_t *p, size_
 					gi->us->got_group = 1;
 				if (orc < 0) {
 					gi->g = NULL;
+					if (orc == MOQ_ERR_ORDER)
+						n->st.groups_in_late++;
 					gin_refuse(s, st,
 					           orc == MOQ_ERR_ORDER ? MOQ_CODE_OLD
 					                                : MOQ_CODE_CANCEL);

@@ -245,6 +245,14 @@ struct moq_node_stats {
 	 * track's max latency passed: DROPped (3 timeout) to its subscribers,
 	 * counted once per track here (issue 29) */
 	uint64_t groups_end_lost;
+	/* Peer uni streams reset before their group header arrived (a
+	 * subscriber cannot tell which group it lost: bench-fanout's "reset
+	 * before header", issue 22 item 19) */
+	uint64_t groups_reset_unseen;
+	/* Upstream groups refused because a newer group of the track had
+	 * begun first (the cache keeps groups in order: STOP_SENDING 2 to the
+	 * publisher, DROP 24 to subscribers) */
+	uint64_t groups_in_late;
 };
 
 /*

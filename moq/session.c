@@ -395,6 +395,8 @@ void moq_binding_stream_reset(struct moq_session *s, int64_t sid, uint64_t app_e
 	switch (st->kind) {
 	case SK_GROUP_IN:
 	case SK_FETCH_OUT:
+		if (st->kind == SK_GROUP_IN && !st->gi->have_hdr)
+			n->st.groups_reset_unseen++;
 		if (!st->gi->refused)
 			gin_end(s, st->gi, (int64_t)app_err);
 		break;
@@ -434,6 +436,8 @@ void moq_binding_stream_reset(struct moq_session *s, int64_t sid, uint64_t app_e
 		st_reset(s, st, MOQ_CODE_CANCEL);
 		break;
 	default:
+		if (st->kind == SK_NEW && (sid & 2))
+			n->st.groups_reset_unseen++; /* a uni stream reset before its type */
 		if (!(sid & 2))
 			st_reset(s, st, MOQ_CODE_CANCEL);
 		break;

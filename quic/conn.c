@@ -149,6 +149,7 @@ static int stream_open_cb(ngtcp2_conn *q, int64_t sid, void *user_data)
 
 	if (s == NULL)
 		return NGTCP2_ERR_CALLBACK_FAILURE;
+	c->ep->st.streams_opened++;
 	ngtcp2_conn_set_stream_user_data(q, sid, s);
 	if (app_live(c) && cb->stream_open && cb->stream_open(c, c->user, sid) < 0) {
 		c->cb_failed = 1;
@@ -302,6 +303,31 @@ static int update_key_cb(ngtcp2_conn *q, uint8_t *rx_secret, uint8_t *tx_secret,
 	                                   user_data);
 }
 
+__thread struct moq_quic_endpoint *quic_rx_ep;
+
+/* quic_decrypt_cb, and a packet whose first frame after PADDING (type 0) is
+ * an ACK (0x02, 0x03 with ECN counts) counted in stats.ack_pkts_in: the
+ * peer's ACK-driven cost (issue 23, "measure b"). Every QUIC AEAD has a
+ * 16-byte tag (RFC 9001, 5.3). */
+static int decrypt_count_cb(uint8_t *dest, const ngtcp2_crypto_aead *aead,
+                            const ngtcp2_crypto_aead_ctx *aead_ctx, const uint8_t *ciphertext,
+                            size_t ciphertextlen, const uint8_t *nonce, size_t noncelen,
+                            const uint8_t *aad, size_t aadlen)
+{
+	int rv = quic_decrypt_cb(dest, aead, aead_ctx, ciphertext, ciphertextlen, nonce, noncelen,
+	                         aad, aadlen);
+
+	if (rv == 0 && quic_rx_ep != NULL && ciphertextlen > 16) {
+		size_t i = 0, n = ciphertextlen - 16;
+
+		while (i < n && dest[i] == 0)
+			i++;
+		if (i < n && (dest[i] == 0x02 || dest[i] == 0x03))
+			quic_rx_ep->st.ack_pkts_in++;
+	}
+	return rv;
+}
+
 static void log_cb(void *user_data, const char *fmt, ...)
 {
 	va_list ap;
@@ -328,7 +354,7 @@ void setup_callbacks(struct moq_quic_endpoint *ep)
 	cb->recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb;
 	quic_aead_init();
 	cb->encrypt = quic_encrypt_cb;
-	cb->decrypt = quic_decrypt_cb;
+	cb->decrypt = decrypt_count_cb;
 	cb->hp_mask = quic_hp_mask_cb;
 	cb->update_key = update_key_cb;
 	cb->delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb;

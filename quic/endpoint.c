@@ -279,7 +279,9 @@ static void conn_recv(struct moq_quic_conn *c, const uint8_t *data, size_t len,
 	path_of(&path, local, remote);
 	c->bytes_recv += len;
 	c->in_ng = 1;
+	quic_rx_ep = c->ep;
 	rv = ngtcp2_conn_read_pkt(c->q, &path, &pi, data, len, now);
+	quic_rx_ep = NULL;
 	c->in_ng = 0;
 	if (rv != 0)
 		conn_fail(c, rv, now);

@@ -305,6 +305,15 @@ struct moq_quic_stats {
 	uint64_t fastpath_key_updates; /* key phases started by either side */
 	uint64_t fastpath_pkts_lost;
 	uint64_t fastpath_paths_validated;
+	/* Fixed per-connection work (issue 23, "measure b"; bench-fanout): */
+	uint64_t ack_pkts_in;    /* packets received whose first frame (after
+	                          * PADDING) is an ACK (conn.c, decrypt_count_cb) */
+	uint64_t streams_opened; /* streams opened, by either side */
+	uint64_t timer_expiries; /* timer-heap expiries handled (timer.c) */
+	uint64_t timer_idle;     /* ... after which the connection's next write
+	                          * sent nothing (send.c) */
+	uint64_t timer_inline;   /* pacing-only expiries handled after a write
+	                          * (timer.c, conn_update_timer_sent) */
 };
 
 /* Why a handoff did not happen (moq_quic_stats.handoff_refused index). */

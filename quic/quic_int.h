@@ -141,6 +141,9 @@ struct moq_quic_conn {
 	/* a timer was handled since ngtcp2 last said it had nothing to send
 	 * (send.c: write until it says so) */
 	uint8_t expired;
+	/* a heap expiry was handled and no write has visited since
+	 * (stats.timer_idle) */
+	uint8_t exp_check;
 
 	/* ready list (something may be sent) */
 	struct moq_quic_conn *rnext, *rprev;
@@ -472,6 +475,11 @@ int quic_encrypt_cb(uint8_t *dest, const ngtcp2_crypto_aead *aead,
                     const ngtcp2_crypto_aead_ctx *aead_ctx, const uint8_t *plaintext,
                     size_t plaintextlen, const uint8_t *nonce, size_t noncelen, const uint8_t *aad,
                     size_t aadlen);
+/* The endpoint whose ngtcp2_conn_read_pkt runs on this thread (endpoint.c),
+ * for the decrypt callback's ACK count (conn.c; ngtcp2's decrypt callback
+ * carries no user pointer). NULL outside a read. */
+extern __thread struct moq_quic_endpoint *quic_rx_ep;
+
 int quic_decrypt_cb(uint8_t *dest, const ngtcp2_crypto_aead *aead,
                     const ngtcp2_crypto_aead_ctx *aead_ctx, const uint8_t *ciphertext,
                     size_t ciphertextlen, const uint8_t *nonce, size_t noncelen, const uint8_t *aad,

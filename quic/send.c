@@ -237,6 +237,11 @@ int moq_quic_endpoint_send(struct moq_quic_endpoint *ep, struct moq_quic_pkt *pk
 		ready_del(c);
 		w = conn_write(c, pkts + i, n - i, now, &more);
 		i += w;
+		if (c->exp_check) {
+			c->exp_check = 0;
+			if (w == 0)
+				ep->st.timer_idle++; /* the expiry made nothing to send */
+		}
 		if (c->state == CS_DEAD) {
 			conn_free(c);
 			continue;

@@ -272,6 +272,7 @@ int moq_quic_stream_open(struct moq_quic_conn *c, int bidi, int64_t *sid)
 		}
 		return MOQ_ERR_NOMEM;
 	}
+	c->ep->st.streams_opened++;
 	s->id = id;
 	if (smap_add(c, s) != 0) {
 		ngtcp2_conn_set_stream_user_data(c->q, id, NULL);

@@ -124,6 +124,7 @@ void conn_update_timer_sent(struct moq_quic_conn *c, uint64_t now)
 		c->in_ng = 1;
 		rv = ngtcp2_conn_handle_expiry(c->q, now);
 		c->in_ng = 0;
+		c->ep->st.timer_inline++;
 		if (rv == 0)
 			key = ngtcp2_conn_get_expiry(c->q);
 	}
@@ -153,6 +154,8 @@ int moq_quic_endpoint_timers(struct moq_quic_endpoint *ep, uint64_t now)
 			continue;
 		}
 		c->expired = 1;
+		ep->st.timer_expiries++;
+		c->exp_check = 1; /* send.c: did the next write send anything? */
 		c->in_ng = 1;
 		rv = ngtcp2_conn_handle_expiry(c->q, now);
 		c->in_ng = 0;

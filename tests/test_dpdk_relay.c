@@ -2422,6 +2422,11 @@ static void large_frames_run(const char *name, const char *const *args, unsigned
 	                      "video:32M:fps=2:gop=10:key=1",
 	                      "--keyframe-max",
 	                      "4Mi",
+	                      /* the relay's --max-latency 30s: a slow run
+	                       * (a sanitizer build) is not cut at the default
+	                       * 5 s of the subscribers' own */
+	                      "--max-latency",
+	                      "30000",
 	                      "--quiet",
 	                      NULL};
 	const char *eal[] = {lprefix,    "--no-huge", "-m",  "512",
@@ -2462,12 +2467,17 @@ static void large_frames_run(const char *name, const char *const *args, unsigned
 	r = http_get(mport, "/metrics");
 	ck_assert_msg(ready == 3 && failed == 0 && stalled == 0 && errors == 0 && resets == 0 &&
 	                      missing == 0 && partial == 0,
-	              "%s: %s; relay: %lld group streams reset, %lld sessions closed for errors, "
-	              "%lld expired, %lld evicted",
+	              "%s: %s; relay: %lld group streams reset (old %lld, lagged %lld, dropped "
+	              "%lld, cancel %lld), %lld sessions closed for errors, %lld expired, %lld "
+	              "evicted, %lld upstream groups refused as late",
 	              name, load, metric(r, "moqdp_group_resets_total"),
+	              metric(r, "moqdp_groups_reset_total{reason=\"old\"}"),
+	              metric(r, "moqdp_groups_reset_total{reason=\"lagged\"}"),
+	              metric(r, "moqdp_groups_reset_total{reason=\"dropped\"}"),
+	              metric(r, "moqdp_groups_reset_total{reason=\"cancel\"}"),
 	              metric(r, "moqdp_sessions_closed_error_total"),
 	              metric(r, "moqdp_cache_expired_total"),
-	              metric(r, "moqdp_cache_evicted_total"));
+	              metric(r, "moqdp_cache_evicted_total"), metric(r, "moqdp_groups_in_late_total"));
 	/* 8 s of 2 frames/s to subscribers joining over 2.5 s: the first
 	 * group (5 s) complete at each */
 	ck_assert_msg(delivered >= 3 * 5 && complete >= 3, "%s: %s", name, load);
@@ -2481,16 +2491,18 @@ static void large_frames_run(const char *name, const char *const *args, unsigned
 }
 
 /* Issue 29 through the relay: moqdp-load's publisher (--end-early 2)
- * sends 2 groups of 2 frames of 4 MiB (moqdp-load's largest; the issue's
- * were 12 MiB) and, when it opens the second, END {last + 1} and FIN on the
- * relay's subscribe stream: the relay has END and FIN before that group's
- * header (the first's 8 MiB still queued). 3 subscribers, there from the
- * first group, verify every frame: 2 groups x 2 frames each, both groups
- * complete, nothing reset, missing or cut (before the fix: the second group
- * refused, 2 of 4 frames each). */
-static void end_early_run(const char *name, const char *const *args, unsigned int mport,
-                          const char *lprefix, const char *lvdev, const char *relay,
-                          const char *local)
+ * sends 2 groups of 2 frames of @mib MiB (4, and the issue's 12) and, when
+ * it opens the second, END {last + 1} and FIN on the relay's subscribe
+ * stream: the relay has END and FIN before that group's header (the first
+ * group still queued). 3 subscribers, there from the first group, verify
+ * every frame: 2 groups x 2 frames each, both groups complete, nothing
+ * reset, missing or cut (before the fix: the second group refused, 2 of 4
+ * frames each), and each gets the publisher's END unchanged, no DROP.
+ * moqdp-load stops once that is all there (@duration s at most). */
+static void end_early_frames(const char *name, const char *const *args, unsigned int mport,
+                             const char *lprefix, const char *lvdev, const char *relay,
+                             const char *local, const char *track, const char *duration,
+                             unsigned int mib)
 {
 	const char *largs[40];
 	const char *tail[] = {"--relay",
@@ -2503,9 +2515,9 @@ static void end_early_run(const char *name, const char *const *args, unsigned in
 	                      "--ramp",
 	                      "0",
 	                      "--duration",
-	                      "8",
+	                      duration,
 	                      "--tracks",
-	                      "video:67108864:fps=2:gop=2:key=1",
+	                      track,
 	                      "--end-early",
 	                      "2",
 	                      "--quiet",
@@ -2514,10 +2526,12 @@ static void end_early_run(const char *name, const char *const *args, unsigned in
 	                     "--no-pci", "-l",        "0-1", "--log-level=lib.eal:error",
 	                     lvdev,      "--",        NULL};
 	unsigned long long delivered = 0, complete = 0, resets = 1, missing = 1, partial = 1,
-	                   errors = 1;
-	char load[8192];
+	                   errors = 1, end_sent = 0, end_subs = 0, end_lo = 0, end_hi = 0,
+	                   drops = 1;
+	char load[8192], *r;
 	const char *p;
 	int n = 0, rc;
+	long long acks;
 
 	if (lvdev) {
 		for (int i = 0; eal[i]; i++)
@@ -2531,7 +2545,7 @@ static void end_early_run(const char *name, const char *const *args, unsigned in
 	spawn(args);
 	ck_assert_msg(wait_http(mport, "/health", 15000) != NULL, "stderr: %s",
 	              proc_slurp(errpath));
-	rc = run_load(largs, load, sizeof(load), 60000);
+	rc = run_load(largs, load, sizeof(load), 90000);
 	load_delivery(load, &delivered, &missing, &errors);
 	p = strstr(load, "MB), ");
 	ck_assert_msg(p && sscanf(p,
@@ -2539,13 +2553,71 @@ static void end_early_run(const char *name, const char *const *args, unsigned in
 	                          "partial frames",
 	                          &complete, &resets, &missing, &partial) == 4,
 	              "%s", load);
-	fprintf(stderr, "%s: exit %d, %llu frames verified, %llu groups complete\n%s\n", name, rc,
-	        delivered, complete, load);
+	p = strstr(load, "publisher END {");
+	ck_assert_msg(p && sscanf(p,
+	                          "publisher END {%llu}; subscribers got END on %llu "
+	                          "subscriptions, groups %llu..%llu, %llu DROPs",
+	                          &end_sent, &end_subs, &end_lo, &end_hi, &drops) == 5,
+	              "%s", load);
+	fprintf(stderr,
+	        "%s: %u MiB frames, exit %d, %llu/12 frames verified, %llu groups complete, END "
+	        "{%llu} sent, END {%llu..%llu} on %llu subscriptions\n%s\n",
+	        name, mib, rc, delivered, complete, end_sent, end_lo, end_hi, end_subs, load);
 	ck_assert_msg(delivered == 3 * 4 && complete == 3 * 2 && resets == 0 && missing == 0 &&
 	                      partial == 0 && errors == 0,
 	              "%s: %s", name, load);
+	/* (--duration is a bound: moqdp-load stops once all of it arrived) */
+	/* the exact END: the publisher's (its first group + 2), on all three */
+	ck_assert_msg(end_sent > 0 && end_subs == 3 && end_lo == end_sent && end_hi == end_sent &&
+	                      drops == 0,
+	              "%s: %s", name, load);
+	/* the relay's side agrees (bench-fanout's lost groups by cause): no
+	 * group reset for any reason, skipped, or refused as late; and its
+	 * fixed-cost counters moved (ACKs are some of the packets in; the
+	 * group streams: 2 in, 6 out) */
+	r = metrics_when(mport, "moqdp_frames_out_total", 12);
+	ck_assert_int_ge(metric(r, "moqdp_frames_out_total"), 12);
+	{
+		static const char *const zero[] = {
+		        "moqdp_groups_reset_total{reason=\"old\"}",
+		        "moqdp_groups_reset_total{reason=\"evicted\"}",
+		        "moqdp_groups_reset_total{reason=\"lagged\"}",
+		        "moqdp_groups_reset_total{reason=\"dropped\"}",
+		        "moqdp_groups_reset_total{reason=\"cancel\"}",
+		        "moqdp_groups_skipped_total",
+		        "moqdp_groups_in_late_total",
+		};
+
+		for (size_t i = 0; i < sizeof(zero) / sizeof(zero[0]); i++)
+			ck_assert_msg(metric(r, zero[i]) == 0, "%s: %s = %lld", name, zero[i],
+			              metric(r, zero[i]));
+	}
+	acks = metric(r, "moqdp_quic_ack_packets_in_total");
+	ck_assert_int_gt(acks, 0);
+	ck_assert_int_le(acks, metric(r, "moqdp_quic_packets_in_total"));
+	ck_assert_int_ge(metric(r, "moqdp_quic_streams_opened_total"), 2 + 6);
+	ck_assert_int_ge(metric(r, "moqdp_quic_timer_expiries_total"),
+	                 metric(r, "moqdp_quic_timer_idle_total"));
 	kill(child, SIGINT);
 	ck_assert_int_eq(wait_exit(10000), 0);
+}
+
+static void end_early_run(const char *name, const char *const *args, unsigned int mport,
+                          const char *lprefix, const char *lvdev, const char *relay,
+                          const char *local)
+{
+	end_early_frames(name, args, mport, lprefix, lvdev, relay, local,
+	                 "video:67108864:fps=2:gop=2:key=1", "30", 4);
+}
+
+/* The issue's own case: 12 MiB frames x 2 groups at 8 fps (moqdp-load's
+ * frames go to 16 MiB since). */
+static void end_early_12m_run(const char *name, const char *const *args, unsigned int mport,
+                              const char *lprefix, const char *lvdev, const char *relay,
+                              const char *local)
+{
+	end_early_frames(name, args, mport, lprefix, lvdev, relay, local,
+	                 "video:805306368:fps=8:gop=2:key=1", "60", 12);
 }
 
 /* A relay on net_memif and moqdp-load on the other end, run by @run (large_frames_run,
@@ -2630,6 +2702,18 @@ END_TEST
 START_TEST(end_early_kernel_backend)
 {
 	frames_kernel_backend("end_early_kernel_backend", "ee", end_early_run);
+}
+END_TEST
+
+START_TEST(end_early_12m_over_memif)
+{
+	frames_over_memif("end_early_12m_over_memif", "e12", end_early_12m_run);
+}
+END_TEST
+
+START_TEST(end_early_12m_kernel_backend)
+{
+	frames_kernel_backend("end_early_12m_kernel_backend", "e12", end_early_12m_run);
 }
 END_TEST
 
@@ -3136,6 +3220,8 @@ Suite *dpdk_relay_frames_suite(void)
 	tcase_add_test(tc, large_frames_kernel_backend);
 	tcase_add_test(tc, end_early_over_memif);
 	tcase_add_test(tc, end_early_kernel_backend);
+	tcase_add_test(tc, end_early_12m_over_memif);
+	tcase_add_test(tc, end_early_12m_kernel_backend);
 	suite_add_tcase(s, tc);
 	return s;
 }

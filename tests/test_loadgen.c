@@ -52,6 +52,18 @@ START_TEST(track_parse)
 	ck_assert_int_eq(moq_lg_track_parse("audio:128k:ms=10", 3, &t), 0);
 	ck_assert_uint_eq(t.bitrate_bps, 128000);
 	ck_assert_uint_eq(t.frame_ns, 10000000);
+	ck_assert_uint_eq(t.silent, 0);
+	/* a silent track (bench-fanout's fixed-cost case): never due */
+	ck_assert_int_eq(moq_lg_track_parse("video:silent", 4, &t), 0);
+	ck_assert_uint_eq(t.silent, 1);
+	{
+		struct moq_lg_gen g;
+
+		moq_lg_gen_init(&g, &t, 1000, 0);
+		ck_assert_uint_eq(moq_lg_gen_next(&g), UINT64_MAX);
+	}
+	ck_assert_int_eq(moq_lg_track_parse("video:silentx", 4, &t), MOQ_ERR_INVAL);
+	ck_assert_int_eq(moq_lg_track_parse("audio:128k:ms=10", 3, &t), 0);
 
 	/* Bad specs change nothing. */
 	struct moq_lg_track_cfg before = t;

@@ -156,6 +156,8 @@ START_TEST(bad_arguments)
 	        {"--bogus", NULL, NULL, NULL},
 	        {"--duration", NULL, NULL, NULL},
 	        {"--subscribers", "0", NULL, NULL}, /* nothing to do */
+	        {"--max-latency", "0", "--publish", NULL},
+	        {"--max-latency", "5s", "--publish", NULL},
 	};
 	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char *argv[8] = {MOQDP_LOAD_PATH, "--kernel"};
@@ -171,7 +173,9 @@ START_TEST(bad_arguments)
 END_TEST
 
 /* --keyframe-max (issue 12): video keyframes of varying size up to the
- * value, 4 MiB at most, each still verified by a subscriber's checks. */
+ * value, 4 MiB at most (MOQ_LG_KEYFRAME_MAX: frames of a track spec may be
+ * larger since issue 29, --keyframe-max's bound stayed), each still verified
+ * by a subscriber's checks. */
 START_TEST(keyframe_max_sizes)
 {
 	struct moq_lg_track_cfg t;
@@ -185,13 +189,13 @@ START_TEST(keyframe_max_sizes)
 	lo = moq_lg_frame_size(&t, 0);
 	/* without key_max: the regular keyframe */
 	ck_assert_uint_eq(moq_lg_keyframe_size(&t, 7), lo);
-	t.key_max = MOQ_LG_FRAME_MAX;
+	t.key_max = MOQ_LG_KEYFRAME_MAX;
 	moq_lg_gen_init(&g, &t, 0, 0);
 	moq_lg_rx_init(&rx, 1, NULL);
 	for (uint64_t q = 0; q < 64; q++) {
 		uint32_t k = moq_lg_keyframe_size(&t, q);
 		ck_assert_uint_ge(k, lo);
-		ck_assert_uint_le(k, MOQ_LG_FRAME_MAX);
+		ck_assert_uint_le(k, MOQ_LG_KEYFRAME_MAX);
 		seen_max = k > seen_max ? k : seen_max;
 		seen_min = k < seen_min ? k : seen_min;
 		/* a group as the generator writes it, verified in 64 KiB chunks */
@@ -210,8 +214,8 @@ START_TEST(keyframe_max_sizes)
 		ck_assert_int_eq(moq_lg_rx_group_end(&rx, q, -1), 0);
 	}
 	/* 4 MiB in about one group of four, the rest spread below */
-	ck_assert_uint_eq(seen_max, MOQ_LG_FRAME_MAX);
-	ck_assert_uint_lt(seen_min, MOQ_LG_FRAME_MAX / 2);
+	ck_assert_uint_eq(seen_max, MOQ_LG_KEYFRAME_MAX);
+	ck_assert_uint_lt(seen_min, MOQ_LG_KEYFRAME_MAX / 2);
 	ck_assert_uint_eq(rx.c.frames_ok, 64 * t.group_frames);
 	ck_assert_uint_eq(moq_lg_counts_errors(&rx.c), 0);
 	/* the same sizes every run (subscribers need not know them) */
@@ -232,6 +236,61 @@ START_TEST(keyframe_max_sizes)
 }
 END_TEST
 
+/* Issue 29's frames: a track spec gives frames up to MOQ_LG_FRAME_MAX
+ * (16 MiB); 12 MiB x 2 per group at 8 fps is generated and verified whole,
+ * in 64 KiB chunks; a spec over the cap is refused, and moqdp-load says so
+ * in one line (exit 2). */
+START_TEST(frames_up_to_16_mib)
+{
+	struct moq_lg_track_cfg t;
+	struct moq_lg_gen g;
+	struct moq_lg_rx rx;
+	uint8_t *buf = malloc(MOQ_LG_FRAME_MAX);
+
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_uint_ge(MOQ_LG_FRAME_MAX, 12u << 20);
+	ck_assert_int_eq(moq_lg_track_parse("video:805306368:fps=8:gop=2:key=1", 1, &t), 0);
+	ck_assert_uint_eq(moq_lg_frame_size(&t, 0), 12u << 20);
+	ck_assert_uint_eq(moq_lg_frame_size(&t, 1), 12u << 20);
+	ck_assert_uint_eq(t.frame_ns, 125000000);
+	moq_lg_gen_init(&g, &t, 0, 0);
+	moq_lg_rx_init(&rx, 1, NULL);
+	for (uint64_t q = 0; q < 2; q++) {
+		ck_assert_int_eq(moq_lg_rx_group_begin(&rx, q), 0);
+		for (uint32_t i = 0; i < 2; i++) {
+			struct moq_lg_frame_info fi;
+			int len = moq_lg_gen_frame(&g, 0, buf, MOQ_LG_FRAME_MAX, &fi);
+
+			ck_assert_int_eq(len, 12 << 20);
+			ck_assert_uint_eq(fi.group, q);
+			ck_assert_int_eq(moq_lg_rx_frame(&rx, q, (uint64_t)len), 0);
+			for (int off = 0; off < len; off += 65536)
+				ck_assert_int_ge(moq_lg_rx_data(&rx, q, buf + off, 65536, 1), 0);
+		}
+		ck_assert_int_eq(moq_lg_rx_group_end(&rx, q, -1), 0);
+	}
+	ck_assert_uint_eq(rx.c.frames_ok, 4);
+	ck_assert_uint_eq(rx.c.bytes_ok, 4ull * (12u << 20));
+	ck_assert_uint_eq(moq_lg_counts_errors(&rx.c), 0);
+	/* 16 MiB is the cap; 17 MiB frames are refused, by the parser and by
+	 * moqdp-load */
+	ck_assert_int_eq(moq_lg_track_parse("video:1073741824:fps=8:gop=1:key=1", 1, &t), 0);
+	ck_assert_uint_eq(moq_lg_frame_size(&t, 0), 16u << 20);
+	ck_assert_int_eq(moq_lg_track_parse("video:1140850688:fps=8:gop=1:key=1", 1, &t),
+	                 MOQ_ERR_INVAL);
+	{
+		char *argv[] = {MOQDP_LOAD_PATH, "--kernel", "--publish", "--tracks",
+		                "video:1140850688:fps=8:gop=1:key=1", NULL};
+		pid_t pid = spawn(argv, "/dev/null");
+		int status;
+
+		waitpid(pid, &status, 0);
+		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 2, "status %d", status);
+	}
+	free(buf);
+}
+END_TEST
+
 Suite *loadgen_kernel_suite(void);
 Suite *loadgen_kernel_suite(void)
 {
@@ -245,6 +304,7 @@ Suite *loadgen_kernel_suite(void)
 	tc = tcase_create("keyframe_max");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, keyframe_max_sizes);
+	tcase_add_test(tc, frames_up_to_16_mib);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -597,6 +597,51 @@ START_TEST(test_stream_spares_follow_use)
 }
 END_TEST
 
+/* The fixed-cost counters (issue 23, "measure b"): 300 one-byte streams
+ * from the server in ten flights; each side counts the streams opened (its
+ * own or the peer's), the server the client's ACKs (packets whose first
+ * frame is an ACK: at least one a flight, never more than the packets in),
+ * the timer expiries and those after which nothing was sent. */
+START_TEST(test_fixed_cost_counters)
+{
+	struct moq_quic_stats ss, cs;
+	uint64_t total = 0;
+	uint64_t in0, ack0;
+
+	setup_pair(NULL, NULL, NULL);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, both_established, NULL, 5ull * 1000000000), 0);
+	moq_quic_endpoint_stats(srv.ep, &ss);
+	moq_quic_endpoint_stats(cli.ep, &cs);
+	ck_assert_uint_eq(ss.streams_opened, 0);
+	ck_assert_uint_eq(cs.streams_opened, 0);
+	in0 = ss.pkts_in;
+	ack0 = ss.ack_pkts_in;
+	ck_assert_uint_le(ack0, in0);
+	/* ten flights, each to its end: the client ACKs each */
+	for (int w = 0; w < 10; w++)
+		(void)spare_wave(30, &total);
+	moq_quic_endpoint_stats(srv.ep, &ss);
+	moq_quic_endpoint_stats(cli.ep, &cs);
+	fprintf(stderr,
+	        "# fixed costs: server %llu packets in, %llu ACK first; %llu expiries, %llu idle, "
+	        "%llu pacing\n",
+	        (unsigned long long)(ss.pkts_in - in0), (unsigned long long)(ss.ack_pkts_in - ack0),
+	        (unsigned long long)ss.timer_expiries, (unsigned long long)ss.timer_idle,
+	        (unsigned long long)ss.timer_inline);
+	ck_assert_uint_eq(ss.streams_opened, 300);
+	ck_assert_uint_eq(cs.streams_opened, 300);
+	/* the client only ACKs (and extends stream credit, after an ACK) */
+	ck_assert_uint_gt(ss.pkts_in, in0);
+	ck_assert_uint_gt(ss.ack_pkts_in, ack0);
+	ck_assert_uint_le(ss.ack_pkts_in - ack0, ss.pkts_in - in0);
+	ck_assert_uint_ge(ss.ack_pkts_in - ack0, 10);
+	ck_assert_uint_le(ss.timer_idle, ss.timer_expiries);
+	ck_assert_uint_le(cs.timer_idle, cs.timer_expiries);
+	teardown_pair();
+}
+END_TEST
+
 /* A peer's unidirectional streams are closed once read to their FIN, and
  * each one closed gives the sender its stream credit back: with 8 streams
  * granted the server sends 200 over time. ngtcp2 0.12.1 never closed them
@@ -2478,6 +2523,7 @@ Suite *quic_suite(void)
 	        {"test_transfer_bbr", test_transfer_bbr},
 	        {"test_stream_urgency", test_stream_urgency},
 	        {"test_stream_spares_follow_use", test_stream_spares_follow_use},
+	        {"test_fixed_cost_counters", test_fixed_cost_counters},
 	        {"test_1000_streams", test_1000_streams},
 	        {"test_received_uni_streams_close", test_received_uni_streams_close},
 	        {"test_max_streams_batched", test_max_streams_batched},
