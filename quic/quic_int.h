@@ -144,6 +144,8 @@ struct moq_quic_conn {
 	/* a heap expiry was handled and no write has visited since
 	 * (stats.timer_idle) */
 	uint8_t exp_check;
+	/* the time of the last ngtcp2_conn_handle_expiry (timer.c, ng_expiry) */
+	uint64_t exp_ts;
 
 	/* ready list (something may be sent) */
 	struct moq_quic_conn *rnext, *rprev;
