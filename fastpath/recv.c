@@ -863,7 +863,7 @@ int fp_conn_recv(struct fp_conn *c, const uint8_t *data, size_t len, const struc
 	x->busy++;
 	x->now = now;
 	/* RFC 9001, 5.4.1: remove header protection */
-	if (fp_hp_mask(k->rx_hp, data + pn_off + 4, mask) < 0)
+	if (fp_hp_mask(&k->rx_hp, data + pn_off + 4, mask) < 0)
 		goto drop;
 	b0 = data[0] ^ (mask[0] & 0x1f);
 	pnlen = (b0 & HDR_PNLEN) + 1u;

@@ -155,16 +155,22 @@ START_TEST(rfc9001_hp_and_seal)
 {
 	/* A.2: the client's header protection mask */
 	uint8_t hpk[16], sample[16], mask[16], want[5];
-	struct fp_aes *a = fp_aes_new();
+	struct fp_hpkey a;
+	int soft;
 
-	ck_assert_ptr_nonnull(a);
+	memset(&a, 0, sizeof(a));
 	unhex("9f50449e04a0e810283a1e9933adedd2", hpk, 16);
 	unhex("d1b1c98dd7689fb8ec11d242b123dc9b", sample, 16);
-	ck_assert_int_eq(fp_aes_ecb_key(a, hpk), 0);
-	ck_assert_int_eq(fp_hp_mask(a, sample, mask), 0);
 	unhex("437b9aec36", want, 5);
-	ck_assert_mem_eq(mask, want, 5);
-	fp_aes_free(a);
+	/* the AES-NI schedule (crypto.c) and wolfCrypt's give the same mask */
+	for (soft = 0; soft < 2; soft++) {
+		memset(mask, 0, sizeof(mask));
+		ck_assert_int_eq(fp_hp_key(&a, hpk, soft), 0);
+		ck_assert(soft ? a.soft != NULL : a.soft == NULL || !__builtin_cpu_supports("aes"));
+		ck_assert_int_eq(fp_hp_mask(&a, sample, mask), 0);
+		ck_assert_mem_eq(mask, want, 5);
+		fp_hp_free(&a);
+	}
 
 	/* A.3: the server Initial's payload sealed with its key (pn 1) */
 	{
@@ -180,7 +186,8 @@ START_TEST(rfc9001_hp_and_seal)
 		        "bb7aaf2f58891850abbdca3d20398c276456cbc42158407dd074ee";
 		size_t pl = (sizeof(payload) - 1) / 2, hl = (sizeof(hdr) - 1) / 2;
 		uint8_t key[16], iv[12], h[64], pkt[256], exp[256], m[16];
-		struct fp_aes *g = fp_aes_new(), *hp = fp_aes_new();
+		struct fp_aes *g = fp_aes_new();
+		struct fp_hpkey hp;
 
 		unhex("cf3a5331653c364c88f0f379b6067e37", key, 16);
 		unhex("0ac1493ca1905853b0bba03e", iv, 12);
@@ -189,10 +196,11 @@ START_TEST(rfc9001_hp_and_seal)
 		unhex(payload, pkt + hl, pl);
 		memcpy(pkt, h, hl);
 		ck_assert_int_eq(fp_aes_gcm_key(g, key), 0);
-		ck_assert_int_eq(fp_aes_ecb_key(hp, hpk), 0);
+		memset(&hp, 0, sizeof(hp));
+		ck_assert_int_eq(fp_hp_key(&hp, hpk, 0), 0);
 		ck_assert_int_eq(fp_seal(g, iv, 1, h, hl, pkt + hl, pl), 0);
 		/* header protection: pn offset hl - 2, sample 4 bytes after */
-		ck_assert_int_eq(fp_hp_mask(hp, pkt + hl - 2 + 4, m), 0);
+		ck_assert_int_eq(fp_hp_mask(&hp, pkt + hl - 2 + 4, m), 0);
 		pkt[0] ^= m[0] & 0x0f; /* long header: 4 bits */
 		pkt[hl - 2] ^= m[1];
 		pkt[hl - 1] ^= m[2];
@@ -210,7 +218,7 @@ START_TEST(rfc9001_hp_and_seal)
 			ck_assert_int_lt(fp_open(g, iv, 1, h, hl, exp + hl, pl + 16, out), 0);
 		}
 		fp_aes_free(g);
-		fp_aes_free(hp);
+		fp_hp_free(&hp);
 	}
 }
 END_TEST
