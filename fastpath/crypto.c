@@ -227,6 +227,10 @@ static int rx_slot_set(struct fp_rxkey *r, const uint8_t secret[FP_SECRET_LEN])
 {
 	uint8_t key[FP_KEY_LEN];
 
+	/* the slots get their Aes when first used (the previous generation's
+	 * goes again once it expires: fp_keys_drop_prev) */
+	if (r->aead == NULL && (r->aead = fp_aes_new()) == NULL)
+		return MOQ_ERR_NOMEM;
 	memcpy(r->secret, secret, FP_SECRET_LEN);
 	if (fp_key_iv(secret, key, r->iv) < 0)
 		return MOQ_ERR_CRYPTO;
@@ -235,13 +239,13 @@ static int rx_slot_set(struct fp_rxkey *r, const uint8_t secret[FP_SECRET_LEN])
 
 int fp_keys_setup(struct fp_keys *k, const struct fp_import *imp)
 {
-	int i;
 
 	memset(k, 0, sizeof(*k));
+	/* tx, current and next rx: the previous rx generation's Aes exists
+	 * only from a key update until its keys expire (3 PTO) */
 	k->tx_aead = fp_aes_new();
-	for (i = 0; i < 3; i++)
-		k->rx[i].aead = fp_aes_new();
-	if (!k->tx_aead || !k->rx[0].aead || !k->rx[1].aead || !k->rx[2].aead)
+	k->rx[0].aead = fp_aes_new();
+	if (!k->tx_aead || !k->rx[0].aead)
 		goto fail;
 	memcpy(k->tx_secret, imp->tx.secret, FP_SECRET_LEN);
 	memcpy(k->tx_iv, imp->tx.iv, FP_IV_LEN);
@@ -294,6 +298,16 @@ int fp_keys_rotate_rx(struct fp_keys *k, uint64_t pn, uint64_t prev_until)
 	k->prev_until = prev_until;
 	k->rx_phase_first_pn = pn;
 	return fp_keys_derive_rx_next(k);
+}
+
+void fp_keys_drop_prev(struct fp_keys *k)
+{
+	struct fp_rxkey *p = &k->rx[(k->rxc + 2) % 3];
+
+	k->have_prev = 0;
+	fp_aes_free(p->aead);
+	p->aead = NULL;
+	memset(p->secret, 0, sizeof(p->secret));
 }
 
 int fp_keys_update_tx(struct fp_keys *k, uint64_t first_pn)

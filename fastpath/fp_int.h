@@ -208,6 +208,8 @@ int fp_keys_derive_rx_next(struct fp_keys *k);
 /* the current rx generation becomes next's; the old current is prev */
 int fp_keys_rotate_rx(struct fp_keys *k, uint64_t pn, uint64_t prev_until);
 int fp_keys_update_tx(struct fp_keys *k, uint64_t first_pn);
+/* the previous rx generation expired: its keys and Aes go */
+void fp_keys_drop_prev(struct fp_keys *k);
 int fp_random(uint8_t *out, size_t len);
 
 /* ---- state ------------------------------------------------------------- */

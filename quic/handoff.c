@@ -23,6 +23,8 @@
 /* Streams one export may carry (moq-lite subscribers have a control stream
  * and a few group streams open when quiet; more is retried later). */
 #define HAND_MAX_STREAMS 64
+/* Sent-packet records per handed-off connection (hand_init). */
+#define HAND_SENT_RING 128u
 /* iovecs converted per engine write call. */
 #define HAND_IOV 16
 
@@ -278,6 +280,11 @@ int hand_init(struct moq_quic_endpoint *ep)
 	fc.keep_alive_ns = ep->cfg.keep_alive_ns;
 	fc.stream_window = ep->cfg.max_stream_data;
 	fc.conn_window = ep->cfg.max_data;
+	/* 128 sent records (4 KiB) a connection instead of the engine's 256:
+	 * the window is capped at 112 full packets in flight (134 KB: 10 Mbit/s
+	 * at a 100 ms RTT, far above a subscriber's media rate), and a handed-off
+	 * connection stays within 16 KB (issue 23, target 5) */
+	fc.sent_ring = HAND_SENT_RING;
 	fc.cb = &hand_cbs;
 	ep->hscratch = malloc(sizeof(*ep->hscratch));
 	if (ep->hscratch == NULL)
