@@ -6,6 +6,7 @@
  */
 #include "fp_int.h"
 
+#include <immintrin.h>
 #include <stdlib.h>
 #include <sys/random.h>
 
@@ -56,20 +57,98 @@ int fp_aes_gcm_key(struct fp_aes *a, const uint8_t *key)
 	return wc_AesGcmSetKey(&a->aes, key, FP_KEY_LEN) == 0 ? 0 : MOQ_ERR_CRYPTO;
 }
 
-int fp_aes_ecb_key(struct fp_aes *a, const uint8_t *key)
+/* ---- header protection: one AES-128 block (RFC 9001, 5.4.3) ---------- */
+
+/* FIPS 197, 5.2 with AES-NI: round key i + 1 from round key i and the
+ * AESKEYGENASSIST of it (Intel's AES-NI white paper, 4.1). */
+#define HP_TARGET __attribute__((target("aes,sse2")))
+
+HP_TARGET static __m128i hp_expand(__m128i k, __m128i assist)
 {
-	return wc_AesSetKey(&a->aes, key, FP_HP_LEN, NULL, AES_ENCRYPTION) == 0 ? 0
-	                                                                        : MOQ_ERR_CRYPTO;
+	assist = _mm_shuffle_epi32(assist, 0xff);
+	k = _mm_xor_si128(k, _mm_slli_si128(k, 4));
+	k = _mm_xor_si128(k, _mm_slli_si128(k, 4));
+	k = _mm_xor_si128(k, _mm_slli_si128(k, 4));
+	return _mm_xor_si128(k, assist);
 }
 
-int fp_hp_mask(struct fp_aes *a, const uint8_t *sample, uint8_t mask[16])
+HP_TARGET static void hp_schedule(uint8_t rk[11 * 16], const uint8_t *key)
+{
+	__m128i k[11];
+	int i;
+
+	k[0] = _mm_loadu_si128((const __m128i *)key);
+	/* the round constants must be immediates */
+	k[1] = hp_expand(k[0], _mm_aeskeygenassist_si128(k[0], 0x01));
+	k[2] = hp_expand(k[1], _mm_aeskeygenassist_si128(k[1], 0x02));
+	k[3] = hp_expand(k[2], _mm_aeskeygenassist_si128(k[2], 0x04));
+	k[4] = hp_expand(k[3], _mm_aeskeygenassist_si128(k[3], 0x08));
+	k[5] = hp_expand(k[4], _mm_aeskeygenassist_si128(k[4], 0x10));
+	k[6] = hp_expand(k[5], _mm_aeskeygenassist_si128(k[5], 0x20));
+	k[7] = hp_expand(k[6], _mm_aeskeygenassist_si128(k[6], 0x40));
+	k[8] = hp_expand(k[7], _mm_aeskeygenassist_si128(k[7], 0x80));
+	k[9] = hp_expand(k[8], _mm_aeskeygenassist_si128(k[8], 0x1b));
+	k[10] = hp_expand(k[9], _mm_aeskeygenassist_si128(k[9], 0x36));
+	for (i = 0; i < 11; i++)
+		_mm_store_si128((__m128i *)(rk + 16 * i), k[i]);
+}
+
+HP_TARGET static void hp_block(const uint8_t rk[11 * 16], const uint8_t *in, uint8_t *out)
+{
+	__m128i m = _mm_xor_si128(_mm_loadu_si128((const __m128i *)in),
+	                          _mm_load_si128((const __m128i *)rk));
+	int i;
+
+	for (i = 1; i < 10; i++)
+		m = _mm_aesenc_si128(m, _mm_load_si128((const __m128i *)(rk + 16 * i)));
+	m = _mm_aesenclast_si128(m, _mm_load_si128((const __m128i *)(rk + 160)));
+	_mm_storeu_si128((__m128i *)out, m);
+}
+
+static int have_aesni(void)
+{
+	static int v = -1;
+
+	if (v < 0)
+		v = __builtin_cpu_supports("aes") && __builtin_cpu_supports("sse2");
+	return v;
+}
+
+int fp_hp_key(struct fp_hpkey *h, const uint8_t *key, int soft)
+{
+	fp_hp_free(h);
+	if (!soft && have_aesni()) {
+		hp_schedule(h->rk, key);
+		return 0;
+	}
+	h->soft = fp_aes_new();
+	if (h->soft == NULL)
+		return MOQ_ERR_NOMEM;
+	if (wc_AesSetKey(&h->soft->aes, key, FP_HP_LEN, NULL, AES_ENCRYPTION) != 0) {
+		fp_hp_free(h);
+		return MOQ_ERR_CRYPTO;
+	}
+	return 0;
+}
+
+void fp_hp_free(struct fp_hpkey *h)
+{
+	fp_aes_free(h->soft);
+	memset(h, 0, sizeof(*h));
+}
+
+int fp_hp_mask(const struct fp_hpkey *h, const uint8_t *sample, uint8_t mask[16])
 {
 	/* wolfSSL's AES-NI path mallocs a bounce buffer for unaligned blocks */
 	uint8_t in[16] __attribute__((aligned(16)));
 	uint8_t out[16] __attribute__((aligned(16)));
 
+	if (h->soft == NULL) {
+		hp_block(h->rk, sample, mask);
+		return 0;
+	}
 	memcpy(in, sample, 16);
-	if (wc_AesEncryptDirect(&a->aes, out, in) != 0)
+	if (wc_AesEncryptDirect(&h->soft->aes, out, in) != 0)
 		return MOQ_ERR_CRYPTO;
 	memcpy(mask, out, 16);
 	return 0;
@@ -148,6 +227,10 @@ static int rx_slot_set(struct fp_rxkey *r, const uint8_t secret[FP_SECRET_LEN])
 {
 	uint8_t key[FP_KEY_LEN];
 
+	/* the slots get their Aes when first used (the previous generation's
+	 * goes again once it expires: fp_keys_drop_prev) */
+	if (r->aead == NULL && (r->aead = fp_aes_new()) == NULL)
+		return MOQ_ERR_NOMEM;
 	memcpy(r->secret, secret, FP_SECRET_LEN);
 	if (fp_key_iv(secret, key, r->iv) < 0)
 		return MOQ_ERR_CRYPTO;
@@ -156,21 +239,18 @@ static int rx_slot_set(struct fp_rxkey *r, const uint8_t secret[FP_SECRET_LEN])
 
 int fp_keys_setup(struct fp_keys *k, const struct fp_import *imp)
 {
-	int i;
 
 	memset(k, 0, sizeof(*k));
+	/* tx, current and next rx: the previous rx generation's Aes exists
+	 * only from a key update until its keys expire (3 PTO) */
 	k->tx_aead = fp_aes_new();
-	k->tx_hp = fp_aes_new();
-	k->rx_hp = fp_aes_new();
-	for (i = 0; i < 3; i++)
-		k->rx[i].aead = fp_aes_new();
-	if (!k->tx_aead || !k->tx_hp || !k->rx_hp || !k->rx[0].aead || !k->rx[1].aead ||
-	    !k->rx[2].aead)
+	k->rx[0].aead = fp_aes_new();
+	if (!k->tx_aead || !k->rx[0].aead)
 		goto fail;
 	memcpy(k->tx_secret, imp->tx.secret, FP_SECRET_LEN);
 	memcpy(k->tx_iv, imp->tx.iv, FP_IV_LEN);
 	if (fp_aes_gcm_key(k->tx_aead, imp->tx.key) < 0 ||
-	    fp_aes_ecb_key(k->tx_hp, imp->tx.hp) < 0 || fp_aes_ecb_key(k->rx_hp, imp->rx.hp) < 0)
+	    fp_hp_key(&k->tx_hp, imp->tx.hp, 0) < 0 || fp_hp_key(&k->rx_hp, imp->rx.hp, 0) < 0)
 		goto fail;
 	memcpy(k->rx[0].secret, imp->rx.secret, FP_SECRET_LEN);
 	memcpy(k->rx[0].iv, imp->rx.iv, FP_IV_LEN);
@@ -191,8 +271,8 @@ void fp_keys_free(struct fp_keys *k)
 	int i;
 
 	fp_aes_free(k->tx_aead);
-	fp_aes_free(k->tx_hp);
-	fp_aes_free(k->rx_hp);
+	fp_hp_free(&k->tx_hp);
+	fp_hp_free(&k->rx_hp);
 	for (i = 0; i < 3; i++)
 		fp_aes_free(k->rx[i].aead);
 	memset(k, 0, sizeof(*k));
@@ -218,6 +298,16 @@ int fp_keys_rotate_rx(struct fp_keys *k, uint64_t pn, uint64_t prev_until)
 	k->prev_until = prev_until;
 	k->rx_phase_first_pn = pn;
 	return fp_keys_derive_rx_next(k);
+}
+
+void fp_keys_drop_prev(struct fp_keys *k)
+{
+	struct fp_rxkey *p = &k->rx[(k->rxc + 2) % 3];
+
+	k->have_prev = 0;
+	fp_aes_free(p->aead);
+	p->aead = NULL;
+	memset(p->secret, 0, sizeof(p->secret));
 }
 
 int fp_keys_update_tx(struct fp_keys *k, uint64_t first_pn)

@@ -80,7 +80,9 @@ struct fp_engine *fp_engine_new(const struct fp_engine_config *cfg, int *err)
 	e->nrbufs = e->cfg.max_conns / RBUF_PER_CONN_DIV + 4;
 	e->rbuf_bytes = e->cfg.reorder_bytes + e->cfg.reorder_bytes / 8;
 	e->rbufs = calloc(e->nrbufs, e->rbuf_bytes);
-	ntab = pow2_at_least(4 * e->cfg.max_conns * FP_MAX_SCIDS);
+	/* at most FP_MAX_SCIDS CIDs (and peer tokens: 1 + FP_MAX_PEER_CIDS)
+	 * per connection: the tables are at most about half full */
+	ntab = pow2_at_least(2 * e->cfg.max_conns * FP_MAX_SCIDS);
 	e->cid_tab = calloc(ntab, sizeof(*e->cid_tab));
 	e->tok_tab = calloc(ntab, sizeof(*e->tok_tab));
 	e->tab_mask = ntab - 1;

@@ -157,10 +157,19 @@ struct fp_rxkey {
 	uint8_t iv[FP_IV_LEN];
 };
 
+/* A header protection key (RFC 9001, 5.4.3): the 11 AES-128 round keys
+ * for AES-NI inline (176 bytes instead of a wolfCrypt Aes of ~1.1 KB with
+ * its GCM tables), or a wolfCrypt Aes on a CPU without AES-NI. */
+struct fp_hpkey {
+	uint8_t rk[11 * 16] __attribute__((aligned(16)));
+	struct fp_aes *soft; /* NULL: AES-NI with rk */
+};
+
 /* The key schedule of one connection (RFC 9001, 5 and 6): cold, touched
  * once per packet for the AEAD only. */
 struct fp_keys {
-	struct fp_aes *tx_aead, *tx_hp, *rx_hp;
+	struct fp_aes *tx_aead;
+	struct fp_hpkey tx_hp, rx_hp;
 	uint8_t tx_secret[FP_SECRET_LEN];
 	uint8_t tx_iv[FP_IV_LEN];
 	struct fp_rxkey rx[3];      /* current, next, previous: rx[(rxc + k) % 3] */
@@ -175,9 +184,12 @@ int fp_crypto_init(void);
 struct fp_aes *fp_aes_new(void);
 void fp_aes_free(struct fp_aes *a);
 int fp_aes_gcm_key(struct fp_aes *a, const uint8_t *key);
-int fp_aes_ecb_key(struct fp_aes *a, const uint8_t *key);
+/* fp_hp_key: @h from the 16-byte @key; AES-NI when the CPU has it and
+ * @soft is 0, else a wolfCrypt Aes. fp_hp_free frees what it holds. */
+int fp_hp_key(struct fp_hpkey *h, const uint8_t *key, int soft);
+void fp_hp_free(struct fp_hpkey *h);
 /* RFC 9001, 5.4.3: mask = AES-ECB(hp, sample), 5 bytes used. */
-int fp_hp_mask(struct fp_aes *a, const uint8_t *sample, uint8_t mask[16]);
+int fp_hp_mask(const struct fp_hpkey *h, const uint8_t *sample, uint8_t mask[16]);
 /* AES-128-GCM seal in place: @len bytes at @p, tag after them. */
 int fp_seal(struct fp_aes *a, const uint8_t iv[FP_IV_LEN], uint64_t pn, const uint8_t *aad,
             size_t aadlen, uint8_t *p, size_t len);
@@ -196,6 +208,8 @@ int fp_keys_derive_rx_next(struct fp_keys *k);
 /* the current rx generation becomes next's; the old current is prev */
 int fp_keys_rotate_rx(struct fp_keys *k, uint64_t pn, uint64_t prev_until);
 int fp_keys_update_tx(struct fp_keys *k, uint64_t first_pn);
+/* the previous rx generation expired: its keys and Aes go */
+void fp_keys_drop_prev(struct fp_keys *k);
 int fp_random(uint8_t *out, size_t len);
 
 /* ---- state ------------------------------------------------------------- */

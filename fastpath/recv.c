@@ -863,7 +863,7 @@ int fp_conn_recv(struct fp_conn *c, const uint8_t *data, size_t len, const struc
 	x->busy++;
 	x->now = now;
 	/* RFC 9001, 5.4.1: remove header protection */
-	if (fp_hp_mask(k->rx_hp, data + pn_off + 4, mask) < 0)
+	if (fp_hp_mask(&k->rx_hp, data + pn_off + 4, mask) < 0)
 		goto drop;
 	b0 = data[0] ^ (mask[0] & 0x1f);
 	pnlen = (b0 & HDR_PNLEN) + 1u;
@@ -880,6 +880,8 @@ int fp_conn_recv(struct fp_conn *c, const uint8_t *data, size_t len, const struc
 		goto drop;
 	/* RFC 9001, 6.3: which key generation */
 	phase = (b0 & HDR_KEY_PHASE) ? 1 : 0;
+	if (k->have_prev && now >= k->prev_until)
+		fp_keys_drop_prev(k); /* RFC 9001, 6.5: kept 3 PTO, not longer */
 	if (phase == c->rx_kp) {
 		which = 0;
 	} else if (k->have_prev && pn < k->rx_phase_first_pn && now < k->prev_until) {

@@ -535,7 +535,7 @@ static int build(struct fp_conn *c, struct fp_pkt *pkt, uint64_t now)
 	len = hlen + plen + FP_TAG_LEN;
 	/* RFC 9001, 5.3 and 5.4.1 */
 	if (fp_seal(k->tx_aead, k->tx_iv, pn, d, hlen, d + hlen, plen) < 0 ||
-	    fp_hp_mask(k->tx_hp, d + pn_off + 4, mask) < 0) {
+	    fp_hp_mask(&k->tx_hp, d + pn_off + 4, mask) < 0) {
 		fp_close_local(c, 0, FP_E_INTERNAL, 0, "seal failed", now);
 		return 0;
 	}
@@ -689,7 +689,7 @@ static void build_fast(struct fp_conn *c, struct fp_stream *s, struct fp_pkt *pk
 	}
 	/* RFC 9001, 5.3 and 5.4.1 */
 	if (fp_seal(k->tx_aead, k->tx_iv, pn, d, hlen, d + hlen, plen) < 0 ||
-	    fp_hp_mask(k->tx_hp, d + pn_off + 4, mask) < 0) {
+	    fp_hp_mask(&k->tx_hp, d + pn_off + 4, mask) < 0) {
 		fp_close_local(c, 0, FP_E_INTERNAL, 0, "seal failed", now);
 		pkt->len = 0;
 		return;

@@ -23,6 +23,8 @@
 /* Streams one export may carry (moq-lite subscribers have a control stream
  * and a few group streams open when quiet; more is retried later). */
 #define HAND_MAX_STREAMS 64
+/* Sent-packet records per handed-off connection (hand_init). */
+#define HAND_SENT_RING 128u
 /* iovecs converted per engine write call. */
 #define HAND_IOV 16
 
@@ -278,6 +280,11 @@ int hand_init(struct moq_quic_endpoint *ep)
 	fc.keep_alive_ns = ep->cfg.keep_alive_ns;
 	fc.stream_window = ep->cfg.max_stream_data;
 	fc.conn_window = ep->cfg.max_data;
+	/* 128 sent records (4 KiB) a connection instead of the engine's 256:
+	 * the window is capped at 112 full packets in flight (134 KB: 10 Mbit/s
+	 * at a 100 ms RTT, far above a subscriber's media rate), and a handed-off
+	 * connection stays within 16 KB (issue 23, target 5) */
+	fc.sent_ring = HAND_SENT_RING;
 	fc.cb = &hand_cbs;
 	ep->hscratch = malloc(sizeof(*ep->hscratch));
 	if (ep->hscratch == NULL)
@@ -558,52 +565,64 @@ static void release_ngtcp2(struct moq_quic_conn *c, const ngtcp2_conn_export *ex
 	c->close_buf = NULL;
 }
 
-void hand_try(struct moq_quic_conn *c, uint64_t now)
+int hand_export(struct moq_quic_conn *c, struct fp_import **imp, enum moq_quic_handoff_reason *why)
 {
-	struct moq_quic_endpoint *ep = c->ep;
-	struct hand_scratch *s;
+	struct hand_scratch *s = c->ep->hscratch;
 	const ngtcp2_crypto_ctx *cc;
-	struct fp_conn *fc;
-	int rv, err = 0;
+	int rv;
 
-	if (!c->fp_ok || c->fp_final || c->fp != NULL || ep->fpe == NULL || c->q == NULL ||
-	    c->state != CS_ESTABLISHED || c->in_ng || c->close_req || c->notified)
-		return;
-	if (c->fpkeys == NULL || !c->fpkeys->have) {
-		refuse(c, MOQ_QUIC_HANDOFF_CIPHER, 1);
-		return;
-	}
+	*why = MOQ_QUIC_HANDOFF_OTHER;
+	if (s == NULL || c->q == NULL || c->state != CS_ESTABLISHED || c->in_ng)
+		return MOQ_ERR_STATE;
+	*why = MOQ_QUIC_HANDOFF_CIPHER;
+	if (c->fpkeys == NULL || !c->fpkeys->have)
+		return MOQ_ERR_STATE;
 	/* RFC 9001, 5.3: the engine seals with AES-128-GCM only */
 	cc = ngtcp2_conn_get_crypto_ctx(c->q);
 	if (cc->aead.native_handle != wolfSSL_EVP_aes_128_gcm() ||
 	    cc->md.native_handle != wolfSSL_EVP_sha256() || c->fpkeys->keylen != FP_KEY_LEN ||
-	    c->fpkeys->secretlen != FP_SECRET_LEN) {
-		refuse(c, MOQ_QUIC_HANDOFF_CIPHER, 1);
-		return;
-	}
-	if (c->npend > 0) {
-		refuse(c, MOQ_QUIC_HANDOFF_STREAM_BUSY, 0);
-		return;
-	}
-	s = ep->hscratch;
+	    c->fpkeys->secretlen != FP_SECRET_LEN)
+		return MOQ_ERR_STATE;
+	*why = MOQ_QUIC_HANDOFF_STREAM_BUSY;
+	if (c->npend > 0)
+		return MOQ_ERR_STATE;
 	rv = ngtcp2_conn_export_state(c->q, &s->ex, s->xs, HAND_MAX_STREAMS);
 	if (rv != 0) {
-		refuse(c, busy_reason(s->ex.busy), 0);
-		return;
+		*why = busy_reason(s->ex.busy);
+		return MOQ_ERR_STATE;
 	}
 	rv = build_import(c, s);
 	if (rv != 0) {
-		refuse(c, (enum moq_quic_handoff_reason)rv,
-		       rv == MOQ_QUIC_HANDOFF_CIPHER || rv == MOQ_QUIC_HANDOFF_IMPORT);
+		*why = (enum moq_quic_handoff_reason)rv;
+		return MOQ_ERR_STATE;
+	}
+	*imp = &s->imp;
+	return 0;
+}
+
+void hand_try(struct moq_quic_conn *c, uint64_t now)
+{
+	struct moq_quic_endpoint *ep = c->ep;
+	enum moq_quic_handoff_reason why;
+	struct fp_import *imp;
+	struct fp_conn *fc;
+	int err = 0;
+
+	if (!c->fp_ok || c->fp_final || c->fp != NULL || ep->fpe == NULL || c->q == NULL ||
+	    c->state != CS_ESTABLISHED || c->in_ng || c->close_req || c->notified)
+		return;
+	if (hand_export(c, &imp, &why) != 0) {
+		/* another cipher, or an export the engine cannot take: for good */
+		refuse(c, why, why == MOQ_QUIC_HANDOFF_CIPHER || why == MOQ_QUIC_HANDOFF_IMPORT);
 		return;
 	}
-	fc = fp_conn_import(ep->fpe, &s->imp, now, &err);
+	fc = fp_conn_import(ep->fpe, imp, now, &err);
 	if (fc == NULL) {
 		refuse(c, err == MOQ_ERR_LIMIT ? MOQ_QUIC_HANDOFF_LIMIT : MOQ_QUIC_HANDOFF_IMPORT,
 		       1);
 		return;
 	}
-	release_ngtcp2(c, &s->ex);
+	release_ngtcp2(c, &ep->hscratch->ex);
 	c->fp = fc;
 	ep->st.handoffs++;
 	ep->st.fastpath_conns++;

@@ -144,6 +144,8 @@ struct moq_quic_conn {
 	/* a heap expiry was handled and no write has visited since
 	 * (stats.timer_idle) */
 	uint8_t exp_check;
+	/* the time of the last ngtcp2_conn_handle_expiry (timer.c, ng_expiry) */
+	uint64_t exp_ts;
 
 	/* ready list (something may be sent) */
 	struct moq_quic_conn *rnext, *rprev;
@@ -436,6 +438,12 @@ struct hand_scratch;
 int hand_init(struct moq_quic_endpoint *ep);
 void hand_fini(struct moq_quic_endpoint *ep);
 void hand_try(struct moq_quic_conn *c, uint64_t now);
+/* hand_export: @c's 1-RTT state as an engine import (*@imp: the endpoint's
+ * scratch, valid until the next export; ngtcp2 keeps the connection), for
+ * hand_try and tests/test_fastpath.c's interop. Returns 0, or MOQ_ERR_STATE
+ * with *@why the reason it cannot move now. */
+struct fp_import;
+int hand_export(struct moq_quic_conn *c, struct fp_import **imp, enum moq_quic_handoff_reason *why);
 void hand_recv(struct moq_quic_conn *c, const uint8_t *data, size_t len,
                const struct moq_quic_addr *local, const struct moq_quic_addr *remote, uint64_t now);
 int hand_recv_unknown(struct moq_quic_endpoint *ep, const uint8_t *data, size_t len,

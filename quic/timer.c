@@ -80,6 +80,25 @@ static void heap_set(struct moq_quic_endpoint *ep, struct moq_quic_conn *c, uint
 	heap_up(ep, c->hidx);
 }
 
+/*
+ * ngtcp2's expiry, never at or before a time its handle_expiry already ran
+ * at. ngtcp2 0.12.1 says a retired CID's removal is due at retired_ts + pto
+ * (ngtcp2_conn_internal_expiry) but handle_expiry removes it only once the
+ * time is past that (conn_remove_retired_connection_id keeps it while
+ * retired_ts + pto >= ts; the same for retired and bound DCIDs): at that
+ * very time the expiry stays due after being handled, and a loop whose
+ * clock waits for the next expiry (virtual time, quic/link.c) never moves.
+ * A peer that moves us to a new CID, as the fast path does after a NAT
+ * rebinding, starts such a timer. What handle_expiry left due at exp_ts is
+ * due 1 ns later, when ngtcp2 does remove it.
+ */
+static uint64_t ng_expiry(const struct moq_quic_conn *c)
+{
+	uint64_t key = ngtcp2_conn_get_expiry(c->q);
+
+	return key <= c->exp_ts ? c->exp_ts + 1 : key;
+}
+
 void conn_update_timer(struct moq_quic_conn *c)
 {
 	uint64_t key;
@@ -89,7 +108,7 @@ void conn_update_timer(struct moq_quic_conn *c)
 	else if (c->state >= CS_CLOSING)
 		key = c->deadline;
 	else
-		key = ngtcp2_conn_get_expiry(c->q);
+		key = ng_expiry(c);
 	heap_set(c->ep, c, key);
 }
 
@@ -117,16 +136,17 @@ void conn_update_timer_sent(struct moq_quic_conn *c, uint64_t now)
 		conn_update_timer(c);
 		return;
 	}
-	key = ngtcp2_conn_get_expiry(c->q);
+	key = ng_expiry(c);
 	if (key > now && key <= now + PACING_SLACK_NS) {
 		int rv;
 
 		c->in_ng = 1;
 		rv = ngtcp2_conn_handle_expiry(c->q, now);
 		c->in_ng = 0;
+		c->exp_ts = now;
 		c->ep->st.timer_inline++;
 		if (rv == 0)
-			key = ngtcp2_conn_get_expiry(c->q);
+			key = ng_expiry(c);
 	}
 	heap_set(c->ep, c, key);
 }
@@ -159,6 +179,7 @@ int moq_quic_endpoint_timers(struct moq_quic_endpoint *ep, uint64_t now)
 		c->in_ng = 1;
 		rv = ngtcp2_conn_handle_expiry(c->q, now);
 		c->in_ng = 0;
+		c->exp_ts = now;
 		if (rv != 0)
 			conn_fail(c, rv, now);
 		else

@@ -95,6 +95,7 @@ static struct h {
 	/* stall filter */
 	int capture, stall;
 	uint8_t stall_cid[20];
+	uint8_t relay_cid[20]; /* the relay's CID of that connection (its Initial's SCID) */
 	int have_cid;
 	uint64_t stalled_pkts;
 } H;
@@ -373,6 +374,8 @@ static int stall_filter(void *arg, int dir, uint8_t *data, size_t *len, uint64_t
 		uint8_t dl = data[5];
 		if (H.capture && !H.have_cid && dl == MOQ_QUIC_CID_LEN && (data[0] & 0x30) == 0) {
 			memcpy(H.stall_cid, data + 6, dl);
+			if (data[6 + dl] == MOQ_QUIC_CID_LEN)
+				memcpy(H.relay_cid, data + 7 + dl, MOQ_QUIC_CID_LEN);
 			H.have_cid = 1;
 		}
 		return 0;
@@ -927,13 +930,14 @@ static void fastpath_fanout(int fp, int loss, int small)
 		u->first_seq = u->last_seq = UINT64_MAX;
 		h_subscribe(u, 1);
 	}
-	if (!loss && (!fp || getenv("MOQ_TEST_FP_NAT"))) {
+	if (!loss) {
 		/* NAT rebinding mid-stream (RFC 9000, 9.3): subscriber 1's
 		 * datagrams arrive from a new source port from now on; the relay
 		 * validates the new path and moves there. On the fast path the
-		 * client's ngtcp2 then spins on a timer due every nanosecond
-		 * (not understood yet, /work/notes/fp-api.md): run there only
-		 * with MOQ_TEST_FP_NAT=1 */
+		 * relay also moves to a new CID of the client's and retires the
+		 * old one: the client's ngtcp2 then has a CID-removal timer that
+		 * its handle_expiry leaves due at the time it ran (quic/timer.c,
+		 * ng_expiry; before, the virtual clock stopped there) */
 		struct moq_quic_addr in = addr4("10.0.0.1", 20002), out = addr4("10.0.0.1", 30002);
 
 		h_run(FRAMES_PER_GROUP * FRAME_NS, 2 * G);
@@ -941,7 +945,7 @@ static void fastpath_fanout(int fp, int loss, int small)
 	}
 	want_last = 2 * G - 1;
 	ck_assert_msg(h_until(all_done, 40 * SEC, 2 * G), "re-subscriptions got nothing");
-	if (!loss && (!fp || getenv("MOQ_TEST_FP_NAT"))) {
+	if (!loss) {
 		moq_quic_endpoint_stats(H.rep, &qs);
 		/* the engine validated the new path (ngtcp2 does the same on
 		 * its side, uncounted); subscriber 1's groups are checked
@@ -1000,6 +1004,92 @@ static void fastpath_fanout(int fp, int loss, int small)
 START_TEST(test_fastpath_fanout)
 {
 	fastpath_fanout(_i & 1, (_i >> 1) & 1, (_i >> 2) & 1);
+}
+END_TEST
+
+/* quic/cid.c (internal): the relay's connection of a CID */
+struct moq_quic_conn *ctab_find(const struct moq_quic_endpoint *ep, const uint8_t *id, size_t len);
+
+static int forgot_closed(void)
+{
+	return H.subs[1].closed;
+}
+
+static int first_done(void)
+{
+	return H.subs[0].last_seq != UINT64_MAX && H.subs[0].last_seq >= want_last;
+}
+
+/* Issue 23: the relay forgets a handed-off connection (its state dropped,
+ * as an eviction or a restart with the same secret would: no
+ * CONNECTION_CLOSE, its CIDs gone from the endpoint and the engine); the
+ * client's next packets get a stateless reset (RFC 9000, 10.3) whose token
+ * the client's ngtcp2 knows, so it closes at once with a transport close
+ * (MOQ_QUIC_CLOSE_STATELESS_RESET), not after its idle timeout. The other
+ * subscriber on the fast path goes on. */
+START_TEST(test_fastpath_forget)
+{
+	struct moq_quic_stats rq0, rq1, cq0, cq1;
+	struct moq_quic_conn *rc;
+	struct sub *u;
+	uint64_t t0;
+
+	relay_fastpath = 1;
+	relay_idle_ns = 3 * SEC;
+	relay_keep_alive_ns = 1 * SEC;
+	h_init(NULL, 0);
+	relay_fastpath = 0;
+	relay_idle_ns = relay_keep_alive_ns = 0;
+	h_publisher();
+	h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 5 * SEC, 0));
+	H.capture = 1;
+	h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 5 * SEC, 0));
+	H.capture = 0;
+	ck_assert(H.have_cid);
+	for (int i = 0; i < H.nsubs; i++)
+		h_subscribe(&H.subs[i], 1);
+	want_last = 2;
+	ck_assert_msg(h_until(all_done, 20 * SEC, 64), "subscribers got nothing");
+	moq_quic_endpoint_stats(H.rep, &rq0);
+	ck_assert_uint_eq(rq0.fastpath_conns, 2);
+	rc = ctab_find(H.rep, H.relay_cid, MOQ_QUIC_CID_LEN);
+	ck_assert_ptr_nonnull(rc);
+	ck_assert_ptr_eq(moq_quic_conn_endpoint(rc), H.rep);
+	moq_quic_endpoint_stats(H.cep, &cq0);
+	u = &H.subs[1];
+	ck_assert(!u->closed);
+	/* the relay forgets it mid-stream: nothing is sent */
+	moq_quic_conn_light_detach(rc);
+	t0 = now();
+	h_run(4 * MS, 64);
+	moq_quic_endpoint_stats(H.rep, &rq1);
+	ck_assert_uint_eq(rq1.fastpath_conns, 1);
+	/* the client's next packet (its ACKs, else this UNSUBSCRIBE) */
+	if (!u->closed)
+		ck_assert_int_eq(moq_session_unsubscribe(u->s, (uint64_t)u->id), 0);
+	ck_assert_msg(h_until(forgot_closed, 2 * SEC, 64), "the client did not see a reset");
+	moq_quic_endpoint_stats(H.rep, &rq1);
+	moq_quic_endpoint_stats(H.cep, &cq1);
+	fprintf(stderr,
+	        "# fastpath_forget: client closed %llu ms after the relay forgot it, code %llu, "
+	        "relay stateless resets %llu -> %llu\n",
+	        (unsigned long long)((now() - t0) / MS), (unsigned long long)u->close_code,
+	        (unsigned long long)rq0.sreset_sent, (unsigned long long)rq1.sreset_sent);
+	/* well before any idle timeout (3 s) or PTO-driven give-up */
+	ck_assert_uint_lt(now() - t0, 1 * SEC);
+	ck_assert_uint_ge(rq1.sreset_sent, rq0.sreset_sent + 1);
+	ck_assert_uint_eq(cq1.idle_timeouts, cq0.idle_timeouts);
+	ck_assert_uint_eq(u->close_code, MOQ_CODE_TRANSPORT);
+	ck_assert(!u->local);
+	/* the other one is still carried by the fast path */
+	want_last += 2;
+	ck_assert(h_until(first_done, 10 * SEC, 64));
+	ck_assert_uint_eq(H.subs[0].errors, 0);
+	moq_quic_endpoint_stats(H.rep, &rq1);
+	ck_assert_uint_eq(rq1.fastpath_conns, 1);
+	h_fini();
 }
 END_TEST
 
@@ -4068,6 +4158,7 @@ Suite *moq_session_suite(void)
 		tcase_add_loop_test(tfp, test_fastpath_fanout, 0, 4);
 		/* small windows, without loss: on ngtcp2 and on the fast path */
 		tcase_add_loop_test(tfp, test_fastpath_fanout, 4, 6);
+		tcase_add_test(tfp, test_fastpath_forget);
 		suite_add_tcase(s, tfp);
 	}
 	tcase_set_timeout(tc, 120);

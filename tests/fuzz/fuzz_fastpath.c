@@ -55,7 +55,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct fp_import_stream st;
 	struct fp_engine *e;
 	struct fp_conn *c;
-	struct fp_aes *aead, *hp;
+	struct fp_aes *aead;
+	struct fp_hpkey hp;
 	struct fp_iov v = {payload, sizeof(payload)};
 	static uint8_t bufs[4][1500];
 	struct fp_pkt pk[4];
@@ -108,12 +109,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	im.nstreams = 1;
 	c = fp_conn_import(e, &im, now, &err);
 	aead = fp_aes_new();
-	hp = fp_aes_new();
-	if (c == NULL || aead == NULL || hp == NULL)
+	memset(&hp, 0, sizeof(hp));
+	if (c == NULL || aead == NULL)
 		abort();
 	fp_key_iv(im.rx.secret, key, iv);
 	fp_aes_gcm_key(aead, key);
-	fp_aes_ecb_key(hp, im.rx.hp);
+	fp_hp_key(&hp, im.rx.hp, 0);
 	fp_stream_write(c, 0, &v, 1, 0);
 	for (i = 0; i < 4; i++) {
 		pk[i].data = bufs[i];
@@ -139,7 +140,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (n < 4)
 			memset(pkt + hl + n, 0, 4 - n), n = 4;
 		fp_seal(aead, iv, pn, pkt, hl, pkt + hl, n);
-		fp_hp_mask(hp, pkt + 1 + 8 + 4, mask);
+		fp_hp_mask(&hp, pkt + 1 + 8 + 4, mask);
 		pkt[0] ^= mask[0] & 0x1f;
 		for (i = 0; i < 4; i++)
 			pkt[9 + i] ^= mask[1 + i];
@@ -153,7 +154,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	fp_engine_free(e);
 	fp_aes_free(aead);
-	fp_aes_free(hp);
+	fp_hp_free(&hp);
 	closed = 0;
 	return 0;
 }
