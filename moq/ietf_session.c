@@ -1051,10 +1051,17 @@ static int start_inner(struct ietf_sess *ie, const struct moq_ietf_params *ps)
 		memcpy(url + ul, v.p, v.len);
 		ul += v.len;
 	}
+	/* One client, one session in max_sessions and the sessions count: the
+	 * shell holds the slot, the inner lite session takes it for its
+	 * admission and is not counted after (sess_free: ietf_owner). */
+	ie->n->st.sessions--;
 	in = moq_binding_accept(ie->n, &ie_ops, ie, MOQ_LITE_04, url, ul);
+	ie->n->st.sessions++;
 	free(url);
 	if (!in)
 		return MOQ_ERR_LIMIT;
+	ie->n->st.sessions--; /* sess_new counted it */
+	ie->n->st.sessions_total--;
 	ie->inner = in;
 	in->ietf_owner = ie;
 	ie->started = 1;

@@ -58,8 +58,10 @@ static struct {
 	struct moq_node *relay;
 	struct moq_quic_endpoint *rep, *cep;
 	struct moq_quic_link *lnk;
-	struct client pub, sub, bad, flood;
+	struct client pub, sub, bad, flood, extra;
 } T;
+
+static uint32_t max_sessions; /* the relay's bound in t_init (0: the default) */
 
 static uint64_t now(void)
 {
@@ -447,6 +449,7 @@ static void t_init(int d)
 		T.sub.st[i].sid = -1;
 		T.bad.st[i].sid = -1;
 		T.flood.st[i].sid = -1;
+		T.extra.st[i].sid = -1;
 	}
 	moq_cache_counting_init(&T.cnt);
 	cc.alloc = moq_cache_counting_alloc(&T.cnt);
@@ -456,6 +459,7 @@ static void t_init(int d)
 	nc.relay = 1;
 	nc.origin = 1000;
 	nc.session_queue = 512 * 1024;
+	nc.max_sessions = max_sessions;
 	T.relay = moq_node_create(&nc);
 	ck_assert_ptr_nonnull(T.relay);
 	/* the relay's list: moq-lite's ALPNs, then IETF's (as dpdk_app/relay.c) */
@@ -563,6 +567,19 @@ static int s_status(void)
 static int b_closed(void)
 {
 	return T.bad.closed;
+}
+
+static int x_refused(void)
+{
+	struct moq_node_stats st;
+
+	moq_node_stats(T.relay, &st);
+	return st.refused_bounds >= 1;
+}
+
+static int x_subscribed(void)
+{
+	return T.extra.sub_ok;
 }
 
 static int f_closed(void)
@@ -673,6 +690,54 @@ START_TEST(raw_quic_d20)
 }
 END_TEST
 
+/* An IETF session is one session in max_sessions and the sessions count
+ * (its inner lite-04 session is the translator's, not a second client):
+ * with max_sessions 2 an IETF publisher and subscriber are both admitted,
+ * the node counts 2, and a third client is refused. */
+static void run_counted_once(int d)
+{
+	struct moq_node_stats st;
+
+	max_sessions = 2;
+	t_init(d);
+	max_sessions = 0;
+	t_connect(&T.pub, d, 1, 20001);
+	ck_assert_msg(t_until(p_announced, 3000 * MS), "d%d: PUBLISH_NAMESPACE not in the origin",
+	              d);
+	moq_node_stats(T.relay, &st);
+	ck_assert_uint_eq(st.sessions, 1);
+	ck_assert_uint_eq(st.sessions_total, 1);
+	t_connect(&T.sub, d, 0, 20002);
+	ck_assert_msg(t_until(s_groups, 5000 * MS),
+	              "d%d: subscriber got %d groups (%d objects, %d errors, closed %d)", d,
+	              T.sub.groups_ok, T.sub.objs_ok, T.sub.errors, T.sub.closed);
+	ck_assert_int_eq(T.sub.objs_ok, GROUPS * OBJS);
+	moq_node_stats(T.relay, &st);
+	ck_assert_uint_eq(st.sessions, 2);
+	ck_assert_uint_eq(st.sessions_total, 2);
+	/* the third (a well-behaved subscriber) is past max_sessions */
+	t_connect(&T.extra, d, 0, 20003);
+	ck_assert_msg(t_until(x_refused, 3000 * MS), "d%d: a third session admitted", d);
+	t_until(x_subscribed, 300 * MS);
+	ck_assert(!T.extra.sub_ok);
+	ck_assert(!T.pub.closed && !T.sub.closed);
+	moq_node_stats(T.relay, &st);
+	ck_assert_uint_eq(st.sessions, 2);
+	t_fini();
+}
+
+START_TEST(counted_once_d16)
+{
+	run_counted_once(16);
+}
+END_TEST
+
+START_TEST(counted_once_d20)
+{
+	run_counted_once(20);
+}
+END_TEST
+
 Suite *ietf_session_suite(void);
 
 Suite *ietf_session_suite(void)
@@ -683,6 +748,8 @@ Suite *ietf_session_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, raw_quic_d16);
 	tcase_add_test(tc, raw_quic_d20);
+	tcase_add_test(tc, counted_once_d16);
+	tcase_add_test(tc, counted_once_d20);
 	suite_add_tcase(s, tc);
 	return s;
 }
