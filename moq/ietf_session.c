@@ -57,12 +57,23 @@ enum xkind {
 	I_GROUP_IN,  /* a group the client publishes */
 };
 
+/* What waits on an outer stream until the client acknowledges it: bytes
+ * of ours (headers, control messages: data[], cap bytes, appended to while
+ * it is the tail) or a reference to the inner's memory (ref: an object's
+ * payload as the inner wrote it, cache memory, valid until the inner's
+ * acknowledgement, which comes only once the client acknowledged this:
+ * mark_push). */
 struct oq {
 	struct oq *next;
-	uint64_t off; /* stream offset of data[0] */
-	uint32_t len;
+	uint64_t off; /* stream offset of the first byte */
+	uint32_t len, cap;
+	const uint8_t *ref;
 	uint8_t data[];
 };
+
+#define OQ_MIN_CAP   240 /* a copy entry's room: several object headers */
+#define OQ_POOL_MAX  256 /* spare reference entries kept per session */
+
 
 struct mark {
 	uint64_t r; /* outer offset */
@@ -81,7 +92,7 @@ struct xs {
 	uint8_t *rx;
 	size_t rx_len, rx_cap;
 	/* outer send side */
-	struct oq *qh, *qt;
+	struct oq *qh, *qt, *qs; /* qs: where the next flush starts */
 	uint64_t q_end, sent, acked;
 	struct mark *mk;
 	uint32_t nmk, cmk;
@@ -126,6 +137,8 @@ struct ietf_sess {
 	struct ie_ack *acks;
 	uint32_t nacks, cacks;
 	uint64_t objects_dropped;
+	struct oq *qpool; /* spare reference entries */
+	uint32_t nqpool;
 };
 
 static const struct moq_binding_ops ie_ops;
@@ -154,6 +167,17 @@ static struct xs *xs_new(struct ietf_sess *ie, int inner, int64_t sid, uint8_t k
 	return x;
 }
 
+static void oq_free(struct ietf_sess *ie, struct oq *q)
+{
+	if (q->ref && ie->nqpool < OQ_POOL_MAX) {
+		q->next = ie->qpool;
+		ie->qpool = q;
+		ie->nqpool++;
+		return;
+	}
+	free(q);
+}
+
 static void xs_free(struct ietf_sess *ie, struct xs *x)
 {
 	if (x->inner && x->is_req && ie->open_reqs)
@@ -171,7 +195,7 @@ static void xs_free(struct ietf_sess *ie, struct xs *x)
 	while (x->qh) {
 		struct oq *q = x->qh;
 		x->qh = q->next;
-		free(q);
+		oq_free(ie, q);
 	}
 	free(x->mk);
 	free(x->rx);
@@ -233,12 +257,12 @@ static void ox_flush(struct ietf_sess *ie, struct xs *x)
 		long w;
 		int fin;
 
-		for (struct oq *q = x->qh; q && n < 16; q = q->next) {
+		for (struct oq *q = x->qs ? x->qs : x->qh; q && n < 16; q = q->next) {
 			uint64_t end = q->off + q->len;
 			if (end <= x->sent)
 				continue;
 			uint64_t skip = x->sent > q->off ? x->sent - q->off : 0;
-			iov[n].iov_base = q->data + skip;
+			iov[n].iov_base = (uint8_t *)(uintptr_t)(q->ref ? q->ref : q->data) + skip;
 			iov[n].iov_len = q->len - skip;
 			total += iov[n].iov_len;
 			n++;
@@ -250,6 +274,10 @@ static void ox_flush(struct ietf_sess *ie, struct xs *x)
 		if (w < 0)
 			return;
 		x->sent += (uint64_t)w;
+		if (!x->qs)
+			x->qs = x->qh;
+		while (x->qs && x->qs->next && x->qs->off + x->qs->len <= x->sent)
+			x->qs = x->qs->next;
 		if (fin && (size_t)w == total)
 			x->fin_sent = 1;
 		if ((size_t)w < total || !n)
@@ -257,27 +285,67 @@ static void ox_flush(struct ietf_sess *ie, struct xs *x)
 	}
 }
 
+static void oq_link(struct xs *x, struct oq *q)
+{
+	if (x->qt)
+		x->qt->next = q;
+	else
+		x->qh = q;
+	x->qt = q;
+	x->q_end += q->len;
+}
+
 static int ox_write(struct ietf_sess *ie, struct xs *x, const void *p, size_t n, int fin)
 {
 	if (!x || x->reset || x->fin_q)
 		return MOQ_ERR_STATE;
-	if (n) {
-		struct oq *q = malloc(sizeof(*q) + n);
+	if (n && x->qt && !x->qt->ref && x->qt->cap - x->qt->len >= n) {
+		/* the tail has room: bytes already handed to the transport do
+		 * not move */
+		memcpy(x->qt->data + x->qt->len, p, n);
+		x->qt->len += (uint32_t)n;
+		x->q_end += n;
+	} else if (n) {
+		size_t cap = n < OQ_MIN_CAP ? OQ_MIN_CAP : n;
+		struct oq *q = malloc(sizeof(*q) + cap);
 		if (!q)
 			return MOQ_ERR_NOMEM;
 		q->next = NULL;
 		q->off = x->q_end;
 		q->len = (uint32_t)n;
+		q->cap = (uint32_t)cap;
+		q->ref = NULL;
 		memcpy(q->data, p, n);
-		if (x->qt)
-			x->qt->next = q;
-		else
-			x->qh = q;
-		x->qt = q;
-		x->q_end += n;
+		oq_link(x, q);
 	}
 	if (fin)
 		x->fin_q = 1;
+	ox_flush(ie, x);
+	return 0;
+}
+
+/* @n bytes at @p, not copied: the inner's memory (see struct oq). */
+static int ox_write_ref(struct ietf_sess *ie, struct xs *x, const uint8_t *p, size_t n)
+{
+	struct oq *q;
+
+	if (!x || x->reset || x->fin_q)
+		return MOQ_ERR_STATE;
+	if (!n)
+		return 0;
+	q = ie->qpool;
+	if (q) {
+		ie->qpool = q->next;
+		ie->nqpool--;
+	} else if (!(q = malloc(sizeof(*q)))) {
+		return MOQ_ERR_NOMEM;
+	}
+	q->next = NULL;
+	q->off = x->q_end;
+	q->len = (uint32_t)n;
+	q->cap = 0;
+	q->ref = p;
+	oq_link(x, q);
 	ox_flush(ie, x);
 	return 0;
 }
@@ -1332,12 +1400,13 @@ void ietf_stream_acked(struct ietf_sess *ie, int64_t sid, uint64_t acked)
 	ie->depth++;
 	if (acked > x->acked)
 		x->acked = acked;
-	while (x->qh && x->qh->off + x->qh->len <= x->acked) {
+	while (x->qh && x->qh->off + x->qh->len <= x->acked && x->qh != x->qt) {
+		/* (the tail stays: later bytes may be appended to it) */
 		struct oq *q = x->qh;
 		x->qh = q->next;
-		if (!x->qh)
-			x->qt = NULL;
-		free(q);
+		if (x->qs == q)
+			x->qs = q->next;
+		oq_free(ie, q);
 	}
 	while (k < x->nmk && x->mk[k].r <= x->acked) {
 		ack_later(ie, x->mk[k].isid, x->mk[k].l);
@@ -1433,6 +1502,11 @@ static void ie_free(struct ietf_sess *ie)
 {
 	while (ie->streams)
 		xs_free(ie, ie->streams);
+	while (ie->qpool) {
+		struct oq *q = ie->qpool;
+		ie->qpool = q->next;
+		free(q);
+	}
 	free(ie->acks);
 	free(ie->url);
 	free(ie);
@@ -1678,7 +1752,9 @@ static void inner_bytes(struct ietf_sess *ie, struct xs *x, const uint8_t *p, si
 				if (hn > 0)
 					ox_write(ie, o, hb, (size_t)hn, 0);
 			} else if (ev.type == MOQ_GEV_DATA && ev.data_len) {
-				ox_write(ie, o, ev.data, ev.data_len, 0);
+				/* the payload as the inner wrote it (cache memory),
+				 * not copied */
+				ox_write_ref(ie, o, ev.data, ev.data_len);
 			}
 		}
 		return;
@@ -1878,6 +1954,12 @@ static int ie_reset(void *b, int64_t sid, uint64_t code)
 	x->i_out_done = 1;
 	switch (x->kind) {
 	case I_GROUP_OUT:
+		/* the inner frees what the outer stream references: reset it even
+		 * after its FIN unless the client has it all */
+		if (x->peer && x->peer->fin_sent && x->peer->acked < x->peer->q_end &&
+		    !x->peer->reset) {
+			x->peer->fin_sent = 0;
+		}
 		ox_reset(ie, x->peer, code);
 		x->closed_due = 1;
 		break;
