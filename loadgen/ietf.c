@@ -602,6 +602,11 @@ int moq_lg_ietf_connect(struct moq_lg_ietf *lg, struct moq_quic_endpoint *ep, in
 	return l->c ? 0 : (err ? err : MOQ_ERR_IO);
 }
 
+int moq_lg_ietf_pub_announced(const struct moq_lg_ietf *lg)
+{
+	return lg->pub.announced && lg->pub.c;
+}
+
 int moq_lg_ietf_pub_ready(const struct moq_lg_ietf *lg)
 {
 	return lg->pub.announced && lg->pub.relay_sub && lg->pub.c;

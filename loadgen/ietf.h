@@ -69,6 +69,8 @@ int moq_lg_ietf_connect(struct moq_lg_ietf *lg, struct moq_quic_endpoint *ep, in
                         const struct moq_quic_addr *local, const struct moq_quic_addr *remote,
                         uint64_t now);
 
+/* 1 once the relay accepted the publisher's namespace. */
+int moq_lg_ietf_pub_announced(const struct moq_lg_ietf *lg);
 /* 1 once the publisher's namespace is accepted and the relay subscribed. */
 int moq_lg_ietf_pub_ready(const struct moq_lg_ietf *lg);
 

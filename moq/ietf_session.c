@@ -81,9 +81,21 @@ struct mark {
 	uint64_t l; /* inner bytes to acknowledge once r is */
 };
 
+/* Header bytes of a subgroup stream (subgroup / object headers), where they
+ * stay until the stream's record is freed (the transport references them). */
+struct arena {
+	struct arena *next;
+	uint32_t len, cap;
+	uint8_t data[];
+};
+
+#define ARENA_MIN 256
+#define BATCH_MAX 64 /* iovecs gathered before a write to the transport */
+
 struct xs {
 	struct xs *next;
 	int64_t sid;
+	struct arena *ar; /* X_SG_OUT: header bytes (newest first) */
 	uint8_t inner, kind;
 	uint8_t rx_fin, fin_q, fin_sent, reset, typed, gone;
 	uint8_t i_out_done, i_in_done, closed_due; /* inner: each direction ended */
@@ -139,6 +151,12 @@ struct ietf_sess {
 	uint64_t objects_dropped;
 	struct oq *qpool; /* spare reference entries */
 	uint32_t nqpool;
+	struct xs *hit; /* the record xs_find found last */
+	/* what an inner write becomes on a subgroup stream, gathered and
+	 * written to the transport at once (b_flush) */
+	struct xs *bo;
+	struct iovec bv[BATCH_MAX];
+	uint32_t bn;
 };
 
 static const struct moq_binding_ops ie_ops;
@@ -147,9 +165,13 @@ static const struct moq_binding_ops ie_ops;
 
 static struct xs *xs_find(struct ietf_sess *ie, int inner, int64_t sid)
 {
+	struct xs *h = ie->hit;
+
+	if (h && h->inner == inner && h->sid == sid && !h->gone)
+		return h;
 	for (struct xs *x = ie->streams; x; x = x->next)
 		if (x->inner == inner && x->sid == sid && !x->gone)
-			return x;
+			return ie->hit = x;
 	return NULL;
 }
 
@@ -196,6 +218,17 @@ static void xs_free(struct ietf_sess *ie, struct xs *x)
 		struct oq *q = x->qh;
 		x->qh = q->next;
 		oq_free(ie, q);
+	}
+	while (x->ar) {
+		struct arena *a = x->ar;
+		x->ar = a->next;
+		free(a);
+	}
+	if (ie->hit == x)
+		ie->hit = NULL;
+	if (ie->bo == x) {
+		ie->bo = NULL;
+		ie->bn = 0;
 	}
 	free(x->mk);
 	free(x->rx);
@@ -324,30 +357,100 @@ static int ox_write(struct ietf_sess *ie, struct xs *x, const void *p, size_t n,
 	return 0;
 }
 
-/* @n bytes at @p, not copied: the inner's memory (see struct oq). */
-static int ox_write_ref(struct ietf_sess *ie, struct xs *x, const uint8_t *p, size_t n)
-{
-	struct oq *q;
+static void ox_reset(struct ietf_sess *ie, struct xs *x, uint64_t code);
 
-	if (!x || x->reset || x->fin_q)
-		return MOQ_ERR_STATE;
-	if (!n)
-		return 0;
-	q = ie->qpool;
-	if (q) {
-		ie->qpool = q->next;
-		ie->nqpool--;
-	} else if (!(q = malloc(sizeof(*q)))) {
-		return MOQ_ERR_NOMEM;
+/* Write the gathered iovecs of ie->bo: straight to the transport when
+ * nothing waits before them (what it takes is referenced there, nothing is
+ * queued here), the rest as reference entries (ox_flush on writable). */
+static void b_flush(struct ietf_sess *ie)
+{
+	struct xs *o = ie->bo;
+	size_t total = 0, w = 0;
+	uint32_t n = ie->bn;
+
+	ie->bn = 0;
+	if (!o || !n)
+		return;
+	for (uint32_t k = 0; k < n; k++)
+		total += ie->bv[k].iov_len;
+	if (o->reset || o->fin_q)
+		return;
+	if (o->sent == o->q_end && ie->shell && ie->shell->tp) {
+		long r = tp_write(ie->shell, o->sid, ie->bv, n, 0);
+		w = r > 0 ? (size_t)r : 0;
+		o->sent += w;
+		o->q_end += w;
 	}
-	q->next = NULL;
-	q->off = x->q_end;
-	q->len = (uint32_t)n;
-	q->cap = 0;
-	q->ref = p;
-	oq_link(x, q);
-	ox_flush(ie, x);
-	return 0;
+	if (w == total)
+		return;
+	for (uint32_t k = 0; k < n; k++) {
+		size_t l = ie->bv[k].iov_len;
+		struct oq *q;
+		if (w >= l) {
+			w -= l;
+			continue;
+		}
+		q = ie->qpool;
+		if (q) {
+			ie->qpool = q->next;
+			ie->nqpool--;
+		} else if (!(q = malloc(sizeof(*q)))) {
+			ox_reset(ie, o, 0); /* no memory: the client loses this group */
+			return;
+		}
+		q->next = NULL;
+		q->off = o->q_end;
+		q->len = (uint32_t)(l - w);
+		q->cap = 0;
+		q->ref = (const uint8_t *)ie->bv[k].iov_base + w;
+		w = 0;
+		oq_link(o, q);
+	}
+	ox_flush(ie, o);
+}
+
+/* @n bytes at @p for subgroup stream @o, not copied (the inner's memory,
+ * valid until its acknowledgement: struct oq), or (@copy) header bytes
+ * copied into @o's arena. */
+static void b_add(struct ietf_sess *ie, struct xs *o, const uint8_t *p, size_t n, int copy)
+{
+	struct iovec *last;
+
+	if (!o || !n || o->reset || o->fin_q)
+		return;
+	if (ie->bo != o || ie->bn == BATCH_MAX) {
+		b_flush(ie);
+		ie->bo = o;
+	}
+	if (copy) {
+		struct arena *a = o->ar;
+		uint8_t *d;
+		if (!a || a->cap - a->len < n) {
+			size_t cap = n < ARENA_MIN ? ARENA_MIN : n;
+			a = malloc(sizeof(*a) + cap);
+			if (!a) {
+				b_flush(ie);
+				ox_reset(ie, o, 0);
+				return;
+			}
+			a->len = 0;
+			a->cap = (uint32_t)cap;
+			a->next = o->ar;
+			o->ar = a;
+		}
+		d = a->data + a->len;
+		memcpy(d, p, n);
+		a->len += (uint32_t)n;
+		p = d;
+	}
+	last = ie->bn ? &ie->bv[ie->bn - 1] : NULL;
+	if (last && (const uint8_t *)last->iov_base + last->iov_len == p) {
+		last->iov_len += n; /* contiguous: one iovec */
+		return;
+	}
+	ie->bv[ie->bn].iov_base = (void *)(uintptr_t)p;
+	ie->bv[ie->bn].iov_len = n;
+	ie->bn++;
 }
 
 static void ox_reset(struct ietf_sess *ie, struct xs *x, uint64_t code)
@@ -1744,17 +1847,17 @@ static void inner_bytes(struct ietf_sess *ie, struct xs *x, const uint8_t *p, si
 				h.group = ev.group.sequence;
 				hn = moq_ietf_subgroup_hdr_encode(hb, sizeof(hb), ie->d, &h);
 				if (hn > 0)
-					ox_write(ie, o, hb, (size_t)hn, 0);
+					b_add(ie, o, hb, (size_t)hn, 1);
 			} else if (ev.type == MOQ_GEV_FRAME) {
 				struct moq_ietf_object ob = {0};
 				ob.payload_len = (size_t)ev.frame_size;
 				hn = moq_ietf_object_encode_head(hb, sizeof(hb), ie->d, false, &ob);
 				if (hn > 0)
-					ox_write(ie, o, hb, (size_t)hn, 0);
+					b_add(ie, o, hb, (size_t)hn, 1);
 			} else if (ev.type == MOQ_GEV_DATA && ev.data_len) {
 				/* the payload as the inner wrote it (cache memory),
 				 * not copied */
-				ox_write_ref(ie, o, ev.data, ev.data_len);
+				b_add(ie, o, ev.data, ev.data_len, 0);
 			}
 		}
 		return;
@@ -1899,6 +2002,7 @@ static long ie_write(void *b, int64_t sid, const struct iovec *iov, size_t n, in
 		inner_bytes(ie, x, iov[k].iov_base, iov[k].iov_len);
 		total += iov[k].iov_len;
 	}
+	b_flush(ie); /* before a FIN, and before the mark below */
 	x->in_l += total;
 	if (fin && !x->i_out_done) {
 		x->i_out_done = 1;
