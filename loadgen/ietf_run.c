@@ -289,9 +289,8 @@ int moq_lg_ietf_run(const struct moq_lg_ietf_run_cfg *cfg, volatile sig_atomic_t
 		}
 		if (!moq_quic_endpoint_pending(r.ep)) {
 			uint64_t w = moq_quic_endpoint_next_expiry(r.ep);
-			timeout = w <= now ? 0 : (int)((w - now + 999999) / 1000000);
-			if (timeout > 5)
-				timeout = 5;
+			uint64_t ms = w <= now ? 0 : (w - now) / 1000000 + 1; /* w may be UINT64_MAX */
+			timeout = ms > 5 ? 5 : (int)ms;
 		} else {
 			timeout = 0;
 		}
