@@ -1319,6 +1319,8 @@ static void sg_in(struct ietf_sess *ie, struct xs *x)
 			/* lite has one stream per group: subgroup 0 only */
 			if (!sub || !sub->ok_sent || (x->h.sg_mode == 2 && x->h.subgroup != 0)) {
 				ie->objects_dropped++;
+				if (sub && sub->ok_sent)
+					ie->n->st.ietf_subgroups_refused++;
 				x->kind = X_IGNORE;
 				if (ie->shell && ie->shell->tp)
 					tp_stop_sending(ie->shell, x->sid, 0);
@@ -1358,6 +1360,8 @@ static void sg_in(struct ietf_sess *ie, struct xs *x)
 				return;
 			}
 			rx_consume(x, (size_t)k);
+			if (o.has_ext && o.ext.len)
+				ie->n->st.ietf_ext_dropped++; /* nowhere to carry them */
 			if (o.payload_len == 0 && o.status != IETF_OBJ_NORMAL) {
 				/* end of group / track: the group is complete */
 				if (o.status == IETF_OBJ_END_OF_GROUP ||

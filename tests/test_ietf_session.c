@@ -70,6 +70,9 @@ static struct moq_auth *auth;
 static const char *setup_path = "/";
 static char setup_tok[2048];
 static int ns_alice;
+/* The publisher's objects carry an extension header (a timestamp-like
+ * even-type pair) and group 0 gets a second subgroup (1) stream */
+static int pub_ext;
 
 static uint64_t now(void)
 {
@@ -240,12 +243,30 @@ static void send_group(struct client *cl)
 		h.first_object = true;
 		h.track_alias = cl->alias;
 		h.group = (uint64_t)g;
+		h.extensions = pub_ext != 0;
+		if (pub_ext && g == 0) {
+			/* subgroup 1 of group 0: one object the relay cannot keep */
+			struct moq_ietf_subgroup_hdr h1 = h;
+			struct moq_ietf_object ob = {0};
+			h1.sg_mode = 2;
+			h1.subgroup = 1;
+			h1.extensions = false;
+			ck_assert_int_eq(moq_quic_stream_open(cl->c, 0, &sid), 0);
+			n = moq_ietf_subgroup_hdr_encode(b, sizeof(b), cl->d, &h1);
+			ob.payload_len = 4;
+			n += moq_ietf_object_encode_head(b + n, sizeof(b) - (size_t)n, cl->d, false,
+			                                 &ob);
+			memcpy(b + n, "sub1", 4);
+			wr(cl, sid, b, (size_t)n + 4, 1);
+		}
 		ck_assert_int_eq(moq_quic_stream_open(cl->c, 0, &sid), 0);
 		n = moq_ietf_subgroup_hdr_encode(b, sizeof(b), cl->d, &h);
 		for (int o = 0; o < OBJS; o++) {
 			struct moq_ietf_object ob = {0};
 			ob.payload_len = (size_t)(10 + g * OBJS + o);
-			n += moq_ietf_object_encode_head(b + n, sizeof(b) - (size_t)n, cl->d, false,
+			if (pub_ext)
+				ob.ext = (struct moq_str){"\x02\x05", 2};
+			n += moq_ietf_object_encode_head(b + n, sizeof(b) - (size_t)n, cl->d, pub_ext != 0,
 			                                 &ob);
 			memset(b + n, 'A' + g * OBJS + o, ob.payload_len);
 			n += (int)ob.payload_len;
@@ -835,6 +856,43 @@ START_TEST(auth_token_d20)
 }
 END_TEST
 
+/* Extension headers from an IETF publisher have nowhere to go (the lite
+ * side and the cache carry none): the objects arrive whole without them
+ * and each is counted (ietf_ext_dropped); a subgroup other than 0 is
+ * refused (STOP_SENDING) and counted (ietf_subgroups_refused) while
+ * subgroup 0 of the same group is delivered. */
+static void run_ext(int d)
+{
+	struct moq_node_stats st;
+
+	pub_ext = 1;
+	t_init(d);
+	t_connect(&T.pub, d, 1, 20001);
+	ck_assert_msg(t_until(p_announced, 3000 * MS), "d%d: PUBLISH_NAMESPACE", d);
+	t_connect(&T.sub, d, 0, 20002);
+	ck_assert_msg(t_until(s_groups, 5000 * MS), "d%d: subscriber got %d groups (%d errors)", d,
+	              T.sub.groups_ok, T.sub.errors);
+	ck_assert_int_eq(T.sub.objs_ok, GROUPS * OBJS);
+	ck_assert_int_eq(T.sub.errors, 0);
+	moq_node_stats(T.relay, &st);
+	ck_assert_uint_eq(st.ietf_ext_dropped, GROUPS * OBJS);
+	ck_assert_uint_eq(st.ietf_subgroups_refused, 1);
+	t_fini();
+	pub_ext = 0;
+}
+
+START_TEST(ext_subgroup_d16)
+{
+	run_ext(16);
+}
+END_TEST
+
+START_TEST(ext_subgroup_d20)
+{
+	run_ext(20);
+}
+END_TEST
+
 Suite *ietf_session_suite(void);
 
 Suite *ietf_session_suite(void)
@@ -849,6 +907,8 @@ Suite *ietf_session_suite(void)
 	tcase_add_test(tc, counted_once_d20);
 	tcase_add_test(tc, auth_token_d16);
 	tcase_add_test(tc, auth_token_d20);
+	tcase_add_test(tc, ext_subgroup_d16);
+	tcase_add_test(tc, ext_subgroup_d20);
 	suite_add_tcase(s, tc);
 	return s;
 }
