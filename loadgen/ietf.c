@@ -53,6 +53,7 @@ struct lc {
 	/* publisher: the group being written */
 	int64_t gsid;
 	uint64_t ggroup;
+	uint64_t est_ns; /* when the handshake completed */
 };
 
 struct moq_lg_ietf {
@@ -62,6 +63,7 @@ struct moq_lg_ietf {
 	struct moq_ietf_msg ns; /* the namespace tuple (ns, ns_n) */
 	char nsbuf[128];
 	struct moq_lg_ietf_counts c;
+	uint64_t now; /* moq_lg_ietf_set_now */
 };
 
 /* ---- writing ---- */
@@ -396,6 +398,7 @@ static int cb_established(struct moq_quic_conn *c, void *user, const char *alpn)
 	if (!alpn || moq_ietf_alpn_draft(alpn, strlen(alpn)) != lg->cfg.draft)
 		return MOQ_ERR_INVAL; /* closes: the relay picked another protocol */
 	l->established = 1;
+	l->est_ns = lg->now;
 	if (lg->cfg.draft >= 17) {
 		m.kind = IETF_SETUP;
 		if (moq_quic_stream_open(l->c, 0, &sid) < 0)
@@ -676,6 +679,16 @@ int moq_lg_ietf_sub_setup(const struct moq_lg_ietf *lg, uint32_t idx)
 int moq_lg_ietf_sub_ok(const struct moq_lg_ietf *lg, uint32_t idx)
 {
 	return idx < lg->cfg.subscribers && lg->subs[idx].sub_ok;
+}
+
+uint64_t moq_lg_ietf_sub_established(const struct moq_lg_ietf *lg, uint32_t idx)
+{
+	return idx < lg->cfg.subscribers ? lg->subs[idx].est_ns : 0;
+}
+
+void moq_lg_ietf_set_now(struct moq_lg_ietf *lg, uint64_t now)
+{
+	lg->now = now;
 }
 
 uint64_t moq_lg_ietf_sub_bytes(const struct moq_lg_ietf *lg, uint32_t idx)

@@ -84,6 +84,11 @@ int moq_lg_ietf_pub_object(struct moq_lg_ietf *lg, uint64_t group, uint32_t inde
  * received, its payload bytes / groups. */
 int moq_lg_ietf_sub_setup(const struct moq_lg_ietf *lg, uint32_t idx);
 int moq_lg_ietf_sub_ok(const struct moq_lg_ietf *lg, uint32_t idx);
+/* when subscriber @idx's handshake completed (the clock of connect's @now
+ * as given to moq_lg_ietf_set_now), 0 before */
+uint64_t moq_lg_ietf_sub_established(const struct moq_lg_ietf *lg, uint32_t idx);
+/* the time the established callbacks record (the caller's clock) */
+void moq_lg_ietf_set_now(struct moq_lg_ietf *lg, uint64_t now);
 uint64_t moq_lg_ietf_sub_bytes(const struct moq_lg_ietf *lg, uint32_t idx);
 uint64_t moq_lg_ietf_sub_groups(const struct moq_lg_ietf *lg, uint32_t idx);
 

@@ -39,6 +39,7 @@ struct run {
 	struct moq_lg_gen gen;
 	uint8_t *fbuf;
 	uint32_t connected;
+	uint64_t *t_conn; /* per subscriber: when it connected */
 	uint64_t pub_frames, pub_bytes, pub_groups;
 };
 
@@ -122,6 +123,34 @@ static void report(struct run *r, uint64_t now, uint64_t t0, int final, struct m
 	out->tx_pkts = r->tx_pkts;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The median handshake (connect to established) of the subscribers, us. */
+static double handshake_p50_us(struct run *r)
+{
+	uint64_t *v = malloc(sizeof(*v) * (r->cfg->subscribers + 1));
+	size_t n = 0;
+	double p = 0;
+
+	if (!v)
+		return 0;
+	for (uint32_t i = 0; i < r->cfg->subscribers; i++) {
+		uint64_t e = moq_lg_ietf_sub_established(r->lg, i);
+		if (e && r->t_conn[i] && e >= r->t_conn[i])
+			v[n++] = e - r->t_conn[i];
+	}
+	if (n) {
+		qsort(v, n, sizeof(*v), cmp_u64);
+		p = (double)v[n / 2] / 1e3;
+	}
+	free(v);
+	return p;
+}
+
 static void json_line(struct run *r, FILE *f, const struct moq_lg_report *rep,
                       const struct moq_lg_report *prev, const struct moq_lg_ietf_counts *ic,
                       int final)
@@ -134,9 +163,11 @@ static void json_line(struct run *r, FILE *f, const struct moq_lg_report *rep,
 	buf[n - 1] = 0;
 	fprintf(f,
 	        "%s,\"protocol\":\"%s\",\"subs_failed\":%" PRIu64 ",\"subs_stalled\":0"
+	        ",\"handshake_p50_us\":%.1f,\"wire_rx_bytes\":%" PRIu64
 	        ",\"sub_refused\":%" PRIu64 ",\"ietf_errors\":%" PRIu64 ",\"tx_drops\":%" PRIu64
 	        "%s}\n",
-	        buf, moq_ietf_alpn((enum moq_ietf_draft)r->cfg->draft), ic->subs_closed, ic->subs_refused,
+	        buf, moq_ietf_alpn((enum moq_ietf_draft)r->cfg->draft), ic->subs_closed,
+	        final ? handshake_p50_us(r) : 0.0, rep->rx_bytes_wire, ic->subs_refused,
 	        ic->errors, r->tx_drops, final ? ",\"final\":true" : "");
 	fflush(f);
 }
@@ -181,8 +212,9 @@ int moq_lg_ietf_run(const struct moq_lg_ietf_run_cfg *cfg, volatile sig_atomic_t
 	r.ep = r.lg ? moq_quic_endpoint_new(&qc, &err) : NULL;
 	r.fbuf = malloc(MOQ_LG_FRAME_MAX);
 	r.kb = calloc(1, moq_net_kbuf_size());
+	r.t_conn = calloc(cfg->subscribers + 1, sizeof(*r.t_conn));
 	r.epfd = epoll_create1(0);
-	if (!r.lg || !r.ep || !r.fbuf || !r.kb || r.epfd < 0) {
+	if (!r.lg || !r.ep || !r.fbuf || !r.kb || !r.t_conn || r.epfd < 0) {
 		fprintf(stderr, "moqdp-load: --protocol: set-up failed: %s\n", moq_err_str(err));
 		goto out;
 	}
@@ -264,6 +296,8 @@ int moq_lg_ietf_run(const struct moq_lg_ietf_run_cfg *cfg, volatile sig_atomic_t
 			unsigned li = 1 + next_sub / cfg->conns_per_addr;
 			if (li >= cfg->nlocals)
 				li = cfg->nlocals - 1;
+			moq_lg_ietf_set_now(r.lg, now);
+			r.t_conn[next_sub] = now;
 			if (moq_lg_ietf_connect(r.lg, r.ep, (int)next_sub, &cfg->locals[li],
 			                        &cfg->relay, now) == 0)
 				r.connected++;
@@ -295,6 +329,7 @@ int moq_lg_ietf_run(const struct moq_lg_ietf_run_cfg *cfg, volatile sig_atomic_t
 			timeout = 0;
 		}
 		ne = epoll_wait(r.epfd, evs, 64, timeout);
+		moq_lg_ietf_set_now(r.lg, moq_lg_now_ns());
 		for (int i = 0; i < ne; i++)
 			rx_all(&r, evs[i].data.u32);
 		now = moq_lg_now_ns();
@@ -320,5 +355,6 @@ out:
 		close(r.epfd);
 	free(r.kb);
 	free(r.fbuf);
+	free(r.t_conn);
 	return rc;
 }
