@@ -15,6 +15,12 @@
  *                    [--scope poll|relay] [--cg-out FILE]
  *                    [--audio] [--scale K] [--rate MBPS] [--fastpath]
  *
+ * --protocol ietf-NN (14..20): the publisher and the subscribers speak IETF
+ * moq-transport draft NN (loadgen/ietf.c) instead of moq-lite: the relay
+ * serves them through moq/ietf_session.c's translator, the same media and
+ * the same byte check (--protocol lite, the default: moq-lite). Not with
+ * --audio.
+ *
  * --fastpath: the relay endpoint hands its subscribers off to the 1-RTT fast
  * path (quic/handoff.c, issue 23) once set up and quiet.
  *
@@ -49,6 +55,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ietf.h"
+#include "ietf_codec.h"
 #include "moq.h"
 #include "link.h"
 
@@ -96,6 +104,8 @@ static struct {
 	uint64_t rate_bps; /* --rate */
 	struct moq_cache_track *at;
 	uint64_t aseq, next_audio;
+	int draft;               /* --protocol ietf-NN; 0: moq-lite */
+	struct moq_lg_ietf *ie;  /* the IETF publisher and subscribers */
 } B;
 
 #define AUDIO_NS    (20 * MS)
@@ -195,7 +205,19 @@ static void pub_tick(uint64_t t)
 {
 	static uint8_t buf[8000 * SCALE_MAX];
 
-	while (B.pub_ready && t >= B.next_frame && B.seq < B.max_groups) {
+	while (B.draft && B.pub_ready && t >= B.next_frame && B.seq < B.max_groups) {
+		size_t sz = frame_size(B.seq, B.fidx);
+		memset(buf, (int)(B.seq * 31 + B.fidx), sz);
+		if (moq_lg_ietf_pub_object(B.ie, B.seq, B.fidx, buf, sz,
+		                           B.fidx + 1 == FRAMES_PER_GROUP) < 0)
+			exit(3);
+		if (++B.fidx == FRAMES_PER_GROUP) {
+			B.fidx = 0;
+			B.seq++;
+		}
+		B.next_frame += FRAME_NS;
+	}
+	while (!B.draft && B.pub_ready && t >= B.next_frame && B.seq < B.max_groups) {
 		size_t sz = frame_size(B.seq, B.fidx);
 		if (!B.g && moq_cache_group_open(B.vt, B.seq, t, &B.g) < 0)
 			exit(3);
@@ -238,7 +260,7 @@ static void step(void)
 static int all_ready(void)
 {
 	for (int i = 0; i < B.nsubs; i++)
-		if (!B.subs[i].ready)
+		if (B.draft ? !moq_lg_ietf_sub_setup(B.ie, (uint32_t)i) : !B.subs[i].ready)
 			return 0;
 	return 1;
 }
@@ -246,7 +268,8 @@ static int all_ready(void)
 static int all_done(uint64_t groups)
 {
 	for (int i = 0; i < B.nsubs; i++)
-		if (B.subs[i].groups < groups)
+		if ((B.draft ? moq_lg_ietf_sub_groups(B.ie, (uint32_t)i) : B.subs[i].groups) <
+		    groups)
 			return 0;
 	return 1;
 }
@@ -289,6 +312,18 @@ static int setup(void)
 	if (!B.relay || !B.client || !B.subnode)
 		return -1;
 	alpns = moq_node_alpns(&nalpn);
+	if (B.draft) {
+		/* the relay's list as dpdk_app/relay.c has it: moq-lite's ALPNs,
+		 * then IETF's */
+		static const char *all[32];
+		size_t k = 0;
+		for (size_t i = 0; i < nalpn && k < 24; i++)
+			all[k++] = alpns[i];
+		for (int d = MOQ_IETF_LAST; d >= MOQ_IETF_FIRST; d--)
+			all[k++] = moq_ietf_alpn((enum moq_ietf_draft)d);
+		alpns = all;
+		nalpn = k;
+	}
 	q.role = MOQ_QUIC_SERVER;
 	q.worker_id = 1;
 	q.alpn = alpns;
@@ -306,6 +341,22 @@ static int setup(void)
 	q.role = MOQ_QUIC_CLIENT;
 	q.worker_id = 2;
 	q.user = B.client;
+	if (B.draft) {
+		static const char *one[1];
+		struct moq_lg_ietf_cfg ic = {0};
+		one[0] = moq_ietf_alpn((enum moq_ietf_draft)B.draft);
+		q.alpn = one;
+		q.alpn_count = 1;
+		q.cb = moq_lg_ietf_callbacks();
+		q.user = NULL;
+		ic.draft = B.draft;
+		ic.subscribers = (uint32_t)B.nsubs;
+		snprintf(ic.broadcast, sizeof(ic.broadcast), "live/room");
+		snprintf(ic.track, sizeof(ic.track), "video");
+		B.ie = moq_lg_ietf_new(&ic);
+		if (!B.ie)
+			return -1;
+	}
 	B.cep = moq_quic_endpoint_new(&q, &err);
 	if (!B.rep || !B.cep)
 		return -1;
@@ -319,7 +370,12 @@ static int setup(void)
 		return -1;
 
 	/* the publisher and its broadcast */
-	{
+	if (B.draft) {
+		struct moq_quic_addr la = addr4("10.0.0.1", 19999), ra = addr4("10.0.0.2", 4443);
+		if (moq_lg_ietf_connect(B.ie, B.cep, -1, &la, &ra, now()) < 0)
+			return -1;
+		B.pub_ready = 1; /* objects are written once the relay subscribed */
+	} else {
 		struct moq_quic_addr la = addr4("10.0.0.1", 19999), ra = addr4("10.0.0.2", 4443);
 		if (moq_cache_track_create(B.pcache, "live/room", 9, "video", 5, NULL, &B.vt) < 0 ||
 		    (B.audio && moq_cache_track_create(B.pcache, "live/room", 9, "audio", 5, NULL,
@@ -339,10 +395,15 @@ static int setup(void)
 	for (int i = 0; i < B.nsubs; i++) {
 		struct moq_quic_addr la = addr4("10.0.0.1", (uint16_t)(20000 + i));
 		struct moq_quic_addr ra = addr4("10.0.0.2", 4443);
-		B.subs[i].s = moq_node_connect(B.subnode, B.cep, &la, &ra, NULL,
-		                               MOQ_ROLE_SUBSCRIBER, &B.subs[i], now(), &err);
-		if (!B.subs[i].s)
-			return -1;
+		if (B.draft) {
+			if (moq_lg_ietf_connect(B.ie, B.cep, i, &la, &ra, now()) < 0)
+				return -1;
+		} else {
+			B.subs[i].s = moq_node_connect(B.subnode, B.cep, &la, &ra, NULL,
+			                               MOQ_ROLE_SUBSCRIBER, &B.subs[i], now(), &err);
+			if (!B.subs[i].s)
+				return -1;
+		}
 		if (i % 100 == 99)
 			for (int k = 0; k < 50; k++)
 				step();
@@ -351,6 +412,11 @@ static int setup(void)
 		step();
 	if (!all_ready())
 		return -2;
+	if (B.draft) { /* the IETF subscribers subscribed at SETUP */
+		for (uint64_t end = now() + 5 * SEC; now() < end && !moq_lg_ietf_pub_ready(B.ie);)
+			step();
+		return moq_lg_ietf_pub_ready(B.ie) ? 0 : -3;
+	}
 	for (int i = 0; i < B.nsubs; i++) {
 		struct moq_sub_params p = {1, false, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE};
 		B.subs[i].vid = moq_session_subscribe(B.subs[i].s, "live/room", 9, "video", 5, &p);
@@ -437,7 +503,7 @@ static int cg_split(const char *path, double *moq, double *quic, double *cache, 
 
 static int run_callgrind(const char *self, int nsubs, uint64_t groups, int whole, const char *keep)
 {
-	char out[256], bf[64], ns[24], gs[24], rs[24], ks[24];
+	char out[256], bf[64], ns[24], gs[24], rs[24], ks[24], ps[16];
 	pid_t pid;
 	int status;
 	double m, q, c, o, t;
@@ -453,6 +519,10 @@ static int run_callgrind(const char *self, int nsubs, uint64_t groups, int whole
 	snprintf(gs, sizeof(gs), "%" PRIu64, groups);
 	snprintf(rs, sizeof(rs), "%.6f", (double)B.rate_bps / 1e6);
 	snprintf(ks, sizeof(ks), "%u", B.scale);
+	if (B.draft)
+		snprintf(ps, sizeof(ps), "ietf-%d", B.draft);
+	else
+		snprintf(ps, sizeof(ps), "lite");
 	pid = fork();
 	if (pid == 0) {
 		char cgout[300];
@@ -466,7 +536,7 @@ static int run_callgrind(const char *self, int nsubs, uint64_t groups, int whole
 		       "--instr-atstart=no",
 #endif
 		       "--toggle-collect=bench_relay_poll", t1, t2, t3, self, "--subs", ns,
-		       "--groups", gs, "--bytes-file", bf, "--rate", rs, "--scale", ks,
+		       "--groups", gs, "--bytes-file", bf, "--rate", rs, "--scale", ks, "--protocol", ps,
 		       B.fastpath ? "--fastpath" : (B.audio ? "--audio" : (char *)NULL),
 		       B.fastpath && B.audio ? "--audio" : (char *)NULL, (char *)NULL);
 		_exit(127);
@@ -490,6 +560,7 @@ static int run_callgrind(const char *self, int nsubs, uint64_t groups, int whole
 	if (!keep)
 		unlink(out);
 	t = m + q + c + o;
+	printf("%s: ", ps);
 	printf("relay %s, %d subscribers, %" PRIu64
 	       " groups%s%s, frame sizes x%u: %.1f M instructions, %" PRIu64
 	       " payload bytes queued\n",
@@ -537,14 +608,30 @@ int main(int argc, char **argv)
 			B.scale = (uint32_t)atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--rate") && i + 1 < argc)
 			B.rate_bps = (uint64_t)(strtod(argv[++i], NULL) * 1e6);
-		else {
+		else if (!strcmp(argv[i], "--protocol") && i + 1 < argc) {
+			const char *v = argv[++i];
+			if (!strcmp(v, "lite"))
+				B.draft = 0;
+			else if (!strncmp(v, "ietf-", 5) && atoi(v + 5) >= MOQ_IETF_FIRST &&
+			         atoi(v + 5) <= MOQ_IETF_LAST)
+				B.draft = atoi(v + 5);
+			else {
+				fprintf(stderr, "--protocol: '%s' is not lite or ietf-14 .. ietf-20\n",
+				        v);
+				return 2;
+			}
+		} else {
 			fprintf(stderr,
 			        "usage: %s [--subs N] [--groups G] [--callgrind] "
 			        "[--scope poll|relay] [--cg-out FILE] [--audio] [--scale K] "
-			        "[--rate MBPS] [--fastpath]\n",
+			        "[--rate MBPS] [--fastpath] [--protocol lite|ietf-NN]\n",
 			        argv[0]);
 			return 2;
 		}
+	}
+	if (B.draft && B.audio) {
+		fprintf(stderr, "--protocol ietf-NN: not with --audio\n");
+		return 2;
 	}
 	if (B.nsubs < 1 || B.nsubs > 8000 || groups < 1 || B.scale < 1 || B.scale > SCALE_MAX) {
 		fprintf(stderr, "--subs 1..8000, --groups >= 1, --scale 1..%d\n", SCALE_MAX);
@@ -559,6 +646,16 @@ int main(int argc, char **argv)
 			ready += B.subs[i].ready;
 		fprintf(stderr, "setup failed (%d): %d of %d subscribers ready\n", rc, ready,
 		        B.nsubs);
+		if (B.ie) {
+			struct moq_lg_ietf_counts ic;
+			moq_lg_ietf_counts(B.ie, &ic, NULL, 0);
+			fprintf(stderr,
+			        "IETF: %" PRIu64 " set up, %" PRIu64 " subscribed, %" PRIu64
+			        " refused, %" PRIu64 " closed (last code %" PRIu64 "), %" PRIu64
+			        " errors, publisher ready %d\n",
+			        ic.subs_setup, ic.subs_ok, ic.subs_refused, ic.subs_closed,
+			        ic.close_code, ic.errors, moq_lg_ietf_pub_ready(B.ie));
+		}
 		return 1;
 	}
 	/* The measured part: from the first group on. */
@@ -574,10 +671,14 @@ int main(int argc, char **argv)
 	for (uint64_t s = 0; s < groups; s++)
 		for (uint32_t i = 0; i < FRAMES_PER_GROUP; i++)
 			want += frame_size(s, i);
-	for (int i = 0; i < B.nsubs; i++)
-		if (B.subs[i].groups != groups || B.subs[i].bytes != want)
+	for (int i = 0; i < B.nsubs; i++) {
+		uint64_t g = B.draft ? moq_lg_ietf_sub_groups(B.ie, (uint32_t)i) : B.subs[i].groups;
+		uint64_t b = B.draft ? moq_lg_ietf_sub_bytes(B.ie, (uint32_t)i) : B.subs[i].bytes;
+		if (g != groups || b != want || (B.draft && !moq_lg_ietf_sub_ok(B.ie, (uint32_t)i)))
 			bad++;
+	}
 	moq_node_stats(B.relay, &st);
+	printf("%s: ", B.draft ? moq_ietf_alpn((enum moq_ietf_draft)B.draft) : "moq-lite");
 	printf("%d subscribers, %" PRIu64 " groups: relay out %" PRIu64 " frames %" PRIu64
 	       " bytes; %" PRIu64 " subscribers without every video byte; resets: %" PRIu64
 	       " old, %" PRIu64 " evicted, %" PRIu64 " lagged\n",

@@ -56,6 +56,9 @@
  *                          (wt_client.c, h3/)
  *   --transport ws         every session over WebSocket + qmux-01 to the relay's
  *                          TCP port (the same number; relay --tcp 1), with --kernel
+ *   --protocol lite|ietf-NN  moq-lite (default) or IETF moq-transport draft NN
+ *                          (14..20; loadgen/ietf.c, ietf_run.c): with --kernel and
+ *                          one track; subscribers verify every object
  *   --verbose
  *
  * Prints a live line on stderr, a JSON line per second and a final summary.
@@ -83,6 +86,7 @@
 #include <rte_mbuf.h>
 
 #include "client.h"
+#include "ietf_run.h"
 #include "wt_client.h"
 #include "media.h"
 #include "net.h"
@@ -149,6 +153,7 @@ struct opts {
 	uint32_t verify_every, verify_min;
 	int transport; /* --transport quic|wt (wt_client.h) */
 	int ws;        /* --transport ws (ws.h) */
+	int ietf;      /* --protocol ietf-NN: the draft (0: moq-lite) */
 };
 
 struct io_stats {
@@ -170,7 +175,8 @@ static void usage(void)
 	        "      --transport quic|wt|ws (raw QUIC, default; WebTransport over HTTP/3; "
 	        "WebSocket + qmux-01 to the relay's TCP port, with --kernel)\n"
 	        "      --warmup S --json FILE|- --quiet --port N --busy-poll --thp --verbose\n"
-	        "      --light [--verify-every N] [--verify-min N]\n");
+	        "      --light [--verify-every N] [--verify-min N]\n"
+	        "      --protocol lite|ietf-14..ietf-20 (IETF moq-transport, with --kernel)\n");
 }
 
 /* A byte count: digits, then nothing, k, M (decimal), Ki or Mi (binary). */
@@ -233,6 +239,19 @@ static int parse_args(struct opts *o, int argc, char **argv)
 			} else {
 				fprintf(stderr,
 				        "moqdp-load: --transport: '%s' is not quic, wt or ws\n", v);
+				return -1;
+			}
+		} else if (!strcmp(a, "--protocol")) {
+			NEEDV();
+			if (!strcmp(v, "lite")) {
+				o->ietf = 0;
+			} else if (!strncmp(v, "ietf-", 5) && atoi(v + 5) >= 14 && atoi(v + 5) <= 20 &&
+			           strlen(v) == 7) {
+				o->ietf = atoi(v + 5);
+			} else {
+				fprintf(stderr,
+				        "moqdp-load: --protocol: '%s' is not lite or ietf-14 .. ietf-20\n",
+				        v);
 				return -1;
 			}
 		} else if (!strcmp(a, "--subscribers")) {
@@ -1198,6 +1217,36 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGUSR1, &sa, NULL);
 
+	if (o.ietf) { /* IETF moq-transport: ietf_run.c */
+		struct moq_lg_ietf_run_cfg ir;
+		memset(&ir, 0, sizeof(ir));
+		if (!o.kernel || o.ws || o.transport != MOQ_LG_TRANSPORT_QUIC || o.light ||
+		    o.end_early || o.jwt[0] || o.key_update > 0) {
+			fprintf(stderr, "moqdp-load: --protocol ietf-%d: needs --kernel, raw QUIC; not "
+			                "with --light, --end-early, --jwt, --key-update\n",
+			        o.ietf);
+			return 2;
+		}
+		if (cfg.ntracks != 1) {
+			fprintf(stderr, "moqdp-load: --protocol ietf-%d: one track (--tracks)\n",
+			        o.ietf);
+			return 2;
+		}
+		ir.draft = o.ietf;
+		ir.publish = o.publish;
+		ir.subscribers = o.subscribers;
+		ir.ramp_per_s = o.ramp;
+		ir.conns_per_addr = cfg.conns_per_addr;
+		ir.track = cfg.tracks[0];
+		snprintf(ir.broadcast, sizeof(ir.broadcast), "%s", o.broadcast);
+		ir.relay = cfg.relay;
+		ir.locals = locals;
+		ir.nlocals = nlocals;
+		ir.duration_s = o.duration;
+		ir.warmup_s = o.warmup;
+		snprintf(ir.json, sizeof(ir.json), "%s", o.json);
+		return moq_lg_ietf_run(&ir, &quit, &mark);
+	}
 	if (o.ws && !o.kernel) {
 		fprintf(stderr,
 		        "moqdp-load: --transport ws: needs --kernel (TCP on kernel sockets)\n");

@@ -57,12 +57,23 @@ enum xkind {
 	I_GROUP_IN,  /* a group the client publishes */
 };
 
+/* What waits on an outer stream until the client acknowledges it: bytes
+ * of ours (headers, control messages: data[], cap bytes, appended to while
+ * it is the tail) or a reference to the inner's memory (ref: an object's
+ * payload as the inner wrote it, cache memory, valid until the inner's
+ * acknowledgement, which comes only once the client acknowledged this:
+ * mark_push). */
 struct oq {
 	struct oq *next;
-	uint64_t off; /* stream offset of data[0] */
-	uint32_t len;
+	uint64_t off; /* stream offset of the first byte */
+	uint32_t len, cap;
+	const uint8_t *ref;
 	uint8_t data[];
 };
+
+#define OQ_MIN_CAP   240 /* a copy entry's room: several object headers */
+#define OQ_POOL_MAX  256 /* spare reference entries kept per session */
+
 
 struct mark {
 	uint64_t r; /* outer offset */
@@ -70,9 +81,21 @@ struct mark {
 	uint64_t l; /* inner bytes to acknowledge once r is */
 };
 
+/* Header bytes of a subgroup stream (subgroup / object headers), where they
+ * stay until the stream's record is freed (the transport references them). */
+struct arena {
+	struct arena *next;
+	uint32_t len, cap;
+	uint8_t data[];
+};
+
+#define ARENA_MIN 256
+#define BATCH_MAX 64 /* iovecs gathered before a write to the transport */
+
 struct xs {
 	struct xs *next;
 	int64_t sid;
+	struct arena *ar; /* X_SG_OUT: header bytes (newest first) */
 	uint8_t inner, kind;
 	uint8_t rx_fin, fin_q, fin_sent, reset, typed, gone;
 	uint8_t i_out_done, i_in_done, closed_due; /* inner: each direction ended */
@@ -81,7 +104,7 @@ struct xs {
 	uint8_t *rx;
 	size_t rx_len, rx_cap;
 	/* outer send side */
-	struct oq *qh, *qt;
+	struct oq *qh, *qt, *qs; /* qs: where the next flush starts */
 	uint64_t q_end, sent, acked;
 	struct mark *mk;
 	uint32_t nmk, cmk;
@@ -126,6 +149,14 @@ struct ietf_sess {
 	struct ie_ack *acks;
 	uint32_t nacks, cacks;
 	uint64_t objects_dropped;
+	struct oq *qpool; /* spare reference entries */
+	uint32_t nqpool;
+	struct xs *hit; /* the record xs_find found last */
+	/* what an inner write becomes on a subgroup stream, gathered and
+	 * written to the transport at once (b_flush) */
+	struct xs *bo;
+	struct iovec bv[BATCH_MAX];
+	uint32_t bn;
 };
 
 static const struct moq_binding_ops ie_ops;
@@ -134,9 +165,13 @@ static const struct moq_binding_ops ie_ops;
 
 static struct xs *xs_find(struct ietf_sess *ie, int inner, int64_t sid)
 {
+	struct xs *h = ie->hit;
+
+	if (h && h->inner == inner && h->sid == sid && !h->gone)
+		return h;
 	for (struct xs *x = ie->streams; x; x = x->next)
 		if (x->inner == inner && x->sid == sid && !x->gone)
-			return x;
+			return ie->hit = x;
 	return NULL;
 }
 
@@ -152,6 +187,17 @@ static struct xs *xs_new(struct ietf_sess *ie, int inner, int64_t sid, uint8_t k
 	x->next = ie->streams;
 	ie->streams = x;
 	return x;
+}
+
+static void oq_free(struct ietf_sess *ie, struct oq *q)
+{
+	if (q->ref && ie->nqpool < OQ_POOL_MAX) {
+		q->next = ie->qpool;
+		ie->qpool = q;
+		ie->nqpool++;
+		return;
+	}
+	free(q);
 }
 
 static void xs_free(struct ietf_sess *ie, struct xs *x)
@@ -171,7 +217,18 @@ static void xs_free(struct ietf_sess *ie, struct xs *x)
 	while (x->qh) {
 		struct oq *q = x->qh;
 		x->qh = q->next;
-		free(q);
+		oq_free(ie, q);
+	}
+	while (x->ar) {
+		struct arena *a = x->ar;
+		x->ar = a->next;
+		free(a);
+	}
+	if (ie->hit == x)
+		ie->hit = NULL;
+	if (ie->bo == x) {
+		ie->bo = NULL;
+		ie->bn = 0;
 	}
 	free(x->mk);
 	free(x->rx);
@@ -233,12 +290,12 @@ static void ox_flush(struct ietf_sess *ie, struct xs *x)
 		long w;
 		int fin;
 
-		for (struct oq *q = x->qh; q && n < 16; q = q->next) {
+		for (struct oq *q = x->qs ? x->qs : x->qh; q && n < 16; q = q->next) {
 			uint64_t end = q->off + q->len;
 			if (end <= x->sent)
 				continue;
 			uint64_t skip = x->sent > q->off ? x->sent - q->off : 0;
-			iov[n].iov_base = q->data + skip;
+			iov[n].iov_base = (uint8_t *)(uintptr_t)(q->ref ? q->ref : q->data) + skip;
 			iov[n].iov_len = q->len - skip;
 			total += iov[n].iov_len;
 			n++;
@@ -250,6 +307,10 @@ static void ox_flush(struct ietf_sess *ie, struct xs *x)
 		if (w < 0)
 			return;
 		x->sent += (uint64_t)w;
+		if (!x->qs)
+			x->qs = x->qh;
+		while (x->qs && x->qs->next && x->qs->off + x->qs->len <= x->sent)
+			x->qs = x->qs->next;
 		if (fin && (size_t)w == total)
 			x->fin_sent = 1;
 		if ((size_t)w < total || !n)
@@ -257,29 +318,139 @@ static void ox_flush(struct ietf_sess *ie, struct xs *x)
 	}
 }
 
+static void oq_link(struct xs *x, struct oq *q)
+{
+	if (x->qt)
+		x->qt->next = q;
+	else
+		x->qh = q;
+	x->qt = q;
+	x->q_end += q->len;
+}
+
 static int ox_write(struct ietf_sess *ie, struct xs *x, const void *p, size_t n, int fin)
 {
 	if (!x || x->reset || x->fin_q)
 		return MOQ_ERR_STATE;
-	if (n) {
-		struct oq *q = malloc(sizeof(*q) + n);
+	if (n && x->qt && !x->qt->ref && x->qt->cap - x->qt->len >= n) {
+		/* the tail has room: bytes already handed to the transport do
+		 * not move */
+		memcpy(x->qt->data + x->qt->len, p, n);
+		x->qt->len += (uint32_t)n;
+		x->q_end += n;
+	} else if (n) {
+		size_t cap = n < OQ_MIN_CAP ? OQ_MIN_CAP : n;
+		struct oq *q = malloc(sizeof(*q) + cap);
 		if (!q)
 			return MOQ_ERR_NOMEM;
 		q->next = NULL;
 		q->off = x->q_end;
 		q->len = (uint32_t)n;
+		q->cap = (uint32_t)cap;
+		q->ref = NULL;
 		memcpy(q->data, p, n);
-		if (x->qt)
-			x->qt->next = q;
-		else
-			x->qh = q;
-		x->qt = q;
-		x->q_end += n;
+		oq_link(x, q);
 	}
 	if (fin)
 		x->fin_q = 1;
 	ox_flush(ie, x);
 	return 0;
+}
+
+static void ox_reset(struct ietf_sess *ie, struct xs *x, uint64_t code);
+
+/* Write the gathered iovecs of ie->bo: straight to the transport when
+ * nothing waits before them (what it takes is referenced there, nothing is
+ * queued here), the rest as reference entries (ox_flush on writable). */
+static void b_flush(struct ietf_sess *ie)
+{
+	struct xs *o = ie->bo;
+	size_t total = 0, w = 0;
+	uint32_t n = ie->bn;
+
+	ie->bn = 0;
+	if (!o || !n)
+		return;
+	for (uint32_t k = 0; k < n; k++)
+		total += ie->bv[k].iov_len;
+	if (o->reset || o->fin_q)
+		return;
+	if (o->sent == o->q_end && ie->shell && ie->shell->tp) {
+		long r = tp_write(ie->shell, o->sid, ie->bv, n, 0);
+		w = r > 0 ? (size_t)r : 0;
+		o->sent += w;
+		o->q_end += w;
+	}
+	if (w == total)
+		return;
+	for (uint32_t k = 0; k < n; k++) {
+		size_t l = ie->bv[k].iov_len;
+		struct oq *q;
+		if (w >= l) {
+			w -= l;
+			continue;
+		}
+		q = ie->qpool;
+		if (q) {
+			ie->qpool = q->next;
+			ie->nqpool--;
+		} else if (!(q = malloc(sizeof(*q)))) {
+			ox_reset(ie, o, 0); /* no memory: the client loses this group */
+			return;
+		}
+		q->next = NULL;
+		q->off = o->q_end;
+		q->len = (uint32_t)(l - w);
+		q->cap = 0;
+		q->ref = (const uint8_t *)ie->bv[k].iov_base + w;
+		w = 0;
+		oq_link(o, q);
+	}
+	ox_flush(ie, o);
+}
+
+/* @n bytes at @p for subgroup stream @o, not copied (the inner's memory,
+ * valid until its acknowledgement: struct oq), or (@copy) header bytes
+ * copied into @o's arena. */
+static void b_add(struct ietf_sess *ie, struct xs *o, const uint8_t *p, size_t n, int copy)
+{
+	struct iovec *last;
+
+	if (!o || !n || o->reset || o->fin_q)
+		return;
+	if (ie->bo != o || ie->bn == BATCH_MAX) {
+		b_flush(ie);
+		ie->bo = o;
+	}
+	if (copy) {
+		struct arena *a = o->ar;
+		uint8_t *d;
+		if (!a || a->cap - a->len < n) {
+			size_t cap = n < ARENA_MIN ? ARENA_MIN : n;
+			a = malloc(sizeof(*a) + cap);
+			if (!a) {
+				b_flush(ie);
+				ox_reset(ie, o, 0);
+				return;
+			}
+			a->len = 0;
+			a->cap = (uint32_t)cap;
+			a->next = o->ar;
+			o->ar = a;
+		}
+		d = a->data + a->len;
+		memcpy(d, p, n);
+		a->len += (uint32_t)n;
+		p = d;
+	}
+	last = ie->bn ? &ie->bv[ie->bn - 1] : NULL;
+	if (last && (const uint8_t *)last->iov_base + last->iov_len == p) {
+		last->iov_len += n; /* contiguous: one iovec */
+		return;
+	}
+	ie->bv[ie->bn].iov_base = (void *)(uintptr_t)p;
+	ie->bv[ie->bn].iov_len = n;
+	ie->bn++;
 }
 
 static void ox_reset(struct ietf_sess *ie, struct xs *x, uint64_t code)
@@ -1051,10 +1222,17 @@ static int start_inner(struct ietf_sess *ie, const struct moq_ietf_params *ps)
 		memcpy(url + ul, v.p, v.len);
 		ul += v.len;
 	}
+	/* One client, one session in max_sessions and the sessions count: the
+	 * shell holds the slot, the inner lite session takes it for its
+	 * admission and is not counted after (sess_free: ietf_owner). */
+	ie->n->st.sessions--;
 	in = moq_binding_accept(ie->n, &ie_ops, ie, MOQ_LITE_04, url, ul);
+	ie->n->st.sessions++;
 	free(url);
 	if (!in)
 		return MOQ_ERR_LIMIT;
+	ie->n->st.sessions--; /* sess_new counted it */
+	ie->n->st.sessions_total--;
 	ie->inner = in;
 	in->ietf_owner = ie;
 	ie->started = 1;
@@ -1141,6 +1319,8 @@ static void sg_in(struct ietf_sess *ie, struct xs *x)
 			/* lite has one stream per group: subgroup 0 only */
 			if (!sub || !sub->ok_sent || (x->h.sg_mode == 2 && x->h.subgroup != 0)) {
 				ie->objects_dropped++;
+				if (sub && sub->ok_sent)
+					ie->n->st.ietf_subgroups_refused++;
 				x->kind = X_IGNORE;
 				if (ie->shell && ie->shell->tp)
 					tp_stop_sending(ie->shell, x->sid, 0);
@@ -1180,6 +1360,8 @@ static void sg_in(struct ietf_sess *ie, struct xs *x)
 				return;
 			}
 			rx_consume(x, (size_t)k);
+			if (o.has_ext && o.ext.len)
+				ie->n->st.ietf_ext_dropped++; /* nowhere to carry them */
 			if (o.payload_len == 0 && o.status != IETF_OBJ_NORMAL) {
 				/* end of group / track: the group is complete */
 				if (o.status == IETF_OBJ_END_OF_GROUP ||
@@ -1325,12 +1507,13 @@ void ietf_stream_acked(struct ietf_sess *ie, int64_t sid, uint64_t acked)
 	ie->depth++;
 	if (acked > x->acked)
 		x->acked = acked;
-	while (x->qh && x->qh->off + x->qh->len <= x->acked) {
+	while (x->qh && x->qh->off + x->qh->len <= x->acked && x->qh != x->qt) {
+		/* (the tail stays: later bytes may be appended to it) */
 		struct oq *q = x->qh;
 		x->qh = q->next;
-		if (!x->qh)
-			x->qt = NULL;
-		free(q);
+		if (x->qs == q)
+			x->qs = q->next;
+		oq_free(ie, q);
 	}
 	while (k < x->nmk && x->mk[k].r <= x->acked) {
 		ack_later(ie, x->mk[k].isid, x->mk[k].l);
@@ -1426,6 +1609,11 @@ static void ie_free(struct ietf_sess *ie)
 {
 	while (ie->streams)
 		xs_free(ie, ie->streams);
+	while (ie->qpool) {
+		struct oq *q = ie->qpool;
+		ie->qpool = q->next;
+		free(q);
+	}
 	free(ie->acks);
 	free(ie->url);
 	free(ie);
@@ -1663,15 +1851,17 @@ static void inner_bytes(struct ietf_sess *ie, struct xs *x, const uint8_t *p, si
 				h.group = ev.group.sequence;
 				hn = moq_ietf_subgroup_hdr_encode(hb, sizeof(hb), ie->d, &h);
 				if (hn > 0)
-					ox_write(ie, o, hb, (size_t)hn, 0);
+					b_add(ie, o, hb, (size_t)hn, 1);
 			} else if (ev.type == MOQ_GEV_FRAME) {
 				struct moq_ietf_object ob = {0};
 				ob.payload_len = (size_t)ev.frame_size;
 				hn = moq_ietf_object_encode_head(hb, sizeof(hb), ie->d, false, &ob);
 				if (hn > 0)
-					ox_write(ie, o, hb, (size_t)hn, 0);
+					b_add(ie, o, hb, (size_t)hn, 1);
 			} else if (ev.type == MOQ_GEV_DATA && ev.data_len) {
-				ox_write(ie, o, ev.data, ev.data_len, 0);
+				/* the payload as the inner wrote it (cache memory),
+				 * not copied */
+				b_add(ie, o, ev.data, ev.data_len, 0);
 			}
 		}
 		return;
@@ -1816,6 +2006,7 @@ static long ie_write(void *b, int64_t sid, const struct iovec *iov, size_t n, in
 		inner_bytes(ie, x, iov[k].iov_base, iov[k].iov_len);
 		total += iov[k].iov_len;
 	}
+	b_flush(ie); /* before a FIN, and before the mark below */
 	x->in_l += total;
 	if (fin && !x->i_out_done) {
 		x->i_out_done = 1;
@@ -1871,6 +2062,12 @@ static int ie_reset(void *b, int64_t sid, uint64_t code)
 	x->i_out_done = 1;
 	switch (x->kind) {
 	case I_GROUP_OUT:
+		/* the inner frees what the outer stream references: reset it even
+		 * after its FIN unless the client has it all */
+		if (x->peer && x->peer->fin_sent && x->peer->acked < x->peer->q_end &&
+		    !x->peer->reset) {
+			x->peer->fin_sent = 0;
+		}
 		ox_reset(ie, x->peer, code);
 		x->closed_due = 1;
 		break;

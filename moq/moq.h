@@ -253,6 +253,12 @@ struct moq_node_stats {
 	 * begun first (the cache keeps groups in order: STOP_SENDING 2 to the
 	 * publisher, DROP 24 to subscribers) */
 	uint64_t groups_in_late;
+	/* IETF sessions (ietf_session.c): objects from IETF publishers whose
+	 * extension headers (timestamps) were dropped (the lite side and the
+	 * cache carry none), and subgroup streams refused (a subgroup other
+	 * than 0: a group is one stream in the cache) */
+	uint64_t ietf_ext_dropped;
+	uint64_t ietf_subgroups_refused;
 };
 
 /*

@@ -128,6 +128,8 @@ static void st_free(struct moq_session *s, struct mstream *st)
 void sess_free(struct moq_session *s, uint64_t code, int local)
 {
 	struct moq_node *n = s->n;
+	/* the lite session behind an IETF shell is not counted (the shell is) */
+	int counted = !s->ietf_owner;
 
 	access_url_end(s, code); /* --auth-url: the end event */
 	if (s->ietf_owner) { /* the lite session of an IETF shell */
@@ -162,7 +164,8 @@ void sess_free(struct moq_session *s, uint64_t code, int local)
 			*pp = s->next;
 			break;
 		}
-	n->st.sessions--;
+	if (counted)
+		n->st.sessions--;
 	while (s->pool) {
 		struct txchunk *c = s->pool;
 		s->pool = c->next;

@@ -824,6 +824,71 @@ START_TEST(media_through_tap)
 }
 END_TEST
 
+/* Issue 24 on the DPDK backend: an IETF moq-transport (draft 16 and 20)
+ * publisher and 10 subscribers (moqdp-load --protocol, kernel sockets in
+ * the namespace) through the relay on net_tap: every object verified. */
+START_TEST(ietf_through_tap)
+{
+	char ifname[32], vdev[64], prefix[64], mgmt[32], listen[32], relay[40], local[32];
+	char cmd[512], load[8192], proto[16], *r;
+	unsigned int port = 24500 + (unsigned int)getpid() % 20000;
+	int net = 20 + (int)getpid() % 200;
+	const char *args[] = {prefix, "--no-huge", "-m", "512", "--no-pci", "-l", "0-1",
+	                      "--log-level=lib.eal:error", vdev, "--", "--listen", listen,
+	                      "--mgmt", mgmt, "--stats-interval", "0", NULL};
+	const char *largs[] = {"--kernel",   "--relay",   relay,         "--local",  local,
+	                       "--publish",  "--subscribers", "10",     "--tracks", "video:1M",
+	                       "--protocol", proto,       "--duration",  "5",        "--quiet",
+	                       NULL};
+	unsigned long long ok = 0, nsubs = 0, objs = 0, groups = 0, errors = 1;
+	const char *p;
+	int rc;
+
+	snprintf(proto, sizeof(proto), "ietf-%d", _i ? 20 : 16);
+	snprintf(ifname, sizeof(ifname), "moqi%d", (int)getpid() % 100000);
+	snprintf(vdev, sizeof(vdev), "--vdev=net_tap0,iface=%s", ifname);
+	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-i-%d", (int)getpid());
+	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", port);
+	snprintf(listen, sizeof(listen), "10.217.%d.2/24", net);
+	snprintf(relay, sizeof(relay), "10.217.%d.2:4443", net);
+	snprintf(local, sizeof(local), "10.217.%d.100", net);
+	netns_create();
+	spawn(args);
+	r = wait_http(port, "/health", 15000);
+	ck_assert_msg(r != NULL, "no /health; stderr: %s", proc_slurp(errpath));
+	snprintf(cmd, sizeof(cmd),
+	         "ip -n %s addr add 10.217.%d.100/24 dev %s && "
+	         "ip -n %s addr add 10.217.%d.101/24 dev %s && ip -n %s link set %s up",
+	         ns.name, net, ifname, ns.name, net, ifname, ns.name, ifname);
+	ck_assert_int_eq(system(cmd), 0);
+	snprintf(cmd, sizeof(cmd), "10.217.%d.0/24", net);
+	assert_not_in_root(ifname, cmd);
+	rc = run_load(largs, load, sizeof(load), 30000);
+	ck_assert_msg(rc == 0, "moqdp-load %s exit %d: %s", proto, rc, load);
+	p = strstr(load, "subscribers ");
+	ck_assert_msg(p && sscanf(p, "subscribers %llu of %llu subscribed", &ok, &nsubs) == 2,
+	              "%s", load);
+	p = strstr(load, "delivered ");
+	ck_assert_msg(p && sscanf(p, "delivered %llu objects verified", &objs) == 1, "%s", load);
+	p = strstr(p, "MB), ");
+	ck_assert_msg(p && sscanf(p, "MB), %llu groups complete", &groups) == 1, "%s", load);
+	p = strstr(load, "errors ");
+	ck_assert_msg(p && sscanf(p, "errors %llu", &errors) == 1, "%s", load);
+	ck_assert_uint_eq(nsubs, 10);
+	ck_assert_uint_eq(ok, 10);
+	/* at least one whole group (30 objects, 1 s) to each (a loaded machine
+	 * gives the relay little of those 5 s) */
+	ck_assert_uint_ge(groups, 10);
+	ck_assert_uint_ge(objs, 300);
+	ck_assert_uint_eq(errors, 0);
+	r = metrics_when(port, "moqdp_frames_out_total", (long long)objs);
+	ck_assert_int_ge(metric(r, "moqdp_frames_out_total"), (long long)objs);
+	ck_assert_int_gt(metric(r, "moqdp_frames_in_total"), 0);
+	kill(child, SIGINT);
+	ck_assert_int_eq(wait_exit(15000), 0);
+}
+END_TEST
+
 /* SIGQUIT with 10 sessions open: GOAWAY to each, /health 503, connections
  * closed within the grace period, exit 0. */
 START_TEST(drain_with_sessions)
@@ -3164,6 +3229,14 @@ Suite *dpdk_relay_suite(void)
 	tcase_set_timeout(tc, 90);
 	tcase_add_loop_test(tc, media_over_memif, 1, 2);
 	tcase_add_loop_test(tc, media_kernel_backend, 1, 2);
+	suite_add_tcase(s, tc);
+	/* issue 24: IETF moq-transport on the DPDK backend (CK_RUN_CASE=ietf
+	 * runs it alone; _i 0: draft 16, 1: draft 20) */
+	tc = tcase_create("ietf");
+	tcase_add_checked_fixture(tc, NULL, teardown);
+	tcase_add_unchecked_fixture(tc, NULL, netns_sweep);
+	tcase_set_timeout(tc, 90);
+	tcase_add_loop_test(tc, ietf_through_tap, 0, 2);
 	suite_add_tcase(s, tc);
 	/* issue 12's defects (CK_RUN_CASE=issue12 runs them alone) */
 	tc = tcase_create("issue12");

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "ietf_codec.h"
 #include "link.h"
 #include "moq.h"
@@ -58,8 +59,20 @@ static struct {
 	struct moq_node *relay;
 	struct moq_quic_endpoint *rep, *cep;
 	struct moq_quic_link *lnk;
-	struct client pub, sub, bad, flood;
+	struct client pub, sub, bad, flood, extra;
 } T;
+
+static uint32_t max_sessions; /* the relay's bound in t_init (0: the default) */
+/* The AUTHORIZATION TOKEN cases: the relay's auth (t_init), the SETUP PATH
+ * and token every client sends, and the namespace ("alice", which the
+ * fixture token may publish) */
+static struct moq_auth *auth;
+static const char *setup_path = "/";
+static char setup_tok[2048];
+static int ns_alice;
+/* The publisher's objects carry an extension header (a timestamp-like
+ * even-type pair) and group 0 gets a second subgroup (1) stream */
+static int pub_ext;
 
 static uint64_t now(void)
 {
@@ -114,6 +127,11 @@ static void send_msg(struct client *cl, int64_t sid, const struct moq_ietf_msg *
 
 static void ns_of(struct moq_ietf_msg *m)
 {
+	if (ns_alice) {
+		m->ns_n = 1;
+		m->ns[0] = (struct moq_str){"alice", 5};
+		return;
+	}
 	m->ns_n = 2;
 	m->ns[0] = (struct moq_str){"ietf", 4};
 	m->ns[1] = (struct moq_str){"raw", 3};
@@ -152,8 +170,19 @@ static int cb_established(struct moq_quic_conn *c, void *user, const char *alpn)
 		ck_assert_int_eq(moq_quic_stream_open(cl->c, 1, &sid), 0);
 		cl->req_sid = sid;
 	}
-	moq_ietf_param_add(&m.params, IETF_OPT_PATH, 0, (struct moq_str){"/", 1});
+	moq_ietf_param_add(&m.params, IETF_OPT_PATH, 0,
+	                   (struct moq_str){setup_path, strlen(setup_path)});
 	moq_ietf_param_add(&m.params, IETF_OPT_MAX_REQUEST_ID, 100, (struct moq_str){0});
+	if (setup_tok[0]) {
+		/* draft-14 9.2.1.1: USE_VALUE (0x3), token type 0, the value */
+		static uint8_t tv[2100];
+		size_t tl = strlen(setup_tok);
+		int k = moq_ietf_varint_put(tv, sizeof(tv), cl->d, 3);
+		k += moq_ietf_varint_put(tv + k, sizeof(tv) - (size_t)k, cl->d, 0);
+		memcpy(tv + k, setup_tok, tl);
+		moq_ietf_param_add(&m.params, IETF_OPT_AUTH_TOKEN, 0,
+		                   (struct moq_str){(const char *)tv, (size_t)k + tl});
+	}
 	send_msg(cl, sid, &m, 0);
 	memset(&m, 0, sizeof(m));
 	if (cl == &T.flood) {
@@ -214,12 +243,30 @@ static void send_group(struct client *cl)
 		h.first_object = true;
 		h.track_alias = cl->alias;
 		h.group = (uint64_t)g;
+		h.extensions = pub_ext != 0;
+		if (pub_ext && g == 0) {
+			/* subgroup 1 of group 0: one object the relay cannot keep */
+			struct moq_ietf_subgroup_hdr h1 = h;
+			struct moq_ietf_object ob = {0};
+			h1.sg_mode = 2;
+			h1.subgroup = 1;
+			h1.extensions = false;
+			ck_assert_int_eq(moq_quic_stream_open(cl->c, 0, &sid), 0);
+			n = moq_ietf_subgroup_hdr_encode(b, sizeof(b), cl->d, &h1);
+			ob.payload_len = 4;
+			n += moq_ietf_object_encode_head(b + n, sizeof(b) - (size_t)n, cl->d, false,
+			                                 &ob);
+			memcpy(b + n, "sub1", 4);
+			wr(cl, sid, b, (size_t)n + 4, 1);
+		}
 		ck_assert_int_eq(moq_quic_stream_open(cl->c, 0, &sid), 0);
 		n = moq_ietf_subgroup_hdr_encode(b, sizeof(b), cl->d, &h);
 		for (int o = 0; o < OBJS; o++) {
 			struct moq_ietf_object ob = {0};
 			ob.payload_len = (size_t)(10 + g * OBJS + o);
-			n += moq_ietf_object_encode_head(b + n, sizeof(b) - (size_t)n, cl->d, false,
+			if (pub_ext)
+				ob.ext = (struct moq_str){"\x02\x05", 2};
+			n += moq_ietf_object_encode_head(b + n, sizeof(b) - (size_t)n, cl->d, pub_ext != 0,
 			                                 &ob);
 			memset(b + n, 'A' + g * OBJS + o, ob.payload_len);
 			n += (int)ob.payload_len;
@@ -447,6 +494,7 @@ static void t_init(int d)
 		T.sub.st[i].sid = -1;
 		T.bad.st[i].sid = -1;
 		T.flood.st[i].sid = -1;
+		T.extra.st[i].sid = -1;
 	}
 	moq_cache_counting_init(&T.cnt);
 	cc.alloc = moq_cache_counting_alloc(&T.cnt);
@@ -456,6 +504,8 @@ static void t_init(int d)
 	nc.relay = 1;
 	nc.origin = 1000;
 	nc.session_queue = 512 * 1024;
+	nc.max_sessions = max_sessions;
+	nc.auth = auth;
 	T.relay = moq_node_create(&nc);
 	ck_assert_ptr_nonnull(T.relay);
 	/* the relay's list: moq-lite's ALPNs, then IETF's (as dpdk_app/relay.c) */
@@ -563,6 +613,24 @@ static int s_status(void)
 static int b_closed(void)
 {
 	return T.bad.closed;
+}
+
+static int x_closed(void)
+{
+	return T.extra.closed;
+}
+
+static int x_refused(void)
+{
+	struct moq_node_stats st;
+
+	moq_node_stats(T.relay, &st);
+	return st.refused_bounds >= 1;
+}
+
+static int x_subscribed(void)
+{
+	return T.extra.sub_ok;
 }
 
 static int f_closed(void)
@@ -673,6 +741,158 @@ START_TEST(raw_quic_d20)
 }
 END_TEST
 
+/* An IETF session is one session in max_sessions and the sessions count
+ * (its inner lite-04 session is the translator's, not a second client):
+ * with max_sessions 2 an IETF publisher and subscriber are both admitted,
+ * the node counts 2, and a third client is refused. */
+static void run_counted_once(int d)
+{
+	struct moq_node_stats st;
+
+	max_sessions = 2;
+	t_init(d);
+	max_sessions = 0;
+	t_connect(&T.pub, d, 1, 20001);
+	ck_assert_msg(t_until(p_announced, 3000 * MS), "d%d: PUBLISH_NAMESPACE not in the origin",
+	              d);
+	moq_node_stats(T.relay, &st);
+	ck_assert_uint_eq(st.sessions, 1);
+	ck_assert_uint_eq(st.sessions_total, 1);
+	t_connect(&T.sub, d, 0, 20002);
+	ck_assert_msg(t_until(s_groups, 5000 * MS),
+	              "d%d: subscriber got %d groups (%d objects, %d errors, closed %d)", d,
+	              T.sub.groups_ok, T.sub.objs_ok, T.sub.errors, T.sub.closed);
+	ck_assert_int_eq(T.sub.objs_ok, GROUPS * OBJS);
+	moq_node_stats(T.relay, &st);
+	ck_assert_uint_eq(st.sessions, 2);
+	ck_assert_uint_eq(st.sessions_total, 2);
+	/* the third (a well-behaved subscriber) is past max_sessions */
+	t_connect(&T.extra, d, 0, 20003);
+	ck_assert_msg(t_until(x_refused, 3000 * MS), "d%d: a third session admitted", d);
+	t_until(x_subscribed, 300 * MS);
+	ck_assert(!T.extra.sub_ok);
+	ck_assert(!T.pub.closed && !T.sub.closed);
+	moq_node_stats(T.relay, &st);
+	ck_assert_uint_eq(st.sessions, 2);
+	t_fini();
+}
+
+START_TEST(counted_once_d16)
+{
+	run_counted_once(16);
+}
+END_TEST
+
+START_TEST(counted_once_d20)
+{
+	run_counted_once(20);
+}
+END_TEST
+
+/* The AUTHORIZATION TOKEN SETUP option through the relay's auth (an HS256
+ * key; tests/fixtures/auth/hs256.jwt: root "demo", put "alice", get all):
+ * the fixture token admits a publisher of ("alice") and a subscriber that
+ * reads every object back; the same token with its signature altered is
+ * refused: that session is closed with UNAUTHORIZED (0x2) and counted, the
+ * others go on. */
+static void run_auth_token(int d)
+{
+	char err[256] = "";
+	struct moq_auth_cfg ac = {0};
+	struct moq_node_stats st;
+	FILE *f = fopen(AUTH_FIXTURES "/hs256.jwt", "r");
+	size_t n;
+
+	ck_assert_ptr_nonnull(f);
+	n = fread(setup_tok, 1, sizeof(setup_tok) - 1, f);
+	fclose(f);
+	while (n && (setup_tok[n - 1] == '\n' || setup_tok[n - 1] == '\r'))
+		n--;
+	setup_tok[n] = 0;
+	ck_assert_uint_gt(n, 20);
+	ac.key = AUTH_FIXTURES "/hs256.jwk";
+	auth = moq_auth_create(&ac, err, sizeof(err));
+	ck_assert_msg(auth != NULL, "%s", err);
+	setup_path = "/demo";
+	ns_alice = 1;
+	t_init(d);
+	t_connect(&T.pub, d, 1, 20001);
+	ck_assert_msg(t_until(p_announced, 3000 * MS),
+	              "d%d: the token's publisher is not in the origin (closed %d, code %d)", d,
+	              T.pub.closed, (int)T.pub.close_code);
+	t_connect(&T.sub, d, 0, 20002);
+	ck_assert_msg(t_until(s_groups, 5000 * MS), "d%d: subscriber with the token got %d groups",
+	              d, T.sub.groups_ok);
+	ck_assert_int_eq(T.sub.objs_ok, GROUPS * OBJS);
+	ck_assert_int_eq(T.sub.errors, 0);
+	moq_node_stats(T.relay, &st);
+	ck_assert_uint_eq(st.auth_refused, 0);
+	/* the signature's last character changed: refused at SETUP */
+	setup_tok[n - 1] = setup_tok[n - 1] == 'A' ? 'B' : 'A';
+	t_connect(&T.extra, d, 0, 20003);
+	ck_assert_msg(t_until(x_closed, 3000 * MS), "d%d: a bad token was admitted", d);
+	ck_assert_uint_eq(T.extra.close_code, IETF_CLOSE_UNAUTHORIZED);
+	ck_assert(!T.extra.sub_ok);
+	moq_node_stats(T.relay, &st);
+	ck_assert_uint_ge(st.auth_refused, 1);
+	ck_assert(!T.pub.closed && !T.sub.closed);
+	t_fini();
+	moq_auth_destroy(auth);
+	auth = NULL;
+	setup_path = "/";
+	setup_tok[0] = 0;
+	ns_alice = 0;
+}
+
+START_TEST(auth_token_d16)
+{
+	run_auth_token(16);
+}
+END_TEST
+
+START_TEST(auth_token_d20)
+{
+	run_auth_token(20);
+}
+END_TEST
+
+/* Extension headers from an IETF publisher have nowhere to go (the lite
+ * side and the cache carry none): the objects arrive whole without them
+ * and each is counted (ietf_ext_dropped); a subgroup other than 0 is
+ * refused (STOP_SENDING) and counted (ietf_subgroups_refused) while
+ * subgroup 0 of the same group is delivered. */
+static void run_ext(int d)
+{
+	struct moq_node_stats st;
+
+	pub_ext = 1;
+	t_init(d);
+	t_connect(&T.pub, d, 1, 20001);
+	ck_assert_msg(t_until(p_announced, 3000 * MS), "d%d: PUBLISH_NAMESPACE", d);
+	t_connect(&T.sub, d, 0, 20002);
+	ck_assert_msg(t_until(s_groups, 5000 * MS), "d%d: subscriber got %d groups (%d errors)", d,
+	              T.sub.groups_ok, T.sub.errors);
+	ck_assert_int_eq(T.sub.objs_ok, GROUPS * OBJS);
+	ck_assert_int_eq(T.sub.errors, 0);
+	moq_node_stats(T.relay, &st);
+	ck_assert_uint_eq(st.ietf_ext_dropped, GROUPS * OBJS);
+	ck_assert_uint_eq(st.ietf_subgroups_refused, 1);
+	t_fini();
+	pub_ext = 0;
+}
+
+START_TEST(ext_subgroup_d16)
+{
+	run_ext(16);
+}
+END_TEST
+
+START_TEST(ext_subgroup_d20)
+{
+	run_ext(20);
+}
+END_TEST
+
 Suite *ietf_session_suite(void);
 
 Suite *ietf_session_suite(void)
@@ -683,6 +903,12 @@ Suite *ietf_session_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, raw_quic_d16);
 	tcase_add_test(tc, raw_quic_d20);
+	tcase_add_test(tc, counted_once_d16);
+	tcase_add_test(tc, counted_once_d20);
+	tcase_add_test(tc, auth_token_d16);
+	tcase_add_test(tc, auth_token_d20);
+	tcase_add_test(tc, ext_subgroup_d16);
+	tcase_add_test(tc, ext_subgroup_d20);
 	suite_add_tcase(s, tc);
 	return s;
 }
