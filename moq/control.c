@@ -91,6 +91,8 @@ static uint64_t on_msg(struct moq_session *s, struct mstream *st, struct moq_msg
 		st->ann_origin = m->u.announce_ok.origin;
 		return 0;
 	case MOQ_MSG_ANNOUNCE:
+		if (s->v == MOQ_LITE_06)
+			return lite06_on_announce(s, st, &m->u.announce);
 		return (uint64_t)on_announce(s, st, &m->u.announce);
 	case MOQ_MSG_SUBSCRIBE:
 		on_subscribe(s, st, &m->u.subscribe);
@@ -290,7 +292,7 @@ static size_t rx_room(struct moq_session *s, struct mstream *st, const uint8_t *
 		if (len > sizeof(hdr) - hl)
 			len = sizeof(hdr) - hl;
 		memcpy(hdr + hl, data, len);
-		tot = moq_msg_peek_len((enum moq_msg_type)t, hdr, hl + len, n->cfg.max_msg);
+		tot = moq_msg_peek_len_v((enum moq_msg_type)t, s->v, hdr, hl + len, n->cfg.max_msg);
 		if (tot > 0 && (size_t)tot < want)
 			want = (size_t)tot;
 	}

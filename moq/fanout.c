@@ -359,7 +359,8 @@ static int gout_open(struct moq_session *s, struct dsub *d, struct moq_cache_gro
 	 * per-subscriber bytes of the stream (as st_send would write them). */
 	h = tx_reserve(s, &st->tx, 32);
 	if (h) {
-		int hl = moq_group_hdr_encode(h, 32, d->id, go->seq);
+		int hl = s->v == MOQ_LITE_06 ? moq6_group_hdr_encode(h, 32, d->id, go->seq, 0)
+		                             : moq_group_hdr_encode(h, 32, d->id, go->seq);
 		struct iovec iov = {h, hl > 0 ? (size_t)hl : 0};
 		tx_unreserve(&st->tx, 32 - iov.iov_len);
 		if (iov.iov_len && tp_write(s, st->sid, &iov, 1, 0) >= 0)

@@ -652,3 +652,296 @@ uint64_t moq6_code_session(uint64_t c)
 		return c >= 64 ? c : MOQ6_SESS_INTERNAL;
 	}
 }
+
+/* ---- codec.h's messages on the lite-06 wire ---- */
+
+static enum moq6_msg_type type6(enum moq_msg_type t)
+{
+	switch (t) {
+	case MOQ_MSG_SETUP:
+		return MOQ6_SETUP;
+	case MOQ_MSG_ANNOUNCE_REQ:
+		return MOQ6_ANNOUNCE_REQUEST;
+	case MOQ_MSG_ANNOUNCE_OK:
+		return MOQ6_ANNOUNCE_OK;
+	case MOQ_MSG_ANNOUNCE:
+		return MOQ6_ANNOUNCE;
+	case MOQ_MSG_SUBSCRIBE:
+		return MOQ6_SUBSCRIBE;
+	case MOQ_MSG_SUBSCRIBE_UPDATE:
+		return MOQ6_SUBSCRIBE_UPDATE;
+	case MOQ_MSG_SUBSCRIBE_REPLY:
+		return MOQ6_SUBSCRIBE_REPLY;
+	case MOQ_MSG_TRACK:
+		return MOQ6_TRACK;
+	case MOQ_MSG_TRACK_INFO:
+		return MOQ6_TRACK_INFO;
+	case MOQ_MSG_GROUP:
+		return MOQ6_GROUP;
+	case MOQ_MSG_FETCH:
+		return MOQ6_FETCH;
+	case MOQ_MSG_PROBE:
+		return MOQ6_PROBE;
+	case MOQ_MSG_GOAWAY:
+		return MOQ6_GOAWAY;
+	default:
+		return MOQ6_TYPE_MAX;
+	}
+}
+
+/* Absent (MOQ_GROUP_NONE) is 0 on the lite-06 wire: Group Start's default
+ * floor, Group End's unbounded. */
+static uint64_t start6(uint64_t g)
+{
+	return g == MOQ_GROUP_NONE ? 0 : g;
+}
+
+static uint64_t end6(uint64_t g)
+{
+	return g == MOQ_GROUP_NONE ? 0 : g + 1;
+}
+
+int moq6_encode_generic(uint8_t *buf, size_t cap, const struct moq_msg *m)
+{
+	struct moq6_msg x;
+
+	if (!m)
+		return MOQ_ERR_INVAL;
+	memset(&x, 0, sizeof(x));
+	x.type = type6(m->type);
+	switch (m->type) {
+	case MOQ_MSG_SETUP: {
+		const struct moq_setup *s = &m->u.setup;
+		x.u.setup = (struct moq6_setup){.has_probe = s->has_probe,
+		                                .has_path = s->has_path,
+		                                .has_role = s->has_role,
+		                                .has_cost = s->has_cost,
+		                                .has_hop = s->has_origin,
+		                                .probe = s->probe,
+		                                .path = s->path,
+		                                .role = s->role,
+		                                .cost = s->cost,
+		                                .hop = s->origin};
+		break;
+	}
+	case MOQ_MSG_ANNOUNCE_REQ:
+		x.u.announce_request.prefix = m->u.announce_req.prefix;
+		break;
+	case MOQ_MSG_ANNOUNCE_OK:
+		x.u.announce_ok.hop = m->u.announce_ok.origin;
+		x.u.announce_ok.active = m->u.announce_ok.active;
+		break;
+	case MOQ_MSG_ANNOUNCE: {
+		const struct moq_announce *a = &m->u.announce;
+		struct moq6_announce *b = &x.u.announce;
+		if (a->hop_count > MOQ_MAX_HOPS)
+			return MOQ_ERR_INVAL;
+		b->kind = a->kind6;
+		b->id = a->id6;
+		b->suffix = a->suffix;
+		b->hop_count = a->hop_count;
+		memcpy(b->hops, a->hops, a->hop_count * sizeof(a->hops[0]));
+		b->warm_cost = a->warm_cost;
+		b->cold_cost = a->cold_cost;
+		break;
+	}
+	case MOQ_MSG_SUBSCRIBE: {
+		const struct moq_subscribe *s = &m->u.subscribe;
+		x.u.subscribe = (struct moq6_subscribe){s->id,
+		                                        s->broadcast,
+		                                        s->track,
+		                                        s->priority,
+		                                        s->max_latency_ms,
+		                                        start6(s->start),
+		                                        end6(s->end),
+		                                        s->frame_start,
+		                                        s->frame_end};
+		break;
+	}
+	case MOQ_MSG_SUBSCRIBE_UPDATE: {
+		const struct moq_subscribe_update *s = &m->u.subscribe_update;
+		x.u.subscribe_update = (struct moq6_subscribe_update){
+		        s->priority,  s->max_latency_ms, start6(s->start), end6(s->end),
+		        s->frame_start, s->frame_end};
+		break;
+	}
+	case MOQ_MSG_SUBSCRIBE_REPLY: {
+		const struct moq_subscribe_reply *r = &m->u.subscribe_reply;
+		struct moq6_subscribe_reply *y = &x.u.subscribe_reply;
+		if (r->kind == MOQ_SUB_START)
+			y->kind = MOQ6_SUB_OK;
+		else if (r->kind == MOQ_SUB_END)
+			y->kind = MOQ6_SUB_END;
+		else if (r->kind == MOQ_SUB_DROP)
+			y->kind = MOQ6_SUB_DROP;
+		else
+			return MOQ_ERR_INVAL; /* lite-03/04's OK */
+		y->group = r->group;
+		y->drop_start = r->drop_start;
+		y->drop_end = r->drop_end;
+		y->drop_code = moq6_code_stream(r->drop_code);
+		break;
+	}
+	case MOQ_MSG_TRACK:
+		x.u.track.broadcast = m->u.track.broadcast;
+		x.u.track.track = m->u.track.track;
+		break;
+	case MOQ_MSG_TRACK_INFO:
+		x.u.track_info.priority = m->u.track_info.priority;
+		x.u.track_info.max_age_ms = m->u.track_info.max_latency_ms;
+		x.u.track_info.timescale = m->u.track_info.timescale;
+		break;
+	case MOQ_MSG_GROUP:
+		x.u.group.subscribe_id = m->u.group.subscribe_id;
+		x.u.group.sequence = m->u.group.sequence;
+		x.u.group.frame_start = m->u.group.frame_start;
+		break;
+	case MOQ_MSG_FETCH:
+		x.u.fetch = (struct moq6_fetch){m->u.fetch.broadcast,   m->u.fetch.track,
+		                                m->u.fetch.priority,    m->u.fetch.group,
+		                                m->u.fetch.frame_start, m->u.fetch.frame_end};
+		break;
+	case MOQ_MSG_PROBE:
+		x.u.probe.bitrate = m->u.probe.bitrate;
+		x.u.probe.rtt_ms = m->u.probe.rtt_ms;
+		break;
+	case MOQ_MSG_GOAWAY:
+		x.u.goaway.uri = m->u.goaway.uri;
+		break;
+	default:
+		return MOQ_ERR_INVAL;
+	}
+	return moq6_msg_encode(buf, cap, &x);
+}
+
+int moq6_decode_generic(enum moq_msg_type type, const uint8_t *buf, size_t len, size_t max_len,
+                        struct moq_msg *m)
+{
+	struct moq6_msg x;
+	enum moq6_msg_type t = type6(type);
+	int rc;
+
+	if (t == MOQ6_TYPE_MAX || !m)
+		return MOQ_ERR_INVAL;
+	rc = moq6_msg_decode(t, buf, len, max_len, &x);
+	if (rc < 0)
+		return rc;
+	memset(&m->u, 0, sizeof(m->u));
+	m->type = type;
+	switch (type) {
+	case MOQ_MSG_SETUP: {
+		const struct moq6_setup *s = &x.u.setup;
+		m->u.setup = (struct moq_setup){.has_probe = s->has_probe,
+		                                .has_path = s->has_path,
+		                                .has_role = s->has_role,
+		                                .has_origin = s->has_hop,
+		                                .has_cost = s->has_cost,
+		                                .probe = s->probe,
+		                                .path = s->path,
+		                                .role = s->role,
+		                                .origin = s->hop,
+		                                .cost = s->cost};
+		break;
+	}
+	case MOQ_MSG_ANNOUNCE_REQ:
+		m->u.announce_req.prefix = x.u.announce_request.prefix;
+		break;
+	case MOQ_MSG_ANNOUNCE_OK:
+		m->u.announce_ok.origin = x.u.announce_ok.hop;
+		m->u.announce_ok.active = x.u.announce_ok.active;
+		break;
+	case MOQ_MSG_ANNOUNCE: {
+		struct moq_announce *a = &m->u.announce;
+		const struct moq6_announce *b = &x.u.announce;
+		a->kind6 = b->kind;
+		a->id6 = b->id;
+		a->status = b->kind == MOQ6_ANN_START    ? MOQ_ANNOUNCE_ACTIVE
+		            : b->kind == MOQ6_ANN_UPDATE ? MOQ_ANNOUNCE_RESTART
+		                                         : MOQ_ANNOUNCE_ENDED;
+		a->suffix = b->suffix;
+		a->hop_count = b->hop_count;
+		memcpy(a->hops, b->hops, b->hop_count * sizeof(b->hops[0]));
+		a->warm_cost = b->warm_cost;
+		a->cold_cost = b->cold_cost;
+		break;
+	}
+	case MOQ_MSG_SUBSCRIBE: {
+		const struct moq6_subscribe *s = &x.u.subscribe;
+		m->u.subscribe = (struct moq_subscribe){
+		        s->id,
+		        s->broadcast,
+		        s->track,
+		        s->priority,
+		        false, /* lite-06: newest first */
+		        s->max_age_ms,
+		        s->group_start ? s->group_start : MOQ_GROUP_NONE,
+		        s->group_end ? s->group_end - 1 : MOQ_GROUP_NONE,
+		        s->frame_start,
+		        s->frame_end};
+		break;
+	}
+	case MOQ_MSG_SUBSCRIBE_UPDATE: {
+		const struct moq6_subscribe_update *s = &x.u.subscribe_update;
+		m->u.subscribe_update = (struct moq_subscribe_update){
+		        s->priority,
+		        false,
+		        s->max_age_ms,
+		        s->group_start ? s->group_start : MOQ_GROUP_NONE,
+		        s->group_end ? s->group_end - 1 : MOQ_GROUP_NONE,
+		        s->frame_start,
+		        s->frame_end};
+		break;
+	}
+	case MOQ_MSG_SUBSCRIBE_REPLY: {
+		const struct moq6_subscribe_reply *y = &x.u.subscribe_reply;
+		struct moq_subscribe_reply *r = &m->u.subscribe_reply;
+		r->kind = y->kind == MOQ6_SUB_OK    ? MOQ_SUB_START
+		          : y->kind == MOQ6_SUB_END ? MOQ_SUB_END
+		                                    : MOQ_SUB_DROP;
+		r->group = y->group;
+		r->drop_start = y->drop_start;
+		r->drop_end = y->drop_end;
+		r->drop_code = y->kind == MOQ6_SUB_DROP ? moq6_code_from_stream(y->drop_code) : 0;
+		r->start = r->end = MOQ_GROUP_NONE;
+		break;
+	}
+	case MOQ_MSG_TRACK:
+		m->u.track.broadcast = x.u.track.broadcast;
+		m->u.track.track = x.u.track.track;
+		break;
+	case MOQ_MSG_TRACK_INFO:
+		m->u.track_info.priority = x.u.track_info.priority;
+		m->u.track_info.max_latency_ms = x.u.track_info.max_age_ms;
+		m->u.track_info.timescale = x.u.track_info.timescale;
+		break;
+	case MOQ_MSG_GROUP:
+		m->u.group.subscribe_id = x.u.group.subscribe_id;
+		m->u.group.sequence = x.u.group.sequence;
+		m->u.group.frame_start = x.u.group.frame_start;
+		break;
+	case MOQ_MSG_FETCH:
+		m->u.fetch = (struct moq_fetch){x.u.fetch.broadcast,   x.u.fetch.track,
+		                                x.u.fetch.priority,    x.u.fetch.group,
+		                                x.u.fetch.frame_start, x.u.fetch.frame_end};
+		break;
+	case MOQ_MSG_PROBE:
+		m->u.probe.bitrate = x.u.probe.bitrate;
+		m->u.probe.rtt_ms = x.u.probe.rtt_ms;
+		break;
+	case MOQ_MSG_GOAWAY:
+		m->u.goaway.uri = x.u.goaway.uri;
+		break;
+	default:
+		return MOQ_ERR_INVAL;
+	}
+	return rc;
+}
+
+int moq6_peek_generic(enum moq_msg_type type, const uint8_t *buf, size_t len, size_t max_len)
+{
+	enum moq6_msg_type t = type6(type);
+
+	if (t == MOQ6_TYPE_MAX)
+		return MOQ_ERR_INVAL;
+	return moq6_msg_peek_len(t, buf, len, max_len);
+}

@@ -272,9 +272,38 @@ uint64_t moq6_code_from_stream(uint64_t c);
 
 /*
  * moq6_code_session: the lite-06 session close code for an enum moq_code
- * @c: 0 no error, 6 unauthorised -> 0x2, 15/16/10/5 -> 0x3 protocol
- * violation, 19 -> 0x6, 9/21 -> 0x15, 3 -> 0x11, anything else -> 0x1.
+ * @c: 0 no error, 6 unauthorised -> 0x2, 5/10/12/15/16/20 -> 0x3 protocol
+ * violation, 19 -> 0x6, 9/21 -> 0x15, 3 -> 0x11, 64 and up unchanged,
+ * anything else -> 0x1 internal.
  */
 uint64_t moq6_code_session(uint64_t c);
+
+/* ---- the generic messages (codec.h) on the lite-06 wire ---- */
+
+/*
+ * moq6_encode_generic: encode codec.h message @m as lite-06 (what
+ * moq_msg_encode does for MOQ_LITE_06). The mapping: SETUP Origin is Hop;
+ * ANNOUNCE uses @m's kind6 / id6 / costs (the session fills them, lite06.c),
+ * the announce request's exclude hop is not on the wire; SUBSCRIBE /
+ * SUBSCRIBE_UPDATE carry max_latency_ms as Max Age, start as Group Start
+ * (absent = 0) and end as Group End (absent = 0, else end + 1), Ordered is
+ * not on the wire; the lite-05 START reply is SUBSCRIBE_OK, a DROP's code is
+ * mapped (moq6_code_stream); TRACK_INFO drops Ordered. Returns as
+ * moq6_msg_encode; MOQ_ERR_INVAL also for a lite-03/04 OK reply.
+ */
+int moq6_encode_generic(uint8_t *buf, size_t cap, const struct moq_msg *m);
+
+/*
+ * moq6_decode_generic: decode a lite-06 message of codec.h type @type into
+ * @m (the inverse of moq6_encode_generic: Group Start 0 = absent, Group End
+ * 0 = absent, N = N - 1; ANNOUNCE START / UPDATE / END as status active /
+ * restart / ended with kind6 and id6 set and an empty suffix for UPDATE and
+ * END). Returns as moq6_msg_decode.
+ */
+int moq6_decode_generic(enum moq_msg_type type, const uint8_t *buf, size_t len, size_t max_len,
+                        struct moq_msg *m);
+
+/* moq6_peek_generic: moq6_msg_peek_len for codec.h type @type. */
+int moq6_peek_generic(enum moq_msg_type type, const uint8_t *buf, size_t len, size_t max_len);
 
 #endif /* MOQ_MOQ_LITE06_CODEC_H */

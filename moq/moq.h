@@ -295,6 +295,10 @@ const struct moq_quic_callbacks *moq_node_quic_callbacks(void);
 
 /* moq_node_alpns: the ALPN list (lite-05, 04, 03) and its length. */
 const char *const *moq_node_alpns(size_t *count);
+/* moq_node_alpns_all: every moq-lite ALPN the node speaks, lite-06 first
+ * ("moq-lite-06", 05, 04, 03): a server's list (it prefers 06 when the
+ * client offers it). */
+const char *const *moq_node_alpns_all(size_t *count);
 
 /*
  * moq_node_poll: write pending fanout data (per session, newest group of
