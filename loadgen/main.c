@@ -56,6 +56,8 @@
  *                          (wt_client.c, h3/)
  *   --transport ws         every session over WebSocket + qmux-01 to the relay's
  *                          TCP port (the same number; relay --tcp 1), with --kernel
+ *   --lite 03|04|05|06     raw QUIC sessions offer only that moq-lite version (default:
+ *                          lite-05, 04, 03)
  *   --verbose
  *
  * Prints a live line on stderr, a JSON line per second and a final summary.
@@ -149,6 +151,7 @@ struct opts {
 	uint32_t verify_every, verify_min;
 	int transport; /* --transport quic|wt (wt_client.h) */
 	int ws;        /* --transport ws (ws.h) */
+	int lite;      /* --lite NN (3..6): offer that moq-lite version only */
 };
 
 struct io_stats {
@@ -170,7 +173,8 @@ static void usage(void)
 	        "      --transport quic|wt|ws (raw QUIC, default; WebTransport over HTTP/3; "
 	        "WebSocket + qmux-01 to the relay's TCP port, with --kernel)\n"
 	        "      --warmup S --json FILE|- --quiet --port N --busy-poll --thp --verbose\n"
-	        "      --light [--verify-every N] [--verify-min N]\n");
+	        "      --light [--verify-every N] [--verify-min N]\n"
+	        "      --lite 03|04|05|06 (raw QUIC: offer that moq-lite version only)\n");
 }
 
 /* A byte count: digits, then nothing, k, M (decimal), Ki or Mi (binary). */
@@ -235,6 +239,15 @@ static int parse_args(struct opts *o, int argc, char **argv)
 				        "moqdp-load: --transport: '%s' is not quic, wt or ws\n", v);
 				return -1;
 			}
+		} else if (!strcmp(a, "--lite")) {
+			NEEDV();
+			unsigned long n = strtoul(v, &end, 10);
+			if (*end || n < 3 || n > 6) {
+				fprintf(stderr, "moqdp-load: --lite: '%s' is not 03, 04, 05 or 06\n",
+				        v);
+				return -1;
+			}
+			o->lite = (int)n;
 		} else if (!strcmp(a, "--subscribers")) {
 			NEEDV();
 			unsigned long n = strtoul(v, &end, 10);
@@ -1124,6 +1137,12 @@ int main(int argc, char **argv)
 	cfg.conns_per_addr = o.conns_per_addr ? o.conns_per_addr : MOQ_LG_CONNS_PER_ADDR;
 	cfg.verbose = o.verbose;
 	cfg.max_handshakes = o.max_handshakes;
+	if (o.lite && (o.transport == MOQ_LG_TRANSPORT_WT || o.ws || o.light)) {
+		fprintf(stderr, "moqdp-load: --lite: raw QUIC sessions only (not with --transport "
+		                "wt / ws or --light)\n");
+		return 2;
+	}
+	cfg.lite = o.lite;
 	if ((o.verify_every || o.verify_min) && !o.light) {
 		fprintf(stderr, "moqdp-load: --verify-every / --verify-min need --light\n");
 		return 2;
