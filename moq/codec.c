@@ -708,6 +708,28 @@ int moq_msg_decode(enum moq_msg_type type, enum moq_version v, const uint8_t *bu
 	if (rc < 0)
 		return rc;
 	r = (struct rd){buf + hdr, (size_t)body, 0, 0};
+	/* fields this version does not carry (lite-06's frame bounds, costs)
+	 * read as 0 */
+	switch (type) {
+	case MOQ_MSG_SUBSCRIBE:
+		m->u.subscribe.frame_start = m->u.subscribe.frame_end = 0;
+		break;
+	case MOQ_MSG_SUBSCRIBE_UPDATE:
+		m->u.subscribe_update.frame_start = m->u.subscribe_update.frame_end = 0;
+		break;
+	case MOQ_MSG_GROUP:
+		m->u.group.frame_start = 0;
+		break;
+	case MOQ_MSG_FETCH:
+		m->u.fetch.frame_start = m->u.fetch.frame_end = 0;
+		break;
+	case MOQ_MSG_ANNOUNCE:
+		m->u.announce.kind6 = 0;
+		m->u.announce.id6 = m->u.announce.warm_cost = m->u.announce.cold_cost = 0;
+		break;
+	default:
+		break;
+	}
 	rc = dec_body(&r, v, type, wt, m);
 	if (rc < 0)
 		return rc;

@@ -538,11 +538,16 @@ static void on_fetch(struct moq_session *s, struct mstream *st, const struct moq
 		st_refuse(s, st, MOQ_CODE_NOT_FOUND);
 		return;
 	}
-	if (!gout_new(s, st, g, f->priority)) {
+	if ((f->frame_end && f->frame_end <= f->frame_start) || f->frame_start > UINT32_MAX ||
+	    f->frame_end > UINT32_MAX || !gout_new(s, st, g, f->priority)) {
 		moq_cache_group_unref(g);
 		st_refuse(s, st, MOQ_CODE_BOUNDS);
 		return;
 	}
+	/* lite-06: a fetch of frames [frame start, frame end) of the group */
+	if (f->frame_start)
+		moq_cache_cursor_seek(&st->go->cur, (uint32_t)f->frame_start, 0);
+	st->go->frame_end = f->frame_end;
 	st->go->fetch = 1;
 	st->fetch_counted = 1;
 	s->nfetch++;

@@ -355,12 +355,18 @@ static int gout_open(struct moq_session *s, struct dsub *d, struct moq_cache_gro
 	}
 	go->d = d;
 	d->n_gouts++;
+	/* lite-06: a subscription that starts / ends mid-group */
+	if (d->frame_start && go->seq == d->p.start)
+		moq_cache_cursor_seek(&go->cur, (uint32_t)d->frame_start, 0);
+	if (d->frame_end && go->seq == d->p.end)
+		go->frame_end = d->frame_end;
 	/* moq-lite, Group: type 0x0, GROUP { subscribe id, sequence }: the only
 	 * per-subscriber bytes of the stream (as st_send would write them). */
 	h = tx_reserve(s, &st->tx, 32);
 	if (h) {
-		int hl = s->v == MOQ_LITE_06 ? moq6_group_hdr_encode(h, 32, d->id, go->seq, 0)
-		                             : moq_group_hdr_encode(h, 32, d->id, go->seq);
+		int hl = s->v == MOQ_LITE_06
+		                 ? moq6_group_hdr_encode(h, 32, d->id, go->seq, go->cur.frame)
+		                 : moq_group_hdr_encode(h, 32, d->id, go->seq);
 		struct iovec iov = {h, hl > 0 ? (size_t)hl : 0};
 		tx_unreserve(&st->tx, 32 - iov.iov_len);
 		if (iov.iov_len && tp_write(s, st->sid, &iov, 1, 0) >= 0)
@@ -417,12 +423,35 @@ static uint64_t gout_pump(struct moq_session *s, struct gout *go)
 	if (batch > 32)
 		batch = 32;
 	while (!go->fin && !go->reset && budget_left(s)) {
-		int cnt = moq_cache_read_frames(go->g, &go->cur, fb, batch);
+		int cnt;
 		unsigned ni = 0;
 		uint64_t bytes = 0;
 		long rc;
-		int i, fin = 0, cut = 0;
+		int i, fin = 0, cut = 0, bound = 0;
 
+		if (go->frame_end && go->cur.frame >= go->frame_end) {
+			/* lite-06: the subscription (or fetch) ends here */
+			if (tp_write(s, go->st->sid, NULL, 0, 1) >= 0) {
+				go->fin = 1;
+				go->st->fin_sent = 1;
+				n->st.groups_fin++;
+			}
+			break;
+		}
+		cnt = moq_cache_read_frames(go->g, &go->cur, fb, batch);
+		if (cnt > 0 && go->frame_end) {
+			/* frames at or past the end bound are not sent */
+			for (i = 0; i < cnt; i++)
+				if (fb[i].index >= go->frame_end)
+					break;
+			if (i < cnt) {
+				cnt = i;
+				bound = 1;
+				moq_cache_cursor_seek(&go->cur, (uint32_t)go->frame_end, 0);
+			}
+		}
+		if (cnt == 0 && bound)
+			continue;
 		if (cnt == 0)
 			break;
 		if (cnt < 0) {
@@ -512,6 +541,8 @@ static uint64_t gout_pump(struct moq_session *s, struct gout *go)
 			stc = moq_cache_group_status(go->g, NULL, &frames);
 			fin = stc == MOQ_ERR_CLOSED && go->cur.frame >= frames;
 		}
+		if (bound && !cut)
+			fin = 1;
 		rc = tp_write(s, go->st->sid, iov, ni, fin);
 		if (rc < 0) {
 			gout_reset(s, go, MOQ_CODE_CANCEL);

@@ -439,6 +439,10 @@ struct moq_sub_params {
 	uint64_t max_latency_ms;
 	uint64_t start; /* MOQ_GROUP_NONE: from the newest group */
 	uint64_t end;   /* MOQ_GROUP_NONE: unbounded */
+	/* lite-06: start at frame @frame_start of group @start, end before
+	 * frame @frame_end (index + 1; 0 = whole group) of group @end; both
+	 * need that group named (not MOQ_GROUP_NONE); other versions: 0 */
+	uint64_t frame_start, frame_end;
 };
 
 /*

@@ -139,6 +139,9 @@ struct dsub {
 	uint8_t counted; /* holds one unit of cfg.max_subscribers */
 	uint64_t last_version;
 	int64_t end_code; /* ending: -1 END, else reset code */
+	/* lite-06: the first frame of group p.start, the end frame (index + 1,
+	 * 0 = none) of group p.end */
+	uint64_t frame_start, frame_end;
 };
 
 /* A subscription we made on the peer. */
@@ -250,6 +253,7 @@ struct gout {
 	uint8_t done;   /* off the live list: on the session's gfin or gdone */
 	uint8_t on_fin; /* on gfin: FIN sent, not all acknowledged, not reset */
 	uint64_t written, acked;
+	uint64_t frame_end; /* lite-06: FIN before this frame (0 = the group's end) */
 };
 
 /* A group stream we receive. */

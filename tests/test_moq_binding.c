@@ -278,6 +278,9 @@ static struct {
 	struct end *pub_c, *pub_s, *sub_c, *sub_s;
 	struct subst sub;
 	uint64_t now;
+	/* lite-06 mid-group start: group mid_seq's first frame is mid_frame */
+	uint64_t mid_seq;
+	uint32_t mid_frame;
 } B;
 
 static uint8_t fbyte(uint64_t seq, uint32_t idx, uint64_t off)
@@ -310,7 +313,7 @@ static void on_frame(struct moq_session *s, void *user, uint64_t id, uint64_t se
 	(void)ts;
 	if (seq != cur_seq || !cur_started) {
 		cur_seq = seq;
-		cur_idx = 0;
+		cur_idx = seq == B.mid_seq ? B.mid_frame : 0;
 		cur_started = 1;
 	} else {
 		cur_idx++;
@@ -507,6 +510,77 @@ START_TEST(test_binding_lite04)
 }
 END_TEST
 
+/* moq-lite-06 on a binding (the path WebTransport and qmux take). */
+START_TEST(test_binding_lite06)
+{
+	run_version(MOQ_LITE_06);
+}
+END_TEST
+
+/* lite-06: SUBSCRIBE { group start 2, frame start 3, group end 4, frame end
+ * 5 }: group 2 from its fourth frame, group 3 whole, group 4's first five
+ * frames, each byte checked; groups 0, 1 and 5 never come. Then a FETCH-less
+ * check of the bounds' refusals: frame bounds on unnamed groups. */
+START_TEST(test_binding_lite06_mid_group)
+{
+	struct moq_cache_track *vt;
+	struct moq_cache_group *g;
+	struct moq_sub_params p = {0, false, 5000, 2, 4, 3, 5};
+	struct moq_sub_params bad = {0, false, 5000, MOQ_GROUP_NONE, 4, 3, 0};
+	uint64_t want_bytes = 0, want_frames = 0;
+	const uint64_t groups = 6;
+
+	setup();
+	B.mid_seq = 2;
+	B.mid_frame = 3;
+	pair(&B.pub_c, &B.pub_s);
+	pair(&B.sub_c, &B.sub_s);
+	B.pub_s->s = moq_binding_accept(B.relay, &ops, B.pub_s, MOQ_LITE_06, "/demo", 5);
+	B.pub_c->s =
+	        moq_binding_connect(B.pubn, &ops, B.pub_c, MOQ_LITE_06, NULL, MOQ_ROLE_PUBLISHER);
+	B.sub_s->s = moq_binding_accept(B.relay, &ops, B.sub_s, MOQ_LITE_06, "/", 1);
+	B.sub_c->s =
+	        moq_binding_connect(B.subn, &ops, B.sub_c, MOQ_LITE_06, NULL, MOQ_ROLE_SUBSCRIBER);
+	ck_assert(B.pub_c->s && B.sub_c->s);
+	moq_session_set_user(B.sub_c->s, &B.sub);
+	ck_assert_int_eq(moq_cache_track_create(B.pcache, "room", 4, "video", 5, NULL, &vt), 0);
+	ck_assert_int_eq(moq_node_publish(B.pubn, "room", 4, 1000), 0);
+	pump(20);
+	ck_assert(B.sub.ready);
+	/* a frame start without its group is refused before anything is sent */
+	ck_assert_int_eq(moq_session_subscribe(B.sub_c->s, "demo/room", 9, "video", 5, &bad),
+	                 MOQ_ERR_INVAL);
+	ck_assert_int_ge(moq_session_subscribe(B.sub_c->s, "demo/room", 9, "video", 5, &p), 0);
+	pump(20);
+	for (uint64_t seq = 0; seq < groups; seq++) {
+		ck_assert_int_eq(moq_cache_group_open(vt, seq, B.now, &g), 0);
+		for (uint32_t i = 0; i < FRAMES; i++) {
+			uint8_t buf[4000];
+			size_t sz = fsize(seq, i);
+			for (size_t k = 0; k < sz; k++)
+				buf[k] = fbyte(seq, i, k);
+			ck_assert_int_eq(moq_cache_write_frame(g, i, buf, sz), 0);
+			if ((seq == 2 && i >= 3) || seq == 3 || (seq == 4 && i < 5)) {
+				want_bytes += sz;
+				want_frames++;
+			}
+			pump(2);
+		}
+		ck_assert_int_eq(moq_cache_group_finish(g), 0);
+		moq_cache_group_unref(g);
+		pump(5);
+	}
+	pump(30);
+	ck_assert_uint_eq(want_frames, 7 + 10 + 5);
+	ck_assert_uint_eq(B.sub.bad, 0);
+	ck_assert_uint_eq(B.sub.frames, want_frames);
+	ck_assert_uint_eq(B.sub.bytes, want_bytes);
+	ck_assert_uint_eq(B.sub.groups_done, 3);
+	moq_cache_track_unref(vt);
+	teardown_ends();
+}
+END_TEST
+
 /* The URL path roots the session: the broadcast is "demo/room", so a
  * subscriber asking for "room" gets not-found, not the broadcast. */
 START_TEST(test_binding_root)
@@ -586,6 +660,8 @@ Suite *moq_binding_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_binding_lite05);
 	tcase_add_test(tc, test_binding_lite04);
+	tcase_add_test(tc, test_binding_lite06);
+	tcase_add_test(tc, test_binding_lite06_mid_group);
 	tcase_add_test(tc, test_binding_root);
 	tcase_add_test(tc, test_binding_bad_input_closes_one);
 	suite_add_tcase(s, tc);
