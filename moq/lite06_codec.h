@@ -23,7 +23,9 @@
 /* draft-lcurley-moq-lite-06: the version number and the ALPN / WebTransport
  * protocol / qmux suffix that select it. */
 #define MOQ_LITE06_VERSION UINT32_C(0xff0dad06)
+#ifndef MOQ_ALPN_06
 #define MOQ_ALPN_06 "moq-lite-06"
+#endif
 /* lite-06 GOAWAY: the new session URI is at most 8192 bytes. */
 #define MOQ6_GOAWAY_URI_MAX 8192
 /* lite-06 SETUP Cost: the default when the parameter is absent. */

@@ -54,6 +54,9 @@ struct moq_hub;
 struct moq_auth;
 
 /* The ALPNs a node speaks, in preference order (PROTOCOL.md). */
+#ifndef MOQ_ALPN_06
+#define MOQ_ALPN_06 "moq-lite-06" /* lite06_codec.h */
+#endif
 #define MOQ_ALPN_05 "moq-lite-05"
 #define MOQ_ALPN_04 "moq-lite-04"
 #define MOQ_ALPN_03 "moq-lite-03"
