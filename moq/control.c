@@ -368,6 +368,9 @@ static int kind_of(const struct moq_session *s, int uni, uint64_t type)
 	case MOQ_STREAM_PROBE:
 		return SK_PROBE_IN;
 	case MOQ_STREAM_GOAWAY:
+		/* lite-06: GOAWAY is the server's, at most once */
+		if (s->v == MOQ_LITE_06 && (s->server || s->goaway_in))
+			return -2;
 		return s->v >= MOQ_LITE_04 ? SK_GOAWAY_IN : -1;
 	case MOQ_STREAM_TRACK:
 		return s->v >= MOQ_LITE_05 ? SK_TRACK_IN : -1;

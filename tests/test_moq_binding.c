@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lite06_codec.h"
 #include "moq.h"
 
 #define MS          1000000ull
@@ -651,6 +652,48 @@ START_TEST(test_binding_bad_input_closes_one)
 }
 END_TEST
 
+/* lite-06 protocol violations close the session (wire code 0x3): a second
+ * ANNOUNCE_START for a prefix on an announce stream, and a GOAWAY stream
+ * from a client (GOAWAY is the server's); the other session goes on. */
+START_TEST(test_binding_lite06_violations)
+{
+	/* ANNOUNCE_START { "room", no hops, warm 0, cold 0 } */
+	static const uint8_t start[] = {0x00, 0x08, 0x04, 'r', 'o', 'o', 'm', 0x00, 0x00, 0x00};
+	static const uint8_t goaway[] = {MOQ_STREAM_GOAWAY, 0x01, 0x00};
+
+	for (int k = 0; k < 2; k++) {
+		setup();
+		pair(&B.pub_c, &B.pub_s);
+		pair(&B.sub_c, &B.sub_s);
+		B.pub_s->s = moq_binding_accept(B.relay, &ops, B.pub_s, MOQ_LITE_06, "/", 1);
+		B.pub_c->s = moq_binding_connect(B.pubn, &ops, B.pub_c, MOQ_LITE_06, NULL,
+		                                 MOQ_ROLE_PUBLISHER);
+		B.sub_s->s = moq_binding_accept(B.relay, &ops, B.sub_s, MOQ_LITE_06, "/", 1);
+		B.sub_c->s = moq_binding_connect(B.subn, &ops, B.sub_c, MOQ_LITE_06, NULL,
+		                                 MOQ_ROLE_SUBSCRIBER);
+		moq_session_set_user(B.sub_c->s, &B.sub);
+		ck_assert_int_eq(moq_node_publish(B.pubn, "room", 4, 1000), 0);
+		pump(20);
+		ck_assert(!B.pub_s->closed);
+		if (k == 0) {
+			/* the relay's announce request to the publisher is its
+			 * first bidi stream (1); the same START twice more */
+			moq_binding_stream_data(B.pub_s->s, 1, start, sizeof(start), 0);
+			moq_binding_stream_data(B.pub_s->s, 1, start, sizeof(start), 0);
+		} else {
+			moq_binding_stream_data(B.pub_s->s, 400, goaway, sizeof(goaway), 0);
+		}
+		pump(10);
+		ck_assert_msg(B.pub_s->closed, "case %d: the relay closed the session", k);
+		ck_assert_uint_eq(B.pub_s->close_code, MOQ6_SESS_PROTOCOL_VIOLATION);
+		ck_assert(B.pub_s->close_local);
+		ck_assert(!B.sub_s->closed && !B.sub_c->closed);
+		ck_assert(moq_session_ready(B.sub_c->s));
+		teardown_ends();
+	}
+}
+END_TEST
+
 Suite *moq_binding_suite(void);
 Suite *moq_binding_suite(void)
 {
@@ -662,6 +705,7 @@ Suite *moq_binding_suite(void)
 	tcase_add_test(tc, test_binding_lite04);
 	tcase_add_test(tc, test_binding_lite06);
 	tcase_add_test(tc, test_binding_lite06_mid_group);
+	tcase_add_test(tc, test_binding_lite06_violations);
 	tcase_add_test(tc, test_binding_root);
 	tcase_add_test(tc, test_binding_bad_input_closes_one);
 	suite_add_tcase(s, tc);
