@@ -713,9 +713,11 @@ int moq_msg_decode(enum moq_msg_type type, enum moq_version v, const uint8_t *bu
 	switch (type) {
 	case MOQ_MSG_SUBSCRIBE:
 		m->u.subscribe.frame_start = m->u.subscribe.frame_end = 0;
+		m->u.subscribe.by_age = false;
 		break;
 	case MOQ_MSG_SUBSCRIBE_UPDATE:
 		m->u.subscribe_update.frame_start = m->u.subscribe_update.frame_end = 0;
+		m->u.subscribe_update.by_age = false;
 		break;
 	case MOQ_MSG_GROUP:
 		m->u.group.frame_start = 0;

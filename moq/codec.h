@@ -227,6 +227,9 @@ struct moq_subscribe {
 	/* lite-06: the first frame of the start group, the end frame (index
 	 * + 1; 0 = whole group) of the end group */
 	uint64_t frame_start, frame_end;
+	/* lite-06 (decoded): start is Group Start, an absolute floor, and the
+	 * first group is resolved through max_latency_ms as Max Age */
+	bool by_age;
 };
 
 struct moq_subscribe_update {
@@ -236,6 +239,7 @@ struct moq_subscribe_update {
 	uint64_t start; /* MOQ_GROUP_NONE when absent */
 	uint64_t end;   /* MOQ_GROUP_NONE when absent */
 	uint64_t frame_start, frame_end; /* lite-06 */
+	bool by_age;                     /* lite-06, as in struct moq_subscribe */
 };
 
 struct moq_subscribe_reply {

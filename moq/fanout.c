@@ -667,8 +667,20 @@ static bool group_too_old(const struct moq_session *s, const struct dsub *d,
                           const struct moq_cache_group *g, uint64_t latest)
 {
 	uint64_t created = moq_cache_group_created(g), now = s->n->now;
+	uint64_t seq = moq_cache_group_seq(g);
 
-	return moq_cache_group_seq(g) < latest && now > created && now - created > d->lat_ns;
+	if (seq >= latest)
+		return false;
+	if (d->by_age) {
+		/* lite-06 Max Age: a group's age runs from when its successor
+		 * began (none yet: it is not old) */
+		struct moq_cache_group *succ;
+		if (moq_cache_track_group(d->track, seq + 1, &succ) < 0)
+			return false;
+		created = moq_cache_group_created(succ);
+		moq_cache_group_unref(succ);
+	}
+	return now > created && now - created > d->lat_ns;
 }
 
 bool gout_too_old(const struct moq_session *s, const struct gout *go)
@@ -700,6 +712,37 @@ static __attribute__((noinline)) bool start_at_latest(const struct moq_session *
 	ok = !moq_cache_track_idle(d->track) || now <= created || now - created <= lat;
 	moq_cache_group_unref(g);
 	return ok;
+}
+
+/*
+ * lite-06: the first group of @d, whose p.start is Group Start (an absolute
+ * floor) and p.max_latency_ms its Max Age: the oldest group at or above the
+ * floor still within the age, a group's age running from when its successor
+ * began (the newest group's is 0); Max Age 0 = the newest group. The cache
+ * knows when each group began (moq_cache_group_created, the node's clock).
+ */
+static __attribute__((noinline)) uint64_t age_start(const struct moq_session *s,
+                                                    const struct dsub *d, uint64_t latest)
+{
+	uint64_t first = latest, floor = d->p.start == MOQ_GROUP_NONE ? 0 : d->p.start;
+	uint64_t age_ns = d->p.max_latency_ms * 1000000ull, now = s->n->now;
+
+	while (age_ns && first > floor) {
+		struct moq_cache_group *succ, *g;
+		uint64_t began;
+		/* group first - 1's age runs from when group first began */
+		if (moq_cache_track_group(d->track, first, &succ) < 0)
+			break;
+		began = moq_cache_group_created(succ);
+		moq_cache_group_unref(succ);
+		if (now > began && now - began > age_ns)
+			break;
+		if (moq_cache_track_group(d->track, first - 1, &g) < 0)
+			break; /* not in the cache (any more) */
+		moq_cache_group_unref(g);
+		first--;
+	}
+	return first;
 }
 
 /* dsub_advance found group d->next_seq gone or never received (@rc), or
@@ -801,7 +844,9 @@ static void dsub_advance(struct moq_session *s, struct dsub *d)
 			uint64_t first = latest;
 			if (d->p.start != MOQ_GROUP_NONE && d->p.start > latest)
 				return; /* a future start: wait for it */
-			if (d->p.start != MOQ_GROUP_NONE)
+			if (d->by_age)
+				first = age_start(s, d, latest);
+			else if (d->p.start != MOQ_GROUP_NONE)
 				first = d->p.start;
 			else if (!start_at_latest(s, d, latest))
 				goto out; /* stale: wait for the next group */

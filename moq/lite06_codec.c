@@ -874,10 +874,11 @@ int moq6_decode_generic(enum moq_msg_type type, const uint8_t *buf, size_t len, 
 		        s->priority,
 		        false, /* lite-06: newest first */
 		        s->max_age_ms,
-		        s->group_start ? s->group_start : MOQ_GROUP_NONE,
+		        s->group_start, /* the floor (by_age) */
 		        s->group_end ? s->group_end - 1 : MOQ_GROUP_NONE,
 		        s->frame_start,
-		        s->frame_end};
+		        s->frame_end,
+		        true};
 		break;
 	}
 	case MOQ_MSG_SUBSCRIBE_UPDATE: {
@@ -886,10 +887,11 @@ int moq6_decode_generic(enum moq_msg_type type, const uint8_t *buf, size_t len, 
 		        s->priority,
 		        false,
 		        s->max_age_ms,
-		        s->group_start ? s->group_start : MOQ_GROUP_NONE,
+		        s->group_start,
 		        s->group_end ? s->group_end - 1 : MOQ_GROUP_NONE,
 		        s->frame_start,
-		        s->frame_end};
+		        s->frame_end,
+		        true};
 		break;
 	}
 	case MOQ_MSG_SUBSCRIBE_REPLY: {

@@ -142,6 +142,7 @@ struct dsub {
 	/* lite-06: the first frame of group p.start, the end frame (index + 1,
 	 * 0 = none) of group p.end */
 	uint64_t frame_start, frame_end;
+	uint8_t by_age; /* lite-06: p.start is a floor, the first group by Max Age */
 };
 
 /* A subscription we made on the peer. */

@@ -182,6 +182,7 @@ void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_su
 	}
 	d->frame_start = m->frame_start;
 	d->frame_end = m->frame_end;
+	d->by_age = m->by_age;
 	d->end_code = -1;
 	d->counted = 1;
 	if (bc->local) {

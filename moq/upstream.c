@@ -48,8 +48,8 @@ static void up_agg(struct upstream *up, struct moq_subscribe_update *a)
 	/* A live subscriber (no start) needs the live edge: the upstream
 	 * subscription starts there too. */
 	for (struct dsub *d = up->dsubs; d; d = d->unext)
-		if (d->p.start == MOQ_GROUP_NONE)
-			a->start = MOQ_GROUP_NONE;
+		if (d->p.start == MOQ_GROUP_NONE || (d->by_age && d->p.start == 0))
+			a->start = MOQ_GROUP_NONE; /* lite-06 floor 0: the live edge too */
 }
 
 /* Strip the session's root from a full path for the wire. */

@@ -282,6 +282,9 @@ static struct {
 	/* lite-06 mid-group start: group mid_seq's first frame is mid_frame */
 	uint64_t mid_seq;
 	uint32_t mid_frame;
+	/* lite-06 Max Age: the groups subscription age_id completed (bits) */
+	int64_t age_id;
+	uint64_t age_groups;
 } B;
 
 static uint8_t fbyte(uint64_t seq, uint32_t idx, uint64_t off)
@@ -342,10 +345,10 @@ static void on_group_end(struct moq_session *s, void *user, uint64_t id, uint64_
 {
 	(void)s;
 	(void)user;
-	(void)id;
-	(void)seq;
 	if (code == -1)
 		B.sub.groups_done++;
+	if (code == -1 && (int64_t)id == B.age_id && seq < 64)
+		B.age_groups |= 1ull << seq;
 }
 
 static void on_sub_closed(struct moq_session *s, void *user, uint64_t id, int64_t code)
@@ -652,6 +655,76 @@ START_TEST(test_binding_bad_input_closes_one)
 }
 END_TEST
 
+/* lite-06 Max Age: a subscriber joining with Group Start 0 (the default
+ * floor) starts at the oldest group still within its Max Age, a group's
+ * age running from when its successor began at the relay: groups begin
+ * 100 ms apart; joining 50 ms after group 5 began, Max Age 275 ms reaches
+ * back to group 2 (its age 250 ms, group 1's 350 ms), Max Age 0 gives the
+ * newest group alone. A live lite-06 subscription keeps the track at the
+ * relay meanwhile. */
+START_TEST(test_binding_lite06_max_age)
+{
+	struct moq_cache_track *vt;
+	struct moq_cache_group *g[7];
+	struct moq_sub_params live = {0, false, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE, 0, 0};
+	struct moq_sub_params aged = {0, false, 275, MOQ_GROUP_NONE, MOQ_GROUP_NONE, 0, 0};
+	int64_t id;
+
+	setup();
+	B.age_id = -1;
+	pair(&B.pub_c, &B.pub_s);
+	pair(&B.sub_c, &B.sub_s);
+	B.pub_s->s = moq_binding_accept(B.relay, &ops, B.pub_s, MOQ_LITE_06, "/demo", 5);
+	B.pub_c->s =
+	        moq_binding_connect(B.pubn, &ops, B.pub_c, MOQ_LITE_06, NULL, MOQ_ROLE_PUBLISHER);
+	B.sub_s->s = moq_binding_accept(B.relay, &ops, B.sub_s, MOQ_LITE_06, "/", 1);
+	B.sub_c->s =
+	        moq_binding_connect(B.subn, &ops, B.sub_c, MOQ_LITE_06, NULL, MOQ_ROLE_SUBSCRIBER);
+	moq_session_set_user(B.sub_c->s, &B.sub);
+	ck_assert_int_eq(moq_cache_track_create(B.pcache, "room", 4, "video", 5, NULL, &vt), 0);
+	ck_assert_int_eq(moq_node_publish(B.pubn, "room", 4, 1000), 0);
+	pump(20);
+	ck_assert_int_ge(moq_session_subscribe(B.sub_c->s, "demo/room", 9, "video", 5, &live), 0);
+	pump(20);
+	for (uint64_t seq = 0; seq < 6; seq++) {
+		uint8_t buf[200];
+		if (seq)
+			B.now += 100 * MS - 10 * MS; /* pump(10) below adds 10 ms */
+		ck_assert_int_eq(moq_cache_group_open(vt, seq, B.now, &g[seq]), 0);
+		memset(buf, (int)seq, sizeof(buf));
+		ck_assert_int_eq(moq_cache_write_frame(g[seq], 0, buf, sizeof(buf)), 0);
+		if (seq < 5) /* the newest stays open: the track is live */
+			ck_assert_int_eq(moq_cache_group_finish(g[seq]), 0);
+		pump(10);
+	}
+	B.now += 40 * MS;
+	id = moq_session_subscribe(B.sub_c->s, "demo/room", 9, "video", 5, &aged);
+	ck_assert_int_ge(id, 0);
+	B.age_id = id;
+	pump(30);
+	/* groups 2, 3 and 4 complete for the aged subscription; 5 is open */
+	ck_assert_msg(B.age_groups == ((1ull << 2) | (1ull << 3) | (1ull << 4)),
+	              "groups completed for Max Age 275 ms: %#llx",
+	              (unsigned long long)B.age_groups);
+	/* Max Age 0: the newest group only (5: still open, nothing completes
+	 * until it does) */
+	aged.max_latency_ms = 0;
+	B.age_groups = 0;
+	id = moq_session_subscribe(B.sub_c->s, "demo/room", 9, "video", 5, &aged);
+	ck_assert_int_ge(id, 0);
+	B.age_id = id;
+	pump(10);
+	ck_assert_int_eq(moq_cache_group_finish(g[5]), 0);
+	pump(30);
+	ck_assert_msg(B.age_groups == (1ull << 5), "groups completed for Max Age 0: %#llx",
+	              (unsigned long long)B.age_groups);
+	for (int k = 0; k < 6; k++)
+		moq_cache_group_unref(g[k]);
+	moq_cache_track_unref(vt);
+	teardown_ends();
+}
+END_TEST
+
 /* lite-06 protocol violations close the session (wire code 0x3): a second
  * ANNOUNCE_START for a prefix on an announce stream, and a GOAWAY stream
  * from a client (GOAWAY is the server's); the other session goes on. */
@@ -706,6 +779,7 @@ Suite *moq_binding_suite(void)
 	tcase_add_test(tc, test_binding_lite06);
 	tcase_add_test(tc, test_binding_lite06_mid_group);
 	tcase_add_test(tc, test_binding_lite06_violations);
+	tcase_add_test(tc, test_binding_lite06_max_age);
 	tcase_add_test(tc, test_binding_root);
 	tcase_add_test(tc, test_binding_bad_input_closes_one);
 	suite_add_tcase(s, tc);
