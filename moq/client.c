@@ -102,9 +102,8 @@ int64_t moq_session_subscribe(struct moq_session *s, const char *broadcast, size
 	bp = path_dup(broadcast, blen, &pl);
 	if (!bp)
 		return MOQ_ERR_INVAL;
-	a = (struct moq_subscribe_update){p->priority, p->ordered,     p->max_latency_ms,
-	                                  p->start,    p->end,         p->frame_start,
-	                                  p->frame_end};
+	a = (struct moq_subscribe_update){p->priority, p->ordered,     p->max_latency_ms, p->start,
+	                                  p->end,      p->frame_start, p->frame_end};
 	/* frame bounds exist on lite-06 only, and only within a named group */
 	if ((p->frame_start || p->frame_end) &&
 	    (s->v != MOQ_LITE_06 || (p->frame_start && p->start == MOQ_GROUP_NONE) ||

@@ -185,7 +185,7 @@ enum moq_sub_reply_kind {
 struct moq_setup {
 	/* Which parameters are present; absent ones are not encoded. */
 	bool has_probe, has_path, has_role, has_origin;
-	bool has_cost;  /* lite-06 Cost */
+	bool has_cost; /* lite-06 Cost */
 	uint64_t probe;
 	struct moq_str path; /* client only: path plus "?query" */
 	uint64_t role;       /* enum moq_role; unknown values mean both */
@@ -236,8 +236,8 @@ struct moq_subscribe_update {
 	uint8_t priority;
 	bool ordered;
 	uint64_t max_latency_ms;
-	uint64_t start; /* MOQ_GROUP_NONE when absent */
-	uint64_t end;   /* MOQ_GROUP_NONE when absent */
+	uint64_t start;                  /* MOQ_GROUP_NONE when absent */
+	uint64_t end;                    /* MOQ_GROUP_NONE when absent */
 	uint64_t frame_start, frame_end; /* lite-06 */
 	bool by_age;                     /* lite-06, as in struct moq_subscribe */
 };

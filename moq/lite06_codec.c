@@ -185,8 +185,8 @@ static void enc_body(struct wr *w, const struct moq6_msg *m)
 	switch (m->type) {
 	case MOQ6_SETUP: {
 		const struct moq6_setup *s = &m->u.setup;
-		w_vi(w, (uint64_t)s->has_probe + s->has_path + s->has_role + s->has_cost +
-		                s->has_hop);
+		w_vi(w,
+		     (uint64_t)s->has_probe + s->has_path + s->has_role + s->has_cost + s->has_hop);
 		if (s->has_probe)
 			w_param_vi(w, MOQ6_SETUP_PROBE, s->probe);
 		if (s->has_path) {
@@ -583,21 +583,21 @@ static const struct {
 	uint8_t internal; /* enum moq_code */
 	uint8_t wire;     /* enum moq6_stream_code */
 } stream_map[] = {
-	{MOQ_CODE_CANCEL, MOQ6_STREAM_CANCELLED},
-	{MOQ_CODE_OLD, MOQ6_STREAM_OLD},
-	{MOQ_CODE_TIMEOUT, MOQ6_STREAM_DELIVERY_TIMEOUT},
-	{MOQ_CODE_TRANSPORT, MOQ6_STREAM_INTERNAL},
-	{MOQ_CODE_CLOSED, MOQ6_STREAM_SESSION_CLOSED},
-	{MOQ_CODE_LAGGED, MOQ6_STREAM_TOO_FAR_BEHIND},
-	{MOQ_CODE_DROPPED, MOQ6_STREAM_NO_CAPACITY},
-	{MOQ_CODE_NOT_FOUND, MOQ6_STREAM_NOT_FOUND},
-	{MOQ_CODE_EVICTED, MOQ6_STREAM_EVICTED},
-	{MOQ_CODE_UNROUTABLE, MOQ6_STREAM_UNROUTABLE},
-	{MOQ_CODE_WRONG_SIZE, MOQ6_STREAM_WRONG_SIZE},
-	{MOQ_CODE_FRAME_TOO_LARGE, MOQ6_STREAM_FRAME_TOO_LARGE},
-	{MOQ_CODE_TIMESTAMP_MISMATCH, MOQ6_STREAM_TIMESTAMP_MISMATCH},
-	{MOQ_CODE_DECODE, MOQ6_STREAM_MALFORMED_TRACK},
-	{MOQ_CODE_BOUNDS, MOQ6_STREAM_GROUP_TOO_LARGE},
+        {MOQ_CODE_CANCEL, MOQ6_STREAM_CANCELLED},
+        {MOQ_CODE_OLD, MOQ6_STREAM_OLD},
+        {MOQ_CODE_TIMEOUT, MOQ6_STREAM_DELIVERY_TIMEOUT},
+        {MOQ_CODE_TRANSPORT, MOQ6_STREAM_INTERNAL},
+        {MOQ_CODE_CLOSED, MOQ6_STREAM_SESSION_CLOSED},
+        {MOQ_CODE_LAGGED, MOQ6_STREAM_TOO_FAR_BEHIND},
+        {MOQ_CODE_DROPPED, MOQ6_STREAM_NO_CAPACITY},
+        {MOQ_CODE_NOT_FOUND, MOQ6_STREAM_NOT_FOUND},
+        {MOQ_CODE_EVICTED, MOQ6_STREAM_EVICTED},
+        {MOQ_CODE_UNROUTABLE, MOQ6_STREAM_UNROUTABLE},
+        {MOQ_CODE_WRONG_SIZE, MOQ6_STREAM_WRONG_SIZE},
+        {MOQ_CODE_FRAME_TOO_LARGE, MOQ6_STREAM_FRAME_TOO_LARGE},
+        {MOQ_CODE_TIMESTAMP_MISMATCH, MOQ6_STREAM_TIMESTAMP_MISMATCH},
+        {MOQ_CODE_DECODE, MOQ6_STREAM_MALFORMED_TRACK},
+        {MOQ_CODE_BOUNDS, MOQ6_STREAM_GROUP_TOO_LARGE},
 };
 
 uint64_t moq6_code_stream(uint64_t c)
@@ -747,22 +747,17 @@ int moq6_encode_generic(uint8_t *buf, size_t cap, const struct moq_msg *m)
 	}
 	case MOQ_MSG_SUBSCRIBE: {
 		const struct moq_subscribe *s = &m->u.subscribe;
-		x.u.subscribe = (struct moq6_subscribe){s->id,
-		                                        s->broadcast,
-		                                        s->track,
-		                                        s->priority,
-		                                        s->max_latency_ms,
-		                                        start6(s->start),
-		                                        end6(s->end),
-		                                        s->frame_start,
-		                                        s->frame_end};
+		x.u.subscribe =
+		        (struct moq6_subscribe){s->id,        s->broadcast,      s->track,
+		                                s->priority,  s->max_latency_ms, start6(s->start),
+		                                end6(s->end), s->frame_start,    s->frame_end};
 		break;
 	}
 	case MOQ_MSG_SUBSCRIBE_UPDATE: {
 		const struct moq_subscribe_update *s = &m->u.subscribe_update;
 		x.u.subscribe_update = (struct moq6_subscribe_update){
-		        s->priority,  s->max_latency_ms, start6(s->start), end6(s->end),
-		        s->frame_start, s->frame_end};
+		        s->priority,  s->max_latency_ms, start6(s->start),
+		        end6(s->end), s->frame_start,    s->frame_end};
 		break;
 	}
 	case MOQ_MSG_SUBSCRIBE_REPLY: {
@@ -867,18 +862,18 @@ int moq6_decode_generic(enum moq_msg_type type, const uint8_t *buf, size_t len, 
 	}
 	case MOQ_MSG_SUBSCRIBE: {
 		const struct moq6_subscribe *s = &x.u.subscribe;
-		m->u.subscribe = (struct moq_subscribe){
-		        s->id,
-		        s->broadcast,
-		        s->track,
-		        s->priority,
-		        false, /* lite-06: newest first */
-		        s->max_age_ms,
-		        s->group_start, /* the floor (by_age) */
-		        s->group_end ? s->group_end - 1 : MOQ_GROUP_NONE,
-		        s->frame_start,
-		        s->frame_end,
-		        true};
+		m->u.subscribe =
+		        (struct moq_subscribe){s->id,
+		                               s->broadcast,
+		                               s->track,
+		                               s->priority,
+		                               false, /* lite-06: newest first */
+		                               s->max_age_ms,
+		                               s->group_start, /* the floor (by_age) */
+		                               s->group_end ? s->group_end - 1 : MOQ_GROUP_NONE,
+		                               s->frame_start,
+		                               s->frame_end,
+		                               true};
 		break;
 	}
 	case MOQ_MSG_SUBSCRIBE_UPDATE: {

@@ -44,9 +44,9 @@ enum moq6_msg_type {
 	MOQ6_SUBSCRIBE_REPLY,  /* bidi 0x2, typed: OK / END / DROP */
 	MOQ6_TRACK,            /* bidi 0x6 */
 	MOQ6_TRACK_INFO,
-	MOQ6_GROUP, /* uni 0x0 header (after the stream type) */
-	MOQ6_FETCH, /* bidi 0x3 */
-	MOQ6_PROBE, /* bidi 0x4 */
+	MOQ6_GROUP,  /* uni 0x0 header (after the stream type) */
+	MOQ6_FETCH,  /* bidi 0x3 */
+	MOQ6_PROBE,  /* bidi 0x4 */
 	MOQ6_GOAWAY, /* bidi 0x5 */
 	MOQ6_TYPE_MAX,
 };

@@ -95,8 +95,8 @@ struct usub *usub_open(struct moq_session *s, const char *b, size_t bl, const ch
 	us->id = s->next_sub_id++;
 	st->us = us;
 	m.u.subscribe =
-	        (struct moq_subscribe){us->id,     wire_path(s, b, bl), {t, tl},  p->priority,
-	                               p->ordered, p->max_latency_ms,   p->start, p->end,
+	        (struct moq_subscribe){us->id,         wire_path(s, b, bl), {t, tl},  p->priority,
+	                               p->ordered,     p->max_latency_ms,   p->start, p->end,
 	                               p->frame_start, p->frame_end};
 	*err = st_send(s, st, MOQ_STREAM_SUBSCRIBE, &m, 0);
 	us->next = s->usubs;

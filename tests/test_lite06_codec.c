@@ -41,121 +41,121 @@ struct vec {
 };
 
 static struct vec vecs[] = {
-	/* SETUP { Message Length (i), Parameter Count (i), { Parameter ID (i),
+        /* SETUP { Message Length (i), Parameter Count (i), { Parameter ID (i),
 	 *   Parameter Length (i), Value } ... }; 0x1 Probe (i), 0x2 Path (s),
 	 *   0x3 Role (i), 0x4 Cost (i), 0x5 Hop (i).
 	 * 26 bytes: 5 params; probe 1; path "live?jwt=x" (10 B); role 1;
 	 * cost 3; hop 300 (varint 0x412c, 2 B). */
-	{"setup_full",
-	 "1a 05 01 01 01 02 0a 6c 69 76 65 3f 6a 77 74 3d 78 03 01 01 04 01 03 05 02 41 2c",
-	 {.type = MOQ6_SETUP,
-	  .u.setup = {.has_probe = true,
-	              .probe = 1,
-	              .has_path = true,
-	              .path = {"live?jwt=x", 10},
-	              .has_role = true,
-	              .role = MOQ_ROLE_PUBLISHER,
-	              .has_cost = true,
-	              .cost = 3,
-	              .has_hop = true,
-	              .hop = 300}}},
-	/* SETUP with no parameters: length 1, count 0 (Cost defaults to 1). */
-	{"setup_empty", "01 00", {.type = MOQ6_SETUP, .u.setup = {.cost = MOQ6_COST_DEFAULT}}},
-	/* ANNOUNCE_REQUEST { Message Length (i), Broadcast Path Prefix (s) }
+        {"setup_full",
+         "1a 05 01 01 01 02 0a 6c 69 76 65 3f 6a 77 74 3d 78 03 01 01 04 01 03 05 02 41 2c",
+         {.type = MOQ6_SETUP,
+          .u.setup = {.has_probe = true,
+                      .probe = 1,
+                      .has_path = true,
+                      .path = {"live?jwt=x", 10},
+                      .has_role = true,
+                      .role = MOQ_ROLE_PUBLISHER,
+                      .has_cost = true,
+                      .cost = 3,
+                      .has_hop = true,
+                      .hop = 300}}},
+        /* SETUP with no parameters: length 1, count 0 (Cost defaults to 1). */
+        {"setup_empty", "01 00", {.type = MOQ6_SETUP, .u.setup = {.cost = MOQ6_COST_DEFAULT}}},
+        /* ANNOUNCE_REQUEST { Message Length (i), Broadcast Path Prefix (s) }
 	 * (no Exclude Hop in 06). */
-	{"announce_request",
-	 "05 04 72 6f 6f 6d",
-	 {.type = MOQ6_ANNOUNCE_REQUEST, .u.announce_request = {{"room", 4}}}},
-	/* ANNOUNCE_OK { Message Length (i), Hop ID (i), Active Count (i) } */
-	{"announce_ok", "02 07 02", {.type = MOQ6_ANNOUNCE_OK, .u.announce_ok = {7, 2}}},
-	/* ANNOUNCE_START { Type (i) = 0x0, Message Length (i), Route Prefix
+        {"announce_request",
+         "05 04 72 6f 6f 6d",
+         {.type = MOQ6_ANNOUNCE_REQUEST, .u.announce_request = {{"room", 4}}}},
+        /* ANNOUNCE_OK { Message Length (i), Hop ID (i), Active Count (i) } */
+        {"announce_ok", "02 07 02", {.type = MOQ6_ANNOUNCE_OK, .u.announce_ok = {7, 2}}},
+        /* ANNOUNCE_START { Type (i) = 0x0, Message Length (i), Route Prefix
 	 *   Suffix (s), Hop Count (i), Hop ID (i) ..., Warm Cost (i), Cold Cost (i) }
 	 * "a/b", hops [300, 7], warm 0, cold 5: body 10 bytes. */
-	{"announce_start",
-	 "00 0a 03 61 2f 62 02 41 2c 07 00 05",
-	 {.type = MOQ6_ANNOUNCE,
-	  .u.announce = {.kind = MOQ6_ANN_START,
-	                 .suffix = {"a/b", 3},
-	                 .hop_count = 2,
-	                 .hops = {300, 7},
-	                 .warm_cost = 0,
-	                 .cold_cost = 5}}},
-	/* ANNOUNCE_END { Type (i) = 0x1, Message Length (i), Announce ID (i) } */
-	{"announce_end",
-	 "01 01 03",
-	 {.type = MOQ6_ANNOUNCE, .u.announce = {.kind = MOQ6_ANN_END, .id = 3, .suffix = {"", 0}}}},
-	/* ANNOUNCE_UPDATE { Type (i) = 0x2, Message Length (i), Announce ID (i),
+        {"announce_start",
+         "00 0a 03 61 2f 62 02 41 2c 07 00 05",
+         {.type = MOQ6_ANNOUNCE,
+          .u.announce = {.kind = MOQ6_ANN_START,
+                         .suffix = {"a/b", 3},
+                         .hop_count = 2,
+                         .hops = {300, 7},
+                         .warm_cost = 0,
+                         .cold_cost = 5}}},
+        /* ANNOUNCE_END { Type (i) = 0x1, Message Length (i), Announce ID (i) } */
+        {"announce_end",
+         "01 01 03",
+         {.type = MOQ6_ANNOUNCE, .u.announce = {.kind = MOQ6_ANN_END, .id = 3, .suffix = {"", 0}}}},
+        /* ANNOUNCE_UPDATE { Type (i) = 0x2, Message Length (i), Announce ID (i),
 	 *   Hop Count (i), Hop ID (i) ..., Warm Cost (i), Cold Cost (i) }
 	 * id 0, hops [9], warm 2, cold 70 (varint 0x4046). */
-	{"announce_update",
-	 "02 06 00 01 09 02 40 46",
-	 {.type = MOQ6_ANNOUNCE,
-	  .u.announce = {.kind = MOQ6_ANN_UPDATE,
-	                 .id = 0,
-	                 .suffix = {"", 0},
-	                 .hop_count = 1,
-	                 .hops = {9},
-	                 .warm_cost = 2,
-	                 .cold_cost = 70}}},
-	/* SUBSCRIBE { Message Length (i), Subscribe ID (i), Broadcast Path (s),
+        {"announce_update",
+         "02 06 00 01 09 02 40 46",
+         {.type = MOQ6_ANNOUNCE,
+          .u.announce = {.kind = MOQ6_ANN_UPDATE,
+                         .id = 0,
+                         .suffix = {"", 0},
+                         .hop_count = 1,
+                         .hops = {9},
+                         .warm_cost = 2,
+                         .cold_cost = 70}}},
+        /* SUBSCRIBE { Message Length (i), Subscribe ID (i), Broadcast Path (s),
 	 *   Track Name (s), Subscriber Priority (8), Subscriber Max Age (i),
 	 *   Group Start (i), Group End (i), Frame Start (i), Frame End (i) }
 	 * (no Ordered). id 1, "room/alice", "video", 0x80, max age 5000 ms
 	 * (0x5388), start group 10 frame 2, unbounded: 25 bytes. */
-	{"subscribe",
-	 "19 01 0a 72 6f 6f 6d 2f 61 6c 69 63 65 05 76 69 64 65 6f 80 53 88 0a 00 02 00",
-	 {.type = MOQ6_SUBSCRIBE,
-	  .u.subscribe = {1, {"room/alice", 10}, {"video", 5}, 0x80, 5000, 10, 0, 2, 0}}},
-	/* SUBSCRIBE_UPDATE { Message Length (i), Subscriber Priority (8),
+        {"subscribe",
+         "19 01 0a 72 6f 6f 6d 2f 61 6c 69 63 65 05 76 69 64 65 6f 80 53 88 0a 00 02 00",
+         {.type = MOQ6_SUBSCRIBE,
+          .u.subscribe = {1, {"room/alice", 10}, {"video", 5}, 0x80, 5000, 10, 0, 2, 0}}},
+        /* SUBSCRIBE_UPDATE { Message Length (i), Subscriber Priority (8),
 	 *   Subscriber Max Age (i), Group Start (i), Group End (i), Frame Start (i),
 	 *   Frame End (i) } */
-	{"subscribe_update",
-	 "06 01 00 0c 14 00 03",
-	 {.type = MOQ6_SUBSCRIBE_UPDATE, .u.subscribe_update = {1, 0, 12, 20, 0, 3}}},
-	/* SUBSCRIBE_OK { Type (i) = 0x0, Message Length (i), Group Sequence (i) } */
-	{"subscribe_ok",
-	 "00 01 0a",
-	 {.type = MOQ6_SUBSCRIBE_REPLY, .u.subscribe_reply = {.kind = MOQ6_SUB_OK, .group = 10}}},
-	/* SUBSCRIBE_END { Type (i) = 0x1, Message Length (i), Group Sequence (i) }
+        {"subscribe_update",
+         "06 01 00 0c 14 00 03",
+         {.type = MOQ6_SUBSCRIBE_UPDATE, .u.subscribe_update = {1, 0, 12, 20, 0, 3}}},
+        /* SUBSCRIBE_OK { Type (i) = 0x0, Message Length (i), Group Sequence (i) } */
+        {"subscribe_ok",
+         "00 01 0a",
+         {.type = MOQ6_SUBSCRIBE_REPLY, .u.subscribe_reply = {.kind = MOQ6_SUB_OK, .group = 10}}},
+        /* SUBSCRIBE_END { Type (i) = 0x1, Message Length (i), Group Sequence (i) }
 	 * (exclusive: 15 is the first group never delivered) */
-	{"subscribe_end",
-	 "01 01 0f",
-	 {.type = MOQ6_SUBSCRIBE_REPLY, .u.subscribe_reply = {.kind = MOQ6_SUB_END, .group = 15}}},
-	/* SUBSCRIBE_DROP { Type (i) = 0x2, Message Length (i), Group Start (i),
+        {"subscribe_end",
+         "01 01 0f",
+         {.type = MOQ6_SUBSCRIBE_REPLY, .u.subscribe_reply = {.kind = MOQ6_SUB_END, .group = 15}}},
+        /* SUBSCRIBE_DROP { Type (i) = 0x2, Message Length (i), Group Start (i),
 	 *   Group End (i), Error Code (i) }: groups 3..4 evicted (0x35). */
-	{"subscribe_drop",
-	 "02 03 03 04 35",
-	 {.type = MOQ6_SUBSCRIBE_REPLY,
-	  .u.subscribe_reply = {.kind = MOQ6_SUB_DROP,
-	                        .drop_start = 3,
-	                        .drop_end = 4,
-	                        .drop_code = MOQ6_STREAM_EVICTED}}},
-	/* TRACK { Message Length (i), Broadcast Path (s), Track Name (s) } */
-	{"track",
-	 "11 0a 72 6f 6f 6d 2f 61 6c 69 63 65 05 61 75 64 69 6f",
-	 {.type = MOQ6_TRACK, .u.track = {{"room/alice", 10}, {"audio", 5}}}},
-	/* TRACK_INFO { Message Length (i), Publisher Priority (8), Publisher Max
+        {"subscribe_drop",
+         "02 03 03 04 35",
+         {.type = MOQ6_SUBSCRIBE_REPLY,
+          .u.subscribe_reply = {.kind = MOQ6_SUB_DROP,
+                                .drop_start = 3,
+                                .drop_end = 4,
+                                .drop_code = MOQ6_STREAM_EVICTED}}},
+        /* TRACK { Message Length (i), Broadcast Path (s), Track Name (s) } */
+        {"track",
+         "11 0a 72 6f 6f 6d 2f 61 6c 69 63 65 05 61 75 64 69 6f",
+         {.type = MOQ6_TRACK, .u.track = {{"room/alice", 10}, {"audio", 5}}}},
+        /* TRACK_INFO { Message Length (i), Publisher Priority (8), Publisher Max
 	 *   Age (i), Timescale (i) } (no Ordered). 2, 2000 ms (0x47d0), 90000
 	 * (0x80015f90). */
-	{"track_info",
-	 "07 02 47 d0 80 01 5f 90",
-	 {.type = MOQ6_TRACK_INFO, .u.track_info = {2, 2000, 90000}}},
-	/* GROUP { Message Length (i), Subscribe ID (i), Group Sequence (i),
+        {"track_info",
+         "07 02 47 d0 80 01 5f 90",
+         {.type = MOQ6_TRACK_INFO, .u.track_info = {2, 2000, 90000}}},
+        /* GROUP { Message Length (i), Subscribe ID (i), Group Sequence (i),
 	 *   Frame Start (i) } */
-	{"group", "03 01 0a 02", {.type = MOQ6_GROUP, .u.group = {1, 10, 2}}},
-	/* FETCH { Message Length (i), Broadcast Path (s), Track Name (s),
+        {"group", "03 01 0a 02", {.type = MOQ6_GROUP, .u.group = {1, 10, 2}}},
+        /* FETCH { Message Length (i), Broadcast Path (s), Track Name (s),
 	 *   Subscriber Priority (8), Group Sequence (i), Frame Start (i),
 	 *   Frame End (i) }: frames 1..3 of group 9 (frame end = index + 1). */
-	{"fetch",
-	 "15 0a 72 6f 6f 6d 2f 61 6c 69 63 65 05 76 69 64 65 6f 00 09 01 04",
-	 {.type = MOQ6_FETCH, .u.fetch = {{"room/alice", 10}, {"video", 5}, 0, 9, 1, 4}}},
-	/* PROBE { Message Length (i), Bitrate (i), RTT (i) }: 1 Mb/s
+        {"fetch",
+         "15 0a 72 6f 6f 6d 2f 61 6c 69 63 65 05 76 69 64 65 6f 00 09 01 04",
+         {.type = MOQ6_FETCH, .u.fetch = {{"room/alice", 10}, {"video", 5}, 0, 9, 1, 4}}},
+        /* PROBE { Message Length (i), Bitrate (i), RTT (i) }: 1 Mb/s
 	 * (0x800f4240), 25 ms. */
-	{"probe", "05 80 0f 42 40 19", {.type = MOQ6_PROBE, .u.probe = {1000000, 25}}},
-	/* GOAWAY { Message Length (i), New Session URI (s) } */
-	{"goaway",
-	 "13 12 68 74 74 70 73 3a 2f 2f 62 2e 65 78 61 6d 70 6c 65 2f",
-	 {.type = MOQ6_GOAWAY, .u.goaway = {{"https://b.example/", 18}}}},
+        {"probe", "05 80 0f 42 40 19", {.type = MOQ6_PROBE, .u.probe = {1000000, 25}}},
+        /* GOAWAY { Message Length (i), New Session URI (s) } */
+        {"goaway",
+         "13 12 68 74 74 70 73 3a 2f 2f 62 2e 65 78 61 6d 70 6c 65 2f",
+         {.type = MOQ6_GOAWAY, .u.goaway = {{"https://b.example/", 18}}}},
 };
 
 #define NVECS (sizeof(vecs) / sizeof(vecs[0]))
@@ -214,7 +214,8 @@ static void same_msg(const struct moq6_msg *a, const struct moq6_msg *b)
 		break;
 	case MOQ6_SUBSCRIBE_UPDATE:
 		ck_assert_uint_eq(a->u.subscribe_update.priority, b->u.subscribe_update.priority);
-		ck_assert_uint_eq(a->u.subscribe_update.max_age_ms, b->u.subscribe_update.max_age_ms);
+		ck_assert_uint_eq(a->u.subscribe_update.max_age_ms,
+		                  b->u.subscribe_update.max_age_ms);
 		ck_assert_uint_eq(a->u.subscribe_update.group_start,
 		                  b->u.subscribe_update.group_start);
 		ck_assert_uint_eq(a->u.subscribe_update.group_end, b->u.subscribe_update.group_end);
@@ -393,8 +394,7 @@ START_TEST(test_strict)
 		ck_assert_int_eq(moq_varint_put(in, 4, 8193 + 2), 2);
 		ck_assert_int_eq(moq_varint_put(in + 2, 2, 8193), 2);
 		in[8196] = 'u';
-		ck_assert_int_eq(moq6_msg_decode(MOQ6_GOAWAY, in, 8197, 16384, &m),
-		                 MOQ_ERR_DECODE);
+		ck_assert_int_eq(moq6_msg_decode(MOQ6_GOAWAY, in, 8197, 16384, &m), MOQ_ERR_DECODE);
 	}
 	/* encoder refusals */
 	{
@@ -428,14 +428,13 @@ START_TEST(test_group_header)
 	ck_assert_int_eq(e, (int)n);
 	ck_assert(memcmp(out, want, n) == 0);
 	/* the largest: 1 + 1 + 3 x 8 */
-	e = moq6_group_hdr_encode(out, sizeof(out), MOQ_VARINT_MAX, MOQ_VARINT_MAX,
-	                          MOQ_VARINT_MAX);
+	e = moq6_group_hdr_encode(out, sizeof(out), MOQ_VARINT_MAX, MOQ_VARINT_MAX, MOQ_VARINT_MAX);
 	ck_assert_int_eq(e, 26);
 	ck_assert_int_eq(moq6_msg_decode(MOQ6_GROUP, out + 1, 25, 64, &m), 25);
 	ck_assert_uint_eq(m.u.group.frame_start, MOQ_VARINT_MAX);
-	ck_assert_int_eq(moq6_group_hdr_encode(out, 25, MOQ_VARINT_MAX, MOQ_VARINT_MAX,
-	                                       MOQ_VARINT_MAX),
-	                 MOQ_ERR_TOO_LARGE);
+	ck_assert_int_eq(
+	        moq6_group_hdr_encode(out, 25, MOQ_VARINT_MAX, MOQ_VARINT_MAX, MOQ_VARINT_MAX),
+	        MOQ_ERR_TOO_LARGE);
 	/* FRAME { Timestamp Delta (zigzag i), Frame Length (i), Payload } as in
 	 * 05: delta -2 -> 3, 4 bytes */
 	n = unhex("03 04", want, sizeof(want));
@@ -469,8 +468,7 @@ START_TEST(test_codes)
 	ck_assert_uint_eq(moq6_code_session(MOQ_CODE_UNAUTHORIZED), MOQ6_SESS_UNAUTHORIZED);
 	ck_assert_uint_eq(moq6_code_session(MOQ_CODE_PROTOCOL_VIOLATION),
 	                  MOQ6_SESS_PROTOCOL_VIOLATION);
-	ck_assert_uint_eq(moq6_code_session(MOQ_CODE_UNKNOWN_ALPN),
-	                  MOQ6_SESS_VERSION_NEGOTIATION);
+	ck_assert_uint_eq(moq6_code_session(MOQ_CODE_UNKNOWN_ALPN), MOQ6_SESS_VERSION_NEGOTIATION);
 	ck_assert_uint_eq(moq6_code_session(MOQ_CODE_TOO_MANY_PARAMETERS),
 	                  MOQ6_SESS_KEY_VALUE_FORMATTING);
 	ck_assert_uint_eq(moq6_code_session(MOQ_CODE_BOUNDS), MOQ6_SESS_INTERNAL);

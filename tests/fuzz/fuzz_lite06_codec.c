@@ -62,7 +62,8 @@ static void roundtrip(enum moq6_msg_type t, const uint8_t *p, size_t n)
 		same_str(m.u.subscribe.track, m2.u.subscribe.track);
 		break;
 	case MOQ6_ANNOUNCE:
-		check(m.u.announce.kind == m2.u.announce.kind && m.u.announce.id == m2.u.announce.id &&
+		check(m.u.announce.kind == m2.u.announce.kind &&
+		      m.u.announce.id == m2.u.announce.id &&
 		      m.u.announce.hop_count == m2.u.announce.hop_count &&
 		      m.u.announce.warm_cost == m2.u.announce.warm_cost &&
 		      m.u.announce.cold_cost == m2.u.announce.cold_cost);
@@ -73,8 +74,8 @@ static void roundtrip(enum moq6_msg_type t, const uint8_t *p, size_t n)
 		break;
 	case MOQ6_SETUP:
 		check(m.u.setup.has_cost == m2.u.setup.has_cost &&
-		      m.u.setup.cost == m2.u.setup.cost && m.u.setup.has_hop == m2.u.setup.has_hop &&
-		      m.u.setup.hop == m2.u.setup.hop);
+		      m.u.setup.cost == m2.u.setup.cost &&
+		      m.u.setup.has_hop == m2.u.setup.has_hop && m.u.setup.hop == m2.u.setup.hop);
 		break;
 	case MOQ6_FETCH:
 		check(m.u.fetch.group == m2.u.fetch.group &&

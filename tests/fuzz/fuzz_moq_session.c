@@ -161,9 +161,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #ifdef FUZZ_LITE06
 	/* lite-06 SUBSCRIBE { 5, "live/room", "video", 1, max age 0, groups
 	 * 0 0, frames 0 0 } */
-	static const uint8_t sub[] = {0x02, 0x17, 0x05, 0x09, 'l',  'i',  'v',  'e',
-	                              '/',  'r',  'o',  'o',  'm',  0x05, 'v',  'i',
-	                              'd',  'e',  'o',  0x01, 0x00, 0x00, 0x00, 0x00, 0x00};
+	static const uint8_t sub[] = {0x02, 0x17, 0x05, 0x09, 'l',  'i',  'v', 'e', '/',
+	                              'r',  'o',  'o',  'm',  0x05, 'v',  'i', 'd', 'e',
+	                              'o',  0x01, 0x00, 0x00, 0x00, 0x00, 0x00};
 #else
 	static const uint8_t sub[] = {0x02, 0x16, 0x05, 0x09, 'l',  'i',  'v',  'e',
 	                              '/',  'r',  'o',  'o',  'm',  0x05, 'v',  'i',
