@@ -762,7 +762,7 @@ static struct moq_quic_endpoint *make_endpoint(const struct moq_pmd_config *cfg,
 	/* the moq-lite ALPNs and, on the same port, HTTP/3 for WebTransport
 	 * (BINDINGS.md 1), which needs max_datagram_frame_size > 0 */
 	{
-		const char *const *ma = moq_node_alpns(&nalpn);
+		const char *const *ma = moq_node_alpns_all(&nalpn);
 		static const char *alpns[16];
 		size_t k = 0;
 

@@ -368,6 +368,7 @@ static const struct {
 	const char *name;
 	enum moq_version v;
 } versions[] = {
+        {MOQ_ALPN_06, MOQ_LITE_06},
         {MOQ_ALPN_05, MOQ_LITE_05},
         {MOQ_ALPN_04, MOQ_LITE_04},
         {MOQ_ALPN_03, MOQ_LITE_03},

@@ -483,6 +483,14 @@ struct moq_lg_client *moq_lg_client_create(const struct moq_lg_client_cfg *cfg, 
 	size_t nalpn;
 	const char *const *alpn = cfg->transport == MOQ_LG_TRANSPORT_WT ? moq_lg_wt_alpns(&nalpn)
 	                                                                : moq_node_alpns(&nalpn);
+	/* --lite NN: that version alone (moq_node_alpns_all lists 06 .. 03) */
+	static const char *one_alpn[1];
+	if (cfg->lite && cfg->transport != MOQ_LG_TRANSPORT_WT) {
+		const char *const *all = moq_node_alpns_all(&nalpn);
+		one_alpn[0] = all[6 - cfg->lite];
+		alpn = one_alpn;
+		nalpn = 1;
+	}
 	struct moq_quic_config qc = {
 	        .role = MOQ_QUIC_CLIENT,
 	        .alpn = alpn,

@@ -86,6 +86,9 @@ struct moq_lg_client_cfg {
 	/* 0: raw QUIC; 1: WebTransport over HTTP/3 (wt_client.h,
 	 * enum moq_lg_transport) */
 	int transport;
+	/* --lite NN: raw QUIC sessions offer only moq-lite-NN (3..6); 0: the
+	 * node's list (lite-05, 04, 03) */
+	int lite;
 	/* --transport ws (ws.h): sessions over WebSocket through this; NULL:
 	 * QUIC */
 	struct moq_web *ws;

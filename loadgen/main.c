@@ -59,6 +59,8 @@
  *   --protocol lite|ietf-NN  moq-lite (default) or IETF moq-transport draft NN
  *                          (14..20; loadgen/ietf.c, ietf_run.c): with --kernel and
  *                          one track; subscribers verify every object
+ *   --lite 03|04|05|06     raw QUIC sessions offer only that moq-lite version (default:
+ *                          lite-05, 04, 03)
  *   --verbose
  *
  * Prints a live line on stderr, a JSON line per second and a final summary.
@@ -154,6 +156,7 @@ struct opts {
 	int transport; /* --transport quic|wt (wt_client.h) */
 	int ws;        /* --transport ws (ws.h) */
 	int ietf;      /* --protocol ietf-NN: the draft (0: moq-lite) */
+	int lite;      /* --lite NN (3..6): offer that moq-lite version only */
 };
 
 struct io_stats {
@@ -176,7 +179,8 @@ static void usage(void)
 	        "WebSocket + qmux-01 to the relay's TCP port, with --kernel)\n"
 	        "      --warmup S --json FILE|- --quiet --port N --busy-poll --thp --verbose\n"
 	        "      --light [--verify-every N] [--verify-min N]\n"
-	        "      --protocol lite|ietf-14..ietf-20 (IETF moq-transport, with --kernel)\n");
+	        "      --protocol lite|ietf-14..ietf-20 (IETF moq-transport, with --kernel)\n"
+	        "      --lite 03|04|05|06 (raw QUIC: offer that moq-lite version only)\n");
 }
 
 /* A byte count: digits, then nothing, k, M (decimal), Ki or Mi (binary). */
@@ -254,6 +258,15 @@ static int parse_args(struct opts *o, int argc, char **argv)
 				        v);
 				return -1;
 			}
+		} else if (!strcmp(a, "--lite")) {
+			NEEDV();
+			unsigned long n = strtoul(v, &end, 10);
+			if (*end || n < 3 || n > 6) {
+				fprintf(stderr, "moqdp-load: --lite: '%s' is not 03, 04, 05 or 06\n",
+				        v);
+				return -1;
+			}
+			o->lite = (int)n;
 		} else if (!strcmp(a, "--subscribers")) {
 			NEEDV();
 			unsigned long n = strtoul(v, &end, 10);
@@ -1143,6 +1156,16 @@ int main(int argc, char **argv)
 	cfg.conns_per_addr = o.conns_per_addr ? o.conns_per_addr : MOQ_LG_CONNS_PER_ADDR;
 	cfg.verbose = o.verbose;
 	cfg.max_handshakes = o.max_handshakes;
+	if (o.lite && (o.transport == MOQ_LG_TRANSPORT_WT || o.ws || o.light)) {
+		fprintf(stderr, "moqdp-load: --lite: raw QUIC sessions only (not with --transport "
+		                "wt / ws or --light)\n");
+		return 2;
+	}
+	if (o.lite && o.ietf) {
+		fprintf(stderr, "moqdp-load: --lite: not with --protocol ietf-NN\n");
+		return 2;
+	}
+	cfg.lite = o.lite;
 	if ((o.verify_every || o.verify_min) && !o.light) {
 		fprintf(stderr, "moqdp-load: --verify-every / --verify-min need --light\n");
 		return 2;

@@ -102,8 +102,15 @@ int64_t moq_session_subscribe(struct moq_session *s, const char *broadcast, size
 	bp = path_dup(broadcast, blen, &pl);
 	if (!bp)
 		return MOQ_ERR_INVAL;
-	a = (struct moq_subscribe_update){p->priority, p->ordered, p->max_latency_ms, p->start,
-	                                  p->end};
+	a = (struct moq_subscribe_update){p->priority, p->ordered,     p->max_latency_ms, p->start,
+	                                  p->end,      p->frame_start, p->frame_end};
+	/* frame bounds exist on lite-06 only, and only within a named group */
+	if ((p->frame_start || p->frame_end) &&
+	    (s->v != MOQ_LITE_06 || (p->frame_start && p->start == MOQ_GROUP_NONE) ||
+	     (p->frame_end && p->end == MOQ_GROUP_NONE))) {
+		free(bp);
+		return MOQ_ERR_INVAL;
+	}
 	us = usub_open(s, bp, pl, track, tlen, &a, &err);
 	free(bp);
 	if (!us)

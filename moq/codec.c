@@ -7,6 +7,7 @@
 
 #include <string.h>
 
+#include "lite06_codec.h"
 #include "moq_err.h"
 
 /* ---- varints: RFC 9000, 16 ---- */
@@ -446,6 +447,8 @@ int moq_msg_encode(uint8_t *buf, size_t cap, enum moq_version v, const struct mo
 	struct wr cnt = {NULL, 0, 0, 0};
 	struct wr w = {buf, cap, 0, 0};
 
+	if (v == MOQ_LITE_06)
+		return moq6_encode_generic(buf, cap, m);
 	if (!m || !msg_in_version(m->type, v))
 		return MOQ_ERR_INVAL;
 	enc_body(&cnt, v, m);
@@ -679,6 +682,14 @@ int moq_msg_peek_len(enum moq_msg_type type, const uint8_t *buf, size_t len, siz
 	return (int)(hdr + body);
 }
 
+int moq_msg_peek_len_v(enum moq_msg_type type, enum moq_version v, const uint8_t *buf, size_t len,
+                       size_t max_len)
+{
+	if (v == MOQ_LITE_06)
+		return moq6_peek_generic(type, buf, len, max_len);
+	return moq_msg_peek_len(type, buf, len, max_len);
+}
+
 int moq_msg_decode(enum moq_msg_type type, enum moq_version v, const uint8_t *buf, size_t len,
                    size_t max_len, struct moq_msg *m)
 {
@@ -687,6 +698,8 @@ int moq_msg_decode(enum moq_msg_type type, enum moq_version v, const uint8_t *bu
 	struct rd r;
 	int rc;
 
+	if (v == MOQ_LITE_06)
+		return moq6_decode_generic(type, buf, len, max_len, m);
 	if (!msg_in_version(type, v))
 		return MOQ_ERR_INVAL;
 	if (max_len > (size_t)1 << 30)
@@ -695,6 +708,30 @@ int moq_msg_decode(enum moq_msg_type type, enum moq_version v, const uint8_t *bu
 	if (rc < 0)
 		return rc;
 	r = (struct rd){buf + hdr, (size_t)body, 0, 0};
+	/* fields this version does not carry (lite-06's frame bounds, costs)
+	 * read as 0 */
+	switch (type) {
+	case MOQ_MSG_SUBSCRIBE:
+		m->u.subscribe.frame_start = m->u.subscribe.frame_end = 0;
+		m->u.subscribe.by_age = false;
+		break;
+	case MOQ_MSG_SUBSCRIBE_UPDATE:
+		m->u.subscribe_update.frame_start = m->u.subscribe_update.frame_end = 0;
+		m->u.subscribe_update.by_age = false;
+		break;
+	case MOQ_MSG_GROUP:
+		m->u.group.frame_start = 0;
+		break;
+	case MOQ_MSG_FETCH:
+		m->u.fetch.frame_start = m->u.fetch.frame_end = 0;
+		break;
+	case MOQ_MSG_ANNOUNCE:
+		m->u.announce.kind6 = 0;
+		m->u.announce.id6 = m->u.announce.warm_cost = m->u.announce.cold_cost = 0;
+		break;
+	default:
+		break;
+	}
 	rc = dec_body(&r, v, type, wt, m);
 	if (rc < 0)
 		return rc;

@@ -22,6 +22,9 @@ enum moq_version {
 	MOQ_LITE_03 = 3,
 	MOQ_LITE_04 = 4,
 	MOQ_LITE_05 = 5,
+	/* moq-lite-06: its own wire format (lite06_codec.h); moq_msg_encode /
+	 * decode translate these structs to and from it. */
+	MOQ_LITE_06 = 6,
 };
 
 /* RFC 9000, 16: the largest value a QUIC varint carries. */
@@ -182,10 +185,12 @@ enum moq_sub_reply_kind {
 struct moq_setup {
 	/* Which parameters are present; absent ones are not encoded. */
 	bool has_probe, has_path, has_role, has_origin;
+	bool has_cost; /* lite-06 Cost */
 	uint64_t probe;
 	struct moq_str path; /* client only: path plus "?query" */
 	uint64_t role;       /* enum moq_role; unknown values mean both */
-	uint64_t origin;     /* hop id */
+	uint64_t origin;     /* hop id (lite-06: Hop) */
+	uint64_t cost;       /* lite-06: Cost (1 when absent) */
 };
 
 struct moq_announce_req {
@@ -203,6 +208,11 @@ struct moq_announce {
 	struct moq_str suffix;
 	uint32_t hop_count;
 	uint64_t hops[MOQ_MAX_HOPS]; /* lite-03 carries only the count: all 0 */
+	/* lite-06: typed START / END / UPDATE with implicit ids (the session
+	 * keeps the id to suffix map, lite06.c) and the route's costs */
+	uint8_t kind6;
+	uint64_t id6;
+	uint64_t warm_cost, cold_cost;
 };
 
 struct moq_subscribe {
@@ -214,14 +224,22 @@ struct moq_subscribe {
 	uint64_t max_latency_ms;
 	uint64_t start; /* MOQ_GROUP_NONE when absent */
 	uint64_t end;   /* MOQ_GROUP_NONE when absent */
+	/* lite-06: the first frame of the start group, the end frame (index
+	 * + 1; 0 = whole group) of the end group */
+	uint64_t frame_start, frame_end;
+	/* lite-06 (decoded): start is Group Start, an absolute floor, and the
+	 * first group is resolved through max_latency_ms as Max Age */
+	bool by_age;
 };
 
 struct moq_subscribe_update {
 	uint8_t priority;
 	bool ordered;
 	uint64_t max_latency_ms;
-	uint64_t start; /* MOQ_GROUP_NONE when absent */
-	uint64_t end;   /* MOQ_GROUP_NONE when absent */
+	uint64_t start;                  /* MOQ_GROUP_NONE when absent */
+	uint64_t end;                    /* MOQ_GROUP_NONE when absent */
+	uint64_t frame_start, frame_end; /* lite-06 */
+	bool by_age;                     /* lite-06, as in struct moq_subscribe */
 };
 
 struct moq_subscribe_reply {
@@ -251,6 +269,7 @@ struct moq_track_info {
 struct moq_group {
 	uint64_t subscribe_id;
 	uint64_t sequence;
+	uint64_t frame_start; /* lite-06: index of the stream's first frame */
 };
 
 struct moq_fetch {
@@ -258,6 +277,7 @@ struct moq_fetch {
 	struct moq_str track;
 	uint8_t priority;
 	uint64_t group;
+	uint64_t frame_start, frame_end; /* lite-06 (frame end = index + 1, 0 = all) */
 };
 
 struct moq_probe {
@@ -320,6 +340,11 @@ int moq_msg_decode(enum moq_msg_type type, enum moq_version v, const uint8_t *bu
  * MOQ_ERR_TOO_LARGE when it exceeds @max_len.
  */
 int moq_msg_peek_len(enum moq_msg_type type, const uint8_t *buf, size_t len, size_t max_len);
+
+/* moq_msg_peek_len_v: moq_msg_peek_len for version @v (lite-06 types its
+ * announces too). */
+int moq_msg_peek_len_v(enum moq_msg_type type, enum moq_version v, const uint8_t *buf, size_t len,
+                       size_t max_len);
 
 /*
  * moq_group_hdr_encode: the bytes that open a group stream we send: the

@@ -91,6 +91,8 @@ static uint64_t on_msg(struct moq_session *s, struct mstream *st, struct moq_msg
 		st->ann_origin = m->u.announce_ok.origin;
 		return 0;
 	case MOQ_MSG_ANNOUNCE:
+		if (s->v == MOQ_LITE_06)
+			return lite06_on_announce(s, st, &m->u.announce);
 		return (uint64_t)on_announce(s, st, &m->u.announce);
 	case MOQ_MSG_SUBSCRIBE:
 		on_subscribe(s, st, &m->u.subscribe);
@@ -290,7 +292,7 @@ static size_t rx_room(struct moq_session *s, struct mstream *st, const uint8_t *
 		if (len > sizeof(hdr) - hl)
 			len = sizeof(hdr) - hl;
 		memcpy(hdr + hl, data, len);
-		tot = moq_msg_peek_len((enum moq_msg_type)t, hdr, hl + len, n->cfg.max_msg);
+		tot = moq_msg_peek_len_v((enum moq_msg_type)t, s->v, hdr, hl + len, n->cfg.max_msg);
 		if (tot > 0 && (size_t)tot < want)
 			want = (size_t)tot;
 	}
@@ -366,6 +368,9 @@ static int kind_of(const struct moq_session *s, int uni, uint64_t type)
 	case MOQ_STREAM_PROBE:
 		return SK_PROBE_IN;
 	case MOQ_STREAM_GOAWAY:
+		/* lite-06: GOAWAY is the server's, at most once */
+		if (s->v == MOQ_LITE_06 && (s->server || s->goaway_in))
+			return -2;
 		return s->v >= MOQ_LITE_04 ? SK_GOAWAY_IN : -1;
 	case MOQ_STREAM_TRACK:
 		return s->v >= MOQ_LITE_05 ? SK_TRACK_IN : -1;
@@ -536,11 +541,16 @@ static void on_fetch(struct moq_session *s, struct mstream *st, const struct moq
 		st_refuse(s, st, MOQ_CODE_NOT_FOUND);
 		return;
 	}
-	if (!gout_new(s, st, g, f->priority)) {
+	if ((f->frame_end && f->frame_end <= f->frame_start) || f->frame_start > UINT32_MAX ||
+	    f->frame_end > UINT32_MAX || !gout_new(s, st, g, f->priority)) {
 		moq_cache_group_unref(g);
 		st_refuse(s, st, MOQ_CODE_BOUNDS);
 		return;
 	}
+	/* lite-06: a fetch of frames [frame start, frame end) of the group */
+	if (f->frame_start)
+		moq_cache_cursor_seek(&st->go->cur, (uint32_t)f->frame_start, 0);
+	st->go->frame_end = f->frame_end;
 	st->go->fetch = 1;
 	st->fetch_counted = 1;
 	s->nfetch++;

@@ -355,11 +355,18 @@ static int gout_open(struct moq_session *s, struct dsub *d, struct moq_cache_gro
 	}
 	go->d = d;
 	d->n_gouts++;
+	/* lite-06: a subscription that starts / ends mid-group */
+	if (d->frame_start && go->seq == d->p.start)
+		moq_cache_cursor_seek(&go->cur, (uint32_t)d->frame_start, 0);
+	if (d->frame_end && go->seq == d->p.end)
+		go->frame_end = d->frame_end;
 	/* moq-lite, Group: type 0x0, GROUP { subscribe id, sequence }: the only
 	 * per-subscriber bytes of the stream (as st_send would write them). */
 	h = tx_reserve(s, &st->tx, 32);
 	if (h) {
-		int hl = moq_group_hdr_encode(h, 32, d->id, go->seq);
+		int hl = s->v == MOQ_LITE_06
+		                 ? moq6_group_hdr_encode(h, 32, d->id, go->seq, go->cur.frame)
+		                 : moq_group_hdr_encode(h, 32, d->id, go->seq);
 		struct iovec iov = {h, hl > 0 ? (size_t)hl : 0};
 		tx_unreserve(&st->tx, 32 - iov.iov_len);
 		if (iov.iov_len && tp_write(s, st->sid, &iov, 1, 0) >= 0)
@@ -416,12 +423,35 @@ static uint64_t gout_pump(struct moq_session *s, struct gout *go)
 	if (batch > 32)
 		batch = 32;
 	while (!go->fin && !go->reset && budget_left(s)) {
-		int cnt = moq_cache_read_frames(go->g, &go->cur, fb, batch);
+		int cnt;
 		unsigned ni = 0;
 		uint64_t bytes = 0;
 		long rc;
-		int i, fin = 0, cut = 0;
+		int i, fin = 0, cut = 0, bound = 0;
 
+		if (go->frame_end && go->cur.frame >= go->frame_end) {
+			/* lite-06: the subscription (or fetch) ends here */
+			if (tp_write(s, go->st->sid, NULL, 0, 1) >= 0) {
+				go->fin = 1;
+				go->st->fin_sent = 1;
+				n->st.groups_fin++;
+			}
+			break;
+		}
+		cnt = moq_cache_read_frames(go->g, &go->cur, fb, batch);
+		if (cnt > 0 && go->frame_end) {
+			/* frames at or past the end bound are not sent */
+			for (i = 0; i < cnt; i++)
+				if (fb[i].index >= go->frame_end)
+					break;
+			if (i < cnt) {
+				cnt = i;
+				bound = 1;
+				moq_cache_cursor_seek(&go->cur, (uint32_t)go->frame_end, 0);
+			}
+		}
+		if (cnt == 0 && bound)
+			continue;
 		if (cnt == 0)
 			break;
 		if (cnt < 0) {
@@ -511,6 +541,8 @@ static uint64_t gout_pump(struct moq_session *s, struct gout *go)
 			stc = moq_cache_group_status(go->g, NULL, &frames);
 			fin = stc == MOQ_ERR_CLOSED && go->cur.frame >= frames;
 		}
+		if (bound && !cut)
+			fin = 1;
 		rc = tp_write(s, go->st->sid, iov, ni, fin);
 		if (rc < 0) {
 			gout_reset(s, go, MOQ_CODE_CANCEL);
@@ -635,8 +667,20 @@ static bool group_too_old(const struct moq_session *s, const struct dsub *d,
                           const struct moq_cache_group *g, uint64_t latest)
 {
 	uint64_t created = moq_cache_group_created(g), now = s->n->now;
+	uint64_t seq = moq_cache_group_seq(g);
 
-	return moq_cache_group_seq(g) < latest && now > created && now - created > d->lat_ns;
+	if (seq >= latest)
+		return false;
+	if (d->by_age) {
+		/* lite-06 Max Age: a group's age runs from when its successor
+		 * began (none yet: it is not old) */
+		struct moq_cache_group *succ;
+		if (moq_cache_track_group(d->track, seq + 1, &succ) < 0)
+			return false;
+		created = moq_cache_group_created(succ);
+		moq_cache_group_unref(succ);
+	}
+	return now > created && now - created > d->lat_ns;
 }
 
 bool gout_too_old(const struct moq_session *s, const struct gout *go)
@@ -668,6 +712,37 @@ static __attribute__((noinline)) bool start_at_latest(const struct moq_session *
 	ok = !moq_cache_track_idle(d->track) || now <= created || now - created <= lat;
 	moq_cache_group_unref(g);
 	return ok;
+}
+
+/*
+ * lite-06: the first group of @d, whose p.start is Group Start (an absolute
+ * floor) and p.max_latency_ms its Max Age: the oldest group at or above the
+ * floor still within the age, a group's age running from when its successor
+ * began (the newest group's is 0); Max Age 0 = the newest group. The cache
+ * knows when each group began (moq_cache_group_created, the node's clock).
+ */
+static __attribute__((noinline)) uint64_t age_start(const struct moq_session *s,
+                                                    const struct dsub *d, uint64_t latest)
+{
+	uint64_t first = latest, floor = d->p.start == MOQ_GROUP_NONE ? 0 : d->p.start;
+	uint64_t age_ns = d->p.max_latency_ms * 1000000ull, now = s->n->now;
+
+	while (age_ns && first > floor) {
+		struct moq_cache_group *succ, *g;
+		uint64_t began;
+		/* group first - 1's age runs from when group first began */
+		if (moq_cache_track_group(d->track, first, &succ) < 0)
+			break;
+		began = moq_cache_group_created(succ);
+		moq_cache_group_unref(succ);
+		if (now > began && now - began > age_ns)
+			break;
+		if (moq_cache_track_group(d->track, first - 1, &g) < 0)
+			break; /* not in the cache (any more) */
+		moq_cache_group_unref(g);
+		first--;
+	}
+	return first;
 }
 
 /* dsub_advance found group d->next_seq gone or never received (@rc), or
@@ -769,7 +844,9 @@ static void dsub_advance(struct moq_session *s, struct dsub *d)
 			uint64_t first = latest;
 			if (d->p.start != MOQ_GROUP_NONE && d->p.start > latest)
 				return; /* a future start: wait for it */
-			if (d->p.start != MOQ_GROUP_NONE)
+			if (d->by_age)
+				first = age_start(s, d, latest);
+			else if (d->p.start != MOQ_GROUP_NONE)
 				first = d->p.start;
 			else if (!start_at_latest(s, d, latest))
 				goto out; /* stale: wait for the next group */

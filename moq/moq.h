@@ -54,6 +54,9 @@ struct moq_hub;
 struct moq_auth;
 
 /* The ALPNs a node speaks, in preference order (PROTOCOL.md). */
+#ifndef MOQ_ALPN_06
+#define MOQ_ALPN_06 "moq-lite-06" /* lite06_codec.h */
+#endif
 #define MOQ_ALPN_05 "moq-lite-05"
 #define MOQ_ALPN_04 "moq-lite-04"
 #define MOQ_ALPN_03 "moq-lite-03"
@@ -301,6 +304,10 @@ const struct moq_quic_callbacks *moq_node_quic_callbacks(void);
 
 /* moq_node_alpns: the ALPN list (lite-05, 04, 03) and its length. */
 const char *const *moq_node_alpns(size_t *count);
+/* moq_node_alpns_all: every moq-lite ALPN the node speaks, lite-06 first
+ * ("moq-lite-06", 05, 04, 03): a server's list (it prefers 06 when the
+ * client offers it). */
+const char *const *moq_node_alpns_all(size_t *count);
 
 /*
  * moq_node_poll: write pending fanout data (per session, newest group of
@@ -441,6 +448,10 @@ struct moq_sub_params {
 	uint64_t max_latency_ms;
 	uint64_t start; /* MOQ_GROUP_NONE: from the newest group */
 	uint64_t end;   /* MOQ_GROUP_NONE: unbounded */
+	/* lite-06: start at frame @frame_start of group @start, end before
+	 * frame @frame_end (index + 1; 0 = whole group) of group @end; both
+	 * need that group named (not MOQ_GROUP_NONE); other versions: 0 */
+	uint64_t frame_start, frame_end;
 };
 
 /*

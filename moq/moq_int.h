@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "auth.h"
+#include "lite06_codec.h"
 #include "moq_heapacct.h"
 
 /* Bytes kept for the stream's own outgoing data (control messages and frame
@@ -138,6 +139,10 @@ struct dsub {
 	uint8_t counted; /* holds one unit of cfg.max_subscribers */
 	uint64_t last_version;
 	int64_t end_code; /* ending: -1 END, else reset code */
+	/* lite-06: the first frame of group p.start, the end frame (index + 1,
+	 * 0 = none) of group p.end */
+	uint64_t frame_start, frame_end;
+	uint8_t by_age; /* lite-06: p.start is a floor, the first group by Max Age */
 };
 
 /* A subscription we made on the peer. */
@@ -249,6 +254,7 @@ struct gout {
 	uint8_t done;   /* off the live list: on the session's gfin or gdone */
 	uint8_t on_fin; /* on gfin: FIN sent, not all acknowledged, not reset */
 	uint64_t written, acked;
+	uint64_t frame_end; /* lite-06: FIN before this frame (0 = the group's end) */
 };
 
 /* A group stream we receive. */
@@ -286,6 +292,7 @@ struct mstream {
 	struct gout *go;
 	struct gin *gi;
 	struct tinfo *ti; /* TRACK_IN waiting / TRACK_OUT asking */
+	struct ann6 *a6;  /* lite-06 announce streams: implicit ids (lite06.c) */
 };
 
 struct smap {
@@ -496,6 +503,14 @@ void ann_reroute(struct moq_node *n, struct bcast *bc, const struct moq_session 
 void ann_in_stop(struct moq_session *s, struct mstream *st);
 int ann_in_start(struct moq_session *s, struct mstream *st, const struct moq_announce_req *r);
 int on_announce(struct moq_session *s, struct mstream *st, const struct moq_announce *a);
+/* lite06.c: lite-06 announces (implicit ids). lite06_ann_out fills @m's
+ * kind6 / id6 / costs before it is sent on ANN_IN @st: 1 send it, 0 send
+ * nothing (an END never started, over the bound), < 0 an error.
+ * lite06_on_announce resolves a received one and calls on_announce; it
+ * returns a session close code or 0. lite06_st_free frees @st's map. */
+int lite06_ann_out(struct moq_session *s, struct mstream *st, struct moq_msg *m);
+uint64_t lite06_on_announce(struct moq_session *s, struct mstream *st, struct moq_announce *a);
+void lite06_st_free(struct mstream *st);
 void ann_out_gone(struct moq_session *s, struct mstream *st);
 int ann_request(struct moq_session *s, const char *prefix, size_t len, int *err);
 
@@ -716,8 +731,16 @@ static inline long tp_write(struct moq_session *s, int64_t sid, const struct iov
 	return moq_quic_stream_write(s->conn, sid, iov, n, fin);
 }
 
+/* lite-06 renumbered the codes (a reset with 0 is an internal error): the
+ * session works in lite-05's numbers, the wire gets the version's. */
+static inline uint64_t wire_stream_code(const struct moq_session *s, uint64_t code)
+{
+	return s->v == MOQ_LITE_06 ? moq6_code_stream(code) : code;
+}
+
 static inline void tp_reset(struct moq_session *s, int64_t sid, uint64_t code)
 {
+	code = wire_stream_code(s, code);
 	if (s->bops)
 		s->bops->stream_reset(s->tp, sid, code);
 	else
@@ -726,6 +749,7 @@ static inline void tp_reset(struct moq_session *s, int64_t sid, uint64_t code)
 
 static inline void tp_stop_sending(struct moq_session *s, int64_t sid, uint64_t code)
 {
+	code = wire_stream_code(s, code);
 	if (s->bops)
 		s->bops->stream_stop_sending(s->tp, sid, code);
 	else
@@ -734,6 +758,8 @@ static inline void tp_stop_sending(struct moq_session *s, int64_t sid, uint64_t 
 
 static inline void tp_close(struct moq_session *s, uint64_t code)
 {
+	if (s->v == MOQ_LITE_06)
+		code = moq6_code_session(code);
 	if (s->bops) {
 		if (!s->tp_closing) {
 			s->tp_closing = 1;

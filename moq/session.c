@@ -112,6 +112,7 @@ static void st_free(struct moq_session *s, struct mstream *st)
 		free(us);
 	}
 	ann_in_stop(s, st);
+	lite06_st_free(st);
 	if (st->fetch_counted)
 		s->nfetch--;
 	if (st->kind == SK_TRACK_OUT && st->ti && !s->n->cfg.relay)
@@ -229,6 +230,8 @@ static enum moq_version alpn_version(const char *alpn)
 {
 	if (!alpn)
 		return 0;
+	if (strcmp(alpn, MOQ_ALPN_06) == 0)
+		return MOQ_LITE_06;
 	if (strcmp(alpn, MOQ_ALPN_05) == 0)
 		return MOQ_LITE_05;
 	if (strcmp(alpn, MOQ_ALPN_04) == 0)
@@ -393,6 +396,8 @@ void moq_binding_stream_reset(struct moq_session *s, int64_t sid, uint64_t app_e
 	st = smap_get(&s->streams, sid);
 	if (!st)
 		return;
+	if (s->v == MOQ_LITE_06)
+		app_err = moq6_code_from_stream(app_err); /* lite-05 numbers inside */
 	s->depth++;
 	st->rx_fin = 1;
 	switch (st->kind) {
@@ -472,6 +477,8 @@ static void stop_sending(struct moq_session *s, int64_t sid, uint64_t app_err)
 	st = smap_get(&s->streams, sid);
 	if (!st)
 		return;
+	if (s->v == MOQ_LITE_06)
+		app_err = moq6_code_from_stream(app_err); /* tp_reset maps it back */
 	if (st->go && !st->go->fin && !st->go->reset) {
 		st->go->reset = 1;
 		s->unacked -= st->go->written - st->go->acked;
@@ -669,5 +676,15 @@ const char *const *moq_node_alpns(size_t *count)
 
 	if (count)
 		*count = 3;
+	return alpns;
+}
+
+const char *const *moq_node_alpns_all(size_t *count)
+{
+	/* lite-06 first, as moq-relay offers it */
+	static const char *const alpns[] = {MOQ_ALPN_06, MOQ_ALPN_05, MOQ_ALPN_04, MOQ_ALPN_03};
+
+	if (count)
+		*count = 4;
 	return alpns;
 }

@@ -276,6 +276,16 @@ int st_send(struct moq_session *s, struct mstream *st, int64_t stype, const stru
 			return rc;
 		off = (size_t)rc;
 	}
+	if (m && s->v == MOQ_LITE_06 && m->type == MOQ_MSG_ANNOUNCE) {
+		struct moq_msg m6 = *m;
+		rc = lite06_ann_out(s, st, &m6);
+		if (rc <= 0)
+			return rc;
+		rc = moq_msg_encode(buf + off, sizeof(buf) - off, s->v, &m6);
+		if (rc < 0)
+			return rc;
+		return st_write(s, st, buf, off + (size_t)rc, fin);
+	}
 	if (m) {
 		rc = moq_msg_encode(buf + off, sizeof(buf) - off, s->v, m);
 		if (rc < 0)

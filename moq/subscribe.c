@@ -171,6 +171,18 @@ void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_su
 	d->id = m->id;
 	d->p = (struct moq_sub_params){m->priority, m->ordered, m->max_latency_ms, m->start,
 	                               m->end};
+	/* lite-06: frame bounds within the named start / end group (the codec
+	 * reads them only there; a bound on an unnamed group is refused) */
+	if ((m->frame_start && m->start == MOQ_GROUP_NONE) ||
+	    (m->frame_end && m->end == MOQ_GROUP_NONE) ||
+	    (m->frame_end && m->start == m->end && m->frame_end <= m->frame_start) ||
+	    m->frame_start > UINT32_MAX || m->frame_end > UINT32_MAX) {
+		code = MOQ_CODE_BOUNDS;
+		goto fail_refuse;
+	}
+	d->frame_start = m->frame_start;
+	d->frame_end = m->frame_end;
+	d->by_age = m->by_age;
 	d->end_code = -1;
 	d->counted = 1;
 	if (bc->local) {
@@ -244,6 +256,8 @@ void on_subscribe_update(struct moq_session *s, struct mstream *st,
 	d->p.max_latency_ms = m->max_latency_ms;
 	d->p.start = m->start;
 	d->p.end = m->end;
+	d->frame_start = m->start == MOQ_GROUP_NONE ? 0 : m->frame_start;
+	d->frame_end = m->end == MOQ_GROUP_NONE ? 0 : m->frame_end;
 	dsub_params(d);
 	if (d->started && m->start != MOQ_GROUP_NONE && m->start > d->next_seq)
 		d->next_seq = m->start;

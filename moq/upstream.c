@@ -48,8 +48,8 @@ static void up_agg(struct upstream *up, struct moq_subscribe_update *a)
 	/* A live subscriber (no start) needs the live edge: the upstream
 	 * subscription starts there too. */
 	for (struct dsub *d = up->dsubs; d; d = d->unext)
-		if (d->p.start == MOQ_GROUP_NONE)
-			a->start = MOQ_GROUP_NONE;
+		if (d->p.start == MOQ_GROUP_NONE || (d->by_age && d->p.start == 0))
+			a->start = MOQ_GROUP_NONE; /* lite-06 floor 0: the live edge too */
 }
 
 /* Strip the session's root from a full path for the wire. */
@@ -95,8 +95,9 @@ struct usub *usub_open(struct moq_session *s, const char *b, size_t bl, const ch
 	us->id = s->next_sub_id++;
 	st->us = us;
 	m.u.subscribe =
-	        (struct moq_subscribe){us->id,     wire_path(s, b, bl), {t, tl},  p->priority,
-	                               p->ordered, p->max_latency_ms,   p->start, p->end};
+	        (struct moq_subscribe){us->id,         wire_path(s, b, bl), {t, tl},  p->priority,
+	                               p->ordered,     p->max_latency_ms,   p->start, p->end,
+	                               p->frame_start, p->frame_end};
 	*err = st_send(s, st, MOQ_STREAM_SUBSCRIBE, &m, 0);
 	us->next = s->usubs;
 	s->usubs = us;

@@ -496,6 +496,11 @@ START_TEST(protocol_lists)
 
 	ck_assert_int_eq(moq_h3_protocols_pick("\"moq-lite-04\"", 13), MOQ_LITE_04);
 	ck_assert_int_eq(moq_h3_protocols_pick(l1, strlen(l1)), MOQ_LITE_05);
+	/* moq-lite-06 (issue 25), in the client's order */
+	ck_assert_int_eq(moq_h3_protocols_pick("\"moq-lite-06\", \"moq-lite-05\"", 28),
+	                 MOQ_LITE_06);
+	ck_assert_int_eq(moq_h3_protocols_pick("\"moq-lite-05\", \"moq-lite-06\"", 28),
+	                 MOQ_LITE_05);
 	ck_assert_int_eq(moq_h3_protocols_pick("", 0), 0);
 	ck_assert_int_eq(moq_h3_protocols_pick("\"moq-lite-05", 12), MOQ_ERR_DECODE);
 	ck_assert_int_eq(moq_h3_protocols_pick("\"x\" \"y\"", 7), MOQ_ERR_DECODE);

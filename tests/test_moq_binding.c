@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lite06_codec.h"
 #include "moq.h"
 
 #define MS          1000000ull
@@ -278,6 +279,12 @@ static struct {
 	struct end *pub_c, *pub_s, *sub_c, *sub_s;
 	struct subst sub;
 	uint64_t now;
+	/* lite-06 mid-group start: group mid_seq's first frame is mid_frame */
+	uint64_t mid_seq;
+	uint32_t mid_frame;
+	/* lite-06 Max Age: the groups subscription age_id completed (bits) */
+	int64_t age_id;
+	uint64_t age_groups;
 } B;
 
 static uint8_t fbyte(uint64_t seq, uint32_t idx, uint64_t off)
@@ -310,7 +317,7 @@ static void on_frame(struct moq_session *s, void *user, uint64_t id, uint64_t se
 	(void)ts;
 	if (seq != cur_seq || !cur_started) {
 		cur_seq = seq;
-		cur_idx = 0;
+		cur_idx = seq == B.mid_seq ? B.mid_frame : 0;
 		cur_started = 1;
 	} else {
 		cur_idx++;
@@ -338,10 +345,10 @@ static void on_group_end(struct moq_session *s, void *user, uint64_t id, uint64_
 {
 	(void)s;
 	(void)user;
-	(void)id;
-	(void)seq;
 	if (code == -1)
 		B.sub.groups_done++;
+	if (code == -1 && (int64_t)id == B.age_id && seq < 64)
+		B.age_groups |= 1ull << seq;
 }
 
 static void on_sub_closed(struct moq_session *s, void *user, uint64_t id, int64_t code)
@@ -507,6 +514,77 @@ START_TEST(test_binding_lite04)
 }
 END_TEST
 
+/* moq-lite-06 on a binding (the path WebTransport and qmux take). */
+START_TEST(test_binding_lite06)
+{
+	run_version(MOQ_LITE_06);
+}
+END_TEST
+
+/* lite-06: SUBSCRIBE { group start 2, frame start 3, group end 4, frame end
+ * 5 }: group 2 from its fourth frame, group 3 whole, group 4's first five
+ * frames, each byte checked; groups 0, 1 and 5 never come. Then a FETCH-less
+ * check of the bounds' refusals: frame bounds on unnamed groups. */
+START_TEST(test_binding_lite06_mid_group)
+{
+	struct moq_cache_track *vt;
+	struct moq_cache_group *g;
+	struct moq_sub_params p = {0, false, 5000, 2, 4, 3, 5};
+	struct moq_sub_params bad = {0, false, 5000, MOQ_GROUP_NONE, 4, 3, 0};
+	uint64_t want_bytes = 0, want_frames = 0;
+	const uint64_t groups = 6;
+
+	setup();
+	B.mid_seq = 2;
+	B.mid_frame = 3;
+	pair(&B.pub_c, &B.pub_s);
+	pair(&B.sub_c, &B.sub_s);
+	B.pub_s->s = moq_binding_accept(B.relay, &ops, B.pub_s, MOQ_LITE_06, "/demo", 5);
+	B.pub_c->s =
+	        moq_binding_connect(B.pubn, &ops, B.pub_c, MOQ_LITE_06, NULL, MOQ_ROLE_PUBLISHER);
+	B.sub_s->s = moq_binding_accept(B.relay, &ops, B.sub_s, MOQ_LITE_06, "/", 1);
+	B.sub_c->s =
+	        moq_binding_connect(B.subn, &ops, B.sub_c, MOQ_LITE_06, NULL, MOQ_ROLE_SUBSCRIBER);
+	ck_assert(B.pub_c->s && B.sub_c->s);
+	moq_session_set_user(B.sub_c->s, &B.sub);
+	ck_assert_int_eq(moq_cache_track_create(B.pcache, "room", 4, "video", 5, NULL, &vt), 0);
+	ck_assert_int_eq(moq_node_publish(B.pubn, "room", 4, 1000), 0);
+	pump(20);
+	ck_assert(B.sub.ready);
+	/* a frame start without its group is refused before anything is sent */
+	ck_assert_int_eq(moq_session_subscribe(B.sub_c->s, "demo/room", 9, "video", 5, &bad),
+	                 MOQ_ERR_INVAL);
+	ck_assert_int_ge(moq_session_subscribe(B.sub_c->s, "demo/room", 9, "video", 5, &p), 0);
+	pump(20);
+	for (uint64_t seq = 0; seq < groups; seq++) {
+		ck_assert_int_eq(moq_cache_group_open(vt, seq, B.now, &g), 0);
+		for (uint32_t i = 0; i < FRAMES; i++) {
+			uint8_t buf[4000];
+			size_t sz = fsize(seq, i);
+			for (size_t k = 0; k < sz; k++)
+				buf[k] = fbyte(seq, i, k);
+			ck_assert_int_eq(moq_cache_write_frame(g, i, buf, sz), 0);
+			if ((seq == 2 && i >= 3) || seq == 3 || (seq == 4 && i < 5)) {
+				want_bytes += sz;
+				want_frames++;
+			}
+			pump(2);
+		}
+		ck_assert_int_eq(moq_cache_group_finish(g), 0);
+		moq_cache_group_unref(g);
+		pump(5);
+	}
+	pump(30);
+	ck_assert_uint_eq(want_frames, 7 + 10 + 5);
+	ck_assert_uint_eq(B.sub.bad, 0);
+	ck_assert_uint_eq(B.sub.frames, want_frames);
+	ck_assert_uint_eq(B.sub.bytes, want_bytes);
+	ck_assert_uint_eq(B.sub.groups_done, 3);
+	moq_cache_track_unref(vt);
+	teardown_ends();
+}
+END_TEST
+
 /* The URL path roots the session: the broadcast is "demo/room", so a
  * subscriber asking for "room" gets not-found, not the broadcast. */
 START_TEST(test_binding_root)
@@ -577,6 +655,118 @@ START_TEST(test_binding_bad_input_closes_one)
 }
 END_TEST
 
+/* lite-06 Max Age: a subscriber joining with Group Start 0 (the default
+ * floor) starts at the oldest group still within its Max Age, a group's
+ * age running from when its successor began at the relay: groups begin
+ * 100 ms apart; joining 50 ms after group 5 began, Max Age 275 ms reaches
+ * back to group 2 (its age 250 ms, group 1's 350 ms), Max Age 0 gives the
+ * newest group alone. A live lite-06 subscription keeps the track at the
+ * relay meanwhile. */
+START_TEST(test_binding_lite06_max_age)
+{
+	struct moq_cache_track *vt;
+	struct moq_cache_group *g[7];
+	struct moq_sub_params live = {0, false, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE, 0, 0};
+	struct moq_sub_params aged = {0, false, 275, MOQ_GROUP_NONE, MOQ_GROUP_NONE, 0, 0};
+	int64_t id;
+
+	setup();
+	B.age_id = -1;
+	pair(&B.pub_c, &B.pub_s);
+	pair(&B.sub_c, &B.sub_s);
+	B.pub_s->s = moq_binding_accept(B.relay, &ops, B.pub_s, MOQ_LITE_06, "/demo", 5);
+	B.pub_c->s =
+	        moq_binding_connect(B.pubn, &ops, B.pub_c, MOQ_LITE_06, NULL, MOQ_ROLE_PUBLISHER);
+	B.sub_s->s = moq_binding_accept(B.relay, &ops, B.sub_s, MOQ_LITE_06, "/", 1);
+	B.sub_c->s =
+	        moq_binding_connect(B.subn, &ops, B.sub_c, MOQ_LITE_06, NULL, MOQ_ROLE_SUBSCRIBER);
+	moq_session_set_user(B.sub_c->s, &B.sub);
+	ck_assert_int_eq(moq_cache_track_create(B.pcache, "room", 4, "video", 5, NULL, &vt), 0);
+	ck_assert_int_eq(moq_node_publish(B.pubn, "room", 4, 1000), 0);
+	pump(20);
+	ck_assert_int_ge(moq_session_subscribe(B.sub_c->s, "demo/room", 9, "video", 5, &live), 0);
+	pump(20);
+	for (uint64_t seq = 0; seq < 6; seq++) {
+		uint8_t buf[200];
+		if (seq)
+			B.now += 100 * MS - 10 * MS; /* pump(10) below adds 10 ms */
+		ck_assert_int_eq(moq_cache_group_open(vt, seq, B.now, &g[seq]), 0);
+		memset(buf, (int)seq, sizeof(buf));
+		ck_assert_int_eq(moq_cache_write_frame(g[seq], 0, buf, sizeof(buf)), 0);
+		if (seq < 5) /* the newest stays open: the track is live */
+			ck_assert_int_eq(moq_cache_group_finish(g[seq]), 0);
+		pump(10);
+	}
+	B.now += 40 * MS;
+	id = moq_session_subscribe(B.sub_c->s, "demo/room", 9, "video", 5, &aged);
+	ck_assert_int_ge(id, 0);
+	B.age_id = id;
+	pump(30);
+	/* groups 2, 3 and 4 complete for the aged subscription; 5 is open */
+	ck_assert_msg(B.age_groups == ((1ull << 2) | (1ull << 3) | (1ull << 4)),
+	              "groups completed for Max Age 275 ms: %#llx",
+	              (unsigned long long)B.age_groups);
+	/* Max Age 0: the newest group only (5: still open, nothing completes
+	 * until it does) */
+	aged.max_latency_ms = 0;
+	B.age_groups = 0;
+	id = moq_session_subscribe(B.sub_c->s, "demo/room", 9, "video", 5, &aged);
+	ck_assert_int_ge(id, 0);
+	B.age_id = id;
+	pump(10);
+	ck_assert_int_eq(moq_cache_group_finish(g[5]), 0);
+	pump(30);
+	ck_assert_msg(B.age_groups == (1ull << 5), "groups completed for Max Age 0: %#llx",
+	              (unsigned long long)B.age_groups);
+	for (int k = 0; k < 6; k++)
+		moq_cache_group_unref(g[k]);
+	moq_cache_track_unref(vt);
+	teardown_ends();
+}
+END_TEST
+
+/* lite-06 protocol violations close the session (wire code 0x3): a second
+ * ANNOUNCE_START for a prefix on an announce stream, and a GOAWAY stream
+ * from a client (GOAWAY is the server's); the other session goes on. */
+START_TEST(test_binding_lite06_violations)
+{
+	/* ANNOUNCE_START { "room", no hops, warm 0, cold 0 } */
+	static const uint8_t start[] = {0x00, 0x08, 0x04, 'r', 'o', 'o', 'm', 0x00, 0x00, 0x00};
+	static const uint8_t goaway[] = {MOQ_STREAM_GOAWAY, 0x01, 0x00};
+
+	for (int k = 0; k < 2; k++) {
+		setup();
+		pair(&B.pub_c, &B.pub_s);
+		pair(&B.sub_c, &B.sub_s);
+		B.pub_s->s = moq_binding_accept(B.relay, &ops, B.pub_s, MOQ_LITE_06, "/", 1);
+		B.pub_c->s = moq_binding_connect(B.pubn, &ops, B.pub_c, MOQ_LITE_06, NULL,
+		                                 MOQ_ROLE_PUBLISHER);
+		B.sub_s->s = moq_binding_accept(B.relay, &ops, B.sub_s, MOQ_LITE_06, "/", 1);
+		B.sub_c->s = moq_binding_connect(B.subn, &ops, B.sub_c, MOQ_LITE_06, NULL,
+		                                 MOQ_ROLE_SUBSCRIBER);
+		moq_session_set_user(B.sub_c->s, &B.sub);
+		ck_assert_int_eq(moq_node_publish(B.pubn, "room", 4, 1000), 0);
+		pump(20);
+		ck_assert(!B.pub_s->closed);
+		if (k == 0) {
+			/* the relay's announce request to the publisher is its
+			 * first bidi stream (1); the same START twice more */
+			moq_binding_stream_data(B.pub_s->s, 1, start, sizeof(start), 0);
+			moq_binding_stream_data(B.pub_s->s, 1, start, sizeof(start), 0);
+		} else {
+			moq_binding_stream_data(B.pub_s->s, 400, goaway, sizeof(goaway), 0);
+		}
+		pump(10);
+		ck_assert_msg(B.pub_s->closed, "case %d: the relay closed the session", k);
+		ck_assert_uint_eq(B.pub_s->close_code, MOQ6_SESS_PROTOCOL_VIOLATION);
+		ck_assert(B.pub_s->close_local);
+		ck_assert(!B.sub_s->closed && !B.sub_c->closed);
+		ck_assert(moq_session_ready(B.sub_c->s));
+		teardown_ends();
+	}
+}
+END_TEST
+
 Suite *moq_binding_suite(void);
 Suite *moq_binding_suite(void)
 {
@@ -586,6 +776,10 @@ Suite *moq_binding_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_binding_lite05);
 	tcase_add_test(tc, test_binding_lite04);
+	tcase_add_test(tc, test_binding_lite06);
+	tcase_add_test(tc, test_binding_lite06_mid_group);
+	tcase_add_test(tc, test_binding_lite06_violations);
+	tcase_add_test(tc, test_binding_lite06_max_age);
 	tcase_add_test(tc, test_binding_root);
 	tcase_add_test(tc, test_binding_bad_input_closes_one);
 	suite_add_tcase(s, tc);

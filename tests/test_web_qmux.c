@@ -965,6 +965,10 @@ START_TEST(ws_helpers)
 	ck_assert_str_eq(name, "qmux-01.moq-lite-05");
 	off = "qmux-01.moq-lite-03, qmux-01.moq-lite-04";
 	ck_assert_int_eq(moq_ws_select(off, strlen(off), &name), MOQ_LITE_04);
+	/* moq-lite-06 (issue 25) first, as moq-relay */
+	off = "qmux-01.moq-lite-05, qmux-01.moq-lite-06";
+	ck_assert_int_eq(moq_ws_select(off, strlen(off), &name), MOQ_LITE_06);
+	ck_assert_str_eq(name, "qmux-01.moq-lite-06");
 	off = "qmux-00.moq-lite-05, webtransport, qmux-01";
 	ck_assert_int_eq(moq_ws_select(off, strlen(off), &name), MOQ_ERR_NOTFOUND);
 	off = "qmux-01.moq-lite-055";

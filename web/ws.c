@@ -77,11 +77,13 @@ size_t moq_ws_header(uint8_t out[10], unsigned opcode, uint64_t len)
 	return 10;
 }
 
-/* BINDINGS.md, section 2: the relay's preference, qmux-01 with lite-05 first. */
+/* BINDINGS.md, section 2: the relay's preference, qmux-01 with lite-06 first
+ * (as moq-relay), then lite-05. */
 static const struct {
 	const char *name;
 	int version;
 } ws_protos[] = {
+        {"qmux-01.moq-lite-06", MOQ_LITE_06},
         {"qmux-01.moq-lite-05", MOQ_LITE_05},
         {"qmux-01.moq-lite-04", MOQ_LITE_04},
         {"qmux-01.moq-lite-03", MOQ_LITE_03},

@@ -7,6 +7,8 @@
  * fuzz bytes: none, a stream type, or a valid SUBSCRIBE first). Whatever the
  * bytes, the relay must survive, close at most the fuzzing session, and keep
  * serving the publisher.
+ * Built with -DFUZZ_LITE06 (fuzz_lite06_session) both endpoints offer
+ * moq_node_alpns_all, so every session is moq-lite-06 (lite06.c).
  */
 #include <arpa/inet.h>
 #include <stdint.h>
@@ -126,7 +128,11 @@ static void init(void)
 	nc.cb = &cbs;
 	F.client = moq_node_create(&nc);
 	q.role = MOQ_QUIC_SERVER;
+#ifdef FUZZ_LITE06
+	q.alpn = moq_node_alpns_all(&nalpn);
+#else
 	q.alpn = moq_node_alpns(&nalpn);
+#endif
 	q.alpn_count = nalpn;
 	q.retry = MOQ_QUIC_RETRY_NEVER;
 	q.max_conns_per_addr = 100000;
@@ -152,9 +158,17 @@ static void init(void)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+#ifdef FUZZ_LITE06
+	/* lite-06 SUBSCRIBE { 5, "live/room", "video", 1, max age 0, groups
+	 * 0 0, frames 0 0 } */
+	static const uint8_t sub[] = {0x02, 0x17, 0x05, 0x09, 'l',  'i',  'v', 'e', '/',
+	                              'r',  'o',  'o',  'm',  0x05, 'v',  'i', 'd', 'e',
+	                              'o',  0x01, 0x00, 0x00, 0x00, 0x00, 0x00};
+#else
 	static const uint8_t sub[] = {0x02, 0x16, 0x05, 0x09, 'l',  'i',  'v',  'e',
 	                              '/',  'r',  'o',  'o',  'm',  0x05, 'v',  'i',
 	                              'd',  'e',  'o',  0x01, 0x00, 0x00, 0x00, 0x00};
+#endif
 	uint8_t buf[4096 + sizeof(sub) + 1];
 	size_t len = 0;
 	uint8_t ctl;
