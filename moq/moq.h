@@ -253,6 +253,12 @@ struct moq_node_stats {
 	 * begun first (the cache keeps groups in order: STOP_SENDING 2 to the
 	 * publisher, DROP 24 to subscribers) */
 	uint64_t groups_in_late;
+	/* lite-05 datagrams (6.4; dgram.c) */
+	uint64_t dgrams_in;        /* single-frame groups received as datagrams */
+	uint64_t dgrams_in_bad;    /* ... dropped: undecodable, unknown or ended
+				    * subscription, late (not above the newest) */
+	uint64_t dgrams_out;       /* single-frame groups sent as datagrams */
+	uint64_t dgrams_too_large; /* ... that did not fit one: sent as a stream */
 };
 
 /*
@@ -322,6 +328,18 @@ uint64_t moq_node_origin(const struct moq_node *n);
  * MOQ_ERR_INVAL (bad path), MOQ_ERR_NOMEM.
  */
 int moq_node_publish(struct moq_node *n, const char *path, size_t len, uint64_t timescale);
+
+/*
+ * moq_node_track_datagrams: (lite-05 6.4) single-frame groups of the local
+ * track @t go to subscribers whose session negotiated QUIC datagrams as
+ * one datagram each instead of a stream (a frame too large for one: a
+ * stream). A lost one is a lost group. Relayed tracks are marked by their
+ * publisher: a track one of whose groups arrived as a datagram. Up to
+ * MOQ_DGRAM_TRACKS local tracks; the node keeps no reference (unmark with
+ * @on 0 before the track is dropped). Returns 0 or MOQ_ERR_LIMIT.
+ */
+#define MOQ_DGRAM_TRACKS 8
+int moq_node_track_datagrams(struct moq_node *n, struct moq_cache_track *t, int on);
 
 /*
  * moq_node_unpublish: end a broadcast published with moq_node_publish:
