@@ -67,6 +67,8 @@ struct run {
 	struct moq_quic_stats qs;
 };
 
+static int fastpath_on; /* the next run_load's relay: config.fastpath */
+
 static void run_load(unsigned drop_every, const char *subs, const char *extra, struct run *r)
 {
 	struct moq_cache_counting cnt;
@@ -85,6 +87,7 @@ static void run_load(unsigned drop_every, const char *subs, const char *extra, s
 	        .user = node,
 	        .retry = MOQ_QUIC_RETRY_NEVER,
 	        .max_datagram_frame_size = 65535, /* as dpdk_app/relay.c */
+	        .fastpath = fastpath_on,
 	};
 	struct moq_quic_endpoint *ep;
 	struct dropper dr = {drop_every, 0, 0};
@@ -206,6 +209,27 @@ START_TEST(datagram_loss_is_group_loss)
 }
 END_TEST
 
+/* The fast path carries no DATAGRAM frames: with it on, a subscriber
+ * session that negotiated datagrams stays on ngtcp2 (counted) and gets
+ * them; without --datagrams the same subscribers are handed off. */
+START_TEST(fastpath_keeps_datagram_sessions)
+{
+	struct run r;
+
+	fastpath_on = 1;
+	run_load(0, "5", "--datagrams", &r);
+	ck_assert_int_eq((int)jget(r.last, "errors"), 0);
+	ck_assert_uint_ge(r.qs.handoff_refused_dgram, 5);
+	ck_assert_uint_eq(r.qs.handoffs, 0);
+	ck_assert_uint_gt(r.ns.dgrams_out, 5 * 50);
+	run_load(0, "5", "--verbose", &r);
+	fastpath_on = 0;
+	ck_assert_int_eq((int)jget(r.last, "errors"), 0);
+	ck_assert_uint_eq(r.qs.handoff_refused_dgram, 0);
+	ck_assert_uint_ge(r.qs.handoffs, 1);
+}
+END_TEST
+
 START_TEST(datagrams_refused_with_light)
 {
 	const char *argv[] = {"--kernel", "--relay", "127.0.0.1:1", "--subscribers", "1",
@@ -233,6 +257,7 @@ Suite *loadgen_dgram_suite(void)
 	tcase_add_test(tc, streams_without_datagrams);
 	tcase_add_test(tc, datagram_loss_is_group_loss);
 	tcase_add_test(tc, datagrams_refused_with_light);
+	tcase_add_test(tc, fastpath_keeps_datagram_sessions);
 	suite_add_tcase(s, tc);
 	return s;
 }
