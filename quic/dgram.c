@@ -174,6 +174,12 @@ void dgram_recv(struct moq_quic_conn *c, const uint8_t *data, size_t len)
 	c->cb->datagram(c, c->user, data, len);
 }
 
+void moq_quic_conn_dgram_hold(struct moq_quic_conn *c)
+{
+	if (c != NULL)
+		c->dgram_hold = 1;
+}
+
 void dgram_free(struct moq_quic_conn *c)
 {
 	if (c->dq == NULL)

@@ -569,9 +569,9 @@ void hand_try(struct moq_quic_conn *c, uint64_t now)
 	if (!c->fp_ok || c->fp_final || c->fp != NULL || ep->fpe == NULL || c->q == NULL ||
 	    c->state != CS_ESTABLISHED || c->in_ng || c->close_req || c->notified)
 		return;
-	if (dgram_negotiated(c) && c->cb != NULL && c->cb->datagram != NULL) {
+	if (c->dgram_hold && dgram_negotiated(c)) {
 		/* the engine carries no DATAGRAM frames: a connection whose
-		 * application takes them stays on ngtcp2 (dgram.c) */
+		 * application uses them stays on ngtcp2 (dgram.c) */
 		ep->st.handoff_refused_dgram++;
 		c->fp_final = 1;
 		free(c->fpkeys);

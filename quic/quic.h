@@ -767,6 +767,15 @@ int moq_quic_dgram_send(struct moq_quic_conn *c, const uint8_t *hdr, size_t hdrl
                         const struct iovec *iov, size_t iovcnt, void (*release)(void *arg),
                         void *arg);
 
+/*
+ * moq_quic_conn_dgram_hold: the application sends or takes datagrams on
+ * @c: keep it off the fast path (which carries no DATAGRAM frames; counted
+ * in stats.handoff_refused_dgram when a handoff would have been tried). A
+ * connection already on the fast path stays there (moq_quic_dgram_max is
+ * 0 then: the application falls back to streams).
+ */
+void moq_quic_conn_dgram_hold(struct moq_quic_conn *c);
+
 /* ---- light clients (export.c) ------------------------------------------
  *
  * A load generator's "light" subscriber: a client connection that, once

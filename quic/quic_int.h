@@ -175,6 +175,7 @@ struct moq_quic_conn {
 	uint8_t fp_ok;    /* moq_quic_conn_allow_handoff was called */
 	uint8_t fp_final; /* refused for good: stays on ngtcp2 */
 	struct quic_dgq *dq; /* queued datagrams (dgram.c), NULL until used */
+	uint8_t dgram_hold;  /* moq_quic_conn_dgram_hold: no handoff */
 };
 
 /* dgram.c: the datagram queue (moq_quic_dgram_send) */
@@ -183,7 +184,7 @@ ngtcp2_ssize dgram_write(struct moq_quic_conn *c, ngtcp2_path *path, ngtcp2_pkt_
                          uint8_t *dest, size_t cap, uint64_t now, int *accepted);
 void dgram_recv(struct moq_quic_conn *c, const uint8_t *data, size_t len);
 void dgram_free(struct moq_quic_conn *c);
-/* the peer negotiated datagrams and the application takes them (handoff.c) */
+/* the peer negotiated datagrams (and so did we) */
 int dgram_negotiated(const struct moq_quic_conn *c);
 
 struct sl_pkt {
