@@ -53,7 +53,8 @@
  *   --verify-min N         with --light: at least N verifying subscribers (default 100)
  *   --datagrams            lite-05 6.4: QUIC datagrams negotiated; the publisher sends
  *                          its single-frame groups (audio) as datagrams, the
- *                          subscribers verify them as groups (raw QUIC, full subscribers)
+ *                          subscribers verify them as groups (raw QUIC or --transport wt:
+ *                          HTTP/3 datagrams; full subscribers)
  *   --transport quic|wt    raw QUIC (default) or WebTransport: ALPN h3, the
  *                          extended CONNECT, WebTransport stream prefixes
  *                          (wt_client.c, h3/)
@@ -1147,9 +1148,9 @@ int main(int argc, char **argv)
 		                "(not --transport wt or ws)\n");
 		return 2;
 	}
-	if (o.datagrams && (o.light || o.transport != MOQ_LG_TRANSPORT_QUIC || o.ws)) {
-		fprintf(stderr, "moqdp-load: --datagrams needs raw QUIC full subscribers (not "
-		                "--light, --transport wt or ws)\n");
+	if (o.datagrams && (o.light || o.ws)) {
+		fprintf(stderr, "moqdp-load: --datagrams needs QUIC full subscribers, raw or "
+		                "WebTransport (not --light or ws)\n");
 		return 2;
 	}
 	cfg.datagrams = o.datagrams;

@@ -104,6 +104,16 @@ void sess_datagram(struct moq_session *s, const uint8_t *p, size_t len)
 	n->st.groups_in++;
 }
 
+void moq_binding_datagram(struct moq_session *s, const uint8_t *data, size_t len)
+{
+	if (!s || s->closing || !s->tp)
+		return;
+	s->depth++;
+	sess_datagram(s, data, len);
+	s->depth--;
+	sess_flush(s);
+}
+
 static void group_release(void *arg)
 {
 	moq_cache_group_unref(arg);
@@ -119,7 +129,7 @@ bool dgram_out(struct moq_session *s, struct dsub *d, struct moq_cache_group *g)
 	uint32_t frames = 0;
 	int k = 0, hl, rc;
 
-	if (s->bops || !s->conn || s->v < MOQ_LITE_05 || !dgram_track(n, d) ||
+	if ((s->bops ? !s->bops->dgram_send : !s->conn) || s->v < MOQ_LITE_05 || !dgram_track(n, d) ||
 	    moq_cache_group_status(g, NULL, &frames) != MOQ_ERR_CLOSED || frames != 1)
 		return false;
 	memset(&cur, 0, sizeof(cur));
@@ -143,7 +153,8 @@ bool dgram_out(struct moq_session *s, struct dsub *d, struct moq_cache_group *g)
 			return false; /* in more pieces than a datagram takes */
 	}
 	/* the payload stays the cache's: the reference goes with it */
-	rc = moq_quic_dgram_send(s->conn, h, (size_t)hl, iov, (size_t)k, group_release, g);
+	rc = s->bops ? s->bops->dgram_send(s->tp, h, (size_t)hl, iov, (size_t)k, group_release, g)
+	             : moq_quic_dgram_send(s->conn, h, (size_t)hl, iov, (size_t)k, group_release, g);
 	if (rc == MOQ_ERR_TOO_LARGE)
 		n->st.dgrams_too_large++;
 	if (rc < 0)

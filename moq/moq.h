@@ -402,7 +402,16 @@ struct moq_binding_ops {
 	/* --auth-url requests' `transport` ("websocket", ...); NULL: "quic"
 	 * (WebTransport is QUIC: rs/moq-auth, request.rs) */
 	const char *transport;
+	/* lite-05 6.4 datagrams (moq/dgram.c): as moq_quic_dgram_send (@hdr
+	 * copied, the payload referenced until @release); NULL: none on this
+	 * binding (single-frame groups go on streams) */
+	int (*dgram_send)(void *b, const uint8_t *hdr, size_t hdrlen, const struct iovec *iov,
+	                  size_t iovcnt, void (*release)(void *arg), void *arg);
 };
+
+/* moq_binding_datagram: a datagram's payload for session @s (the binding's
+ * own framing removed; valid during the call) */
+void moq_binding_datagram(struct moq_session *s, const uint8_t *data, size_t len);
 
 /*
  * moq_binding_accept: a server session on binding @b. @v was negotiated by

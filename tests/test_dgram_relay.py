@@ -54,7 +54,7 @@ def metrics(port):
     return out
 
 
-def run(backend, relay_bin, load_bin, tmp):
+def run(backend, relay_bin, load_bin, tmp, transport="quic"):
     pid = os.getpid()
     rprefix, lprefix = f"moqdp-dg-r{pid}-{backend}", f"moqdp-dg-l{pid}-{backend}"
     common = ["--no-pci", "--no-huge", "--log-level=lib.eal:error"]
@@ -74,9 +74,10 @@ def run(backend, relay_bin, load_bin, tmp):
                  "--backend", "kernel", "--listen", "127.0.0.1"]
         load = [load_bin, "--kernel", "--relay", f"127.0.0.1:{port}", "--local", "127.0.0.2"]
     relay += ["--port", str(port), "--stats-interval", "0", "--mgmt", f"127.0.0.1:{mgmt}"]
-    jpath = f"{tmp}/load-{backend}.json"
+    jpath = f"{tmp}/load-{backend}-{transport}.json"
     load += ["--publish", "--datagrams", "--subscribers", "5", "--ramp", "50", "--tracks",
-             "video:1M:gop=30,audio", "--duration", "5", "--json", jpath, "--quiet"]
+             "video:1M:gop=30,audio", "--duration", "5", "--json", jpath, "--quiet",
+             "--transport", transport]
     rlog = open(f"{tmp}/relay-{backend}.log", "w")
     rp = subprocess.Popen(relay, stdout=rlog, stderr=subprocess.STDOUT)
     m = {}
@@ -125,8 +126,11 @@ def main():
         return 0
     relay_bin, load_bin = sys.argv[1], sys.argv[2]
     tmp = tempfile.mkdtemp(prefix="moqdp-dg.")
-    for backend in ("kernel", "dpdk"):
-        m, f = run(backend, relay_bin, load_bin, tmp)
+    # WebTransport: HTTP/3 datagrams (the Quarter Stream ID before the
+    # moq-lite header), moqdp-load's WebTransport client both ways
+    for backend, tr in (("kernel", "quic"), ("dpdk", "quic"), ("kernel", "wt")):
+        m, f = run(backend, relay_bin, load_bin, tmp, tr)
+        backend = backend if tr == "quic" else backend + "+wt"
         diag = json.dumps({k: v for k, v in f.items()
                            if k in ("subs_ready", "errors", "frames_ok", "groups_missing",
                                     "pub_dgrams_out", "sub_dgrams_in", "exit", "stderr")}) + \
