@@ -584,6 +584,22 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	metric(&o, "quic_packets_in_total", "counter", "QUIC packets handed to connections.",
 	       s->quic_pkts_in);
 	metric(&o, "quic_packets_out_total", "counter", "QUIC packets written.", s->quic_pkts_out);
+	metric(&o, "datagrams_in_total", "counter",
+	       "Single-frame groups received as QUIC datagrams (lite-05 6.4).", s->dgrams_in);
+	metric(&o, "datagrams_in_dropped_total", "counter",
+	       "Datagrams dropped: undecodable, no live subscription, or late.", s->dgrams_in_bad);
+	metric(&o, "datagrams_out_total", "counter",
+	       "Single-frame groups sent to subscribers as QUIC datagrams.", s->dgrams_out);
+	metric(&o, "datagrams_too_large_total", "counter",
+	       "Single-frame groups too large for a datagram: sent on a stream instead.",
+	       s->dgrams_too_large);
+	metric(&o, "quic_datagrams_dropped_total", "counter",
+	       "Datagrams queued and never sent (queue overflow, connection closed).",
+	       s->quic_dgrams_dropped);
+	metric(&o, "fastpath_refused_datagrams_total", "counter",
+	       "Connections kept on ngtcp2: they negotiated datagrams, which the fast path does not "
+	       "carry.",
+	       s->handoff_refused_dgram);
 	return o.over ? MOQ_ERR_TOO_LARGE : (int)o.off;
 }
 
@@ -940,6 +956,9 @@ static int stats_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "quic_timer_idle", s.quic_timer_idle);
 	rte_tel_data_add_dict_u64(d, "quic_timer_inline", s.quic_timer_inline);
 	rte_tel_data_add_dict_u64(d, "quic_pkts_in", s.quic_pkts_in);
+	rte_tel_data_add_dict_u64(d, "dgrams_in", s.dgrams_in);
+	rte_tel_data_add_dict_u64(d, "dgrams_out", s.dgrams_out);
+	rte_tel_data_add_dict_u64(d, "dgrams_too_large", s.dgrams_too_large);
 	rte_tel_data_add_dict_u64(d, "quic_pkts_out", s.quic_pkts_out);
 	/* relay-added latency since start or the last /moqdp/latency_reset */
 	moq_lat_hist_sub(&s.relay_lat, &m->lat_base);

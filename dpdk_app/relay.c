@@ -1934,6 +1934,12 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->quic_timer_expiries += sn.qs.timer_expiries;
 		s->quic_timer_idle += sn.qs.timer_idle;
 		s->quic_timer_inline += sn.qs.timer_inline;
+		s->dgrams_in += sn.ns.dgrams_in;
+		s->dgrams_out += sn.ns.dgrams_out;
+		s->dgrams_too_large += sn.ns.dgrams_too_large;
+		s->dgrams_in_bad += sn.ns.dgrams_in_bad;
+		s->quic_dgrams_dropped += sn.qs.dgrams_dropped;
+		s->handoff_refused_dgram += sn.qs.handoff_refused_dgram;
 		s->quic_pkts_in += sn.qs.pkts_in;
 		s->quic_pkts_out += sn.qs.pkts_out;
 		s->rx_udp += sn.rx_udp;

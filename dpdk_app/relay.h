@@ -166,6 +166,12 @@ struct moq_relay_stats {
 	 * packets in / out */
 	uint64_t quic_ack_pkts_in, quic_streams_opened, quic_timer_expiries, quic_timer_idle;
 	uint64_t quic_timer_inline, quic_pkts_in, quic_pkts_out;
+	/* lite-05 datagrams (moq.h / quic.h): single-frame groups in and out
+	 * as datagrams, those too large for one (sent as streams), bad ones
+	 * dropped, datagrams QUIC dropped unsent, connections kept off the
+	 * fast path for them */
+	uint64_t dgrams_in, dgrams_out, dgrams_too_large, dgrams_in_bad;
+	uint64_t quic_dgrams_dropped, handoff_refused_dgram;
 };
 
 /*

@@ -342,6 +342,25 @@ static void op_get_info(void *b, struct moq_quic_conn_info *out)
 	moq_quic_conn_get_info(w->c, out);
 }
 
+/* lite-05 6.4 over WebTransport: an HTTP/3 datagram (RFC 9297, 2.1) of
+ * the session, the Quarter Stream ID before the moq-lite header (both
+ * copied by quic/dgram.c; the payload referenced) */
+static int op_dgram_send(void *b, const uint8_t *hdr, size_t hdrlen, const struct iovec *iov,
+                         size_t iovcnt, void (*release)(void *arg), void *arg)
+{
+	struct moq_wt *w = b;
+	uint8_t h[MOQ_QUIC_DGRAM_HDR_MAX];
+	size_t pl;
+
+	if (w->state != W_OPEN || w->connect_sid < 0 || hdrlen + 8 > sizeof(h))
+		return MOQ_ERR_STATE;
+	pl = moq_h3_datagram_prefix(h, (uint64_t)w->connect_sid);
+	memcpy(h + pl, hdr, hdrlen);
+	/* a session that uses datagrams stays off the fast path (quic.h) */
+	moq_quic_conn_dgram_hold(w->c);
+	return moq_quic_dgram_send(w->c, h, pl + hdrlen, iov, iovcnt, release, arg);
+}
+
 static const struct moq_binding_ops wt_ops = {
         .stream_open = op_stream_open,
         .stream_write = op_stream_write,
@@ -349,6 +368,7 @@ static const struct moq_binding_ops wt_ops = {
         .stream_stop_sending = op_stream_stop_sending,
         .close = op_close,
         .get_info = op_get_info,
+        .dgram_send = op_dgram_send,
 };
 
 /* ------------------------------------------------------- the CONNECT */
@@ -1112,6 +1132,29 @@ static void cb_writable(struct moq_quic_conn *c, void *user, int64_t sid)
 	leave(w);
 }
 
+/* An HTTP/3 datagram: the session's (its Quarter Stream ID) goes to it
+ * without the prefix; others are dropped (counted). */
+static void cb_datagram(struct moq_quic_conn *c, void *user, const uint8_t *data, size_t len)
+{
+	struct moq_wt *w = user;
+	uint64_t sid;
+	int n;
+
+	(void)c;
+	if (!w || w->dead)
+		return;
+	n = moq_h3_datagram_parse(data, len, &sid);
+	if (n < 0 || w->state != W_OPEN || !w->s || w->connect_sid < 0 ||
+	    sid != (uint64_t)w->connect_sid) {
+		w->st->datagrams_dropped++;
+		return;
+	}
+	enter(w);
+	moq_quic_conn_dgram_hold(w->c);
+	moq_binding_datagram(w->s, data + n, len - (size_t)n);
+	leave(w);
+}
+
 static const struct moq_quic_callbacks wt_cbs = {
         .established = cb_established,
         .stream_data = cb_stream_data,
@@ -1121,6 +1164,7 @@ static const struct moq_quic_callbacks wt_cbs = {
         .stream_closed = cb_stream_closed,
         .writable = cb_writable,
         .conn_closed = cb_conn_closed,
+        .datagram = cb_datagram,
 };
 
 /* ------------------------------------------------------------- public */

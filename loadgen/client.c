@@ -464,6 +464,10 @@ struct moq_lg_client *moq_lg_client_create(const struct moq_lg_client_cfg *cfg, 
 	if (cfg->publish &&
 	    moq_node_publish(cl->node, cfg->broadcast, strlen(cfg->broadcast), TIMESCALE_US) < 0)
 		goto fail_snode;
+	/* --datagrams: the tracks of single-frame groups go as datagrams */
+	for (unsigned i = 0; cfg->publish && cfg->datagrams && i < cfg->ntracks; i++)
+		if (cfg->tracks[i].group_frames == 1)
+			(void)moq_node_track_datagrams(cl->node, cl->pt[i].t, 1);
 	/* The subscribers on a node of their own (no cache: nothing they
 	 * receive is kept), polled rarely (SUB_NODE_POLL_NS). Both nodes share
 	 * the endpoint: a client connection's callbacks reach the session that
@@ -506,6 +510,8 @@ struct moq_lg_client *moq_lg_client_create(const struct moq_lg_client_cfg *cfg, 
 	        .max_udp_payload = cfg->max_udp_payload,
 	        .cb = moq_node_quic_callbacks(),
 	        .user = cl->node,
+	        /* --datagrams: RFC 9221 on every connection (lite-05 6.4) */
+	        .max_datagram_frame_size = cfg->datagrams ? 65535 : 0,
 	};
 	if (cl->light) {
 		/* RFC 9000, 4.6 / 18.2: the largest stream count and the
@@ -1082,12 +1088,15 @@ void moq_lg_client_report(struct moq_lg_client *cl, uint64_t now, int final,
 			extra->pub_reset_by[2] = ps.resets_lagged;
 			extra->pub_reset_by[3] = ps.resets_dropped;
 			extra->pub_reset_by[4] = ps.resets_cancel;
+			extra->pub_dgrams_out = ps.dgrams_out;
+			extra->pub_dgrams_too_large = ps.dgrams_too_large;
 		}
 		if (cl->snode) {
 			struct moq_node_stats ns;
 
 			moq_node_stats(cl->snode, &ns);
 			extra->groups_reset_unseen = ns.groups_reset_unseen;
+			extra->sub_dgrams_in = ns.dgrams_in;
 		}
 	}
 }

@@ -106,6 +106,11 @@ struct moq_lg_client_cfg {
 	/* --max-latency MS: the subscribers' SUBSCRIBE max latency (0: the
 	 * default, MOQ_DEFAULT_MAX_LATENCY_MS) */
 	uint32_t sub_max_latency_ms;
+	/* --datagrams (lite-05 6.4): the endpoint negotiates QUIC datagrams;
+	 * the publisher sends its single-frame groups (tracks of one frame a
+	 * group: audio) as datagrams, the subscribers take them (verified as
+	 * the groups of streams are) */
+	int datagrams;
 };
 
 /*
@@ -196,6 +201,9 @@ struct moq_lg_client_extra {
 	 * groups it skipped (losses before the relay) */
 	uint64_t pub_resets, pub_skipped;
 	uint64_t pub_reset_by[5]; /* old, evicted, lagged, dropped, cancel */
+	/* --datagrams: groups the publisher's node sent as datagrams, those
+	 * that did not fit one, and groups the subscribers got as datagrams */
+	uint64_t pub_dgrams_out, pub_dgrams_too_large, sub_dgrams_in;
 };
 
 /*

@@ -51,6 +51,10 @@
  *   --verify-every N       with --light: subscriber k verifies when k % N == 0
  *                          (default 20), N lowered until --verify-min verify
  *   --verify-min N         with --light: at least N verifying subscribers (default 100)
+ *   --datagrams            lite-05 6.4: QUIC datagrams negotiated; the publisher sends
+ *                          its single-frame groups (audio) as datagrams, the
+ *                          subscribers verify them as groups (raw QUIC or --transport wt:
+ *                          HTTP/3 datagrams; full subscribers)
  *   --transport quic|wt    raw QUIC (default) or WebTransport: ALPN h3, the
  *                          extended CONNECT, WebTransport stream prefixes
  *                          (wt_client.c, h3/)
@@ -152,6 +156,7 @@ struct opts {
 	int port;
 	char jwt[MOQ_LG_JWT_MAX + 1]; /* --jwt TOKEN / --token FILE */
 	int light;                    /* --light */
+	int datagrams;                /* --datagrams */
 	uint32_t verify_every, verify_min;
 	int transport; /* --transport quic|wt (wt_client.h) */
 	int ws;        /* --transport ws (ws.h) */
@@ -178,7 +183,7 @@ static void usage(void)
 	        "      --transport quic|wt|ws (raw QUIC, default; WebTransport over HTTP/3; "
 	        "WebSocket + qmux-01 to the relay's TCP port, with --kernel)\n"
 	        "      --warmup S --json FILE|- --quiet --port N --busy-poll --thp --verbose\n"
-	        "      --light [--verify-every N] [--verify-min N]\n"
+	        "      --light [--verify-every N] [--verify-min N] --datagrams\n"
 	        "      --protocol lite|ietf-14..ietf-20 (IETF moq-transport, with --kernel)\n"
 	        "      --lite 03|04|05|06 (raw QUIC: offer that moq-lite version only)\n");
 }
@@ -278,6 +283,8 @@ static int parse_args(struct opts *o, int argc, char **argv)
 			o->subscribers = (uint32_t)n;
 		} else if (!strcmp(a, "--light")) {
 			o->light = 1;
+		} else if (!strcmp(a, "--datagrams")) {
+			o->datagrams = 1;
 		} else if (!strcmp(a, "--verify-every") || !strcmp(a, "--verify-min")) {
 			NEEDV();
 			unsigned long n = strtoul(v, &end, 10);
@@ -622,9 +629,12 @@ static int summary(struct moq_lg_client *cl, uint64_t now, FILE *json, const str
 	 * lost groups by cause) */
 	char cbuf[640];
 	int cn = snprintf(cbuf, sizeof(cbuf),
+	                  ",\"pub_dgrams_out\":%" PRIu64 ",\"pub_dgrams_too_large\":%" PRIu64
+	                  ",\"sub_dgrams_in\":%" PRIu64
 	                  ",\"groups_reset_unseen\":%" PRIu64 ",\"end_sent\":%" PRIu64
 	                  ",\"end_subs\":%" PRIu64 ",\"end_min\":%" PRIu64 ",\"end_max\":%" PRIu64
 	                  ",\"drop_replies\":%" PRIu64 ",\"groups_reset_codes\":{",
+	                  ex.pub_dgrams_out, ex.pub_dgrams_too_large, ex.sub_dgrams_in,
 	                  ex.groups_reset_unseen, ex.end_sent, ex.end_subs, ex.end_min, ex.end_max,
 	                  ex.drop_replies);
 	for (unsigned k = 0, first = 1; k < 32 && cn > 0 && (size_t)cn < sizeof(cbuf) - 32; k++)
@@ -690,6 +700,11 @@ static int summary(struct moq_lg_client *cl, uint64_t now, FILE *json, const str
 	if (ex.key_updates)
 		fprintf(stderr, "  key updates %" PRIu64 " subscriber connections started one\n",
 		        ex.key_updates);
+	if (ex.pub_dgrams_out || ex.sub_dgrams_in || ex.pub_dgrams_too_large)
+		fprintf(stderr,
+		        "  datagrams   publisher sent %" PRIu64 " (%" PRIu64
+		        " too large: streams), subscribers got %" PRIu64 "\n",
+		        ex.pub_dgrams_out, ex.pub_dgrams_too_large, ex.sub_dgrams_in);
 	if (ex.light_cands)
 		light_summary(&r, &ex, NULL, 0);
 	if (ex.end_sent || ex.end_subs || ex.drop_replies)
@@ -1175,6 +1190,12 @@ int main(int argc, char **argv)
 		                "(not --transport wt or ws)\n");
 		return 2;
 	}
+	if (o.datagrams && (o.light || o.ws || o.ietf)) {
+		fprintf(stderr, "moqdp-load: --datagrams needs QUIC full subscribers, raw or "
+		                "WebTransport, moq-lite (not --light, ws or --protocol ietf-NN)\n");
+		return 2;
+	}
+	cfg.datagrams = o.datagrams;
 	if (o.light) {
 		const char *mute = getenv("MOQDP_TEST_LIGHT_MUTE");
 		cfg.light_verify_every = o.verify_every ? o.verify_every : 20;

@@ -437,4 +437,22 @@ struct moq_varint_rx {
 size_t moq_varint_rx_push(struct moq_varint_rx *vr, const uint8_t *buf, size_t len, bool *done,
                           uint64_t *v);
 
+/* ---- datagrams (lite-05 6.4; dgram_codec.c) ---- */
+
+/* The largest datagram header: three 8-byte varints. */
+#define MOQ_DGRAM_HDR_MAX 24
+
+/*
+ * moq_dgram_hdr_encode: { subscribe id, group sequence, timestamp } as
+ * varints into @buf (@cap bytes); the payload follows to the datagram's end.
+ * Returns the length, MOQ_ERR_INVAL (a value > MOQ_VARINT_MAX) or
+ * MOQ_ERR_TOO_LARGE (@cap too small).
+ * moq_dgram_hdr_decode: the same from a received datagram's @p (@len);
+ * returns the header length (the payload is the rest) or MOQ_ERR_DECODE.
+ */
+int moq_dgram_hdr_encode(uint8_t *buf, size_t cap, uint64_t sub_id, uint64_t seq,
+                         uint64_t timestamp);
+int moq_dgram_hdr_decode(const uint8_t *p, size_t len, uint64_t *sub_id, uint64_t *seq,
+                         uint64_t *timestamp);
+
 #endif /* MOQ_MOQ_CODEC_H */

@@ -860,6 +860,10 @@ static void dsub_advance(struct moq_session *s, struct dsub *d)
 				rc = dsub_skip(s, d, latest, end, rc, &g);
 			if (rc != 0)
 				break;
+			if (dgram_out(s, d, g)) { /* a datagram instead (dgram.c) */
+				d->next_seq++;
+				continue;
+			}
 			if (gout_open(s, d, g) < 0) {
 				moq_cache_group_unref(g);
 				s->retry = 1;

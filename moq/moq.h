@@ -262,6 +262,12 @@ struct moq_node_stats {
 	 * than 0: a group is one stream in the cache) */
 	uint64_t ietf_ext_dropped;
 	uint64_t ietf_subgroups_refused;
+	/* lite-05 datagrams (6.4; dgram.c) */
+	uint64_t dgrams_in;        /* single-frame groups received as datagrams */
+	uint64_t dgrams_in_bad;    /* ... dropped: undecodable, unknown or ended
+				    * subscription, late (not above the newest) */
+	uint64_t dgrams_out;       /* single-frame groups sent as datagrams */
+	uint64_t dgrams_too_large; /* ... that did not fit one: sent as a stream */
 };
 
 /*
@@ -337,6 +343,18 @@ uint64_t moq_node_origin(const struct moq_node *n);
 int moq_node_publish(struct moq_node *n, const char *path, size_t len, uint64_t timescale);
 
 /*
+ * moq_node_track_datagrams: (lite-05 6.4) single-frame groups of the local
+ * track @t go to subscribers whose session negotiated QUIC datagrams as
+ * one datagram each instead of a stream (a frame too large for one: a
+ * stream). A lost one is a lost group. Relayed tracks are marked by their
+ * publisher: a track one of whose groups arrived as a datagram. Up to
+ * MOQ_DGRAM_TRACKS local tracks; the node keeps no reference (unmark with
+ * @on 0 before the track is dropped). Returns 0 or MOQ_ERR_LIMIT.
+ */
+#define MOQ_DGRAM_TRACKS 8
+int moq_node_track_datagrams(struct moq_node *n, struct moq_cache_track *t, int on);
+
+/*
  * moq_node_unpublish: end a broadcast published with moq_node_publish:
  * announced as ended, its subscriptions end. Returns 0 or MOQ_ERR_NOTFOUND.
  */
@@ -397,7 +415,16 @@ struct moq_binding_ops {
 	/* --auth-url requests' `transport` ("websocket", ...); NULL: "quic"
 	 * (WebTransport is QUIC: rs/moq-auth, request.rs) */
 	const char *transport;
+	/* lite-05 6.4 datagrams (moq/dgram.c): as moq_quic_dgram_send (@hdr
+	 * copied, the payload referenced until @release); NULL: none on this
+	 * binding (single-frame groups go on streams) */
+	int (*dgram_send)(void *b, const uint8_t *hdr, size_t hdrlen, const struct iovec *iov,
+	                  size_t iovcnt, void (*release)(void *arg), void *arg);
 };
+
+/* moq_binding_datagram: a datagram's payload for session @s (the binding's
+ * own framing removed; valid during the call) */
+void moq_binding_datagram(struct moq_session *s, const uint8_t *data, size_t len);
 
 /*
  * moq_binding_accept: a server session on binding @b. @v was negotiated by

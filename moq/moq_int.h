@@ -186,6 +186,7 @@ struct upstream {
 	uint8_t agg_set;       /* agg is what the current subscribers ask */
 	struct upstream *dnext;
 	uint64_t hold_until; /* nonzero: no subscriber left; closes then (cfg.up_hold_ns) */
+	uint8_t dgram;       /* a group of it came as a datagram (dgram.c) */
 };
 
 /* Hub messages between the nodes of one relay (control path only). */
@@ -443,6 +444,10 @@ struct moq_node {
 	struct moq_lat_hist lat;
 	int64_t admit_credit; /* moq_node_admit; MOQ_ADMIT_OPEN = no limit */
 	uint64_t hop_key[2];  /* client_hop's key: the hub's, or random */
+	/* local tracks whose single-frame groups go out as datagrams
+	 * (moq_node_track_datagrams; dgram.c) */
+	struct moq_cache_track *dgram_tracks[MOQ_DGRAM_TRACKS];
+	uint32_t ndgram_tracks;
 };
 
 /* latency.c, relay-added latency: note the arrivals of the complete frames
@@ -838,5 +843,12 @@ static inline void up_touch(struct upstream *up)
 	for (struct dsub *d = up->dsubs; d; d = d->unext)
 		sess_mark(d->s);
 }
+
+/* dgram.c: lite-05 datagrams (6.4) in (a publisher's, into the cache or the
+ * application's callbacks) and out (a single-frame group to a subscriber
+ * instead of a stream: returns true when it went, the group reference
+ * taken) */
+void sess_datagram(struct moq_session *s, const uint8_t *p, size_t len);
+bool dgram_out(struct moq_session *s, struct dsub *d, struct moq_cache_group *g);
 
 #endif /* MOQ_MOQ_MOQ_INT_H */

@@ -311,6 +311,10 @@ static int cb_established(struct moq_quic_conn *c, void *user, const char *alpn)
 			return 0;
 		}
 	}
+	/* lite-05 6.4: a raw session that negotiated datagrams uses them
+	 * (dgram.c): it stays off the fast path */
+	if (moq_quic_dgram_max(c) > 0 && alpn_version(alpn) >= MOQ_LITE_05)
+		moq_quic_conn_dgram_hold(c);
 	sess_established(s, alpn_version(alpn));
 	LEAVE(s);
 	return 0;
@@ -653,6 +657,21 @@ struct moq_session *moq_binding_connect(struct moq_node *n, const struct moq_bin
 	return binding_start(s, v);
 }
 
+/* RFC 9221 / lite-05 6.4: a datagram of the peer's (dgram.c) */
+static void cb_datagram(struct moq_quic_conn *c, void *user, const uint8_t *data, size_t len)
+{
+	struct moq_session *s = user;
+
+	if (!s || s->closing)
+		return;
+	if (!s->v)
+		s->v = alpn_version(moq_quic_conn_alpn(c));
+	s->depth++;
+	sess_datagram(s, data, len);
+	s->depth--;
+	sess_flush(s);
+}
+
 static const struct moq_quic_callbacks node_cbs = {
         .conn_new = cb_conn_new,
         .established = cb_established,
@@ -663,6 +682,7 @@ static const struct moq_quic_callbacks node_cbs = {
         .stream_closed = cb_stream_closed,
         .writable = cb_writable,
         .conn_closed = cb_conn_closed,
+        .datagram = cb_datagram,
 };
 
 const struct moq_quic_callbacks *moq_node_quic_callbacks(void)

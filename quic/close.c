@@ -288,6 +288,7 @@ void conn_free(struct moq_quic_conn *c)
 	uint32_t i;
 
 	hand_conn_free(c); /* the engine's side first: it notifies */
+	dgram_free(c);     /* queued datagrams released (their memory is the caller's) */
 	if (!c->notified) {
 		struct moq_quic_close_info info;
 

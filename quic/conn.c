@@ -249,16 +249,14 @@ static int extend_stream_data_cb(ngtcp2_conn *q, int64_t sid, uint64_t max_data,
 	return 0;
 }
 
-/* RFC 9221: a DATAGRAM frame the peer may send (max_datagram_frame_size
- * > 0). Nothing above quic/ takes datagrams yet: dropped. */
+/* RFC 9221: a DATAGRAM frame the peer sent (max_datagram_frame_size > 0):
+ * to the application's datagram callback (dgram.c). */
 static int recv_datagram_cb(ngtcp2_conn *q, uint32_t flags, const uint8_t *data, size_t datalen,
                             void *user_data)
 {
 	(void)q;
 	(void)flags;
-	(void)data;
-	(void)datalen;
-	(void)user_data;
+	dgram_recv(user_data, data, datalen);
 	return 0;
 }
 
@@ -412,7 +410,7 @@ void params_init(struct moq_quic_endpoint *ep, ngtcp2_transport_params *p)
 	p->initial_max_streams_uni = ep->cfg.max_streams_uni;
 	p->max_idle_timeout = ep->cfg.idle_timeout_ns;
 	p->active_connection_id_limit = ACTIVE_CID_LIMIT;
-	/* RFC 9221, 3: DATAGRAM frames accepted (and dropped: recv_datagram_cb) */
+	/* RFC 9221, 3: DATAGRAM frames accepted (recv_datagram_cb) */
 	p->max_datagram_frame_size = ep->cfg.max_datagram_frame_size;
 }
 

@@ -611,6 +611,15 @@ void hand_try(struct moq_quic_conn *c, uint64_t now)
 	if (!c->fp_ok || c->fp_final || c->fp != NULL || ep->fpe == NULL || c->q == NULL ||
 	    c->state != CS_ESTABLISHED || c->in_ng || c->close_req || c->notified)
 		return;
+	if (c->dgram_hold && dgram_negotiated(c)) {
+		/* the engine carries no DATAGRAM frames: a connection whose
+		 * application uses them stays on ngtcp2 (dgram.c) */
+		ep->st.handoff_refused_dgram++;
+		c->fp_final = 1;
+		free(c->fpkeys);
+		c->fpkeys = NULL;
+		return;
+	}
 	if (hand_export(c, &imp, &why) != 0) {
 		/* another cipher, or an export the engine cannot take: for good */
 		refuse(c, why, why == MOQ_QUIC_HANDOFF_CIPHER || why == MOQ_QUIC_HANDOFF_IMPORT);

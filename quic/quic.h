@@ -179,6 +179,9 @@ struct moq_quic_callbacks {
 	 * referenced. Called once per connection that was handed out. */
 	void (*conn_closed)(struct moq_quic_conn *c, void *user,
 	                    const struct moq_quic_close_info *info);
+	/* RFC 9221: a DATAGRAM frame's payload (@data valid during the call;
+	 * dgram.c). NULL: received datagrams are dropped (counted). */
+	void (*datagram)(struct moq_quic_conn *c, void *user, const uint8_t *data, size_t len);
 };
 
 /* Endpoint configuration. Zero means the default written next to a field. */
@@ -314,6 +317,14 @@ struct moq_quic_stats {
 	                          * sent nothing (send.c) */
 	uint64_t timer_inline;   /* pacing-only expiries handled after a write
 	                          * (timer.c, conn_update_timer_sent) */
+	/* RFC 9221 datagrams (dgram.c) */
+	uint64_t dgrams_in;      /* DATAGRAM frames received */
+	uint64_t dgrams_in_dropped; /* ... with no datagram callback to take them */
+	uint64_t dgrams_out;     /* written into packets */
+	uint64_t dgrams_dropped; /* queued and never sent: the queue overflowed
+	                          * (oldest first) or the connection closed */
+	uint64_t handoff_refused_dgram; /* connections kept off the fast path
+	                                 * because they carry datagrams */
 };
 
 /* Why a handoff did not happen (moq_quic_stats.handoff_refused index). */
@@ -716,6 +727,54 @@ int moq_quic_stream_set_urgency(struct moq_quic_conn *c, int64_t sid, uint8_t ur
  * Returns 0 or MOQ_ERR_NOTFOUND.
  */
 int moq_quic_stream_stop_sending(struct moq_quic_conn *c, int64_t sid, uint64_t app_err);
+
+/* ---- datagrams (RFC 9221; dgram.c) ------------------------------------
+ *
+ * Unreliable DATAGRAM frames on a connection both sides negotiated
+ * (config.max_datagram_frame_size > 0 here, the peer's transport
+ * parameter > 0). Nothing is retransmitted: a datagram lost is lost.
+ * Queued datagrams go first in the connection's next packets (before
+ * stream data), several per packet when they fit.
+ */
+/* Bytes of a datagram's own header moq_quic_dgram_send copies. */
+#define MOQ_QUIC_DGRAM_HDR_MAX 32
+/* Payload iovecs one datagram may reference. */
+#define MOQ_QUIC_DGRAM_IOV 4
+/* Datagrams queued per connection; beyond, the oldest is dropped. */
+#define MOQ_QUIC_DGRAM_QUEUE 64
+
+/*
+ * moq_quic_dgram_max: the largest datagram (header + payload) @c can send:
+ * what fits one packet of the connection's current size (short header,
+ * DATAGRAM frame header and room for an ACK frame taken off) and the peer's
+ * max_datagram_frame_size. 0 when datagrams cannot be sent: not negotiated,
+ * the handshake not complete, closing, or @c served by the fast path.
+ */
+size_t moq_quic_dgram_max(const struct moq_quic_conn *c);
+
+/*
+ * moq_quic_dgram_send: queue one datagram: @hdr (@hdrlen <=
+ * MOQ_QUIC_DGRAM_HDR_MAX bytes, copied) followed by @iovcnt (<=
+ * MOQ_QUIC_DGRAM_IOV) payload buffers that are NOT copied: they must stay
+ * valid until @release(@arg) is called (after the datagram is written into
+ * a packet, or dropped; @release may be NULL). Returns 0 (queued; @release
+ * will be called exactly once), or, with @release not called:
+ * MOQ_ERR_TOO_LARGE (more than moq_quic_dgram_max), MOQ_ERR_STATE (no
+ * datagrams on @c now: see moq_quic_dgram_max), MOQ_ERR_INVAL,
+ * MOQ_ERR_NOMEM.
+ */
+int moq_quic_dgram_send(struct moq_quic_conn *c, const uint8_t *hdr, size_t hdrlen,
+                        const struct iovec *iov, size_t iovcnt, void (*release)(void *arg),
+                        void *arg);
+
+/*
+ * moq_quic_conn_dgram_hold: the application sends or takes datagrams on
+ * @c: keep it off the fast path (which carries no DATAGRAM frames; counted
+ * in stats.handoff_refused_dgram when a handoff would have been tried). A
+ * connection already on the fast path stays there (moq_quic_dgram_max is
+ * 0 then: the application falls back to streams).
+ */
+void moq_quic_conn_dgram_hold(struct moq_quic_conn *c);
 
 /* ---- light clients (export.c) ------------------------------------------
  *

@@ -103,6 +103,7 @@ static size_t conn_write(struct moq_quic_conn *c, struct moq_quic_pkt *pkts, siz
 		size_t cap = pk->cap < ep->cfg.max_udp_payload ? pk->cap : ep->cfg.max_udp_payload;
 		uint32_t tries = c->npend + 1;
 		ngtcp2_ssize nw;
+		int dg_done = 0;
 
 		for (;;) {
 			/* the most urgent non-empty class; round robin inside it */
@@ -116,6 +117,19 @@ static size_t conn_write(struct moq_quic_conn *c, struct moq_quic_pkt *pkts, siz
 			ngtcp2_ssize ndatalen = -1;
 			int all = 0;
 
+			if (!dg_done && dgram_pending(c)) {
+				/* datagrams first (dgram.c), as many as fit */
+				int acc;
+				c->in_ng = 1;
+				nw = dgram_write(c, &ps.path, &pi, pk->data, cap, now, &acc);
+				c->in_ng = 0;
+				if (nw == NGTCP2_ERR_WRITE_MORE)
+					continue;
+				if (acc || nw != 0)
+					break; /* the packet is written (or an error) */
+				dg_done = 1; /* nothing written: stream data next */
+				continue;
+			}
 			if (tries > 0)
 				tries--;
 			if (s) {
@@ -176,7 +190,7 @@ static size_t conn_write(struct moq_quic_conn *c, struct moq_quic_pkt *pkts, siz
 		i++;
 		if (i == max_pkts) {
 			*more = 1;
-		} else if (c->npend == 0 && !c->expired && c->server &&
+		} else if (c->npend == 0 && !dgram_pending(c) && !c->expired && c->server &&
 		           c->state == CS_ESTABLISHED && (size_t)nw + PKT_ROOM_LEFT <= maxlen &&
 		           (size_t)nw + PKT_ROOM_LEFT <= cap) {
 			/* No stream has data and ngtcp2 did not fill the packet:

@@ -28,6 +28,8 @@ static void serve_round(const struct node_serve *s, uint64_t now)
 		if (n < 0)
 			break;
 		from.len = fl;
+		if (s->drop != NULL && s->drop(s->drop_arg, buf, (size_t)n))
+			continue;
 		moq_quic_endpoint_recv(s->ep, buf, (size_t)n, s->local, &from, now);
 	}
 	moq_node_poll(s->node, now);

@@ -23,6 +23,10 @@ struct node_serve {
 	struct moq_node *node;
 	struct moq_cache *cache;
 	const struct moq_quic_addr *local;
+	/* when not NULL: a received datagram it returns nonzero for is dropped
+	 * (loss injected by a test) */
+	int (*drop)(void *arg, const uint8_t *data, size_t len);
+	void *drop_arg;
 };
 
 /*

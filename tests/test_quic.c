@@ -2509,6 +2509,180 @@ START_TEST(test_dev_cert_browser_rules)
 }
 END_TEST
 
+/* ---- datagrams (RFC 9221, quic/dgram.c) ---- */
+
+static uint64_t dg_rx, dg_rx_bad, dg_released;
+static uint8_t dg_buf[2048];
+
+static void dg_cb(struct moq_quic_conn *c, void *user, const uint8_t *data, size_t len)
+{
+	(void)c;
+	(void)user;
+	/* byte 0: the header's tag; then the payload pattern of dg_buf */
+	if (len < 1 || data[0] != 0xd5 || memcmp(data + 1, dg_buf, len - 1) != 0)
+		dg_rx_bad++;
+	dg_rx++;
+}
+
+static void dg_release(void *arg)
+{
+	(void)arg;
+	dg_released++;
+}
+
+static uint64_t dg_want;
+static int dg_got(void *arg)
+{
+	(void)arg;
+	return dg_rx >= dg_want;
+}
+
+static int dg_released_all(void *arg)
+{
+	(void)arg;
+	return dg_released >= dg_want;
+}
+
+static struct moq_quic_callbacks dg_cbs;
+
+START_TEST(test_datagrams)
+{
+	struct moq_quic_config sc = base_cfg(MOQ_QUIC_SERVER, &srv),
+	                       cc = base_cfg(MOQ_QUIC_CLIENT, &cli);
+	struct moq_quic_link_config lc;
+	struct moq_quic_stats st;
+	struct moq_quic_conn *s;
+	const uint8_t tag = 0xd5;
+	uint64_t sent = 0;
+	size_t max;
+	struct iovec iov;
+
+	for (size_t i = 0; i < sizeof(dg_buf); i++)
+		dg_buf[i] = (uint8_t)(i * 7 + 1);
+	dg_rx = dg_rx_bad = dg_released = 0;
+	dg_cbs = cbs;
+	dg_cbs.datagram = dg_cb;
+	sc.max_datagram_frame_size = 65535;
+	cc.max_datagram_frame_size = 65535;
+	cc.cb = &dg_cbs;
+	memset(&lc, 0, sizeof(lc));
+	setup_pair(&sc, &cc, &lc);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, both_established, NULL, 5ull * 1000000000), 0);
+	s = srv.conns[0].c;
+	max = moq_quic_dgram_max(s);
+	ck_assert_uint_gt(max, 1000);
+	ck_assert_uint_lt(max, MOQ_QUIC_MAX_UDP_PAYLOAD);
+	/* too large: refused, not released */
+	iov.iov_base = dg_buf;
+	iov.iov_len = max;
+	ck_assert_int_eq(moq_quic_dgram_send(s, &tag, 1, &iov, 1, dg_release, NULL),
+	                 MOQ_ERR_TOO_LARGE);
+	ck_assert_uint_eq(dg_released, 0);
+	/* 10 rounds of 40, sizes 0 .. max-1: all arrive intact on a clean link
+	 * (several share a packet: fewer packets than datagrams) */
+	for (int r = 0; r < 10; r++) {
+		for (int k = 0; k < 40; k++, sent++) {
+			iov.iov_len = (sent * 37) % max;
+			ck_assert_int_eq(moq_quic_dgram_send(s, &tag, 1, &iov, 1, dg_release, NULL),
+			                 0);
+		}
+		dg_want = sent;
+		ck_assert_int_eq(moq_quic_link_run(lnk, dg_got, NULL, 5ull * 1000000000), 0);
+	}
+	ck_assert_uint_eq(dg_rx, 400);
+	ck_assert_uint_eq(dg_rx_bad, 0);
+	ck_assert_uint_eq(dg_released, 400);
+	moq_quic_endpoint_stats(srv.ep, &st);
+	ck_assert_uint_eq(st.dgrams_out, 400);
+	ck_assert_uint_eq(st.dgrams_dropped, 0);
+	moq_quic_endpoint_stats(cli.ep, &st);
+	ck_assert_uint_eq(st.dgrams_in, 400);
+	/* more than the queue holds at once: the oldest are dropped, each
+	 * released once */
+	for (int k = 0; k < MOQ_QUIC_DGRAM_QUEUE + 10; k++) {
+		iov.iov_len = 100;
+		ck_assert_int_eq(moq_quic_dgram_send(s, &tag, 1, &iov, 1, dg_release, NULL), 0);
+	}
+	dg_want = 400 + MOQ_QUIC_DGRAM_QUEUE + 10;
+	ck_assert_uint_eq(dg_released, 410);
+	ck_assert_int_eq(moq_quic_link_run(lnk, dg_released_all, NULL, 5ull * 1000000000), 0);
+	dg_want = 400 + MOQ_QUIC_DGRAM_QUEUE;
+	ck_assert_int_eq(moq_quic_link_run(lnk, dg_got, NULL, 5ull * 1000000000), 0);
+	moq_quic_endpoint_stats(srv.ep, &st);
+	ck_assert_uint_eq(st.dgrams_dropped, 10);
+	ck_assert_uint_eq(dg_rx_bad, 0);
+	/* the client did not take datagrams from the server's side: its
+	 * sends to a peer that negotiated them work; a close releases what is
+	 * queued */
+	iov.iov_len = 10;
+	ck_assert_int_eq(moq_quic_dgram_send(s, &tag, 1, &iov, 1, dg_release, NULL), 0);
+	teardown_pair();
+	ck_assert_uint_eq(dg_released, 400 + MOQ_QUIC_DGRAM_QUEUE + 10 + 1);
+}
+END_TEST
+
+/* Loss: a lost datagram is not sent again, streams beside them are
+ * unaffected; a peer that did not negotiate them gets none. */
+START_TEST(test_datagrams_loss)
+{
+	struct moq_quic_config sc = base_cfg(MOQ_QUIC_SERVER, &srv),
+	                       cc = base_cfg(MOQ_QUIC_CLIENT, &cli);
+	struct moq_quic_link_config lc;
+	struct moq_quic_stats st;
+	struct moq_quic_conn *s;
+	const uint8_t tag = 0xd5;
+	struct iovec iov = {dg_buf, 200};
+	struct xfer x;
+
+	dg_rx = dg_rx_bad = dg_released = 0;
+	dg_cbs = cbs;
+	dg_cbs.datagram = dg_cb;
+	sc.max_datagram_frame_size = 65535;
+	cc.max_datagram_frame_size = 65535;
+	cc.cb = &dg_cbs;
+	memset(&lc, 0, sizeof(lc));
+	lc.dir[1].loss_ppm = 100000; /* 10 % server -> client */
+	lc.seed = 7;
+	setup_pair(&sc, &cc, &lc);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, both_established, NULL, 10ull * 1000000000), 0);
+	s = srv.conns[0].c;
+	for (int r = 0; r < 20; r++) {
+		for (int k = 0; k < 20; k++)
+			ck_assert_int_eq(moq_quic_dgram_send(s, &tag, 1, &iov, 1, dg_release, NULL),
+			                 0);
+		dg_want = (uint64_t)(r + 1) * 20;
+		ck_assert_int_eq(moq_quic_link_run(lnk, dg_released_all, NULL, 5ull * 1000000000),
+		                 0);
+	}
+	/* streams still complete under the same loss */
+	xfer_target = 200000;
+	start_xfer(&x, xfer_target);
+	ck_assert_int_eq(moq_quic_link_run(lnk, xfer_done, &x, 30ull * 1000000000), 0);
+	free(x.buf);
+	moq_quic_endpoint_stats(srv.ep, &st);
+	ck_assert_uint_eq(st.dgrams_out, 400);
+	ck_assert_uint_lt(dg_rx, 400); /* some lost ... */
+	ck_assert_uint_gt(dg_rx, 300); /* ... about 10 % */
+	ck_assert_uint_eq(dg_rx_bad, 0);
+	ck_assert_int_eq(srv.conns[0].closed, 0);
+	teardown_pair();
+
+	/* not negotiated by the client: the server may not send */
+	sc = base_cfg(MOQ_QUIC_SERVER, &srv);
+	cc = base_cfg(MOQ_QUIC_CLIENT, &cli);
+	sc.max_datagram_frame_size = 65535;
+	setup_pair(&sc, &cc, NULL);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, both_established, NULL, 5ull * 1000000000), 0);
+	ck_assert_uint_eq(moq_quic_dgram_max(srv.conns[0].c), 0);
+	ck_assert_int_eq(moq_quic_dgram_send(srv.conns[0].c, &tag, 1, &iov, 1, dg_release, NULL),
+	                 MOQ_ERR_STATE);
+	teardown_pair();
+}
+END_TEST
+
 Suite *quic_suite(void);
 
 Suite *quic_suite(void)
@@ -2553,6 +2727,8 @@ Suite *quic_suite(void)
 	        {"test_dev_cert_browser_rules", test_dev_cert_browser_rules},
 	        {"test_bad_config", test_bad_config},
 	        {"test_interop_gtlsclient", test_interop_gtlsclient},
+	        {"test_datagrams", test_datagrams},
+	        {"test_datagrams_loss", test_datagrams_loss},
 	};
 	Suite *s = suite_create("quic");
 	TCase *tc = tcase_create("endpoint");
