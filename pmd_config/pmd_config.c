@@ -965,10 +965,6 @@ int moq_pmd_config_check(const struct moq_pmd_config *cfg, char *err, size_t err
 			return fail(err, errlen, "--queues: port %u is not in --portmask",
 			            cfg->queues[i].port);
 	}
-	if (cfg->cluster_connect[0] != '\0' && cfg->backend == MOQ_CFG_BACKEND_DPDK)
-		return fail(err, errlen,
-		            "--cluster-connect: the dpdk backend cannot dial peers yet; use "
-		            "--backend kernel");
 	if (cfg->cluster_connect[0] != '\0' && cfg->cluster_ca[0] == '\0')
 		return fail(err, errlen,
 		            "--cluster-ca: required with --cluster-connect (a CA file, or "

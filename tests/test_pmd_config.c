@@ -288,8 +288,6 @@ static const struct {
         {"--max-track-name", "0", "--max-track-name:"},
         {"--max-message", "63", "--max-message: '63' is not an integer in [64, 4096]"},
         /* relay-to-relay (dpdk_app/cluster.h; URLs are checked at start-up) */
-        {"--cluster-connect", "moql://127.0.0.1:4443/",
-         "--cluster-connect: the dpdk backend cannot dial peers yet"},
         {"--cluster-token", "/tmp/token", "--cluster-token: only with --cluster-connect"},
         {"--cluster-ca", "insecure", "--cluster-ca: only with --cluster-connect"},
         {"--cluster-name", "relay.test", "--cluster-name: only with --cluster-connect"},
