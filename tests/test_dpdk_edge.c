@@ -18,7 +18,10 @@
  *  - kernel origin, DPDK edge with the link over IPv6 (neighbour discovery
  *    from the DPDK side; moqdp-load speaks IPv4, so its publisher and
  *    subscribers use the relays' IPv4 addresses);
- *  - a WebTransport link (https://) from the DPDK edge.
+ *  - a WebTransport link (https://) from the DPDK edge;
+ *  - a two-worker DPDK edge (two net_tap queues): subscribers on both
+ *    workers, one upstream subscription per track at the origin, the origin
+ *    killed and restarted under it.
  * Needs root (net_tap). Every wait is bounded; every child is killed and
  * the namespace deleted in teardown.
  */
@@ -56,6 +59,9 @@ static int net_id;
 static char ifname[32];
 /* the tap's kernel end (the kernel relay, moqdp-load) and the DPDK relay */
 static char kip[32], rip[32], kip6[48], rip6[48];
+/* dpdk_start: two workers, a queue of net_tap's each (the kernel's tap
+ * spreads flows over its queues by their hash) */
+static int two_workers;
 
 static void setup(void)
 {
@@ -207,6 +213,12 @@ static struct proc *dpdk_start(const char *tag, const char *listen, unsigned int
 	                *const *a = a0;
 	     *a; a++)
 		args[n++] = *a;
+	if (two_workers) { /* 3 lcores on a 2-CPU machine: the workers share CPU 1 */
+		args[5] = "--lcores";
+		args[6] = "0@0,1@1,2@1";
+		args[n++] = "--queues";
+		args[n++] = "(0,0,1),(0,1,2)";
+	}
 	for (; *extra && n < 47; extra++)
 		args[n++] = *extra;
 	args[n] = NULL;
@@ -215,15 +227,16 @@ static struct proc *dpdk_start(const char *tag, const char *listen, unsigned int
 	return p;
 }
 
-/* The tap's kernel end: its addresses (.1, and .100-.107 for moqdp-load's
- * sources: a load binds one address per 10 subscribers, after its publisher's;
+/* The tap's kernel end: its addresses (.1, and .100-.115 for moqdp-load's
+ * sources: a load binds one address (one UDP socket) per --conns-per-addr
+ * subscribers, 10 by default;
  * ::1 in IPv6), up; nothing of it in the root namespace. */
 static void kernel_end(void)
 {
 	ck_assert_int_eq(proc_sh("ip -n %s addr add %s/24 dev %s && ip -n %s link set %s up", ns.name,
 	                         kip, ifname, ns.name, ifname),
 	                 0);
-	for (int a = 100; a < 108; a++)
+	for (int a = 100; a < 116; a++)
 		ck_assert_int_eq(proc_sh("ip -n %s addr add 10.218.%d.%d/24 dev %s", ns.name, net_id,
 		                         a, ifname),
 		                 0);
@@ -324,9 +337,12 @@ static void dpdk_edge_case(const char *name, const char *peer, int restart,
 	/* an origin with --auth-key: the publisher's token is the link's */
 	const char *pub[] = {"--publish", "--duration", "60",
 	                     oextra[0] ? "--token" : NULL, AUTH_FIXTURES "/cluster.jwt", NULL};
-	const char *sub[] = {"--subscribers", subs, "--duration", "5", NULL};
+	/* two workers: 2 subscribers per source address, 10 flows for the
+	 * tap's queue hash to spread over both */
+	const char *sub[] = {"--subscribers", subs, "--duration", "5",
+	                     two_workers ? "--conns-per-addr" : NULL, "2", NULL};
 	unsigned long long d1, d2 = 0;
-	long long osubs, lsubs;
+	long long osubs, lsubs, w0 = -1, w1 = -1;
 	struct proc *o, *pp, *s;
 	unsigned int n = 4;
 
@@ -354,10 +370,21 @@ static void dpdk_edge_case(const char *name, const char *peer, int restart,
 	ck_assert_int_eq(wait_metric(emport, "moqdp_subscribers", SUBS * TRACKS, 30000),
 	                 SUBS * TRACKS);
 	/* the origin: one subscription per track, the edge's one upstream */
-	osubs = wait_metric(omport, "moqdp_subscribers", TRACKS, 5000);
+	osubs = wait_metric(omport, "moqdp_subscribers", TRACKS, 10000);
 	lsubs = link_metric(emport, "upstream_subscriptions", peer);
-	ck_assert_int_eq(osubs, TRACKS);
-	ck_assert_int_eq(lsubs, TRACKS);
+	ck_assert_msg(osubs == TRACKS && lsubs == TRACKS,
+	              "origin subscribers %lld, link upstreams %lld; edge:\n%s", osubs, lsubs,
+	              http_get(emport, "/metrics"));
+	if (two_workers) {
+		/* subscribers on both workers, one upstream per track for the
+		 * edge (worker 0's link; the hub fans it to worker 1) */
+		char *m = http_get(emport, "/metrics");
+
+		w0 = metric(m, "moqdp_worker_sessions{worker=\"0\"}");
+		w1 = metric(m, "moqdp_worker_sessions{worker=\"1\"}");
+		ck_assert_int_eq(metric(m, "moqdp_workers"), 2);
+		ck_assert_msg(w0 > 0 && w1 > 0, "sessions per worker: %lld, %lld", w0, w1);
+	}
 	d1 = load_verified(s, 60000);
 	ck_assert_uint_gt(d1, 500);
 	if (restart) {
@@ -373,6 +400,8 @@ static void dpdk_edge_case(const char *name, const char *peer, int restart,
 		wait_proc(pp, 5000);
 		wait_proc(s, 60000); /* their broadcast went with it */
 		ck_assert_int_eq(wait_link(emport, "state", peer, 0, 15000), 0);
+		/* the link's broadcast went with it, on every worker */
+		ck_assert_int_eq(wait_metric(emport, "moqdp_broadcasts", 0, 10000), 0);
 		o = kernel_start("o2", olisten, oudp, omport, oextra);
 		ck_assert_int_eq(wait_link(emport, "state", peer, 2, 20000), 2);
 		ck_assert_int_ge(link_metric(emport, "connects_total", peer), 2);
@@ -382,7 +411,9 @@ static void dpdk_edge_case(const char *name, const char *peer, int restart,
 		ck_assert_int_eq(wait_metric(emport, "moqdp_subscribers", SUBS * TRACKS, 30000),
 		                 SUBS * TRACKS);
 		/* the new origin too holds the edge's one subscription per track */
-		ck_assert_int_eq(wait_metric(omport, "moqdp_subscribers", TRACKS, 5000), TRACKS);
+		osubs = wait_metric(omport, "moqdp_subscribers", TRACKS, 10000);
+		ck_assert_msg(osubs == TRACKS, "origin subscribers %lld; edge:\n%s", osubs,
+		              http_get(emport, "/metrics"));
 		d2 = load_verified(s, 60000);
 		ck_assert_uint_gt(d2, 500);
 	}
@@ -392,6 +423,8 @@ static void dpdk_edge_case(const char *name, const char *peer, int restart,
 	        name, SUBS, d1, osubs, TRACKS, lsubs, restart ? "" : "\n");
 	if (restart)
 		fprintf(stderr, "; after the origin's kill and restart: %llu frames\n", d2);
+	if (two_workers)
+		fprintf(stderr, "%s: sessions on worker 0: %lld, on worker 1: %lld\n", name, w0, w1);
 	kill(pp->pid, SIGKILL);
 	wait_proc(pp, 5000);
 	kill(o->pid, SIGTERM);
@@ -405,6 +438,19 @@ START_TEST(kernel_origin_dpdk_edge)
 
 	snprintf(peer, sizeof(peer), "moql://%s:%u/", kip, base_port() + 3);
 	dpdk_edge_case("kernel_origin_dpdk_edge", peer, 1, none, NULL);
+}
+END_TEST
+
+/* A two-worker DPDK edge: subscribers on both, one upstream per track. */
+START_TEST(two_worker_dpdk_edge)
+{
+	char peer[64];
+	const char *none[] = {NULL};
+
+	snprintf(peer, sizeof(peer), "moql://%s:%u/", kip, base_port() + 3);
+	two_workers = 1;
+	dpdk_edge_case("two_worker_dpdk_edge", peer, 1, none, NULL);
+	two_workers = 0;
 }
 END_TEST
 
@@ -486,6 +532,11 @@ Suite *dpdk_edge_suite(void)
 	tcase_add_test(tc, dpdk_origin_kernel_edge);
 	tcase_add_test(tc, kernel_origin_dpdk_edge_ipv6);
 	tcase_add_test(tc, dpdk_edge_webtransport);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("workers");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, two_worker_dpdk_edge);
 	suite_add_tcase(s, tc);
 	return s;
 }
