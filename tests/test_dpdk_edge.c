@@ -77,14 +77,17 @@ static void setup(void)
 
 static void teardown(void)
 {
-	for (int i = 0; i < MAX_PROCS; i++)
+	for (int i = 0; i < MAX_PROCS; i++) {
 		if (procs[i].pid > 0) {
 			kill(procs[i].pid, SIGKILL);
 			waitpid(procs[i].pid, NULL, 0);
 			procs[i].pid = -1;
 			proc_rm_runtime_dir(procs[i].prefix);
-			unlink(procs[i].err);
 		}
+		if (procs[i].err[0])
+			unlink(procs[i].err);
+		procs[i].err[0] = '\0';
+	}
 	proc_netns_delete(&ns);
 }
 
@@ -99,6 +102,8 @@ static struct proc *spawn(const char *prog, const char *const *args, const char 
 			break;
 		}
 	ck_assert_ptr_nonnull(p);
+	if (p->err[0]) /* a finished process's (its case passed that point) */
+		unlink(p->err);
 	memset(p, 0, sizeof(*p));
 	snprintf(p->err, sizeof(p->err), "/tmp/moqdp-edge-test-%d-%s.err", (int)getpid(), tag);
 	snprintf(p->prefix, sizeof(p->prefix), "%s", proc_file_prefix(args));
