@@ -19,6 +19,7 @@
  *    from the DPDK side; moqdp-load speaks IPv4, so its publisher and
  *    subscribers use the relays' IPv4 addresses);
  *  - a WebTransport link (https://) from the DPDK edge;
+ *  - the origin off the edge's subnet, through --gateway;
  *  - a two-worker DPDK edge (two net_tap queues): subscribers on both
  *    workers, one upstream subscription per track at the origin, the origin
  *    killed and restarted under it.
@@ -62,6 +63,10 @@ static char kip[32], rip[32], kip6[48], rip6[48];
 /* dpdk_start: two workers, a queue of net_tap's each (the kernel's tap
  * spreads flows over its queues by their hash) */
 static int two_workers;
+/* dpdk_edge_case: the origin off the edge's subnet (10.99.x.1 on the
+ * namespace's loopback), reached through --gateway (the tap's kernel end) */
+static int via_gateway;
+static char gip[32];
 
 static void setup(void)
 {
@@ -73,6 +78,7 @@ static void setup(void)
 	snprintf(rip, sizeof(rip), "10.218.%d.2", net_id);
 	snprintf(kip6, sizeof(kip6), "2001:db8:218:%x::1", net_id);
 	snprintf(rip6, sizeof(rip6), "2001:db8:218:%x::2", net_id);
+	snprintf(gip, sizeof(gip), "10.99.%d.1", net_id);
 }
 
 static void teardown(void)
@@ -353,16 +359,29 @@ static void dpdk_edge_case(const char *name, const char *peer, int restart,
 
 	for (; eextra_more && *eextra_more && n < 23; eextra_more++)
 		eargs[n++] = *eextra_more;
+	if (via_gateway) {
+		eargs[n++] = "--gateway";
+		eargs[n++] = kip;
+	}
 	eargs[n] = NULL;
 	snprintf(subs, sizeof(subs), "%d", SUBS);
 	snprintf(listen, sizeof(listen), "%s/24,%s/64", rip, rip6);
-	snprintf(olisten, sizeof(olisten), "%s,%s", kip, kip6);
-	snprintf(orelay, sizeof(orelay), "%s:%u", kip, oudp);
+	snprintf(olisten, sizeof(olisten), "%s,%s", via_gateway ? gip : kip, kip6);
+	snprintf(orelay, sizeof(orelay), "%s:%u", via_gateway ? gip : kip, oudp);
 	snprintf(erelay, sizeof(erelay), "%s:4443", rip);
 	snprintf(src[0], sizeof(src[0]), "10.218.%d.100", net_id); /* .100-.101 */
 	snprintf(src[1], sizeof(src[1]), "10.218.%d.104", net_id); /* .104-.105 */
 	dpdk_start("e", listen, emport, eargs);
 	kernel_end();
+	if (via_gateway) {
+		/* a host behind the router the tap's kernel end plays; that
+		 * end answers ARP only for its own addresses (arp_ignore 1), so
+		 * an edge asking for the peer itself would get no answer */
+		ck_assert_int_eq(proc_sh("ip -n %s addr add %s/32 dev lo && ip netns exec %s "
+		                         "sysctl -qw net.ipv4.conf.%s.arp_ignore=1",
+		                         ns.name, gip, ns.name, ifname),
+		                 0);
+	}
 	o = kernel_start("o", olisten, oudp, omport, oextra);
 	ck_assert_int_eq(wait_link(emport, "state", peer, 2, 20000), 2);
 	if (strncmp(peer, "https://", 8) == 0) /* the origin took a WebTransport session */
@@ -459,6 +478,19 @@ START_TEST(two_worker_dpdk_edge)
 }
 END_TEST
 
+/* The origin off-link: the edge resolves the gateway (ARP), not the peer. */
+START_TEST(dpdk_edge_via_gateway)
+{
+	char peer[64];
+	const char *none[] = {NULL};
+
+	snprintf(peer, sizeof(peer), "moql://%s:%u/", gip, base_port() + 3);
+	via_gateway = 1;
+	dpdk_edge_case("dpdk_edge_via_gateway", peer, 0, none, NULL);
+	via_gateway = 0;
+}
+END_TEST
+
 START_TEST(kernel_origin_dpdk_edge_ipv6)
 {
 	char peer[80];
@@ -542,6 +574,11 @@ Suite *dpdk_edge_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, two_worker_dpdk_edge);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("gateway");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, dpdk_edge_via_gateway);
 	suite_add_tcase(s, tc);
 	return s;
 }
