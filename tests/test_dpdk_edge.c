@@ -317,13 +317,13 @@ static struct proc *load_start(const char *relay, const char *local, const char 
 	return spawn(MOQDP_LOAD_PATH, args, tag);
 }
 
-/* Frames verified by a finished moqdp-load; its groups missing and errors
- * must be 0, its subscribers all ready. */
+/* Frames verified by a finished moqdp-load; its errors must be 0, its
+ * subscribers all ready, its missing groups ones the relay DROPped. */
 static unsigned long long load_verified(struct proc *p, unsigned int ms)
 {
 	int rc = wait_proc(p, ms);
 	const char *out = proc_slurp(p->err), *q;
-	unsigned long long d = 0, m = 1, e = 1, ready = 0, want = 0;
+	unsigned long long d = 0, m = 1, e = 1, ready = 0, want = 0, drops = 0;
 
 	ck_assert_msg(rc == 0, "moqdp-load exit %d: %s", rc, out);
 	q = strstr(out, "subscribers ");
@@ -335,7 +335,15 @@ static unsigned long long load_verified(struct proc *p, unsigned int ms)
 	ck_assert_msg(q && sscanf(q, "reset, %llu missing", &m) == 1, "%s", out);
 	q = strstr(out, "errors ");
 	ck_assert_msg(q && sscanf(q, "errors %llu", &e) == 1, "%s", out);
-	ck_assert_msg(ready == want && m == 0 && e == 0, "%s", out);
+	/* a group is missing only when the relay said it dropped it (a DROP:
+	 * on a starved 2-CPU machine a group past --max-latency is skipped,
+	 * by design); none goes silently */
+	q = strstr(out, "subscriptions, groups ");
+	q = q ? strchr(q, ',') : NULL;
+	q = q ? strchr(q + 1, ',') : NULL;
+	if (q == NULL || sscanf(q, ", %llu DROPs", &drops) != 1)
+		drops = 0;
+	ck_assert_msg(ready == want && m <= drops && m <= d / 100 && e == 0, "%s", out);
 	unlink(p->err);
 	return d;
 }
@@ -451,7 +459,7 @@ static void dpdk_edge_case(const char *name, const char *peer, int restart,
 		ck_assert_uint_gt(d2, 500);
 	}
 	fprintf(stderr,
-	        "%s: %d subscribers at the DPDK edge verified %llu frames (0 missing); the "
+	        "%s: %d subscribers at the DPDK edge verified %llu frames (no group lost unannounced); the "
 	        "origin held %lld subscriptions (%d tracks), the link %lld upstream%s",
 	        name, SUBS, d1, osubs, TRACKS, lsubs, restart ? "" : "\n");
 	if (restart)
@@ -556,7 +564,7 @@ START_TEST(dpdk_origin_kernel_edge)
 	ck_assert_uint_gt(d, 500);
 	fprintf(stderr,
 	        "dpdk_origin_kernel_edge: %d subscribers at the kernel edge verified %llu frames "
-	        "(0 missing); the DPDK origin held %lld subscriptions\n",
+	        "(no group lost unannounced); the DPDK origin held %lld subscriptions\n",
 	        SUBS, d, osubs);
 	kill(pp->pid, SIGKILL);
 	wait_proc(pp, 5000);
