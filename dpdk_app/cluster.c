@@ -77,6 +77,8 @@ struct moq_cluster {
 	uint64_t rnd;
 	uint64_t now;
 	int draining; /* moq_cluster_drain: no more dials */
+	int has_io;   /* moq_cluster_set_io: the DPDK backend's I/O, no sockets */
+	struct moq_cluster_io io;
 	uint8_t tx[MOQ_NET_KIO_BURST][MOQ_QUIC_MAX_UDP_PAYLOAD];
 };
 
@@ -260,6 +262,37 @@ fail:
 	return NULL;
 }
 
+void moq_cluster_set_io(struct moq_cluster *c, const struct moq_cluster_io *io)
+{
+	c->io = *io;
+	c->has_io = 1;
+}
+
+int moq_cluster_input(struct moq_cluster *c, const uint8_t *data, size_t len,
+                      const struct moq_quic_addr *local, const struct moq_quic_addr *remote,
+                      uint64_t now)
+{
+	uint16_t port;
+	struct link *l;
+
+	if (c == NULL || !c->has_io ||
+	    (local->u.sa.sa_family != AF_INET && local->u.sa.sa_family != AF_INET6))
+		goto other;
+	port = ntohs(local->u.sa.sa_family == AF_INET ? local->u.in4.sin_port
+	                                              : local->u.in6.sin6_port);
+	if (!moq_cluster_port(c->io.port_lo, c->nb, port))
+		goto other;
+	l = &c->l[(uint16_t)(port - c->io.port_lo)];
+	if (l->ep == NULL || l->local.u.sa.sa_family != local->u.sa.sa_family)
+		goto other;
+	/* the link's own local address (the port's), whichever of ours the
+	 * peer sent to */
+	moq_quic_endpoint_recv(l->ep, data, len, &l->local, remote, now);
+	return 0;
+other:
+	return MOQ_ERR_NOTFOUND;
+}
+
 int moq_cluster_attach(struct moq_cluster *c, struct moq_node *node,
                        const struct moq_pmd_config *cfg, char *err, size_t errlen)
 {
@@ -285,13 +318,30 @@ int moq_cluster_attach(struct moq_cluster *c, struct moq_node *node,
 		memset(&any, 0, sizeof(any));
 		any.u.sa.sa_family = l->remote.u.sa.sa_family;
 		any.len = l->remote.len;
-		/* the address the kernel uses: the wildcard, an ephemeral port */
-		if (moq_net_ksock_open(&l->ks, &any.u.sa, any.len, 0, 0, &l->local.u.sa, &blen) !=
-		    0)
+		if (c->has_io) {
+			/* the DPDK backend: the data port's address, the link's
+			 * port of the range its network layer takes */
+			uint16_t lport = (uint16_t)(c->io.port_lo + i);
+
+			if (c->io.local_addr(c->io.ctx, &l->remote, &l->local) != 0)
+				return cfail(err, errlen,
+				             "--cluster-connect: %s: no --listen address of its "
+				             "family (IPv%d) to dial from",
+				             l->url, l->remote.u.sa.sa_family == AF_INET6 ? 6 : 4);
+			if (l->local.u.sa.sa_family == AF_INET)
+				l->local.u.in4.sin_port = htons(lport);
+			else
+				l->local.u.in6.sin6_port = htons(lport);
+		} else if (moq_net_ksock_open(&l->ks, &any.u.sa, any.len, 0, 0, &l->local.u.sa,
+		                              &blen) != 0) {
+			/* the address the kernel uses: the wildcard, an
+			 * ephemeral port */
 			return cfail(err, errlen,
 			             "--cluster-connect: %s: cannot open a UDP socket: %s", l->url,
 			             strerror(errno));
-		l->local.len = blen;
+		} else {
+			l->local.len = blen;
+		}
 		memset(&qc, 0, sizeof(qc));
 		qc.role = MOQ_QUIC_CLIENT;
 		if (l->wt) { /* HTTP/3 only: the CONNECT picks the moq-lite version */
@@ -484,7 +534,7 @@ static int link_poll(struct link *l, uint64_t now)
 	struct moq_net_kdgram d[MOQ_NET_KIO_BURST];
 	int n, work = 0;
 
-	n = moq_net_krecv(c->kb, l->ks.fd, d);
+	n = c->has_io ? 0 : moq_net_krecv(c->kb, l->ks.fd, d);
 	for (int i = 0; i < n; i++) {
 		struct moq_quic_addr from;
 
@@ -505,7 +555,9 @@ static int link_poll(struct link *l, uint64_t now)
 		SET(l->connects, l->connects + 1);
 		SET(l->peer_origin, moq_session_peer_origin(l->s));
 	}
-	for (int b = 0; b < 4 && moq_quic_endpoint_pending(l->ep); b++) {
+	if (c->has_io) /* the DPDK backend's TX path (worker 0's) */
+		work += moq_quic_endpoint_pending(l->ep) ? c->io.send(c->io.ctx, l->ep, now) : 0;
+	for (int b = 0; b < 4 && !c->has_io && moq_quic_endpoint_pending(l->ep); b++) {
 		struct moq_quic_pkt pk[MOQ_NET_KIO_BURST];
 		struct moq_net_kdgram o[MOQ_NET_KIO_BURST];
 		uint64_t gso = 0;

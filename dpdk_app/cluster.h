@@ -22,8 +22,17 @@
  * the URL's host (a DNS name, or an address in its IP entries) or
  * --cluster-name (issue 22: a chain alone accepted any certificate the CA
  * issued, for any host, and sent it --cluster-token). Mutual TLS
- * is not offered. The DPDK backend cannot dial yet (pmd_config refuses the
- * combination).
+ * is not offered.
+ *
+ * The I/O of a link is the backend's: on the kernel backend each link has a
+ * kernel UDP socket of its own (the wildcard, an ephemeral port); on the
+ * DPDK backend (moq_cluster_set_io) a link's local address is the data
+ * port's and its local UDP port one of a range the relay's network layer
+ * takes as its own (moq_net_iface.client_port_lo); the relay hands every
+ * datagram to such a port to worker 0 (moq_cluster_input; another worker's
+ * RX queue forwards it over worker 0's ring) and sends the links' packets
+ * from worker 0 through its own TX path (neighbour table, TX buffers).
+ * Everything else here is the same for both.
  *
  * Threads: moq_cluster_poll and the node callbacks run on worker 0;
  * moq_cluster_link_info may be called from any thread (each figure is read
@@ -37,6 +46,7 @@
 
 #include "moq.h"
 #include "pmd_config.h"
+#include "quic.h"
 
 struct moq_cluster;
 
@@ -76,6 +86,36 @@ struct moq_cluster *moq_cluster_create(const struct moq_pmd_config *cfg, char *e
 /* moq_cluster_node_callbacks: the callbacks worker 0's node must have
  * (cfg.cb, with the cluster as cfg.user): they follow the links' sessions. */
 const struct moq_node_callbacks *moq_cluster_node_callbacks(void);
+
+/* The DPDK backend's side of the links (moq_cluster_set_io). */
+struct moq_cluster_io {
+	void *ctx;
+	/* our address (its port 0) for dialling @remote: 0, or MOQ_ERR_* when
+	 * no data port has an address of its family */
+	int (*local_addr)(void *ctx, const struct moq_quic_addr *remote, struct moq_quic_addr *out);
+	/* send what @ep has ready (worker 0); returns the packets sent */
+	int (*send)(void *ctx, struct moq_quic_endpoint *ep, uint64_t now);
+	/* the local UDP ports of the links: port_lo + [0, links) */
+	uint16_t port_lo;
+};
+
+/* moq_cluster_set_io: use @io (copied) instead of kernel sockets; before
+ * moq_cluster_attach. */
+void moq_cluster_set_io(struct moq_cluster *c, const struct moq_cluster_io *io);
+
+/* moq_cluster_port: whether @port (host order) is a link's local port with
+ * moq_cluster_set_io (any thread: fixed after attach). */
+static inline int moq_cluster_port(uint16_t port_lo, unsigned int links, uint16_t port)
+{
+	return (uint16_t)(port - port_lo) < links;
+}
+
+/* moq_cluster_input: a datagram to local address @local (a link's port),
+ * from @remote, on worker 0. Returns 0, or MOQ_ERR_NOTFOUND when @local is
+ * no link's. */
+int moq_cluster_input(struct moq_cluster *c, const uint8_t *data, size_t len,
+                      const struct moq_quic_addr *local, const struct moq_quic_addr *remote,
+                      uint64_t now);
 
 /*
  * moq_cluster_attach: give the links worker 0's @node: open each link's

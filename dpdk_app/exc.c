@@ -4,14 +4,15 @@
  * section 14). The data port's NIC belongs to DPDK, so the kernel never
  * sees TCP to the relay's address. The relay creates a net_tap vdev
  * (rte_eal_hotplug_add, kernel interface "moqx<pid>") with the data port's
- * MAC and brings its kernel side up with the port's --listen IPv4 address
- * (ioctl SIOCSIFADDR / SIOCSIFNETMASK / SIOCSIFFLAGS). Workers hand it
- * the received frames to our address that moq_net did not take and that
- * the relay's TCP side needs: TCP to the relay's own ports (--port, and
- * the --mgmt port when that listener is bound to the data address or to
- * 0.0.0.0), ICMP the relay does not answer (errors for those flows), and
- * ARP concerning our address, so the kernel resolves its neighbours
- * itself. TCP to any other port is dropped and counted (exc_refused):
+ * MAC and brings its kernel side up with the port's --listen IPv4 and
+ * IPv6 addresses (ioctl SIOCSIFADDR / SIOCSIFNETMASK / SIOCSIFFLAGS; the
+ * IPv6 one without duplicate address detection: it is the relay's). Workers
+ * hand it the received frames to our addresses that moq_net did not take
+ * and that the relay's TCP side needs: TCP to the relay's own ports
+ * (--port, and the --mgmt port when that listener is bound to the data
+ * address or to 0.0.0.0), ICMP / ICMPv6 the relay does not answer (errors
+ * for those flows), and ARP and neighbour solicitations / advertisements
+ * concerning our addresses, so the kernel resolves its neighbours itself. TCP to any other port is dropped and counted (exc_refused):
  * whatever else listens on the relay host (sshd, a test's http.server)
  * stays unreachable from the data network. What the kernel writes on the
  * tap goes out of the data port. Each worker binds its TCP listener (web.h,
@@ -52,9 +53,57 @@ static int efail(char *err, size_t errlen, const char *fmt, const char *a, const
 	return MOQ_ERR_CONFIG;
 }
 
-/* The kernel side: address, netmask, up (IPv6 off: the exception path
- * carries IPv4; ND stays the relay's). */
-static int exc_ifup(const char *ifname, const uint8_t ip4[4], unsigned int prefix, char *err,
+/* linux/ipv6.h's struct in6_ifreq (glibc has none): SIOCSIFADDR on an
+ * AF_INET6 socket */
+struct exc_in6_ifreq {
+	struct in6_addr addr;
+	uint32_t prefixlen;
+	int ifindex;
+};
+
+static void exc_sysctl(const char *ifname, const char *what, const char *v)
+{
+	char path[128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/%s", ifname, what);
+	f = fopen(path, "w");
+	if (f != NULL) {
+		fputs(v, f);
+		fclose(f);
+	}
+}
+
+/* The kernel side's IPv6 address: on, no DAD (the address is the relay's;
+ * a tentative one cannot be bound), no autoconfiguration from RAs. */
+static int exc_ifup6(const char *ifname, const uint8_t ip6[16], unsigned int prefix, char *err,
+                     size_t errlen)
+{
+	struct exc_in6_ifreq r6;
+	int fd, rc = 0;
+
+	exc_sysctl(ifname, "disable_ipv6", "0");
+	exc_sysctl(ifname, "accept_dad", "0");
+	exc_sysctl(ifname, "accept_ra", "0");
+	exc_sysctl(ifname, "autoconf", "0");
+	fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return efail(err, errlen, "--tcp: socket: %s%s", strerror(errno), "");
+	memset(&r6, 0, sizeof(r6));
+	memcpy(&r6.addr, ip6, 16);
+	r6.prefixlen = prefix;
+	r6.ifindex = (int)if_nametoindex(ifname);
+	if (r6.ifindex == 0 || ioctl(fd, SIOCSIFADDR, &r6) != 0)
+		rc = efail(err, errlen,
+		           "--tcp: cannot give the exception port %s its IPv6 address: %s", ifname,
+		           strerror(errno));
+	close(fd);
+	return rc;
+}
+
+/* The kernel side: address, netmask, up (without an IPv4 address of the
+ * port: none); IPv6 off (exc_ifup6 turns it on with the port's address). */
+static int exc_ifup(const char *ifname, const uint8_t *ip4, unsigned int prefix, char *err,
                     size_t errlen)
 {
 	struct ifreq ifr;
@@ -75,12 +124,13 @@ static int exc_ifup(const char *ifname, const uint8_t ip4[4], unsigned int prefi
 	memset(&ifr, 0, sizeof(ifr));
 	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
 	sin->sin_family = AF_INET;
-	memcpy(&sin->sin_addr, ip4, 4);
-	if (ioctl(fd, SIOCSIFADDR, &ifr) != 0)
+	if (ip4 != NULL)
+		memcpy(&sin->sin_addr, ip4, 4);
+	if (ip4 != NULL && ioctl(fd, SIOCSIFADDR, &ifr) != 0)
 		rc = efail(err, errlen, "--tcp: cannot give the exception port %s its address: %s",
 		           ifname, strerror(errno));
 	sin->sin_addr.s_addr = mask;
-	if (rc == 0 && ioctl(fd, SIOCSIFNETMASK, &ifr) != 0)
+	if (rc == 0 && ip4 != NULL && ioctl(fd, SIOCSIFNETMASK, &ifr) != 0)
 		rc = efail(err, errlen, "--tcp: cannot set the exception port %s's netmask: %s",
 		           ifname, strerror(errno));
 	if (rc == 0 && ioctl(fd, SIOCGIFFLAGS, &ifr) == 0) {
@@ -104,9 +154,9 @@ int moq_relay_exc_open(struct moq_relay *r, char *err, size_t errlen)
 	r->exc_port = -1;
 	if (!r->cfg.tcp)
 		return 0;
-	if (r->nb_ports != 1 || !p->has_ip4)
+	if (r->nb_ports != 1 || !(p->has_ip4 || p->has_ip6))
 		return efail(err, errlen,
-		             "--tcp: the dpdk backend's exception port needs one port with an IPv4 "
+		             "--tcp: the dpdk backend's exception port needs one port with a "
 		             "--listen address%s%s",
 		             "", "");
 	snprintf(r->exc_name, sizeof(r->exc_name), "net_tap_moqx%d", (int)getpid());
@@ -146,7 +196,10 @@ int moq_relay_exc_open(struct moq_relay *r, char *err, size_t errlen)
 	r->exc_port = pid;
 	r->exc_tcp_ports[0] = r->cfg.udp_port; /* the TCP side listens on --port */
 	r->nb_exc_tcp_ports = 1;
-	return exc_ifup(r->exc_if, p->ip4, p->ip4_prefix, err, errlen);
+	if (exc_ifup(r->exc_if, p->has_ip4 ? p->ip4 : NULL, p->ip4_prefix, err, errlen) != 0)
+		return MOQ_ERR_CONFIG;
+	/* IPv6 on again, once the interface is up, with the port's address */
+	return p->has_ip6 ? exc_ifup6(r->exc_if, p->ip6, p->ip6_prefix, err, errlen) : 0;
 }
 
 void moq_relay_exc_mgmt(struct moq_relay *r)
@@ -195,8 +248,41 @@ static int tcp_ours(const struct moq_relay *r, const uint8_t *f, uint16_t len)
 	return 0;
 }
 
+/* The port of TCP header @tcp (at least 4 bytes) is one of the relay's. */
+static int tcp_port_ours(const struct moq_relay *r, const uint8_t *tcp)
+{
+	unsigned int dport = ((unsigned int)tcp[2] << 8) | tcp[3];
+
+	for (unsigned int i = 0; i < r->nb_exc_tcp_ports; i++)
+		if (r->exc_tcp_ports[i] == dport)
+			return 1;
+	return 0;
+}
+
+/* IPv6 frame @f (@len >= 54 bytes) for the kernel: TCP to our address and
+ * the relay's ports (no extension headers: the relay's TCP peers send
+ * none), ICMPv6 to it moq_net dropped (errors), and neighbour solicitations
+ * / advertisements to our addresses or to a multicast group (the kernel
+ * resolves its own neighbours; moq_net saw them first). 1: take it; -1:
+ * TCP to another port (refused). */
+static int exc_v6(const struct moq_relay *r, const uint8_t *f, uint16_t len, int v)
+{
+	const struct moq_net_iface *ifc = &r->ports[0].ifc;
+	const uint8_t *dst = f + 38;
+	int ours = ifc->has_ip6 && memcmp(dst, ifc->ip6, 16) == 0;
+
+	if (f[20] == IPPROTO_TCP && ours)
+		return len >= 58 && tcp_port_ours(r, f + 54) ? 1 : -1;
+	if (f[20] != IPPROTO_ICMPV6 || len < 56)
+		return 0;
+	if (f[54] == 135 || f[54] == 136) /* RFC 4861, 4.3 and 4.4 */
+		return ours || memcmp(dst, ifc->ip6_ll, 16) == 0 || dst[0] == 0xff;
+	return ours && v == MOQ_NET_DROPPED;
+}
+
 /* A frame moq_net did not deliver (@v): TCP to the relay's own ports on
- * our IPv4 address, ICMP to it the relay did not answer, or ARP naming it,
+ * our IPv4 address, ICMP to it the relay did not answer, or ARP naming it
+ * (and the same in IPv6: exc_v6),
  * goes to the kernel; TCP to any other port is counted in exc_refused and
  * left to the caller to free. Returns 1 when @m was taken. */
 int moq_relay_exc_take(struct moq_relay *r, struct relay_worker *w, struct rte_mbuf *m, int v)
@@ -207,7 +293,16 @@ int moq_relay_exc_take(struct moq_relay *r, struct relay_worker *w, struct rte_m
 
 	if (len < 42)
 		return 0;
-	if (f[12] == 0x08 && f[13] == 0x06) { /* ARP: its target address */
+	if (f[12] == 0x86 && f[13] == 0xdd) { /* IPv6 */
+		int t = len >= 54 && r->ports[0].has_ip6 ? exc_v6(r, f, len, v) : 0;
+
+		if (t < 0)
+			w->st.exc_refused++;
+		if (t <= 0)
+			return 0;
+	} else if (!r->ports[0].has_ip4) {
+		return 0;
+	} else if (f[12] == 0x08 && f[13] == 0x06) { /* ARP: its target address */
 		if (memcmp(f + 38, ip4, 4) != 0)
 			return 0;
 	} else if (f[12] == 0x08 && f[13] == 0x00) {

@@ -219,8 +219,10 @@ static unsigned int mbufs_upto(struct rte_mempool *pool, struct rte_mbuf **mb, u
 	return got;
 }
 
-/* Fill a burst of QUIC packets into fresh mbufs, wrap and queue them. */
-static int dpdk_send(struct moq_relay *r, struct relay_worker *w, uint64_t now)
+/* Fill a burst of @ep's QUIC packets into fresh mbufs, wrap and queue them
+ * (@ep: the worker's, or worker 0's cluster links'). */
+static int dpdk_send(struct moq_relay *r, struct relay_worker *w, struct moq_quic_endpoint *ep,
+                     uint64_t now)
 {
 	struct rte_mbuf *mb[MOQ_PMD_BURST];
 	struct moq_quic_pkt pk[MOQ_PMD_BURST];
@@ -236,7 +238,7 @@ static int dpdk_send(struct moq_relay *r, struct relay_worker *w, uint64_t now)
 		pk[i].cap = rte_pktmbuf_tailroom(mb[i]);
 		pk[i].user = mb[i];
 	}
-	k = moq_quic_endpoint_send(w->ep, pk, nb, now);
+	k = moq_quic_endpoint_send(ep, pk, nb, now);
 	if (k < 0)
 		k = 0;
 	for (int i = 0; i < k; i++) {
@@ -300,6 +302,28 @@ static int deliver(struct moq_relay *r, struct relay_worker *w, const struct moq
 	return 1;
 }
 
+/* A datagram to a cluster link's local port (cluster.h): worker 0's; from
+ * another worker's RX queue @m goes over worker 0's ring. Returns 1 when @m
+ * was forwarded. */
+static int cluster_take(struct moq_relay *r, struct relay_worker *w, const struct moq_net_udp *u,
+                        struct rte_mbuf *m, uint64_t now, int may_redirect)
+{
+	struct moq_quic_addr local, remote;
+
+	if (w->id == 0) {
+		moq_relay_addr_from(&local, u->family, u->dst, u->dport);
+		moq_relay_addr_from(&remote, u->family, u->src, u->sport);
+		moq_cluster_input(r->cluster, u->payload, u->len, &local, &remote, now);
+		return 0;
+	}
+	if (!may_redirect || rte_ring_mp_enqueue(r->w[0]->ring, m) != 0) {
+		w->st.redirect_drops++;
+		return 0;
+	}
+	w->st.redirected++;
+	return 1;
+}
+
 static void handle_frame(struct moq_relay *r, struct relay_worker *w, unsigned int pi,
                          struct rte_mbuf *m, uint64_t now, int may_redirect)
 {
@@ -313,7 +337,11 @@ static void handle_frame(struct moq_relay *r, struct relay_worker *w, unsigned i
 	if (v == MOQ_NET_REPLY && reply != NULL)
 		tx_add(r, w, pi, reply);
 	if (v == MOQ_NET_UDP) {
-		if (deliver(r, w, &u, m, now, may_redirect))
+		if (unlikely(r->cluster_ports != 0) &&
+		    moq_cluster_port(r->cluster_port_lo, r->cluster_ports, u.dport)) {
+			if (cluster_take(r, w, &u, m, now, may_redirect))
+				return; /* now worker 0's */
+		} else if (deliver(r, w, &u, m, now, may_redirect))
 			return; /* now the owner's */
 	} else if (unlikely(r->exc_port >= 0) && moq_relay_exc_take(r, w, m, (int)v)) {
 		return; /* --tcp: the kernel's (exc.c) */
@@ -353,7 +381,7 @@ static int dpdk_poll(struct moq_relay *r, struct relay_worker *w, uint64_t now)
 		 * the TX ring has not taken the last ones */
 		for (int b = 0; b < 4 && moq_quic_endpoint_pending(w->ep) && !tx_backlog(r, w);
 		     b++) {
-			int k = dpdk_send(r, w, now);
+			int k = dpdk_send(r, w, w->ep, now);
 
 			work += k;
 			if (k < MOQ_PMD_BURST)
@@ -1317,6 +1345,82 @@ static struct moq_pool *cache_pool_create(struct moq_relay *r, const unsigned in
 	return p;
 }
 
+/* cluster links on the dpdk backend (cluster.h, moq_cluster_io) -------- */
+
+/* our address for dialling @remote: a port's on the peer's subnet, else
+ * the first port's of its family (the gateway, --gateway4/6, routes it) */
+static int cluster_local_addr(void *ctx, const struct moq_quic_addr *remote,
+                              struct moq_quic_addr *out)
+{
+	const struct moq_relay *r = ctx;
+	const uint8_t *rip;
+	uint16_t rport;
+	int fam = addr_parts(remote, &rip, &rport), best = -1;
+
+	for (unsigned int i = 0; fam != 0 && i < r->nb_ports; i++) {
+		const struct relay_port *p = &r->ports[i];
+		const uint8_t *ip = fam == 4 ? p->ip4 : p->ip6;
+		unsigned int plen = fam == 4 ? p->ip4_prefix : p->ip6_prefix, b;
+		int on_link = 1;
+
+		if (!(fam == 4 ? p->has_ip4 : p->has_ip6))
+			continue;
+		for (b = 0; b < plen && on_link; b++)
+			on_link = ((ip[b / 8] ^ rip[b / 8]) & (0x80 >> (b % 8))) == 0;
+		if (best < 0 || on_link)
+			best = (int)i;
+		if (on_link)
+			break;
+	}
+	if (best < 0)
+		return MOQ_ERR_NOTFOUND;
+	moq_relay_addr_from(out, fam, fam == 4 ? r->ports[best].ip4 : r->ports[best].ip6, 0);
+	return 0;
+}
+
+/* worker 0 sends a link endpoint's packets as its own: a few bursts, none
+ * while its TX buffers hold what the ring did not take */
+static int cluster_send(void *ctx, struct moq_quic_endpoint *ep, uint64_t now)
+{
+	struct moq_relay *r = ctx;
+	struct relay_worker *w = r->w[0];
+	int work = 0;
+
+	for (int b = 0; b < 4 && moq_quic_endpoint_pending(ep) && !tx_backlog(r, w); b++) {
+		int k = dpdk_send(r, w, ep, now);
+
+		work += k;
+		if (k < MOQ_PMD_BURST)
+			break;
+	}
+	return work;
+}
+
+/* The links' local UDP ports: a range in the dynamic ports (RFC 6335, 6)
+ * clear of --port, taken as ours by every port's network layer. */
+static void cluster_io_setup(struct moq_relay *r)
+{
+	unsigned int n = moq_cluster_links(r->cluster);
+	uint16_t lo = (uint16_t)(49152 + rte_rdtsc() % (16384 - MOQ_CLUSTER_MAX_LINKS));
+	struct moq_cluster_io io = {
+	        .ctx = r,
+	        .local_addr = cluster_local_addr,
+	        .send = cluster_send,
+	};
+
+	if (moq_cluster_port(lo, n, r->cfg.udp_port))
+		lo = (uint16_t)(lo > 49152 + 2 * MOQ_CLUSTER_MAX_LINKS ? lo - MOQ_CLUSTER_MAX_LINKS
+		                                                        : lo + MOQ_CLUSTER_MAX_LINKS);
+	io.port_lo = lo;
+	for (unsigned int i = 0; i < r->nb_ports; i++) {
+		r->ports[i].ifc.client_port_lo = lo;
+		r->ports[i].ifc.client_ports = (uint16_t)n;
+	}
+	r->cluster_port_lo = lo;
+	r->cluster_ports = n;
+	moq_cluster_set_io(r->cluster, &io);
+}
+
 struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, size_t errlen)
 {
 	unsigned int lcores[MOQ_RELAY_MAX_WORKERS];
@@ -1420,6 +1524,8 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 	cb_relay = r;
 	if (setup_workers(r, lcores, err, errlen) != 0)
 		goto fail;
+	if (r->cluster != NULL && cfg->backend == MOQ_CFG_BACKEND_DPDK)
+		cluster_io_setup(r);
 	if (r->cluster != NULL &&
 	    moq_cluster_attach(r->cluster, r->w[0]->node, cfg, err, errlen) != 0)
 		goto fail;

@@ -135,6 +135,9 @@ struct moq_relay {
 	struct moq_hub *hub;         /* joins the workers' nodes (moq.h); NULL with one */
 	struct moq_auth *auth; /* --auth-*: the key set the nodes check (auth.h); NULL = off */
 	struct moq_cluster *cluster; /* --cluster-connect: worker 0's links (cluster.h) */
+	/* ... on the dpdk backend: the links' local UDP ports, lo + [0, n) */
+	uint16_t cluster_port_lo;
+	unsigned int cluster_ports;
 	/* --max-conns-per-addr: connections per source, every worker's (quic.h) */
 	struct moq_quic_addr_table *addr_table;
 	int quit, drain, reload;

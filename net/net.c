@@ -742,7 +742,8 @@ static enum moq_net_verdict rx_udp(struct moq_net *n, const uint8_t *f, const ui
 	if (ulen < MOQ_NET_UDP_HDR || ulen != l4len)
 		return drop(n, MOQ_NET_DROP_UDP_LEN);
 	dport = rd16(udp + 2);
-	if (n->iface->udp_port != 0 && dport != n->iface->udp_port)
+	if (n->iface->udp_port != 0 && dport != n->iface->udp_port &&
+	    (uint16_t)(dport - n->iface->client_port_lo) >= n->iface->client_ports)
 		return drop(n, MOQ_NET_DROP_UDP_PORT);
 	if (!udp_csum_ok(n, udp, ulen, ph, hints, v6))
 		return drop(n, MOQ_NET_DROP_UDP_CSUM);

@@ -113,6 +113,9 @@ struct moq_net_iface {
 	uint8_t gw4[4];
 	uint8_t gw6[16];
 	uint16_t udp_port;    /* host order; 0 = every port */
+	/* also ours with udp_port set: the local ports of the connections we
+	 * dial (the relay's cluster links), client_port_lo + [0, client_ports) */
+	uint16_t client_port_lo, client_ports;
 	uint32_t tx_offloads; /* MOQ_NET_TX_* the port does */
 	/* The PMD may deliver UDP with a partial checksum (af_packet over veth:
 	 * the kernel's CHECKSUM_PARTIAL, only the pseudo-header sum is filled in).

@@ -965,10 +965,6 @@ int moq_pmd_config_check(const struct moq_pmd_config *cfg, char *err, size_t err
 			return fail(err, errlen, "--queues: port %u is not in --portmask",
 			            cfg->queues[i].port);
 	}
-	if (cfg->cluster_connect[0] != '\0' && cfg->backend == MOQ_CFG_BACKEND_DPDK)
-		return fail(err, errlen,
-		            "--cluster-connect: the dpdk backend cannot dial peers yet; use "
-		            "--backend kernel");
 	if (cfg->cluster_connect[0] != '\0' && cfg->cluster_ca[0] == '\0')
 		return fail(err, errlen,
 		            "--cluster-ca: required with --cluster-connect (a CA file, or "
@@ -984,15 +980,6 @@ int moq_pmd_config_check(const struct moq_pmd_config *cfg, char *err, size_t err
 		return fail(err, errlen,
 		            "--cluster-name: needs a CA file in --cluster-ca (\"insecure\" checks "
 		            "no name)");
-	/* the DPDK backend's TCP goes through its exception port (exc.c),
-	 * which carries one IPv4 address */
-	if (cfg->backend == MOQ_CFG_BACKEND_DPDK && cfg->tcp)
-		for (unsigned int i = 0; i < cfg->nb_listen; i++)
-			if (cfg->listen[i].family != AF_INET)
-				return fail(
-				        err, errlen,
-				        "--tcp: the dpdk backend's TCP path (its exception "
-				        "port) carries IPv4 only; --listen has an IPv6 address");
 	if (!cfg->tcp && cfg->web_root[0])
 		return fail(err, errlen, "--web-root: needs --tcp 1");
 	if (cfg->backend == MOQ_CFG_BACKEND_DPDK) {

@@ -17,7 +17,8 @@
  *    refused (6);
  *  - failover: an edge with two routes (through two mid-tier relays) loses
  *    the live one and its viewers go on over the other;
- *  - option errors (a bad scheme, a missing --cluster-ca, the dpdk backend)
+ *  - option errors (a bad scheme, a missing --cluster-ca, a dpdk edge with
+ *    no address of its peer's family)
  *    and moq_route_hash against an independent FNV-1a;
  *  - a WebTransport link (https://): an edge dials the origin with ALPN h3
  *    and its --cluster-token as ?jwt= of the CONNECT :path; the origin
@@ -655,6 +656,10 @@ static void expect_refusal(const char *const *extra, const char *want)
 	const char *err;
 
 	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-cl-opt-%d", (int)getpid());
+	if (strncmp(extra[0], "--vdev", 6) == 0) { /* an EAL argument first */
+		args[7] = *extra++;
+		args[n++] = "--";
+	}
 	for (; *extra; extra++)
 		args[n++] = *extra;
 	args[n] = NULL;
@@ -673,7 +678,10 @@ START_TEST(option_refusals)
 	                       "https://127.0.0.1:4443/", NULL};
 	const char *noca[] = {"--backend", "kernel", "--cluster-connect", "moql://127.0.0.1:4443/",
 	                      NULL};
-	const char *dpdk[] = {"--cluster-connect", "moql://127.0.0.1:4443/", "--cluster-ca",
+	/* the dpdk backend dials from a data port's address of the peer's
+	 * family (issue 26): an IPv6 peer and IPv4 only is refused */
+	const char *dpdk[] = {"--vdev=net_null0", "--listen", "10.9.9.2/24",
+	                      "--cluster-connect", "moql://[2001:db8::1]:4443/", "--cluster-ca",
 	                      "insecure", NULL};
 	const char *token[] = {"--backend", "kernel", "--cluster-token", "/nonexistent", NULL};
 	const char *badtok[] = {"--backend",
@@ -692,7 +700,8 @@ START_TEST(option_refusals)
 	/* https:// is accepted (wt_link) and verifies certificates as moql:// */
 	expect_refusal(https, "moqdp-relay: --cluster-ca: required with --cluster-connect");
 	expect_refusal(noca, "moqdp-relay: --cluster-ca: required with --cluster-connect");
-	expect_refusal(dpdk, "moqdp-relay: --cluster-connect: the dpdk backend cannot dial");
+	expect_refusal(dpdk, "moqdp-relay: --cluster-connect: moql://[2001:db8::1]:4443/: no "
+	                     "--listen address of its family (IPv6)");
 	expect_refusal(token, "moqdp-relay: --cluster-token: only with --cluster-connect");
 	expect_refusal(badtok, "moqdp-relay: --cluster-token: cannot read /nonexistent/token");
 	expect_refusal(scheme, "moqdp-relay: --cluster-connect: 'udp://x:1/' is not a moql://");

@@ -30,7 +30,11 @@ the test moves into C, where curl and moqdp-load --kernel run:
    refused frames (moqdp_exception_refused_total, telemetry's
    exception_refused) while its own port, and its --mgmt port (bound to
    0.0.0.0 here), keep working;
-9. on SIGTERM the relay exits 0 and its exception interface is gone.
+9. on SIGTERM the relay exits 0 and its exception interface is gone;
+10. issue 26: IPv6 through the exception port: the relay also listens on
+   2001:db8:79::1/64; GET /health and /certificate.sha256 over TLS on
+   http(s)://[2001:db8:79::1]:4443 from C (the kernel resolves C by
+   neighbour discovery through the data port).
 
 Needs root (namespaces, net_tap); skipped otherwise.
 """
@@ -50,6 +54,7 @@ PID = os.getpid()
 NSR, NSC = f"moqdp-excR-{PID}", f"moqdp-excC-{PID}"
 DATA_IF = f"mqe{PID % 100000}"
 IP, PORT = "10.79.0.1", 4443
+IP6 = "2001:db8:79::1"
 OTHER_PORT = 8000 + PID % 1000
 n = 0
 failed = 0
@@ -97,7 +102,7 @@ def main():
     if os.geteuid() != 0:
         print("1..0 # SKIP needs root (network namespaces, net_tap)")
         return 0
-    print("1..12", flush=True)
+    print("1..14", flush=True)
     relay = None
     other = None
     try:
@@ -109,7 +114,7 @@ def main():
             ["ip", "netns", "exec", NSR, RELAY, "-l", "0-1", "--no-pci", "--no-huge", "-m", "512",
              "--file-prefix", f"moqdp-exc-{PID}", "--log-level=lib.eal:error",
              f"--vdev=net_tap0,iface={DATA_IF}", "--", "--backend", "dpdk", "--listen",
-             f"{IP}/24", "--port", str(PORT), "--tcp", "1", "--mgmt", "0.0.0.0:9464",
+             f"{IP}/24,{IP6}/64", "--port", str(PORT), "--tcp", "1", "--mgmt", "0.0.0.0:9464",
              "--stats-interval", "0"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         exc_if = f"moqx{relay.pid}"
@@ -138,6 +143,8 @@ def main():
         sh(f"ip -n {NSC} link set {DATA_IF} up")
         for i in range(2, 12):
             sh(f"ip -n {NSC} addr add 10.79.0.{i}/24 dev {DATA_IF}")
+        sh(f"ip netns exec {NSC} sysctl -qw net.ipv6.conf.{DATA_IF}.disable_ipv6=0")
+        sh(f"ip -n {NSC} -6 addr add 2001:db8:79::2/64 dev {DATA_IF} nodad")
         code, body = 1, ""
         for _ in range(40):
             code, body = curl("/health")
@@ -176,6 +183,20 @@ def main():
         tap(code == 0 and body == "ok\n",
             "--mgmt on 0.0.0.0: the relay's management port is its own, forwarded too",
             f"{code} {body!r}")
+        code6, body6 = 1, ""
+        for _ in range(20):
+            r = sh(f"ip netns exec {NSC} curl -sg --max-time 5 http://[{IP6}]:{PORT}/health",
+                   timeout=20)
+            code6, body6 = r.returncode, r.stdout
+            if code6 == 0:
+                break
+            time.sleep(0.5)
+        tap(code6 == 0 and body6 == "ok\n", "IPv6: GET /health over the data port",
+            f"{code6} {body6!r}\n" + sh(f"ip -n {NSR} -6 addr; ip -n {NSR} -6 neigh").stdout)
+        r = sh(f"ip netns exec {NSC} curl -skg --max-time 5 "
+               f"https://[{IP6}]:{PORT}/certificate.sha256", timeout=20)
+        tap(r.returncode == 0 and r.stdout == fp, "IPv6: the same fingerprint over TLS",
+            f"{r.returncode} {r.stdout!r}")
         code, body = curl("/health")
         met = sh(f"ip netns exec {NSR} curl -s --max-time 5 http://127.0.0.1:9464/metrics").stdout
         m = re.search(r"^moqdp_exception_refused_total (\S+)$", met, re.M)

@@ -689,6 +689,32 @@ START_TEST(udp_partial_checksum)
 }
 END_TEST
 
+/* Issue 26: the local ports of the connections the relay dials (its
+ * cluster links on the dpdk backend) are ours beside udp_port; the ports
+ * around that range are not. */
+START_TEST(udp_client_ports)
+{
+	const uint8_t pl[40] = {9};
+	size_t len = tf_udp4(frame, pl, sizeof(pl));
+	uint8_t *ud = frame + 34;
+	static const uint16_t in[] = {50000, 50001, 50002}, out[] = {49999, 50003, 4444};
+
+	ifc.client_port_lo = 50000;
+	ifc.client_ports = 3;
+	for (size_t i = 0; i < 3; i++) {
+		tf_udp4(frame, pl, sizeof(pl));
+		w16(ud + 2, in[i]);
+		tf_fix_udp4(frame);
+		ck_assert_int_eq(rx(len, 0), MOQ_NET_UDP);
+		ck_assert_uint_eq(u.dport, in[i]);
+		tf_udp4(frame, pl, sizeof(pl));
+		w16(ud + 2, out[i]);
+		tf_fix_udp4(frame);
+		expect_drop(len, 0, MOQ_NET_DROP_UDP_PORT);
+	}
+}
+END_TEST
+
 /* Every truncation of a valid frame is dropped and counted, never handed up. */
 START_TEST(every_truncation_dropped)
 {
@@ -973,6 +999,7 @@ Suite *net_suite(void)
 	tcase_add_test(tc, ip6_malformed);
 	tcase_add_test(tc, udp_malformed);
 	tcase_add_test(tc, udp_partial_checksum);
+	tcase_add_test(tc, udp_client_ports);
 	tcase_add_loop_test(tc, every_truncation_dropped, 0, 5);
 	tcase_add_test(tc, neighbour_cache_bounded);
 	tcase_add_test(tc, gateway_and_stale);
