@@ -299,7 +299,14 @@ static int cb_established(struct moq_quic_conn *c, void *user, const char *alpn)
 {
 	struct moq_session *s = user;
 
-	(void)c;
+	if (!s) {
+		/* refused in cb_conn_new (max_sessions): closed now, with the
+		 * protocol's code, not left open until its idle timeout */
+		int d = alpn ? moq_ietf_alpn_draft(alpn, strlen(alpn)) : 0;
+		moq_quic_conn_close(c, d ? IETF_CLOSE_INTERNAL : MOQ_CODE_BOUNDS,
+		                    "too many sessions");
+		return 0;
+	}
 	ENTER(s);
 	{
 		/* an IETF moq-transport ALPN: the session becomes its shell */

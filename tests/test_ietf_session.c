@@ -771,6 +771,9 @@ static void run_counted_once(int d)
 	ck_assert_msg(t_until(x_refused, 3000 * MS), "d%d: a third session admitted", d);
 	t_until(x_subscribed, 300 * MS);
 	ck_assert(!T.extra.sub_ok);
+	/* ... and closed at once with INTERNAL_ERROR, not left to its idle timeout */
+	ck_assert_msg(t_until(x_closed, 3000 * MS), "d%d: the refused session was left open", d);
+	ck_assert_uint_eq(T.extra.close_code, IETF_CLOSE_INTERNAL);
 	ck_assert(!T.pub.closed && !T.sub.closed);
 	moq_node_stats(T.relay, &st);
 	ck_assert_uint_eq(st.sessions, 2);
