@@ -921,6 +921,64 @@ int moq_cache_track_group(struct moq_cache_track *t, uint64_t seq, struct moq_ca
 
 /* --- groups: writer ------------------------------------------------------ */
 
+/* Under the lock: open @g (its seq below @newest, the track's newest + 1)
+ * into its empty ring slot: a sequence skipped so far (its stream's header
+ * came after a newer group's: QUIC delivers group streams independently),
+ * still in the window, never opened, not expired. It gets the created time
+ * of the next newer live group when that is earlier than @now, so created
+ * times stay in sequence order (expire_track_locked walks them so) and the
+ * group expires with its neighbours. Returns 0 (linked, published, billed)
+ * or -1 (refused). */
+static int late_open_locked(struct moq_cache_track *t, struct moq_cache_group *g,
+                            uint64_t newest, uint64_t now)
+{
+	struct moq_cache *c = t->cache;
+	uint64_t seq = g->seq, tomb;
+	struct slot *s = &t->ring[seq & t->mask];
+	struct moq_cache_group *nx, *pv;
+
+	if (seq + t->mask + 1 < newest)
+		return -1; /* out of the window */
+	if (LOAD_RLX(&s->g) != NULL)
+		return -1; /* opened (the slot's older occupant lagged out before) */
+	tomb = LOAD_RLX(&s->tomb);
+	if ((tomb & 7) != 0 && tomb >> 3 == seq)
+		return -1; /* opened and removed */
+	for (nx = t->gtail; nx != NULL && nx->tprev != NULL && nx->tprev->seq > seq;
+	     nx = nx->tprev)
+		;
+	if (nx != NULL && nx->seq < seq)
+		nx = NULL; /* every live group is older: append */
+	if (nx != NULL && nx->created < now)
+		g->created = nx->created;
+	if (now > g->created && now - g->created > t->max_latency)
+		return -1; /* expired already */
+	moq_cache_track_ref(t);
+	g->gprev = c->gtail;
+	if (c->gtail != NULL)
+		c->gtail->gnext = g;
+	else
+		c->ghead = g;
+	c->gtail = g;
+	pv = nx != NULL ? nx->tprev : t->gtail;
+	g->tprev = pv;
+	g->tnext = nx;
+	if (pv != NULL)
+		pv->tnext = g;
+	else
+		t->ghead = g;
+	if (nx != NULL)
+		nx->tprev = g;
+	else
+		t->gtail = g;
+	/* readers of @seq saw NOTFOUND until this release-store */
+	STORE_REL(&s->g, g);
+	c->ngroups++;
+	bill(g, MOQ_CACHE_GROUP_OVERHEAD);
+	track_bump(t);
+	return 0;
+}
+
 int moq_cache_group_open(struct moq_cache_track *t, uint64_t seq, uint64_t now,
                          struct moq_cache_group **out)
 {
@@ -952,9 +1010,16 @@ int moq_cache_group_open(struct moq_cache_track *t, uint64_t seq, uint64_t now,
 	}
 	newest = LOAD_RLX(&t->newest);
 	if (newest != 0 && seq < newest) {
+		if (late_open_locked(t, g, newest, now) < 0) {
+			unlock(c);
+			c_free(c, g);
+			return MOQ_ERR_ORDER;
+		}
+		evict_locked(c);
+		reclaim_locked(c, false);
 		unlock(c);
-		c_free(c, g);
-		return MOQ_ERR_ORDER;
+		*out = g;
+		return 0;
 	}
 	moq_cache_track_ref(t);
 	STORE_REL(&t->idle, 0); /* a writer is here */

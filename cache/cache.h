@@ -322,8 +322,13 @@ int moq_cache_track_group(struct moq_cache_track *t, uint64_t seq, struct moq_ca
  * (MOQ_ERR_LAGGED), then evicts over budget. Writer only. The caller owns
  * one reference (drop it with moq_cache_group_unref after finish/abort).
  * Several groups of a track may be open at once (group streams overlap).
- * Returns 0 with *@out set, MOQ_ERR_ORDER (@seq not above the newest
- * sequence), MOQ_ERR_CLOSED (track dropped), MOQ_ERR_INVAL (@seq >= 2^61),
+ * A @seq below the newest is taken when it was skipped so far (never
+ * opened: its stream came after a newer group's), is still in the window
+ * and its next newer group is not older than max_latency (it gets that
+ * group's created time when earlier than @now); readers of @seq then get it
+ * instead of MOQ_ERR_NOTFOUND.
+ * Returns 0 with *@out set, MOQ_ERR_ORDER (@seq below the newest and not
+ * such a skipped sequence), MOQ_ERR_CLOSED (track dropped), MOQ_ERR_INVAL (@seq >= 2^61),
  * MOQ_ERR_NOMEM.
  */
 int moq_cache_group_open(struct moq_cache_track *t, uint64_t seq, uint64_t now,
