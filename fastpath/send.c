@@ -284,6 +284,22 @@ static int stream_frames(struct pktb *b, struct fp_stream *s)
 	return 0;
 }
 
+/* One control frame of a type byte and one varint (MAX_DATA, MAX_STREAMS,
+ * DATA_BLOCKED, STREAMS_BLOCKED) when @flag is pending in @ctl and it fits;
+ * @track: the packet's record keeps the flag (re-sent when lost). */
+static void ctl_varint(struct pktb *b, uint16_t ctl, uint16_t flag, uint8_t type, uint64_t v,
+                       int track)
+{
+	if (!(ctl & flag) || b->end - b->p < 9)
+		return;
+	*b->p++ = type;
+	b->p = fp_varint_put(b->p, v);
+	b->c->ctl &= (uint16_t)~flag;
+	if (track)
+		b->rec.ctl |= flag;
+	b->elicit = 1;
+}
+
 static void conn_frames(struct pktb *b)
 {
 	struct fp_conn *c = b->c;
@@ -296,45 +312,12 @@ static void conn_frames(struct pktb *b)
 		c->ctl &= (uint16_t)~CF_PING;
 		b->elicit = 1;
 	}
-	if ((ctl & CF_MAX_DATA) && b->end - b->p >= 9) {
-		*b->p++ = FT_MAX_DATA;
-		b->p = fp_varint_put(b->p, x->local_max_data);
-		c->ctl &= (uint16_t)~CF_MAX_DATA;
-		b->rec.ctl |= CF_MAX_DATA;
-		b->elicit = 1;
-	}
-	if ((ctl & CF_MAX_SB) && b->end - b->p >= 9) {
-		*b->p++ = FT_MAX_STREAMS_BIDI;
-		b->p = fp_varint_put(b->p, x->local_max_sb);
-		c->ctl &= (uint16_t)~CF_MAX_SB;
-		b->rec.ctl |= CF_MAX_SB;
-		b->elicit = 1;
-	}
-	if ((ctl & CF_MAX_SU) && b->end - b->p >= 9) {
-		*b->p++ = FT_MAX_STREAMS_UNI;
-		b->p = fp_varint_put(b->p, x->local_max_su);
-		c->ctl &= (uint16_t)~CF_MAX_SU;
-		b->rec.ctl |= CF_MAX_SU;
-		b->elicit = 1;
-	}
-	if ((ctl & CF_DBLOCKED) && b->end - b->p >= 9) {
-		*b->p++ = FT_DATA_BLOCKED;
-		b->p = fp_varint_put(b->p, c->peer_max_data);
-		c->ctl &= (uint16_t)~CF_DBLOCKED;
-		b->elicit = 1;
-	}
-	if ((ctl & CF_SB_BIDI) && b->end - b->p >= 9) {
-		*b->p++ = FT_STREAMS_BLOCKED_BIDI;
-		b->p = fp_varint_put(b->p, x->peer_max_sb);
-		c->ctl &= (uint16_t)~CF_SB_BIDI;
-		b->elicit = 1;
-	}
-	if ((ctl & CF_SB_UNI) && b->end - b->p >= 9) {
-		*b->p++ = FT_STREAMS_BLOCKED_UNI;
-		b->p = fp_varint_put(b->p, x->peer_max_su);
-		c->ctl &= (uint16_t)~CF_SB_UNI;
-		b->elicit = 1;
-	}
+	ctl_varint(b, ctl, CF_MAX_DATA, FT_MAX_DATA, x->local_max_data, 1);
+	ctl_varint(b, ctl, CF_MAX_SB, FT_MAX_STREAMS_BIDI, x->local_max_sb, 1);
+	ctl_varint(b, ctl, CF_MAX_SU, FT_MAX_STREAMS_UNI, x->local_max_su, 1);
+	ctl_varint(b, ctl, CF_DBLOCKED, FT_DATA_BLOCKED, c->peer_max_data, 0);
+	ctl_varint(b, ctl, CF_SB_BIDI, FT_STREAMS_BLOCKED_BIDI, x->peer_max_sb, 0);
+	ctl_varint(b, ctl, CF_SB_UNI, FT_STREAMS_BLOCKED_UNI, x->peer_max_su, 0);
 	if (ctl & CF_NEW_CID) {
 		int left = 0;
 		for (i = 0; i < x->nscids; i++) {

@@ -67,6 +67,9 @@ static int cb_stream_data(struct fp_conn *fc, void *user, int64_t sid, uint64_t 
 {
 	struct moq_quic_conn *c = conn_of_fp(fc, user);
 
+	if (c == NULL) /* closed: the engine only drains it */
+		return -1;
+
 	if (c->cb && c->cb->stream_data)
 		return c->cb->stream_data(c, c->user, sid, offset, data, len, fin) < 0 ? -1 : 0;
 	return 0;
@@ -75,6 +78,9 @@ static int cb_stream_data(struct fp_conn *fc, void *user, int64_t sid, uint64_t 
 static void cb_stream_open(struct fp_conn *fc, void *user, int64_t sid)
 {
 	struct moq_quic_conn *c = conn_of_fp(fc, user);
+
+	if (c == NULL) /* closed: the engine only drains it */
+		return;
 
 	if (c->cb && c->cb->stream_open && c->cb->stream_open(c, c->user, sid) < 0)
 		(void)fp_conn_close(fc, 0, NGTCP2_INTERNAL_ERROR, "stream_open");
@@ -85,6 +91,9 @@ static void cb_stream_reset(struct fp_conn *fc, void *user, int64_t sid, uint64_
 {
 	struct moq_quic_conn *c = conn_of_fp(fc, user);
 
+	if (c == NULL) /* closed: the engine only drains it */
+		return;
+
 	if (c->cb && c->cb->stream_reset)
 		c->cb->stream_reset(c, c->user, sid, app_err, final_size);
 }
@@ -92,6 +101,9 @@ static void cb_stream_reset(struct fp_conn *fc, void *user, int64_t sid, uint64_
 static void cb_stop_sending(struct fp_conn *fc, void *user, int64_t sid, uint64_t app_err)
 {
 	struct moq_quic_conn *c = conn_of_fp(fc, user);
+
+	if (c == NULL) /* closed: the engine only drains it */
+		return;
 
 	if (c->cb && c->cb->stream_stop_sending)
 		c->cb->stream_stop_sending(c, c->user, sid, app_err);
@@ -102,6 +114,9 @@ static void cb_stream_acked(struct fp_conn *fc, void *user, int64_t sid, uint64_
 {
 	struct moq_quic_conn *c = conn_of_fp(fc, user);
 
+	if (c == NULL) /* closed: the engine only drains it */
+		return;
+
 	if (c->cb && c->cb->stream_acked)
 		c->cb->stream_acked(c, c->user, sid, acked, newly);
 }
@@ -110,6 +125,9 @@ static void cb_stream_closed(struct fp_conn *fc, void *user, int64_t sid, uint64
 {
 	struct moq_quic_conn *c = conn_of_fp(fc, user);
 
+	if (c == NULL) /* closed: the engine only drains it */
+		return;
+
 	if (c->cb && c->cb->stream_closed)
 		c->cb->stream_closed(c, c->user, sid, app_err);
 }
@@ -117,6 +135,9 @@ static void cb_stream_closed(struct fp_conn *fc, void *user, int64_t sid, uint64
 static void cb_writable(struct fp_conn *fc, void *user, int64_t sid)
 {
 	struct moq_quic_conn *c = conn_of_fp(fc, user);
+
+	if (c == NULL) /* closed: the engine only drains it */
+		return;
 
 	/* quic.h: -1 is "more streams allowed"; MAX_DATA (-1 here) wakes
 	 * every writer the same way */
@@ -127,6 +148,9 @@ static void cb_writable(struct fp_conn *fc, void *user, int64_t sid)
 static void cb_conn_closed(struct fp_conn *fc, void *user, const struct fp_close_info *info)
 {
 	struct moq_quic_conn *c = conn_of_fp(fc, user);
+
+	if (c == NULL) /* closed: the engine only drains it */
+		return;
 	struct moq_quic_endpoint *ep = c->ep;
 	struct moq_quic_close_info qi;
 
@@ -160,7 +184,11 @@ static void cb_conn_closed(struct fp_conn *fc, void *user, const struct fp_close
 	qi.what = info->what ? info->what : "fast path";
 	qi.reason = info->reason;
 	qi.reasonlen = info->reasonlen;
-	c->fp = NULL; /* the engine keeps it for its closing period */
+	/* the engine keeps it for its closing period (its CONNECTION_CLOSE
+	 * goes out from hand_send) while @c is freed at the next _timers or
+	 * _recv: it must not point back at @c any more */
+	fp_conn_set_user(fc, NULL);
+	c->fp = NULL;
 	ep->st.fastpath_conns--;
 	conn_notify(c, &qi);
 	/* freed by the next _timers (or by _recv right after this datagram);
@@ -175,6 +203,9 @@ static void cb_path_new(struct fp_conn *fc, void *user, const struct fp_addr *re
 {
 	struct moq_quic_conn *c = conn_of_fp(fc, user);
 
+	if (c == NULL) /* closed: the engine only drains it */
+		return;
+
 	/* RFC 9000, 9.3: the connection moves once the new path is validated */
 	if (validated)
 		addr_from_fp(&c->remote, remote);
@@ -183,6 +214,9 @@ static void cb_path_new(struct fp_conn *fc, void *user, const struct fp_addr *re
 static int cb_new_scid(struct fp_conn *fc, void *user, struct fp_cid *cid)
 {
 	struct moq_quic_conn *c = conn_of_fp(fc, user);
+
+	if (c == NULL) /* closed: the engine only drains it */
+		return -1;
 	ngtcp2_cid nc;
 	int tries;
 
@@ -209,6 +243,9 @@ static int cb_new_scid(struct fp_conn *fc, void *user, struct fp_cid *cid)
 static void cb_scid_retired(struct fp_conn *fc, void *user, const struct fp_cid *cid)
 {
 	struct moq_quic_conn *c = conn_of_fp(fc, user);
+
+	if (c == NULL) /* closed: the engine only drains it */
+		return;
 
 	conn_del_cid(c, cid->id, cid->len);
 }
