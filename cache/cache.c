@@ -126,6 +126,10 @@ struct moq_cache_group {
 _Static_assert(sizeof(struct moq_cache_group) <= MOQ_CACHE_GROUP_OVERHEAD,
                "group overhead billed covers the descriptor");
 
+/* Gap ranges a track remembers (moq_cache_track_gap): the start of the
+ * writer's subscription and the last few upstream DROPs. */
+#define TRACK_GAPS 4
+
 struct slot {
 	struct moq_cache_group *g; /* atomic */
 	uint64_t tomb;             /* atomic: seq << 3 | reason of the last removal */
@@ -149,6 +153,12 @@ struct moq_cache_track {
 	 * a time before it (the caller's clock went back; 0 = none): from that
 	 * group on, none is older than a group before it */
 	uint64_t max_created, disorder_seq;
+	/* sequences the writer said will not come (moq_cache_track_gap):
+	 * TRACK_GAPS inclusive ranges, written under the cache lock inside a
+	 * sequence lock (gap_lock odd while they change); readers
+	 * (moq_cache_track_gap_final) copy them and retry on a change */
+	uint64_t gap_lock;
+	uint64_t gap_lo[TRACK_GAPS], gap_end[TRACK_GAPS]; /* atomic: [lo, end); lo >= end: unused */
 	struct retire rt;
 	const char *path, *name;
 	size_t path_len, name_len;
@@ -869,6 +879,72 @@ void moq_cache_track_set_idle(struct moq_cache_track *t)
 bool moq_cache_track_idle(const struct moq_cache_track *t)
 {
 	return LOAD_ACQ(&t->idle) != 0;
+}
+
+void moq_cache_track_gap(struct moq_cache_track *t, uint64_t lo, uint64_t hi)
+{
+	struct moq_cache *c = t->cache;
+	uint64_t nlo = lo, nend;
+	unsigned int k, use = TRACK_GAPS, low = 0;
+
+	if (hi >= UINT64_MAX >> 3)
+		hi = (UINT64_MAX >> 3) - 1; /* (sequences are below 2^61) */
+	if (lo > hi)
+		return;
+	nend = hi + 1;
+	lock(c);
+	/* one range for it and every range it overlaps or touches (they are
+	 * replaced); else a free one, else the one that ends lowest (the
+	 * oldest holes) */
+	for (k = 0; k < TRACK_GAPS; k++) {
+		uint64_t a = t->gap_lo[k], e = t->gap_end[k];
+		if (a >= e) {
+			use = k;
+			continue;
+		}
+		if (a <= nend && e >= nlo) {
+			nlo = a < nlo ? a : nlo;
+			nend = e > nend ? e : nend;
+		}
+	}
+	/* odd while they change; each store below is a release, so a reader
+	 * that sees one of them sees the odd count after it */
+	STORE_RLX(&t->gap_lock, t->gap_lock + 1);
+	for (k = 0; k < TRACK_GAPS; k++) {
+		uint64_t a = t->gap_lo[k], e = t->gap_end[k];
+		if (a < e && a >= nlo && e <= nend) {
+			STORE_REL(&t->gap_lo[k], 0);
+			STORE_REL(&t->gap_end[k], 0);
+			use = k;
+		} else if (a < e && (t->gap_lo[low] >= t->gap_end[low] || e < t->gap_end[low])) {
+			low = k;
+		}
+	}
+	k = use < TRACK_GAPS ? use : low;
+	STORE_REL(&t->gap_lo[k], nlo);
+	STORE_REL(&t->gap_end[k], nend);
+	STORE_REL(&t->gap_lock, t->gap_lock + 1); /* even: done */
+	track_bump(t); /* readers waiting at one of them look again */
+	unlock(c);
+}
+
+bool moq_cache_track_gap_final(const struct moq_cache_track *t, uint64_t seq)
+{
+	for (;;) {
+		uint64_t v = LOAD_ACQ(&t->gap_lock);
+		bool in = false;
+
+		if (v & 1) {
+			cpu_relax();
+			continue;
+		}
+		/* acquire loads: the second count is read after them */
+		for (unsigned int k = 0; k < TRACK_GAPS; k++)
+			if (LOAD_ACQ(&t->gap_lo[k]) <= seq && seq < LOAD_ACQ(&t->gap_end[k]))
+				in = true;
+		if (LOAD_RLX(&t->gap_lock) == v)
+			return in;
+	}
 }
 
 uint64_t moq_cache_track_max_latency(const struct moq_cache_track *t)

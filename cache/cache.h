@@ -287,6 +287,21 @@ void moq_cache_track_set_idle(struct moq_cache_track *t);
  * opens (a new track is live). */
 bool moq_cache_track_idle(const struct moq_cache_track *t);
 
+/*
+ * moq_cache_track_gap: the writer of @t knows that the groups @lo..@hi
+ * (inclusive) it has not got will not come: its upstream DROPped them, or
+ * its subscription starts after them. Readers waiting for one of them as a
+ * late group (moq_cache_group_open takes skipped ones) stop waiting:
+ * moq_cache_track_gap_final. The track keeps the last few such ranges
+ * (merged when they touch). Bumps the track's version. Writer only.
+ */
+void moq_cache_track_gap(struct moq_cache_track *t, uint64_t lo, uint64_t hi);
+
+/* moq_cache_track_gap_final: whether @seq is in a range given to
+ * moq_cache_track_gap (a group not in @t that will not come). Lock-free;
+ * any thread. */
+bool moq_cache_track_gap_final(const struct moq_cache_track *t, uint64_t seq);
+
 /* moq_cache_track_max_latency: @t's max latency in ns (its cfg, or the
  * default). */
 uint64_t moq_cache_track_max_latency(const struct moq_cache_track *t);

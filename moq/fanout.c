@@ -682,12 +682,17 @@ static __attribute__((noinline)) bool start_at_latest(const struct moq_session *
 
 /* Group d->next_seq is not in the cache (NOTFOUND), newer ones are: wait
  * for it (true; the session is marked to be looked at again) while the next
- * newer group is younger than the grace, else it is gone (false: DROP). */
+ * newer group is younger than the grace, else it is gone (false: DROP).
+ * No wait for one the track's writer said will not come (its upstream
+ * DROPped it, or the upstream subscription starts after it:
+ * moq_cache_track_gap), nor on a track whose writer stopped. */
 static bool hole_wait(struct moq_session *s, struct dsub *d, uint64_t latest)
 {
 	uint64_t lat = d->lat_ns ? d->lat_ns : moq_cache_track_max_latency(d->track);
 	uint64_t grace = lat < HOLE_GRACE_NS ? lat : HOLE_GRACE_NS, now = s->n->now, q;
 
+	if (moq_cache_track_gap_final(d->track, d->next_seq) || moq_cache_track_idle(d->track))
+		return false;
 	for (q = d->next_seq + 1; q <= latest; q++) {
 		struct moq_cache_group *g;
 		uint64_t created;

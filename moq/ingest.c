@@ -52,6 +52,35 @@ int up_restart(struct upstream *up)
 	return 0;
 }
 
+/*
+ * A reply on the relay's upstream subscription @us (issue 22 item 19): its
+ * start (lite-05 START, lite-03/04 SUBSCRIBE_OK's start group) and its
+ * DROPs tell which groups will not come: none below the start, none the
+ * publisher dropped. The cache is told (moq_cache_track_gap), so fanout
+ * DROPs those holes at once instead of waiting for a late group (a relay
+ * that restarted its upstream after the track went idle, an edge whose
+ * origin DROPped a range). END: up_end.
+ */
+void up_reply(struct usub *us, const struct moq_subscribe_reply *r)
+{
+	struct upstream *up = us->up;
+	uint64_t start = r->kind == MOQ_SUB_START ? r->group
+	                 : r->kind == MOQ_SUB_OK  ? r->start
+	                                          : MOQ_GROUP_NONE;
+
+	if (r->kind == MOQ_SUB_END) {
+		up_end(up, r->group);
+		return;
+	}
+	if (start != MOQ_GROUP_NONE) {
+		us->got_start = 1;
+		if (start)
+			moq_cache_track_gap(up->ct, 0, start - 1);
+	}
+	if (r->kind == MOQ_SUB_DROP && r->drop_start <= r->drop_end)
+		moq_cache_track_gap(up->ct, r->drop_start, r->drop_end);
+}
+
 /* Whether @seq is the newest group @t holds: an upstream subscription that
  * moved to another route of the same broadcast (a standby taking over,
  * bcast_withdraw) starts with the group in progress, which the cache has
@@ -137,6 +166,9 @@ void gin_data(struct moq_session *s, struct mstream *st, const uint8_t *p, size_
 				    up_restart(gi->us->up) == 0)
 					orc = moq_cache_group_open(gi->us->up->ct, gi->seq, n->now,
 					                           &gi->g);
+				if (orc == 0 && !gi->us->got_group && !gi->us->got_start && gi->seq)
+					/* no START: the subscription starts here */
+					moq_cache_track_gap(gi->us->up->ct, 0, gi->seq - 1);
 				if (orc == 0)
 					gi->us->got_group = 1;
 				if (orc < 0) {

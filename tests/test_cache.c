@@ -869,6 +869,47 @@ START_TEST(late_skipped_group)
 }
 END_TEST
 
+/* moq_cache_track_gap: ranges of groups the writer says will not come
+ * (issue 22 item 19): members are final, neighbours are not; touching
+ * ranges merge; past TRACK_GAPS (4) ranges the one that ends lowest goes;
+ * each call moves the track's version (waiting readers look again). */
+START_TEST(track_gaps)
+{
+	struct moq_cache_track *t;
+	uint64_t v;
+
+	mk(0);
+	t = mktrack("b", "gaps", 0, 64);
+	ck_assert(!moq_cache_track_gap_final(t, 0)); /* none yet */
+	v = moq_cache_track_version(t);
+	moq_cache_track_gap(t, 3, 5);
+	ck_assert_uint_gt(moq_cache_track_version(t), v);
+	ck_assert(!moq_cache_track_gap_final(t, 2));
+	ck_assert(moq_cache_track_gap_final(t, 3) && moq_cache_track_gap_final(t, 5));
+	ck_assert(!moq_cache_track_gap_final(t, 6));
+	moq_cache_track_gap(t, 6, 8); /* touches 3..5: one range 3..8 */
+	moq_cache_track_gap(t, 9, 7); /* empty: nothing */
+	ck_assert(moq_cache_track_gap_final(t, 6) && moq_cache_track_gap_final(t, 8));
+	ck_assert(!moq_cache_track_gap_final(t, 9));
+	moq_cache_track_gap(t, 20, 20);
+	moq_cache_track_gap(t, 30, 31);
+	moq_cache_track_gap(t, 40, 40);
+	/* four ranges: 3..8, 20, 30..31, 40; a fifth replaces 3..8 */
+	ck_assert(moq_cache_track_gap_final(t, 4));
+	moq_cache_track_gap(t, 50, 52);
+	ck_assert(!moq_cache_track_gap_final(t, 4));
+	ck_assert(moq_cache_track_gap_final(t, 20) && moq_cache_track_gap_final(t, 31));
+	ck_assert(moq_cache_track_gap_final(t, 40) && moq_cache_track_gap_final(t, 51));
+	/* one covering several merges them; an unbounded end stops below 2^61 */
+	moq_cache_track_gap(t, 0, UINT64_MAX);
+	ck_assert(moq_cache_track_gap_final(t, 0) && moq_cache_track_gap_final(t, 45));
+	ck_assert(moq_cache_track_gap_final(t, (UINT64_MAX >> 3) - 1));
+	ck_assert(!moq_cache_track_gap_final(t, UINT64_MAX >> 3));
+	moq_cache_track_unref(t);
+	teardown_all();
+}
+END_TEST
+
 START_TEST(bad_input_changes_nothing)
 {
 	struct moq_cache_track *t, *o;
@@ -1643,6 +1684,7 @@ Suite *cache_suite(void)
 
 	tcase_add_test(tc, small_frames_exact_fit);
 	tcase_add_test(tc, late_skipped_group);
+	tcase_add_test(tc, track_gaps);
 	tcase_add_test(tc, large_frame_in_group_blocks);
 	tcase_add_test(tc, chunked_frame_read_chunk_by_chunk);
 	tcase_add_test(tc, chunked_then_complete_reads_rest);
