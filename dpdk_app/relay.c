@@ -1929,6 +1929,13 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->resets_cancel += sn.ns.resets_cancel;
 		s->groups_skipped += sn.ns.groups_skipped;
 		s->groups_in_late += sn.ns.groups_in_late;
+		s->groups_late_taken += sn.ns.groups_late_taken;
+		for (int b = 0; b < MOQ_LATE_BUCKETS; b++)
+			s->late_hist[b] += sn.ns.late_hist[b];
+		if (sn.ns.late_max_ns > s->late_max_ns)
+			s->late_max_ns = sn.ns.late_max_ns;
+		s->late_sum_ns += sn.ns.late_sum_ns;
+		s->groups_hole_timeouts += sn.ns.groups_hole_timeouts;
 		s->quic_ack_pkts_in += sn.qs.ack_pkts_in;
 		s->quic_streams_opened += sn.qs.streams_opened;
 		s->quic_timer_expiries += sn.qs.timer_expiries;

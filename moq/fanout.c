@@ -708,6 +708,7 @@ static bool hole_wait(struct moq_session *s, struct dsub *d, uint64_t latest)
 			s->retry = 1;
 			return true;
 		}
+		s->n->st.groups_hole_timeouts++; /* the wait ran out */
 		return false;
 	}
 	return false;

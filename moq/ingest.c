@@ -9,6 +9,25 @@
 
 /* ---------------------------------------------------------------- ingest */
 
+const uint32_t moq_late_bucket_ms[MOQ_LATE_BUCKETS - 1] = {1, 2, 5, 10, 20, 50, 100, 200, 500};
+
+/* Group @g (just opened) came below the track's newest @latest: how late,
+ * relative to its next newer group (whose created time it took). */
+static void late_count(struct moq_node *n, const struct moq_cache_group *g)
+{
+	uint64_t created = moq_cache_group_created(g);
+	uint64_t late = n->now > created ? n->now - created : 0;
+	unsigned int b = 0;
+
+	while (b < MOQ_LATE_BUCKETS - 1 && late > (uint64_t)moq_late_bucket_ms[b] * 1000000u)
+		b++;
+	n->st.groups_late_taken++;
+	n->st.late_hist[b]++;
+	n->st.late_sum_ns += late;
+	if (late > n->st.late_max_ns)
+		n->st.late_max_ns = late;
+}
+
 struct usub *usub_find(struct moq_session *s, uint64_t id)
 {
 	for (struct usub *us = s->usubs; us; us = us->next)
@@ -159,6 +178,8 @@ void gin_data(struct moq_session *s, struct mstream *st, const uint8_t *p, size_
 			}
 			n->st.groups_in++;
 			if (gi->us->up) {
+				uint64_t latest = 0;
+				int lrc = moq_cache_track_latest(gi->us->up->ct, &latest);
 				int orc = moq_cache_group_open(gi->us->up->ct, gi->seq, n->now,
 				                               &gi->g);
 				if (orc == MOQ_ERR_ORDER && !gi->us->got_group &&
@@ -169,6 +190,8 @@ void gin_data(struct moq_session *s, struct mstream *st, const uint8_t *p, size_
 				if (orc == 0 && !gi->us->got_group && !gi->us->got_start && gi->seq)
 					/* no START: the subscription starts here */
 					moq_cache_track_gap(gi->us->up->ct, 0, gi->seq - 1);
+				if (orc == 0 && lrc == 0 && gi->seq < latest && gi->us->got_group)
+					late_count(n, gi->g);
 				if (orc == 0)
 					gi->us->got_group = 1;
 				if (orc < 0) {

@@ -3356,6 +3356,16 @@ START_TEST(test_late_group_taken)
 	       (unsigned long long)H.subs[0].dropped_groups);
 	ck_assert_uint_eq(rs.groups_in, 3);
 	ck_assert_uint_eq(rs.groups_in_late, 0);
+	/* the grace's measure: one taken late, ~20 ms after group 2 */
+	printf("# late group: taken late %llu, %.1f ms after its successor; hole timeouts %llu\n",
+	       (unsigned long long)rs.groups_late_taken, (double)rs.late_max_ns / 1e6,
+	       (unsigned long long)rs.groups_hole_timeouts);
+	ck_assert_uint_eq(rs.groups_late_taken, 1);
+	ck_assert_uint_ge(rs.late_max_ns, 15 * MS);
+	ck_assert_uint_le(rs.late_max_ns, 50 * MS);
+	ck_assert_uint_eq(rs.late_hist[4] + rs.late_hist[5], 1); /* 10..50 ms */
+	ck_assert_uint_eq(rs.late_sum_ns, rs.late_max_ns);
+	ck_assert_uint_eq(rs.groups_hole_timeouts, 0);
 	for (int i = 0; i < H.nsubs; i++) {
 		const struct sub *u = &H.subs[i];
 		ck_assert_uint_eq(u->drops, 0);
