@@ -924,7 +924,8 @@ void moq_cache_track_gap(struct moq_cache_track *t, uint64_t lo, uint64_t hi)
 	STORE_REL(&t->gap_lo[k], nlo);
 	STORE_REL(&t->gap_end[k], nend);
 	STORE_REL(&t->gap_lock, t->gap_lock + 1); /* even: done */
-	track_bump(t); /* readers waiting at one of them look again */
+	/* readers waiting at one of them look again */
+	track_bump(t);
 	unlock(c);
 }
 

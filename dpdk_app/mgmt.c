@@ -152,7 +152,8 @@ static void late_metrics(struct mbuf_w *o, const struct moq_relay_stats *s)
 			put(o, "moqdp_group_lateness_seconds_bucket{le=\"%.3f\"} %" PRIu64 "\n",
 			    moq_late_bucket_ms[b] / 1e3, cum);
 		else
-			put(o, "moqdp_group_lateness_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n", cum);
+			put(o, "moqdp_group_lateness_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n",
+			    cum);
 	}
 	put(o,
 	    "moqdp_group_lateness_seconds_sum %.6f\nmoqdp_group_lateness_seconds_count %" PRIu64
