@@ -33,6 +33,7 @@
 #include "quic.h"
 #include "relay.h"
 #include "io.h"
+#include "h3.h"
 
 /* A socket that did not take a whole burst is asked again after this long
  * (a syscall per retry, not one per loop iteration; the DPDK path waits
@@ -458,6 +459,7 @@ static int kernel_poll(struct relay_io *w, uint64_t now)
 		work += moq_quic_endpoint_timers(w->ep, now);
 	/* fanout: pending subscriber data, expiry resets (moq.h) */
 	work += moq_node_poll(w->node, now);
+	moq_wt_timers(now); /* CONNECTs held for SETTINGS (h3.h) */
 	/* the TCP side after the node: what fanout queued goes out now */
 	work += moq_relay_web_poll(w, &kb->web, now);
 	/* what the socket did not take first; new packets only once it did */

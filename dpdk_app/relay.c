@@ -349,6 +349,7 @@ static int dpdk_poll(struct moq_relay *r, struct relay_worker *w, uint64_t now)
 			work += moq_quic_endpoint_timers(w->ep, now);
 		/* fanout: pending subscriber data, expiry resets (moq.h) */
 		work += moq_node_poll(w->node, now);
+		moq_wt_timers(now); /* CONNECTs held for SETTINGS (h3.h) */
 		/* a few bursts per iteration, then poll RX again; none while
 		 * the TX ring has not taken the last ones */
 		for (int b = 0; b < 4 && moq_quic_endpoint_pending(w->ep) && !tx_backlog(r, w);
