@@ -126,6 +126,10 @@ struct moq_cache_group {
 _Static_assert(sizeof(struct moq_cache_group) <= MOQ_CACHE_GROUP_OVERHEAD,
                "group overhead billed covers the descriptor");
 
+/* Gap ranges a track remembers (moq_cache_track_gap): the start of the
+ * writer's subscription and the last few upstream DROPs. */
+#define TRACK_GAPS 4
+
 struct slot {
 	struct moq_cache_group *g; /* atomic */
 	uint64_t tomb;             /* atomic: seq << 3 | reason of the last removal */
@@ -149,6 +153,12 @@ struct moq_cache_track {
 	 * a time before it (the caller's clock went back; 0 = none): from that
 	 * group on, none is older than a group before it */
 	uint64_t max_created, disorder_seq;
+	/* sequences the writer said will not come (moq_cache_track_gap):
+	 * TRACK_GAPS inclusive ranges, written under the cache lock inside a
+	 * sequence lock (gap_lock odd while they change); readers
+	 * (moq_cache_track_gap_final) copy them and retry on a change */
+	uint64_t gap_lock;
+	uint64_t gap_lo[TRACK_GAPS], gap_end[TRACK_GAPS]; /* atomic: [lo, end); lo >= end: unused */
 	struct retire rt;
 	const char *path, *name;
 	size_t path_len, name_len;
@@ -871,6 +881,73 @@ bool moq_cache_track_idle(const struct moq_cache_track *t)
 	return LOAD_ACQ(&t->idle) != 0;
 }
 
+void moq_cache_track_gap(struct moq_cache_track *t, uint64_t lo, uint64_t hi)
+{
+	struct moq_cache *c = t->cache;
+	uint64_t nlo = lo, nend;
+	unsigned int k, use = TRACK_GAPS, low = 0;
+
+	if (hi >= UINT64_MAX >> 3)
+		hi = (UINT64_MAX >> 3) - 1; /* (sequences are below 2^61) */
+	if (lo > hi)
+		return;
+	nend = hi + 1;
+	lock(c);
+	/* one range for it and every range it overlaps or touches (they are
+	 * replaced); else a free one, else the one that ends lowest (the
+	 * oldest holes) */
+	for (k = 0; k < TRACK_GAPS; k++) {
+		uint64_t a = t->gap_lo[k], e = t->gap_end[k];
+		if (a >= e) {
+			use = k;
+			continue;
+		}
+		if (a <= nend && e >= nlo) {
+			nlo = a < nlo ? a : nlo;
+			nend = e > nend ? e : nend;
+		}
+	}
+	/* odd while they change; each store below is a release, so a reader
+	 * that sees one of them sees the odd count after it */
+	STORE_RLX(&t->gap_lock, t->gap_lock + 1);
+	for (k = 0; k < TRACK_GAPS; k++) {
+		uint64_t a = t->gap_lo[k], e = t->gap_end[k];
+		if (a < e && a >= nlo && e <= nend) {
+			STORE_REL(&t->gap_lo[k], 0);
+			STORE_REL(&t->gap_end[k], 0);
+			use = k;
+		} else if (a < e && (t->gap_lo[low] >= t->gap_end[low] || e < t->gap_end[low])) {
+			low = k;
+		}
+	}
+	k = use < TRACK_GAPS ? use : low;
+	STORE_REL(&t->gap_lo[k], nlo);
+	STORE_REL(&t->gap_end[k], nend);
+	STORE_REL(&t->gap_lock, t->gap_lock + 1); /* even: done */
+	/* readers waiting at one of them look again */
+	track_bump(t);
+	unlock(c);
+}
+
+bool moq_cache_track_gap_final(const struct moq_cache_track *t, uint64_t seq)
+{
+	for (;;) {
+		uint64_t v = LOAD_ACQ(&t->gap_lock);
+		bool in = false;
+
+		if (v & 1) {
+			cpu_relax();
+			continue;
+		}
+		/* acquire loads: the second count is read after them */
+		for (unsigned int k = 0; k < TRACK_GAPS; k++)
+			if (LOAD_ACQ(&t->gap_lo[k]) <= seq && seq < LOAD_ACQ(&t->gap_end[k]))
+				in = true;
+		if (LOAD_RLX(&t->gap_lock) == v)
+			return in;
+	}
+}
+
 uint64_t moq_cache_track_max_latency(const struct moq_cache_track *t)
 {
 	return t->max_latency;
@@ -921,6 +998,64 @@ int moq_cache_track_group(struct moq_cache_track *t, uint64_t seq, struct moq_ca
 
 /* --- groups: writer ------------------------------------------------------ */
 
+/* Under the lock: open @g (its seq below @newest, the track's newest + 1)
+ * into its empty ring slot: a sequence skipped so far (its stream's header
+ * came after a newer group's: QUIC delivers group streams independently),
+ * still in the window, never opened, not expired. It gets the created time
+ * of the next newer live group when that is earlier than @now, so created
+ * times stay in sequence order (expire_track_locked walks them so) and the
+ * group expires with its neighbours. Returns 0 (linked, published, billed)
+ * or -1 (refused). */
+static int late_open_locked(struct moq_cache_track *t, struct moq_cache_group *g,
+                            uint64_t newest, uint64_t now)
+{
+	struct moq_cache *c = t->cache;
+	uint64_t seq = g->seq, tomb;
+	struct slot *s = &t->ring[seq & t->mask];
+	struct moq_cache_group *nx, *pv;
+
+	if (seq + t->mask + 1 < newest)
+		return -1; /* out of the window */
+	if (LOAD_RLX(&s->g) != NULL)
+		return -1; /* opened (the slot's older occupant lagged out before) */
+	tomb = LOAD_RLX(&s->tomb);
+	if ((tomb & 7) != 0 && tomb >> 3 == seq)
+		return -1; /* opened and removed */
+	for (nx = t->gtail; nx != NULL && nx->tprev != NULL && nx->tprev->seq > seq;
+	     nx = nx->tprev)
+		;
+	if (nx != NULL && nx->seq < seq)
+		nx = NULL; /* every live group is older: append */
+	if (nx != NULL && nx->created < now)
+		g->created = nx->created;
+	if (now > g->created && now - g->created > t->max_latency)
+		return -1; /* expired already */
+	moq_cache_track_ref(t);
+	g->gprev = c->gtail;
+	if (c->gtail != NULL)
+		c->gtail->gnext = g;
+	else
+		c->ghead = g;
+	c->gtail = g;
+	pv = nx != NULL ? nx->tprev : t->gtail;
+	g->tprev = pv;
+	g->tnext = nx;
+	if (pv != NULL)
+		pv->tnext = g;
+	else
+		t->ghead = g;
+	if (nx != NULL)
+		nx->tprev = g;
+	else
+		t->gtail = g;
+	/* readers of @seq saw NOTFOUND until this release-store */
+	STORE_REL(&s->g, g);
+	c->ngroups++;
+	bill(g, MOQ_CACHE_GROUP_OVERHEAD);
+	track_bump(t);
+	return 0;
+}
+
 int moq_cache_group_open(struct moq_cache_track *t, uint64_t seq, uint64_t now,
                          struct moq_cache_group **out)
 {
@@ -952,9 +1087,16 @@ int moq_cache_group_open(struct moq_cache_track *t, uint64_t seq, uint64_t now,
 	}
 	newest = LOAD_RLX(&t->newest);
 	if (newest != 0 && seq < newest) {
+		if (late_open_locked(t, g, newest, now) < 0) {
+			unlock(c);
+			c_free(c, g);
+			return MOQ_ERR_ORDER;
+		}
+		evict_locked(c);
+		reclaim_locked(c, false);
 		unlock(c);
-		c_free(c, g);
-		return MOQ_ERR_ORDER;
+		*out = g;
+		return 0;
 	}
 	moq_cache_track_ref(t);
 	STORE_REL(&t->idle, 0); /* a writer is here */

@@ -287,6 +287,21 @@ void moq_cache_track_set_idle(struct moq_cache_track *t);
  * opens (a new track is live). */
 bool moq_cache_track_idle(const struct moq_cache_track *t);
 
+/*
+ * moq_cache_track_gap: the writer of @t knows that the groups @lo..@hi
+ * (inclusive) it has not got will not come: its upstream DROPped them, or
+ * its subscription starts after them. Readers waiting for one of them as a
+ * late group (moq_cache_group_open takes skipped ones) stop waiting:
+ * moq_cache_track_gap_final. The track keeps the last few such ranges
+ * (merged when they touch). Bumps the track's version. Writer only.
+ */
+void moq_cache_track_gap(struct moq_cache_track *t, uint64_t lo, uint64_t hi);
+
+/* moq_cache_track_gap_final: whether @seq is in a range given to
+ * moq_cache_track_gap (a group not in @t that will not come). Lock-free;
+ * any thread. */
+bool moq_cache_track_gap_final(const struct moq_cache_track *t, uint64_t seq);
+
 /* moq_cache_track_max_latency: @t's max latency in ns (its cfg, or the
  * default). */
 uint64_t moq_cache_track_max_latency(const struct moq_cache_track *t);
@@ -322,8 +337,13 @@ int moq_cache_track_group(struct moq_cache_track *t, uint64_t seq, struct moq_ca
  * (MOQ_ERR_LAGGED), then evicts over budget. Writer only. The caller owns
  * one reference (drop it with moq_cache_group_unref after finish/abort).
  * Several groups of a track may be open at once (group streams overlap).
- * Returns 0 with *@out set, MOQ_ERR_ORDER (@seq not above the newest
- * sequence), MOQ_ERR_CLOSED (track dropped), MOQ_ERR_INVAL (@seq >= 2^61),
+ * A @seq below the newest is taken when it was skipped so far (never
+ * opened: its stream came after a newer group's), is still in the window
+ * and its next newer group is not older than max_latency (it gets that
+ * group's created time when earlier than @now); readers of @seq then get it
+ * instead of MOQ_ERR_NOTFOUND.
+ * Returns 0 with *@out set, MOQ_ERR_ORDER (@seq below the newest and not
+ * such a skipped sequence), MOQ_ERR_CLOSED (track dropped), MOQ_ERR_INVAL (@seq >= 2^61),
  * MOQ_ERR_NOMEM.
  */
 int moq_cache_group_open(struct moq_cache_track *t, uint64_t seq, uint64_t now,

@@ -15,9 +15,11 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
@@ -31,6 +33,7 @@
 #include "quic.h"
 #include "relay.h"
 #include "io.h"
+#include "h3.h"
 
 /* A socket that did not take a whole burst is asked again after this long
  * (a syscall per retry, not one per loop iteration; the DPDK path waits
@@ -163,6 +166,22 @@ void moq_relay_web_close(struct relay_web *k)
 	memset(k, 0, sizeof(*k));
 }
 
+/* Whether another process holds UDP @sa: a bind without SO_REUSEPORT
+ * fails with EADDRINUSE (ours share the port with SO_REUSEPORT, and so
+ * would another relay's, the kernel splitting the flows between the two
+ * without a word). Asked before this process binds the address. */
+static bool udp_port_taken(const struct sockaddr *sa, socklen_t len)
+{
+	int fd = socket(sa->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	bool taken;
+
+	if (fd < 0)
+		return false; /* (the bind that follows reports it) */
+	taken = bind(fd, sa, len) != 0 && errno == EADDRINUSE;
+	close(fd);
+	return taken;
+}
+
 static int kernel_open(struct relay_io *io, const struct moq_pmd_config *cfg, char *err,
                        size_t errlen)
 {
@@ -192,6 +211,19 @@ static int kernel_open(struct relay_io *io, const struct moq_pmd_config *cfg, ch
 		char ip[INET6_ADDRSTRLEN];
 
 		moq_relay_addr_from(&bind_to, a->family == AF_INET ? 4 : 6, a->addr, cfg->udp_port);
+		/* the first worker binds first (moq_relay_create opens them in
+		 * order): the port must be free of other processes; the other
+		 * workers then share it with SO_REUSEPORT */
+		if (io->id == 0 && cfg->udp_port != 0 &&
+		    udp_port_taken(&bind_to.u.sa, bind_to.len)) {
+			snprintf(
+			        err, errlen,
+			        "--port: UDP %s port %u is in use by another process (the kernel "
+			        "backend binds with SO_REUSEPORT: the two would split its traffic)",
+			        inet_ntop(a->family, a->addr, ip, sizeof(ip)) ? ip : "?",
+			        cfg->udp_port);
+			return MOQ_ERR_IO;
+		}
 		if (moq_net_ksock_open(&k->ks[i], &bind_to.u.sa, bind_to.len,
 		                       MOQ_NET_KSOCK_REUSEPORT | MOQ_NET_KSOCK_GSO, 0,
 		                       &k->klocal[i].u.sa, &len) != 0) {
@@ -427,6 +459,7 @@ static int kernel_poll(struct relay_io *w, uint64_t now)
 		work += moq_quic_endpoint_timers(w->ep, now);
 	/* fanout: pending subscriber data, expiry resets (moq.h) */
 	work += moq_node_poll(w->node, now);
+	moq_wt_timers(now); /* CONNECTs held for SETTINGS (h3.h) */
 	/* the TCP side after the node: what fanout queued goes out now */
 	work += moq_relay_web_poll(w, &kb->web, now);
 	/* what the socket did not take first; new packets only once it did */

@@ -136,6 +136,38 @@ static void metric(struct mbuf_w *o, const char *name, const char *type, const c
 	    type, name, v);
 }
 
+/* Issue 22 item 19, the grace: how late the upstream groups taken late
+ * came (a histogram), and the subscriber holes DROPped once the wait for
+ * one ran out. */
+static void late_metrics(struct mbuf_w *o, const struct moq_relay_stats *s)
+{
+	uint64_t cum = 0;
+
+	put(o, "# HELP moqdp_group_lateness_seconds Upstream groups taken late (a newer group's "
+	       "header came first), by how long after that newer group.\n"
+	       "# TYPE moqdp_group_lateness_seconds histogram\n");
+	for (int b = 0; b < MOQ_LATE_BUCKETS; b++) {
+		cum += s->late_hist[b];
+		if (b < MOQ_LATE_BUCKETS - 1)
+			put(o, "moqdp_group_lateness_seconds_bucket{le=\"%.3f\"} %" PRIu64 "\n",
+			    moq_late_bucket_ms[b] / 1e3, cum);
+		else
+			put(o, "moqdp_group_lateness_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n",
+			    cum);
+	}
+	put(o,
+	    "moqdp_group_lateness_seconds_sum %.6f\nmoqdp_group_lateness_seconds_count %" PRIu64
+	    "\n",
+	    (double)s->late_sum_ns / 1e9, s->groups_late_taken);
+	metric(o, "group_lateness_max_microseconds", "gauge",
+	       "The latest upstream group taken late: how late, in microseconds.",
+	       s->late_max_ns / 1000);
+	metric(o, "groups_hole_timeouts_total", "counter",
+	       "Groups DROPped (24) to a subscriber after the wait for a late upstream group ran "
+	       "out (per subscription).",
+	       s->groups_hole_timeouts);
+}
+
 /* One labelled series per worker: {worker="<id>"}. */
 static void worker_metric(struct mbuf_w *o, const struct moq_relay_stats *s, const char *name,
                           const char *type, const char *help, size_t off)
@@ -569,6 +601,7 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	       "Upstream groups refused: a newer group of the track had begun first (STOP_SENDING "
 	       "2 upstream, DROP 24 downstream).",
 	       s->groups_in_late);
+	late_metrics(&o, s);
 	metric(&o, "quic_ack_packets_in_total", "counter",
 	       "QUIC packets received whose first frame is an ACK.", s->quic_ack_pkts_in);
 	metric(&o, "quic_streams_opened_total", "counter", "QUIC streams opened, by either side.",
@@ -950,6 +983,18 @@ static int stats_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "groups_reset_cancel", s.resets_cancel);
 	rte_tel_data_add_dict_u64(d, "groups_skipped", s.groups_skipped);
 	rte_tel_data_add_dict_u64(d, "groups_in_late", s.groups_in_late);
+	rte_tel_data_add_dict_u64(d, "groups_late_taken", s.groups_late_taken);
+	rte_tel_data_add_dict_u64(d, "groups_late_max_us", s.late_max_ns / 1000);
+	rte_tel_data_add_dict_u64(d, "groups_late_sum_us", s.late_sum_ns / 1000);
+	for (int b = 0; b < MOQ_LATE_BUCKETS; b++) {
+		char key[32];
+		if (b < MOQ_LATE_BUCKETS - 1)
+			snprintf(key, sizeof(key), "groups_late_le_%ums", moq_late_bucket_ms[b]);
+		else
+			snprintf(key, sizeof(key), "groups_late_le_inf");
+		rte_tel_data_add_dict_u64(d, key, s.late_hist[b]);
+	}
+	rte_tel_data_add_dict_u64(d, "groups_hole_timeouts", s.groups_hole_timeouts);
 	rte_tel_data_add_dict_u64(d, "quic_ack_pkts_in", s.quic_ack_pkts_in);
 	rte_tel_data_add_dict_u64(d, "quic_streams_opened", s.quic_streams_opened);
 	rte_tel_data_add_dict_u64(d, "quic_timer_expiries", s.quic_timer_expiries);

@@ -377,6 +377,7 @@ static int dpdk_poll(struct moq_relay *r, struct relay_worker *w, uint64_t now)
 			work += moq_quic_endpoint_timers(w->ep, now);
 		/* fanout: pending subscriber data, expiry resets (moq.h) */
 		work += moq_node_poll(w->node, now);
+		moq_wt_timers(now); /* CONNECTs held for SETTINGS (h3.h) */
 		/* a few bursts per iteration, then poll RX again; none while
 		 * the TX ring has not taken the last ones */
 		for (int b = 0; b < 4 && moq_quic_endpoint_pending(w->ep) && !tx_backlog(r, w);
@@ -2035,6 +2036,13 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->resets_cancel += sn.ns.resets_cancel;
 		s->groups_skipped += sn.ns.groups_skipped;
 		s->groups_in_late += sn.ns.groups_in_late;
+		s->groups_late_taken += sn.ns.groups_late_taken;
+		for (int b = 0; b < MOQ_LATE_BUCKETS; b++)
+			s->late_hist[b] += sn.ns.late_hist[b];
+		if (sn.ns.late_max_ns > s->late_max_ns)
+			s->late_max_ns = sn.ns.late_max_ns;
+		s->late_sum_ns += sn.ns.late_sum_ns;
+		s->groups_hole_timeouts += sn.ns.groups_hole_timeouts;
 		s->quic_ack_pkts_in += sn.qs.ack_pkts_in;
 		s->quic_streams_opened += sn.qs.streams_opened;
 		s->quic_timer_expiries += sn.qs.timer_expiries;

@@ -160,6 +160,11 @@ struct moq_relay_stats {
 	uint64_t resets_old, resets_evicted, resets_lagged, resets_dropped, resets_cancel;
 	uint64_t groups_skipped;
 	uint64_t groups_in_late; /* upstream groups refused: a newer one began first */
+	/* upstream groups taken late, by how late (moq.h struct moq_node_stats
+	 * late_hist), the largest and the sum; subscriber holes DROPped once
+	 * the wait for a late group ran out (issue 22 item 19) */
+	uint64_t groups_late_taken, late_hist[MOQ_LATE_BUCKETS], late_max_ns, late_sum_ns;
+	uint64_t groups_hole_timeouts;
 	/* per-connection fixed work (quic.h struct moq_quic_stats; issue 23,
 	 * "measure b"): ACK packets in, streams opened, timer-heap expiries,
 	 * those after which nothing was sent, pacing-only expiries, QUIC

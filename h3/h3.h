@@ -455,6 +455,20 @@ struct moq_wt *moq_wt_accept(struct moq_quic_conn *c, struct moq_node *n,
                              struct moq_wt_stats *stats, const struct moq_quic_callbacks *cb,
                              const struct moq_wt_cfg *cfg);
 
+/* How long a server holds a CONNECT that came before the client's SETTINGS
+ * (draft-ietf-webtrans-http3, 3.1: it cannot be answered without them):
+ * after this the connection is closed with H3_MISSING_SETTINGS. Browsers
+ * send SETTINGS in their first flight; 2 s allows for its loss and a few
+ * retransmissions. */
+#define MOQ_WT_SETTINGS_WAIT_NS (2000000000ull)
+
+/*
+ * moq_wt_timers: end the wait of the CONNECTs this thread holds for their
+ * client's SETTINGS once MOQ_WT_SETTINGS_WAIT_NS passed (counted from the
+ * first call that sees one: call it every poll, with the poll's clock).
+ */
+void moq_wt_timers(uint64_t now);
+
 /* moq_wt_quic_callbacks: the QUIC callbacks of a connection this layer
  * runs (user pointer: its struct moq_wt). */
 const struct moq_quic_callbacks *moq_wt_quic_callbacks(void);

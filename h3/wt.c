@@ -83,6 +83,10 @@ struct moq_wt {
 	size_t crx_len;
 	int crx_fin;   /* it ended (seen while the request was held) */
 	int held;      /* (server) the CONNECT waits in crx for the client's SETTINGS */
+	/* ... on this thread's list of held ones until then, at most
+	 * MOQ_WT_SETTINGS_WAIT_NS (moq_wt_timers; 0: not set yet) */
+	struct moq_wt *held_next;
+	uint64_t held_deadline;
 	uint8_t *caps; /* DATA payloads: the capsule stream */
 	size_t caps_len;
 	/* the peer's control stream, read for the whole connection */
@@ -101,6 +105,20 @@ struct moq_wt {
 #define PEER_QPACK_DEC 4u
 
 static struct moq_wt_stats dummy_stats;
+
+/* The CONNECTs held for their client's SETTINGS on this thread (a worker's
+ * connections live on its thread): moq_wt_timers ends the wait. */
+static __thread struct moq_wt *held_head;
+
+static void held_unlink(struct moq_wt *w)
+{
+	for (struct moq_wt **pp = &held_head; *pp; pp = &(*pp)->held_next)
+		if (*pp == w) {
+			*pp = w->held_next;
+			break;
+		}
+	w->held_next = NULL;
+}
 static const struct moq_quic_callbacks wt_cbs;
 static const struct moq_binding_ops wt_ops;
 
@@ -562,11 +580,14 @@ static void connect_data(struct moq_wt *w, const uint8_t *d, size_t len, int fin
 			 * request is processed before the client's SETTINGS (they
 			 * say which draft it speaks, and whether it may at all).
 			 * Held here, in crx (bounded above), until control_data
-			 * reads them; a client that never sends them ends with the
-			 * connection (its idle timeout). */
+			 * reads them; a client that never sends them is closed
+			 * with H3_MISSING_SETTINGS after MOQ_WT_SETTINGS_WAIT_NS
+			 * (moq_wt_timers). */
 			if (!w->held) {
 				w->held = 1;
 				w->st->held++;
+				w->held_next = held_head;
+				held_head = w;
 			}
 			break;
 		}
@@ -654,6 +675,7 @@ static void control_data(struct moq_wt *w, const uint8_t *d, size_t len)
 	if ((ev & MOQ_H3_CTL_SETTINGS) && w->held) {
 		/* the CONNECT that waited for them: answered now */
 		w->held = 0;
+		held_unlink(w);
 		connect_data(w, NULL, 0, w->crx_fin);
 	}
 }
@@ -988,6 +1010,8 @@ static void in_writable(struct moq_quic_conn *c, void *user, int64_t sid)
 
 static void wt_free(struct moq_wt *w)
 {
+	if (w->held)
+		held_unlink(w);
 	for (uint32_t i = 0; i < w->cap; i++)
 		free(w->tab[i].sid != -1 ? w->tab[i].buf : NULL);
 	free(w->tab);
@@ -1184,6 +1208,28 @@ static struct moq_wt *wt_new(struct moq_quic_conn *c, struct moq_node *n,
 	w->connect_sid = -1;
 	moq_h3_control_init(&w->ctlp, !server);
 	return w;
+}
+
+void moq_wt_timers(uint64_t now)
+{
+	struct moq_wt *w = held_head, *nx;
+
+	for (; w; w = nx) {
+		nx = w->held_next;
+		if (!w->held_deadline) {
+			w->held_deadline = now + MOQ_WT_SETTINGS_WAIT_NS;
+			continue;
+		}
+		if (now < w->held_deadline)
+			continue;
+		/* RFC 9114, 6.2.1 / draft-ietf-webtrans-http3, 3.1: no SETTINGS,
+		 * no request answered; the connection is of no use */
+		w->held = 0;
+		held_unlink(w);
+		enter(w);
+		h3_fail(w, MOQ_H3_MISSING_SETTINGS, "no SETTINGS from the client in time");
+		leave(w);
+	}
 }
 
 const struct moq_quic_callbacks *moq_wt_quic_callbacks(void)

@@ -66,8 +66,7 @@ static void on_sub_reply(struct moq_session *s, struct mstream *st,
 	if (!us)
 		return;
 	if (us->up) {
-		if (r->kind == MOQ_SUB_END)
-			up_end(us->up, r->group);
+		up_reply(us, r);
 		return;
 	}
 	if (n->cfg.cb && n->cfg.cb->sub_reply)

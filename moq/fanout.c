@@ -745,6 +745,50 @@ static __attribute__((noinline)) uint64_t age_start(const struct moq_session *s,
 	return first;
 }
 
+/* Issue 22 item 19: how long a subscriber waits for a group the cache has
+ * not got while a newer one is there (QUIC delivers group streams
+ * independently: after a lost packet, group N's header can come after
+ * N+1's; the cache takes it late, moq_cache_group_open). Bounded by the
+ * subscriber's max latency. 100 ms covers a loss recovery (ngtcp2's PTO:
+ * smoothed RTT + 4 RTT variance + max_ack_delay 25 ms, doubled once) on a
+ * busy relay's upstream; a group the publisher really skipped costs its
+ * subscribers at most this much extra delay (groups go out in order). */
+#define HOLE_GRACE_NS 100000000ull
+
+/* Group d->next_seq is not in the cache (NOTFOUND), newer ones are: wait
+ * for it (true; the session is marked to be looked at again) while the next
+ * newer group is younger than the grace, else it is gone (false: DROP).
+ * No wait for one the track's writer said will not come (its upstream
+ * DROPped it, or the upstream subscription starts after it:
+ * moq_cache_track_gap), nor on a track whose writer stopped. */
+static bool hole_wait(struct moq_session *s, struct dsub *d, uint64_t latest)
+{
+	uint64_t lat = d->lat_ns ? d->lat_ns : moq_cache_track_max_latency(d->track);
+	uint64_t grace = lat < HOLE_GRACE_NS ? lat : HOLE_GRACE_NS, now = s->n->now, q;
+
+	if (moq_cache_track_gap_final(d->track, d->next_seq) || moq_cache_track_idle(d->track))
+		return false;
+	for (q = d->next_seq + 1; q <= latest; q++) {
+		struct moq_cache_group *g;
+		uint64_t created;
+		int rc = moq_cache_track_group(d->track, q, &g);
+
+		if (rc == MOQ_ERR_NOTFOUND)
+			continue;
+		if (rc != 0)
+			return false; /* a newer one is gone already */
+		created = moq_cache_group_created(g);
+		moq_cache_group_unref(g);
+		if (now <= created || now - created < grace) {
+			s->retry = 1;
+			return true;
+		}
+		s->n->st.groups_hole_timeouts++; /* the wait ran out */
+		return false;
+	}
+	return false;
+}
+
 /* dsub_advance found group d->next_seq gone or never received (@rc), or
  * found it (@rc 0, *@g) for a subscriber with its own max latency: skip what
  * cannot be opened, up to the first group that can, accounting for the
@@ -766,7 +810,12 @@ static __attribute__((noinline)) int dsub_skip(struct moq_session *s, struct dsu
 			d->next_seq++;
 		} else if (rc == MOQ_ERR_NOTFOUND) {
 			/* A sequence the cache never got (the publisher skipped
-			 * it, or sent it after a newer one): dropped upstream. */
+			 * it, or its stream is late): once past the grace,
+			 * dropped upstream. */
+			if (hole_wait(s, d, latest)) {
+				rc = MOQ_ERR_AGAIN;
+				break;
+			}
 			drops_add(s, d, &dr, d->next_seq, d->next_seq, MOQ_CODE_DROPPED);
 			d->next_seq++;
 		} else if (rc == MOQ_ERR_AGAIN) {

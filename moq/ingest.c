@@ -9,6 +9,25 @@
 
 /* ---------------------------------------------------------------- ingest */
 
+const uint32_t moq_late_bucket_ms[MOQ_LATE_BUCKETS - 1] = {1, 2, 5, 10, 20, 50, 100, 200, 500};
+
+/* Group @g (just opened) came below the track's newest @latest: how late,
+ * relative to its next newer group (whose created time it took). */
+static void late_count(struct moq_node *n, const struct moq_cache_group *g)
+{
+	uint64_t created = moq_cache_group_created(g);
+	uint64_t late = n->now > created ? n->now - created : 0;
+	unsigned int b = 0;
+
+	while (b < MOQ_LATE_BUCKETS - 1 && late > (uint64_t)moq_late_bucket_ms[b] * 1000000u)
+		b++;
+	n->st.groups_late_taken++;
+	n->st.late_hist[b]++;
+	n->st.late_sum_ns += late;
+	if (late > n->st.late_max_ns)
+		n->st.late_max_ns = late;
+}
+
 struct usub *usub_find(struct moq_session *s, uint64_t id)
 {
 	for (struct usub *us = s->usubs; us; us = us->next)
@@ -50,6 +69,35 @@ int up_restart(struct upstream *up)
 	up->ct = nt;
 	up->last_version = 0;
 	return 0;
+}
+
+/*
+ * A reply on the relay's upstream subscription @us (issue 22 item 19): its
+ * start (lite-05 START, lite-03/04 SUBSCRIBE_OK's start group) and its
+ * DROPs tell which groups will not come: none below the start, none the
+ * publisher dropped. The cache is told (moq_cache_track_gap), so fanout
+ * DROPs those holes at once instead of waiting for a late group (a relay
+ * that restarted its upstream after the track went idle, an edge whose
+ * origin DROPped a range). END: up_end.
+ */
+void up_reply(struct usub *us, const struct moq_subscribe_reply *r)
+{
+	struct upstream *up = us->up;
+	uint64_t start = r->kind == MOQ_SUB_START ? r->group
+	                 : r->kind == MOQ_SUB_OK  ? r->start
+	                                          : MOQ_GROUP_NONE;
+
+	if (r->kind == MOQ_SUB_END) {
+		up_end(up, r->group);
+		return;
+	}
+	if (start != MOQ_GROUP_NONE) {
+		us->got_start = 1;
+		if (start)
+			moq_cache_track_gap(up->ct, 0, start - 1);
+	}
+	if (r->kind == MOQ_SUB_DROP && r->drop_start <= r->drop_end)
+		moq_cache_track_gap(up->ct, r->drop_start, r->drop_end);
 }
 
 /* Whether @seq is the newest group @t holds: an upstream subscription that
@@ -130,6 +178,8 @@ void gin_data(struct moq_session *s, struct mstream *st, const uint8_t *p, size_
 			}
 			n->st.groups_in++;
 			if (gi->us->up) {
+				uint64_t latest = 0;
+				int lrc = moq_cache_track_latest(gi->us->up->ct, &latest);
 				int orc = moq_cache_group_open(gi->us->up->ct, gi->seq, n->now,
 				                               &gi->g);
 				if (orc == MOQ_ERR_ORDER && !gi->us->got_group &&
@@ -137,6 +187,11 @@ void gin_data(struct moq_session *s, struct mstream *st, const uint8_t *p, size_
 				    up_restart(gi->us->up) == 0)
 					orc = moq_cache_group_open(gi->us->up->ct, gi->seq, n->now,
 					                           &gi->g);
+				if (orc == 0 && !gi->us->got_group && !gi->us->got_start && gi->seq)
+					/* no START: the subscription starts here */
+					moq_cache_track_gap(gi->us->up->ct, 0, gi->seq - 1);
+				if (orc == 0 && lrc == 0 && gi->seq < latest && gi->us->got_group)
+					late_count(n, gi->g);
 				if (orc == 0)
 					gi->us->got_group = 1;
 				if (orc < 0) {

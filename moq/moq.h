@@ -194,6 +194,10 @@ struct moq_node_cfg {
 };
 
 /* Counters of a node (monotonic unless noted). */
+/* Buckets of struct moq_node_stats late_hist (upper bounds in ms, then +Inf). */
+#define MOQ_LATE_BUCKETS 10
+extern const uint32_t moq_late_bucket_ms[MOQ_LATE_BUCKETS - 1];
+
 struct moq_node_stats {
 	uint64_t sessions; /* open now */
 	uint64_t sessions_total;
@@ -268,6 +272,17 @@ struct moq_node_stats {
 				    * subscription, late (not above the newest) */
 	uint64_t dgrams_out;       /* single-frame groups sent as datagrams */
 	uint64_t dgrams_too_large; /* ... that did not fit one: sent as a stream */
+	/* Issue 22 item 19, the grace: upstream groups taken late (below the
+	 * track's newest: a newer group's header came first), by how late
+	 * (now minus the created time of the next newer group, which the late
+	 * one takes): at most 1, 2, 5, 10, 20, 50, 100, 200, 500 ms, more; and
+	 * the largest. Subscriber holes DROPped (24) because the wait for a
+	 * late group (fanout's HOLE_GRACE_NS) ran out, per subscription as
+	 * groups_skipped. */
+	uint64_t groups_late_taken;
+	uint64_t late_hist[MOQ_LATE_BUCKETS];
+	uint64_t late_max_ns, late_sum_ns;
+	uint64_t groups_hole_timeouts;
 };
 
 /*

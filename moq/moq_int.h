@@ -158,6 +158,7 @@ struct usub {
 	size_t tlen;
 	uint8_t closed;
 	uint8_t got_group; /* a group of it was accepted into the cache */
+	uint8_t got_start; /* the publisher said where it starts (up_reply) */
 };
 
 /* The relay's one upstream subscription per track. */
@@ -564,6 +565,7 @@ struct gout *gout_new(struct moq_session *s, struct mstream *st, struct moq_cach
 
 /* ingest.c: group streams in */
 int up_restart(struct upstream *up);
+void up_reply(struct usub *us, const struct moq_subscribe_reply *r);
 struct usub *usub_find(struct moq_session *s, uint64_t id);
 void gin_end(struct moq_session *s, struct gin *gi, int64_t code);
 void gin_data(struct moq_session *s, struct mstream *st, const uint8_t *p, size_t len);

@@ -73,6 +73,9 @@ static void *writer(void *arg)
 		 * evictions under it), not by all of them */
 		while (seq > __atomic_load_n(&s->reader_at, __ATOMIC_ACQUIRE) + LEAD)
 			sched_yield();
+		/* gap ranges (moq_cache_track_gap) 10 seq .. 10 seq + 4, racing
+		 * the reader's lock-free moq_cache_track_gap_final */
+		moq_cache_track_gap(s->t, seq * 10, seq * 10 + 4);
 		if (moq_cache_group_open(s->t, seq, seq * 1000, &g) != 0)
 			abort();
 		for (i = 0; i < n; i++) {
@@ -201,6 +204,11 @@ static void *reader(void *arg)
 		}
 		if (moq_cache_track_latest(s->t, &latest) != 0)
 			continue;
+		/* 10 k + 7 is in no range: a torn read of one (lo of one, end
+		 * of another) would say it is */
+		if (moq_cache_track_gap_final(s->t, latest * 10 + 7) ||
+		    (latest && moq_cache_track_gap_final(s->t, (latest - 1) * 10 + 7)))
+			s->bad++;
 		if (next > latest) {
 			if (done)
 				break;

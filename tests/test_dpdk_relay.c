@@ -605,6 +605,58 @@ START_TEST(kernel_backend_handshake)
 }
 END_TEST
 
+/* The kernel backend binds with SO_REUSEPORT (its workers share the
+ * port): a second relay on the port of a running one would silently take
+ * a share of its flows. It refuses at start-up with one line naming
+ * --port and SO_REUSEPORT, exit 1; the first goes on. */
+START_TEST(kernel_port_in_use)
+{
+	unsigned int udp = 30000 + ((unsigned int)getpid() + 7) % 20000, mport = udp + 1;
+	char sudp[16], mgmt[32], mgmt2[32], prefix[64], prefix2[64], err2[64], want[160];
+	const char *args[] = {
+	        prefix,   "--no-huge", "-m",        "256",    "--no-pci",         "-l",
+	        "0-1",    "--",        "--backend", "kernel", "--listen",         "127.0.0.1",
+	        "--port", sudp,        "--mgmt",    mgmt,     "--stats-interval", "0",
+	        NULL};
+	const char *args2[] = {
+	        prefix2,  "--no-huge", "-m",        "256",    "--no-pci",         "-l",
+	        "0-1",    "--",        "--backend", "kernel", "--listen",         "127.0.0.1",
+	        "--port", sudp,        "--mgmt",    mgmt2,    "--stats-interval", "0",
+	        NULL};
+	pid_t second;
+	const char *out;
+	int rc;
+
+	snprintf(sudp, sizeof(sudp), "%u", udp);
+	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", mport);
+	snprintf(mgmt2, sizeof(mgmt2), "127.0.0.1:%u", mport + 1);
+	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-pu-%d", (int)getpid());
+	snprintf(prefix2, sizeof(prefix2), "--file-prefix=moqdp-relay-pu2-%d", (int)getpid());
+	snprintf(err2, sizeof(err2), "/tmp/moqdp-relay-test-%d-second.err", (int)getpid());
+	spawn(args);
+	ck_assert_msg(wait_http(mport, "/health", 15000) != NULL, "no /health; stderr: %s",
+	              proc_slurp(errpath));
+	second = proc_spawn(MOQDP_RELAY_PATH, args2, ns.name, NULL, err2);
+	ck_assert_int_gt(second, 0);
+	rc = proc_wait(second, 20000);
+	proc_rm_runtime_dir(prefix2 + strlen("--file-prefix="));
+	out = proc_slurp(err2);
+	snprintf(want, sizeof(want),
+	         "moqdp-relay: --port: UDP 127.0.0.1 port %u is in use by another process (the "
+	         "kernel backend binds with SO_REUSEPORT: the two would split its traffic)\n",
+	         udp);
+	fprintf(stderr, "kernel_port_in_use: second relay exit %d: %s", rc,
+	        strstr(out, "moqdp-relay:") ? strstr(out, "moqdp-relay:") : out);
+	ck_assert_int_eq(rc, 1);
+	ck_assert_msg(strstr(out, want) != NULL, "stderr: %s", out);
+	unlink(err2);
+	/* the first one goes on */
+	ck_assert_ptr_nonnull(wait_http(mport, "/health", 5000));
+	kill(child, SIGTERM);
+	ck_assert_int_eq(wait_exit(10000), 0);
+}
+END_TEST
+
 START_TEST(redirect_to_owner_worker)
 {
 	char ifname[32], vdev[64], prefix[64], mgmt[32], listen[32], rip[32];
@@ -3220,6 +3272,7 @@ Suite *dpdk_relay_suite(void)
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, media_two_workers);
 	tcase_add_test(tc, media_kernel_two_workers);
+	tcase_add_test(tc, kernel_port_in_use);
 	suite_add_tcase(s, tc);
 	/* issue 23: the same media with --fastpath on, both backends
 	 * (CK_RUN_CASE=fastpath runs them alone; _i 0 above is off) */

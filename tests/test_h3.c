@@ -1085,6 +1085,7 @@ static int poll_until(void *arg)
 	(void)arg;
 	moq_node_poll(S.relay, now);
 	moq_node_poll(S.cnode, now);
+	moq_wt_timers(now);
 	return until_fn();
 }
 
@@ -1424,6 +1425,38 @@ START_TEST(session_connect_waits_for_settings)
 }
 END_TEST
 
+/* Issue 22 item 14: a client that sends its CONNECT but never its SETTINGS
+ * is not held until the idle timeout: after MOQ_WT_SETTINGS_WAIT_NS (2 s)
+ * the connection is closed with H3_MISSING_SETTINGS, unanswered. */
+START_TEST(session_settings_deadline)
+{
+	uint64_t t0, dt;
+
+	R.late_ctl = 1;
+	raw_connect(good_kv, 6);
+	run_until(never, 300);
+	ck_assert(R.established);
+	ck_assert_uint_eq(S.wst.held, 1);
+	ck_assert(!R.closed);
+	t0 = moq_quic_link_now(S.lnk);
+	/* in 50 ms slices: an idle link's virtual clock jumps to its next
+	 * expiry (the idle timeout), where the relay's loop polls all along */
+	for (int k = 0; k < 200 && !R.closed; k++) {
+		run_until(raw_is_closed, 50);
+		moq_wt_timers(moq_quic_link_now(S.lnk));
+	}
+	dt = moq_quic_link_now(S.lnk) - t0;
+	printf("# SETTINGS never sent: closed 0x%llx %.2f s after the CONNECT was held\n",
+	       (unsigned long long)R.ci.code, (double)(dt + 300 * MS) / 1e9);
+	ck_assert_msg(R.closed, "still open 10 s after the CONNECT");
+	ck_assert_uint_eq(R.ci.code, MOQ_H3_MISSING_SETTINGS);
+	ck_assert_msg(raw_st(0)->len == 0, "the held CONNECT was answered");
+	ck_assert_uint_eq(S.wst.sessions, 0);
+	ck_assert_uint_ge(dt + 300 * MS, MOQ_WT_SETTINGS_WAIT_NS);
+	ck_assert_uint_le(dt + 300 * MS, MOQ_WT_SETTINGS_WAIT_NS + 500 * MS);
+}
+END_TEST
+
 /* A CONNECT without wt-available-protocols (a WebTransport client that
  * negotiates nothing): 200 without wt-protocol, as moq-relay answers, and
  * the default moq-lite version (05: its SETUP stream comes). */
@@ -1645,6 +1678,7 @@ Suite *h3_suite(void)
 	tcase_add_test(t, session_client_and_error_mapping);
 	tcase_add_test(t, session_control_stream_parsed);
 	tcase_add_test(t, session_connect_waits_for_settings);
+	tcase_add_test(t, session_settings_deadline);
 	tcase_add_test(t, session_connect_default_version);
 	tcase_add_test(t, session_connect_origin);
 	suite_add_tcase(s, t);

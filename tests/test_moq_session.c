@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "moq.h"
+#include "codec.h"
 #include "link.h"
 #include "moq_heapacct.h"
 
@@ -54,6 +55,7 @@ struct sub {
 	int got_end;
 	uint64_t end_group;
 	uint64_t drops, dropped_groups; /* DROP replies and the groups they cover */
+	uint64_t drop_at;               /* virtual time of the first DROP (0: none) */
 	uint64_t out_of_order;          /* groups complete after a newer one */
 	/* track info, goaway */
 	uint64_t timescale;
@@ -188,6 +190,8 @@ static void cb_sub_reply(struct moq_session *s, void *user, uint64_t id,
 	(void)id;
 
 	if (u && r->kind == MOQ_SUB_DROP) {
+		if (!u->drops)
+			u->drop_at = now();
 		u->drops++;
 		u->dropped_groups += r->drop_end - r->drop_start + 1;
 	}
@@ -3364,6 +3368,107 @@ END_TEST
 
 /* Issue 12, defect 2: sequences the relay never got (the publisher skipped
  * them) are accounted for with one DROP, code 24. */
+/* A group stream the test writes itself on the publisher's session: group
+ * @seq of the relay's upstream subscription @sub_id, group_frames frames
+ * of the harness's pattern (lite-04: no timestamps), FIN. */
+static void late_raw_group(uint64_t sub_id, uint64_t seq)
+{
+	static uint8_t buf[64 * 1024];
+	size_t o = 0;
+	int k = moq_group_hdr_encode(buf, sizeof(buf), sub_id, seq);
+
+	ck_assert_int_gt(k, 0);
+	o = (size_t)k;
+	for (uint32_t f = 0; f < group_frames; f++) {
+		size_t sz = frame_size(seq, f);
+		k = moq_frame_hdr_encode(buf + o, sizeof(buf) - o, MOQ_LITE_04, 0, sz);
+		ck_assert_int_gt(k, 0);
+		o += (size_t)k;
+		ck_assert_uint_le(o + sz, sizeof(buf));
+		for (size_t i = 0; i < sz; i++)
+			buf[o + i] = frame_byte(seq, f, i);
+		o += sz;
+	}
+	ck_assert_int_ge(moq_session_write_raw(H.pub.s, 0, buf, o, 1), 0);
+}
+
+static int subs_three_groups(void)
+{
+	for (int i = 0; i < H.nsubs; i++)
+		if (H.subs[i].groups_complete + H.subs[i].dropped_groups < 3)
+			return 0;
+	return 1;
+}
+
+static int subs_one_group(void)
+{
+	for (int i = 0; i < H.nsubs; i++)
+		if (H.subs[i].groups_complete < 1)
+			return 0;
+	return 1;
+}
+
+/* Issue 22 item 19: QUIC delivers group streams independently, so group 1's
+ * header can reach the relay after group 2's (a lost packet's
+ * retransmission; a publisher sending newest first). The relay takes the
+ * late group (no "late" refusal) and every subscriber gets both, in order,
+ * with no DROP. */
+START_TEST(test_late_group_taken)
+{
+	struct moq_node_stats rs;
+
+	group_frames = 2;
+	h_init(MOQ_ALPN_04, 0);
+	h_publisher();
+	for (int i = 0; i < 3; i++) {
+		struct sub *u = &H.subs[H.nsubs++];
+		h_connect(u, MOQ_ROLE_SUBSCRIBER, NULL);
+	}
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	for (int i = 0; i < H.nsubs; i++)
+		h_subscribe(&H.subs[i], 1);
+	/* the relay's one upstream subscription on the publisher's session
+	 * (its first: id 0); the publisher's own cache writes nothing */
+	h_run(200 * MS, 0);
+	late_raw_group(0, 0);
+	ck_assert_msg(h_until(subs_one_group, 2 * SEC, 0), "group 0 not delivered");
+	/* group 2 first, 1 after it is in the relay's cache */
+	late_raw_group(0, 2);
+	h_run(20 * MS, 0);
+	late_raw_group(0, 1);
+	ck_assert_msg(h_until(subs_three_groups, 2 * SEC, 0), "groups 1 and 2 not accounted");
+	h_run(200 * MS, 0); /* (a refused group 1 is counted by now) */
+	moq_node_stats(H.relay, &rs);
+	printf("# late group: relay groups in %llu, refused late %llu; subscriber 0: %llu complete, "
+	       "%llu DROP(s) of %llu group(s)\n",
+	       (unsigned long long)rs.groups_in, (unsigned long long)rs.groups_in_late,
+	       (unsigned long long)H.subs[0].groups_complete, (unsigned long long)H.subs[0].drops,
+	       (unsigned long long)H.subs[0].dropped_groups);
+	ck_assert_uint_eq(rs.groups_in, 3);
+	ck_assert_uint_eq(rs.groups_in_late, 0);
+	/* the grace's measure: one taken late, ~20 ms after group 2 */
+	printf("# late group: taken late %llu, %.1f ms after its successor; hole timeouts %llu\n",
+	       (unsigned long long)rs.groups_late_taken, (double)rs.late_max_ns / 1e6,
+	       (unsigned long long)rs.groups_hole_timeouts);
+	ck_assert_uint_eq(rs.groups_late_taken, 1);
+	ck_assert_uint_ge(rs.late_max_ns, 15 * MS);
+	ck_assert_uint_le(rs.late_max_ns, 50 * MS);
+	ck_assert_uint_eq(rs.late_hist[4] + rs.late_hist[5], 1); /* 10..50 ms */
+	ck_assert_uint_eq(rs.late_sum_ns, rs.late_max_ns);
+	ck_assert_uint_eq(rs.groups_hole_timeouts, 0);
+	for (int i = 0; i < H.nsubs; i++) {
+		const struct sub *u = &H.subs[i];
+		ck_assert_uint_eq(u->drops, 0);
+		ck_assert_uint_eq(u->groups_complete, 3);
+		ck_assert_uint_eq(u->out_of_order, 0);
+		ck_assert_uint_eq(u->last_seq, 2);
+		ck_assert_uint_eq(u->errors, 0);
+	}
+	group_frames = FRAMES_PER_GROUP;
+	h_fini();
+}
+END_TEST
+
 START_TEST(test_skipped_groups_dropped)
 {
 	struct sub *a;
@@ -4015,6 +4120,110 @@ static void end_first(uint64_t end, uint64_t sent, uint64_t gap, uint64_t max)
 	h_until(subs_closed, max, 0);
 }
 
+/* Issue 22 item 19: a hole the relay's upstream says will not come is
+ * DROPped at once, not after the wait for a late group (HOLE_GRACE_NS,
+ * 100 ms). The publisher (lite-04, written raw) sends group 0, a DROP of
+ * group 1 on the relay's subscription, then group 2: every subscriber has
+ * group 1 DROPped and group 2 within a few link round trips. (Before: the
+ * relay ignored its upstream's DROP and waited 100 ms; an edge of a cluster
+ * added that wait to its origin's.) */
+START_TEST(test_upstream_drop_no_wait)
+{
+	struct moq_msg m = {.type = MOQ_MSG_SUBSCRIBE_REPLY};
+	uint8_t buf[32];
+	uint64_t t0, dt;
+	int len;
+
+	group_frames = 2;
+	h_init(MOQ_ALPN_04, 0);
+	h_publisher();
+	for (int i = 0; i < 3; i++)
+		h_connect(&H.subs[H.nsubs++], MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	for (int i = 0; i < H.nsubs; i++)
+		h_subscribe(&H.subs[i], 1);
+	ck_assert(h_until(pub_subscribed, 2 * SEC, 0));
+	raw_group(0);
+	ck_assert_msg(h_until(subs_one_group, 2 * SEC, 0), "group 0 not delivered");
+	m.u.subscribe_reply.kind = MOQ_SUB_DROP;
+	m.u.subscribe_reply.drop_start = m.u.subscribe_reply.drop_end = 1;
+	m.u.subscribe_reply.drop_code = MOQ_CODE_DROPPED;
+	m.u.subscribe_reply.start = m.u.subscribe_reply.end = MOQ_GROUP_NONE;
+	len = moq_msg_encode(buf, sizeof(buf), moq_session_version(H.pub.s), &m);
+	ck_assert_int_gt(len, 0);
+	ck_assert_int_eq(moq_session_write_raw_stream(H.pub.s, RAW_SUB_SID, buf, (size_t)len, 0),
+	                 0);
+	raw_group(2);
+	t0 = now();
+	ck_assert_msg(h_until(subs_three_groups, 2 * SEC, 0), "groups 1 and 2 not accounted");
+	dt = now() - t0;
+	printf("# upstream DROP: group 1 DROPped and group 2 delivered %.1f ms after it was "
+	       "sent (the wait for a late group: 100 ms)\n",
+	       (double)dt / 1e6);
+	ck_assert_uint_lt(dt, 50 * MS);
+	for (int i = 0; i < H.nsubs; i++) {
+		const struct sub *u = &H.subs[i];
+		ck_assert_uint_eq(u->drops, 1);
+		ck_assert_uint_eq(u->dropped_groups, 1);
+		ck_assert_uint_eq(u->groups_complete, 2);
+		ck_assert_uint_eq(u->last_seq, 2);
+		ck_assert_uint_eq(u->errors, 0);
+	}
+	group_frames = FRAMES_PER_GROUP;
+	h_fini();
+}
+END_TEST
+
+static int sub1_dropped(void)
+{
+	return H.subs[1].drops > 0 && H.subs[1].groups_complete > 0;
+}
+
+/* Issue 22 item 19, the cluster three_relays failure: the relay's upstream
+ * closed (its last subscriber left) and its track went idle; a subscriber
+ * joining within the max latency starts at the cached newest group M, and
+ * the new upstream subscription starts at the publisher's G > M + 1. The
+ * groups between will never come (the publisher's START says where it
+ * starts): they are DROPped as soon as G is there, not 100 ms later (while
+ * the relay held G back, an edge's own subscribers all started at M and
+ * got the same DROP). */
+START_TEST(test_restart_gap_no_wait)
+{
+	struct sub *a, *c;
+	uint64_t cached, t0, dt;
+
+	h_init(NULL, 0);
+	h_publisher();
+	a = &H.subs[H.nsubs++];
+	c = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	h_connect(c, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_subscribe(a, 1);
+	h_run(2 * SEC, 1000);
+	ck_assert_int_eq(moq_session_unsubscribe(a->s, (uint64_t)a->id), 0);
+	h_run(20 * MS, 1000);
+	cached = H.seq; /* the relay's newest group (cut short) */
+	h_run(1500 * MS, 1000); /* the publisher goes on: three groups the relay never gets */
+	t0 = now();
+	h_subscribe(c, 1);
+	ck_assert(h_until(sub1_dropped, 2 * SEC, 1000));
+	dt = c->drop_at - t0;
+	fprintf(stderr,
+	        "# restart gap: START %llu (cached %llu), DROP of %llu group(s) %.1f ms after the "
+	        "SUBSCRIBE (the wait for a late group: 100 ms)\n",
+	        (unsigned long long)c->start_group, (unsigned long long)cached,
+	        (unsigned long long)c->dropped_groups, (double)dt / 1e6);
+	ck_assert(c->got_start);
+	ck_assert_uint_le(c->start_group, cached);
+	ck_assert_uint_eq(c->drops, 1);
+	ck_assert_uint_ge(c->dropped_groups, 2);
+	ck_assert_uint_lt(dt, 60 * MS);
+	ck_assert_uint_eq(c->errors, 0);
+	h_fini();
+}
+END_TEST
+
 /* _i: 0 lite-05 END {2}, both groups after it; 1 lite-05 END {3}, group 2
  * never sent (a DROP, counted, then END {3}); 2, 3: lite-04 and lite-03,
  * whose end is the FIN alone, both groups after it. */
@@ -4212,6 +4421,9 @@ Suite *moq_session_suite(void)
 	tcase_add_test(tl, test_idle_join_not_stale);
 	tcase_add_test(tl, test_idle_join_own_latency);
 	tcase_add_test(tl, test_skipped_groups_dropped);
+	tcase_add_test(tl, test_late_group_taken);
+	tcase_add_test(tl, test_upstream_drop_no_wait);
+	tcase_add_test(tl, test_restart_gap_no_wait);
 	tcase_add_test(tl, test_ended_track_no_resubscribe);
 	tcase_add_test(tl, test_subscriber_max_latency);
 	tcase_add_loop_test(tl, test_update_start, 0, 2);
