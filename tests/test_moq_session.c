@@ -1028,7 +1028,7 @@ static int slow_recovered(void)
 
 /* Issue 28: a stalled subscriber of a high-rate track (a group of one
  * 6-7 KB frame every 10 ms) holds no more group streams than its window
- * allows (fanout.c, gout_cap: one per 4 KiB of it): before, fanout opened
+ * allows (fanout.c, gout_room: one per 2 KiB of it): before, fanout opened
  * one for every group that arrived, up to max_group_streams (64), each
  * with its send chunk and records, and kept the reset ones until QUIC
  * closed them. */
@@ -1097,11 +1097,11 @@ START_TEST(test_stalled_idle_cap)
 	H.stall = 1;
 	h_run(3 * SEC, 0);
 	H.stall = 0;
-	/* fanout.c's cap: a group stream per 4 KiB of the window (the
+	/* fanout.c's cap: a group stream per 2 KiB of the window (the
 	 * session_queue here), the stalled subscriber's reset ones included;
 	 * plus the publisher's side (its streams to the relay, in this
 	 * process too). */
-	bound = (int64_t)(queue / 4096) + base_gouts + 2;
+	bound = (int64_t)(queue / 2048) + base_gouts + 2;
 	fprintf(stderr,
 	        "# idle cap: stalled 3 s at a group / 10 ms: group streams at most %lld (bound "
 	        "%lld, idle %lld before), send chunks at most %lld bytes, moq stream records %lld\n",
