@@ -17,12 +17,6 @@
 #define MIN_BUDGET   (64u * 1024u) /* smallest per-session fanout budget */
 #define FIN_CHECK_NS 100000000ull  /* FIN'd streams with stale groups: every 100 ms */
 #define POOL_TRIM_NS 2000000000ull /* spare pools give back what 2 s did not use */
-/* Group streams a subscription may hold opened with none of their frames
- * written (the session's window was full when they opened): more groups
- * wait in the cache, unopened, until one is written (docs/DESIGN.md,
- * Memory per subscriber). Two: the one the window frees next and the
- * newest group's, so a subscriber never waits a visit for a stream. */
-#define GOUT_IDLE_MAX 2u
 /* Group streams a session holds (written, FIN'd or reset, until QUIC closes
  * them) at most: one per GOUT_WINDOW_SHARE bytes of its window (the fanout
  * budget: 2 cwnd, at least MIN_BUDGET, at most session_queue; read from
@@ -261,7 +255,6 @@ void gout_reset(struct moq_session *s, struct gout *go, uint64_t code)
 	if (go->reset || (go->fin && go->acked >= go->written))
 		return;
 	go->reset = 1;
-	gout_unidle(s, go);
 	/* RFC 9000, 3.1: RESET_STREAM is allowed after FIN until all data is
 	 * acknowledged; the stale tail is then never retransmitted. */
 	if (s->tp && !go->st->reset_sent) {
@@ -390,8 +383,6 @@ static int gout_open(struct moq_session *s, struct dsub *d, struct moq_cache_gro
 	}
 	go->d = d;
 	d->n_gouts++;
-	go->idle = 1;
-	d->n_idle++;
 	/* moq-lite, Group: type 0x0, GROUP { subscribe id, sequence }: the only
 	 * per-subscriber bytes of the stream (as st_send would write them). */
 	h = gh_reserve(s, go, 32 < GOUT_HB ? 32 : GOUT_HB);
@@ -466,7 +457,6 @@ static uint64_t gout_pump(struct moq_session *s, struct gout *go)
 			if (cnt == MOQ_ERR_CLOSED) {
 				/* moq-lite, Group: FIN at a frame boundary = complete. */
 				if (tp_write(s, go->st->sid, NULL, 0, 1) >= 0) {
-					gout_unidle(s, go);
 					go->fin = 1;
 					go->st->fin_sent = 1;
 					n->st.groups_fin++;
@@ -559,8 +549,6 @@ static uint64_t gout_pump(struct moq_session *s, struct gout *go)
 		go->st->tx_off += bytes;
 		s->unacked += bytes;
 		total += bytes;
-		if (bytes || fin)
-			gout_unidle(s, go);
 		if (fin) {
 			go->fin = 1;
 			go->st->fin_sent = 1;
@@ -838,15 +826,6 @@ static void dsub_advance(struct moq_session *s, struct dsub *d)
 		while (d->next_seq <= latest && (end == MOQ_GROUP_NONE || d->next_seq <= end) &&
 		       gout_room(s)) {
 			struct moq_cache_group *g;
-			if (d->n_idle >= GOUT_IDLE_MAX) {
-				/* the window is full: the group waits in the
-				 * cache (expiry or a DROP accounts for it if it
-				 * never opens); a write of an idle one, or the
-				 * safety net (retry), opens it */
-				d->gated = 1;
-				s->retry = 1;
-				break;
-			}
 			rc = moq_cache_track_group(d->track, d->next_seq, &g);
 			if (rc == 0 ? d->lat_ns != 0 : rc != MOQ_ERR_AGAIN)
 				rc = dsub_skip(s, d, latest, end, rc, &g);

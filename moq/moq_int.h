@@ -134,8 +134,6 @@ struct dsub {
 	uint64_t start_seq;
 	uint64_t lat_ns; /* its max_latency when below the track's (dsub_params), else 0 */
 	uint32_t n_gouts;
-	uint32_t n_idle; /* of them opened with none of their frames written (fanout.c, GOUT_IDLE_MAX) */
-	uint8_t gated;   /* a group waits for one of those to be written */
 	uint8_t started, ending, done;
 	uint8_t counted; /* holds one unit of cfg.max_subscribers */
 	uint64_t last_version;
@@ -252,7 +250,6 @@ struct gout {
 	uint8_t fin, reset, fetch;
 	uint8_t done;   /* off the live list: on the session's gfin or gdone */
 	uint8_t on_fin; /* on gfin: FIN sent, not all acknowledged, not reset */
-	uint8_t idle;   /* opened, none of its frames written yet (counted in d->n_idle) */
 	uint64_t written, acked;
 	/* The stream's own bytes (GROUP header, frame headers) are built here
 	 * while they fit, so an audio group's stream needs no send chunk (a
@@ -659,23 +656,6 @@ static inline void sess_mark(struct moq_session *s)
 		s->queued = 1;
 		s->pnext = s->n->pending;
 		s->n->pending = s;
-	}
-}
-
-/* @go's first frame bytes went out, or it ended (FIN, reset, freed): it is
- * no longer one of its subscription's idle streams; a group the cap held
- * back (fanout.c, dsub_advance) may open now. */
-static inline void gout_unidle(struct moq_session *s, struct gout *go)
-{
-	if (!go->idle)
-		return;
-	go->idle = 0;
-	if (go->d) {
-		go->d->n_idle--;
-		if (go->d->gated) {
-			go->d->gated = 0;
-			sess_mark(s);
-		}
 	}
 }
 

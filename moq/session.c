@@ -75,7 +75,6 @@ static void st_free(struct moq_session *s, struct mstream *st)
 			s->unacked -= go->written - go->acked;
 		else if (go->fin)
 			s->unacked -= go->written - go->acked;
-		gout_unidle(s, go);
 		if (go->d && go->d->n_gouts)
 			go->d->n_gouts--;
 		if (go->on_fin)

@@ -1063,7 +1063,7 @@ static void fast_tick(uint64_t t)
 		fast_max_streams = hk[MOQ_HEAP_MOQ_STREAM].objs;
 }
 
-START_TEST(test_stalled_idle_cap)
+START_TEST(test_stalled_stream_cap)
 {
 	const uint64_t queue = 64 * 1024;
 	struct moq_sub_params p = {1, false, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE};
@@ -1103,7 +1103,7 @@ START_TEST(test_stalled_idle_cap)
 	 * process too). */
 	bound = (int64_t)(queue / 2048) + base_gouts + 2;
 	fprintf(stderr,
-	        "# idle cap: stalled 3 s at a group / 10 ms: group streams at most %lld (bound "
+	        "# stream cap: stalled 3 s at a group / 10 ms: group streams at most %lld (bound "
 	        "%lld, idle %lld before), send chunks at most %lld bytes, moq stream records %lld\n",
 	        (long long)fast_max_gouts, (long long)bound, (long long)base_gouts,
 	        (long long)fast_max_chunk_bytes, (long long)fast_max_streams);
@@ -4191,7 +4191,7 @@ Suite *moq_session_suite(void)
 		TCase *tp = tcase_create("pools");
 		tcase_set_timeout(tp, 120);
 		tcase_add_test(tp, test_pools_give_back);
-		tcase_add_test(tp, test_stalled_idle_cap);
+		tcase_add_test(tp, test_stalled_stream_cap);
 		suite_add_tcase(s, tp);
 	}
 	/* Broadcast ownership and per-peer bounds: CK_RUN_CASE=ownership_bounds. */
