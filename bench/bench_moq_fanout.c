@@ -46,6 +46,13 @@
  * split by the source folder of each function (exclusive costs; inlined
  * code counts where its source is). The ramp (handshakes, subscriptions) is
  * run uninstrumented when valgrind/callgrind.h is available.
+ *
+ * Without --callgrind it also prints the heap a group stream costs (issue
+ * 23, item 4; moq_heapacct.h kinds): at the sample with the most group
+ * streams open, what each kind holds beyond the sample before the media
+ * started, divided by the streams: moq/'s records (struct gout, struct
+ * mstream, send chunks), quic/'s stream record and ngtcp2's blocks in use
+ * (its stream, plus the packets in flight: an upper bound).
  */
 #include <arpa/inet.h>
 #include <inttypes.h>
@@ -59,6 +66,7 @@
 #include "ietf_codec.h"
 #include "moq.h"
 #include "link.h"
+#include "moq_heapacct.h"
 
 #if defined(__has_include)
 #if __has_include(<valgrind/callgrind.h>)
@@ -84,6 +92,63 @@ struct sub {
 	uint64_t first_seq;
 	int64_t vid; /* the video subscription's id */
 };
+
+/* per-stream heap (heap_sample): the kinds at the samples with the fewest
+ * and the most group streams open, once every subscriber started (its
+ * START reply and first streams are not per-stream costs) */
+static struct moq_heap_kind_stat hkm[MOQ_HEAP_KINDS], hkp[MOQ_HEAP_KINDS];
+static int heap_on, heap_have;
+
+static int all_started(void);
+
+static void heap_sample(void)
+{
+	struct moq_heap_kind_stat hk[MOQ_HEAP_KINDS];
+
+	if (!heap_on || (!heap_have && !all_started()))
+		return;
+	moq_heap_read(hk);
+	if (!heap_have || hk[MOQ_HEAP_GOUT].objs < hkm[MOQ_HEAP_GOUT].objs)
+		memcpy(hkm, hk, sizeof(hk));
+	if (!heap_have || hk[MOQ_HEAP_GOUT].objs > hkp[MOQ_HEAP_GOUT].objs)
+		memcpy(hkp, hk, sizeof(hk));
+	heap_have = 1;
+}
+
+/* Per group stream: the difference of the two samples over the difference
+ * in streams (both ends of each stream are in this process: the relay's
+ * send side and the subscriber's receive side, each with its own mstream,
+ * quic record and ngtcp2 stream), and the relay's send side alone (one
+ * gout, mstream and quic record at their size a record, and its send
+ * chunks: only the relay's group streams take chunks here). */
+static void heap_report(void)
+{
+	static const enum moq_heap_kind k[] = {MOQ_HEAP_GOUT, MOQ_HEAP_MOQ_STREAM, MOQ_HEAP_TXCHUNK,
+	                                       MOQ_HEAP_QUIC_STREAM, MOQ_HEAP_NGTCP2};
+	int64_t n = hkp[MOQ_HEAP_GOUT].objs - hkm[MOQ_HEAP_GOUT].objs;
+	double relay = 0, both = 0;
+
+	if (n <= 0)
+		return;
+	printf("group streams open: %lld to %lld; heap per group stream (bytes):\n",
+	       (long long)hkm[MOQ_HEAP_GOUT].objs, (long long)hkp[MOQ_HEAP_GOUT].objs);
+	printf("%-12s %12s %9s %12s\n", "kind", "both ends", "objects", "relay side");
+	for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
+		double b = (double)(hkp[k[i]].bytes - hkm[k[i]].bytes) / (double)n;
+		double o = (double)(hkp[k[i]].objs - hkm[k[i]].objs) / (double)n;
+		double r = 0;
+		if (k[i] == MOQ_HEAP_GOUT || k[i] == MOQ_HEAP_TXCHUNK)
+			r = b;
+		else if (k[i] != MOQ_HEAP_NGTCP2 && hkp[k[i]].objs > 0)
+			r = (double)hkp[k[i]].bytes / (double)hkp[k[i]].objs;
+		printf("%-12s %12.1f %9.2f %12.1f\n", moq_heap_kind_name(k[i]), b, o, r);
+		if (k[i] != MOQ_HEAP_NGTCP2) {
+			both += b;
+			relay += r;
+		}
+	}
+	printf("%-12s %12.1f %9s %12.1f\n", "moq+quic", both, "", relay);
+}
 
 static struct {
 	struct moq_cache_counting rcnt, pcnt; /* malloc-backed cache memory */
@@ -255,12 +320,21 @@ static void step(void)
 	moq_node_poll(B.subnode, now());
 	bench_relay_poll(B.relay, now());
 	moq_quic_link_run(B.lnk, NULL, NULL, 2 * MS);
+	heap_sample();
 }
 
 static int all_ready(void)
 {
 	for (int i = 0; i < B.nsubs; i++)
 		if (B.draft ? !moq_lg_ietf_sub_setup(B.ie, (uint32_t)i) : !B.subs[i].ready)
+			return 0;
+	return 1;
+}
+
+static int all_started(void)
+{
+	for (int i = 0; i < B.nsubs; i++)
+		if (!B.subs[i].started)
 			return 0;
 	return 1;
 }
@@ -662,6 +736,7 @@ int main(int argc, char **argv)
 	B.max_groups = groups;
 	B.next_frame = now();
 	B.next_audio = now();
+	heap_on = !bytes_file; /* not the callgrind run: the heap a stream costs */
 	CALLGRIND_START_INSTRUMENTATION;
 	/* until every subscriber has every group (or 2 s past the last): an
 	 * idle tail would only add the poll's fixed costs */
@@ -684,6 +759,7 @@ int main(int argc, char **argv)
 	       " old, %" PRIu64 " evicted, %" PRIu64 " lagged\n",
 	       B.nsubs, groups, st.frames_out, st.bytes_out, bad, st.resets_old, st.resets_evicted,
 	       st.resets_lagged);
+	heap_report();
 	if (bytes_file) {
 		FILE *f = fopen(bytes_file, "w");
 		if (f) {

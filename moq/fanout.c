@@ -17,6 +17,16 @@
 #define MIN_BUDGET   (64u * 1024u) /* smallest per-session fanout budget */
 #define FIN_CHECK_NS 100000000ull  /* FIN'd streams with stale groups: every 100 ms */
 #define POOL_TRIM_NS 2000000000ull /* spare pools give back what 2 s did not use */
+/* Group streams a session holds (written, FIN'd or reset, until QUIC closes
+ * them) at most: one per GOUT_WINDOW_SHARE bytes of its window (the fanout
+ * budget: 2 cwnd, at least MIN_BUDGET, at most session_queue; read from
+ * QUIC once the floor's count is reached, as the byte budget is), at least
+ * GOUT_CAP_MIN, at most cfg.max_group_streams. A stalled subscriber's
+ * streams (reset when their groups expire, kept until the resets are
+ * acknowledged) stop new opens there; later groups wait in the cache and
+ * are DROPped once gone (docs/DESIGN.md, Memory per subscriber). */
+#define GOUT_WINDOW_SHARE 2048u
+#define GOUT_CAP_MIN      8u
 
 /* ---------------------------------------------------------------- fanout */
 
@@ -45,6 +55,24 @@ void gout_release(struct moq_session *s, struct gout *go)
 	s->go_pool = go;
 	moq_heap_move(MOQ_HEAP_GOUT, MOQ_HEAP_MOQ_SPARE, go);
 	s->go_pool_len++;
+}
+
+/* @len bytes for @go's own stream bytes (headers), at a stable address:
+ * in the record while they fit, else in the stream's send chunks;
+ * gh_commit keeps the @used first of them. */
+static inline uint8_t *gh_reserve(struct moq_session *s, struct gout *go, size_t len)
+{
+	if (GOUT_HB - go->hb_len >= len)
+		return go->hb + go->hb_len;
+	return tx_reserve(s, &go->st->tx, len);
+}
+
+static inline void gh_commit(struct gout *go, const uint8_t *p, size_t len, size_t used)
+{
+	if (p >= go->hb && p < go->hb + GOUT_HB)
+		go->hb_len = (uint8_t)(go->hb_len + used);
+	else
+		tx_unreserve(&go->st->tx, len - used);
 }
 
 /* A stream that writes no more (FIN sent or reset) leaves the live list
@@ -362,13 +390,14 @@ static int gout_open(struct moq_session *s, struct dsub *d, struct moq_cache_gro
 		go->frame_end = d->frame_end;
 	/* moq-lite, Group: type 0x0, GROUP { subscribe id, sequence }: the only
 	 * per-subscriber bytes of the stream (as st_send would write them). */
-	h = tx_reserve(s, &st->tx, 32);
+	h = gh_reserve(s, go, 32 < GOUT_HB ? 32 : GOUT_HB);
 	if (h) {
+		size_t room = 32 < GOUT_HB ? 32 : GOUT_HB;
 		int hl = s->v == MOQ_LITE_06
-		                 ? moq6_group_hdr_encode(h, 32, d->id, go->seq, go->cur.frame)
-		                 : moq_group_hdr_encode(h, 32, d->id, go->seq);
+		                 ? moq6_group_hdr_encode(h, room, d->id, go->seq, go->cur.frame)
+		                 : moq_group_hdr_encode(h, room, d->id, go->seq);
 		struct iovec iov = {h, hl > 0 ? (size_t)hl : 0};
-		tx_unreserve(&st->tx, 32 - iov.iov_len);
+		gh_commit(go, h, room, iov.iov_len);
 		if (iov.iov_len && tp_write(s, st->sid, &iov, 1, 0) >= 0)
 			st->tx_off += iov.iov_len;
 	}
@@ -479,7 +508,7 @@ static uint64_t gout_pump(struct moq_session *s, struct gout *go)
 				break;
 			}
 			if (f->start == 0) {
-				uint8_t *h = tx_reserve(s, &go->st->tx, 16);
+				uint8_t *h = gh_reserve(s, go, 16);
 				int hl;
 				if (!h) {
 					gout_reset(s, go, MOQ_CODE_CANCEL);
@@ -489,7 +518,7 @@ static uint64_t gout_pump(struct moq_session *s, struct gout *go)
 				                          f->size);
 				if (hl < 0)
 					hl = 0;
-				tx_unreserve(&go->st->tx, 16 - (size_t)hl);
+				gh_commit(go, h, 16, (size_t)hl);
 				go->prev_ts = f->timestamp;
 				iov[ni].iov_base = h;
 				iov[ni++].iov_len = (size_t)hl;
@@ -872,10 +901,29 @@ static __attribute__((noinline)) void dsub_upstream_end(struct moq_session *s, s
 	d->next_seq = es;
 }
 
+static inline uint32_t gout_cap_of(const struct moq_session *s)
+{
+	uint64_t b = s->budget > MIN_BUDGET ? s->budget : MIN_BUDGET, c = b / GOUT_WINDOW_SHARE;
+
+	if (c < GOUT_CAP_MIN)
+		c = GOUT_CAP_MIN;
+	return c < s->n->cfg.max_group_streams ? (uint32_t)c : s->n->cfg.max_group_streams;
+}
+
+/* May @s open one more group stream (GOUT_WINDOW_SHARE)? */
+static inline bool gout_room(struct moq_session *s)
+{
+	if (s->ngouts < gout_cap_of(s))
+		return true;
+	if (s->budget_fresh || s->ngouts >= s->n->cfg.max_group_streams)
+		return false;
+	budget_refresh(s);
+	return s->ngouts < gout_cap_of(s);
+}
+
 /* Open group streams for new groups of @d. */
 static void dsub_advance(struct moq_session *s, struct dsub *d)
 {
-	struct moq_node *n = s->n;
 	uint64_t latest = 0, end = agg_end(d);
 	int rc, lrc;
 	uint64_t ver;
@@ -902,7 +950,7 @@ static void dsub_advance(struct moq_session *s, struct dsub *d)
 			dsub_start(s, d, first);
 		}
 		while (d->next_seq <= latest && (end == MOQ_GROUP_NONE || d->next_seq <= end) &&
-		       s->ngouts < n->cfg.max_group_streams) {
+		       gout_room(s)) {
 			struct moq_cache_group *g;
 			rc = moq_cache_track_group(d->track, d->next_seq, &g);
 			if (rc == 0 ? d->lat_ns != 0 : rc != MOQ_ERR_AGAIN)
@@ -982,14 +1030,14 @@ static int fanout_session(struct moq_session *s)
 
 	s->retry = 0;
 	s->walk_all = 0;
+	/* The budget starts at its floor; budget_left (bytes) and gout_room
+	 * (streams) ask QUIC for the cwnd only when the floor is reached. */
+	s->budget = n->cfg.session_queue < MIN_BUDGET ? n->cfg.session_queue : MIN_BUDGET;
+	s->budget_fresh = s->budget == n->cfg.session_queue;
 	for (struct dsub *d = s->dsubs; d; d = d->next)
 		dsub_advance(s, d);
 	if (s->closing || !s->ngouts)
 		return 0;
-	/* The budget starts at its floor; budget_left asks QUIC for the cwnd
-	 * only when the floor is reached. */
-	s->budget = n->cfg.session_queue < MIN_BUDGET ? n->cfg.session_queue : MIN_BUDGET;
-	s->budget_fresh = s->budget == n->cfg.session_queue;
 	/* The live list is in send order (gout_link): pump each while the
 	 * budget lasts. Past the budget only two things are due: a group
 	 * that expired, was evicted or pushed out of the window resets its

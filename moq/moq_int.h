@@ -237,6 +237,8 @@ struct tinfo {
 /* A group (or fetch reply) stream we send. */
 struct fgrp;
 
+#define GOUT_HB 39u /* header bytes inside struct gout (168 bytes in all) */
+
 struct gout {
 	struct gout *next;
 	struct gout **pprev; /* the link pointing at it, in whichever list: O(1) unlink */
@@ -257,6 +259,12 @@ struct gout {
 	uint8_t on_fin; /* on gfin: FIN sent, not all acknowledged, not reset */
 	uint64_t written, acked;
 	uint64_t frame_end; /* lite-06: FIN before this frame (0 = the group's end) */
+	/* The stream's own bytes (GROUP header, frame headers) are built here
+	 * while they fit, so an audio group's stream needs no send chunk (a
+	 * 1 KB txchunk for ~6 bytes); QUIC references them until acknowledged,
+	 * and the record lives until the stream is freed (issue 23, item 4). */
+	uint8_t hb_len;
+	uint8_t hb[GOUT_HB];
 };
 
 /* A group stream we receive. */

@@ -1120,6 +1120,98 @@ static int slow_recovered(void)
 	return H.subs[H.nsubs - 1].complete_after_reset >= 2;
 }
 
+/* Issue 28: a stalled subscriber of a high-rate track (a group of one
+ * 6-7 KB frame every 10 ms) holds no more group streams than its window
+ * allows (fanout.c, gout_room: one per 2 KiB of it): before, fanout opened
+ * one for every group that arrived, up to max_group_streams (64), each
+ * with its send chunk and records, and kept the reset ones until QUIC
+ * closed them. */
+static struct moq_cache_track *fast_t;
+static uint64_t fast_seq, fast_next;
+static int64_t fast_max_gouts, fast_max_chunk_bytes, fast_max_streams;
+
+static void fast_tick(uint64_t t)
+{
+	struct moq_heap_kind_stat hk[MOQ_HEAP_KINDS];
+
+	while (fast_t && t >= fast_next) {
+		uint8_t buf[8000];
+		struct moq_cache_group *g;
+		size_t sz = frame_size(fast_seq, 0);
+
+		for (size_t i = 0; i < sz; i++)
+			buf[i] = frame_byte(fast_seq, 0, i);
+		ck_assert_int_eq(moq_cache_group_open(fast_t, fast_seq, t, &g), 0);
+		ck_assert_int_eq(moq_cache_write_frame(g, frame_ts(fast_seq, 0), buf, sz), 0);
+		ck_assert_int_eq(moq_cache_group_finish(g), 0);
+		moq_cache_group_unref(g);
+		fast_seq++;
+		fast_next += 10 * MS;
+	}
+	moq_heap_read(hk);
+	if (hk[MOQ_HEAP_GOUT].objs > fast_max_gouts)
+		fast_max_gouts = hk[MOQ_HEAP_GOUT].objs;
+	if (hk[MOQ_HEAP_TXCHUNK].bytes > fast_max_chunk_bytes)
+		fast_max_chunk_bytes = hk[MOQ_HEAP_TXCHUNK].bytes;
+	if (hk[MOQ_HEAP_MOQ_STREAM].objs > fast_max_streams)
+		fast_max_streams = hk[MOQ_HEAP_MOQ_STREAM].objs;
+}
+
+START_TEST(test_stalled_stream_cap)
+{
+	const uint64_t queue = 64 * 1024;
+	struct moq_sub_params p = {1, false, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE};
+	struct moq_heap_kind_stat h0[MOQ_HEAP_KINDS];
+	struct sub *slow;
+	int64_t base_gouts, bound;
+	uint64_t before;
+
+	relay_queue = queue;
+	h_init(NULL, 0);
+	relay_queue = 0;
+	h_publisher();
+	ck_assert_int_eq(moq_cache_track_create(H.pcache, "live/room", 9, "fast", 4, NULL, &fast_t),
+	                 0);
+	fast_seq = 0;
+	fast_next = now();
+	h_tick = fast_tick;
+	H.capture = 1;
+	slow = &H.subs[H.nsubs++];
+	h_connect(slow, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	ck_assert(H.have_cid);
+	slow->id = moq_session_subscribe(slow->s, "live/room", 9, "fast", 4, &p);
+	ck_assert_int_ge(slow->id, 0);
+	h_run(1 * SEC, 0);
+	before = slow->groups_complete;
+	ck_assert_uint_ge(before, 50); /* it keeps up while not stalled */
+	moq_heap_read(h0);
+	base_gouts = h0[MOQ_HEAP_GOUT].objs;
+	fast_max_gouts = fast_max_chunk_bytes = fast_max_streams = 0;
+	H.stall = 1;
+	h_run(3 * SEC, 0);
+	H.stall = 0;
+	/* fanout.c's cap: a group stream per 2 KiB of the window (the
+	 * session_queue here), the stalled subscriber's reset ones included;
+	 * plus the publisher's side (its streams to the relay, in this
+	 * process too). */
+	bound = (int64_t)(queue / 2048) + base_gouts + 2;
+	fprintf(stderr,
+	        "# stream cap: stalled 3 s at a group / 10 ms: group streams at most %lld (bound "
+	        "%lld, idle %lld before), send chunks at most %lld bytes, moq stream records %lld\n",
+	        (long long)fast_max_gouts, (long long)bound, (long long)base_gouts,
+	        (long long)fast_max_chunk_bytes, (long long)fast_max_streams);
+	ck_assert_int_le(fast_max_gouts, bound);
+	/* and it goes on once the stall ends */
+	h_run(3 * SEC, 0);
+	ck_assert_uint_ge(slow->groups_complete, before + 50);
+	h_tick = NULL;
+	moq_cache_track_unref(fast_t);
+	fast_t = NULL;
+	h_fini();
+}
+END_TEST
+
 START_TEST(test_pools_give_back)
 {
 	const uint64_t G = 1000;
@@ -4399,6 +4491,7 @@ Suite *moq_session_suite(void)
 		TCase *tp = tcase_create("pools");
 		tcase_set_timeout(tp, 120);
 		tcase_add_test(tp, test_pools_give_back);
+		tcase_add_test(tp, test_stalled_stream_cap);
 		suite_add_tcase(s, tp);
 	}
 	/* Broadcast ownership and per-peer bounds: CK_RUN_CASE=ownership_bounds. */
