@@ -1761,3 +1761,63 @@ struct moq_auth_url *moq_auth_url_client(const struct moq_auth *a)
 {
 	return a ? a->url : NULL;
 }
+
+struct moq_auth_grant *moq_auth_grant_dup(const struct moq_auth_grant *g)
+{
+	struct moq_auth_grant *d;
+
+	if (!g)
+		return NULL;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return NULL;
+	d->root = strndup(g->root ? g->root : "", g->rootlen);
+	d->rootlen = g->rootlen;
+	d->has_exp = g->has_exp;
+	d->exp = g->exp;
+	d->put = calloc(g->nput + 1, sizeof(*d->put));
+	d->get = calloc(g->nget + 1, sizeof(*d->get));
+	if (!d->root || !d->put || !d->get)
+		goto bad;
+	for (int dir = 0; dir < 2; dir++) {
+		const struct moq_auth_path *s = dir ? g->get : g->put;
+		struct moq_auth_path *o = dir ? d->get : d->put;
+		uint32_t n = dir ? g->nget : g->nput;
+
+		for (uint32_t i = 0; i < n; i++) {
+			o[i].p = malloc(s[i].len + 1);
+			if (!o[i].p)
+				goto bad;
+			memcpy(o[i].p, s[i].p, s[i].len + 1);
+			o[i].len = s[i].len;
+			if (dir)
+				d->nget++;
+			else
+				d->nput++;
+			if (!s[i].pat)
+				continue;
+			/* the parsed pattern borrows its text: parse the copy */
+			o[i].pat = strndup(s[i].pat, s[i].pat_len);
+			o[i].pat_len = s[i].pat_len;
+			o[i].pattern = malloc(sizeof(*o[i].pattern));
+			if (!o[i].pat || !o[i].pattern ||
+			    moq_pattern_parse(o[i].pattern, o[i].pat, o[i].pat_len) != 0)
+				goto bad;
+		}
+	}
+	return d;
+bad:
+	moq_auth_grant_free(d);
+	return NULL;
+}
+
+bool moq_auth_grant_covers_all(const struct moq_auth_grant *g, int put)
+{
+	const struct moq_auth_path *v = put ? g->put : g->get;
+	uint32_t n = put ? g->nput : g->nget;
+
+	for (uint32_t i = 0; i < n; i++)
+		if (v[i].len == 0 && (!v[i].pattern || moq_pattern_is_subtree(v[i].pattern)))
+			return true;
+	return false;
+}
