@@ -342,6 +342,18 @@ static void op_get_info(void *b, struct moq_quic_conn_info *out)
 	moq_quic_conn_get_info(w->c, out);
 }
 
+/* --auth-url: the QUIC connection's addresses and SNI (moq/access.c) */
+static void op_get_peer(void *b, char *remote, char *local, size_t acap, char *server_name,
+                        size_t scap)
+{
+	struct moq_wt *w = b;
+
+	moq_quic_addr_str(moq_quic_conn_remote(w->c), remote, acap);
+	moq_quic_addr_str(moq_quic_conn_local(w->c), local, acap);
+	if (!moq_quic_conn_server_name(w->c, server_name, scap))
+		server_name[0] = 0;
+}
+
 static const struct moq_binding_ops wt_ops = {
         .stream_open = op_stream_open,
         .stream_write = op_stream_write,
@@ -349,6 +361,7 @@ static const struct moq_binding_ops wt_ops = {
         .stream_stop_sending = op_stream_stop_sending,
         .close = op_close,
         .get_info = op_get_info,
+        .get_peer = op_get_peer,
 };
 
 /* ------------------------------------------------------- the CONNECT */

@@ -384,6 +384,11 @@ struct moq_binding_ops {
 	/* --auth-url requests' `transport` ("websocket", ...); NULL: "quic"
 	 * (WebTransport is QUIC: rs/moq-auth, request.rs) */
 	const char *transport;
+	/* --auth-url requests' `remote`, `local` ("ip:port", "[ip6]:port",
+	 * @acap bytes each) and `server_name` (@scap): each left "" when
+	 * unknown; NULL: the session's QUIC connection's */
+	void (*get_peer)(void *b, char *remote, char *local, size_t acap, char *server_name,
+	                 size_t scap);
 };
 
 /*

@@ -250,6 +250,12 @@ try:
            '%s: 4 connects, transport %s, the raw query: %s' % (tr, want, conn[:1]))
         ok(sorted(r.get('role') for r in conn) == ['publisher'] + ['subscriber'] * 3,
            '%s: the roles the clients declared' % tr)
+        # request.rs: remote, local and server_name on every transport
+        ok(all(r.get('remote', '').startswith('127.0.0.') and
+               r.get('local') == '127.0.0.1:%d' % port for r in conn),
+           '%s: remote and local: %s' % (tr, [(r.get('remote'), r.get('local')) for r in conn]))
+        ok(all(r.get('server_name') for r in conn),
+           '%s: server_name: %s' % (tr, [r.get('server_name') for r in conn]))
         ok(len(ends) == 4 and all(r['duration'] > 0.3 for r in ends) and
            (tr == 'ws' or all(r['bytes']['sent'] > 0 for r in ends)),
            '%s: 4 ends with duration and bytes: %s' % (tr, ends[:1]))

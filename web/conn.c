@@ -576,6 +576,7 @@ void *moq_web_tls_ctx_new(void *quic_ctx)
 	ctx = wolfSSL_CTX_new(wolfSSLv23_server_method());
 	if (ctx == NULL || x == NULL || k == NULL)
 		goto fail;
+	quic_tls_keep_sni(ctx); /* server_name for --auth-url (http.c) */
 	if (wolfSSL_CTX_use_certificate(ctx, x) != WOLFSSL_SUCCESS ||
 	    wolfSSL_CTX_use_PrivateKey(ctx, k) != WOLFSSL_SUCCESS ||
 	    wolfSSL_CTX_check_private_key(ctx) != WOLFSSL_SUCCESS)
