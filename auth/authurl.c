@@ -593,6 +593,16 @@ static void take_grant(struct moq_auth_url *u, struct moq_auth_req *r, const cha
 		snprintf(r->why, sizeof(r->why), "mounts are not supported by this relay");
 		goto out;
 	}
+	v = json_object_get(o, "tier");
+	if (v && !json_is_null(v) && !(json_is_string(v) && json_string_length(v) == 0)) {
+		/* grant.rs: "an opaque label handed to stats, so traffic can be
+		 * bucketed"; this relay's stats have no tiers, so a grant asking
+		 * for one is refused rather than its billing label dropped
+		 * (docs/DEPLOY.md); absent or "" is the default tier */
+		snprintf(r->why, sizeof(r->why), "tier is not supported by this relay (no per-tier "
+		                                 "stats)");
+		goto out;
+	}
 	v = json_object_get(o, "expires");
 	if (v && !json_is_null(v)) {
 		if (!json_is_integer(v)) {

@@ -116,8 +116,7 @@ def grant_for(req):
     if seg.startswith('mounts'):
         return 200, {'publish': ['**'], 'subscribe': ['**'], 'mounts': {'ext': 'elsewhere'}}
     if seg.startswith('peer'):
-        return 200, {'publish': ['**'], 'subscribe': ['**'], 'root': 'pid/room', 'peer': True,
-                     'tier': 'edge'}
+        return 200, {'publish': ['**'], 'subscribe': ['**'], 'root': 'pid/room', 'peer': True}
     return 404, None
 
 
