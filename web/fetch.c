@@ -274,9 +274,15 @@ void web_fetch_step(struct wconn *c, uint64_t now)
 			return;
 		}
 		if (rc != 0) {
+			/* a group this relay's cache does not hold (older than the
+			 * upstream subscription's start, or expired): 404, as
+			 * moq-relay's /fetch answers (track.get_group: None); a
+			 * relay does not FETCH it upstream (docs/DEPLOY.md) */
 			c->fg = NULL;
 			web_fetch_release(c);
-			web_respond_text(c, 404, "Not Found", "no such group\n");
+			web_respond_text(c, 404, "Not Found",
+			                 "no such group in this relay's cache (older than what it "
+			                 "holds, or expired)\n");
 			return;
 		}
 		memset(&c->fcur, 0, sizeof(c->fcur));
