@@ -32,6 +32,7 @@
 
 #include "moq_err.h"
 #include "authurl.h"
+#include "moq_pct.h"
 #include "pattern.h"
 
 /* ------------------------------------------------------------ algorithms */
@@ -1570,36 +1571,13 @@ int moq_auth_verify(struct moq_auth *a, const char *path, size_t plen, const cha
 	return rc;
 }
 
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* application/x-www-form-urlencoded: '+' is a space, %XX a byte (a bad
- * escape is kept as it is, as the url crate does). Returns the length. */
+/* application/x-www-form-urlencoded (common/pct.c, the decoder web/ reads
+ * queries with): '+' is a space, %XX a byte, a bad escape kept as it is (as
+ * the url crate does). Returns the length. */
 static size_t form_decode(const char *in, size_t len, char *out)
 {
-	size_t o = 0;
-
-	for (size_t i = 0; i < len; i++) {
-		if (in[i] == '+') {
-			out[o++] = ' ';
-		} else if (in[i] == '%' && i + 2 < len && hexval((unsigned char)in[i + 1]) >= 0 &&
-		           hexval((unsigned char)in[i + 2]) >= 0) {
-			out[o++] = (char)(hexval((unsigned char)in[i + 1]) * 16 +
-			                  hexval((unsigned char)in[i + 2]));
-			i += 2;
-		} else {
-			out[o++] = in[i];
-		}
-	}
-	return o;
+	memcpy(out, in, len);
+	return (size_t)moq_pct_decode(out, len, 1);
 }
 
 int moq_auth_split_query(const char *in, size_t len, size_t *pathlen, char *jwt, size_t cap,

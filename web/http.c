@@ -22,6 +22,7 @@
 #include "authurl.h"
 #include "moq.h"
 #include "moq_origin.h"
+#include "moq_pct.h"
 
 /* --- requests ------------------------------------------------------------ */
 
@@ -154,35 +155,9 @@ int web_query_get(const char *q, size_t qn, const char *k, char *out, size_t cap
 	return found;
 }
 
-static int hexval(char c)
-{
-	return c >= '0' && c <= '9'   ? c - '0'
-	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
-	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
-	                              : -1;
-}
-
 int web_pct_decode(char *s, size_t n, int form)
 {
-	size_t o = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		int hi = -1, lo = -1;
-
-		if (s[i] == '%' && i + 2 < n) {
-			hi = hexval(s[i + 1]);
-			lo = hexval(s[i + 2]);
-		}
-		if (hi >= 0 && lo >= 0) {
-			s[o++] = (char)(hi << 4 | lo);
-			i += 2;
-		} else if (s[i] == '%' && !form) {
-			return -1;
-		} else {
-			s[o++] = form && s[i] == '+' ? ' ' : s[i];
-		}
-	}
-	return (int)o;
+	return moq_pct_decode(s, n, form); /* common/pct.c: the tree's one decoder */
 }
 
 /* The token of an `Authorization: Bearer <token>` header (RFC 6750, 2.1;
