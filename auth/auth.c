@@ -32,6 +32,7 @@
 
 #include "moq_err.h"
 #include "authurl.h"
+#include "moq_pct.h"
 #include "pattern.h"
 
 /* ------------------------------------------------------------ algorithms */
@@ -1570,36 +1571,13 @@ int moq_auth_verify(struct moq_auth *a, const char *path, size_t plen, const cha
 	return rc;
 }
 
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* application/x-www-form-urlencoded: '+' is a space, %XX a byte (a bad
- * escape is kept as it is, as the url crate does). Returns the length. */
+/* application/x-www-form-urlencoded (common/pct.c, the decoder web/ reads
+ * queries with): '+' is a space, %XX a byte, a bad escape kept as it is (as
+ * the url crate does). Returns the length. */
 static size_t form_decode(const char *in, size_t len, char *out)
 {
-	size_t o = 0;
-
-	for (size_t i = 0; i < len; i++) {
-		if (in[i] == '+') {
-			out[o++] = ' ';
-		} else if (in[i] == '%' && i + 2 < len && hexval((unsigned char)in[i + 1]) >= 0 &&
-		           hexval((unsigned char)in[i + 2]) >= 0) {
-			out[o++] = (char)(hexval((unsigned char)in[i + 1]) * 16 +
-			                  hexval((unsigned char)in[i + 2]));
-			i += 2;
-		} else {
-			out[o++] = in[i];
-		}
-	}
-	return o;
+	memcpy(out, in, len);
+	return (size_t)moq_pct_decode(out, len, 1);
 }
 
 int moq_auth_split_query(const char *in, size_t len, size_t *pathlen, char *jwt, size_t cap,
@@ -1760,4 +1738,64 @@ int moq_auth_grant_build(const char *root, size_t rlen, const char *const *publi
 struct moq_auth_url *moq_auth_url_client(const struct moq_auth *a)
 {
 	return a ? a->url : NULL;
+}
+
+struct moq_auth_grant *moq_auth_grant_dup(const struct moq_auth_grant *g)
+{
+	struct moq_auth_grant *d;
+
+	if (!g)
+		return NULL;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return NULL;
+	d->root = strndup(g->root ? g->root : "", g->rootlen);
+	d->rootlen = g->rootlen;
+	d->has_exp = g->has_exp;
+	d->exp = g->exp;
+	d->put = calloc(g->nput + 1, sizeof(*d->put));
+	d->get = calloc(g->nget + 1, sizeof(*d->get));
+	if (!d->root || !d->put || !d->get)
+		goto bad;
+	for (int dir = 0; dir < 2; dir++) {
+		const struct moq_auth_path *s = dir ? g->get : g->put;
+		struct moq_auth_path *o = dir ? d->get : d->put;
+		uint32_t n = dir ? g->nget : g->nput;
+
+		for (uint32_t i = 0; i < n; i++) {
+			o[i].p = malloc(s[i].len + 1);
+			if (!o[i].p)
+				goto bad;
+			memcpy(o[i].p, s[i].p, s[i].len + 1);
+			o[i].len = s[i].len;
+			if (dir)
+				d->nget++;
+			else
+				d->nput++;
+			if (!s[i].pat)
+				continue;
+			/* the parsed pattern borrows its text: parse the copy */
+			o[i].pat = strndup(s[i].pat, s[i].pat_len);
+			o[i].pat_len = s[i].pat_len;
+			o[i].pattern = malloc(sizeof(*o[i].pattern));
+			if (!o[i].pat || !o[i].pattern ||
+			    moq_pattern_parse(o[i].pattern, o[i].pat, o[i].pat_len) != 0)
+				goto bad;
+		}
+	}
+	return d;
+bad:
+	moq_auth_grant_free(d);
+	return NULL;
+}
+
+bool moq_auth_grant_covers_all(const struct moq_auth_grant *g, int put)
+{
+	const struct moq_auth_path *v = put ? g->put : g->get;
+	uint32_t n = put ? g->nput : g->nget;
+
+	for (uint32_t i = 0; i < n; i++)
+		if (v[i].len == 0 && (!v[i].pattern || moq_pattern_is_subtree(v[i].pattern)))
+			return true;
+	return false;
 }

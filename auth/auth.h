@@ -187,6 +187,14 @@ int moq_auth_peek(const char *setup_path, size_t len, struct moq_auth_grant **ou
 /* moq_auth_grant_free: NULL is a no-op. */
 void moq_auth_grant_free(struct moq_auth_grant *g);
 
+/* moq_auth_grant_dup: a copy of @g (moq_auth_grant_free), NULL when out of
+ * memory or @g is NULL. */
+struct moq_auth_grant *moq_auth_grant_dup(const struct moq_auth_grant *g);
+
+/* moq_auth_grant_covers_all: whether @g may put (@put) or get every path:
+ * a prefix "" or the pattern "**" from the root "" (an operator's grant). */
+bool moq_auth_grant_covers_all(const struct moq_auth_grant *g, int put);
+
 /*
  * moq_auth_grant_allows: whether normalised absolute @path lies under one of
  * @g's put (@put nonzero) or get prefixes, on whole segments.

@@ -46,6 +46,7 @@ struct moq_auth_req {
 	struct moq_auth_url *u;
 	char id[33];
 	char *transport, *remote, *local, *server_name, *alpn, *path, *query, *role;
+	char *token; /* base64url of the presented token (info.token) */
 	/* the event queued or in flight (one at a time per session) */
 	enum event ev;
 	char reason[32];
@@ -216,6 +217,12 @@ static char *request_json(const struct moq_auth_url *u, const struct moq_auth_re
 	json_object_set_new(o, "path", json_string(r->path ? r->path : ""));
 	json_opt(o, "query", r->query);
 	json_opt(o, "role", r->role);
+	if (r->token) {
+		json_t *t = json_object();
+		json_object_set_new(t, "kind", json_integer(0));
+		json_object_set_new(t, "value", json_string(r->token));
+		json_object_set_new(o, "token", t);
+	}
 	s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	json_decref(o);
 	return s;
@@ -586,6 +593,16 @@ static void take_grant(struct moq_auth_url *u, struct moq_auth_req *r, const cha
 		snprintf(r->why, sizeof(r->why), "mounts are not supported by this relay");
 		goto out;
 	}
+	v = json_object_get(o, "tier");
+	if (v && !json_is_null(v) && !(json_is_string(v) && json_string_length(v) == 0)) {
+		/* grant.rs: "an opaque label handed to stats, so traffic can be
+		 * bucketed"; this relay's stats have no tiers, so a grant asking
+		 * for one is refused rather than its billing label dropped
+		 * (docs/DEPLOY.md); absent or "" is the default tier */
+		snprintf(r->why, sizeof(r->why), "tier is not supported by this relay (no per-tier "
+		                                 "stats)");
+		goto out;
+	}
 	v = json_object_get(o, "expires");
 	if (v && !json_is_null(v)) {
 		if (!json_is_integer(v)) {
@@ -719,6 +736,7 @@ static void req_free(struct moq_auth_req *r)
 	free(r->path);
 	free(r->query);
 	free(r->role);
+	free(r->token);
 	free(r);
 }
 
@@ -864,6 +882,30 @@ void moq_auth_url_destroy(struct moq_auth_url *u)
 	free(u);
 }
 
+/* RFC 4648, 5, without padding (request.rs: Base64<UrlSafe, Unpadded>) */
+static char *b64url(const char *in, size_t n)
+{
+	static const char t[] =
+	        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	const uint8_t *p = (const uint8_t *)in;
+	char *o = malloc(n / 3 * 4 + 5), *q = o;
+
+	if (!o)
+		return NULL;
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
+		             (i + 2 < n ? p[i + 2] : 0);
+		*q++ = t[v >> 18 & 63];
+		*q++ = t[v >> 12 & 63];
+		if (i + 1 < n)
+			*q++ = t[v >> 6 & 63];
+		if (i + 2 < n)
+			*q++ = t[v & 63];
+	}
+	*q = 0;
+	return o;
+}
+
 static char *dup_opt(const char *s, bool *fail_)
 {
 	char *d;
@@ -906,6 +948,10 @@ struct moq_auth_req *moq_auth_url_connect(struct moq_auth_url *u,
 	r->path = dup_opt(info->path ? info->path : "", &bad);
 	r->query = dup_opt(info->query, &bad);
 	r->role = dup_opt(info->role, &bad);
+	if (info->token) {
+		r->token = b64url(info->token, info->token_len);
+		bad = bad || !r->token;
+	}
 	if (bad) {
 		req_free(r);
 		return NULL;

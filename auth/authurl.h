@@ -58,6 +58,12 @@ struct moq_auth_url_info {
 	const char *path;  /* as dialed, without the query */
 	const char *query; /* raw, without '?' */
 	const char *role;  /* "publisher", "subscriber"; NULL = both */
+	/* request.rs, token: a credential presented outside the query (an HTTP
+	 * `Authorization: Bearer`), sent as {"kind": 0, "value": base64url}
+	 * (Token Type 0, "negotiated out of band": moq auth serve reads it as a
+	 * JWT); NULL = none */
+	const char *token;
+	size_t token_len;
 };
 
 enum moq_auth_req_state {

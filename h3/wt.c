@@ -379,6 +379,18 @@ static int op_dgram_send(void *b, const uint8_t *hdr, size_t hdrlen, const struc
 	return moq_quic_dgram_send(w->c, h, pl + hdrlen, iov, iovcnt, release, arg);
 }
 
+/* --auth-url: the QUIC connection's addresses and SNI (moq/access.c) */
+static void op_get_peer(void *b, char *remote, char *local, size_t acap, char *server_name,
+                        size_t scap)
+{
+	struct moq_wt *w = b;
+
+	moq_quic_addr_str(moq_quic_conn_remote(w->c), remote, acap);
+	moq_quic_addr_str(moq_quic_conn_local(w->c), local, acap);
+	if (!moq_quic_conn_server_name(w->c, server_name, scap))
+		server_name[0] = 0;
+}
+
 static const struct moq_binding_ops wt_ops = {
         .stream_open = op_stream_open,
         .stream_write = op_stream_write,
@@ -387,6 +399,7 @@ static const struct moq_binding_ops wt_ops = {
         .close = op_close,
         .get_info = op_get_info,
         .dgram_send = op_dgram_send,
+        .get_peer = op_get_peer,
 };
 
 /* ------------------------------------------------------- the CONNECT */

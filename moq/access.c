@@ -246,7 +246,7 @@ static const char *role_name(uint64_t r)
 static int access_url_session(struct moq_session *s, const struct moq_str *setup_path)
 {
 	struct moq_node *n = s->n;
-	char path[1024], query[4096], alpn[24], remote[64] = "";
+	char path[1024], query[4096], alpn[24], remote[64] = "", local[64] = "", sni[256] = "";
 	struct moq_auth_url_info info = {.path = path};
 	size_t pl = 0, ql = 0;
 
@@ -271,18 +271,20 @@ static int access_url_session(struct moq_session *s, const struct moq_str *setup
 	path[pl] = 0;
 	query[ql] = 0;
 	info.transport = s->bops && s->bops->transport ? s->bops->transport : "quic";
-	/* request.rs, remote: "203.0.113.9:4433", "[::1]:443" (raw QUIC) */
-	if (s->conn && moq_quic_conn_remote(s->conn)) {
-		const struct moq_quic_addr *ra = moq_quic_conn_remote(s->conn);
-		char ip[INET6_ADDRSTRLEN];
-		if (ra->u.sa.sa_family == AF_INET &&
-		    inet_ntop(AF_INET, &ra->u.in4.sin_addr, ip, sizeof(ip)))
-			snprintf(remote, sizeof(remote), "%s:%u", ip, ntohs(ra->u.in4.sin_port));
-		else if (ra->u.sa.sa_family == AF_INET6 &&
-		         inet_ntop(AF_INET6, &ra->u.in6.sin6_addr, ip, sizeof(ip)))
-			snprintf(remote, sizeof(remote), "[%s]:%u", ip, ntohs(ra->u.in6.sin6_port));
-		info.remote = remote[0] ? remote : NULL;
+	/* request.rs, remote / local: "203.0.113.9:4433", "[::1]:443";
+	 * server_name: the SNI (raw QUIC, WebTransport: the QUIC connection's;
+	 * a binding such as WebSocket: its own, the Host without SNI) */
+	if (s->bops && s->bops->get_peer) {
+		s->bops->get_peer(s->tp, remote, local, sizeof(remote), sni, sizeof(sni));
+	} else if (s->conn) {
+		moq_quic_addr_str(moq_quic_conn_remote(s->conn), remote, sizeof(remote));
+		moq_quic_addr_str(moq_quic_conn_local(s->conn), local, sizeof(local));
+		if (!moq_quic_conn_server_name(s->conn, sni, sizeof(sni)))
+			sni[0] = 0;
 	}
+	info.remote = remote[0] ? remote : NULL;
+	info.local = local[0] ? local : NULL;
+	info.server_name = sni[0] ? sni : NULL;
 	info.role = role_name(s->peer_role);
 	/* the negotiated moq-lite version (moq_node_alpns) */
 	snprintf(alpn, sizeof(alpn), "moq-lite-%02u", (unsigned)s->v);

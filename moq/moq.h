@@ -435,6 +435,11 @@ struct moq_binding_ops {
 	 * binding (single-frame groups go on streams) */
 	int (*dgram_send)(void *b, const uint8_t *hdr, size_t hdrlen, const struct iovec *iov,
 	                  size_t iovcnt, void (*release)(void *arg), void *arg);
+	/* --auth-url requests' `remote`, `local` ("ip:port", "[ip6]:port",
+	 * @acap bytes each) and `server_name` (@scap): each left "" when
+	 * unknown; NULL: the session's QUIC connection's */
+	void (*get_peer)(void *b, char *remote, char *local, size_t acap, char *server_name,
+	                 size_t scap);
 };
 
 /* moq_binding_datagram: a datagram's payload for session @s (the binding's

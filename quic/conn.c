@@ -6,6 +6,7 @@
  */
 #include "quic_int.h"
 
+#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -482,6 +483,40 @@ int moq_quic_conn_is_server(const struct moq_quic_conn *c)
 const struct moq_quic_addr *moq_quic_conn_remote(const struct moq_quic_conn *c)
 {
 	return &c->remote;
+}
+
+char *moq_quic_addr_str(const struct moq_quic_addr *a, char *out, size_t cap)
+{
+	char ip[INET6_ADDRSTRLEN];
+
+	out[0] = 0;
+	if (a && a->u.sa.sa_family == AF_INET &&
+	    inet_ntop(AF_INET, &a->u.in4.sin_addr, ip, sizeof(ip)))
+		snprintf(out, cap, "%s:%u", ip, ntohs(a->u.in4.sin_port));
+	else if (a && a->u.sa.sa_family == AF_INET6 &&
+	         inet_ntop(AF_INET6, &a->u.in6.sin6_addr, ip, sizeof(ip)))
+		snprintf(out, cap, "[%s]:%u", ip, ntohs(a->u.in6.sin6_port));
+	return out;
+}
+
+const struct moq_quic_addr *moq_quic_conn_local(const struct moq_quic_conn *c)
+{
+	return &c->local;
+}
+
+const char *moq_quic_conn_server_name(const struct moq_quic_conn *c, char *out, size_t cap)
+{
+	void *sni = NULL;
+	unsigned short n;
+
+	if (c->ssl == NULL || cap == 0)
+		return NULL;
+	n = wolfSSL_SNI_GetRequest(c->ssl, WOLFSSL_SNI_HOST_NAME, &sni);
+	if (n == 0 || sni == NULL || n >= cap)
+		return NULL;
+	memcpy(out, sni, n);
+	out[n] = 0;
+	return out;
 }
 
 void moq_quic_conn_get_info(const struct moq_quic_conn *c, struct moq_quic_conn_info *out)

@@ -638,6 +638,19 @@ int moq_quic_conn_is_server(const struct moq_quic_conn *c);
 
 /* moq_quic_conn_remote: the peer's current address. */
 const struct moq_quic_addr *moq_quic_conn_remote(const struct moq_quic_conn *c);
+/* moq_quic_addr_str: @a as "ip:port" / "[ip6]:port" into @out (@cap
+ * bytes; "" for another family). Returns @out. */
+char *moq_quic_addr_str(const struct moq_quic_addr *a, char *out, size_t cap);
+/* quic_tls_keep_sni: a server WOLFSSL_CTX (@wctx) keeps each client's SNI
+ * for moq_quic_conn_server_name, whatever name it asks for (the TCP
+ * listener's TLS context too). */
+void quic_tls_keep_sni(void *wctx);
+/* moq_quic_conn_local: the address the connection arrived on (request.rs
+ * `local`). */
+const struct moq_quic_addr *moq_quic_conn_local(const struct moq_quic_conn *c);
+/* moq_quic_conn_server_name: the SNI the client presented, NUL-terminated
+ * into @out (@cap bytes); NULL when none (or not kept by the TLS stack). */
+const char *moq_quic_conn_server_name(const struct moq_quic_conn *c, char *out, size_t cap);
 
 /* moq_quic_conn_get_info: per-connection figures into @out. */
 void moq_quic_conn_get_info(const struct moq_quic_conn *c, struct moq_quic_conn_info *out);

@@ -348,6 +348,23 @@ static int load_err(const char *file)
  * chosen from the connection's own endpoint), so endpoints on several
  * threads may share it. *out and @fp are written only on success.
  */
+void quic_tls_keep_sni(void *wctx)
+{
+	/* wolfSSL keeps a client's SNI only when the server has one of its own
+	 * (no WOLFSSL_ALWAYS_KEEP_SNI in this build): a placeholder name, any
+	 * name the client sends taken as a match, so the handshake goes on
+	 * whatever it asks for and wolfSSL_SNI_GetRequest gives it (--auth-url
+	 * requests' server_name, rs/moq-auth request.rs) */
+	static const char placeholder[] = "moqdp.invalid";
+	WOLFSSL_CTX *ctx = wctx;
+
+	if (wolfSSL_CTX_UseSNI(ctx, WOLFSSL_SNI_HOST_NAME, placeholder,
+	                       (unsigned short)(sizeof(placeholder) - 1)) == WOLFSSL_SUCCESS)
+		wolfSSL_CTX_SNI_SetOptions(ctx, WOLFSSL_SNI_HOST_NAME,
+		                           WOLFSSL_SNI_CONTINUE_ON_MISMATCH |
+		                                   WOLFSSL_SNI_ANSWER_ON_MISMATCH);
+}
+
 static int tls_ctx_build(int server, const char *cert_file, const char *key_file,
                          const char *ca_file, WC_RNG *rng, WOLFSSL_CTX **out, uint8_t fp[32])
 {
@@ -364,6 +381,7 @@ static int tls_ctx_build(int server, const char *cert_file, const char *key_file
 		if (ngtcp2_crypto_wolfssl_configure_server_context(ctx) != 0)
 			goto fail_ctx;
 		wolfSSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
+		quic_tls_keep_sni(ctx);
 	} else if (ngtcp2_crypto_wolfssl_configure_client_context(ctx) != 0) {
 		goto fail_ctx;
 	}

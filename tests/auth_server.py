@@ -20,7 +20,12 @@
 #   pattern*    connect: subscribe ["live/*"], publish ["live/*"]
 #   peer*       admit with "peer": true and root "pid/room"
 #   reroot*     admit (revalidate 1 s); revalidate: the same with root "elsewhere"
-# A `mode=NAME` query parameter, or a `jwt` whose payload is {"mode": NAME},
+#   httpalice*  subscribe ["alice/**"] only (the HTTP endpoints' filtering)
+#   short*      admit, expires in 2 s (a cached HTTP answer lives that long)
+#   tier*       admit with "tier": "gold"
+#   mounts*     admit with "mounts": {"ext": "elsewhere"}
+# A `mode=NAME` query parameter, or a `jwt` (in the query, or the request's
+# `token`: an HTTP Authorization: Bearer) whose payload is {"mode": NAME},
 # overrides the path. Anything else: 404.
 # An end is answered 204.
 #
@@ -57,6 +62,14 @@ def grant_for(req):
                 seg = json.loads(base64.urlsafe_b64decode(part + '=' * (-len(part) % 4)))['mode']
             except (ValueError, KeyError, TypeError):
                 pass
+    tk = (req.get('token') or {}).get('value')
+    if tk:
+        try:
+            t = base64.urlsafe_b64decode(tk + '=' * (-len(tk) % 4)).decode()
+            part = t.split('.')[1]
+            seg = json.loads(base64.urlsafe_b64decode(part + '=' * (-len(part) % 4)))['mode']
+        except (ValueError, KeyError, TypeError, IndexError):
+            pass
     ev = req.get('event')
     now = int(time.time())
     if ev == 'end':
@@ -94,9 +107,16 @@ def grant_for(req):
         if ev == 'revalidate':
             g['root'] = 'elsewhere'
         return 200, g
+    if seg.startswith('httpalice'):
+        return 200, {'subscribe': ['alice/**']}
+    if seg.startswith('short'):
+        return 200, {'publish': ['**'], 'subscribe': ['**'], 'expires': now + 2}
+    if seg.startswith('tier'):
+        return 200, {'publish': ['**'], 'subscribe': ['**'], 'tier': 'gold'}
+    if seg.startswith('mounts'):
+        return 200, {'publish': ['**'], 'subscribe': ['**'], 'mounts': {'ext': 'elsewhere'}}
     if seg.startswith('peer'):
-        return 200, {'publish': ['**'], 'subscribe': ['**'], 'root': 'pid/room', 'peer': True,
-                     'tier': 'edge'}
+        return 200, {'publish': ['**'], 'subscribe': ['**'], 'root': 'pid/room', 'peer': True}
     return 404, None
 
 

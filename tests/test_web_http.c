@@ -516,6 +516,36 @@ START_TEST(fetch_streams_any_frame_size)
 }
 END_TEST
 
+/* issue 22: ?group=N older than the first group the cache holds (a
+ * track whose upstream subscription started at group 5): 404 saying so, as
+ * moq-relay answers a group its track does not hold; group 5 is served. */
+START_TEST(fetch_group_older_than_start)
+{
+	static const uint8_t frame[] = "five";
+	struct moq_cache_track *t;
+	struct moq_cache_group *g;
+	struct cl c;
+
+	env_up(NULL);
+	ck_assert_int_eq(moq_cache_track_create(E.cache, "pub/late", 8, "video", 5, NULL, &t), 0);
+	ck_assert_int_eq(moq_cache_group_open(t, 5, now_ns(), &g), 0);
+	ck_assert_int_eq(moq_cache_write_frame(g, 0, frame, 4), 0);
+	ck_assert_int_eq(moq_cache_group_finish(g), 0);
+	moq_cache_group_unref(g);
+	moq_cache_track_unref(t);
+	ck_assert_int_eq(moq_node_publish(E.node, "pub/late", 8, 1000), 0);
+	get(&c, "/fetch/pub/late/video?group=2");
+	ck_assert_int_eq(status(&c), 404);
+	ck_assert_ptr_nonnull(strstr(c.buf, "no such group in this relay's cache"));
+	cl_close(&c);
+	get(&c, "/fetch/pub/late/video?group=5");
+	ck_assert_int_eq(status(&c), 200);
+	ck_assert_ptr_nonnull(strstr(c.buf, "five"));
+	cl_close(&c);
+	env_down();
+}
+END_TEST
+
 /* issue 22, item 5: a group that ends without finishing (aborted by its
  * publisher) ends the body without the terminating chunk. */
 START_TEST(fetch_cut_short_has_no_terminator)
@@ -848,6 +878,7 @@ Suite *web_http_suite(void)
 	tcase_add_test(t, announced_applies_get_grants);
 	tcase_add_test(t, fetch_applies_get_grants);
 	tcase_add_test(t, fetch_streams_any_frame_size);
+	tcase_add_test(t, fetch_group_older_than_start);
 	tcase_add_test(t, fetch_cut_short_has_no_terminator);
 	tcase_add_test(t, announced_lists_past_64k);
 	tcase_add_test(t, slow_reader_closed_and_fetch_bounded);

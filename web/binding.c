@@ -228,6 +228,21 @@ static void b_info(void *b, struct moq_quic_conn_info *out)
 	out->validated = 1;
 }
 
+static void b_peer(void *b, char *remote, char *local, size_t acap, char *server_name,
+                   size_t scap)
+{
+	struct wconn *c = b;
+	const char *rp, *lp;
+
+	web_conn_addrs(c, remote, local, acap, &rp, &lp);
+	if (!rp)
+		remote[0] = 0;
+	if (!lp)
+		local[0] = 0;
+	if (!web_conn_server_name(c, server_name, scap))
+		server_name[0] = 0;
+}
+
 static const struct moq_binding_ops ws_ops = {
         .stream_open = b_open,
         .stream_write = b_write,
@@ -236,6 +251,7 @@ static const struct moq_binding_ops ws_ops = {
         .close = b_close,
         .get_info = b_info,
         .transport = "websocket",
+        .get_peer = b_peer,
 };
 
 /* the engine's callbacks: what qmux saw, to the session */

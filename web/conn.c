@@ -204,7 +204,7 @@ static void conn_input(struct wconn *c, uint64_t now)
 		ssize_t r;
 
 		if (c->dead || c->st == C_DONE || c->st == C_FETCH || c->st == C_FILE ||
-		    c->st == C_BODY)
+		    c->st == C_BODY || c->st == C_AUTH)
 			break;
 		if (c->st == C_WS && (c->close_after || moq_qmux_closing(c->q)))
 			break;
@@ -245,6 +245,7 @@ void web_conn_free(struct wconn *c)
 		moq_binding_closed(s, 0, 0);
 	}
 	web_fetch_release(c);
+	web_http_auth_release(c);
 	free(c->body);
 	if (c->file_fd >= 0)
 		close(c->file_fd);
@@ -406,6 +407,8 @@ int moq_web_poll(struct moq_web *w, uint64_t now)
 			nx = c->next;
 			if (c->q != NULL && moq_qmux_timers(c->q, now))
 				c->dead = 1; /* idle: closed without a word (RFC 9000, 10.1) */
+			if (c->st == C_AUTH) /* --auth-url: the answer in? (http.c) */
+				web_http_auth_step(c, now);
 			if (c->st == C_FETCH || c->st == C_FILE || c->st == C_BODY || c->q != NULL)
 				conn_service(c, now);
 			/* the write deadline: output pending, not a byte taken */
@@ -555,6 +558,7 @@ void moq_web_destroy(struct moq_web *w)
 		close(w->lfd[i]);
 	if (w->ep >= 0)
 		close(w->ep);
+	web_auth_cache_clear(w);
 	free(w);
 }
 
@@ -572,6 +576,7 @@ void *moq_web_tls_ctx_new(void *quic_ctx)
 	ctx = wolfSSL_CTX_new(wolfSSLv23_server_method());
 	if (ctx == NULL || x == NULL || k == NULL)
 		goto fail;
+	quic_tls_keep_sni(ctx); /* server_name for --auth-url (http.c) */
 	if (wolfSSL_CTX_use_certificate(ctx, x) != WOLFSSL_SUCCESS ||
 	    wolfSSL_CTX_use_PrivateKey(ctx, k) != WOLFSSL_SUCCESS ||
 	    wolfSSL_CTX_check_private_key(ctx) != WOLFSSL_SUCCESS)

@@ -109,6 +109,13 @@ void web_serve_announced(struct wconn *c, const char *prefix, size_t plen, const
 		return;
 	}
 	a.g = g;
+	/* --auth-url: a grant's `root` replaces the dialed path (an alias, as
+	 * for a session: moq/access.c): the listing is the root's */
+	if (g != NULL && moq_auth_url_client(c->w->cfg.auth) != NULL &&
+	    (g->rootlen != (size_t)n || memcmp(g->root, norm, (size_t)n) != 0)) {
+		prefix = g->root;
+		plen = g->rootlen;
+	}
 	n = moq_node_broadcasts(c->w->cfg.node, prefix, plen, ann_cb, &a);
 	moq_auth_grant_free(g);
 	if (n < 0) {
@@ -267,9 +274,15 @@ void web_fetch_step(struct wconn *c, uint64_t now)
 			return;
 		}
 		if (rc != 0) {
+			/* a group this relay's cache does not hold (older than the
+			 * upstream subscription's start, or expired): 404, as
+			 * moq-relay's /fetch answers (track.get_group: None); a
+			 * relay does not FETCH it upstream (docs/DEPLOY.md) */
 			c->fg = NULL;
 			web_fetch_release(c);
-			web_respond_text(c, 404, "Not Found", "no such group\n");
+			web_respond_text(c, 404, "Not Found",
+			                 "no such group in this relay's cache (older than what it "
+			                 "holds, or expired)\n");
 			return;
 		}
 		memset(&c->fcur, 0, sizeof(c->fcur));
@@ -369,8 +382,15 @@ void web_serve_fetch(struct wconn *c, char *rest, size_t rn, const char *query, 
 	memcpy(c->ftrack, slash + 1, c->ftlen);
 	/* a FETCH needs `get` on the broadcast, as a MoQ session's does
 	 * (moq/origin.c, req_path) */
-	ok = web_auth_grant(c, c->fb, c->fblen, query, qn, &g) &&
-	     (g == NULL || moq_auth_grant_allows(g, 0, c->fb, c->fblen));
+	ok = web_auth_grant(c, c->fb, c->fblen, query, qn, &g);
+	/* --auth-url: the grant's `root` (an alias) is the broadcast read */
+	if (ok && g != NULL && moq_auth_url_client(c->w->cfg.auth) != NULL &&
+	    g->rootlen < sizeof(c->fb) &&
+	    (g->rootlen != c->fblen || memcmp(g->root, c->fb, c->fblen) != 0)) {
+		memcpy(c->fb, g->root, g->rootlen);
+		c->fblen = g->rootlen;
+	}
+	ok = ok && (g == NULL || moq_auth_grant_allows(g, 0, c->fb, c->fblen));
 	moq_auth_grant_free(g);
 	if (!ok) {
 		web_respond_text(c, 401, "Unauthorized", "unauthorized\n");

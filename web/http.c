@@ -9,17 +9,24 @@
 #define _GNU_SOURCE
 #include "web_int.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 
 #include "auth.h"
+#include "authurl.h"
+#include "moq.h"
 #include "moq_origin.h"
+#include "moq_pct.h"
 
 /* --- requests ------------------------------------------------------------ */
 
-enum { H_NONE, H_UPGRADE, H_KEY, H_VERSION, H_PROTO, H_ORIGIN };
+enum { H_NONE, H_UPGRADE, H_KEY, H_VERSION, H_PROTO, H_ORIGIN, H_AUTHZ, H_HOST };
 
 static void hcopy(char *dst, size_t cap, size_t *len, const char *p, size_t n)
 {
@@ -68,6 +75,8 @@ static int hp_value(http_parser *p, const char *at, size_t n)
 		         : strcasecmp(c->field, "sec-websocket-version") == 0  ? H_VERSION
 		         : strcasecmp(c->field, "sec-websocket-protocol") == 0 ? H_PROTO
 		         : strcasecmp(c->field, "origin") == 0                 ? H_ORIGIN
+		         : strcasecmp(c->field, "authorization") == 0          ? H_AUTHZ
+		         : strcasecmp(c->field, "host") == 0                   ? H_HOST
 		                                                               : H_NONE;
 		if (c->hdr == H_ORIGIN && c->has_origin++ > 0) /* a second Origin: */
 			hcopy(c->origin, sizeof(c->origin), &c->originlen, ",", 1); /* no match */
@@ -90,6 +99,12 @@ static int hp_value(http_parser *p, const char *at, size_t n)
 		break;
 	case H_ORIGIN:
 		hcopy(c->origin, sizeof(c->origin), &c->originlen, at, n);
+		break;
+	case H_AUTHZ:
+		hcopy(c->authz, sizeof(c->authz), &c->authzlen, at, n);
+		break;
+	case H_HOST:
+		hcopy(c->host, sizeof(c->host), &c->hostlen, at, n);
 		break;
 	default:
 		break;
@@ -140,45 +155,52 @@ int web_query_get(const char *q, size_t qn, const char *k, char *out, size_t cap
 	return found;
 }
 
-static int hexval(char c)
-{
-	return c >= '0' && c <= '9'   ? c - '0'
-	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
-	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
-	                              : -1;
-}
-
 int web_pct_decode(char *s, size_t n, int form)
 {
-	size_t o = 0;
+	return moq_pct_decode(s, n, form); /* common/pct.c: the tree's one decoder */
+}
 
-	for (size_t i = 0; i < n; i++) {
-		int hi = -1, lo = -1;
+/* The token of an `Authorization: Bearer <token>` header (RFC 6750, 2.1;
+ * the scheme case-insensitive), its length in *@n; NULL without one, or
+ * when the value was cut at the buffer (too long: refused, never read as
+ * a shorter token). */
+static const char *bearer(const struct wconn *c, size_t *n)
+{
+	size_t i = 7;
 
-		if (s[i] == '%' && i + 2 < n) {
-			hi = hexval(s[i + 1]);
-			lo = hexval(s[i + 2]);
-		}
-		if (hi >= 0 && lo >= 0) {
-			s[o++] = (char)(hi << 4 | lo);
-			i += 2;
-		} else if (s[i] == '%' && !form) {
-			return -1;
-		} else {
-			s[o++] = form && s[i] == '+' ? ' ' : s[i];
-		}
-	}
-	return (int)o;
+	if (c->authzlen < 8 || c->authzlen + 1 >= sizeof(c->authz) ||
+	    strncasecmp(c->authz, "bearer ", 7) != 0)
+		return NULL;
+	while (i < c->authzlen && c->authz[i] == ' ')
+		i++;
+	*n = c->authzlen - i;
+	while (*n > 0 && c->authz[i + *n - 1] == ' ')
+		(*n)--;
+	return *n ? c->authz + i : NULL;
+}
+
+static int url_mode(const struct wconn *c)
+{
+	return c->w->cfg.auth != NULL && moq_auth_url_client(c->w->cfg.auth) != NULL;
 }
 
 int web_auth_grant(struct wconn *c, const char *path, size_t plen, const char *query, size_t qn,
                    struct moq_auth_grant **g)
 {
 	char target[3072], *jwt;
-	size_t pl, jl = 0;
+	const char *bt;
+	size_t pl, jl = 0, bl = 0;
 	int rc;
 
 	*g = NULL;
+	if (url_mode(c)) {
+		/* --auth-url: the grant the auth server gave this request
+		 * (web_http_auth_step), used once */
+		*g = c->agrant;
+		c->agrant = NULL;
+		c->anon = 0;
+		return *g != NULL;
+	}
 	/* as a lite-05 SETUP Path "path?query": auth.c reads its `jwt` */
 	rc = snprintf(target, sizeof(target), "%.*s%s%.*s", (int)plen, path, qn ? "?" : "", (int)qn,
 	              query);
@@ -189,10 +211,327 @@ int web_auth_grant(struct wconn *c, const char *path, size_t plen, const char *q
 	    moq_auth_split_query(target, (size_t)rc, &pl, jwt, MOQ_AUTH_MAX_TOKEN + 1, &jl) != 0)
 		jl = 1; /* not anonymous: refused below, or a grant */
 	free(jwt);
-	c->anon = c->w->cfg.auth == NULL || jl == 0;
+	bt = bearer(c, &bl);
+	if (c->authzlen > 0 && bt == NULL)
+		bl = 1; /* an Authorization that is no Bearer token: not anonymous */
+	c->anon = c->w->cfg.auth == NULL || (jl == 0 && bl == 0);
 	if (c->w->cfg.auth == NULL)
 		return 1;
+	if (jl == 0 && bt != NULL) /* the header's token when the query has none */
+		return moq_auth_verify(c->w->cfg.auth, path, plen, bt, bl, g) == MOQ_AUTH_OK;
+	if (jl == 0 && bl != 0)
+		return 0;
 	return moq_auth_connect(c->w->cfg.auth, target, (size_t)rc, g) == MOQ_AUTH_OK;
+}
+
+/* --- --auth-url admission of /announced, /fetch, /status/metrics --------- */
+
+/* The path a request is admitted at (request.rs `path`, what the grant's
+ * patterns are relative to): "/" and the prefix of /announced/<prefix>, the
+ * broadcast of /fetch/<broadcast>/<track>, "/" for /status/metrics; decoded
+ * and normalised as routing reads them (moq_path_norm). Returns its length,
+ * or -1 when the route is not admitted here (other routes; a path the
+ * handler answers 400). */
+static int admit_path(const char *path, size_t pl, char *out, size_t cap)
+{
+	char buf[2048];
+	size_t n;
+	int k;
+
+	if (pl == 15 && memcmp(path, "/status/metrics", 15) == 0) {
+		snprintf(out, cap, "/");
+		return 1;
+	}
+	if ((pl == 10 && memcmp(path, "/announced", 10) == 0) ||
+	    (pl > 10 && memcmp(path, "/announced/", 11) == 0)) {
+		n = pl - 10;
+		memcpy(buf, path + 10, n);
+	} else if (pl > 7 && memcmp(path, "/fetch/", 7) == 0) {
+		char *sl;
+
+		n = pl - 7;
+		memcpy(buf, path + 7, n);
+		k = web_pct_decode(buf, n, 0);
+		if (k < 0)
+			return -1;
+		n = (size_t)k;
+		while (n > 0 && buf[n - 1] == '/')
+			n--;
+		sl = memrchr(buf, '/', n);
+		if (sl == NULL || sl == buf)
+			return -1;
+		n = (size_t)(sl - buf);
+		out[0] = '/';
+		k = moq_path_norm(out + 1, cap - 2, buf, n);
+		if (k <= 0)
+			return -1;
+		out[k + 1] = 0;
+		return k + 1;
+	} else {
+		return -1;
+	}
+	k = web_pct_decode(buf, n, 0);
+	if (k < 0)
+		return -1;
+	out[0] = '/';
+	k = moq_path_norm(out + 1, cap - 2, buf, (size_t)k);
+	if (k < 0)
+		return -1;
+	out[k + 1] = 0;
+	return k + 1;
+}
+
+/* "ip:port" / "[ip6]:port" of @fd's peer (@peer) or its own address. */
+static const char *sock_addr(int fd, int peer, char *out, size_t cap)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char ip[INET6_ADDRSTRLEN];
+
+	if (fd < 0 || (peer ? getpeername(fd, (struct sockaddr *)&ss, &sl)
+	                    : getsockname(fd, (struct sockaddr *)&ss, &sl)) != 0)
+		return NULL;
+	if (ss.ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+		inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
+		snprintf(out, cap, "%s:%u", ip, ntohs(a->sin_port));
+	} else if (ss.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+		inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
+		snprintf(out, cap, "[%s]:%u", ip, ntohs(a->sin6_port));
+	} else {
+		return NULL;
+	}
+	return out;
+}
+
+int web_conn_addrs(const struct wconn *c, char *remote, char *local, size_t cap,
+                   const char **rp, const char **lp)
+{
+	*rp = sock_addr(c->fd, 1, remote, cap);
+	*lp = sock_addr(c->fd, 0, local, cap);
+	return 0;
+}
+
+const char *web_conn_server_name(const struct wconn *c, char *out, size_t cap)
+{
+	/* request.rs server_name: the SNI, else the request's authority */
+	if (c->ssl != NULL) {
+		void *sni = NULL;
+		unsigned short n = wolfSSL_SNI_GetRequest(c->ssl, WOLFSSL_SNI_HOST_NAME, &sni);
+
+		if (n > 0 && sni != NULL && n < cap) {
+			memcpy(out, sni, n);
+			out[n] = 0;
+			return out;
+		}
+	}
+	if (c->hostlen > 0 && c->hostlen + 1 < sizeof(c->host) && c->hostlen < cap) {
+		memcpy(out, c->host, c->hostlen);
+		out[c->hostlen] = 0;
+		return out;
+	}
+	return NULL;
+}
+
+static uint64_t real_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void web_auth_cache_clear(struct moq_web *w)
+{
+	for (unsigned i = 0; i < AUTH_CACHE_N; i++) {
+		free(w->acache[i].key);
+		moq_auth_grant_free(w->acache[i].grant);
+		w->acache[i].key = NULL;
+		w->acache[i].grant = NULL;
+	}
+}
+
+/* The cache key of @c's request admitted at @ap: what the server's answer
+ * depends on (the path, the raw query, the presented token). */
+static char *cache_key(const struct wconn *c, const char *ap, const char *query, size_t qn)
+{
+	size_t n = strlen(ap) + qn + c->authzlen + 3;
+	char *k = malloc(n);
+
+	if (k != NULL)
+		snprintf(k, n, "%s?%.*s\n%.*s", ap, (int)qn, query, (int)c->authzlen, c->authz);
+	return k;
+}
+
+static struct moq_auth_grant *cache_get(struct moq_web *w, const char *key, uint64_t now)
+{
+	for (unsigned i = 0; i < AUTH_CACHE_N; i++) {
+		struct web_auth_entry *e = &w->acache[i];
+
+		if (e->key == NULL)
+			continue;
+		if (now >= e->until) { /* its lifetime is over: asked again */
+			free(e->key);
+			moq_auth_grant_free(e->grant);
+			e->key = NULL;
+			e->grant = NULL;
+			continue;
+		}
+		if (strcmp(e->key, key) == 0) {
+			w->st.auth_cache_hits++;
+			return moq_auth_grant_dup(e->grant);
+		}
+	}
+	return NULL;
+}
+
+/* Keep @g (copied) under @key for its lifetime: until its `expires`, its
+ * revalidate cadence @reval_ns, at most AUTH_CACHE_MAX_NS. */
+static void cache_put(struct moq_web *w, char *key, const struct moq_auth_grant *g,
+                      uint64_t reval_ns, uint64_t now)
+{
+	uint64_t ttl = AUTH_CACHE_MAX_NS;
+	struct web_auth_entry *e = NULL;
+
+	if (reval_ns && reval_ns < ttl)
+		ttl = reval_ns;
+	if (g->has_exp) {
+		uint64_t wall = moq_auth_now_ns(w->cfg.auth);
+		uint64_t at = g->exp > 0 ? (uint64_t)g->exp * 1000000000ull : 0;
+
+		if (at <= wall) {
+			free(key);
+			return;
+		}
+		if (at - wall < ttl)
+			ttl = at - wall;
+	}
+	for (unsigned i = 0; i < AUTH_CACHE_N && e == NULL; i++)
+		if (w->acache[i].key == NULL || now >= w->acache[i].until)
+			e = &w->acache[i];
+	if (e == NULL) { /* full: the one that ends first goes */
+		e = &w->acache[0];
+		for (unsigned i = 1; i < AUTH_CACHE_N; i++)
+			if (w->acache[i].until < e->until)
+				e = &w->acache[i];
+	}
+	free(e->key);
+	moq_auth_grant_free(e->grant);
+	e->grant = moq_auth_grant_dup(g);
+	e->key = e->grant ? key : NULL;
+	if (e->grant == NULL)
+		free(key);
+	e->until = now + ttl;
+}
+
+static void request(struct wconn *c, uint64_t now);
+
+/* Ask the auth server about @c's request (admitted at @ap), or take a
+ * cached answer. The request is parked (C_AUTH) until it comes; the poll
+ * loop goes on (web_http_auth_step). */
+static void http_admit(struct wconn *c, const char *ap, const char *query, size_t qn,
+                       uint64_t now)
+{
+	struct moq_auth_url_info info = {.transport = "http", .path = ap, .role = "subscriber"};
+	char remote[64], local[64], sni[256], *q = NULL, *key;
+	size_t bl = 0;
+
+	key = cache_key(c, ap, query, qn);
+	if (key == NULL) {
+		web_respond_text(c, 503, "Service Unavailable", "out of memory\n");
+		return;
+	}
+	c->agrant = cache_get(c->w, key, now);
+	free(key);
+	if (c->agrant != NULL) {
+		c->aust = 2;
+		request(c, now);
+		return;
+	}
+	web_conn_addrs(c, remote, local, sizeof(remote), &info.remote, &info.local);
+	info.server_name = web_conn_server_name(c, sni, sizeof(sni));
+	if (qn > 0 && (q = strndup(query, qn)) == NULL) {
+		web_respond_text(c, 503, "Service Unavailable", "out of memory\n");
+		return;
+	}
+	info.query = q;
+	info.token = bearer(c, &bl);
+	info.token_len = bl;
+	c->areq = moq_auth_url_connect(moq_auth_url_client(c->w->cfg.auth), &info);
+	free(q);
+	if (c->areq == NULL) {
+		web_respond_text(c, 503, "Service Unavailable", "out of memory\n");
+		return;
+	}
+	c->w->st.auth_asked++;
+	c->aust = 1;
+	c->at0_real = real_ns();
+	c->adeadline = now + MOQ_AUTH_URL_TIMEOUT_NS + AUTH_PARK_SLACK_NS;
+	c->st = C_AUTH;
+}
+
+void web_http_auth_step(struct wconn *c, uint64_t now)
+{
+	struct moq_auth_grant *g = NULL;
+	int fresh = 0, result = MOQ_AUTH_UNAVAILABLE;
+	char why[200] = "";
+
+	if (c->aust != 1 || c->areq == NULL)
+		return;
+	if (moq_auth_req_poll(c->areq, &fresh, &g, &result, why, sizeof(why)) ==
+	    MOQ_AUTH_REQ_PENDING) {
+		if (now < c->adeadline)
+			return;
+		/* the auth client's own deadline passed and more: fail closed */
+		c->aust = 2;
+		c->aresult = MOQ_AUTH_UNAVAILABLE;
+		c->st = C_HTTP;
+		moq_auth_req_end(c->areq, "refused", 0, 0, 0);
+		c->areq = NULL;
+		web_respond_text(c, 504, "Gateway Timeout", "the auth server did not answer\n");
+		return;
+	}
+	if (!fresh)
+		return;
+	c->aust = 2;
+	c->aresult = g ? MOQ_AUTH_OK : result;
+	c->st = C_HTTP;
+	if (g == NULL) {
+		/* moq-relay: a refusal is 401, a server that is down or answers
+		 * nonsense 502 (auth.rs, Error -> StatusCode); nothing is cached */
+		moq_auth_req_end(c->areq, "refused", 0, 0, 0);
+		c->areq = NULL;
+		if (result == MOQ_AUTH_REFUSED)
+			web_respond_text(c, 401, "Unauthorized", "unauthorized\n");
+		else
+			web_respond_text(c, 502, "Bad Gateway", "auth server unavailable\n");
+		return;
+	}
+	{
+		char ap[2100], *qm = memchr(c->url, '?', c->urllen);
+		size_t pl = qm ? (size_t)(qm - c->url) : c->urllen;
+		int n = admit_path(c->url, pl, ap, sizeof(ap));
+		char *key = n >= 0 ? cache_key(c, ap, qm ? qm + 1 : "", qm ? c->urllen - pl - 1 : 0)
+		                   : NULL;
+
+		if (key != NULL)
+			cache_put(c->w, key, g, moq_auth_req_revalidate_ns(c->areq), now);
+	}
+	c->agrant = g;
+	request(c, now);
+}
+
+void web_http_auth_release(struct wconn *c)
+{
+	moq_auth_grant_free(c->agrant);
+	c->agrant = NULL;
+	if (c->areq != NULL) {
+		/* admitted and ended within the request (request.rs, Http) */
+		moq_auth_req_end(c->areq, "disconnected", c->wout, c->req_bytes,
+		                 real_ns() - c->at0_real);
+		c->areq = NULL;
+	}
 }
 
 /* What may leave for another origin's page: an answer made without a
@@ -294,7 +633,8 @@ static void request(struct wconn *c, uint64_t now)
 	const char *query = qm ? qm + 1 : "";
 	size_t qn = qm ? c->urllen - pl - 1 : 0;
 
-	c->w->st.requests++;
+	if (c->aust == 0)
+		c->w->st.requests++;
 	if (c->hp.method != HTTP_GET) {
 		web_respond_text(c, 405, "Method Not Allowed", "GET only\n");
 		return;
@@ -306,6 +646,16 @@ static void request(struct wconn *c, uint64_t now)
 	if (c->hp.upgrade || c->upgradelen > 0) {
 		serve_ws(c, now);
 		return;
+	}
+	if (c->aust == 0 && url_mode(c) && !c->w->dry) {
+		/* --auth-url: /announced, /fetch and /status/metrics are admitted
+		 * by the auth server first (transport "http") */
+		char ap[2100];
+
+		if (admit_path(path, pl, ap, sizeof(ap)) >= 0) {
+			http_admit(c, ap, query, qn, now);
+			return;
+		}
 	}
 	if (pl == 7 && memcmp(path, "/health", 7) == 0) {
 		if (c->w->draining)
@@ -341,7 +691,7 @@ static void request(struct wconn *c, uint64_t now)
 
 		memcpy(rest, path + 7, pl - 7);
 		web_serve_fetch(c, rest, pl - 7, query, qn, now);
-	} else if (web_serve_status(c, path, pl)) { /* /status, /status/...: status.c */
+	} else if (web_serve_status(c, path, pl, query, qn)) { /* /status, /status/...: status.c */
 	} else {
 		web_respond_text(c, 404, "Not Found", "not found\n");
 	}

@@ -12,19 +12,43 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "status_files.h"
 
 /* /status/metrics: room for the Prometheus text (mgmt.c's own buffer is
  * 64 KiB; links and workers add series). */
 #define STATUS_METRICS_CAP (256 * 1024)
 
-static void serve_metrics(struct wconn *c)
+/* /status/metrics is the relay's whole counter set, what /metrics gives on
+ * --mgmt (the operator's listener, loopback by default): with --auth-* it
+ * answers only a grant that may subscribe to everything (a token or an
+ * auth server's grant of `**` from the root, or --auth-public `**`), 401
+ * otherwise (docs/DEPLOY.md, The /status page); without --auth-*, as open
+ * as /announced. */
+static int metrics_allowed(struct wconn *c, const char *query, size_t qn)
+{
+	struct moq_auth_grant *g = NULL;
+	int ok;
+
+	if (c->w->cfg.auth == NULL)
+		return 1;
+	ok = web_auth_grant(c, "", 0, query, qn, &g) && g != NULL &&
+	     moq_auth_grant_covers_all(g, 0);
+	moq_auth_grant_free(g);
+	return ok;
+}
+
+static void serve_metrics(struct wconn *c, const char *query, size_t qn)
 {
 	char h[256];
 	int n;
 
 	if (c->w->cfg.metrics == NULL || c->w->dry) {
 		web_respond_text(c, 404, "Not Found", "no metrics\n");
+		return;
+	}
+	if (!metrics_allowed(c, query, qn)) {
+		web_respond_text(c, 401, "Unauthorized", "unauthorized\n");
 		return;
 	}
 	c->body = malloc(STATUS_METRICS_CAP);
@@ -53,7 +77,7 @@ static void serve_metrics(struct wconn *c)
 	web_body_step(c);
 }
 
-int web_serve_status(struct wconn *c, const char *path, size_t pl)
+int web_serve_status(struct wconn *c, const char *path, size_t pl, const char *query, size_t qn)
 {
 	if ((pl == 7 || pl == 8) && memcmp(path, "/status/", pl) == 0)
 		web_respond(c, 200, "OK", "text/html; charset=utf-8",
@@ -62,7 +86,7 @@ int web_serve_status(struct wconn *c, const char *path, size_t pl)
 		web_respond(c, 200, "OK", "text/javascript; charset=utf-8",
 		            (const char *)web_status_status_js, web_status_status_js_len);
 	else if (pl == 15 && memcmp(path, "/status/metrics", 15) == 0)
-		serve_metrics(c);
+		serve_metrics(c, query, qn);
 	else
 		return 0;
 	return 1;

@@ -250,6 +250,9 @@ struct moq_web_stats {
 	uint64_t fetches_refused; /* /fetch refused past max_fetches (503) */
 	uint64_t refused_origin;  /* WebSocket upgrades refused 403 (allowed_origins) */
 	uint64_t bytes_in, bytes_out;
+	/* --auth-url: HTTP requests asked of the auth server, answered from
+	 * the listener's cache (http.c) */
+	uint64_t auth_asked, auth_cache_hits;
 };
 
 /*

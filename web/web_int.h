@@ -30,6 +30,24 @@
 #include "cache.h"
 
 struct moq_auth_grant;
+struct moq_auth_req;
+
+/* An Authorization header's room: "Bearer " and a token of auth.h's bound. */
+#define MOQ_AUTH_MAX_TOKEN_HDR (4096 + 16)
+/* --auth-url answers for /announced, /fetch, /status/metrics kept per
+ * listener (http.c), each for its grant's lifetime: until its `expires`, its
+ * `revalidate` cadence, and at most AUTH_CACHE_MAX_NS. */
+#define AUTH_CACHE_N      64
+#define AUTH_CACHE_MAX_NS 60000000000ull
+/* A parked request waits this long past the auth client's own deadline
+ * (authurl.h, 10 s) before it is answered 504. */
+#define AUTH_PARK_SLACK_NS 1000000000ull
+
+struct web_auth_entry {
+	char *key; /* "<path>?<query>\n<authorization>"; NULL = free */
+	struct moq_auth_grant *grant;
+	uint64_t until; /* poll clock */
+};
 
 /* Request line + headers of one request (431 beyond). */
 #define REQ_MAX 8192
@@ -80,7 +98,8 @@ enum cstate {
 	C_BODY,
 	C_DONE,
 	C_CONNECTING,
-	C_WS_HS
+	C_WS_HS,
+	C_AUTH /* --auth-url: the request waits for the auth server (http.c) */
 };
 
 struct wconn {
@@ -113,6 +132,20 @@ struct wconn {
 	char origin[256]; /* the Origin field (has_origin: the request had one) */
 	size_t originlen;
 	int has_origin;
+	/* Authorization: Bearer <token> (authzlen 0: none; the value cut at
+	 * the buffer is refused as too long) and Host (request.rs server_name
+	 * on plain HTTP) */
+	char authz[MOQ_AUTH_MAX_TOKEN_HDR];
+	size_t authzlen;
+	char host[256];
+	size_t hostlen;
+	/* --auth-url admission of this request (http.c): its lifecycle with
+	 * the server (ended when the connection goes), the grant it gave (taken
+	 * by web_auth_grant), the state (0 not asked, 1 waiting, 2 answered) */
+	struct moq_auth_req *areq;
+	struct moq_auth_grant *agrant;
+	int aust, aresult;
+	uint64_t adeadline, at0_real;
 	/* WebSocket + qmux */
 	wslay_frame_context_ptr wsf;
 	uint64_t frame_left;
@@ -178,6 +211,7 @@ struct moq_web {
 	int dry;      /* moq_web_req_parse: decide, touch no node, no socket */
 	int draining; /* moq_web_drain: /health answers 503 */
 	struct moq_web_stats st;
+	struct web_auth_entry acache[AUTH_CACHE_N];
 };
 
 /* --- conn.c: output and the connection's life ---------------------------- */
@@ -230,6 +264,22 @@ int web_pct_decode(char *s, size_t n, int form);
  * frees it; NULL without cfg.auth), 0 when refused; sets c->anon. */
 int web_auth_grant(struct wconn *c, const char *path, size_t plen, const char *query, size_t qn,
                    struct moq_auth_grant **g);
+/* web_conn_addrs: @c's peer and own addresses, "ip:port" / "[ip6]:port"
+ * (request.rs remote, local), into @remote / @local (@cap bytes each);
+ * *@rp / *@lp NULL when unknown. */
+int web_conn_addrs(const struct wconn *c, char *remote, char *local, size_t cap,
+                   const char **rp, const char **lp);
+/* web_conn_server_name: the TLS SNI, else the Host header (request.rs
+ * server_name), NULL when neither. */
+const char *web_conn_server_name(const struct wconn *c, char *out, size_t cap);
+/* web_http_auth_step: a request parked for the auth server (C_AUTH): the
+ * answer in, the request served (or refused). */
+void web_http_auth_step(struct wconn *c, uint64_t now);
+/* web_http_auth_release: the connection goes: post its `end`, free what
+ * the admission holds. */
+void web_http_auth_release(struct wconn *c);
+/* web_auth_cache_clear: the listener's cached answers freed. */
+void web_auth_cache_clear(struct moq_web *w);
 /* web_cors: the Access-Control-Allow-Origin line for a 200 with data: only
  * on answers made without a token. */
 const char *web_cors(const struct wconn *c);
@@ -275,8 +325,9 @@ void web_serve_announced(struct wconn *c, const char *prefix, size_t plen, const
 void web_body_step(struct wconn *c);
 
 /* web_serve_status (status.c): /status, /status/status.js, /status/metrics;
- * returns 1 when @path (@pl bytes, no query) is one of them (answered), 0. */
-int web_serve_status(struct wconn *c, const char *path, size_t pl);
+ * returns 1 when @path (@pl bytes, no query; @query the request's) is one
+ * of them (answered), 0. */
+int web_serve_status(struct wconn *c, const char *path, size_t pl, const char *query, size_t qn);
 void web_serve_fetch(struct wconn *c, char *rest, size_t rn, const char *query, size_t qn,
                      uint64_t now);
 void web_fetch_step(struct wconn *c, uint64_t now);

@@ -245,7 +245,7 @@ function update(m) {
 async function poll() {
 	const state = document.getElementById("state");
 	try {
-		const r = await fetch("/status/metrics", { cache: "no-store" });
+		const r = await fetch(`/status/metrics${jwt ? `?jwt=${encodeURIComponent(jwt)}` : ""}`, { cache: "no-store" });
 		if (!r.ok) throw new Error(`/status/metrics: ${r.status}`);
 		update(parse(await r.text()));
 		state.textContent = `live, sample ${status.samples}`;
