@@ -33,6 +33,7 @@
 #include "moq_err.h"
 #include "authurl.h"
 #include "moq_pct.h"
+#include "moq_path.h"
 #include "pattern.h"
 
 /* ------------------------------------------------------------ algorithms */
@@ -236,31 +237,24 @@ static uint8_t *b64_member(json_t *o, const char *name, size_t *len)
 
 /* ------------------------------------------------------------------ paths */
 
-/* moq-token, path.rs: normalise (drop empty segments) into a new string. */
+/* moq-token, path.rs: normalise (drop empty segments) into a new string,
+ * with moq/'s routing's normaliser (moq_path.h; no segment bound here: a
+ * path routing refuses is never reached) */
 static char *norm_dup(const char *p, size_t len, size_t *out_len)
 {
 	char *d = malloc(len + 1);
-	size_t o = 0, i = 0;
+	long o;
 
 	if (!d)
 		return NULL;
-	while (i < len) {
-		size_t s;
-		while (i < len && p[i] == '/')
-			i++;
-		s = i;
-		while (i < len && p[i] != '/')
-			i++;
-		if (i > s) {
-			if (o)
-				d[o++] = '/';
-			memcpy(d + o, p + s, i - s);
-			o += i - s;
-		}
+	o = moq_path_normalise(d, len, p, len, (size_t)-1);
+	if (o < 0) { /* cannot happen: never longer than @p */
+		free(d);
+		return NULL;
 	}
 	d[o] = 0;
 	if (out_len)
-		*out_len = o;
+		*out_len = (size_t)o;
 	return d;
 }
 

@@ -9,6 +9,7 @@
 
 #include "lite06_codec.h"
 #include "moq_err.h"
+#include "moq_path.h"
 
 /* ---- varints: RFC 9000, 16 ---- */
 
@@ -71,28 +72,12 @@ int64_t moq_unzigzag(uint64_t u)
 
 int moq_path_norm(char *dst, size_t cap, const char *src, size_t len)
 {
-	size_t o = 0, segs = 0;
-	size_t i = 0;
+	long o = moq_path_normalise(dst, cap, src, len, MOQ_PATH_MAX_SEGMENTS);
 
-	while (i < len) {
-		size_t s;
-
-		while (i < len && src[i] == '/')
-			i++;
-		if (i == len)
-			break;
-		s = i;
-		while (i < len && src[i] != '/')
-			i++;
-		if (++segs > MOQ_PATH_MAX_SEGMENTS)
-			return MOQ_ERR_DECODE;
-		if (o + (o ? 1 : 0) + (i - s) > cap)
-			return MOQ_ERR_TOO_LARGE;
-		if (o)
-			dst[o++] = '/';
-		memcpy(dst + o, src + s, i - s);
-		o += i - s;
-	}
+	if (o == MOQ_PATH_NORM_SEGMENTS)
+		return MOQ_ERR_DECODE;
+	if (o < 0)
+		return MOQ_ERR_TOO_LARGE;
 	return (int)o;
 }
 
