@@ -315,6 +315,8 @@ struct side {
 	struct fp_close_info ci;
 	int resets, stops, streams_closed, opened, paths, paths_ok, writable;
 	int fail_cb;
+	/* datagrams received (DG_* payloads checked) */
+	int dg_in, dg_bad;
 };
 
 struct pair {
@@ -419,7 +421,33 @@ static void cb_writable(struct fp_conn *c, void *user, int64_t sid)
 	s->writable++;
 }
 
+/* A test datagram: a 4-byte sequence number, then 20 + seq % 300 bytes of
+ * the pattern from seq * 13 (every payload checkable on arrival). */
+#define DG_LEN(seq) (20u + (seq) % 300u)
+static int dg_check(const uint8_t *d, size_t n, uint32_t *seq)
+{
+	uint32_t q;
+	if (n < 4)
+		return -1;
+	q = (uint32_t)d[0] << 24 | (uint32_t)d[1] << 16 | (uint32_t)d[2] << 8 | d[3];
+	*seq = q;
+	if (n != 4 + DG_LEN(q) || memcmp(d + 4, pattern + (size_t)q * 13, n - 4) != 0)
+		return -1;
+	return 0;
+}
+
+static void cb_dgram(struct fp_conn *c, void *user, const uint8_t *d, size_t n)
+{
+	struct side *s = user;
+	uint32_t q;
+	(void)c;
+	if (dg_check(d, n, &q) < 0)
+		s->dg_bad++;
+	s->dg_in++;
+}
+
 static const struct fp_callbacks test_cb = {
+        .datagram = cb_dgram,
         .stream_data = cb_data,
         .stream_open = cb_open,
         .stream_reset = cb_reset,
@@ -1169,6 +1197,12 @@ struct ix {
 	uint64_t srx;
 };
 static struct ix *gx;
+/* ix_new: max_datagram_frame_size on both sides (0: none) */
+static uint64_t ix_dgram_size;
+/* the client's datagrams received: per sequence number, and bad ones */
+#define IX_DG_MAX 4096
+static uint8_t ix_dg_seen[IX_DG_MAX];
+static int ix_dg_bad, ix_dg_dup, ix_dg_in;
 
 static int ix_slot(int64_t sid)
 {
@@ -1234,7 +1268,19 @@ static void ccb_closed(struct moq_quic_conn *c, void *user, const struct moq_qui
 	gx->cc = NULL;
 }
 
+static void ccb_dgram(struct moq_quic_conn *c, void *user, const uint8_t *d, size_t n)
+{
+	uint32_t q;
+	(void)c, (void)user;
+	ix_dg_in++;
+	if (dg_check(d, n, &q) < 0 || q >= IX_DG_MAX)
+		ix_dg_bad++;
+	else if (ix_dg_seen[q]++)
+		ix_dg_dup++;
+}
+
 static const struct moq_quic_callbacks ccbs = {
+        .datagram = ccb_dgram,
         .conn_new = ccb_new,
         .established = ccb_est,
         .stream_open = ccb_open,
@@ -1322,6 +1368,7 @@ static struct ix *ix_new(uint64_t cli_stream_win, uint64_t cli_conn_win,
 	 * handoff's scratch; the connection is never marked for a handoff
 	 * (moq_quic_conn_allow_handoff), so its own engine stays empty */
 	sc.fastpath = 1;
+	sc.max_datagram_frame_size = ix_dgram_size;
 	cc = sc;
 	cc.fastpath = 0;
 	cc.role = MOQ_QUIC_CLIENT;
@@ -1576,6 +1623,125 @@ START_TEST(ix_bulk_loss_key_update)
 }
 END_TEST
 
+/* RFC 9221 on the fast path (fastpath/dgram.c): a connection that
+ * negotiated datagrams with a real ngtcp2 client is exported; the engine
+ * sends datagrams (a header copied, the payload referenced and released
+ * once sealed) and receives the client's, with 10% loss both ways: every
+ * payload checked, each received at most once (none retransmitted), each
+ * sent one acknowledged or counted lost, and some lost. */
+static int ix_rel;
+static void ix_release(void *arg)
+{
+	(void)arg;
+	ix_rel++;
+}
+
+START_TEST(ix_datagrams_loss)
+{
+	struct ix *x;
+	struct fp_stats st;
+	struct fp_conn_info ci;
+	uint32_t seq, n = 1500, cn = 200, got = 0, i;
+	size_t max;
+
+	memset(ix_dg_seen, 0, sizeof(ix_dg_seen));
+	ix_dg_bad = ix_dg_dup = ix_dg_in = 0;
+	ix_rel = 0;
+	ix_dgram_size = 1200;
+	x = ix_new(0, 0, NULL);
+	ix_dgram_size = 0;
+	max = fp_dgram_max(x->es.c);
+	/* the peer's limit less the frame header, within one packet */
+	ck_assert_uint_gt(max, 4 + DG_LEN(299));
+	ck_assert_uint_le(max, 1200 - 9);
+	{
+		/* too large, and too many pieces: refused, nothing released */
+		struct fp_iov big = {pattern, max + 1};
+		ck_assert_int_eq(fp_dgram_send(x->es.c, NULL, 0, &big, 1, ix_release, NULL),
+		                 MOQ_ERR_TOO_LARGE);
+		ck_assert_int_eq(fp_dgram_send(x->es.c, NULL, 0, &big, FP_DGRAM_IOV + 1,
+		                               ix_release, NULL),
+		                 MOQ_ERR_INVAL);
+		ck_assert_int_eq(ix_rel, 0);
+	}
+	x->drop_pct = 10;
+	for (seq = 0; seq < n || (cn && seq < n + cn);) {
+		/* 10 a round (500/s: within the queue of 64 and the window) */
+		for (i = 0; i < 10 && seq < n; i++, seq++) {
+			uint8_t h[4] = {(uint8_t)(seq >> 24), (uint8_t)(seq >> 16),
+			                (uint8_t)(seq >> 8), (uint8_t)seq};
+			struct fp_iov v[2] = {{pattern + (size_t)seq * 13, 10},
+			                      {pattern + (size_t)seq * 13 + 10, DG_LEN(seq) - 10}};
+			ck_assert_int_eq(fp_dgram_send(x->es.c, h, 4, v, 2, ix_release, NULL), 0);
+		}
+		for (i = 0; i < 5 && got < cn; i++, got++) {
+			uint32_t q = got;
+			uint8_t h[4] = {(uint8_t)(q >> 24), (uint8_t)(q >> 16), (uint8_t)(q >> 8),
+			                (uint8_t)q};
+			struct iovec v = {pattern + (size_t)q * 13, DG_LEN(q)};
+			ck_assert_int_eq(moq_quic_dgram_send(x->cc, h, 4, &v, 1, NULL, NULL), 0);
+		}
+		ix_run(x, NULL, 20000000ull);
+		ck_assert(!x->cclosed && !x->es.closed);
+		if (seq >= n && got >= cn)
+			break;
+	}
+	/* until everything sent is acknowledged or declared lost */
+	for (i = 0; i < 500; i++) {
+		fp_conn_get_info(x->es.c, &ci);
+		fp_engine_stats(x->e, &st);
+		if (ci.bytes_in_flight == 0 && st.dgrams_acked + st.dgrams_lost == n)
+			break;
+		ix_run(x, NULL, 20000000ull);
+	}
+	fp_engine_stats(x->e, &st);
+	fprintf(stderr,
+	        "ix_datagrams_loss: out %llu acked %llu lost %llu dropped %llu; client got %d (%d "
+	        "bad, %d "
+	        "twice); engine got %d of %u; dropped %llu packets\n",
+	        (unsigned long long)st.dgrams_out, (unsigned long long)st.dgrams_acked,
+	        (unsigned long long)st.dgrams_lost, (unsigned long long)st.dgrams_dropped, ix_dg_in,
+	        ix_dg_bad, ix_dg_dup, x->es.dg_in,
+	        cn, (unsigned long long)x->dropped);
+	ck_assert(!x->cclosed && !x->es.closed);
+	/* all written and released, none dropped unsent */
+	ck_assert_uint_eq(st.dgrams_out, n);
+	ck_assert_uint_eq(st.dgrams_dropped, 0);
+	ck_assert_int_eq(ix_rel, (int)n);
+	/* each acknowledged or lost, some lost; nothing retransmitted */
+	ck_assert_uint_eq(st.dgrams_acked + st.dgrams_lost, n);
+	ck_assert_uint_gt(st.dgrams_lost, 0);
+	ck_assert_uint_eq(st.pkts_retransmitted_bytes, 0);
+	/* the client: every payload intact, none twice, at least every one
+	 * acknowledged (a lost ACK may make one both received and "lost") */
+	ck_assert_int_eq(ix_dg_bad, 0);
+	ck_assert_int_eq(ix_dg_dup, 0);
+	ck_assert_int_ge(ix_dg_in, (int)st.dgrams_acked);
+	ck_assert_int_lt(ix_dg_in, (int)n);
+	/* the client's datagrams through the engine's callback, checked */
+	ck_assert_uint_eq(st.dgrams_in, (uint64_t)x->es.dg_in);
+	ck_assert_int_eq(x->es.dg_bad, 0);
+	ck_assert_int_gt(x->es.dg_in, (int)cn / 2);
+	ck_assert_int_lt(x->es.dg_in, (int)cn);
+	ck_assert_uint_eq(st.dgrams_in_dropped, 0);
+	/* closing releases what is still queued (counted dropped) */
+	{
+		struct fp_iov v = {pattern, 100};
+		for (i = 0; i < FP_DGRAM_QUEUE + 3; i++)
+			ck_assert_int_eq(fp_dgram_send(x->es.c, NULL, 0, &v, 1, ix_release, NULL),
+			                 0);
+		fp_engine_stats(x->e, &st);
+		ck_assert_uint_eq(st.dgrams_dropped, 3); /* the oldest went */
+		ck_assert_int_eq(ix_rel, (int)n + 3);
+		ck_assert_int_eq(fp_conn_close(x->es.c, 1, 0, "done"), 0);
+		ck_assert_int_eq(ix_rel, (int)n + FP_DGRAM_QUEUE + 3);
+		fp_engine_stats(x->e, &st);
+		ck_assert_uint_eq(st.dgrams_dropped, FP_DGRAM_QUEUE + 3);
+	}
+	ix_free(x);
+}
+END_TEST
+
 /* The client's address changes (a NAT rebinding) mid-stream. */
 START_TEST(ix_migration)
 {
@@ -1798,6 +1964,7 @@ Suite *fastpath_suite(void)
 	tcase_add_test(t, ix_ping_idle);
 	tcase_add_test(t, ix_peer_streams);
 	tcase_add_test(t, ix_stateless_reset);
+	tcase_add_test(t, ix_datagrams_loss);
 	suite_add_tcase(s, t);
 	return s;
 }
