@@ -93,7 +93,8 @@ int fp_dgram_send(struct fp_conn *c, const uint8_t *hdr, size_t hdrlen, const st
 		c->e->st.dgrams_dropped++;
 	}
 	d = &q->e[(q->head + q->n) % FP_DGRAM_QUEUE];
-	memcpy(d->hdr, hdr, hdrlen);
+	if (hdrlen)
+		memcpy(d->hdr, hdr, hdrlen);
 	d->hdrlen = (uint8_t)hdrlen;
 	d->n = (uint8_t)n;
 	for (size_t i = 0; i < n; i++)
