@@ -1083,6 +1083,72 @@ START_TEST(pair_peer_stream_gap)
 }
 END_TEST
 
+static void pair_dgrams(struct pair *p, int side, uint32_t from, uint32_t n)
+{
+	uint32_t q;
+	for (q = from; q < from + n; q++) {
+		uint8_t h[4] = {(uint8_t)(q >> 24), (uint8_t)(q >> 16), (uint8_t)(q >> 8), (uint8_t)q};
+		struct fp_iov v = {pattern + (size_t)q * 13, DG_LEN(q)};
+		ck_assert_int_eq(fp_dgram_send(p->s[side].c, h, 4, &v, 1, NULL, NULL), 0);
+	}
+}
+
+static int done_dg(struct pair *p)
+{
+	return p->s[0].dg_in + p->s[1].dg_in >= 60;
+}
+
+/* RFC 9221 between two engines: delivered both ways when both allowed
+ * them; a DATAGRAM frame the receiver did not allow, or larger than it
+ * allowed, closes with PROTOCOL_VIOLATION (3); none when the peer allowed
+ * none (fp_dgram_max 0, MOQ_ERR_STATE). */
+START_TEST(pair_datagrams)
+{
+	struct pair p;
+	struct fp_stats st;
+	int i;
+
+	pair_init(&p, 1 << 20, 4 << 20, NULL);
+	ck_assert_uint_eq(fp_dgram_max(p.s[0].c), 0);
+	ck_assert_int_eq(fp_dgram_send(p.s[0].c, NULL, 0, NULL, 0, NULL, NULL), MOQ_ERR_STATE);
+	for (i = 0; i < 2; i++) {
+		p.s[i].c->x->peer.max_datagram_frame_size = 1200;
+		p.s[i].c->x->local_dgram_max = 1200;
+	}
+	pair_dgrams(&p, 0, 0, 30);
+	pair_dgrams(&p, 1, 1000, 30);
+	pair_run(&p, done_dg, 5000000000ull);
+	ck_assert_int_eq(p.s[0].dg_in, 30);
+	ck_assert_int_eq(p.s[1].dg_in, 30);
+	ck_assert_int_eq(p.s[0].dg_bad + p.s[1].dg_bad, 0);
+	fp_engine_stats(p.s[0].e, &st);
+	ck_assert_uint_eq(st.dgrams_out, 30);
+	ck_assert_uint_eq(st.dgrams_in, 30);
+	ck_assert(!p.s[0].closed && !p.s[1].closed);
+	/* larger than the receiver allowed (it said 100, the sender believes
+	 * 1200) */
+	p.s[0].c->x->local_dgram_max = 100;
+	pair_dgrams(&p, 1, 2000, 1); /* 4 + 20 + 200 bytes */
+	pair_run(&p, done_closed_both, 10000000000ull);
+	ck_assert_int_eq(p.s[0].closed, 1);
+	ck_assert_int_eq(p.s[0].ci.kind, FP_CLOSE_TRANSPORT);
+	ck_assert_uint_eq(p.s[0].ci.code, FP_E_PROTOCOL_VIOLATION);
+	ck_assert_uint_eq(p.s[0].ci.frame_type, 0x31);
+	ck_assert_uint_eq(p.s[1].ci.code, FP_E_PROTOCOL_VIOLATION);
+	pair_free(&p);
+
+	/* none allowed at all */
+	pair_init(&p, 1 << 20, 4 << 20, NULL);
+	p.s[1].c->x->peer.max_datagram_frame_size = 1200;
+	pair_dgrams(&p, 1, 0, 1);
+	pair_run(&p, done_closed_both, 10000000000ull);
+	ck_assert_int_eq(p.s[0].closed, 1);
+	ck_assert_uint_eq(p.s[0].ci.code, FP_E_PROTOCOL_VIOLATION);
+	ck_assert_int_eq(p.s[0].dg_in, 0);
+	pair_free(&p);
+}
+END_TEST
+
 /* A peer's protocol violation closes with the right code. */
 START_TEST(pair_violation_codes)
 {
@@ -1950,6 +2016,7 @@ Suite *fastpath_suite(void)
 	tcase_add_test(t, pair_migration);
 	tcase_add_test(t, pair_streams_limit_and_reset);
 	tcase_add_test(t, pair_violation_codes);
+	tcase_add_test(t, pair_datagrams);
 	tcase_add_test(t, pair_peer_stream_gap);
 	tcase_add_test(t, pair_persistent_congestion);
 	tcase_add_test(t, pair_spoofed_source);
