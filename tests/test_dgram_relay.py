@@ -149,7 +149,8 @@ def main():
     # and with --fastpath on: the subscribers that negotiated datagrams are
     # handed off and get them from the engine (fastpath/dgram.c)
     for backend, tr, fp in (("kernel", "quic", False), ("dpdk", "quic", False),
-                            ("kernel", "wt", False), ("kernel", "quic", True)):
+                            ("kernel", "wt", False), ("kernel", "quic", True),
+                            ("kernel", "wt", True)):
         m, f = run(backend, relay_bin, load_bin, tmp, tr, fp)
         backend = backend if tr == "quic" else backend + "+wt"
         if fp:
