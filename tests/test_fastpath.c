@@ -1265,6 +1265,15 @@ struct ix {
 static struct ix *gx;
 /* ix_new: max_datagram_frame_size on both sides (0: none) */
 static uint64_t ix_dgram_size;
+/* ix_new: datagrams queued on the quic/ side before the export, moved to
+ * the engine's queue after the import (quic/dgram.c dgram_hand_over) */
+static uint32_t ix_dg_queued;
+static int ix_rel;
+static void ix_release(void *arg)
+{
+	(void)arg;
+	ix_rel++;
+}
 /* the client's datagrams received: per sequence number, and bad ones */
 #define IX_DG_MAX 4096
 static uint8_t ix_dg_seen[IX_DG_MAX];
@@ -1467,6 +1476,11 @@ static struct ix *ix_new(uint64_t cli_stream_win, uint64_t cli_conn_win,
 	ck_assert_int_eq(moq_quic_link_run(x->lnk, ix_ready, x, 2000000000ull), 0);
 	/* quiet: nothing of ngtcp2's in flight either way */
 	moq_quic_link_run(x->lnk, NULL, NULL, 300000000ull);
+	for (uint32_t q = 0; q < ix_dg_queued; q++) {
+		uint8_t h[4] = {0, 0, (uint8_t)(q >> 8), (uint8_t)q};
+		struct iovec dv = {pattern + (size_t)q * 13, 20u + q % 300u};
+		ck_assert_int_eq(moq_quic_dgram_send(x->sc, h, 4, &dv, 1, ix_release, NULL), 0);
+	}
 	/* the relay's export (one copy: quic/handoff.c); its streams stay in
 	 * the server endpoint's scratch until the import below */
 	ck_assert_msg(hand_export(x->sc, &imp, &why) == 0, "export refused: %d", (int)why);
@@ -1475,8 +1489,6 @@ static struct ix *ix_new(uint64_t cli_stream_win, uint64_t cli_conn_win,
 	x->now = moq_quic_link_now(x->lnk);
 	moq_quic_link_free(x->lnk);
 	x->lnk = NULL;
-	moq_quic_conn_light_detach(x->sc);
-	x->sc = NULL;
 	if (ecfg)
 		cfg = *ecfg;
 	else
@@ -1487,6 +1499,13 @@ static struct ix *ix_new(uint64_t cli_stream_win, uint64_t cli_conn_win,
 	ck_assert_ptr_nonnull(x->e);
 	x->es.c = fp_conn_import(x->e, &im, x->now, &err);
 	ck_assert_msg(x->es.c != NULL, "import: %d", err);
+	/* as hand_try does after its import */
+	x->sc->fp = x->es.c;
+	dgram_hand_over(x->sc);
+	ck_assert_ptr_null(x->sc->dq);
+	x->sc->fp = NULL;
+	moq_quic_conn_light_detach(x->sc);
+	x->sc = NULL;
 	x->es.rx_off[0] = IX_REQ;
 	x->es.acked[0] = IX_REQ;
 	x->delay = 10000000;
@@ -1695,13 +1714,6 @@ END_TEST
  * once sealed) and receives the client's, with 10% loss both ways: every
  * payload checked, each received at most once (none retransmitted), each
  * sent one acknowledged or counted lost, and some lost. */
-static int ix_rel;
-static void ix_release(void *arg)
-{
-	(void)arg;
-	ix_rel++;
-}
-
 START_TEST(ix_datagrams_loss)
 {
 	struct ix *x;
@@ -1804,6 +1816,43 @@ START_TEST(ix_datagrams_loss)
 		fp_engine_stats(x->e, &st);
 		ck_assert_uint_eq(st.dgrams_dropped, FP_DGRAM_QUEUE + 3);
 	}
+	ix_free(x);
+}
+END_TEST
+
+static int ix_dg_all(struct ix *x)
+{
+	(void)x;
+	return ix_dg_in >= 40;
+}
+
+/* Datagrams queued on the ngtcp2 side when the connection is exported are
+ * not lost: they move to the engine's queue (with their release) and reach
+ * the client from the engine, each intact. */
+START_TEST(ix_datagrams_queued_at_handoff)
+{
+	struct ix *x;
+	struct fp_stats st;
+	uint32_t q;
+
+	memset(ix_dg_seen, 0, sizeof(ix_dg_seen));
+	ix_dg_bad = ix_dg_dup = ix_dg_in = 0;
+	ix_rel = 0;
+	ix_dgram_size = 1200;
+	ix_dg_queued = 40;
+	x = ix_new(0, 0, NULL);
+	ix_dgram_size = 0;
+	ix_dg_queued = 0;
+	/* nothing released yet: the payloads are still referenced */
+	ck_assert_int_eq(ix_rel, 0);
+	ix_run(x, ix_dg_all, 2000000000ull);
+	fp_engine_stats(x->e, &st);
+	ck_assert_uint_eq(st.dgrams_out, 40);
+	ck_assert_int_eq(ix_rel, 40);
+	ck_assert_int_eq(ix_dg_in, 40);
+	ck_assert_int_eq(ix_dg_bad + ix_dg_dup, 0);
+	for (q = 0; q < 40; q++)
+		ck_assert_int_eq(ix_dg_seen[q], 1);
 	ix_free(x);
 }
 END_TEST
@@ -2032,6 +2081,7 @@ Suite *fastpath_suite(void)
 	tcase_add_test(t, ix_peer_streams);
 	tcase_add_test(t, ix_stateless_reset);
 	tcase_add_test(t, ix_datagrams_loss);
+	tcase_add_test(t, ix_datagrams_queued_at_handoff);
 	suite_add_tcase(s, t);
 	return s;
 }
