@@ -673,7 +673,7 @@ int fp_on_ack(struct fp_conn *c, const struct fp_ack *a, uint64_t now)
 	c->cc_blocked = 0;
 	advance_ring_lo(c);
 	detect_lost(c, now);
-	if (c->send_head != FP_NONE32)
+	if (c->send_head != FP_NONE32 || c->dg_n)
 		fp_ready_add(c);
 	return 0;
 }
@@ -703,7 +703,8 @@ void fp_conn_timer(struct fp_conn *c)
 				t = pto;
 		}
 		/* the pacer's time when it alone holds data back */
-		if (c->send_head != FP_NONE32 && c->pace_t > x->now && c->inflight < c->cwnd &&
+		if ((c->send_head != FP_NONE32 || c->dg_n) && c->pace_t > x->now &&
+		    c->inflight < c->cwnd &&
 		    !(c->ring[c->tx_pn & c->ring_mask].flags & PF_USED) && c->pace_t < t)
 			t = c->pace_t;
 		if (e->cfg.keep_alive_ns && x->last_tx_t + e->cfg.keep_alive_ns < t)
