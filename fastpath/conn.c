@@ -704,8 +704,8 @@ void fp_conn_timer(struct fp_conn *c)
 		}
 		/* the pacer's time when it alone holds data back */
 		if ((c->send_head != FP_NONE32 || c->dg_n) && c->pace_t > x->now &&
-		    c->inflight < c->cwnd &&
-		    !(c->ring[c->tx_pn & c->ring_mask].flags & PF_USED) && c->pace_t < t)
+		    c->inflight < c->cwnd && !(c->ring[c->tx_pn & c->ring_mask].flags & PF_USED) &&
+		    c->pace_t < t)
 			t = c->pace_t;
 		if (e->cfg.keep_alive_ns && x->last_tx_t + e->cfg.keep_alive_ns < t)
 			t = x->last_tx_t + e->cfg.keep_alive_ns;

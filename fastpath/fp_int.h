@@ -318,11 +318,11 @@ struct fp_srange {
 #define CF_RESPONSE   0x0400
 #define CF_CLOSE      0x0800
 #define CF_ACK        0x1000 /* (pending only) an ACK must go now */
+#define CF_RESEND     (CF_MAX_DATA | CF_MAX_SB | CF_MAX_SU | CF_NEW_CID | CF_RETIRE_CID | CF_CHALLENGE)
 /* (sent records only) how many DATAGRAM frames the packet carried, 0..7
  * (dgram.c: counted acked or lost, never resent) */
 #define CF_DG_SHIFT 13
 #define CF_DG_MASK  0xe000
-#define CF_RESEND     (CF_MAX_DATA | CF_MAX_SB | CF_MAX_SU | CF_NEW_CID | CF_RETIRE_CID | CF_CHALLENGE)
 
 /*
  * A sent-packet record: 32 bytes, in a ring per connection indexed by

@@ -606,8 +606,9 @@ static struct fp_stream *fast_stream(const struct fp_conn *c, uint64_t now)
 {
 	struct fp_stream *s;
 
-	if (c->state != ST_OPEN || !c->validated || c->ctl || c->rx_unacked || c->ack_at || c->dg_n ||
-	    c->send_head == FP_NONE32 || c->send_head != c->send_tail || !can_elicit(c, now))
+	if (c->state != ST_OPEN || !c->validated || c->ctl || c->rx_unacked || c->ack_at ||
+	    c->dg_n || c->send_head == FP_NONE32 || c->send_head != c->send_tail ||
+	    !can_elicit(c, now))
 		return NULL;
 	s = &c->e->streams[c->send_head];
 	if ((s->flags & (SF_P_MASK | SF_RESET_SENT)) || s->lost_ivl != FP_NONE32 ||

@@ -208,8 +208,7 @@ void dgram_hand_over(struct moq_quic_conn *c)
 			v[i].base = e->iov[i].iov_base;
 			v[i].len = e->iov[i].iov_len;
 		}
-		if (fp_dgram_send(c->fp, e->hdr, e->hdrlen, v, e->iovcnt, e->release, e->arg) ==
-		    0)
+		if (fp_dgram_send(c->fp, e->hdr, e->hdrlen, v, e->iovcnt, e->release, e->arg) == 0)
 			e->release = NULL; /* the engine releases it */
 		else
 			c->ep->st.dgrams_dropped++;

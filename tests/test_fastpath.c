@@ -1087,7 +1087,8 @@ static void pair_dgrams(struct pair *p, int side, uint32_t from, uint32_t n)
 {
 	uint32_t q;
 	for (q = from; q < from + n; q++) {
-		uint8_t h[4] = {(uint8_t)(q >> 24), (uint8_t)(q >> 16), (uint8_t)(q >> 8), (uint8_t)q};
+		uint8_t h[4] = {(uint8_t)(q >> 24), (uint8_t)(q >> 16), (uint8_t)(q >> 8),
+		                (uint8_t)q};
 		struct fp_iov v = {pattern + (size_t)q * 13, DG_LEN(q)};
 		ck_assert_int_eq(fp_dgram_send(p->s[side].c, h, 4, &v, 1, NULL, NULL), 0);
 	}
@@ -1753,9 +1754,9 @@ START_TEST(ix_datagrams_loss)
 		struct fp_iov big = {pattern, max + 1};
 		ck_assert_int_eq(fp_dgram_send(x->es.c, NULL, 0, &big, 1, ix_release, NULL),
 		                 MOQ_ERR_TOO_LARGE);
-		ck_assert_int_eq(fp_dgram_send(x->es.c, NULL, 0, &big, FP_DGRAM_IOV + 1,
-		                               ix_release, NULL),
-		                 MOQ_ERR_INVAL);
+		ck_assert_int_eq(
+		        fp_dgram_send(x->es.c, NULL, 0, &big, FP_DGRAM_IOV + 1, ix_release, NULL),
+		        MOQ_ERR_INVAL);
 		ck_assert_int_eq(ix_rel, 0);
 	}
 	x->drop_pct = 10;
@@ -1795,8 +1796,7 @@ START_TEST(ix_datagrams_loss)
 	        "twice); engine got %d of %u; dropped %llu packets\n",
 	        (unsigned long long)st.dgrams_out, (unsigned long long)st.dgrams_acked,
 	        (unsigned long long)st.dgrams_lost, (unsigned long long)st.dgrams_dropped, ix_dg_in,
-	        ix_dg_bad, ix_dg_dup, x->es.dg_in,
-	        cn, (unsigned long long)x->dropped);
+	        ix_dg_bad, ix_dg_dup, x->es.dg_in, cn, (unsigned long long)x->dropped);
 	ck_assert(!x->cclosed && !x->es.closed);
 	/* all written and released, none dropped unsent */
 	ck_assert_uint_eq(st.dgrams_out, n);
