@@ -629,10 +629,9 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	metric(&o, "quic_datagrams_dropped_total", "counter",
 	       "Datagrams queued and never sent (queue overflow, connection closed).",
 	       s->quic_dgrams_dropped);
-	metric(&o, "fastpath_refused_datagrams_total", "counter",
-	       "Connections kept on ngtcp2: they negotiated datagrams, which the fast path does not "
-	       "carry.",
-	       s->handoff_refused_dgram);
+	metric(&o, "fastpath_datagrams_lost_total", "counter",
+	       "Datagrams the fast path sent in packets declared lost (never retransmitted).",
+	       s->fastpath_dgrams_lost);
 	return o.over ? MOQ_ERR_TOO_LARGE : (int)o.off;
 }
 

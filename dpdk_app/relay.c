@@ -2053,7 +2053,7 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->dgrams_too_large += sn.ns.dgrams_too_large;
 		s->dgrams_in_bad += sn.ns.dgrams_in_bad;
 		s->quic_dgrams_dropped += sn.qs.dgrams_dropped;
-		s->handoff_refused_dgram += sn.qs.handoff_refused_dgram;
+		s->fastpath_dgrams_lost += sn.qs.fastpath_dgrams_lost;
 		s->quic_pkts_in += sn.qs.pkts_in;
 		s->quic_pkts_out += sn.qs.pkts_out;
 		s->rx_udp += sn.rx_udp;

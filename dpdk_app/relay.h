@@ -173,10 +173,9 @@ struct moq_relay_stats {
 	uint64_t quic_timer_inline, quic_pkts_in, quic_pkts_out;
 	/* lite-05 datagrams (moq.h / quic.h): single-frame groups in and out
 	 * as datagrams, those too large for one (sent as streams), bad ones
-	 * dropped, datagrams QUIC dropped unsent, connections kept off the
-	 * fast path for them */
+	 * dropped, datagrams QUIC dropped unsent, those the fast path lost */
 	uint64_t dgrams_in, dgrams_out, dgrams_too_large, dgrams_in_bad;
-	uint64_t quic_dgrams_dropped, handoff_refused_dgram;
+	uint64_t quic_dgrams_dropped, fastpath_dgrams_lost;
 };
 
 /*

@@ -158,6 +158,7 @@ struct fp_conn *fp_conn_import(struct fp_engine *e, const struct fp_import *imp,
 	x->max_ack_delay_ns = imp->max_ack_delay_ns ? imp->max_ack_delay_ns : 25000000ull;
 	x->ack_delay_exp = imp->ack_delay_exponent ? imp->ack_delay_exponent : 3;
 	x->peer = imp->peer;
+	x->local_dgram_max = imp->local_max_datagram_frame_size;
 	if (!x->peer.max_ack_delay_ns)
 		x->peer.max_ack_delay_ns = 25000000ull;
 	if (!x->peer.ack_delay_exponent)
@@ -310,6 +311,7 @@ void fp_conn_free(struct fp_conn *c)
 	conn_tables_del(c);
 	ring_clear(c);
 	release_all_streams(c);
+	fp_dgram_free(c);
 	fp_keys_free(&c->x->keys);
 	e->st.conns_active--;
 	e->st.conns_closed++;
@@ -327,6 +329,7 @@ void fp_notify_closed(struct fp_conn *c, enum fp_close_kind kind, int local, uin
 	/* nothing of the caller's is referenced after conn_closed */
 	ring_clear(c);
 	release_all_streams(c);
+	fp_dgram_free(c);
 	c->inflight = 0;
 	if (cb == NULL || cb->conn_closed == NULL)
 		return;
@@ -525,6 +528,8 @@ static void on_lost(struct fp_conn *c, uint64_t pn, struct fp_sent *r, uint64_t 
 	c->ctl |= r->ctl & CF_RESEND;
 	if (r->ctl & CF_RESEND)
 		fp_ready_add(c);
+	if (r->ctl & CF_DG_MASK)
+		fp_dgram_done(c, r->ctl, 1);
 	sent_ranges(c, r, fp_on_lost_range);
 	r->flags = 0;
 	cc_on_loss(c, ts, now);
@@ -622,6 +627,8 @@ int fp_on_ack(struct fp_conn *c, const struct fp_ack *a, uint64_t now)
 				c->inflight -= r->size;
 				cc_on_ack(c, sent_time_us(now_us, r, now), r->size);
 			}
+			if (r->ctl & CF_DG_MASK)
+				fp_dgram_done(c, r->ctl, 0);
 			if (c->tx_update && pn >= c->x->keys.tx_phase_first_pn)
 				c->tx_update = 0; /* RFC 9001, 6.5: the update is confirmed */
 			if ((r->flags & PF_RANGE) && r->more == FP_NONE32 && r->kind == RK_DATA &&
@@ -666,7 +673,7 @@ int fp_on_ack(struct fp_conn *c, const struct fp_ack *a, uint64_t now)
 	c->cc_blocked = 0;
 	advance_ring_lo(c);
 	detect_lost(c, now);
-	if (c->send_head != FP_NONE32)
+	if (c->send_head != FP_NONE32 || c->dg_n)
 		fp_ready_add(c);
 	return 0;
 }
@@ -696,8 +703,9 @@ void fp_conn_timer(struct fp_conn *c)
 				t = pto;
 		}
 		/* the pacer's time when it alone holds data back */
-		if (c->send_head != FP_NONE32 && c->pace_t > x->now && c->inflight < c->cwnd &&
-		    !(c->ring[c->tx_pn & c->ring_mask].flags & PF_USED) && c->pace_t < t)
+		if ((c->send_head != FP_NONE32 || c->dg_n) && c->pace_t > x->now &&
+		    c->inflight < c->cwnd && !(c->ring[c->tx_pn & c->ring_mask].flags & PF_USED) &&
+		    c->pace_t < t)
 			t = c->pace_t;
 		if (e->cfg.keep_alive_ns && x->last_tx_t + e->cfg.keep_alive_ns < t)
 			t = x->last_tx_t + e->cfg.keep_alive_ns;

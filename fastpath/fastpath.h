@@ -149,6 +149,7 @@ struct fp_peer_params {
 	uint64_t initial_max_stream_data_bidi_remote;
 	uint64_t initial_max_stream_data_uni;
 	uint8_t disable_active_migration;
+	uint64_t max_datagram_frame_size; /* RFC 9221, 3; 0 = no datagrams */
 };
 
 /*
@@ -232,6 +233,9 @@ struct fp_import {
 	/* we sent grease_quic_bit (RFC 9287; ngtcp2 does by default): the
 	 * peer's packets may have the fixed bit clear */
 	uint8_t local_grease_quic_bit;
+	/* RFC 9221, 3: the max_datagram_frame_size we advertised; 0 = none
+	 * (a DATAGRAM frame received is then a PROTOCOL_VIOLATION) */
+	uint64_t local_max_datagram_frame_size;
 };
 
 /* ---- callbacks ---------------------------------------------------------- */
@@ -304,6 +308,9 @@ struct fp_callbacks {
 	/* (optional) Our CID @cid was retired by the peer and left the engine's
 	 * table (the handoff may drop its own routing entry). */
 	void (*scid_retired)(struct fp_conn *c, void *user, const struct fp_cid *cid);
+	/* (optional) A DATAGRAM frame's payload (RFC 9221; dgram.c); @data is
+	 * valid during the call only. Without it they are dropped (counted). */
+	void (*datagram)(struct fp_conn *c, void *user, const uint8_t *data, size_t len);
 };
 
 /* ---- the engine --------------------------------------------------------- */
@@ -342,6 +349,14 @@ struct fp_stats {
 	uint64_t timers_run, timers_idle; /* expiries, and those with nothing to do */
 	uint64_t pool_exhausted;          /* a stream / chunk / conn record was refused */
 	uint64_t persistent_congestion;   /* RFC 9002, 7.6 (window back to 2 packets) */
+	/* RFC 9221 datagrams (dgram.c) */
+	uint64_t dgrams_in;         /* DATAGRAM frames received */
+	uint64_t dgrams_in_dropped; /* ... with no datagram callback to take them */
+	uint64_t dgrams_out;        /* written into packets */
+	uint64_t dgrams_acked;      /* ... in packets the peer acknowledged */
+	uint64_t dgrams_lost;       /* ... in packets declared lost (never resent) */
+	uint64_t dgrams_dropped;    /* queued and never sent: the queue overflowed
+	                             * (oldest first), too large, or closed */
 };
 
 /*
@@ -529,6 +544,33 @@ int fp_stream_set_urgency(struct fp_conn *c, int64_t sid, uint8_t urgency);
 /* fp_stream_user / _set_user: a per-stream user pointer. */
 void *fp_stream_user(const struct fp_conn *c, int64_t sid);
 int fp_stream_set_user(struct fp_conn *c, int64_t sid, void *user);
+
+/* ---- datagrams (RFC 9221; dgram.c) -------------------------------------
+ *
+ * The same contract as quic.h's moq_quic_dgram_*: a bounded queue per
+ * connection of datagrams referencing caller memory (a small header copied),
+ * written first into the next ack-eliciting packets (after an ACK), counted
+ * in flight for congestion control, never retransmitted.
+ */
+#define FP_DGRAM_HDR_MAX 32 /* header bytes fp_dgram_send copies */
+#define FP_DGRAM_IOV     4  /* payload pieces one datagram references */
+#define FP_DGRAM_QUEUE   64 /* queued per connection; beyond, the oldest goes */
+
+/* fp_dgram_max: the largest datagram (header + payload) @c can send now:
+ * one packet of the connection's size less the short header, tag, frame
+ * header and room for an ACK, within the peer's max_datagram_frame_size.
+ * 0: the peer takes none, or @c is closing. */
+size_t fp_dgram_max(const struct fp_conn *c);
+
+/*
+ * fp_dgram_send: queue one datagram, @hdr (copied) then @n pieces of caller
+ * memory (referenced until @release(@arg): once sealed into a packet, or
+ * dropped; @release may be NULL). Returns 0 (@release will be called once),
+ * or with @release not called: MOQ_ERR_TOO_LARGE (> fp_dgram_max),
+ * MOQ_ERR_STATE (see fp_dgram_max), MOQ_ERR_INVAL, MOQ_ERR_NOMEM.
+ */
+int fp_dgram_send(struct fp_conn *c, const uint8_t *hdr, size_t hdrlen, const struct fp_iov *iov,
+                  size_t n, void (*release)(void *arg), void *arg);
 
 /* ---- helpers ------------------------------------------------------------ */
 

@@ -319,6 +319,10 @@ struct fp_srange {
 #define CF_CLOSE      0x0800
 #define CF_ACK        0x1000 /* (pending only) an ACK must go now */
 #define CF_RESEND     (CF_MAX_DATA | CF_MAX_SB | CF_MAX_SU | CF_NEW_CID | CF_RETIRE_CID | CF_CHALLENGE)
+/* (sent records only) how many DATAGRAM frames the packet carried, 0..7
+ * (dgram.c: counted acked or lost, never resent) */
+#define CF_DG_SHIFT 13
+#define CF_DG_MASK  0xe000
 
 /*
  * A sent-packet record: 32 bytes, in a ring per connection indexed by
@@ -397,6 +401,8 @@ struct fp_cold {
 	uint8_t busy;                       /* inside an engine call for this conn */
 	uint8_t free_pending;               /* freed when the call returns */
 	uint8_t ctl_blocked_sent;           /* */
+	uint64_t local_dgram_max;           /* our max_datagram_frame_size */
+	struct fp_dgq *dq;                  /* queued datagrams (dgram.c), or NULL */
 };
 
 /*
@@ -440,6 +446,7 @@ struct fp_conn {
 	uint8_t tx_update; /* our key update awaits its ACK */
 	uint8_t is_server;
 	uint8_t probes; /* PTO probe packets to send past cwnd */
+	uint8_t dg_n;   /* datagrams queued (dgram.c), capped at 255 */
 };
 
 /* The engine (one per lcore). */
@@ -540,6 +547,18 @@ void fp_on_lost_range(struct fp_conn *c, uint32_t sidx, uint64_t off, uint32_t l
 
 /* send.c */
 int fp_conn_has_send(const struct fp_conn *c, uint64_t now);
+
+/* dgram.c: DATAGRAM frames from the queue at @p (< @end) while they fit
+ * (at most 7; the count goes into *@ctl); @empty: nothing is in the packet
+ * yet (a datagram that does not fit is dropped then). Returns the end. */
+uint8_t *fp_dgram_write(struct fp_conn *c, uint8_t *p, uint8_t *end, int empty, uint16_t *ctl);
+/* a DATAGRAM frame of type @ft at *@p: delivered or dropped; -1 closed */
+int fp_dgram_recv(struct fp_conn *c, uint64_t ft, const uint8_t **p, const uint8_t *end,
+                  uint64_t now);
+/* a sent record's datagrams were acknowledged (@lost 0) or lost */
+void fp_dgram_done(struct fp_conn *c, uint16_t ctl, int lost);
+/* release every queued datagram (closing) and free the queue */
+void fp_dgram_free(struct fp_conn *c);
 
 /* Leave an engine call on @c: free it if that was asked meanwhile. */
 static inline void conn_leave(struct fp_conn *c)

@@ -722,15 +722,9 @@ static int frames(struct fp_conn *c, const uint8_t *p, const uint8_t *end, const
 		}
 		case FT_DATAGRAM:
 		case FT_DATAGRAM + 1:
-			/* RFC 9221: dropped (the relay reads none) */
-			if (ft & 1) {
-				if (fp_varint_get(&p, end, &a) < 0 || (uint64_t)(end - p) < a)
-					return fp_violation(c, FP_E_FRAME_ENCODING, ft, "datagram",
-					                    now);
-				p += a;
-			} else {
-				p = end;
-			}
+			/* RFC 9221 (dgram.c) */
+			if (fp_dgram_recv(c, ft, &p, end, now) < 0)
+				return -1;
 			break;
 		default:
 			if (ft >= FT_STREAM && ft <= FT_STREAM + 7) {

@@ -67,7 +67,7 @@ int fp_conn_has_send(const struct fp_conn *c, uint64_t now)
 		return 1;
 	if (!can_elicit(c, now))
 		return 0;
-	return (c->ctl & ~CF_ACK) != 0 || c->send_head != FP_NONE32;
+	return (c->ctl & ~CF_ACK) != 0 || c->send_head != FP_NONE32 || c->dg_n;
 }
 
 /* Copy stream bytes [off, off + n) of @s from the caller's chunks. */
@@ -463,12 +463,12 @@ static int build(struct fp_conn *c, struct fp_pkt *pkt, uint64_t now)
 	}
 	elicit_ok = c->state == ST_OPEN && can_elicit(c, now);
 	if (c->state == ST_OPEN && !(c->ctl & CF_ACK) && !elicit_ok) {
-		if (c->inflight >= c->cwnd && c->send_head != FP_NONE32)
+		if (c->inflight >= c->cwnd && (c->send_head != FP_NONE32 || c->dg_n))
 			c->cc_blocked = 1;
 		return 0;
 	}
 	if (c->state == ST_OPEN && !(c->ctl & CF_ACK) && !(c->ctl & ~CF_ACK) &&
-	    c->send_head == FP_NONE32)
+	    c->send_head == FP_NONE32 && !c->dg_n)
 		return 0;
 	/* RFC 9000, 17.3.1 */
 	pnlen = fp_pn_len(pn, c->largest_acked);
@@ -509,6 +509,12 @@ static int build(struct fp_conn *c, struct fp_pkt *pkt, uint64_t now)
 		c->ctl &= (uint16_t)~CF_ACK;
 		if (elicit_ok) {
 			challenge = (c->ctl & CF_CHALLENGE) && x->challenge_out;
+			if (c->dg_n) {
+				/* RFC 9221: datagrams first (as quic/send.c) */
+				uint8_t *p0 = b.p;
+				b.p = fp_dgram_write(c, b.p, b.end, b.p == d + hlen, &b.rec.ctl);
+				b.elicit |= b.p != p0;
+			}
 			if (c->ctl)
 				conn_frames(&b);
 			if (c->send_head != FP_NONE32)
@@ -601,7 +607,8 @@ static struct fp_stream *fast_stream(const struct fp_conn *c, uint64_t now)
 	struct fp_stream *s;
 
 	if (c->state != ST_OPEN || !c->validated || c->ctl || c->rx_unacked || c->ack_at ||
-	    c->send_head == FP_NONE32 || c->send_head != c->send_tail || !can_elicit(c, now))
+	    c->dg_n || c->send_head == FP_NONE32 || c->send_head != c->send_tail ||
+	    !can_elicit(c, now))
 		return NULL;
 	s = &c->e->streams[c->send_head];
 	if ((s->flags & (SF_P_MASK | SF_RESET_SENT)) || s->lost_ivl != FP_NONE32 ||

@@ -318,10 +318,6 @@ static int cb_established(struct moq_quic_conn *c, void *user, const char *alpn)
 			return 0;
 		}
 	}
-	/* lite-05 6.4: a raw session that negotiated datagrams uses them
-	 * (dgram.c): it stays off the fast path */
-	if (moq_quic_dgram_max(c) > 0 && alpn_version(alpn) >= MOQ_LITE_05)
-		moq_quic_conn_dgram_hold(c);
 	sess_established(s, alpn_version(alpn));
 	LEAVE(s);
 	return 0;

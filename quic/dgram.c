@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fastpath.h"
+
 /* Room left in a packet for what ngtcp2 may put before the datagram: an ACK
  * frame with a few ranges (RFC 9000, 19.3). */
 #define ACK_ROOM 32
@@ -63,8 +65,11 @@ size_t moq_quic_dgram_max(const struct moq_quic_conn *c)
 	const ngtcp2_transport_params *rp;
 	size_t pkt, over, fmax;
 
-	if (c == NULL || c->fp != NULL || c->q == NULL || c->state != CS_ESTABLISHED ||
-	    c->close_req || c->notified || !dgram_negotiated(c))
+	if (c == NULL || c->close_req || c->notified)
+		return 0;
+	if (c->fp != NULL)
+		return fp_dgram_max(c->fp); /* handed off: the engine's limits */
+	if (c->q == NULL || c->state != CS_ESTABLISHED || !dgram_negotiated(c))
 		return 0;
 	rp = ngtcp2_conn_get_remote_transport_params(c->q);
 	pkt = ngtcp2_conn_get_max_tx_udp_payload_size(c->q);
@@ -93,6 +98,16 @@ int moq_quic_dgram_send(struct moq_quic_conn *c, const uint8_t *hdr, size_t hdrl
 	if (c == NULL || hdrlen > MOQ_QUIC_DGRAM_HDR_MAX || iovcnt > MOQ_QUIC_DGRAM_IOV ||
 	    (hdrlen && hdr == NULL) || (iovcnt && iov == NULL))
 		return MOQ_ERR_INVAL;
+	if (c->fp != NULL && !c->close_req && !c->notified) {
+		/* handed off: the engine's queue, the same contract */
+		struct fp_iov v[MOQ_QUIC_DGRAM_IOV];
+
+		for (size_t i = 0; i < iovcnt; i++) {
+			v[i].base = iov[i].iov_base;
+			v[i].len = iov[i].iov_len;
+		}
+		return fp_dgram_send(c->fp, hdr, hdrlen, v, iovcnt, release, arg);
+	}
 	max = moq_quic_dgram_max(c);
 	if (max == 0)
 		return MOQ_ERR_STATE;
@@ -176,8 +191,31 @@ void dgram_recv(struct moq_quic_conn *c, const uint8_t *data, size_t len)
 
 void moq_quic_conn_dgram_hold(struct moq_quic_conn *c)
 {
-	if (c != NULL)
-		c->dgram_hold = 1;
+	(void)c; /* the fast path carries datagrams: nothing holds @c */
+}
+
+void dgram_hand_over(struct moq_quic_conn *c)
+{
+	struct quic_dgq *q = c->dq;
+
+	if (q == NULL)
+		return;
+	while (q->n > 0) {
+		struct dgram_ent *e = &q->e[q->head];
+		struct fp_iov v[MOQ_QUIC_DGRAM_IOV];
+
+		for (unsigned i = 0; i < e->iovcnt; i++) {
+			v[i].base = e->iov[i].iov_base;
+			v[i].len = e->iov[i].iov_len;
+		}
+		if (fp_dgram_send(c->fp, e->hdr, e->hdrlen, v, e->iovcnt, e->release, e->arg) == 0)
+			e->release = NULL; /* the engine releases it */
+		else
+			c->ep->st.dgrams_dropped++;
+		dq_pop(q);
+	}
+	free(q);
+	c->dq = NULL;
 }
 
 void dgram_free(struct moq_quic_conn *c)

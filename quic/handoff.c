@@ -28,6 +28,11 @@
 /* iovecs converted per engine write call. */
 #define HAND_IOV 16
 
+/* The engine's datagram queue keeps quic.h's contract (dgram.c). */
+_Static_assert(FP_DGRAM_HDR_MAX == MOQ_QUIC_DGRAM_HDR_MAX && FP_DGRAM_IOV == MOQ_QUIC_DGRAM_IOV &&
+                       FP_DGRAM_QUEUE == MOQ_QUIC_DGRAM_QUEUE,
+               "the fast path's datagram queue is quic.h's");
+
 /* Scratch for one export (ngtcp2's view, then the engine's). */
 struct hand_scratch {
 	ngtcp2_conn_export ex;
@@ -252,6 +257,17 @@ static void cb_scid_retired(struct fp_conn *fc, void *user, const struct fp_cid 
 	conn_del_cid(c, cid->id, cid->len);
 }
 
+/* RFC 9221: a DATAGRAM frame the engine read goes where ngtcp2's would
+ * (dgram.c: the same counters and callback) */
+static void cb_datagram(struct fp_conn *fc, void *user, const uint8_t *data, size_t len)
+{
+	struct moq_quic_conn *c = conn_of_fp(fc, user);
+
+	if (c == NULL) /* closed: the engine only drains it */
+		return;
+	dgram_recv(c, data, len);
+}
+
 static const struct fp_callbacks hand_cbs = {
         .stream_data = cb_stream_data,
         .stream_open = cb_stream_open,
@@ -264,6 +280,7 @@ static const struct fp_callbacks hand_cbs = {
         .path_new = cb_path_new,
         .new_scid = cb_new_scid,
         .scid_retired = cb_scid_retired,
+        .datagram = cb_datagram,
 };
 
 /* ------------------------------------------------------------- endpoint */
@@ -525,6 +542,9 @@ static int build_import(struct moq_quic_conn *c, struct hand_scratch *s)
 	imp->max_udp_payload = (uint16_t)ngtcp2_conn_get_path_max_tx_udp_payload_size(c->q);
 	imp->local_active_cid_limit = lp->active_connection_id_limit;
 	imp->local_grease_quic_bit = (uint8_t)lp->grease_quic_bit;
+	/* RFC 9221, 3: datagrams as dgram.c negotiated them, both ways */
+	imp->peer.max_datagram_frame_size = dgram_negotiated(c) ? rp->max_datagram_frame_size : 0;
+	imp->local_max_datagram_frame_size = lp->max_datagram_frame_size;
 	return 0;
 }
 
@@ -611,15 +631,6 @@ void hand_try(struct moq_quic_conn *c, uint64_t now)
 	if (!c->fp_ok || c->fp_final || c->fp != NULL || ep->fpe == NULL || c->q == NULL ||
 	    c->state != CS_ESTABLISHED || c->in_ng || c->close_req || c->notified)
 		return;
-	if (c->dgram_hold && dgram_negotiated(c)) {
-		/* the engine carries no DATAGRAM frames: a connection whose
-		 * application uses them stays on ngtcp2 (dgram.c) */
-		ep->st.handoff_refused_dgram++;
-		c->fp_final = 1;
-		free(c->fpkeys);
-		c->fpkeys = NULL;
-		return;
-	}
 	if (hand_export(c, &imp, &why) != 0) {
 		/* another cipher, or an export the engine cannot take: for good */
 		refuse(c, why, why == MOQ_QUIC_HANDOFF_CIPHER || why == MOQ_QUIC_HANDOFF_IMPORT);
@@ -633,6 +644,8 @@ void hand_try(struct moq_quic_conn *c, uint64_t now)
 	}
 	release_ngtcp2(c, &ep->hscratch->ex);
 	c->fp = fc;
+	/* datagrams still queued go on in the engine's queue (dgram.c) */
+	dgram_hand_over(c);
 	ep->st.handoffs++;
 	ep->st.fastpath_conns++;
 }
@@ -726,6 +739,12 @@ void hand_stats(const struct moq_quic_endpoint *ep, struct moq_quic_stats *out)
 	out->fastpath_key_updates = st.key_updates;
 	out->fastpath_pkts_lost = st.pkts_lost;
 	out->fastpath_paths_validated = st.paths_validated;
+	/* RFC 9221: the engine's datagrams count with ngtcp2's (dgram.c) */
+	out->dgrams_out += st.dgrams_out;
+	out->dgrams_dropped += st.dgrams_dropped;
+	out->dgrams_in_dropped += st.dgrams_in_dropped;
+	out->fastpath_dgrams_acked = st.dgrams_acked;
+	out->fastpath_dgrams_lost = st.dgrams_lost;
 }
 
 int hand_pending(const struct moq_quic_endpoint *ep)

@@ -323,8 +323,10 @@ struct moq_quic_stats {
 	uint64_t dgrams_out;     /* written into packets */
 	uint64_t dgrams_dropped; /* queued and never sent: the queue overflowed
 	                          * (oldest first) or the connection closed */
-	uint64_t handoff_refused_dgram; /* connections kept off the fast path
-	                                 * because they carry datagrams */
+	/* the fast path's datagrams (fastpath/dgram.c; its dgrams_out and
+	 * dgrams_dropped are in the two above): in packets acknowledged, and
+	 * in packets declared lost (never retransmitted) */
+	uint64_t fastpath_dgrams_acked, fastpath_dgrams_lost;
 };
 
 /* Why a handoff did not happen (moq_quic_stats.handoff_refused index). */
@@ -761,7 +763,9 @@ int moq_quic_stream_stop_sending(struct moq_quic_conn *c, int64_t sid, uint64_t 
  * what fits one packet of the connection's current size (short header,
  * DATAGRAM frame header and room for an ACK frame taken off) and the peer's
  * max_datagram_frame_size. 0 when datagrams cannot be sent: not negotiated,
- * the handshake not complete, closing, or @c served by the fast path.
+ * the handshake not complete, or closing. A connection the fast path
+ * serves sends them from the engine's queue, with the same limits
+ * (fastpath/dgram.c).
  */
 size_t moq_quic_dgram_max(const struct moq_quic_conn *c);
 
@@ -782,10 +786,8 @@ int moq_quic_dgram_send(struct moq_quic_conn *c, const uint8_t *hdr, size_t hdrl
 
 /*
  * moq_quic_conn_dgram_hold: the application sends or takes datagrams on
- * @c: keep it off the fast path (which carries no DATAGRAM frames; counted
- * in stats.handoff_refused_dgram when a handoff would have been tried). A
- * connection already on the fast path stays there (moq_quic_dgram_max is
- * 0 then: the application falls back to streams).
+ * @c. Nothing to do any more: the fast path carries DATAGRAM frames
+ * (fastpath/dgram.c), so such a connection is handed off like any other.
  */
 void moq_quic_conn_dgram_hold(struct moq_quic_conn *c);
 

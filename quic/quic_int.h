@@ -177,7 +177,6 @@ struct moq_quic_conn {
 	uint8_t fp_ok;    /* moq_quic_conn_allow_handoff was called */
 	uint8_t fp_final; /* refused for good: stays on ngtcp2 */
 	struct quic_dgq *dq; /* queued datagrams (dgram.c), NULL until used */
-	uint8_t dgram_hold;  /* moq_quic_conn_dgram_hold: no handoff */
 };
 
 /* dgram.c: the datagram queue (moq_quic_dgram_send) */
@@ -188,6 +187,8 @@ void dgram_recv(struct moq_quic_conn *c, const uint8_t *data, size_t len);
 void dgram_free(struct moq_quic_conn *c);
 /* the peer negotiated datagrams (and so did we) */
 int dgram_negotiated(const struct moq_quic_conn *c);
+/* handoff.c, after the import: the queue moves to the engine's */
+void dgram_hand_over(struct moq_quic_conn *c);
 
 struct sl_pkt {
 	uint8_t buf[QUIC_SL_SLOT];

@@ -12,7 +12,10 @@ subscribers as datagrams (video on streams). Checked: every subscriber
 ready, no verification error, the publisher's datagrams counted in by the
 relay (/metrics datagrams_in_total) and out to the subscribers
 (datagrams_out_total about 5x), the subscribers' datagrams received, none
-too large.
+too large. Once more on the kernel backend with --fastpath on: the
+subscribers are handed off (moqdp_fastpath_connections >= 5 while the load
+runs) and get the datagrams from the engine (fastpath/dgram.c), every group
+verified or counted lost.
 
 Needs root (EAL); the EAL run directories are removed.
 """
@@ -54,7 +57,7 @@ def metrics(port):
     return out
 
 
-def run(backend, relay_bin, load_bin, tmp, transport="quic"):
+def run(backend, relay_bin, load_bin, tmp, transport="quic", fastpath=False):
     pid = os.getpid()
     rprefix, lprefix = f"moqdp-dg-r{pid}-{backend}", f"moqdp-dg-l{pid}-{backend}"
     common = ["--no-pci", "--no-huge", "--log-level=lib.eal:error"]
@@ -74,6 +77,8 @@ def run(backend, relay_bin, load_bin, tmp, transport="quic"):
                  "--backend", "kernel", "--listen", "127.0.0.1"]
         load = [load_bin, "--kernel", "--relay", f"127.0.0.1:{port}", "--local", "127.0.0.2"]
     relay += ["--port", str(port), "--stats-interval", "0", "--mgmt", f"127.0.0.1:{mgmt}"]
+    if fastpath:
+        relay += ["--fastpath", "on"]
     jpath = f"{tmp}/load-{backend}-{transport}.json"
     load += ["--publish", "--datagrams", "--subscribers", "5", "--ramp", "50", "--tracks",
              "video:1M:gop=30,audio", "--duration", "5", "--json", jpath, "--quiet",
@@ -95,16 +100,29 @@ def run(backend, relay_bin, load_bin, tmp, transport="quic"):
         if rp.poll() is not None:
             rlog.flush()
             return {}, {"exit": "relay exited", "stderr": open(rlog.name).read()[-500:]}
-        lp = subprocess.run(load, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            timeout=90, text=True)
+        lp = subprocess.Popen(load, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True)
+        # the gauge of connections on the fast path, at its highest while
+        # the load runs (they close with it)
+        fp_max, deadline = 0, time.time() + 90
+        while lp.poll() is None and time.time() < deadline:
+            try:
+                fp_max = max(fp_max, metrics(mgmt).get("fastpath_connections", 0))
+            except OSError:
+                pass
+            time.sleep(0.25)
+        if lp.poll() is None:
+            lp.kill()
+        lp.stderr_text = lp.communicate()[1] or ""
         time.sleep(0.3)
         m = metrics(mgmt)
+        m["fastpath_connections_max"] = fp_max
         for line in open(jpath):
             if '"final":true' in line:
                 final = json.loads(line)
         if lp.returncode != 0:
             final["exit"] = lp.returncode
-            final["stderr"] = lp.stderr[-500:]
+            final["stderr"] = lp.stderr_text[-500:]
     finally:
         rp.terminate()
         try:
@@ -128,9 +146,19 @@ def main():
     tmp = tempfile.mkdtemp(prefix="moqdp-dg.")
     # WebTransport: HTTP/3 datagrams (the Quarter Stream ID before the
     # moq-lite header), moqdp-load's WebTransport client both ways
-    for backend, tr in (("kernel", "quic"), ("dpdk", "quic"), ("kernel", "wt")):
-        m, f = run(backend, relay_bin, load_bin, tmp, tr)
+    # and with --fastpath on: the subscribers that negotiated datagrams are
+    # handed off and get them from the engine (fastpath/dgram.c)
+    for backend, tr, fp in (("kernel", "quic", False), ("dpdk", "quic", False),
+                            ("kernel", "wt", False), ("kernel", "quic", True),
+                            ("kernel", "wt", True)):
+        m, f = run(backend, relay_bin, load_bin, tmp, tr, fp)
         backend = backend if tr == "quic" else backend + "+wt"
+        if fp:
+            backend += " --fastpath on"
+            tap(m.get("fastpath_connections_max", 0) >= 5 and
+                m.get("fastpath_handoffs_total", 0) >= 5,
+                f"{backend}: the datagram subscribers were handed off",
+                json.dumps({k: v for k, v in m.items() if "fastpath" in k}))
         diag = json.dumps({k: v for k, v in f.items()
                            if k in ("subs_ready", "errors", "frames_ok", "groups_missing",
                                     "pub_dgrams_out", "sub_dgrams_in", "exit", "stderr")}) + \
@@ -148,7 +176,8 @@ def main():
         # every group a subscriber misses is a datagram lost: on the way in
         # (x 5 subscribers) or dropped unsent by the relay's QUIC (its
         # queue, a closing connection), counted; the edges aside
-        lost = (pub - din) * 5 + m.get("quic_datagrams_dropped_total", 0)
+        lost = (pub - din) * 5 + m.get("quic_datagrams_dropped_total", 0) + \
+            m.get("fastpath_datagrams_lost_total", 0)
         tap(f.get("frames_ok", 0) > 5 * 3 * (30 + 50) and
             f.get("groups_missing", 1e9) <= lost + 20,
             f"{backend}: video and audio verified, missing groups = datagrams lost", diag)

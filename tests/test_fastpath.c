@@ -315,6 +315,8 @@ struct side {
 	struct fp_close_info ci;
 	int resets, stops, streams_closed, opened, paths, paths_ok, writable;
 	int fail_cb;
+	/* datagrams received (DG_* payloads checked) */
+	int dg_in, dg_bad;
 };
 
 struct pair {
@@ -419,7 +421,33 @@ static void cb_writable(struct fp_conn *c, void *user, int64_t sid)
 	s->writable++;
 }
 
+/* A test datagram: a 4-byte sequence number, then 20 + seq % 300 bytes of
+ * the pattern from seq * 13 (every payload checkable on arrival). */
+#define DG_LEN(seq) (20u + (seq) % 300u)
+static int dg_check(const uint8_t *d, size_t n, uint32_t *seq)
+{
+	uint32_t q;
+	if (n < 4)
+		return -1;
+	q = (uint32_t)d[0] << 24 | (uint32_t)d[1] << 16 | (uint32_t)d[2] << 8 | d[3];
+	*seq = q;
+	if (n != 4 + DG_LEN(q) || memcmp(d + 4, pattern + (size_t)q * 13, n - 4) != 0)
+		return -1;
+	return 0;
+}
+
+static void cb_dgram(struct fp_conn *c, void *user, const uint8_t *d, size_t n)
+{
+	struct side *s = user;
+	uint32_t q;
+	(void)c;
+	if (dg_check(d, n, &q) < 0)
+		s->dg_bad++;
+	s->dg_in++;
+}
+
 static const struct fp_callbacks test_cb = {
+        .datagram = cb_dgram,
         .stream_data = cb_data,
         .stream_open = cb_open,
         .stream_reset = cb_reset,
@@ -1055,6 +1083,89 @@ START_TEST(pair_peer_stream_gap)
 }
 END_TEST
 
+static void pair_dgrams(struct pair *p, int side, uint32_t from, uint32_t n)
+{
+	uint32_t q;
+	for (q = from; q < from + n; q++) {
+		uint8_t h[4] = {(uint8_t)(q >> 24), (uint8_t)(q >> 16), (uint8_t)(q >> 8),
+		                (uint8_t)q};
+		struct fp_iov v = {pattern + (size_t)q * 13, DG_LEN(q)};
+		ck_assert_int_eq(fp_dgram_send(p->s[side].c, h, 4, &v, 1, NULL, NULL), 0);
+	}
+}
+
+static int done_dg(struct pair *p)
+{
+	return p->s[0].dg_in + p->s[1].dg_in >= 60;
+}
+#ifndef DG_WINDOW_MS
+#define DG_WINDOW_MS 180 /* simulated: 130 ms, 238 ms without the wake-up on ACK */
+#endif
+
+/* RFC 9221 between two engines: delivered both ways when both allowed
+ * them; a DATAGRAM frame the receiver did not allow, or larger than it
+ * allowed, closes with PROTOCOL_VIOLATION (3); none when the peer allowed
+ * none (fp_dgram_max 0, MOQ_ERR_STATE). */
+START_TEST(pair_datagrams)
+{
+	struct pair p;
+	struct fp_stats st;
+	int i;
+
+	pair_init(&p, 1 << 20, 4 << 20, NULL);
+	ck_assert_uint_eq(fp_dgram_max(p.s[0].c), 0);
+	ck_assert_int_eq(fp_dgram_send(p.s[0].c, NULL, 0, NULL, 0, NULL, NULL), MOQ_ERR_STATE);
+	for (i = 0; i < 2; i++) {
+		p.s[i].c->x->peer.max_datagram_frame_size = 1200;
+		p.s[i].c->x->local_dgram_max = 1200;
+	}
+	pair_dgrams(&p, 0, 0, 30);
+	pair_dgrams(&p, 1, 1000, 30);
+	pair_run(&p, done_dg, 5000000000ull);
+	ck_assert_int_eq(p.s[0].dg_in, 30);
+	ck_assert_int_eq(p.s[1].dg_in, 30);
+	ck_assert_int_eq(p.s[0].dg_bad + p.s[1].dg_bad, 0);
+	fp_engine_stats(p.s[0].e, &st);
+	ck_assert_uint_eq(st.dgrams_out, 30);
+	ck_assert_uint_eq(st.dgrams_in, 30);
+	ck_assert(!p.s[0].closed && !p.s[1].closed);
+	/* held back by the window (2 packets): each ACK lets the next go at
+	 * once, not at the next timer */
+	{
+		uint64_t t0 = p.now;
+		p.s[0].c->cwnd = p.s[0].c->ssthresh = 2400;
+		pair_dgrams(&p, 0, 100, 60);
+		p.s[0].dg_in = p.s[1].dg_in = 0;
+		pair_run(&p, done_dg, 5000000000ull);
+		fprintf(stderr, "pair_datagrams: 60 behind a 2-packet window in %.1f ms\n",
+		        (double)(p.now - t0) / 1e6);
+		ck_assert_int_eq(p.s[1].dg_in, 60);
+		ck_assert_uint_lt(p.now - t0, DG_WINDOW_MS * 1000000ull);
+	}
+	/* larger than the receiver allowed (it said 100, the sender believes
+	 * 1200) */
+	p.s[0].c->x->local_dgram_max = 100;
+	pair_dgrams(&p, 1, 2000, 1); /* 4 + 20 + 200 bytes */
+	pair_run(&p, done_closed_both, 10000000000ull);
+	ck_assert_int_eq(p.s[0].closed, 1);
+	ck_assert_int_eq(p.s[0].ci.kind, FP_CLOSE_TRANSPORT);
+	ck_assert_uint_eq(p.s[0].ci.code, FP_E_PROTOCOL_VIOLATION);
+	ck_assert_uint_eq(p.s[0].ci.frame_type, 0x31);
+	ck_assert_uint_eq(p.s[1].ci.code, FP_E_PROTOCOL_VIOLATION);
+	pair_free(&p);
+
+	/* none allowed at all */
+	pair_init(&p, 1 << 20, 4 << 20, NULL);
+	p.s[1].c->x->peer.max_datagram_frame_size = 1200;
+	pair_dgrams(&p, 1, 0, 1);
+	pair_run(&p, done_closed_both, 10000000000ull);
+	ck_assert_int_eq(p.s[0].closed, 1);
+	ck_assert_uint_eq(p.s[0].ci.code, FP_E_PROTOCOL_VIOLATION);
+	ck_assert_int_eq(p.s[0].dg_in, 0);
+	pair_free(&p);
+}
+END_TEST
+
 /* A peer's protocol violation closes with the right code. */
 START_TEST(pair_violation_codes)
 {
@@ -1169,6 +1280,21 @@ struct ix {
 	uint64_t srx;
 };
 static struct ix *gx;
+/* ix_new: max_datagram_frame_size on both sides (0: none) */
+static uint64_t ix_dgram_size;
+/* ix_new: datagrams queued on the quic/ side before the export, moved to
+ * the engine's queue after the import (quic/dgram.c dgram_hand_over) */
+static uint32_t ix_dg_queued;
+static int ix_rel;
+static void ix_release(void *arg)
+{
+	(void)arg;
+	ix_rel++;
+}
+/* the client's datagrams received: per sequence number, and bad ones */
+#define IX_DG_MAX 4096
+static uint8_t ix_dg_seen[IX_DG_MAX];
+static int ix_dg_bad, ix_dg_dup, ix_dg_in;
 
 static int ix_slot(int64_t sid)
 {
@@ -1234,7 +1360,19 @@ static void ccb_closed(struct moq_quic_conn *c, void *user, const struct moq_qui
 	gx->cc = NULL;
 }
 
+static void ccb_dgram(struct moq_quic_conn *c, void *user, const uint8_t *d, size_t n)
+{
+	uint32_t q;
+	(void)c, (void)user;
+	ix_dg_in++;
+	if (dg_check(d, n, &q) < 0 || q >= IX_DG_MAX)
+		ix_dg_bad++;
+	else if (ix_dg_seen[q]++)
+		ix_dg_dup++;
+}
+
 static const struct moq_quic_callbacks ccbs = {
+        .datagram = ccb_dgram,
         .conn_new = ccb_new,
         .established = ccb_est,
         .stream_open = ccb_open,
@@ -1322,6 +1460,7 @@ static struct ix *ix_new(uint64_t cli_stream_win, uint64_t cli_conn_win,
 	 * handoff's scratch; the connection is never marked for a handoff
 	 * (moq_quic_conn_allow_handoff), so its own engine stays empty */
 	sc.fastpath = 1;
+	sc.max_datagram_frame_size = ix_dgram_size;
 	cc = sc;
 	cc.fastpath = 0;
 	cc.role = MOQ_QUIC_CLIENT;
@@ -1354,6 +1493,11 @@ static struct ix *ix_new(uint64_t cli_stream_win, uint64_t cli_conn_win,
 	ck_assert_int_eq(moq_quic_link_run(x->lnk, ix_ready, x, 2000000000ull), 0);
 	/* quiet: nothing of ngtcp2's in flight either way */
 	moq_quic_link_run(x->lnk, NULL, NULL, 300000000ull);
+	for (uint32_t q = 0; q < ix_dg_queued; q++) {
+		uint8_t h[4] = {0, 0, (uint8_t)(q >> 8), (uint8_t)q};
+		struct iovec dv = {pattern + (size_t)q * 13, 20u + q % 300u};
+		ck_assert_int_eq(moq_quic_dgram_send(x->sc, h, 4, &dv, 1, ix_release, NULL), 0);
+	}
 	/* the relay's export (one copy: quic/handoff.c); its streams stay in
 	 * the server endpoint's scratch until the import below */
 	ck_assert_msg(hand_export(x->sc, &imp, &why) == 0, "export refused: %d", (int)why);
@@ -1362,8 +1506,6 @@ static struct ix *ix_new(uint64_t cli_stream_win, uint64_t cli_conn_win,
 	x->now = moq_quic_link_now(x->lnk);
 	moq_quic_link_free(x->lnk);
 	x->lnk = NULL;
-	moq_quic_conn_light_detach(x->sc);
-	x->sc = NULL;
 	if (ecfg)
 		cfg = *ecfg;
 	else
@@ -1374,6 +1516,13 @@ static struct ix *ix_new(uint64_t cli_stream_win, uint64_t cli_conn_win,
 	ck_assert_ptr_nonnull(x->e);
 	x->es.c = fp_conn_import(x->e, &im, x->now, &err);
 	ck_assert_msg(x->es.c != NULL, "import: %d", err);
+	/* as hand_try does after its import */
+	x->sc->fp = x->es.c;
+	dgram_hand_over(x->sc);
+	ck_assert_ptr_null(x->sc->dq);
+	x->sc->fp = NULL;
+	moq_quic_conn_light_detach(x->sc);
+	x->sc = NULL;
 	x->es.rx_off[0] = IX_REQ;
 	x->es.acked[0] = IX_REQ;
 	x->delay = 10000000;
@@ -1572,6 +1721,154 @@ START_TEST(ix_bulk_loss_key_update)
 	moq_quic_conn_get_info(x->cc, &qi);
 	ck_assert_uint_ge(qi.key_updates, 1);
 	ck_assert_uint_gt(x->dropped, 0);
+	ix_free(x);
+}
+END_TEST
+
+/* RFC 9221 on the fast path (fastpath/dgram.c): a connection that
+ * negotiated datagrams with a real ngtcp2 client is exported; the engine
+ * sends datagrams (a header copied, the payload referenced and released
+ * once sealed) and receives the client's, with 10% loss both ways: every
+ * payload checked, each received at most once (none retransmitted), each
+ * sent one acknowledged or counted lost, and some lost. */
+START_TEST(ix_datagrams_loss)
+{
+	struct ix *x;
+	struct fp_stats st;
+	struct fp_conn_info ci;
+	uint32_t seq, n = 1500, cn = 200, got = 0, i;
+	size_t max;
+
+	memset(ix_dg_seen, 0, sizeof(ix_dg_seen));
+	ix_dg_bad = ix_dg_dup = ix_dg_in = 0;
+	ix_rel = 0;
+	ix_dgram_size = 1200;
+	x = ix_new(0, 0, NULL);
+	ix_dgram_size = 0;
+	max = fp_dgram_max(x->es.c);
+	/* the peer's limit less the frame header, within one packet */
+	ck_assert_uint_gt(max, 4 + DG_LEN(299));
+	ck_assert_uint_le(max, 1200 - 9);
+	{
+		/* too large, and too many pieces: refused, nothing released */
+		struct fp_iov big = {pattern, max + 1};
+		ck_assert_int_eq(fp_dgram_send(x->es.c, NULL, 0, &big, 1, ix_release, NULL),
+		                 MOQ_ERR_TOO_LARGE);
+		ck_assert_int_eq(
+		        fp_dgram_send(x->es.c, NULL, 0, &big, FP_DGRAM_IOV + 1, ix_release, NULL),
+		        MOQ_ERR_INVAL);
+		ck_assert_int_eq(ix_rel, 0);
+	}
+	x->drop_pct = 10;
+	for (seq = 0; seq < n || (cn && seq < n + cn);) {
+		/* 10 a round (500/s: within the queue of 64 and the window) */
+		for (i = 0; i < 10 && seq < n; i++, seq++) {
+			uint8_t h[4] = {(uint8_t)(seq >> 24), (uint8_t)(seq >> 16),
+			                (uint8_t)(seq >> 8), (uint8_t)seq};
+			struct fp_iov v[2] = {{pattern + (size_t)seq * 13, 10},
+			                      {pattern + (size_t)seq * 13 + 10, DG_LEN(seq) - 10}};
+			ck_assert_int_eq(fp_dgram_send(x->es.c, h, 4, v, 2, ix_release, NULL), 0);
+		}
+		for (i = 0; i < 5 && got < cn; i++, got++) {
+			uint32_t q = got;
+			uint8_t h[4] = {(uint8_t)(q >> 24), (uint8_t)(q >> 16), (uint8_t)(q >> 8),
+			                (uint8_t)q};
+			struct iovec v = {pattern + (size_t)q * 13, DG_LEN(q)};
+			ck_assert_int_eq(moq_quic_dgram_send(x->cc, h, 4, &v, 1, NULL, NULL), 0);
+		}
+		ix_run(x, NULL, 20000000ull);
+		ck_assert(!x->cclosed && !x->es.closed);
+		if (seq >= n && got >= cn)
+			break;
+	}
+	/* until everything sent is acknowledged or declared lost */
+	for (i = 0; i < 500; i++) {
+		fp_conn_get_info(x->es.c, &ci);
+		fp_engine_stats(x->e, &st);
+		if (ci.bytes_in_flight == 0 && st.dgrams_acked + st.dgrams_lost == n)
+			break;
+		ix_run(x, NULL, 20000000ull);
+	}
+	fp_engine_stats(x->e, &st);
+	fprintf(stderr,
+	        "ix_datagrams_loss: out %llu acked %llu lost %llu dropped %llu; client got %d (%d "
+	        "bad, %d "
+	        "twice); engine got %d of %u; dropped %llu packets\n",
+	        (unsigned long long)st.dgrams_out, (unsigned long long)st.dgrams_acked,
+	        (unsigned long long)st.dgrams_lost, (unsigned long long)st.dgrams_dropped, ix_dg_in,
+	        ix_dg_bad, ix_dg_dup, x->es.dg_in, cn, (unsigned long long)x->dropped);
+	ck_assert(!x->cclosed && !x->es.closed);
+	/* all written and released, none dropped unsent */
+	ck_assert_uint_eq(st.dgrams_out, n);
+	ck_assert_uint_eq(st.dgrams_dropped, 0);
+	ck_assert_int_eq(ix_rel, (int)n);
+	/* each acknowledged or lost, some lost; nothing retransmitted */
+	ck_assert_uint_eq(st.dgrams_acked + st.dgrams_lost, n);
+	ck_assert_uint_gt(st.dgrams_lost, 0);
+	ck_assert_uint_eq(st.pkts_retransmitted_bytes, 0);
+	/* the client: every payload intact, none twice, at least every one
+	 * acknowledged (a lost ACK may make one both received and "lost") */
+	ck_assert_int_eq(ix_dg_bad, 0);
+	ck_assert_int_eq(ix_dg_dup, 0);
+	ck_assert_int_ge(ix_dg_in, (int)st.dgrams_acked);
+	ck_assert_int_lt(ix_dg_in, (int)n);
+	/* the client's datagrams through the engine's callback, checked */
+	ck_assert_uint_eq(st.dgrams_in, (uint64_t)x->es.dg_in);
+	ck_assert_int_eq(x->es.dg_bad, 0);
+	ck_assert_int_gt(x->es.dg_in, (int)cn / 2);
+	ck_assert_int_lt(x->es.dg_in, (int)cn);
+	ck_assert_uint_eq(st.dgrams_in_dropped, 0);
+	/* closing releases what is still queued (counted dropped) */
+	{
+		struct fp_iov v = {pattern, 100};
+		for (i = 0; i < FP_DGRAM_QUEUE + 3; i++)
+			ck_assert_int_eq(fp_dgram_send(x->es.c, NULL, 0, &v, 1, ix_release, NULL),
+			                 0);
+		fp_engine_stats(x->e, &st);
+		ck_assert_uint_eq(st.dgrams_dropped, 3); /* the oldest went */
+		ck_assert_int_eq(ix_rel, (int)n + 3);
+		ck_assert_int_eq(fp_conn_close(x->es.c, 1, 0, "done"), 0);
+		ck_assert_int_eq(ix_rel, (int)n + FP_DGRAM_QUEUE + 3);
+		fp_engine_stats(x->e, &st);
+		ck_assert_uint_eq(st.dgrams_dropped, FP_DGRAM_QUEUE + 3);
+	}
+	ix_free(x);
+}
+END_TEST
+
+static int ix_dg_all(struct ix *x)
+{
+	(void)x;
+	return ix_dg_in >= 40;
+}
+
+/* Datagrams queued on the ngtcp2 side when the connection is exported are
+ * not lost: they move to the engine's queue (with their release) and reach
+ * the client from the engine, each intact. */
+START_TEST(ix_datagrams_queued_at_handoff)
+{
+	struct ix *x;
+	struct fp_stats st;
+	uint32_t q;
+
+	memset(ix_dg_seen, 0, sizeof(ix_dg_seen));
+	ix_dg_bad = ix_dg_dup = ix_dg_in = 0;
+	ix_rel = 0;
+	ix_dgram_size = 1200;
+	ix_dg_queued = 40;
+	x = ix_new(0, 0, NULL);
+	ix_dgram_size = 0;
+	ix_dg_queued = 0;
+	/* nothing released yet: the payloads are still referenced */
+	ck_assert_int_eq(ix_rel, 0);
+	ix_run(x, ix_dg_all, 2000000000ull);
+	fp_engine_stats(x->e, &st);
+	ck_assert_uint_eq(st.dgrams_out, 40);
+	ck_assert_int_eq(ix_rel, 40);
+	ck_assert_int_eq(ix_dg_in, 40);
+	ck_assert_int_eq(ix_dg_bad + ix_dg_dup, 0);
+	for (q = 0; q < 40; q++)
+		ck_assert_int_eq(ix_dg_seen[q], 1);
 	ix_free(x);
 }
 END_TEST
@@ -1784,6 +2081,7 @@ Suite *fastpath_suite(void)
 	tcase_add_test(t, pair_migration);
 	tcase_add_test(t, pair_streams_limit_and_reset);
 	tcase_add_test(t, pair_violation_codes);
+	tcase_add_test(t, pair_datagrams);
 	tcase_add_test(t, pair_peer_stream_gap);
 	tcase_add_test(t, pair_persistent_congestion);
 	tcase_add_test(t, pair_spoofed_source);
@@ -1798,6 +2096,8 @@ Suite *fastpath_suite(void)
 	tcase_add_test(t, ix_ping_idle);
 	tcase_add_test(t, ix_peer_streams);
 	tcase_add_test(t, ix_stateless_reset);
+	tcase_add_test(t, ix_datagrams_loss);
+	tcase_add_test(t, ix_datagrams_queued_at_handoff);
 	suite_add_tcase(s, t);
 	return s;
 }

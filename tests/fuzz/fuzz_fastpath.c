@@ -35,7 +35,17 @@ static void on_closed(struct fp_conn *c, void *user, const struct fp_close_info 
 	closed++;
 }
 
+/* RFC 9221: every byte of a received datagram is read */
+static unsigned dsum;
+static void on_dgram(struct fp_conn *c, void *user, const uint8_t *d, size_t n)
+{
+	(void)c, (void)user;
+	for (size_t i = 0; i < n; i++)
+		dsum += d[i];
+}
+
 static const struct fp_callbacks cbs = {
+        .datagram = on_dgram,
         .stream_data = on_data,
         .conn_closed = on_closed,
 };
@@ -99,6 +109,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	im.next_remote_bidi = 4;
 	im.next_remote_uni = 2;
 	im.local_idle_timeout_ns = 30000000000ull;
+	im.peer.max_datagram_frame_size = im.local_max_datagram_frame_size = 1200;
 	im.path_validated = 1;
 	im.local.len = im.remote.len = 16;
 	im.remote.b[3] = 1;
@@ -116,6 +127,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fp_aes_gcm_key(aead, key);
 	fp_hp_key(&hp, im.rx.hp, 0);
 	fp_stream_write(c, 0, &v, 1, 0);
+	for (i = 0; i < 3; i++) {
+		struct fp_iov dv = {payload, 300};
+		fp_dgram_send(c, NULL, 0, &dv, 1, NULL, NULL);
+	}
 	for (i = 0; i < 4; i++) {
 		pk[i].data = bufs[i];
 		pk[i].cap = sizeof(bufs[i]);
