@@ -374,8 +374,6 @@ static int op_dgram_send(void *b, const uint8_t *hdr, size_t hdrlen, const struc
 		return MOQ_ERR_STATE;
 	pl = moq_h3_datagram_prefix(h, (uint64_t)w->connect_sid);
 	memcpy(h + pl, hdr, hdrlen);
-	/* a session that uses datagrams stays off the fast path (quic.h) */
-	moq_quic_conn_dgram_hold(w->c);
 	return moq_quic_dgram_send(w->c, h, pl + hdrlen, iov, iovcnt, release, arg);
 }
 
@@ -1187,7 +1185,6 @@ static void cb_datagram(struct moq_quic_conn *c, void *user, const uint8_t *data
 		return;
 	}
 	enter(w);
-	moq_quic_conn_dgram_hold(w->c);
 	moq_binding_datagram(w->s, data + n, len - (size_t)n);
 	leave(w);
 }

@@ -189,11 +189,6 @@ void dgram_recv(struct moq_quic_conn *c, const uint8_t *data, size_t len)
 	c->cb->datagram(c, c->user, data, len);
 }
 
-void moq_quic_conn_dgram_hold(struct moq_quic_conn *c)
-{
-	(void)c; /* the fast path carries datagrams: nothing holds @c */
-}
-
 void dgram_hand_over(struct moq_quic_conn *c)
 {
 	struct quic_dgq *q = c->dq;

@@ -784,13 +784,6 @@ int moq_quic_dgram_send(struct moq_quic_conn *c, const uint8_t *hdr, size_t hdrl
                         const struct iovec *iov, size_t iovcnt, void (*release)(void *arg),
                         void *arg);
 
-/*
- * moq_quic_conn_dgram_hold: the application sends or takes datagrams on
- * @c. Nothing to do any more: the fast path carries DATAGRAM frames
- * (fastpath/dgram.c), so such a connection is handed off like any other.
- */
-void moq_quic_conn_dgram_hold(struct moq_quic_conn *c);
-
 /* ---- light clients (export.c) ------------------------------------------
  *
  * A load generator's "light" subscriber: a client connection that, once
