@@ -1426,7 +1426,7 @@ START_TEST(session_connect_waits_for_settings)
 END_TEST
 
 /* Issue 22 item 14: a client that sends its CONNECT but never its SETTINGS
- * is not held until the idle timeout: after MOQ_WT_SETTINGS_WAIT_NS (2 s)
+ * is not held until the idle timeout: after MOQ_WT_SETTINGS_WAIT_NS (10 s)
  * the connection is closed with H3_MISSING_SETTINGS, unanswered. */
 START_TEST(session_settings_deadline)
 {
