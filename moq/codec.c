@@ -10,6 +10,7 @@
 #include "lite06_codec.h"
 #include "moq_err.h"
 #include "moq_path.h"
+#include "codec_rw.h"
 
 /* ---- varints: RFC 9000, 16 ---- */
 
@@ -115,61 +116,6 @@ bool moq_path_has_prefix(const char *prefix, size_t plen, const char *path, size
 	return true;
 }
 
-/* ---- a bounded writer: with buf == NULL it only counts ---- */
-
-struct wr {
-	uint8_t *p;
-	size_t cap, len;
-	int err;
-};
-
-static void w_bytes(struct wr *w, const void *b, size_t n)
-{
-	if (w->err)
-		return;
-	if (w->p) {
-		if (w->cap - w->len < n) {
-			w->err = MOQ_ERR_TOO_LARGE;
-			return;
-		}
-		if (n)
-			memcpy(w->p + w->len, b, n);
-	}
-	w->len += n;
-}
-
-static void w_vi(struct wr *w, uint64_t v)
-{
-	uint8_t tmp[8];
-	int n = moq_varint_put(tmp, sizeof(tmp), v);
-
-	if (n < 0) {
-		if (!w->err)
-			w->err = MOQ_ERR_INVAL;
-		return;
-	}
-	w_bytes(w, tmp, (size_t)n);
-}
-
-static void w_u8(struct wr *w, uint8_t v)
-{
-	w_bytes(w, &v, 1);
-}
-
-static void w_str(struct wr *w, struct moq_str s)
-{
-	w_vi(w, s.len);
-	w_bytes(w, s.p, s.len);
-}
-
-static void w_path(struct wr *w, struct moq_str s)
-{
-	/* The encoder writes paths as given; they must be normalised already. */
-	if (moq_path_segments(s.p, s.len) > MOQ_PATH_MAX_SEGMENTS && !w->err)
-		w->err = MOQ_ERR_INVAL;
-	w_str(w, s);
-}
-
 /* PROTOCOL.md, optional group: 0 = absent, N = group N-1. */
 static void w_optgroup(struct wr *w, uint64_t g)
 {
@@ -181,41 +127,6 @@ static void w_optgroup(struct wr *w, uint64_t g)
 		w_vi(w, g + 1);
 }
 
-/* ---- a bounded reader over one message body ---- */
-
-struct rd {
-	const uint8_t *p;
-	size_t len, off;
-	int err;
-};
-
-static uint64_t r_vi(struct rd *r)
-{
-	uint64_t v = 0;
-	int n;
-
-	if (r->err)
-		return 0;
-	n = moq_varint_get(r->p + r->off, r->len - r->off, &v);
-	if (n < 0) {
-		r->err = MOQ_ERR_DECODE; /* short inside a length-delimited body */
-		return 0;
-	}
-	r->off += (size_t)n;
-	return v;
-}
-
-static uint8_t r_u8(struct rd *r)
-{
-	if (r->err)
-		return 0;
-	if (r->off >= r->len) {
-		r->err = MOQ_ERR_DECODE;
-		return 0;
-	}
-	return r->p[r->off++];
-}
-
 static bool r_bool(struct rd *r)
 {
 	uint8_t v = r_u8(r);
@@ -223,33 +134,6 @@ static bool r_bool(struct rd *r)
 	if (v > 1 && !r->err)
 		r->err = MOQ_ERR_DECODE;
 	return v == 1;
-}
-
-static struct moq_str r_str(struct rd *r)
-{
-	struct moq_str s = {"", 0};
-	uint64_t n = r_vi(r);
-
-	if (r->err)
-		return s;
-	if (n > r->len - r->off) {
-		r->err = MOQ_ERR_DECODE;
-		return s;
-	}
-	s.p = (const char *)r->p + r->off;
-	s.len = (size_t)n;
-	r->off += (size_t)n;
-	return s;
-}
-
-static struct moq_str r_path(struct rd *r)
-{
-	struct moq_str s = r_str(r);
-
-	/* PROTOCOL.md, path: at most 32 segments once normalised. */
-	if (moq_path_segments(s.p, s.len) > MOQ_PATH_MAX_SEGMENTS && !r->err)
-		r->err = MOQ_ERR_DECODE;
-	return s;
 }
 
 static uint64_t r_optgroup(struct rd *r)
@@ -261,13 +145,6 @@ static uint64_t r_optgroup(struct rd *r)
 
 /* ---- message bodies ---- */
 
-static void enc_param_vi(struct wr *w, uint64_t id, uint64_t v)
-{
-	w_vi(w, id);
-	w_vi(w, moq_varint_len(v));
-	w_vi(w, v);
-}
-
 static void enc_body(struct wr *w, enum moq_version v, const struct moq_msg *m)
 {
 	switch (m->type) {
@@ -276,15 +153,15 @@ static void enc_body(struct wr *w, enum moq_version v, const struct moq_msg *m)
 		/* Order as the reference encoder: probe, path, role, origin. */
 		w_vi(w, (uint64_t)s->has_probe + s->has_path + s->has_role + s->has_origin);
 		if (s->has_probe)
-			enc_param_vi(w, MOQ_SETUP_PROBE, s->probe);
+			w_param_vi(w, MOQ_SETUP_PROBE, s->probe);
 		if (s->has_path) {
 			w_vi(w, MOQ_SETUP_PATH);
 			w_str(w, s->path);
 		}
 		if (s->has_role)
-			enc_param_vi(w, MOQ_SETUP_ROLE, s->role);
+			w_param_vi(w, MOQ_SETUP_ROLE, s->role);
 		if (s->has_origin)
-			enc_param_vi(w, MOQ_SETUP_ORIGIN, s->origin);
+			w_param_vi(w, MOQ_SETUP_ORIGIN, s->origin);
 		break;
 	}
 	case MOQ_MSG_ANNOUNCE_REQ:

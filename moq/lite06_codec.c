@@ -8,64 +8,14 @@
 #include <string.h>
 
 #include "moq_err.h"
+#include "codec_rw.h"
 
-/* ---- a bounded writer: with buf == NULL it only counts ---- */
-
-struct wr {
-	uint8_t *p;
-	size_t cap, len;
-	int err;
-};
+/* the writer and reader primitives are codec.c's (codec_rw.h) */
 
 static void w_fail(struct wr *w, int err)
 {
 	if (!w->err)
 		w->err = err;
-}
-
-static void w_bytes(struct wr *w, const void *b, size_t n)
-{
-	if (w->err)
-		return;
-	if (w->p) {
-		if (w->cap - w->len < n) {
-			w->err = MOQ_ERR_TOO_LARGE;
-			return;
-		}
-		if (n)
-			memcpy(w->p + w->len, b, n);
-	}
-	w->len += n;
-}
-
-static void w_vi(struct wr *w, uint64_t v)
-{
-	uint8_t tmp[8];
-	int n = moq_varint_put(tmp, sizeof(tmp), v);
-
-	if (n < 0) {
-		w_fail(w, MOQ_ERR_INVAL);
-		return;
-	}
-	w_bytes(w, tmp, (size_t)n);
-}
-
-static void w_u8(struct wr *w, uint8_t v)
-{
-	w_bytes(w, &v, 1);
-}
-
-static void w_str(struct wr *w, struct moq_str s)
-{
-	w_vi(w, s.len);
-	w_bytes(w, s.p, s.len);
-}
-
-static void w_path(struct wr *w, struct moq_str s)
-{
-	if (moq_path_segments(s.p, s.len) > MOQ_PATH_MAX_SEGMENTS)
-		w_fail(w, MOQ_ERR_INVAL);
-	w_str(w, s);
 }
 
 static void w_hops(struct wr *w, uint32_t n, const uint64_t *hops)
@@ -77,74 +27,6 @@ static void w_hops(struct wr *w, uint32_t n, const uint64_t *hops)
 	w_vi(w, n);
 	for (uint32_t i = 0; i < n; i++)
 		w_vi(w, hops[i]);
-}
-
-static void w_param_vi(struct wr *w, uint64_t id, uint64_t v)
-{
-	w_vi(w, id);
-	w_vi(w, moq_varint_len(v));
-	w_vi(w, v);
-}
-
-/* ---- a bounded reader over one message body ---- */
-
-struct rd {
-	const uint8_t *p;
-	size_t len, off;
-	int err;
-};
-
-static uint64_t r_vi(struct rd *r)
-{
-	uint64_t v = 0;
-	int n;
-
-	if (r->err)
-		return 0;
-	n = moq_varint_get(r->p + r->off, r->len - r->off, &v);
-	if (n < 0) {
-		r->err = MOQ_ERR_DECODE; /* short inside a length-delimited body */
-		return 0;
-	}
-	r->off += (size_t)n;
-	return v;
-}
-
-static uint8_t r_u8(struct rd *r)
-{
-	if (r->err)
-		return 0;
-	if (r->off >= r->len) {
-		r->err = MOQ_ERR_DECODE;
-		return 0;
-	}
-	return r->p[r->off++];
-}
-
-static struct moq_str r_str(struct rd *r)
-{
-	struct moq_str s = {"", 0};
-	uint64_t n = r_vi(r);
-
-	if (r->err)
-		return s;
-	if (n > r->len - r->off) {
-		r->err = MOQ_ERR_DECODE;
-		return s;
-	}
-	s.p = (const char *)r->p + r->off;
-	s.len = (size_t)n;
-	r->off += (size_t)n;
-	return s;
-}
-
-static struct moq_str r_path(struct rd *r)
-{
-	struct moq_str s = r_str(r);
-
-	if (!r->err && moq_path_segments(s.p, s.len) > MOQ_PATH_MAX_SEGMENTS)
-		r->err = MOQ_ERR_DECODE;
-	return s;
 }
 
 /* Hop Count (i), Hop ID (i) ...: at most 32; a repeated non-zero id is a
