@@ -20,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -212,4 +214,43 @@ int proc_wait(pid_t pid, unsigned int ms)
 	kill(pid, SIGKILL);
 	waitpid(pid, &st, 0);
 	return -1;
+}
+
+char *proc_http_get(const struct proc_netns *ns, unsigned int port, const char *path)
+{
+	static char resp[65536];
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	char req[256];
+	int fd = proc_netns_socket(ns, AF_INET, SOCK_STREAM, 0);
+	size_t off = 0;
+	ssize_t n;
+
+	if (fd < 0)
+		return NULL;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+		close(fd);
+		return NULL;
+	}
+	snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
+	if (write(fd, req, strlen(req)) < 0) {
+		close(fd);
+		return NULL;
+	}
+	while (off < sizeof(resp) - 1 && (n = read(fd, resp + off, sizeof(resp) - 1 - off)) > 0)
+		off += (size_t)n;
+	resp[off] = '\0';
+	close(fd);
+	return resp;
+}
+
+long long proc_metric(const char *body, const char *name)
+{
+	char key[192];
+	const char *p;
+
+	if ((size_t)snprintf(key, sizeof(key), "\n%s ", name) >= sizeof(key))
+		return -1; /* no metric has a name that long */
+	p = body ? strstr(body, key) : NULL;
+	return p ? atoll(p + strlen(key)) : -1;
 }

@@ -65,4 +65,13 @@ pid_t proc_spawn(const char *prog, const char *const *args, const char *netns, c
  * or -1 when it did not end in time (it is then killed and reaped). */
 int proc_wait(pid_t pid, unsigned int ms);
 
+/* proc_http_get: GET @path from 127.0.0.1:@port inside @ns (NULL: this
+ * process's namespace); the whole response in a static buffer, or NULL when
+ * nothing listens. */
+char *proc_http_get(const struct proc_netns *ns, unsigned int port, const char *path);
+
+/* proc_metric: the value of metric @name (with its labels) in a /metrics
+ * body, or -1. */
+long long proc_metric(const char *body, const char *name);
+
 #endif /* MOQ_TESTS_PROC_H */

@@ -131,40 +131,12 @@ static int wait_proc(struct proc *p, unsigned int ms)
  * listens. */
 static char *http_get(unsigned int port, const char *path)
 {
-	static char resp[65536];
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-	char req[256];
-	int fd = proc_netns_socket(&ns, AF_INET, SOCK_STREAM, 0);
-	size_t off = 0;
-	ssize_t n;
-
-	if (fd < 0)
-		return NULL;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
-		close(fd);
-		return NULL;
-	}
-	snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
-	if (write(fd, req, strlen(req)) < 0) {
-		close(fd);
-		return NULL;
-	}
-	while (off < sizeof(resp) - 1 && (n = read(fd, resp + off, sizeof(resp) - 1 - off)) > 0)
-		off += (size_t)n;
-	resp[off] = '\0';
-	close(fd);
-	return resp;
+	return proc_http_get(&ns, port, path);
 }
 
 static long long metric(const char *body, const char *name)
 {
-	char key[192];
-	const char *p;
-
-	snprintf(key, sizeof(key), "\n%s ", name);
-	p = body ? strstr(body, key) : NULL;
-	return p ? atoll(p + strlen(key)) : -1;
+	return proc_metric(body, name);
 }
 
 static long long wait_metric(unsigned int mport, const char *name, long long want, unsigned int ms)

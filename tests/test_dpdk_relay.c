@@ -118,30 +118,7 @@ static void teardown(void)
  * listens. */
 static char *http_get(unsigned int port, const char *path)
 {
-	static char resp[65536];
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-	char req[256];
-	int fd = proc_netns_socket(&ns, AF_INET, SOCK_STREAM, 0);
-	size_t off = 0;
-	ssize_t n;
-
-	if (fd < 0)
-		return NULL;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
-		close(fd);
-		return NULL;
-	}
-	snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
-	if (write(fd, req, strlen(req)) < 0) {
-		close(fd);
-		return NULL;
-	}
-	while (off < sizeof(resp) - 1 && (n = read(fd, resp + off, sizeof(resp) - 1 - off)) > 0)
-		off += (size_t)n;
-	resp[off] = '\0';
-	close(fd);
-	return resp;
+	return proc_http_get(&ns, port, path);
 }
 
 static char *wait_http(unsigned int port, const char *path, unsigned int ms)
@@ -157,13 +134,7 @@ static char *wait_http(unsigned int port, const char *path, unsigned int ms)
 /* The value of the first sample of metric @name in a /metrics body, or -1. */
 static long long metric(const char *body, const char *name)
 {
-	char key[128];
-	const char *p;
-
-	if ((size_t)snprintf(key, sizeof(key), "\n%s ", name) >= sizeof(key))
-		return -1; /* no metric has a name that long */
-	p = body ? strstr(body, key) : NULL;
-	return p ? atoll(p + strlen(key)) : -1;
+	return proc_metric(body, name);
 }
 
 /* The delivery figures of moqdp-load's summary (its wording is kept stable
