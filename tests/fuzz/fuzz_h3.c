@@ -68,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 4: {
 		int v = moq_h3_protocols_pick((const char *)p, len);
 		if (v != 0 && v != MOQ_ERR_DECODE && v != MOQ_LITE_03 && v != MOQ_LITE_04 &&
-		    v != MOQ_LITE_05)
+		    v != MOQ_LITE_05 && v != MOQ_LITE_06)
 			abort();
 		break;
 	}
