@@ -103,6 +103,7 @@ int moq_relay_web_open(struct relay_io *io, struct relay_web *k, const struct mo
 	wc.allowed_origins = cfg->allowed_origins[0] ? cfg->allowed_origins : NULL;
 	wc.metrics = moq_relay_metrics_text; /* /status/metrics (mgmt.h) */
 	wc.metrics_arg = io->relay;
+	wc.port_must_be_free = io->id == 0; /* (workers open in order) */
 	k->web = moq_web_create(&wc, err, errlen);
 	return k->web != NULL ? 0 : MOQ_ERR_IO;
 }

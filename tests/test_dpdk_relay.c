@@ -628,6 +628,59 @@ START_TEST(kernel_port_in_use)
 }
 END_TEST
 
+/* The --tcp listeners bind with SO_REUSEPORT too (each worker its own): a
+ * TCP listener of another process on the port (with SO_REUSEPORT) would
+ * get a share of the relay's WebSocket and HTTP connections. The relay
+ * refuses at start-up with one line naming --tcp, exit 1; with the port
+ * free it comes up with two workers sharing it (the check is the first
+ * worker's only). */
+START_TEST(tcp_port_in_use)
+{
+	unsigned int udp = 30000 + ((unsigned int)getpid() + 13) % 20000, mport = udp + 1;
+	char sudp[16], mgmt[32], prefix[64], want[200];
+	const char *args[] = {prefix,        "--no-huge", "-m",
+	                      "512",         "--no-pci",  "--lcores",
+	                      "0@0,1@1,2@1", "--",        "--backend",
+	                      "kernel",      "--listen",  "127.0.0.1",
+	                      "--port",      sudp,        "--tcp",
+	                      "1",           "--queues",  "(0,0,1),(0,1,2)",
+	                      "--mgmt",      mgmt,        "--stats-interval",
+	                      "0",           NULL};
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)udp)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1, c;
+	const char *out;
+
+	snprintf(sudp, sizeof(sudp), "%u", udp);
+	snprintf(mgmt, sizeof(mgmt), "127.0.0.1:%u", mport);
+	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-tu-%d", (int)getpid());
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)), 0);
+	ck_assert_int_eq(bind(fd, (const struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(fd, 4), 0);
+	spawn(args);
+	ck_assert_int_eq(wait_exit(20000), 1);
+	out = proc_slurp(errpath);
+	snprintf(want, sizeof(want),
+	         "moqdp-relay: --tcp: TCP 127.0.0.1 port %u is in use by another process (the "
+	         "listener binds with SO_REUSEPORT: the two would split its connections)\n",
+	         udp);
+	fprintf(stderr, "tcp_port_in_use: %s",
+	        strstr(out, "moqdp-relay:") ? strstr(out, "moqdp-relay:") : out);
+	ck_assert_msg(strstr(out, want) != NULL, "stderr: %s", out);
+	close(fd);
+	/* the port free: both workers listen on it */
+	spawn(args);
+	ck_assert_msg(wait_http(mport, "/health", 15000) != NULL, "no /health; stderr: %s",
+	              proc_slurp(errpath));
+	c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_eq(connect(c, (const struct sockaddr *)&a, sizeof(a)), 0);
+	close(c);
+	kill(child, SIGTERM);
+	ck_assert_int_eq(wait_exit(10000), 0);
+}
+END_TEST
+
 START_TEST(redirect_to_owner_worker)
 {
 	char ifname[32], vdev[64], prefix[64], mgmt[32], listen[32], rip[32];
@@ -3244,6 +3297,7 @@ Suite *dpdk_relay_suite(void)
 	tcase_add_test(tc, media_two_workers);
 	tcase_add_test(tc, media_kernel_two_workers);
 	tcase_add_test(tc, kernel_port_in_use);
+	tcase_add_test(tc, tcp_port_in_use);
 	suite_add_tcase(s, tc);
 	/* issue 23: the same media with --fastpath on, both backends
 	 * (CK_RUN_CASE=fastpath runs them alone; _i 0 above is off) */

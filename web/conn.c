@@ -432,6 +432,23 @@ int moq_web_poll(struct moq_web *w, uint64_t now)
 	return work;
 }
 
+/* Whether another socket listens on TCP @sa: a bind with SO_REUSEADDR
+ * (past TIME_WAIT) but without SO_REUSEPORT fails with EADDRINUSE. */
+static bool tcp_port_taken(const struct sockaddr *sa, socklen_t len)
+{
+	int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+	bool taken;
+
+	if (fd < 0)
+		return false; /* (the bind that follows reports it) */
+	if (sa->sa_family == AF_INET6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	taken = bind(fd, sa, len) != 0 && errno == EADDRINUSE;
+	close(fd);
+	return taken;
+}
+
 struct moq_web *moq_web_create(const struct moq_web_cfg *cfg, char *err, size_t errlen)
 {
 	struct moq_web *w;
@@ -481,6 +498,17 @@ struct moq_web *moq_web_create(const struct moq_web_cfg *cfg, char *err, size_t 
 			inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
 			port = ntohs(a->sin6_port);
 			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+		}
+		if (fd >= 0 && cfg->port_must_be_free && port != 0 &&
+		    tcp_port_taken(cfg->addr[i], cfg->addrlen[i])) {
+			snprintf(err, errlen,
+			         "--tcp: TCP %s port %u is in use by another process (the listener "
+			         "binds with SO_REUSEPORT: the two would split its connections)",
+			         ip, port);
+			close(fd);
+			w->nl = i;
+			moq_web_destroy(w);
+			return NULL;
 		}
 		if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
 		    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0 ||

@@ -238,6 +238,11 @@ struct moq_web_cfg {
 	 * that polls the listener. NULL: /status/metrics answers 404. */
 	int (*metrics)(void *arg, char *buf, size_t len);
 	void *metrics_arg;
+	/* The relay's first listener: refuse an address whose TCP port another
+	 * process listens on (every listener binds with SO_REUSEPORT, so a
+	 * second relay's would get half the connections without a word). The
+	 * later workers' listeners share the port with the first. */
+	int port_must_be_free;
 };
 
 /* Counters of a listener. */
