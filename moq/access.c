@@ -237,6 +237,28 @@ static const char *role_name(uint64_t r)
 	                                  : NULL;
 }
 
+const char *moq_session_transport(const struct moq_session *s)
+{
+	return s->bops && s->bops->transport ? s->bops->transport : "quic";
+}
+
+/* request.rs, remote / local: "203.0.113.9:4433", "[::1]:443"; server_name:
+ * the SNI (raw QUIC, WebTransport: the QUIC connection's; a binding such as
+ * WebSocket: its own, the Host without SNI). Each "" when unknown. */
+void moq_session_peer(const struct moq_session *s, char *remote, char *local, size_t acap,
+                      char *sni, size_t scap)
+{
+	remote[0] = local[0] = sni[0] = 0;
+	if (s->bops && s->bops->get_peer) {
+		s->bops->get_peer(s->tp, remote, local, acap, sni, scap);
+	} else if (s->conn) {
+		moq_quic_addr_str(moq_quic_conn_remote(s->conn), remote, acap);
+		moq_quic_addr_str(moq_quic_conn_local(s->conn), local, acap);
+		if (!moq_quic_conn_server_name(s->conn, sni, scap))
+			sni[0] = 0;
+	}
+}
+
 /*
  * --auth-url (auth/authurl.h; doc/bin/relay/auth.md, The contract): post
  * `connect` with what the session presented and wait, its requests held
@@ -270,25 +292,19 @@ static int access_url_session(struct moq_session *s, const struct moq_str *setup
 		memcpy(path, setup_path->p, pl);
 	path[pl] = 0;
 	query[ql] = 0;
-	info.transport = s->bops && s->bops->transport ? s->bops->transport : "quic";
-	/* request.rs, remote / local: "203.0.113.9:4433", "[::1]:443";
-	 * server_name: the SNI (raw QUIC, WebTransport: the QUIC connection's;
-	 * a binding such as WebSocket: its own, the Host without SNI) */
-	if (s->bops && s->bops->get_peer) {
-		s->bops->get_peer(s->tp, remote, local, sizeof(remote), sni, sizeof(sni));
-	} else if (s->conn) {
-		moq_quic_addr_str(moq_quic_conn_remote(s->conn), remote, sizeof(remote));
-		moq_quic_addr_str(moq_quic_conn_local(s->conn), local, sizeof(local));
-		if (!moq_quic_conn_server_name(s->conn, sni, sizeof(sni)))
-			sni[0] = 0;
-	}
+	moq_session_peer(s, remote, local, sizeof(remote), sni, sizeof(sni));
 	info.remote = remote[0] ? remote : NULL;
 	info.local = local[0] ? local : NULL;
 	info.server_name = sni[0] ? sni : NULL;
 	info.role = role_name(s->peer_role);
-	/* the negotiated moq-lite version (moq_node_alpns) */
-	snprintf(alpn, sizeof(alpn), "moq-lite-%02u", (unsigned)s->v);
-	info.alpn = s->v ? alpn : NULL;
+	if (s->bops && s->bops->get_proto) {
+		info.transport = s->bops->get_proto(s->tp, &info.alpn);
+	} else {
+		info.transport = moq_session_transport(s);
+		/* the negotiated moq-lite version (moq_node_alpns) */
+		snprintf(alpn, sizeof(alpn), "moq-lite-%02u", (unsigned)s->v);
+		info.alpn = s->v ? alpn : NULL;
+	}
 	s->auth_req = moq_auth_url_connect(moq_auth_url_client(n->cfg.auth), &info);
 	if (!s->auth_req) {
 		n->st.auth_refused++;

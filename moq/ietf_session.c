@@ -711,25 +711,41 @@ static void client_unsubscribe(struct ietf_sess *ie, struct xs *i)
 	in_data(ie, i->sid, NULL, 0, 1); /* lite: subscriber FIN = unsubscribe */
 }
 
-/* The relay's announce request (I_ANN_OUT) learns @path. */
+/* The relay's announce request @a (I_ANN_OUT) learns @path, if its
+ * prefix covers it. */
+static void announce_one(struct ietf_sess *ie, struct xs *a, const char *path, size_t pl,
+                         int active)
+{
+	size_t off = 0;
+	struct moq_msg am = {.type = MOQ_MSG_ANNOUNCE};
+
+	if (a->plen && !moq_path_has_prefix(a->prefix, a->plen, path, pl, &off))
+		return;
+	am.u.announce.status = active ? MOQ_ANNOUNCE_ACTIVE : MOQ_ANNOUNCE_ENDED;
+	am.u.announce.suffix = (struct moq_str){path + off, pl - off};
+	while (am.u.announce.suffix.len && am.u.announce.suffix.p[0] == '/') {
+		am.u.announce.suffix.p++;
+		am.u.announce.suffix.len--;
+	}
+	in_send(ie, a, -1, &am, 0);
+}
+
+/* Every announce request of the relay learns @path. */
 static void announce_to_inner(struct ietf_sess *ie, const char *path, size_t pl, int active)
 {
-	for (struct xs *a = ie->streams; a; a = a->next) {
-		size_t off = 0;
-		struct moq_msg am = {.type = MOQ_MSG_ANNOUNCE};
+	for (struct xs *a = ie->streams; a; a = a->next)
+		if (a->inner && a->kind == I_ANN_OUT && !a->gone && !a->i_in_done)
+			announce_one(ie, a, path, pl, active);
+}
 
-		if (!a->inner || a->kind != I_ANN_OUT || a->gone || a->i_in_done)
-			continue;
-		if (a->plen && !moq_path_has_prefix(a->prefix, a->plen, path, pl, &off))
-			continue;
-		am.u.announce.status = active ? MOQ_ANNOUNCE_ACTIVE : MOQ_ANNOUNCE_ENDED;
-		am.u.announce.suffix = (struct moq_str){path + off, pl - off};
-		while (am.u.announce.suffix.len && am.u.announce.suffix.p[0] == '/') {
-			am.u.announce.suffix.p++;
-			am.u.announce.suffix.len--;
-		}
-		in_send(ie, a, -1, &am, 0);
-	}
+/* The relay's announce request @a came after some of the client's
+ * PUBLISH_NAMESPACEs (the inner session asks only once it is admitted:
+ * --auth-url answers later): it learns the namespaces announced so far. */
+static void announce_replay(struct ietf_sess *ie, struct xs *a)
+{
+	for (struct xs *r = ie->streams; r; r = r->next)
+		if (r->inner && r->is_req == 2 && !r->gone)
+			announce_one(ie, a, r->prefix, r->plen, 1);
 }
 
 /* A client's PUBLISH_NAMESPACE: a record (outer request stream or none)
@@ -1895,6 +1911,7 @@ static void inner_bytes(struct ietf_sess *ie, struct xs *x, const uint8_t *p, si
 			if (k > 0 && !x->prefix) {
 				x->plen = m.u.announce_req.prefix.len;
 				x->prefix = memdup0(m.u.announce_req.prefix.p, x->plen);
+				announce_replay(ie, x);
 			}
 			break;
 		case I_SUB_OUT:
@@ -2148,6 +2165,24 @@ static void ie_info(void *b, struct moq_quic_conn_info *ci)
 		memset(ci, 0, sizeof(*ci));
 }
 
+/* --auth-url: the inner session's requests describe the IETF client (the
+ * shell's transport and peer, the draft's ALPN), not the in-process binding */
+static const char *ie_proto(void *b, const char **alpn)
+{
+	struct ietf_sess *ie = b;
+
+	*alpn = moq_ietf_alpn(ie->d);
+	return ie->shell ? moq_session_transport(ie->shell) : "quic";
+}
+
+static void ie_peer(void *b, char *remote, char *local, size_t acap, char *sni, size_t scap)
+{
+	struct ietf_sess *ie = b;
+
+	if (ie->shell)
+		moq_session_peer(ie->shell, remote, local, acap, sni, scap);
+}
+
 static const struct moq_binding_ops ie_ops = {
         .stream_open = ie_open,
         .stream_write = ie_write,
@@ -2155,6 +2190,8 @@ static const struct moq_binding_ops ie_ops = {
         .stream_stop_sending = ie_stop,
         .close = ie_close,
         .get_info = ie_info,
+        .get_peer = ie_peer,
+        .get_proto = ie_proto,
 };
 
 /* ---- accept ---- */

@@ -440,6 +440,11 @@ struct moq_binding_ops {
 	 * unknown; NULL: the session's QUIC connection's */
 	void (*get_peer)(void *b, char *remote, char *local, size_t acap, char *server_name,
 	                 size_t scap);
+	/* --auth-url requests' `transport` and `alpn` (the protocol the client
+	 * speaks) of a binding that carries the session for another one (the
+	 * IETF translator's inner moq-lite session: the IETF client's); NULL:
+	 * `transport` above and the session's moq-lite version */
+	const char *(*get_proto)(void *b, const char **alpn);
 };
 
 /* moq_binding_datagram: a datagram's payload for session @s (the binding's

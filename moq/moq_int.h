@@ -588,6 +588,12 @@ void sess_fail(struct moq_session *s, uint64_t code);
 
 /* access.c: cfg.auth, what each server session may do */
 int access_session(struct moq_session *s, const struct moq_str *setup_path);
+/* What an --auth-url request says of @s (access.c): its transport ("quic",
+ * "websocket", ...), and its remote, local and server name (each "" when
+ * unknown; @acap, @scap bytes) */
+const char *moq_session_transport(const struct moq_session *s);
+void moq_session_peer(const struct moq_session *s, char *remote, char *local, size_t acap,
+                      char *sni, size_t scap);
 bool access_allows(struct moq_session *s, int put, const char *p, size_t len);
 bool access_overlaps(struct moq_session *s, int put, const char *p, size_t len);
 bool access_peer(struct moq_session *s);

@@ -4,9 +4,13 @@
 // checks as moq-lite. The fixture token (tests/fixtures/auth/hs256.jwt: root
 // "demo", put ["alice"], get [""]) in the URL: publishing "alice" and reading
 // it back works, publishing "bob" is refused (no subscriber finds it), and a
-// session without a token is refused at the upgrade. TAP on stdout.
+// session without a token is refused at the upgrade. Then --auth-url
+// (tests/auth_server.py): grants, a refusal, the requests' ALPN and transport.
+// TAP on stdout.
 // usage: node ietf_auth.mjs <moqdp-relay>
-import { readFileSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { readFileSync, rmSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import Session from "@moq/qmux";
@@ -142,5 +146,57 @@ try {
 } finally {
 	await relay.stop();
 	if (process.env.IETF_DEBUG) process.stderr.write(relay.stderr());
+}
+
+// --auth-url (moq-relay's contract) for IETF sessions: tests/auth_server.py
+// picks its answer by the `mode=` query. An admitted publisher, a reader
+// whose grant covers alice/** only, a refused session; the connect
+// requests name the session's ALPN and path.
+{
+	const alog = path.join(os.tmpdir(), `moqdp-ietf-auth-${process.pid}.log`);
+	const aport = 20000 + Math.floor(Math.random() * 20000);
+	const srv = spawn("python3", [path.join(here, "..", "auth_server.py"), "--log", alog, "--port", String(aport)],
+		{ stdio: ["ignore", "pipe", "inherit"] });
+	await new Promise((res) => srv.stdout.once("data", res));
+	const relay2 = await startRelay(process.argv[2], ["--auth-url", `http://127.0.0.1:${aport}/`]);
+	try {
+		for (const d of [20, 16]) {
+			const pub = await connect(relay2.port, d, "?mode=admit");
+			// (a broadcast of its own per draft: a draft-20 publisher of the
+			// path a draft-16 one just left is read one group only, a defect
+			// left open in issue 24's note)
+			const stopA = publishOn(pub, `alice/d${d}`);
+			const stopB = publishOn(pub, `bob/d${d}`);
+			const sub = await connect(relay2.port, d, "?mode=httpalice");
+			const a = await read(sub, `alice/d${d}`, 3, 10000);
+			ok(a.groups >= 3 && a.errors.length === 0, `--auth-url draft-${d}: a grant of alice/** reads alice/d${d} (${a.groups} groups verified)`,
+				`${a.last} ${a.errors.slice(0, 2).join("; ")}`);
+			const b = await read(sub, `bob/d${d}`, 1, 3000);
+			ok(b.groups === 0, `--auth-url draft-${d}: bob/d${d} is outside the reader's grant`, `${b.groups} groups`);
+			stopA();
+			stopB();
+			pub.close();
+			sub.close();
+			// refused once the server answers (403): closed, at once or
+			// right after its SETUP
+			const t0 = Date.now();
+			const refusedD = await connect(relay2.port, d, "?mode=refuse").then(
+				(c) => Promise.race([c.closed.then(() => "closed"), sleep(5000).then(() => "open")]), () => "closed");
+			ok(refusedD === "closed", `--auth-url draft-${d}: a session the server refuses (403) is closed (${Date.now() - t0} ms)`, refusedD);
+		}
+		const reqs = readFileSync(alog, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l));
+		const conns = reqs.filter((r) => r.event === "connect");
+		const alpns = new Set(conns.map((r) => r.alpn));
+		ok(alpns.has("moqt-20") && alpns.has("moqt-16") && alpns.size === 2 && conns.every((r) => r.path === "/demo" && r.transport === "websocket" && /^127\.0\.0\.1:/.test(r.remote ?? "")),
+			`--auth-url: the connect requests name the IETF ALPN and the path (${[...alpns].join(", ")}; ${conns.length} connects)`,
+			JSON.stringify(conns.slice(0, 2)));
+	} catch (e) {
+		ok(false, "--auth-url: no exception", e?.stack ?? String(e));
+	} finally {
+		await relay2.stop();
+		srv.kill("SIGTERM");
+		rmSync(alog, { force: true });
+		if (process.env.IETF_DEBUG) process.stderr.write(relay2.stderr());
+	}
 }
 process.exit(done() === 0 ? 0 : 1);
