@@ -786,8 +786,10 @@ static int summary(struct moq_lg_client *cl, uint64_t now, FILE *json, const str
 	if (ex.end_sent || ex.end_subs || ex.drop_replies)
 		fprintf(stderr,
 		        "  end         publisher END {%" PRIu64 "}; subscribers got END on %" PRIu64
-		        " subscriptions, groups %" PRIu64 "..%" PRIu64 ", %" PRIu64 " DROPs\n",
-		        ex.end_sent, ex.end_subs, ex.end_min, ex.end_max, ex.drop_replies);
+		        " subscriptions, groups %" PRIu64 "..%" PRIu64 ", %" PRIu64
+		        " DROPs (%" PRIu64 " groups)\n",
+		        ex.end_sent, ex.end_subs, ex.end_min, ex.end_max, ex.drop_replies,
+		        ex.drop_groups);
 	if (errors || moq_lg_counts_errors(&ex.light_c))
 		return 1;
 	if (subscribers && c->frames_ok == 0)
