@@ -542,6 +542,11 @@ void ups_reattach(struct moq_node *n, struct bcast *bc)
 			continue;
 		n->st.ups_reattached++;
 		if (bc->pub && !bc->pub->closing) {
+			/* ours now: the worker we read through before lets go */
+			if (up->remote_owner)
+				hub_send(n, up->remote_owner, HUB_UNSUB, up->path, up->plen,
+				         up->track, up->tlen);
+			up->remote_owner = 0;
 			if (!up->us)
 				up_open(up, bc->pub);
 		} else if (bc->owner && up->remote_owner != bc->owner) {
