@@ -277,6 +277,10 @@ static void bounds_metrics(struct mbuf_w *o, const struct moq_relay_stats *s)
 	       s->bcast_replaced);
 	metric(o, "broadcast_failovers_total", "counter",
 	       "Broadcasts a backup or standby route took over.", s->bcast_failovers);
+	metric(o, "upstream_reattached_total", "counter",
+	       "Upstream subscriptions whose broadcast's route was lost that a new route of it "
+	       "took over within their subscribers' group deadline.",
+	       s->ups_reattached);
 	metric(o, "announces_duplicate_total", "counter",
 	       "Duplicate ANNOUNCEs in one session on lite-03/04 (session closed with 12).",
 	       s->ann_duplicates);

@@ -6,10 +6,16 @@
  *   moqdp-load --kernel [args]          kernel UDP sockets, no EAL
  *
  * args:
- *   --relay IP:PORT        the relay (dpdk default 10.77.0.1:4443, kernel 127.0.0.1:4443)
+ *   --relay IP:PORT        the relay (dpdk default 10.77.0.1:4443, kernel 127.0.0.1:4443);
+ *                          IPv6 as [IP6]:PORT
  *   --local IP[/LEN]       first local address (dpdk default 10.77.0.2/24, kernel
- *                          127.0.0.2); more are taken after it, one per
- *                          --conns-per-addr subscriber sessions
+ *                          127.0.0.2, or ::1/128 when --relay is IPv6); more are
+ *                          taken after it, one per --conns-per-addr subscriber
+ *                          sessions (IPv6: counting up in the last 32 bits; the
+ *                          family must be --relay's; IPv6 LEN defaults to 64). An
+ *                          IPv6 /128 (::1: no address after it) with --kernel:
+ *                          every socket binds that one address on a port of its
+ *                          own; on DPDK a /128 is refused beyond one address
  *   --publish              run the publisher
  *   --subscribers N        subscriber sessions (default 0)
  *   --ramp R               sessions opened per second (default 200; 0 = all at once)
@@ -254,12 +260,13 @@ static int parse_args(struct opts *o, int argc, char **argv)
 			NEEDV();
 			if (!strcmp(v, "lite")) {
 				o->ietf = 0;
-			} else if (!strncmp(v, "ietf-", 5) && atoi(v + 5) >= 14 && atoi(v + 5) <= 20 &&
-			           strlen(v) == 7) {
+			} else if (!strncmp(v, "ietf-", 5) && atoi(v + 5) >= 14 &&
+			           atoi(v + 5) <= 20 && strlen(v) == 7) {
 				o->ietf = atoi(v + 5);
 			} else {
 				fprintf(stderr,
-				        "moqdp-load: --protocol: '%s' is not lite or ietf-14 .. ietf-20\n",
+				        "moqdp-load: --protocol: '%s' is not lite or ietf-14 .. "
+				        "ietf-20\n",
 				        v);
 				return -1;
 			}
@@ -267,8 +274,8 @@ static int parse_args(struct opts *o, int argc, char **argv)
 			NEEDV();
 			unsigned long n = strtoul(v, &end, 10);
 			if (*end || n < 3 || n > 6) {
-				fprintf(stderr, "moqdp-load: --lite: '%s' is not 03, 04, 05 or 06\n",
-				        v);
+				fprintf(stderr,
+				        "moqdp-load: --lite: '%s' is not 03, 04, 05 or 06\n", v);
 				return -1;
 			}
 			o->lite = (int)n;
@@ -310,7 +317,8 @@ static int parse_args(struct opts *o, int argc, char **argv)
 			unsigned long n = strtoul(v, &end, 10);
 			if (*end || n == 0 || n > 3600000) {
 				fprintf(stderr,
-				        "moqdp-load: --max-latency: '%s' is not 1 to 3600000 ms\n", v);
+				        "moqdp-load: --max-latency: '%s' is not 1 to 3600000 ms\n",
+				        v);
 				return -1;
 			}
 			o->max_latency_ms = (uint32_t)n;
@@ -326,7 +334,8 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		} else if (!strcmp(a, "--keyframe-max")) {
 			NEEDV();
 			uint64_t n;
-			if (parse_bytes(v, &n) < 0 || n < MOQ_LG_HDR_LEN || n > MOQ_LG_KEYFRAME_MAX) {
+			if (parse_bytes(v, &n) < 0 || n < MOQ_LG_HDR_LEN ||
+			    n > MOQ_LG_KEYFRAME_MAX) {
 				fprintf(stderr,
 				        "moqdp-load: --keyframe-max: '%s' is not 48 B to 4 MiB\n",
 				        v);
@@ -436,28 +445,40 @@ static int parse_args(struct opts *o, int argc, char **argv)
 	return 0;
 }
 
-static int parse_ip4(const char *s, struct in_addr *ip, unsigned *plen)
+/* --local: an IPv4 or IPv6 address (port 0) with an optional /LEN
+ * (default 24 for IPv4, 64 for IPv6). */
+static int parse_local(const char *s, struct moq_quic_addr *a, unsigned *plen)
 {
 	char tmp[64];
 	snprintf(tmp, sizeof(tmp), "%s", s);
 	char *slash = strchr(tmp, '/');
-	*plen = 24;
+	int v6 = strchr(tmp, ':') != NULL;
+	memset(a, 0, sizeof(*a));
+	*plen = v6 ? 64 : 24;
 	if (slash) {
 		*slash = 0;
 		char *end;
 		unsigned long l = strtoul(slash + 1, &end, 10);
-		if (*end || l == 0 || l > 32)
+		if (*end || l == 0 || l > (v6 ? 128u : 32u))
 			return -1;
 		*plen = (unsigned)l;
 	}
-	return inet_pton(AF_INET, tmp, ip) == 1 ? 0 : -1;
+	if (v6) {
+		a->u.in6.sin6_family = AF_INET6;
+		a->len = sizeof(a->u.in6);
+		return inet_pton(AF_INET6, tmp, &a->u.in6.sin6_addr) == 1 ? 0 : -1;
+	}
+	a->u.in4.sin_family = AF_INET;
+	a->len = sizeof(a->u.in4);
+	return inet_pton(AF_INET, tmp, &a->u.in4.sin_addr) == 1 ? 0 : -1;
 }
 
+/* --relay: IPv4:PORT or [IPv6]:PORT. */
 static int parse_hostport(const char *s, struct moq_quic_addr *a)
 {
 	char tmp[64];
 	snprintf(tmp, sizeof(tmp), "%s", s);
-	char *colon = strrchr(tmp, ':');
+	char *colon = strrchr(tmp, ':'), *host = tmp;
 	if (!colon)
 		return -1;
 	*colon = 0;
@@ -466,12 +487,67 @@ static int parse_hostport(const char *s, struct moq_quic_addr *a)
 	if (*end || port == 0 || port > 65535)
 		return -1;
 	memset(a, 0, sizeof(*a));
+	if (tmp[0] == '[') {
+		size_t hl = strlen(tmp);
+		if (hl < 3 || tmp[hl - 1] != ']')
+			return -1;
+		tmp[hl - 1] = 0;
+		host = tmp + 1;
+		a->u.in6.sin6_family = AF_INET6;
+		a->u.in6.sin6_port = htons((uint16_t)port);
+		a->len = sizeof(a->u.in6);
+		return inet_pton(AF_INET6, host, &a->u.in6.sin6_addr) == 1 ? 0 : -1;
+	}
 	a->u.in4.sin_family = AF_INET;
 	a->u.in4.sin_port = htons((uint16_t)port);
-	if (inet_pton(AF_INET, tmp, &a->u.in4.sin_addr) != 1)
+	if (inet_pton(AF_INET, host, &a->u.in4.sin_addr) != 1)
 		return -1;
 	a->len = sizeof(a->u.in4);
 	return 0;
+}
+
+/* The raw address of @a (4 or 16 bytes) and its family (4 or 6). */
+static const uint8_t *addr_ip(const struct moq_quic_addr *a, int *family)
+{
+	if (a->u.sa.sa_family == AF_INET6) {
+		*family = 6;
+		return (const uint8_t *)&a->u.in6.sin6_addr;
+	}
+	*family = 4;
+	return (const uint8_t *)&a->u.in4.sin_addr;
+}
+
+/* The key locals are numbered by: an IPv4 address, an IPv6 address's
+ * last 32 bits (host order; local k is the first's key + k). */
+static uint32_t addr_key(const struct moq_quic_addr *a)
+{
+	int f;
+	const uint8_t *ip = addr_ip(a, &f);
+	uint32_t v;
+
+	memcpy(&v, ip + (f == 6 ? 12 : 0), 4);
+	return ntohl(v);
+}
+
+static uint16_t addr_port(const struct moq_quic_addr *a)
+{
+	return ntohs(a->u.sa.sa_family == AF_INET6 ? a->u.in6.sin6_port : a->u.in4.sin_port);
+}
+
+/* Local @i of the sockets or contexts @locals (@n of them, the first's key
+ * @base) that @l names: by its key, else (an IPv6 /128, one address on
+ * every socket) by its port; @n when none. */
+static unsigned local_index(const struct moq_quic_addr *locals, unsigned n, uint32_t base,
+                            const struct moq_quic_addr *l)
+{
+	unsigned i = addr_key(l) - base;
+
+	if (i < n && addr_port(&locals[i]) == addr_port(l))
+		return i;
+	for (i = 0; i < n; i++)
+		if (addr_port(&locals[i]) == addr_port(l) && addr_key(&locals[i]) == addr_key(l))
+			return i;
+	return n;
 }
 
 static int parse_tracks(const char *spec, struct moq_lg_client_cfg *cfg)
@@ -630,10 +706,10 @@ static int summary(struct moq_lg_client *cl, uint64_t now, FILE *json, const str
 	char cbuf[640];
 	int cn = snprintf(cbuf, sizeof(cbuf),
 	                  ",\"pub_dgrams_out\":%" PRIu64 ",\"pub_dgrams_too_large\":%" PRIu64
-	                  ",\"sub_dgrams_in\":%" PRIu64
-	                  ",\"groups_reset_unseen\":%" PRIu64 ",\"end_sent\":%" PRIu64
-	                  ",\"end_subs\":%" PRIu64 ",\"end_min\":%" PRIu64 ",\"end_max\":%" PRIu64
-	                  ",\"drop_replies\":%" PRIu64 ",\"groups_reset_codes\":{",
+	                  ",\"sub_dgrams_in\":%" PRIu64 ",\"groups_reset_unseen\":%" PRIu64
+	                  ",\"end_sent\":%" PRIu64 ",\"end_subs\":%" PRIu64 ",\"end_min\":%" PRIu64
+	                  ",\"end_max\":%" PRIu64 ",\"drop_replies\":%" PRIu64
+	                  ",\"groups_reset_codes\":{",
 	                  ex.pub_dgrams_out, ex.pub_dgrams_too_large, ex.sub_dgrams_in,
 	                  ex.groups_reset_unseen, ex.end_sent, ex.end_subs, ex.end_min, ex.end_max,
 	                  ex.drop_replies);
@@ -650,8 +726,8 @@ static int summary(struct moq_lg_client *cl, uint64_t now, FILE *json, const str
 		               "},\"pub_resets\":%" PRIu64 ",\"pub_skipped\":%" PRIu64
 		               ",\"drop_groups\":%" PRIu64 ",\"drop_codes\":{",
 		               ex.pub_reset_by[0], ex.pub_reset_by[1], ex.pub_reset_by[2],
-		               ex.pub_reset_by[3], ex.pub_reset_by[4], ex.pub_resets, ex.pub_skipped,
-		               ex.drop_groups);
+		               ex.pub_reset_by[3], ex.pub_reset_by[4], ex.pub_resets,
+		               ex.pub_skipped, ex.drop_groups);
 	for (unsigned k = 0, first = 1; k < 32 && cn > 0 && (size_t)cn < sizeof(cbuf) - 32; k++)
 		if (ex.drop_code[k]) {
 			cn += snprintf(cbuf + cn, sizeof(cbuf) - (size_t)cn, "%s\"%u\":%" PRIu64,
@@ -667,9 +743,9 @@ static int summary(struct moq_lg_client *cl, uint64_t now, FILE *json, const str
 		        ",\"connect_errors\":%" PRIu64 ",\"sub_retries\":%" PRIu64
 		        ",\"handshake_p50_us\":%.1f,\"tx_drops\":%" PRIu64
 		        ",\"io_rx_pkts\":%" PRIu64 ",\"io_tx_pkts\":%" PRIu64 "%s}\n",
-		        buf, cbuf, ex.subs_stalled, ex.subs_failed, ex.connect_errors, ex.sub_retries,
-		        (double)ex.handshake_p50_ns / 1e3, io->tx_drops + io->unresolved,
-		        io->rx_pkts, io->tx_pkts, lbuf);
+		        buf, cbuf, ex.subs_stalled, ex.subs_failed, ex.connect_errors,
+		        ex.sub_retries, (double)ex.handshake_p50_ns / 1e3,
+		        io->tx_drops + io->unresolved, io->rx_pkts, io->tx_pkts, lbuf);
 		fflush(json);
 	}
 	const struct moq_lg_counts *c = &r.c;
@@ -710,8 +786,10 @@ static int summary(struct moq_lg_client *cl, uint64_t now, FILE *json, const str
 	if (ex.end_sent || ex.end_subs || ex.drop_replies)
 		fprintf(stderr,
 		        "  end         publisher END {%" PRIu64 "}; subscribers got END on %" PRIu64
-		        " subscriptions, groups %" PRIu64 "..%" PRIu64 ", %" PRIu64 " DROPs\n",
-		        ex.end_sent, ex.end_subs, ex.end_min, ex.end_max, ex.drop_replies);
+		        " subscriptions, groups %" PRIu64 "..%" PRIu64 ", %" PRIu64
+		        " DROPs (%" PRIu64 " groups)\n",
+		        ex.end_sent, ex.end_subs, ex.end_min, ex.end_max, ex.drop_replies,
+		        ex.drop_groups);
 	if (errors || moq_lg_counts_errors(&ex.light_c))
 		return 1;
 	if (subscribers && c->frames_ok == 0)
@@ -725,8 +803,9 @@ struct kio {
 	int ep;
 	struct moq_net_ksock socks[MAX_LOCALS];
 	unsigned n;
-	uint32_t base;           /* host order */
-	struct moq_net_kbuf *kb; /* the receive and send bursts (net.h) */
+	uint32_t base;                      /* host order: addr_key(locals[0]) */
+	const struct moq_quic_addr *locals; /* what each socket bound */
+	struct moq_net_kbuf *kb;            /* the receive and send bursts (net.h) */
 };
 
 static int kernel_open(struct kio *k, struct moq_quic_addr *locals, unsigned n)
@@ -735,7 +814,8 @@ static int kernel_open(struct kio *k, struct moq_quic_addr *locals, unsigned n)
 	if (k->ep < 0)
 		return -1;
 	k->n = 0;
-	k->base = ntohl(locals[0].u.in4.sin_addr.s_addr);
+	k->base = addr_key(&locals[0]);
+	k->locals = locals;
 	k->kb = calloc(1, moq_net_kbuf_size());
 	if (!k->kb)
 		return -1;
@@ -743,8 +823,10 @@ static int kernel_open(struct kio *k, struct moq_quic_addr *locals, unsigned n)
 		socklen_t sl = locals[i].len;
 		if (moq_net_ksock_open(&k->socks[i], &locals[i].u.sa, locals[i].len, 0, 4 << 20,
 		                       &locals[i].u.sa, &sl) < 0) {
-			char ip[32];
-			inet_ntop(AF_INET, &locals[i].u.in4.sin_addr, ip, sizeof(ip));
+			char ip[INET6_ADDRSTRLEN];
+			int f;
+			const uint8_t *a = addr_ip(&locals[i], &f);
+			inet_ntop(f == 6 ? AF_INET6 : AF_INET, a, ip, sizeof(ip));
 			fprintf(stderr, "moqdp-load: bind %s: %s\n", ip, strerror(errno));
 			return -1;
 		}
@@ -777,8 +859,9 @@ static int kernel_rx(struct kio *k, unsigned i, struct moq_lg_client *cl,
 		for (int j = 0; j < n; j++) {
 			struct moq_quic_addr remote;
 			memset(&remote, 0, sizeof(remote));
-			memcpy(&remote.u, d[j].addr, sizeof(struct sockaddr_in));
-			remote.len = sizeof(struct sockaddr_in);
+			remote.len = d[j].addrlen <= sizeof(remote.u) ? d[j].addrlen
+			                                              : (socklen_t)sizeof(remote.u);
+			memcpy(&remote.u, d[j].addr, remote.len);
 			moq_lg_client_recv(cl, d[j].data, d[j].len, &locals[i], &remote, now);
 		}
 		io->rx_pkts += (uint64_t)n;
@@ -807,11 +890,11 @@ static int kernel_tx(struct kio *k, struct moq_lg_client *cl, struct io_stats *i
 		/* sendmmsg per run of packets from the same local address */
 		int j = 0;
 		while (j < n) {
-			uint32_t ip = ntohl(pkts[j].local.u.in4.sin_addr.s_addr);
-			unsigned s = ip - k->base;
+			unsigned s = local_index(k->locals, k->n, k->base, &pkts[j].local);
 			struct moq_net_kdgram d[TX_BATCH];
 			int m = 0;
-			while (j + m < n && ntohl(pkts[j + m].local.u.in4.sin_addr.s_addr) == ip) {
+			while (j + m < n && (m == 0 || local_index(k->locals, k->n, k->base,
+			                                           &pkts[j + m].local) == s)) {
 				struct moq_quic_pkt *p = &pkts[j + m];
 				d[m].data = p->data;
 				d[m].len = p->len;
@@ -853,7 +936,8 @@ struct dio {
 	struct moq_net_iface *ifc;
 	struct moq_net *net;
 	unsigned n;
-	uint32_t base; /* host order */
+	uint32_t base; /* host order: addr_key(locals[0]) */
+	int family;    /* 4 or 6: the locals' and the relay's */
 };
 
 static int dpdk_open(struct dio *d, int port, const struct moq_quic_addr *locals, unsigned n,
@@ -907,11 +991,14 @@ static int dpdk_open(struct dio *d, int port, const struct moq_quic_addr *locals
 	if (!d->ifc || !d->net)
 		return -1;
 	d->n = n;
-	d->base = ntohl(locals[0].u.in4.sin_addr.s_addr);
+	d->base = addr_key(&locals[0]);
 	for (unsigned i = 0; i < n; i++) {
-		moq_net_iface_init(&d->ifc[i], mac.addr_bytes,
-		                   (const uint8_t *)&locals[i].u.in4.sin_addr.s_addr, (uint8_t)plen,
-		                   NULL, 0, ntohs(locals[i].u.in4.sin_port));
+		const uint8_t *ip = addr_ip(&locals[i], &d->family);
+		/* IPv6: the context answers NS for its address (and its
+		 * link-local one) and solicits the relay's */
+		moq_net_iface_init(&d->ifc[i], mac.addr_bytes, d->family == 4 ? ip : NULL,
+		                   d->family == 4 ? (uint8_t)plen : 0, d->family == 6 ? ip : NULL,
+		                   d->family == 6 ? (uint8_t)plen : 0, addr_port(&locals[i]));
 		moq_net_init(&d->net[i], &d->ifc[i]);
 	}
 	char name[RTE_ETH_NAME_MAX_LEN] = "?";
@@ -941,14 +1028,16 @@ static int dpdk_prepare(struct dio *d, const struct moq_quic_addr *relay, double
 		        timeout_s);
 		return -1;
 	}
-	const uint8_t *ip = (const uint8_t *)&relay->u.in4.sin_addr.s_addr;
+	int fam;
+	const uint8_t *ip = addr_ip(relay, &fam);
 	while (moq_lg_now_ns() < end) {
 		uint64_t now = moq_lg_now_ns();
 		uint8_t mac[6], req[128];
 		size_t req_len = 0;
-		if (moq_net_resolve(&d->net[0], 4, ip, now, mac, req, sizeof(req), &req_len) == 0) {
+		if (moq_net_resolve(&d->net[0], fam, ip, now, mac, req, sizeof(req), &req_len) ==
+		    0) {
 			for (unsigned i = 1; i < d->n; i++)
-				moq_net_neigh_learn(&d->net[i], 4, ip, mac, now);
+				moq_net_neigh_learn(&d->net[i], fam, ip, mac, now);
 			return 0;
 		}
 		if (req_len) {
@@ -972,21 +1061,27 @@ static int dpdk_prepare(struct dio *d, const struct moq_quic_addr *relay, double
 		}
 		usleep(1000);
 	}
-	fprintf(stderr, "moqdp-load: the relay's address did not answer ARP in %.0f s\n",
-	        timeout_s);
+	fprintf(stderr, "moqdp-load: the relay's address did not answer %s in %.0f s\n",
+	        fam == 6 ? "neighbour solicitation" : "ARP", timeout_s);
 	return -1;
 }
 
 /* The context of the local address a frame is for (IPv4 destination, ARP
- * target); the first one otherwise. */
+ * target, IPv6 destination or, for a neighbour solicitation, its target:
+ * the last 32 bits); the first one otherwise. */
 static struct moq_net *dpdk_ctx_for(struct dio *d, struct rte_mbuf *m)
 {
 	const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
+	uint16_t len = rte_pktmbuf_data_len(m);
 	uint32_t ip = 0;
-	if (rte_pktmbuf_data_len(m) >= 42 && f[12] == 0x08 && f[13] == 0x06)
+	if (len >= 42 && f[12] == 0x08 && f[13] == 0x06)
 		memcpy(&ip, f + 38, 4); /* ARP target protocol address */
-	else if (rte_pktmbuf_data_len(m) >= 34 && f[12] == 0x08 && f[13] == 0x00)
+	else if (len >= 34 && f[12] == 0x08 && f[13] == 0x00)
 		memcpy(&ip, f + 30, 4); /* IPv4 destination */
+	else if (len >= 78 && f[12] == 0x86 && f[13] == 0xdd && f[20] == 58 && f[54] == 135)
+		memcpy(&ip, f + 74, 4); /* ICMPv6 NS: its target (offset 62 + 12) */
+	else if (len >= 54 && f[12] == 0x86 && f[13] == 0xdd)
+		memcpy(&ip, f + 50, 4); /* IPv6 destination (offset 38 + 12) */
 	uint32_t idx = ntohl(ip) - d->base;
 	return idx < d->n ? &d->net[idx] : &d->net[0];
 }
@@ -1003,7 +1098,18 @@ static int dpdk_rx_burst(struct dio *d, struct moq_lg_client *cl, struct io_stat
 		struct moq_net_udp u;
 		struct rte_mbuf *reply = NULL;
 		enum moq_net_verdict v = moq_net_rx_mbuf(net, ms[i], now, &u, d->pool, &reply);
-		if (v == MOQ_NET_UDP && u.family == 4) {
+		if (v == MOQ_NET_UDP && u.family == 6) {
+			struct moq_quic_addr local, remote;
+			memset(&local, 0, sizeof(local));
+			memset(&remote, 0, sizeof(remote));
+			local.u.in6.sin6_family = remote.u.in6.sin6_family = AF_INET6;
+			memcpy(&local.u.in6.sin6_addr, u.dst, 16);
+			memcpy(&remote.u.in6.sin6_addr, u.src, 16);
+			local.u.in6.sin6_port = htons(u.dport);
+			remote.u.in6.sin6_port = htons(u.sport);
+			local.len = remote.len = sizeof(struct sockaddr_in6);
+			moq_lg_client_recv(cl, u.payload, u.len, &local, &remote, now);
+		} else if (v == MOQ_NET_UDP && u.family == 4) {
 			struct moq_quic_addr local, remote;
 			memset(&local, 0, sizeof(local));
 			memset(&remote, 0, sizeof(remote));
@@ -1072,14 +1178,15 @@ static int dpdk_tx(struct dio *d, struct moq_lg_client *cl, struct io_stats *io)
 		for (int j = 0; j < n; j++) {
 			struct rte_mbuf *m = ms[j], *sol = NULL;
 			const struct moq_quic_pkt *p = &pkts[j];
-			uint32_t idx = ntohl(p->local.u.in4.sin_addr.s_addr) - d->base;
+			uint32_t idx = addr_key(&p->local) - d->base;
 			struct moq_net *net = idx < d->n ? &d->net[idx] : &d->net[0];
+			int fam;
+			const uint8_t *dst = addr_ip(&p->remote, &fam);
 			m->data_len = (uint16_t)p->len;
 			m->pkt_len = (uint32_t)p->len;
-			int rc = moq_net_udp_encap_mbuf(
-			        net, m, 4, (const uint8_t *)&p->remote.u.in4.sin_addr.s_addr,
-			        ntohs(p->local.u.in4.sin_port), ntohs(p->remote.u.in4.sin_port),
-			        p->ecn, now, d->pool, &sol);
+			int rc = moq_net_udp_encap_mbuf(net, m, fam, dst, addr_port(&p->local),
+			                                addr_port(&p->remote), p->ecn, now, d->pool,
+			                                &sol);
 			if (sol)
 				out[no++] = sol;
 			if (rc == 0) {
@@ -1161,7 +1268,10 @@ int main(int argc, char **argv)
 		snprintf(o.relay, sizeof(o.relay), "%s",
 		         o.kernel ? "127.0.0.1:4443" : "10.77.0.1:4443");
 	if (!o.local[0])
-		snprintf(o.local, sizeof(o.local), "%s", o.kernel ? "127.0.0.2" : "10.77.0.2/24");
+		snprintf(o.local, sizeof(o.local), "%s",
+		         o.relay[0] == '[' ? (o.kernel ? "::1/128" : "fd00:77::2/64")
+		         : o.kernel        ? "127.0.0.2"
+		                           : "10.77.0.2/24");
 
 	struct moq_lg_client_cfg cfg;
 	memset(&cfg, 0, sizeof(cfg));
@@ -1226,13 +1336,20 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (parse_hostport(o.relay, &cfg.relay) < 0) {
-		fprintf(stderr, "moqdp-load: --relay: '%s' is not IPv4:port\n", o.relay);
+		fprintf(stderr, "moqdp-load: --relay: '%s' is not IPv4:port or [IPv6]:port\n",
+		        o.relay);
 		return 2;
 	}
-	struct in_addr lip;
+	struct moq_quic_addr lip;
 	unsigned plen;
-	if (parse_ip4(o.local, &lip, &plen) < 0) {
-		fprintf(stderr, "moqdp-load: --local: '%s' is not an IPv4 address\n", o.local);
+	if (parse_local(o.local, &lip, &plen) < 0) {
+		fprintf(stderr, "moqdp-load: --local: '%s' is not an IPv4 or IPv6 address\n",
+		        o.local);
+		return 2;
+	}
+	if (lip.u.sa.sa_family != cfg.relay.u.sa.sa_family) {
+		fprintf(stderr, "moqdp-load: --local %s and --relay %s: not the same family\n",
+		        o.local, o.relay);
 		return 2;
 	}
 	unsigned nlocals = 1 + (o.subscribers + cfg.conns_per_addr - 1) / cfg.conns_per_addr;
@@ -1247,11 +1364,26 @@ int main(int argc, char **argv)
 	memset(locals, 0, sizeof(locals));
 	/* DPDK: a fixed UDP port on every address; kernel: ephemeral */
 	uint16_t lport = o.kernel ? 0 : 40000;
+	/* IPv6 /128 (::1): one address, a socket per local on a port of its
+	 * own (the kernel's; DPDK has one port per address) */
+	int one_addr = lip.u.sa.sa_family == AF_INET6 && plen == 128;
+	if (one_addr && !o.kernel && nlocals > 1) {
+		fprintf(stderr,
+		        "moqdp-load: --local %s: a /128 is one address; on DPDK %u subscribers "
+		        "need %u (a shorter prefix, or --kernel)\n",
+		        o.local, o.subscribers, nlocals);
+		return 2;
+	}
 	for (unsigned i = 0; i < nlocals; i++) {
-		locals[i].u.in4.sin_family = AF_INET;
-		locals[i].u.in4.sin_addr.s_addr = htonl(ntohl(lip.s_addr) + i);
-		locals[i].u.in4.sin_port = htons(lport);
-		locals[i].len = sizeof(struct sockaddr_in);
+		locals[i] = lip;
+		if (lip.u.sa.sa_family == AF_INET6) {
+			uint32_t v = htonl(addr_key(&lip) + (one_addr ? 0 : i));
+			memcpy((uint8_t *)&locals[i].u.in6.sin6_addr + 12, &v, 4);
+			locals[i].u.in6.sin6_port = htons(lport);
+		} else {
+			locals[i].u.in4.sin_addr.s_addr = htonl(addr_key(&lip) + i);
+			locals[i].u.in4.sin_port = htons(lport);
+		}
 	}
 
 	struct sigaction sa;
@@ -1266,9 +1398,14 @@ int main(int argc, char **argv)
 		memset(&ir, 0, sizeof(ir));
 		if (!o.kernel || o.ws || o.transport != MOQ_LG_TRANSPORT_QUIC || o.light ||
 		    o.end_early || o.jwt[0] || o.key_update > 0) {
-			fprintf(stderr, "moqdp-load: --protocol ietf-%d: needs --kernel, raw QUIC; not "
-			                "with --light, --end-early, --jwt, --key-update\n",
+			fprintf(stderr,
+			        "moqdp-load: --protocol ietf-%d: needs --kernel, raw QUIC; not "
+			        "with --light, --end-early, --jwt, --key-update\n",
 			        o.ietf);
+			return 2;
+		}
+		if (lip.u.sa.sa_family != AF_INET) { /* (ietf_run.c numbers IPv4 locals) */
+			fprintf(stderr, "moqdp-load: --protocol ietf-%d: IPv4 only\n", o.ietf);
 			return 2;
 		}
 		if (cfg.ntracks != 1) {
@@ -1340,16 +1477,20 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	{
-		char rip[32], lip0[32];
-		inet_ntop(AF_INET, &cfg.relay.u.in4.sin_addr, rip, sizeof(rip));
-		inet_ntop(AF_INET, &locals[0].u.in4.sin_addr, lip0, sizeof(lip0));
+		char rip[INET6_ADDRSTRLEN], lip0[INET6_ADDRSTRLEN];
+		int f;
+		const uint8_t *ra = addr_ip(&cfg.relay, &f);
+		inet_ntop(f == 6 ? AF_INET6 : AF_INET, ra, rip, sizeof(rip));
+		ra = addr_ip(&locals[0], &f);
+		inet_ntop(f == 6 ? AF_INET6 : AF_INET, ra, lip0, sizeof(lip0));
 		fprintf(stderr,
-		        "moqdp-load: %s mode, relay %s:%u, %s%u subscriber(s) at %.0f/s from %s "
+		        "moqdp-load: %s mode, relay %s%s%s:%u, %s%u subscriber(s) at %.0f/s from "
+		        "%s "
 		        "(+%u "
 		        "addresses), broadcast '%s', tracks %s, %.0f s\n",
-		        o.kernel ? "kernel" : "dpdk", rip, ntohs(cfg.relay.u.in4.sin_port),
-		        o.publish ? "publisher + " : "", o.subscribers, o.ramp, lip0, nlocals - 1,
-		        o.broadcast, o.tracks, o.duration);
+		        o.kernel ? "kernel" : "dpdk", f == 6 ? "[" : "", rip, f == 6 ? "]" : "",
+		        addr_port(&cfg.relay), o.publish ? "publisher + " : "", o.subscribers,
+		        o.ramp, lip0, nlocals - 1, o.broadcast, o.tracks, o.duration);
 	}
 
 	struct progress pg;

@@ -932,6 +932,10 @@ static void dsub_advance(struct moq_session *s, struct dsub *d)
 		return;
 	ver = moq_cache_track_version(d->track);
 	lrc = moq_cache_track_latest(d->track, &latest);
+	if (lrc == MOQ_ERR_CLOSED && dsub_retrack(d)) { /* not started: the new track */
+		ver = moq_cache_track_version(d->track);
+		lrc = moq_cache_track_latest(d->track, &latest);
+	}
 	if (lrc == MOQ_ERR_CLOSED) {
 		d->ending = 1;
 	} else if (lrc == 0 && !d->ending) {
@@ -1106,6 +1110,8 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 				up_end_check(up); /* a last group arrived or ended */
 		} else if (up->end_wait && (now >= up->end_deadline || !up->us)) {
 			up_end_check(up);
+		} else if (up->orphan_until && now >= up->orphan_until) {
+			up_orphan_expire(up); /* no new route came in time */
 		}
 	}
 	/* Local broadcasts' tracks are watched per session that reads them. */

@@ -254,8 +254,12 @@ void hub_announce(struct moq_node *n, struct bcast *bc, int active)
 		struct hub_msg *m;
 		if (i == n->hub_id)
 			continue;
-		m = hub_msg_new(n, active ? HUB_ANN_ACTIVE : HUB_ANN_ENDED, bc->path, bc->len, NULL,
-		                0);
+		/* (active 2: ended after its route was lost, bcast_end) */
+		m = hub_msg_new(n,
+		                active == 1   ? HUB_ANN_ACTIVE
+		                : active == 2 ? HUB_ANN_LOST
+		                              : HUB_ANN_ENDED,
+		                bc->path, bc->len, NULL, 0);
 		if (!m)
 			continue;
 		m->nhops = (uint32_t)hops_chain(m->hops, bc->hops, bc->nhops, false, 0);
@@ -278,6 +282,7 @@ static void hub_handle(struct moq_node *n, struct hub_msg *m)
 			bc->owner = from1;
 			bc->nhops = (uint32_t)hops_chain(bc->hops, m->hops, m->nhops, false, 0);
 			ann_notify(n, bc, 1);
+			ups_reattach(n, bc); /* subscribers waiting for a new route */
 			return;
 		}
 		if (bc->local || (!bc->owner && bc->pub))
@@ -318,6 +323,12 @@ static void hub_handle(struct moq_node *n, struct hub_msg *m)
 			hops_chain(old_hops, bc->hops, old_nh, false, 0);
 			bc->nhops = (uint32_t)hops_chain(bc->hops, m->hops, m->nhops, false, 0);
 			ann_reroute(n, bc, bc->pub, old_hops, old_nh, false);
+		}
+		return;
+	case HUB_ANN_LOST:
+		if (bc && bc->owner == from1) {
+			bc->lost = 1;
+			bcast_end(n, bc);
 		}
 		return;
 	case HUB_ANN_ENDED:

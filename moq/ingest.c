@@ -47,9 +47,11 @@ struct usub *usub_find(struct moq_session *s, uint64_t id)
 int up_restart(struct upstream *up)
 {
 	struct moq_node *n = up->n;
-	struct moq_cache_track *nt = NULL;
+	struct moq_cache_track *nt = NULL, *old = up->ct;
 
 	for (struct dsub *d = up->dsubs; d; d = d->unext) {
+		if (!d->started)
+			continue; /* it has read nothing: it follows the new track */
 		for (struct gout *go = d->s->gouts; go; go = go->next)
 			if (go->d == d)
 				gout_reset(d->s, go, MOQ_CODE_CANCEL);
@@ -65,6 +67,14 @@ int up_restart(struct upstream *up)
 	if (moq_cache_track_create(n->cfg.cache, up->path, up->plen, up->track, up->tlen,
 	                           &n->cfg.track, &nt) < 0)
 		return MOQ_ERR_NOMEM;
+	for (struct dsub *d = up->dsubs; d; d = d->unext)
+		if (!d->started && d->track == old) {
+			moq_cache_track_unref(old);
+			moq_cache_track_ref(nt);
+			d->track = nt;
+			d->last_version = 0;
+			sess_mark(d->s);
+		}
 	moq_cache_track_unref(up->ct);
 	up->ct = nt;
 	up->last_version = 0;

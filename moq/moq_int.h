@@ -109,6 +109,7 @@ struct bcast {
 	int local;
 	uint64_t timescale;    /* local broadcasts */
 	uint64_t linger_until; /* nonzero: the publisher is gone */
+	uint8_t lost;          /* hub: the owner lost it (HUB_ANN_LOST), not ENDED */
 	struct bsrc *backups;  /* other routes, newest first */
 	struct plink *pl;      /* its places in the prefix index (npl of them) */
 	uint32_t npl;
@@ -188,12 +189,16 @@ struct upstream {
 	struct upstream *dnext;
 	uint64_t hold_until; /* nonzero: no subscriber left; closes then (cfg.up_hold_ns) */
 	uint8_t dgram;       /* a group of it came as a datagram (dgram.c) */
+	/* nonzero: its broadcast's route was lost and the broadcast ended;
+	 * its subscribers wait for a new route until then (up_orphan) */
+	uint64_t orphan_until;
 };
 
 /* Hub messages between the nodes of one relay (control path only). */
 enum {
 	HUB_ANN_ACTIVE = 1, /* a broadcast we own is active (hops) */
 	HUB_ANN_ENDED,      /* a broadcast we owned ended */
+	HUB_ANN_LOST,       /* ... ended after its route was lost (up_orphan) */
 	HUB_SUB,            /* subscribe a track of a broadcast you own for me */
 	HUB_UNSUB,          /* I no longer need it */
 	HUB_TRACK,          /* TRACK for a broadcast you own, please */
@@ -573,6 +578,10 @@ struct gout *gout_new(struct moq_session *s, struct mstream *st, struct moq_cach
 
 /* ingest.c: group streams in */
 int up_restart(struct upstream *up);
+bool up_orphan(struct upstream *up, uint64_t lost_at);
+void up_orphan_expire(struct upstream *up);
+void ups_reattach(struct moq_node *n, struct bcast *bc);
+bool dsub_retrack(struct dsub *d);
 void up_reply(struct usub *us, const struct moq_subscribe_reply *r);
 struct usub *usub_find(struct moq_session *s, uint64_t id);
 void gin_end(struct moq_session *s, struct gin *gi, int64_t code);

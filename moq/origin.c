@@ -524,15 +524,27 @@ void bcast_linger_expire(struct moq_node *n, uint64_t now)
 /* End every upstream of @bc's path: its subscribers get END. */
 void bcast_end(struct moq_node *n, struct bcast *bc)
 {
+	/* its route was lost (the linger ran out, or the owning worker lost
+	 * it): subscribers wait for a new route within their group deadline
+	 * (up_orphan) instead of ending now */
+	bool lost = bc->linger_until != 0 || bc->lost;
+	/* (another worker's: its linger ran out just now) */
+	uint64_t linger = n->cfg.linger_ns, now = n->now,
+	         lost_at = bc->linger_until > linger ? bc->linger_until - linger
+	                   : now > linger            ? now - linger
+	                                             : 0;
+
 	if (!bc->owner)
-		hub_announce(n, bc, 0);
+		hub_announce(n, bc, lost ? 2 : 0);
 	ann_notify(n, bc, 0);
 	tinfo_drop_path(n, bc->path, bc->len);
 	for (struct upstream *up = n->ups; up; up = up->next)
 		if (up->plen == bc->len && memcmp(up->path, bc->path, bc->len) == 0) {
-			up->ended = 1;
-			up->end_seq = UINT64_MAX;
-			up_touch(up);
+			if (!lost || up->ended || !up_orphan(up, lost_at)) {
+				up->ended = 1;
+				up->end_seq = UINT64_MAX;
+				up_touch(up);
+			}
 			if (up->us) {
 				usub_close(up->us);
 				up->us->up = NULL;
@@ -750,6 +762,7 @@ uint64_t bcast_offer(struct moq_node *n, struct moq_session *s, const char *p, s
 		bc->nhops = (uint32_t)hops_chain(bc->hops, hops, nh, false, 0);
 		ann_notify(n, bc, 1);
 		hub_announce(n, bc, 1);
+		ups_reattach(n, bc); /* subscribers waiting for a new route */
 		return 0;
 	}
 	if (bc->owner) {

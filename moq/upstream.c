@@ -484,3 +484,108 @@ struct upstream *up_find(struct moq_node *n, const char *p, size_t pl, const cha
 			return up;
 	return NULL;
 }
+
+/* ---------------------------------------------- a lost route's waiters */
+
+/*
+ * Failover across a lost route (issue 26): the broadcast of @up's path
+ * ended because its route was lost at @lost_at (a cluster link or publisher
+ * gone, the linger past: bcast_end), not by its publisher's ENDED.
+ * Subscribers that came in the route's last seconds (the loss not yet
+ * noticed, the dead route's broadcast still listed) and those reading it
+ * wait for a new route of the path (ups_reattach) until their group
+ * deadline from the loss: the largest max latency they asked for, at least
+ * the track's (with the defaults, 5 s, no longer than the linger). Returns
+ * whether @up waits; otherwise it ends now.
+ */
+bool up_orphan(struct upstream *up, uint64_t lost_at)
+{
+	uint64_t lat = moq_cache_track_max_latency(up->ct), ms = up->agg.max_latency_ms;
+
+	if (!up->dsubs && !up->nremote && !up->nlocal)
+		return false;
+	if (ms && ms < UINT64_MAX / 1000000u && ms * 1000000u > lat)
+		lat = ms * 1000000u;
+	if (lost_at > UINT64_MAX - lat || lost_at + lat <= up->n->now)
+		return false;
+	up->orphan_until = lost_at + lat;
+	return true;
+}
+
+/* No new route came within the wait: @up's subscribers end as they would
+ * have at the broadcast's end. Other workers reading through @up (nremote)
+ * decide for theirs: it waits while they do (they let go, HUB_UNSUB, when
+ * their own wait ends). */
+void up_orphan_expire(struct upstream *up)
+{
+	if (up->nremote) {
+		up->orphan_until = up->n->now + 1000000000ull;
+		return;
+	}
+	up->orphan_until = 0;
+	up->ended = 1;
+	up->end_seq = UINT64_MAX;
+	up_touch(up);
+}
+
+/* A route of @bc's path came (a new broadcast after one that was lost):
+ * the upstreams waiting for it (up_orphan) subscribe there, to the
+ * publisher or, on another worker's broadcast, through that worker. */
+void ups_reattach(struct moq_node *n, struct bcast *bc)
+{
+	for (struct upstream *up = n->ups; up; up = up->next) {
+		if (!up->orphan_until || up->plen != bc->len ||
+		    memcmp(up->path, bc->path, bc->len) != 0)
+			continue;
+		up->orphan_until = 0;
+		if (!up->dsubs && !up->nremote && !up->nlocal)
+			continue;
+		n->st.ups_reattached++;
+		if (bc->pub && !bc->pub->closing) {
+			/* ours now: the worker we read through before lets go */
+			if (up->remote_owner)
+				hub_send(n, up->remote_owner, HUB_UNSUB, up->path, up->plen,
+				         up->track, up->tlen);
+			up->remote_owner = 0;
+			if (!up->us)
+				up_open(up, bc->pub);
+		} else if (bc->owner && up->remote_owner != bc->owner) {
+			/* (the same owner kept our subscription: it waited too) */
+			if (up->remote_owner)
+				hub_send(n, up->remote_owner, HUB_UNSUB, up->path, up->plen,
+				         up->track, up->tlen);
+			up->remote_owner = bc->owner;
+			hub_send(n, bc->owner, HUB_SUB, up->path, up->plen, up->track, up->tlen);
+		}
+		up_touch(up);
+	}
+}
+
+/* @d has read nothing of its track, which another worker restarted
+ * (up_restart: the cache track dropped, a new one made): it reads the new
+ * one, as does @d's upstream. Returns whether it moved. */
+bool dsub_retrack(struct dsub *d)
+{
+	struct upstream *up = d->up;
+	struct moq_cache_track *nt;
+
+	if (!up || d->started)
+		return false;
+	nt = moq_cache_track_lookup(up->n->cfg.cache, up->path, up->plen, up->track, up->tlen);
+	if (!nt)
+		return false;
+	if (nt == d->track) {
+		moq_cache_track_unref(nt);
+		return false;
+	}
+	if (up->ct == d->track) {
+		moq_cache_track_unref(up->ct);
+		moq_cache_track_ref(nt);
+		up->ct = nt;
+		up->last_version = 0;
+	}
+	moq_cache_track_unref(d->track);
+	d->track = nt;
+	d->last_version = 0;
+	return true;
+}

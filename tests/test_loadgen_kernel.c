@@ -52,7 +52,10 @@ static double jget(const char *line, const char *key)
 	return strtod(p + strlen(pat), NULL);
 }
 
-START_TEST(program_against_relay_node)
+/* moqdp-load --kernel against a relay node on @family's loopback
+ * (127.0.0.1, or ::1 with the subscribers' sockets all on ::1, each on a
+ * port of its own). */
+static void run_against_relay_node(int family)
 {
 	struct moq_cache_counting cnt;
 	moq_cache_counting_init(&cnt);
@@ -74,17 +77,26 @@ START_TEST(program_against_relay_node)
 	struct moq_quic_endpoint *ep = moq_quic_endpoint_new(&qc, NULL);
 	ck_assert_ptr_nonnull(ep);
 
-	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	int fd = socket(family, SOCK_DGRAM, 0);
 	struct moq_quic_addr local;
 	memset(&local, 0, sizeof(local));
-	local.u.in4.sin_family = AF_INET;
-	local.u.in4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	local.len = sizeof(local.u.in4);
+	if (family == AF_INET6) {
+		local.u.in6.sin6_family = AF_INET6;
+		local.u.in6.sin6_addr = in6addr_loopback;
+		local.len = sizeof(local.u.in6);
+	} else {
+		local.u.in4.sin_family = AF_INET;
+		local.u.in4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		local.len = sizeof(local.u.in4);
+	}
 	ck_assert_int_eq(bind(fd, &local.u.sa, local.len), 0);
 	socklen_t sl = local.len;
 	getsockname(fd, &local.u.sa, &sl);
-	char relay[32], out[] = "/tmp/moqdp-test-load-XXXXXX";
-	snprintf(relay, sizeof(relay), "127.0.0.1:%u", ntohs(local.u.in4.sin_port));
+	char relay[48], out[] = "/tmp/moqdp-test-load-XXXXXX";
+	if (family == AF_INET6)
+		snprintf(relay, sizeof(relay), "[::1]:%u", ntohs(local.u.in6.sin6_port));
+	else
+		snprintf(relay, sizeof(relay), "127.0.0.1:%u", ntohs(local.u.in4.sin_port));
 	int ofd = mkstemp(out);
 	ck_assert_int_ge(ofd, 0);
 	close(ofd);
@@ -94,7 +106,7 @@ START_TEST(program_against_relay_node)
 	                "--relay",
 	                relay,
 	                "--local",
-	                "127.0.0.2",
+	                family == AF_INET6 ? "::1/128" : "127.0.0.2",
 	                "--publish",
 	                "--subscribers",
 	                "20",
@@ -145,6 +157,19 @@ START_TEST(program_against_relay_node)
 	moq_cache_destroy(cache);
 	close(fd);
 }
+
+START_TEST(program_against_relay_node)
+{
+	run_against_relay_node(AF_INET);
+}
+END_TEST
+
+/* The same over IPv6 (issue 26): --relay [::1]:PORT, 20 subscribers on
+ * four sockets bound to ::1/128 (6 per address), every frame verified. */
+START_TEST(program_against_relay_node_ipv6)
+{
+	run_against_relay_node(AF_INET6);
+}
 END_TEST
 
 START_TEST(bad_arguments)
@@ -158,11 +183,19 @@ START_TEST(bad_arguments)
 	        {"--subscribers", "0", NULL, NULL}, /* nothing to do */
 	        {"--max-latency", "0", "--publish", NULL},
 	        {"--max-latency", "5s", "--publish", NULL},
+	        /* IPv6: a bracket left open, the families apart, a bad prefix */
+	        {"--relay", "[::1:4443", "--publish", NULL},
+	        {"--relay", "[::1]:4443", "--local", "127.0.0.2"},
+	        {"--relay", "127.0.0.1:4443", "--local", "::1"},
+	        {"--relay", "[::1]:4443", "--local", "::1/129"},
 	};
 	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		char *argv[8] = {MOQDP_LOAD_PATH, "--kernel"};
-		for (int k = 0; k < 4 && bad[i][k]; k++)
+		char *argv[10] = {MOQDP_LOAD_PATH, "--kernel"};
+		int k = 0;
+		for (; k < 4 && bad[i][k]; k++)
 			argv[2 + k] = (char *)bad[i][k];
+		if (k == 4) /* (the family cases: something to do) */
+			argv[2 + k] = "--publish";
 		pid_t pid = spawn(argv, "/dev/null");
 		int status;
 		waitpid(pid, &status, 0);
@@ -279,8 +312,12 @@ START_TEST(frames_up_to_16_mib)
 	ck_assert_int_eq(moq_lg_track_parse("video:1140850688:fps=8:gop=1:key=1", 1, &t),
 	                 MOQ_ERR_INVAL);
 	{
-		char *argv[] = {MOQDP_LOAD_PATH, "--kernel", "--publish", "--tracks",
-		                "video:1140850688:fps=8:gop=1:key=1", NULL};
+		char *argv[] = {MOQDP_LOAD_PATH,
+		                "--kernel",
+		                "--publish",
+		                "--tracks",
+		                "video:1140850688:fps=8:gop=1:key=1",
+		                NULL};
 		pid_t pid = spawn(argv, "/dev/null");
 		int status;
 
@@ -298,6 +335,7 @@ Suite *loadgen_kernel_suite(void)
 	TCase *tc = tcase_create("program");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, program_against_relay_node);
+	tcase_add_test(tc, program_against_relay_node_ipv6);
 	tcase_add_test(tc, bad_arguments);
 	suite_add_tcase(s, tc);
 	/* issue 12: --keyframe-max */
