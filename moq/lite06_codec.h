@@ -30,6 +30,8 @@
 #define MOQ6_GOAWAY_URI_MAX 8192
 /* lite-06 SETUP Cost: the default when the parameter is absent. */
 #define MOQ6_COST_DEFAULT 1
+/* A route cost not known yet (announce.c to lite06.c: price by hops). */
+#define MOQ6_COST_UNSET UINT64_MAX
 /* The ceiling cost a GOAWAY'd path is advertised with (the largest varint). */
 #define MOQ6_COST_CEILING MOQ_VARINT_MAX
 
