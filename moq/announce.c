@@ -67,6 +67,15 @@ static int ann_send_route(struct moq_session *s, struct mstream *st, struct bcas
 			return rc;
 	}
 	a->status = active ? MOQ_ANNOUNCE_ACTIVE : MOQ_ANNOUNCE_ENDED;
+	/* lite-06: the route's accumulated costs (0 for our own broadcast: we
+	 * produce it); a route heard without costs is priced by lite06_ann_out */
+	a->warm_cost = a->cold_cost = MOQ6_COST_UNSET;
+	if (bc->local) {
+		a->warm_cost = a->cold_cost = 0;
+	} else if (bc->cost.set) {
+		a->warm_cost = bc->cost.warm;
+		a->cold_cost = bc->cost.cold;
+	}
 	a->suffix.p = bc->path + off;
 	a->suffix.len = bc->len - off;
 	a->hop_count = (uint32_t)len;
@@ -120,7 +129,8 @@ void ann_reroute(struct moq_node *n, struct bcast *bc, const struct moq_session 
 			ann_send_route(s, st, bc, off, 0, old_hops, old_nh);
 		else if (!was && is)
 			ann_send(s, st, bc, off, 1);
-		else if (was && renew)
+		else if (was && (renew || s->v == MOQ_LITE_06))
+			/* lite-06: ANNOUNCE_UPDATE re-prices the route (7.8) */
 			ann_send(s, st, bc, off, ANN_RESTART);
 	}
 }
@@ -276,7 +286,19 @@ int on_announce(struct moq_session *s, struct mstream *st, const struct moq_anno
 		return MOQ_CODE_BOUNDS;
 	}
 	if (active) {
-		uint64_t code = bcast_offer(n, s, full, flen, hops, nh);
+		/* lite-06 7.6 / 7.3.4: the route costs what it was advertised
+		 * with plus what the announcing peer declared in its SETUP
+		 * (1 when absent), saturating at the largest varint */
+		struct rcost cost = {0};
+		uint64_t link = s->setup_in ? s->peer_cost : 1;
+		if (s->v == MOQ_LITE_06) {
+			cost.set = true;
+			cost.warm = a->warm_cost > MOQ_VARINT_MAX - link ? MOQ_VARINT_MAX
+			                                                 : a->warm_cost + link;
+			cost.cold = a->cold_cost > MOQ_VARINT_MAX - link ? MOQ_VARINT_MAX
+			                                                 : a->cold_cost + link;
+		}
+		uint64_t code = bcast_offer(n, s, full, flen, hops, nh, cost.set ? &cost : NULL);
 		free(full);
 		return (int)code;
 	}

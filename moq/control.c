@@ -462,6 +462,7 @@ static void on_setup(struct moq_session *s, const struct moq_setup *m)
 	s->setup_in = 1;
 	s->peer_origin = m->has_origin ? m->origin : 0;
 	s->peer_role = m->has_role ? m->role : MOQ_ROLE_BOTH;
+	s->peer_cost = m->has_cost ? m->cost : 1; /* lite-06 7.3.4: absent = 1 */
 	if (s->server && m->has_path && m->path.len) {
 		/* Path roots the session; the query (auth token) is not used. */
 		size_t l = 0;

@@ -158,7 +158,8 @@ int lite06_ann_out(struct moq_session *s, struct mstream *st, struct moq_msg *m)
 		a6_del(t, e);
 		return 1;
 	}
-	a->warm_cost = a->cold_cost = route_cost(a->hop_count);
+	if (a->warm_cost == MOQ6_COST_UNSET) /* heard without costs (03..05) */
+		a->warm_cost = a->cold_cost = route_cost(a->hop_count);
 	if (e) {
 		/* already announced: the route changed (a restart, a reroute) */
 		a->kind6 = MOQ6_ANN_UPDATE;

@@ -471,7 +471,6 @@ static const struct {
         {MOQ_CODE_TRANSPORT, MOQ6_STREAM_INTERNAL},
         {MOQ_CODE_CLOSED, MOQ6_STREAM_SESSION_CLOSED},
         {MOQ_CODE_LAGGED, MOQ6_STREAM_TOO_FAR_BEHIND},
-        {MOQ_CODE_DROPPED, MOQ6_STREAM_NO_CAPACITY},
         {MOQ_CODE_NOT_FOUND, MOQ6_STREAM_NOT_FOUND},
         {MOQ_CODE_EVICTED, MOQ6_STREAM_EVICTED},
         {MOQ_CODE_UNROUTABLE, MOQ6_STREAM_UNROUTABLE},
@@ -479,8 +478,26 @@ static const struct {
         {MOQ_CODE_FRAME_TOO_LARGE, MOQ6_STREAM_FRAME_TOO_LARGE},
         {MOQ_CODE_TIMESTAMP_MISMATCH, MOQ6_STREAM_TIMESTAMP_MISMATCH},
         {MOQ_CODE_DECODE, MOQ6_STREAM_MALFORMED_TRACK},
-        {MOQ_CODE_BOUNDS, MOQ6_STREAM_GROUP_TOO_LARGE},
+        /* draft-06 Table 3: 0x30 NO_CAPACITY, "could serve this request but
+         * has no capacity for it now": moqdp's BOUNDS refusals (a limit
+         * reached); 0x32 GROUP_TOO_LARGE is a group aborted past the cache
+         * budget, which moqdp does not reset with BOUNDS */
+        {MOQ_CODE_BOUNDS, MOQ6_STREAM_NO_CAPACITY},
 };
+
+/* SUBSCRIBE_DROP's Error Code (draft-06 7.15): "A value of 0 indicates no
+ * error; the groups are simply unavailable", which is what moqdp's DROPPED
+ * says (a sequence the publisher never delivered); other codes as on a
+ * stream reset. */
+static uint64_t drop_code6(uint64_t c)
+{
+	return c == MOQ_CODE_DROPPED ? 0 : moq6_code_stream(c);
+}
+
+static uint64_t drop_code_from6(uint64_t c)
+{
+	return c == 0 ? MOQ_CODE_DROPPED : moq6_code_from_stream(c);
+}
 
 uint64_t moq6_code_stream(uint64_t c)
 {
@@ -656,7 +673,7 @@ int moq6_encode_generic(uint8_t *buf, size_t cap, const struct moq_msg *m)
 		y->group = r->group;
 		y->drop_start = r->drop_start;
 		y->drop_end = r->drop_end;
-		y->drop_code = moq6_code_stream(r->drop_code);
+		y->drop_code = drop_code6(r->drop_code);
 		break;
 	}
 	case MOQ_MSG_TRACK:
@@ -780,7 +797,7 @@ int moq6_decode_generic(enum moq_msg_type type, const uint8_t *buf, size_t len, 
 		r->group = y->group;
 		r->drop_start = y->drop_start;
 		r->drop_end = y->drop_end;
-		r->drop_code = y->kind == MOQ6_SUB_DROP ? moq6_code_from_stream(y->drop_code) : 0;
+		r->drop_code = y->kind == MOQ6_SUB_DROP ? drop_code_from6(y->drop_code) : 0;
 		r->start = r->end = MOQ_GROUP_NONE;
 		break;
 	}

@@ -30,6 +30,8 @@
 #define MOQ6_GOAWAY_URI_MAX 8192
 /* lite-06 SETUP Cost: the default when the parameter is absent. */
 #define MOQ6_COST_DEFAULT 1
+/* A route cost not known yet (announce.c to lite06.c: price by hops). */
+#define MOQ6_COST_UNSET UINT64_MAX
 /* The ceiling cost a GOAWAY'd path is advertised with (the largest varint). */
 #define MOQ6_COST_CEILING MOQ_VARINT_MAX
 
@@ -261,7 +263,7 @@ int moq6_group_hdr_encode(uint8_t *buf, size_t cap, uint64_t sub_id, uint64_t se
  * moq6_code_stream: the lite-06 stream reset code for a moqdp (lite-05
  * numbering, enum moq_code) code @c; application codes (>= 64) unchanged.
  * 0 (cancel in 05) becomes 0x1 cancelled: a reset with 0 is an internal
- * error in 06.
+ * error in 06; 11 (bounds: a limit reached) becomes 0x30 no capacity.
  */
 uint64_t moq6_code_stream(uint64_t c);
 
@@ -290,7 +292,7 @@ uint64_t moq6_code_session(uint64_t c);
  * SUBSCRIBE_UPDATE carry max_latency_ms as Max Age, start as Group Start
  * (absent = 0) and end as Group End (absent = 0, else end + 1), Ordered is
  * not on the wire; the lite-05 START reply is SUBSCRIBE_OK, a DROP's code is
- * mapped (moq6_code_stream); TRACK_INFO drops Ordered. Returns as
+ * mapped (moq6_code_stream; 24 dropped is 0, "simply unavailable"); TRACK_INFO drops Ordered. Returns as
  * moq6_msg_encode; MOQ_ERR_INVAL also for a lite-03/04 OK reply.
  */
 int moq6_encode_generic(uint8_t *buf, size_t cap, const struct moq_msg *m);

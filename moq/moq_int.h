@@ -59,6 +59,14 @@ struct moq_session;
 struct mstream;
 struct upstream;
 
+/* lite-06 route costs (draft-06 7.6): what the route was advertised with
+ * plus the announcing peer's SETUP Cost (saturating); unset on routes
+ * heard over 03/04/05, which carry none. */
+struct rcost {
+	bool set;
+	uint64_t warm, cold;
+};
+
 /* Another route to a broadcast (AUTH-CLUSTER.md, Broadcast ownership): an
  * older publisher the newer one replaced (a hidden backup), or the same
  * original publisher over another session (a standby). */
@@ -71,6 +79,7 @@ struct bsrc {
 	struct bcast *bc;
 	uint32_t nhops;
 	uint64_t hops[MOQ_MAX_HOPS];
+	struct rcost cost;
 };
 
 /* The prefix index (issue 22: an announce request walked every broadcast
@@ -115,6 +124,7 @@ struct bcast {
 	uint32_t npl;
 	uint32_t nhops;
 	uint64_t hops[MOQ_MAX_HOPS];
+	struct rcost cost; /* the live route's */
 };
 
 /* A subscription the peer made on us (we publish to it). */
@@ -335,6 +345,8 @@ struct moq_session {
 	uint8_t asked_announces;
 	uint8_t role; /* client: enum moq_role of this session */
 	uint64_t peer_origin, peer_role;
+	/* lite-06 SETUP Cost (1 when absent) */
+	uint64_t peer_cost;
 	char *path; /* client SETUP Path */
 	struct smap streams;
 	struct dsub *dsubs;
@@ -509,7 +521,7 @@ void bcast_linger(struct moq_node *n, struct bcast *bc);
 void bcast_unlinger(struct moq_node *n, struct bcast *bc);
 void bcast_linger_expire(struct moq_node *n, uint64_t now);
 uint64_t bcast_offer(struct moq_node *n, struct moq_session *s, const char *p, size_t len,
-                     const uint64_t *hops, uint32_t nh);
+                     const uint64_t *hops, uint32_t nh, const struct rcost *rc);
 void bcast_withdraw(struct moq_node *n, struct bcast *bc, struct moq_session *s, bool abrupt);
 bool bcast_has_route(const struct bcast *bc, const struct moq_session *s);
 void bcast_session_gone(struct moq_node *n, struct moq_session *s);

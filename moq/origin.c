@@ -631,6 +631,23 @@ static int route_cmp(const char *p, size_t len, const uint64_t *a, uint32_t na, 
 	return ha == hb ? 0 : ha < hb ? 1 : -1;
 }
 
+/* lite-06 (draft-06 5.1.1.1): among routes that both carry costs, the lower
+ * Warm Route Cost, then the lower Cold; otherwise, or on a tie, route_cmp. */
+static int route_rank(const char *p, size_t len, const uint64_t *a, uint32_t na,
+                      const struct rcost *ca, const uint64_t *b, uint32_t nb,
+                      const struct rcost *cb)
+{
+	if (ca && cb && ca->set && cb->set) {
+		if (ca->warm != cb->warm)
+			return ca->warm < cb->warm ? 1 : -1;
+		if (ca->cold != cb->cold)
+			return ca->cold < cb->cold ? 1 : -1;
+	}
+	return route_cmp(p, len, a, na, b, nb);
+}
+
+static const struct rcost rcost_none;
+
 static struct bsrc **bsrc_find(struct bcast *bc, const struct moq_session *s)
 {
 	for (struct bsrc **pp = &bc->backups; *pp; pp = &(*pp)->next)
@@ -651,12 +668,14 @@ bool bcast_has_route(const struct bcast *bc, const struct moq_session *s)
 }
 
 /* Keep @s's route (@hops) as a backup of @bc, newest first. */
-static bool bsrc_push(struct bcast *bc, struct moq_session *s, const uint64_t *hops, uint32_t nh)
+static bool bsrc_push(struct bcast *bc, struct moq_session *s, const uint64_t *hops, uint32_t nh,
+                      const struct rcost *rc)
 {
 	struct bsrc *b = calloc(1, sizeof(*b));
 
 	if (!b)
 		return false;
+	b->cost = rc ? *rc : rcost_none;
 	b->pub = s;
 	b->bc = bc;
 	b->nhops = (uint32_t)hops_chain(b->hops, hops, nh, false, 0);
@@ -679,7 +698,7 @@ static bool bsrc_push(struct bcast *bc, struct moq_session *s, const uint64_t *h
  * at its next group, nothing announced.
  */
 static void bcast_route(struct moq_node *n, struct bcast *bc, struct moq_session *s,
-                        const uint64_t *hops, uint32_t nh, bool renew)
+                        const uint64_t *hops, uint32_t nh, const struct rcost *rc, bool renew)
 {
 	uint64_t old_hops[MOQ_MAX_HOPS];
 	uint32_t old_nh = bc->nhops;
@@ -689,6 +708,7 @@ static void bcast_route(struct moq_node *n, struct bcast *bc, struct moq_session
 	bcast_unlinger(n, bc);
 	bcast_set_pub(bc, s);
 	bc->nhops = (uint32_t)hops_chain(bc->hops, hops, nh, false, 0);
+	bc->cost = rc ? *rc : rcost_none;
 	if (renew)
 		tinfo_drop_path(n, bc->path, bc->len);
 	for (struct upstream *up = n->ups; up; up = up->next) {
@@ -719,7 +739,7 @@ static void bcast_route(struct moq_node *n, struct bcast *bc, struct moq_session
  * MOQ_CODE_DUPLICATE (lite-03/04: @s announced @p already).
  */
 uint64_t bcast_offer(struct moq_node *n, struct moq_session *s, const char *p, size_t len,
-                     const uint64_t *hops, uint32_t nh)
+                     const uint64_t *hops, uint32_t nh, const struct rcost *rc)
 {
 	struct bcast *bc = bcast_find(n, p, len);
 	struct bsrc **bp;
@@ -735,13 +755,14 @@ uint64_t bcast_offer(struct moq_node *n, struct moq_session *s, const char *p, s
 		}
 		n->st.ann_restarts++;
 		bp = bsrc_find(bc, s);
-		if (bp) { /* a hidden route: only its hops change */
+		if (bp) { /* a hidden route: only its hops (and costs) change */
 			(*bp)->nhops = (uint32_t)hops_chain((*bp)->hops, hops, nh, false, 0);
+			(*bp)->cost = rc ? *rc : rcost_none;
 			return 0;
 		}
 		/* The same original publisher: the route is updated in place;
 		 * another one: a new broadcast under the same path. */
-		bcast_route(n, bc, s, hops, nh, !same_publisher(bc->hops, bc->nhops, hops, nh));
+		bcast_route(n, bc, s, hops, nh, rc, !same_publisher(bc->hops, bc->nhops, hops, nh));
 		return 0;
 	}
 	if (s->nbcasts >= sess_max_broadcasts(s)) {
@@ -760,6 +781,7 @@ uint64_t bcast_offer(struct moq_node *n, struct moq_session *s, const char *p, s
 			return 0;
 		bcast_set_pub(bc, s);
 		bc->nhops = (uint32_t)hops_chain(bc->hops, hops, nh, false, 0);
+		bc->cost = rc ? *rc : rcost_none;
 		ann_notify(n, bc, 1);
 		hub_announce(n, bc, 1);
 		ups_reattach(n, bc); /* subscribers waiting for a new route */
@@ -782,34 +804,34 @@ uint64_t bcast_offer(struct moq_node *n, struct moq_session *s, const char *p, s
 		/* No live publisher (it lingers, or another worker had it): the
 		 * upstream subscriptions splice over to @s; a different original
 		 * publisher is a new broadcast. */
-		bcast_route(n, bc, s, hops, nh, other_publisher(bc->hops, bc->nhops, hops, nh));
+		bcast_route(n, bc, s, hops, nh, rc, other_publisher(bc->hops, bc->nhops, hops, nh));
 		return 0;
 	}
 	if (same_publisher(bc->hops, bc->nhops, hops, nh)) {
 		/* The same original publisher over another route: a standby,
 		 * or the live route when it ranks first (route_cmp: fewer
 		 * hops); the subscriptions splice over, nothing announced. */
-		if (route_cmp(p, len, hops, nh, bc->hops, bc->nhops) > 0 &&
-		    bsrc_push(bc, bc->pub, bc->hops, bc->nhops)) {
-			bcast_route(n, bc, s, hops, nh, false);
+		if (route_rank(p, len, hops, nh, rc, bc->hops, bc->nhops, &bc->cost) > 0 &&
+		    bsrc_push(bc, bc->pub, bc->hops, bc->nhops, &bc->cost)) {
+			bcast_route(n, bc, s, hops, nh, rc, false);
 			return 0;
 		}
-		bsrc_push(bc, s, hops, nh);
+		bsrc_push(bc, s, hops, nh, rc);
 		return 0;
 	}
 	/* Another publisher learned through a relay that ranks below the live
 	 * one waits as a hidden backup: every node keeps the same publisher
 	 * (route_cmp). */
-	if (route_cmp(p, len, hops, nh, bc->hops, bc->nhops) < 0) {
-		bsrc_push(bc, s, hops, nh);
+	if (route_rank(p, len, hops, nh, rc, bc->hops, bc->nhops, &bc->cost) < 0) {
+		bsrc_push(bc, s, hops, nh, rc);
 		return 0;
 	}
 	/* A newer publisher replaces the live one, which waits as a hidden
 	 * backup and comes back when the newer ends. */
-	if (!bsrc_push(bc, bc->pub, bc->hops, bc->nhops))
+	if (!bsrc_push(bc, bc->pub, bc->hops, bc->nhops, &bc->cost))
 		return 0;
 	n->st.bcast_replaced++;
-	bcast_route(n, bc, s, hops, nh, true);
+	bcast_route(n, bc, s, hops, nh, rc, true);
 	return 0;
 }
 
@@ -825,8 +847,9 @@ static struct bsrc **bsrc_best(struct bcast *bc)
 		struct bsrc *b = *pp;
 		bool same = same_publisher(bc->hops, bc->nhops, b->hops, b->nhops);
 		if ((same && !bsame) ||
-		    (same == bsame && route_cmp(bc->path, bc->len, b->hops, b->nhops, (*best)->hops,
-		                                (*best)->nhops) > 0)) {
+		    (same == bsame &&
+		     route_rank(bc->path, bc->len, b->hops, b->nhops, &b->cost, (*best)->hops,
+		                (*best)->nhops, &(*best)->cost) > 0)) {
 			best = pp;
 			bsame = same;
 		}
@@ -863,7 +886,7 @@ void bcast_withdraw(struct moq_node *n, struct bcast *bc, struct moq_session *s,
 		PLINK_UNLINK(b, snext, spprev);
 		b->pub->nbcasts--;
 		n->st.bcast_failovers++;
-		bcast_route(n, bc, b->pub, b->hops, b->nhops,
+		bcast_route(n, bc, b->pub, b->hops, b->nhops, &b->cost,
 		            !same_publisher(bc->hops, bc->nhops, b->hops, b->nhops));
 		free(b);
 		return;

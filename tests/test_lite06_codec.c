@@ -457,6 +457,12 @@ START_TEST(test_codes)
 	ck_assert_uint_eq(moq6_code_stream(MOQ_CODE_FRAME_TOO_LARGE), 0x38);
 	ck_assert_uint_eq(moq6_code_stream(MOQ_CODE_UNAUTHORIZED), MOQ6_STREAM_INTERNAL);
 	ck_assert_uint_eq(moq6_code_stream(100), 100);
+	/* draft-lcurley-moq-lite-06 (24 Sep 2026) Table 3: a refusal for a
+	 * limit is 0x30 NO_CAPACITY, not 0x32 GROUP_TOO_LARGE (a group aborted
+	 * past the cache budget) */
+	ck_assert_uint_eq(moq6_code_stream(MOQ_CODE_BOUNDS), MOQ6_STREAM_NO_CAPACITY);
+	ck_assert_uint_eq(moq6_code_from_stream(MOQ6_STREAM_NO_CAPACITY), MOQ_CODE_BOUNDS);
+	ck_assert_uint_ne(moq6_code_stream(MOQ_CODE_DROPPED), MOQ6_STREAM_NO_CAPACITY);
 	/* every mapped code comes back as itself */
 	for (uint64_t c = 0; c < 64; c++) {
 		uint64_t w = moq6_code_stream(c);
@@ -475,6 +481,38 @@ START_TEST(test_codes)
 }
 END_TEST
 
+/* SUBSCRIBE_DROP { Type (i) = 0x2, Message Length (i), Group Start (i),
+ *   Group End (i), Error Code (i) }, draft-06 7.15: "Error Code: An
+ *   application-specific error code. A value of 0 indicates no error; the
+ *   groups are simply unavailable." moqdp's DROPPED (a sequence never
+ *   delivered upstream) is that 0; EVICTED keeps 0x35. */
+START_TEST(test_drop_code_generic)
+{
+	uint8_t out[16], want[16];
+	struct moq_msg m = {.type = MOQ_MSG_SUBSCRIBE_REPLY}, d;
+	size_t n = unhex("02 03 03 04 00", want, sizeof(want));
+	int e;
+
+	m.u.subscribe_reply.kind = MOQ_SUB_DROP;
+	m.u.subscribe_reply.drop_start = 3;
+	m.u.subscribe_reply.drop_end = 4;
+	m.u.subscribe_reply.drop_code = MOQ_CODE_DROPPED;
+	e = moq6_encode_generic(out, sizeof(out), &m);
+	ck_assert_int_eq(e, (int)n);
+	ck_assert(memcmp(out, want, n) == 0);
+	ck_assert_int_eq(moq6_decode_generic(MOQ_MSG_SUBSCRIBE_REPLY, out, n, 64, &d), (int)n);
+	ck_assert_uint_eq(d.u.subscribe_reply.kind, MOQ_SUB_DROP);
+	ck_assert_uint_eq(d.u.subscribe_reply.drop_code, MOQ_CODE_DROPPED);
+	m.u.subscribe_reply.drop_code = MOQ_CODE_EVICTED;
+	n = unhex("02 03 03 04 35", want, sizeof(want));
+	e = moq6_encode_generic(out, sizeof(out), &m);
+	ck_assert_int_eq(e, (int)n);
+	ck_assert(memcmp(out, want, n) == 0);
+	ck_assert_int_eq(moq6_decode_generic(MOQ_MSG_SUBSCRIBE_REPLY, out, n, 64, &d), (int)n);
+	ck_assert_uint_eq(d.u.subscribe_reply.drop_code, MOQ_CODE_EVICTED);
+}
+END_TEST
+
 Suite *lite06_codec_suite(void);
 
 Suite *lite06_codec_suite(void)
@@ -487,6 +525,7 @@ Suite *lite06_codec_suite(void)
 	tcase_add_test(tc, test_strict);
 	tcase_add_test(tc, test_group_header);
 	tcase_add_test(tc, test_codes);
+	tcase_add_test(tc, test_drop_code_generic);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -767,6 +767,168 @@ START_TEST(test_binding_lite06_violations)
 }
 END_TEST
 
+/* ---- lite-06 route costs (draft-lcurley-moq-lite-06 5.1.1.1, 7.3.4, 7.6) */
+
+/* A raw lite-06 peer of the relay: the relay's session is real, the peer's
+ * side is bytes this test writes (its end has no session). */
+static struct end *raw_peer(struct end **c)
+{
+	struct end *s;
+
+	pair(c, &s);
+	s->s = moq_binding_accept(B.relay, &ops, s, MOQ_LITE_06, "/", 1);
+	ck_assert(s->s);
+	return s;
+}
+
+/* SETUP on the peer's first uni stream (2): Role @role, Cost @cost. */
+static void raw_setup(struct end *s, uint64_t role, uint64_t cost)
+{
+	const uint8_t b[] = {MOQ_STREAM_SETUP, 0x07, 0x02, 0x03,         0x01,
+	                     (uint8_t)role,    0x04, 0x01, (uint8_t)cost};
+	moq_binding_stream_data(s->s, 2, b, sizeof(b), 1);
+}
+
+/* ANNOUNCE_OK { hop @hop, active 0 }, the publisher's first reply on the
+ * relay's announce request to it (the relay's first bidi stream, 1). */
+static void raw_ok(struct end *s, uint8_t hop)
+{
+	const uint8_t b[] = {0x02, hop, 0x00};
+	moq_binding_stream_data(s->s, 1, b, sizeof(b), 0);
+}
+
+/* ANNOUNCE_START { "room", no hops, @warm, @cold } on that stream. */
+static void raw_start(struct end *s, uint8_t warm, uint8_t cold)
+{
+	const uint8_t b[] = {0x00, 0x08, 0x04, 'r', 'o', 'o', 'm', 0x00, warm, cold};
+	moq_binding_stream_data(s->s, 1, b, sizeof(b), 0);
+}
+
+static void pump_ends(struct end **ends, int n, int rounds, uint8_t *cap, size_t *caplen,
+                      size_t capmax, struct end *watch)
+{
+	for (int i = 0; i < rounds; i++) {
+		B.now += MS;
+		moq_node_poll(B.relay, B.now);
+		for (struct pend *p = watch->head; p; p = p->next)
+			if (p->kind == P_DATA && p->sid == 0 && p->len) {
+				ck_assert_uint_le(*caplen + p->len, capmax);
+				memcpy(cap + *caplen, p->data, p->len);
+				*caplen += p->len;
+			}
+		for (int k = 0; k < n; k++)
+			deliver(ends[k]);
+	}
+}
+
+/* The announces the relay sent on the subscriber's announce stream since
+ * offset *@off: returns the last one's kind and costs. */
+static int last_announce(const uint8_t *cap, size_t len, size_t *off, struct moq6_announce *out)
+{
+	int n = 0;
+
+	while (*off < len) {
+		struct moq6_msg m;
+		int k = moq6_msg_decode(MOQ6_ANNOUNCE, cap + *off, len - *off, 4096, &m);
+		ck_assert_int_gt(k, 0);
+		*off += (size_t)k;
+		*out = m.u.announce;
+		n++;
+	}
+	return n;
+}
+
+START_TEST(test_binding_lite06_route_costs)
+{
+	struct end *p1c, *p2c, *sc, *p1, *p2, *sub;
+	static uint8_t cap[4096];
+	size_t caplen = 0, off = 0;
+	struct moq6_msg m;
+	struct moq6_announce a;
+	struct moq_node_stats st;
+	/* ANNOUNCE_REQUEST { "" } on the subscriber's first bidi stream (0) */
+	static const uint8_t req[] = {MOQ_STREAM_ANNOUNCE, 0x01, 0x00};
+	/* ANNOUNCE_END { id 0 } */
+	static const uint8_t end0[] = {0x01, 0x01, 0x00};
+	int k;
+
+	setup();
+	p1 = raw_peer(&p1c);
+	p2 = raw_peer(&p2c);
+	sub = raw_peer(&sc);
+	struct end *ends[] = {p1, p2, sub, p1c, p2c, sc};
+	raw_setup(p1, MOQ_ROLE_PUBLISHER, 1);
+	raw_setup(p2, MOQ_ROLE_PUBLISHER, 3);
+	raw_setup(sub, MOQ_ROLE_SUBSCRIBER, 1);
+	pump_ends(ends, 6, 5, cap, &caplen, sizeof(cap), sub);
+	ck_assert(!p1->closed && !p2->closed && !sub->closed);
+	raw_ok(p1, 41);
+	raw_ok(p2, 42);
+	pump_ends(ends, 6, 2, cap, &caplen, sizeof(cap), sub);
+	ck_assert(!p1->closed && !p2->closed);
+	/* P1 advertises warm 4 / cold 6 and declared Cost 1: the route costs
+	 * 5 / 7 at the relay */
+	raw_start(p1, 4, 6);
+	pump_ends(ends, 6, 5, cap, &caplen, sizeof(cap), sub);
+	moq_binding_stream_data(sub->s, 0, req, sizeof(req), 0);
+	pump_ends(ends, 6, 5, cap, &caplen, sizeof(cap), sub);
+	k = moq6_msg_decode(MOQ6_ANNOUNCE_OK, cap, caplen, 4096, &m);
+	ck_assert_int_gt(k, 0);
+	ck_assert_uint_eq(m.u.announce_ok.active, 1);
+	ck_assert_uint_eq(m.u.announce_ok.hop, 77);
+	off = (size_t)k;
+	ck_assert_int_eq(last_announce(cap, caplen, &off, &a), 1);
+	ck_assert_uint_eq(a.kind, MOQ6_ANN_START);
+	ck_assert_uint_eq(a.warm_cost, 5);
+	ck_assert_uint_eq(a.cold_cost, 7);
+	/* P2, newer but dearer (9 + its Cost 3 = 12): a standby, the route and
+	 * what the subscriber heard stay */
+	raw_start(p2, 9, 9);
+	pump_ends(ends, 6, 5, cap, &caplen, sizeof(cap), sub);
+	moq_node_stats(B.relay, &st);
+	ck_assert_uint_eq(st.bcast_replaced, 0);
+	ck_assert_int_eq(last_announce(cap, caplen, &off, &a), 0);
+	/* P1 ends its route: P2 takes over, the subscriber hears the new price
+	 * as an ANNOUNCE_UPDATE of the same id */
+	moq_binding_stream_data(p1->s, 1, end0, sizeof(end0), 0);
+	pump_ends(ends, 6, 5, cap, &caplen, sizeof(cap), sub);
+	moq_node_stats(B.relay, &st);
+	ck_assert_uint_eq(st.bcast_failovers, 1);
+	ck_assert_int_ge(last_announce(cap, caplen, &off, &a), 1);
+	ck_assert_uint_eq(a.kind, MOQ6_ANN_UPDATE);
+	ck_assert_uint_eq(a.id, 0);
+	ck_assert_uint_eq(a.warm_cost, 12);
+	ck_assert_uint_eq(a.cold_cost, 12);
+	/* P1 again, cheaper (0 + 1): it wins the route back at once */
+	raw_start(p1, 0, 0);
+	pump_ends(ends, 6, 5, cap, &caplen, sizeof(cap), sub);
+	moq_node_stats(B.relay, &st);
+	ck_assert_uint_eq(st.bcast_replaced, 1);
+	ck_assert_int_ge(last_announce(cap, caplen, &off, &a), 1);
+	ck_assert_uint_eq(a.kind, MOQ6_ANN_UPDATE);
+	ck_assert_uint_eq(a.warm_cost, 1);
+	ck_assert_uint_eq(a.cold_cost, 1);
+	ck_assert(!p1->closed && !p2->closed && !sub->closed);
+	for (int i = 0; i < 3; i++)
+		moq_session_close(ends[i]->s, 0);
+	pump_ends(ends, 6, 3, cap, &caplen, sizeof(cap), sub);
+	moq_node_destroy(B.subn);
+	moq_node_destroy(B.pubn);
+	moq_node_destroy(B.relay);
+	moq_cache_destroy(B.pcache);
+	moq_cache_destroy(B.rcache);
+	for (int i = 0; i < 6; i++) {
+		while (ends[i]->head) {
+			struct pend *p = ends[i]->head;
+			ends[i]->head = p->next;
+			free(p->data);
+			free(p);
+		}
+		free(ends[i]);
+	}
+}
+END_TEST
+
 Suite *moq_binding_suite(void);
 Suite *moq_binding_suite(void)
 {
@@ -780,6 +942,7 @@ Suite *moq_binding_suite(void)
 	tcase_add_test(tc, test_binding_lite06_mid_group);
 	tcase_add_test(tc, test_binding_lite06_violations);
 	tcase_add_test(tc, test_binding_lite06_max_age);
+	tcase_add_test(tc, test_binding_lite06_route_costs);
 	tcase_add_test(tc, test_binding_root);
 	tcase_add_test(tc, test_binding_bad_input_closes_one);
 	suite_add_tcase(s, tc);
