@@ -17,8 +17,10 @@
 /* Wheel slots: 4096 ticks of 1 ms cover the ACK delay, loss and PTO
  * timers in one round; idle timeouts take a few rounds. */
 #define WHEEL_SLOTS 4096u
-/* Reassembly buffers: one per 4 connections. */
-#define RBUF_PER_CONN_DIV 4u
+/* Reassembly buffers: one per 8 connections (a subscriber sends little,
+ * and only data out of order takes one; without one a frame beyond the
+ * delivered prefix is not acknowledged and comes again). */
+#define RBUF_PER_CONN_DIV 8u
 #define TOMB              UINT32_MAX
 
 static uint32_t pow2_at_least(uint32_t v)
@@ -73,16 +75,23 @@ struct fp_engine *fp_engine_new(const struct fp_engine_config *cfg, int *err)
 	e->rings = calloc((size_t)e->cfg.max_conns * e->cfg.sent_ring, sizeof(*e->rings));
 	e->streams = calloc(e->cfg.max_streams, sizeof(*e->streams));
 	e->chunks = calloc(e->cfg.max_chunks, sizeof(*e->chunks));
-	e->nivls = 2 * e->cfg.max_chunks;
+	/* intervals (acknowledged out of order, lost) exist only under loss or
+	 * reordering: one per queued chunk (was two: 1.5 KB a connection) */
+	e->nivls = e->cfg.max_chunks;
 	e->ivls = calloc(e->nivls, sizeof(*e->ivls));
-	e->nsranges = 4 * e->cfg.max_conns * 8;
+	/* further ranges of packets carrying more than one stream (a packet
+	 * that would need one more waits: send.c) */
+	e->nsranges = 12 * e->cfg.max_conns;
 	e->sranges = calloc(e->nsranges, sizeof(*e->sranges));
 	e->nrbufs = e->cfg.max_conns / RBUF_PER_CONN_DIV + 4;
 	e->rbuf_bytes = e->cfg.reorder_bytes + e->cfg.reorder_bytes / 8;
 	e->rbufs = calloc(e->nrbufs, e->rbuf_bytes);
 	/* at most FP_MAX_SCIDS CIDs (and peer tokens: 1 + FP_MAX_PEER_CIDS)
-	 * per connection: the tables are at most about half full */
-	ntab = pow2_at_least(2 * e->cfg.max_conns * FP_MAX_SCIDS);
+	 * per connection, a few in practice (quic/ issues 2-4): sized for all
+	 * of them, rounded up to a power of two (was twice that: 1.5 KB a
+	 * connection; linear probing stays short while it is below ~3/4
+	 * full, and a connection holding every CID it may is ~60 %) */
+	ntab = pow2_at_least(e->cfg.max_conns * (FP_MAX_PEER_CIDS + 1) + FP_MAX_SCIDS);
 	e->cid_tab = calloc(ntab, sizeof(*e->cid_tab));
 	e->tok_tab = calloc(ntab, sizeof(*e->tok_tab));
 	e->tab_mask = ntab - 1;

@@ -162,8 +162,9 @@ struct fp_aes; /* a wolfCrypt Aes, opaque outside crypto.c */
 
 /* One rx key generation. */
 struct fp_rxkey {
-	struct fp_aes *aead;
+	struct fp_aes *aead; /* NULL until a packet of the generation comes */
 	uint8_t secret[FP_SECRET_LEN];
+	uint8_t key[FP_KEY_LEN];
 	uint8_t iv[FP_IV_LEN];
 };
 
@@ -215,6 +216,8 @@ int fp_keys_setup(struct fp_keys *k, const struct fp_import *imp);
 void fp_keys_free(struct fp_keys *k);
 /* next rx generation derived into its slot from the current one */
 int fp_keys_derive_rx_next(struct fp_keys *k);
+/* the Aes of generation @r, made at its first packet (0, or an error) */
+int fp_keys_rx_ready(struct fp_rxkey *r);
 /* the current rx generation becomes next's; the old current is prev */
 int fp_keys_rotate_rx(struct fp_keys *k, uint64_t pn, uint64_t prev_until);
 int fp_keys_update_tx(struct fp_keys *k, uint64_t first_pn);
