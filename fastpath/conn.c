@@ -542,7 +542,9 @@ static void detect_lost(struct fp_conn *c, uint64_t now)
 	int run = 1, nlost = 0, gap = 0;
 
 	c->loss_time = 0;
-	if (c->largest_acked == FP_PN_NONE)
+	/* nothing in flight below the largest acknowledged: nothing to test
+	 * (the common ACK, of everything up to its largest) */
+	if (c->largest_acked == FP_PN_NONE || c->ring_lo >= c->largest_acked)
 		return;
 	/* RFC 9002, 6.1.2 */
 	delay = rtt * TIME_THRESH_NUM / TIME_THRESH_DEN;
