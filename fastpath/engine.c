@@ -248,10 +248,30 @@ static uint32_t tab_slot(const struct fp_engine *e, const struct fp_hent *t, con
 
 void fp_tab_del(struct fp_engine *e, struct fp_hent *t, const uint8_t *key, uint8_t len)
 {
-	uint32_t i = tab_slot(e, t, key, len);
+	uint32_t i = tab_slot(e, t, key, len), j, n;
 
-	if (i != FP_NONE32)
-		t[i].conn = TOMB;
+	if (i == FP_NONE32)
+		return;
+	/* backward-shift deletion (linear probing): the entries after @i in
+	 * its run move up unless that would put one before its home slot, so
+	 * no tombstone is left. Tombstones only ever accumulated (a lookup of
+	 * an unknown CID or token, as every stray short-header datagram makes,
+	 * walks to an empty slot): a relay with connections coming and going
+	 * filled the tables with them */
+	j = i;
+	for (n = 0; n < e->tab_mask; n++) {
+		uint32_t k;
+		j = (j + 1) & e->tab_mask;
+		if (t[j].conn == 0)
+			break;
+		k = hash_key(t[j].key, t[j].len) & e->tab_mask;
+		/* j stays when its home k is cyclically in (i, j] */
+		if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
+			continue;
+		t[i] = t[j];
+		i = j;
+	}
+	t[i].conn = 0;
 }
 
 uint32_t fp_tab_find(const struct fp_engine *e, const struct fp_hent *t, const uint8_t *key,
