@@ -24,16 +24,6 @@ static uint32_t us_of(const struct fp_conn *c, uint64_t now)
 	return (uint32_t)((now - c->x->epoch_ns) / 1000);
 }
 
-uint64_t fp_pto(const struct fp_conn *c)
-{
-	/* RFC 9002, 6.2.1 */
-	uint64_t v = 4 * c->rttvar;
-
-	if (v < K_GRANULARITY_NS)
-		v = K_GRANULARITY_NS;
-	return c->srtt + v + c->x->peer.max_ack_delay_ns;
-}
-
 /* ---- import ------------------------------------------------------------ */
 
 static void conn_tables_del(struct fp_conn *c)
@@ -446,13 +436,13 @@ static void rtt_sample(struct fp_conn *c, uint64_t latest, uint64_t ack_delay)
 	}
 }
 
-static void cc_on_ack(struct fp_conn *c, uint64_t sent_ns, uint32_t size)
+static void cc_on_ack(struct fp_conn *c, uint64_t inflight0, uint64_t size)
 {
-	/* RFC 9002, 7.3.3: no increase for packets sent before recovery began,
-	 * nor while the application (not the window) limited the sender */
-	if (sent_ns <= c->recovery_start)
-		return;
-	if (!c->cc_blocked && c->inflight + size < c->cwnd / 2)
+	/* RFC 9002, 7.3.3: @size bytes newly acknowledged by one ACK frame, of
+	 * packets sent after the recovery start (fp_on_ack leaves the others
+	 * out); no increase while the application (not the window) limited
+	 * the sender (@inflight0: in flight before the ACK) */
+	if (!c->cc_blocked && inflight0 < c->cwnd / 2)
 		return;
 	if (c->cwnd < c->ssthresh) {
 		c->cwnd += size;
@@ -552,7 +542,9 @@ static void detect_lost(struct fp_conn *c, uint64_t now)
 	int run = 1, nlost = 0, gap = 0;
 
 	c->loss_time = 0;
-	if (c->largest_acked == FP_PN_NONE)
+	/* nothing in flight below the largest acknowledged: nothing to test
+	 * (the common ACK, of everything up to its largest) */
+	if (c->largest_acked == FP_PN_NONE || c->ring_lo >= c->largest_acked)
 		return;
 	/* RFC 9002, 6.1.2 */
 	delay = rtt * TIME_THRESH_NUM / TIME_THRESH_DEN;
@@ -597,15 +589,34 @@ static void detect_lost(struct fp_conn *c, uint64_t now)
 int fp_on_ack(struct fp_conn *c, const struct fp_ack *a, uint64_t now)
 {
 	struct fp_engine *e = c->e;
-	uint32_t i, now_us = us_of(c, now);
+	struct fp_sent *ring = c->ring;
+	uint32_t i, now_us = us_of(c, now), mask = c->ring_mask, rec_age;
 	int newly_elicit = 0;
-	uint64_t largest_sent = 0;
+	uint64_t largest_sent = 0, acked_bytes = 0, inflight0 = c->inflight;
 
 	e->st.acks_in++;
 	/* RFC 9000, 13.1: acknowledging a packet never sent */
 	if (a->largest >= c->tx_pn)
 		return fp_violation(c, FP_E_PROTOCOL_VIOLATION, FT_ACK, "ack of unsent packet",
 		                    now);
+	/* RFC 9002, 7.3.3: packets sent at or before the recovery start do
+	 * not grow the window: those whose age (the records' microseconds) is
+	 * at least the time since it; no packet's send time is computed */
+	rec_age = c->recovery_start >= now ? 0
+	          : (now - c->recovery_start) / 1000 > UINT32_MAX
+	                  ? UINT32_MAX
+	                  : (uint32_t)((now - c->recovery_start) / 1000);
+	/* RFC 9002, 5.1: an RTT sample when the largest acknowledged is newly
+	 * acknowledged and ack-eliciting (its record is read before the walk
+	 * frees it) */
+	{
+		const struct fp_sent *r = &ring[a->largest & mask];
+		if ((r->flags & (PF_USED | PF_ELICIT)) == (PF_USED | PF_ELICIT) &&
+		    r->pn_lo == (uint32_t)a->largest && a->largest >= c->ring_lo) {
+			newly_elicit = 1;
+			largest_sent = sent_time_us(now_us, r, now);
+		}
+	}
 	e->ackb_on = 1;
 	/* oldest first, so stream data is acknowledged in order (the prefix
 	 * moves, no interval is kept) */
@@ -616,41 +627,39 @@ int fp_on_ack(struct fp_conn *c, const struct fp_ack *a, uint64_t now)
 		if (lo < c->ring_lo)
 			lo = c->ring_lo;
 		for (pn = lo; pn <= hi; pn++) {
-			struct fp_sent *r = &c->ring[pn & c->ring_mask];
-			if (!(r->flags & PF_USED) || r->pn_lo != (uint32_t)pn)
+			struct fp_sent *r = &ring[pn & mask];
+			struct fp_stream *st;
+			uint8_t fl = r->flags;
+			if (!(fl & PF_USED) || r->pn_lo != (uint32_t)pn)
 				continue;
-			if (pn == a->largest && (r->flags & PF_ELICIT)) {
-				newly_elicit = 1;
-				largest_sent = sent_time_us(now_us, r, now);
-			}
-			if (r->flags & PF_INFLIGHT) {
+			r->flags = 0;
+			if (fl & PF_INFLIGHT) {
 				c->inflight -= r->size;
-				cc_on_ack(c, sent_time_us(now_us, r, now), r->size);
+				/* the window grows once per ACK frame, by what it
+				 * acknowledged (cc_on_ack) */
+				if (now_us - r->t_us < rec_age)
+					acked_bytes += r->size;
 			}
-			if (r->ctl & CF_DG_MASK)
-				fp_dgram_done(c, r->ctl, 0);
-			if (c->tx_update && pn >= c->x->keys.tx_phase_first_pn)
-				c->tx_update = 0; /* RFC 9001, 6.5: the update is confirmed */
-			if ((r->flags & PF_RANGE) && r->more == FP_NONE32 && r->kind == RK_DATA &&
-			    !(r->flags & PF_FIN) && e->streams[r->sidx].id >= 0 &&
-			    e->streams[r->sidx].acked_ivl == FP_NONE32 &&
-			    r->off <= e->streams[r->sidx].snd_acked &&
-			    (e->ackb_s == &e->streams[r->sidx] || e->ackb_s == NULL)) {
+			st = &e->streams[r->sidx];
+			if ((fl & PF_SIMPLE) && st->id >= 0 && st->acked_ivl == FP_NONE32 &&
+			    r->off <= st->snd_acked && (e->ackb_s == st || e->ackb_s == NULL)) {
 				/* the common record: in-order data of the stream this
 				 * ACK frame is moving (fp_ack_flush reports it) */
-				struct fp_stream *st = &e->streams[r->sidx];
-				if (st->refs > 0)
-					st->refs--;
 				if (e->ackb_s == NULL) {
 					e->ackb_s = st;
 					e->ackb_sid = st->id;
 					e->ackb_before = st->snd_acked;
 				}
+				if (st->refs > 0)
+					st->refs--;
 				if (r->off + r->len > st->snd_acked)
 					st->snd_acked = r->off + r->len;
-			} else {
-				sent_ranges(c, r, fp_on_acked_range);
+				continue;
 			}
+			if (r->ctl & CF_DG_MASK)
+				fp_dgram_done(c, r->ctl, 0);
+			r->flags = fl;
+			sent_ranges(c, r, fp_on_acked_range);
 			r->flags = 0;
 			if (c->state != ST_OPEN) {
 				e->ackb_on = 0;
@@ -663,6 +672,10 @@ int fp_on_ack(struct fp_conn *c, const struct fp_ack *a, uint64_t now)
 	fp_ack_flush(c);
 	if (c->state != ST_OPEN)
 		return -1;
+	if (c->tx_update && a->largest >= c->x->keys.tx_phase_first_pn)
+		c->tx_update = 0; /* RFC 9001, 6.5: the update is confirmed */
+	if (acked_bytes)
+		cc_on_ack(c, inflight0, acked_bytes);
 	if (c->largest_acked == FP_PN_NONE || a->largest > c->largest_acked)
 		c->largest_acked = a->largest;
 	if (newly_elicit) {

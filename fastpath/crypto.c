@@ -17,8 +17,51 @@
 
 /* Bytes set aside per Aes beyond our view of sizeof(Aes), as
  * loadgen/light.c does (the installed headers may not carry every build
- * setting of the library). */
+ * setting of the library), unless aes_slack() finds the library keeps
+ * within sizeof(Aes). */
 #define AES_SLACK 256u
+
+/*
+ * What the library writes beyond our sizeof(Aes): an Aes in a buffer with
+ * AES_SLACK canary bytes behind it is initialised, keyed, used to seal and
+ * open and freed; when the canary is intact the library's Aes is no larger
+ * than the headers say and no slack is kept (512 bytes a connection: the tx
+ * and current rx contexts). Once per process.
+ */
+static size_t aes_slack(void)
+{
+	static int slack = -1;
+	int v = __atomic_load_n(&slack, __ATOMIC_RELAXED);
+	size_t sz = (sizeof(Aes) + AES_SLACK + 63) & ~(size_t)63, i;
+	uint8_t key[16] = {1}, iv[12] = {2}, pt[64] = {3}, ct[64], tag[16];
+	uint8_t *b;
+	Aes *a;
+
+	if (v >= 0)
+		return (size_t)v;
+	v = AES_SLACK;
+	b = aligned_alloc(64, sz);
+	if (b != NULL) {
+		memset(b, 0xa5, sz);
+		a = (Aes *)(void *)b;
+		if (wc_AesInit(a, NULL, INVALID_DEVID) == 0) {
+			if (wc_AesGcmSetKey(a, key, sizeof(key)) == 0 &&
+			    wc_AesGcmEncrypt(a, ct, pt, sizeof(pt), iv, sizeof(iv), tag,
+			                     sizeof(tag), NULL, 0) == 0 &&
+			    wc_AesGcmDecrypt(a, pt, ct, sizeof(ct), iv, sizeof(iv), tag,
+			                     sizeof(tag), NULL, 0) == 0) {
+				v = 0;
+				for (i = sizeof(Aes); i < sz; i++)
+					if (b[i] != 0xa5)
+						v = AES_SLACK;
+			}
+			wc_AesFree(a);
+		}
+		free(b);
+	}
+	__atomic_store_n(&slack, v, __ATOMIC_RELAXED);
+	return (size_t)v;
+}
 
 struct fp_aes {
 	Aes aes;
@@ -31,7 +74,7 @@ int fp_crypto_init(void)
 
 struct fp_aes *fp_aes_new(void)
 {
-	size_t sz = (sizeof(Aes) + AES_SLACK + 63) & ~(size_t)63;
+	size_t sz = (sizeof(Aes) + aes_slack() + 63) & ~(size_t)63;
 	struct fp_aes *a = aligned_alloc(64, sz);
 
 	if (a == NULL)
@@ -225,24 +268,35 @@ int fp_key_iv(const uint8_t secret[FP_SECRET_LEN], uint8_t key[FP_KEY_LEN], uint
 
 static int rx_slot_set(struct fp_rxkey *r, const uint8_t secret[FP_SECRET_LEN])
 {
-	uint8_t key[FP_KEY_LEN];
-
-	/* the slots get their Aes when first used (the previous generation's
-	 * goes again once it expires: fp_keys_drop_prev) */
-	if (r->aead == NULL && (r->aead = fp_aes_new()) == NULL)
-		return MOQ_ERR_NOMEM;
+	/* the key and IV are derived ahead (RFC 9001, 6.3); the Aes (~1.1 KB
+	 * with its GCM state) is made only when a packet of this generation
+	 * arrives (fp_keys_rx_ready): most connections never update their
+	 * keys. A slot that still has one (the previous generation's, not yet
+	 * expired) is re-keyed in place */
 	memcpy(r->secret, secret, FP_SECRET_LEN);
-	if (fp_key_iv(secret, key, r->iv) < 0)
+	if (fp_key_iv(secret, r->key, r->iv) < 0)
 		return MOQ_ERR_CRYPTO;
-	return fp_aes_gcm_key(r->aead, key);
+	if (r->aead)
+		return fp_aes_gcm_key(r->aead, r->key);
+	return 0;
+}
+
+int fp_keys_rx_ready(struct fp_rxkey *r)
+{
+	if (r->aead)
+		return 0;
+	if ((r->aead = fp_aes_new()) == NULL)
+		return MOQ_ERR_NOMEM;
+	return fp_aes_gcm_key(r->aead, r->key);
 }
 
 int fp_keys_setup(struct fp_keys *k, const struct fp_import *imp)
 {
 
 	memset(k, 0, sizeof(*k));
-	/* tx, current and next rx: the previous rx generation's Aes exists
-	 * only from a key update until its keys expire (3 PTO) */
+	/* tx and current rx: the next rx generation's Aes exists from its
+	 * first packet on (its key is derived ahead), the previous one's until
+	 * its keys expire (3 PTO) */
 	k->tx_aead = fp_aes_new();
 	k->rx[0].aead = fp_aes_new();
 	if (!k->tx_aead || !k->rx[0].aead)
@@ -308,6 +362,7 @@ void fp_keys_drop_prev(struct fp_keys *k)
 	fp_aes_free(p->aead);
 	p->aead = NULL;
 	memset(p->secret, 0, sizeof(p->secret));
+	memset(p->key, 0, sizeof(p->key));
 }
 
 int fp_keys_update_tx(struct fp_keys *k, uint64_t first_pn)

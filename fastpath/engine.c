@@ -17,8 +17,10 @@
 /* Wheel slots: 4096 ticks of 1 ms cover the ACK delay, loss and PTO
  * timers in one round; idle timeouts take a few rounds. */
 #define WHEEL_SLOTS 4096u
-/* Reassembly buffers: one per 4 connections. */
-#define RBUF_PER_CONN_DIV 4u
+/* Reassembly buffers: one per 8 connections (a subscriber sends little,
+ * and only data out of order takes one; without one a frame beyond the
+ * delivered prefix is not acknowledged and comes again). */
+#define RBUF_PER_CONN_DIV 8u
 #define TOMB              UINT32_MAX
 
 static uint32_t pow2_at_least(uint32_t v)
@@ -73,16 +75,23 @@ struct fp_engine *fp_engine_new(const struct fp_engine_config *cfg, int *err)
 	e->rings = calloc((size_t)e->cfg.max_conns * e->cfg.sent_ring, sizeof(*e->rings));
 	e->streams = calloc(e->cfg.max_streams, sizeof(*e->streams));
 	e->chunks = calloc(e->cfg.max_chunks, sizeof(*e->chunks));
-	e->nivls = 2 * e->cfg.max_chunks;
+	/* intervals (acknowledged out of order, lost) exist only under loss or
+	 * reordering: one per queued chunk (was two: 1.5 KB a connection) */
+	e->nivls = e->cfg.max_chunks;
 	e->ivls = calloc(e->nivls, sizeof(*e->ivls));
-	e->nsranges = 4 * e->cfg.max_conns * 8;
+	/* further ranges of packets carrying more than one stream (a packet
+	 * that would need one more waits: send.c) */
+	e->nsranges = 12 * e->cfg.max_conns;
 	e->sranges = calloc(e->nsranges, sizeof(*e->sranges));
 	e->nrbufs = e->cfg.max_conns / RBUF_PER_CONN_DIV + 4;
 	e->rbuf_bytes = e->cfg.reorder_bytes + e->cfg.reorder_bytes / 8;
 	e->rbufs = calloc(e->nrbufs, e->rbuf_bytes);
 	/* at most FP_MAX_SCIDS CIDs (and peer tokens: 1 + FP_MAX_PEER_CIDS)
-	 * per connection: the tables are at most about half full */
-	ntab = pow2_at_least(2 * e->cfg.max_conns * FP_MAX_SCIDS);
+	 * per connection, a few in practice (quic/ issues 2-4): sized for all
+	 * of them, rounded up to a power of two (was twice that: 1.5 KB a
+	 * connection; linear probing stays short while it is below ~3/4
+	 * full, and a connection holding every CID it may is ~60 %) */
+	ntab = pow2_at_least(e->cfg.max_conns * (FP_MAX_PEER_CIDS + 1) + FP_MAX_SCIDS);
 	e->cid_tab = calloc(ntab, sizeof(*e->cid_tab));
 	e->tok_tab = calloc(ntab, sizeof(*e->tok_tab));
 	e->tab_mask = ntab - 1;
@@ -163,14 +172,21 @@ void fp_engine_free(struct fp_engine *e)
 
 static uint32_t hash_key(const uint8_t *k, uint8_t len)
 {
-	/* our CIDs (after quic/'s worker byte) and the tokens are random bytes:
-	 * mix the last 8 of them (fewer: all) */
-	uint64_t v = 0;
+	/* our CIDs (after quic/'s worker byte) and the tokens are random bytes,
+	 * but a CID generator may keep some bytes fixed (a worker or server id,
+	 * a counter): mix the first and the last 8 of them (fewer: all). With
+	 * the last 8 alone, CIDs that differ only in their first bytes all fell
+	 * into one probe run (bench_fastpath --conns 100: 1,240 instructions
+	 * per ACK in tab_slot alone) */
+	uint64_t v = 0, w = 0;
 
-	if (len >= 8)
+	if (len >= 8) {
 		memcpy(&v, k + len - 8, 8);
-	else
+		memcpy(&w, k, 8);
+		v ^= w * 0xc2b2ae3d27d4eb4full;
+	} else {
 		memcpy(&v, k, len);
+	}
 	v ^= len;
 	v *= 0x9e3779b97f4a7c15ull;
 	return (uint32_t)(v >> 32);
@@ -232,10 +248,30 @@ static uint32_t tab_slot(const struct fp_engine *e, const struct fp_hent *t, con
 
 void fp_tab_del(struct fp_engine *e, struct fp_hent *t, const uint8_t *key, uint8_t len)
 {
-	uint32_t i = tab_slot(e, t, key, len);
+	uint32_t i = tab_slot(e, t, key, len), j, n;
 
-	if (i != FP_NONE32)
-		t[i].conn = TOMB;
+	if (i == FP_NONE32)
+		return;
+	/* backward-shift deletion (linear probing): the entries after @i in
+	 * its run move up unless that would put one before its home slot, so
+	 * no tombstone is left. Tombstones only ever accumulated (a lookup of
+	 * an unknown CID or token, as every stray short-header datagram makes,
+	 * walks to an empty slot): a relay with connections coming and going
+	 * filled the tables with them */
+	j = i;
+	for (n = 0; n < e->tab_mask; n++) {
+		uint32_t k;
+		j = (j + 1) & e->tab_mask;
+		if (t[j].conn == 0)
+			break;
+		k = hash_key(t[j].key, t[j].len) & e->tab_mask;
+		/* j stays when its home k is cyclically in (i, j] */
+		if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
+			continue;
+		t[i] = t[j];
+		i = j;
+	}
+	t[i].conn = 0;
 }
 
 uint32_t fp_tab_find(const struct fp_engine *e, const struct fp_hent *t, const uint8_t *key,

@@ -117,9 +117,19 @@ static inline int fp_varint_get(const uint8_t **pp, const uint8_t *end, uint64_t
 	n = (size_t)1 << (*p >> 6);
 	if ((size_t)(end - p) < n)
 		return -1;
-	x = *p & 0x3f;
-	for (i = 1; i < n; i++)
-		x = (x << 8) | p[i];
+	/* whole loads, no byte loop (ACK fields: 2- and 4-byte numbers) */
+	if (n == 2) {
+		x = ((uint64_t)(p[0] & 0x3f) << 8) | p[1];
+	} else if (n == 4) {
+		uint32_t w;
+		memcpy(&w, p, 4);
+		x = __builtin_bswap32(w) & 0x3fffffffu;
+	} else {
+		uint64_t w;
+		memcpy(&w, p, 8);
+		x = __builtin_bswap64(w) & 0x3fffffffffffffffull;
+	}
+	(void)i;
 	*v = x;
 	*pp = p + n;
 	return 0;
@@ -152,8 +162,9 @@ struct fp_aes; /* a wolfCrypt Aes, opaque outside crypto.c */
 
 /* One rx key generation. */
 struct fp_rxkey {
-	struct fp_aes *aead;
+	struct fp_aes *aead; /* NULL until a packet of the generation comes */
 	uint8_t secret[FP_SECRET_LEN];
+	uint8_t key[FP_KEY_LEN];
 	uint8_t iv[FP_IV_LEN];
 };
 
@@ -205,6 +216,8 @@ int fp_keys_setup(struct fp_keys *k, const struct fp_import *imp);
 void fp_keys_free(struct fp_keys *k);
 /* next rx generation derived into its slot from the current one */
 int fp_keys_derive_rx_next(struct fp_keys *k);
+/* the Aes of generation @r, made at its first packet (0, or an error) */
+int fp_keys_rx_ready(struct fp_rxkey *r);
 /* the current rx generation becomes next's; the old current is prev */
 int fp_keys_rotate_rx(struct fp_keys *k, uint64_t pn, uint64_t prev_until);
 int fp_keys_update_tx(struct fp_keys *k, uint64_t first_pn);
@@ -302,6 +315,9 @@ struct fp_srange {
 #define PF_FIN      0x08 /* the inline range carries FIN */
 #define PF_RANGE    0x10 /* the inline range is set */
 #define PF_PROBE    0x20
+/* the common record, tested with one bit when its ACK is taken: PF_RANGE
+ * of RK_DATA without FIN, no further range, no DATAGRAM frame */
+#define PF_SIMPLE 0x40
 
 /* Connection-level control frames (ctl bits of a sent record, and
  * pending in fp_conn.ctl). */
@@ -536,7 +552,6 @@ void fp_ack_flush(struct fp_conn *c);
 void fp_conn_stateless_reset(struct fp_conn *c, uint64_t now);
 void fp_close_local(struct fp_conn *c, int app, uint64_t code, uint64_t ftype, const char *what,
                     uint64_t now);
-uint64_t fp_pto(const struct fp_conn *c);
 struct fp_stream *fp_stream_find(struct fp_conn *c, int64_t sid);
 void fp_stream_sendq(struct fp_conn *c, struct fp_stream *s);
 void fp_stream_maybe_free(struct fp_conn *c, struct fp_stream *s);
@@ -559,6 +574,17 @@ int fp_dgram_recv(struct fp_conn *c, uint64_t ft, const uint8_t **p, const uint8
 void fp_dgram_done(struct fp_conn *c, uint16_t ctl, int lost);
 /* release every queued datagram (closing) and free the queue */
 void fp_dgram_free(struct fp_conn *c);
+
+/* RFC 9002, 6.2.1 (inline: a packet received and an ACK taken read it up
+ * to four times) */
+static inline uint64_t fp_pto(const struct fp_conn *c)
+{
+	uint64_t v = 4 * c->rttvar;
+
+	if (v < K_GRANULARITY_NS)
+		v = K_GRANULARITY_NS;
+	return c->srtt + v + c->x->peer.max_ack_delay_ns;
+}
 
 /* Leave an engine call on @c: free it if that was asked meanwhile. */
 static inline void conn_leave(struct fp_conn *c)

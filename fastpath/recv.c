@@ -885,6 +885,8 @@ int fp_conn_recv(struct fp_conn *c, const uint8_t *data, size_t len, const struc
 	}
 	rk = &k->rx[(k->rxc + which) % 3];
 	pl = hdr + ((hlen + 15) & ~(size_t)15);
+	if (rk->aead == NULL && fp_keys_rx_ready(rk) < 0)
+		goto drop; /* (the next generation's first packet: no memory) */
 	if (fp_open(rk->aead, rk->iv, pn, hdr, hlen, data + hlen, len - hlen, pl) < 0) {
 		goto drop;
 	}

@@ -563,6 +563,9 @@ static int build(struct fp_conn *c, struct fp_pkt *pkt, uint64_t now)
 		r->t_us = (uint32_t)((now - x->epoch_ns) / 1000);
 		r->size = (uint16_t)len;
 		r->flags |= PF_USED | PF_ELICIT | PF_INFLIGHT;
+		if ((r->flags & (PF_RANGE | PF_FIN)) == PF_RANGE && r->kind == RK_DATA &&
+		    r->more == FP_NONE32 && !(r->ctl & CF_DG_MASK))
+			r->flags |= PF_SIMPLE;
 		c->inflight += len;
 		c->last_elicit_t = now;
 		if (c->probes > 0)
@@ -667,7 +670,7 @@ static void build_fast(struct fp_conn *c, struct fp_stream *s, struct fp_pkt *pk
 	r->sidx = (uint32_t)(s - e->streams);
 	r->len = (uint16_t)n;
 	r->size = (uint16_t)len;
-	r->flags = PF_USED | PF_ELICIT | PF_INFLIGHT | PF_RANGE | (fin ? PF_FIN : 0);
+	r->flags = PF_USED | PF_ELICIT | PF_INFLIGHT | PF_RANGE | (fin ? PF_FIN : PF_SIMPLE);
 	r->kind = RK_DATA;
 	r->ctl = 0;
 	r->more = FP_NONE32;

@@ -122,13 +122,17 @@ static int send_done(const struct fp_stream *s)
 
 void fp_stream_maybe_free(struct fp_conn *c, struct fp_stream *s)
 {
-	const struct fp_callbacks *cb = c->e->cb;
-	struct fp_cold *x = c->x;
-	int64_t sid = s->id;
-	uint64_t err = s->app_err;
+	const struct fp_callbacks *cb;
+	struct fp_cold *x;
+	int64_t sid;
+	uint64_t err;
 
 	if (!(s->flags & SF_RECV_DONE) || !send_done(s) || s->refs > 0)
 		return;
+	cb = c->e->cb;
+	x = c->x;
+	sid = s->id;
+	err = s->app_err;
 	if (!is_local_sid(c, sid)) {
 		/* RFC 9000, 4.6: the peer may open one more of this kind */
 		if (sid & 2) {
