@@ -17,6 +17,7 @@
 
 #include <string.h>
 
+#include "ietf_session.h"
 #include "moq_int.h"
 
 int moq_node_track_datagrams(struct moq_node *n, struct moq_cache_track *t, int on)
@@ -47,27 +48,41 @@ static bool dgram_track(const struct moq_node *n, const struct dsub *d)
 
 void sess_datagram(struct moq_session *s, const uint8_t *p, size_t len)
 {
-	struct moq_node *n = s->n;
-	const struct moq_node_callbacks *cb = n->cfg.cb;
 	uint64_t sub, seq, ts;
-	struct usub *us;
 	int hl;
 
+	if (s->ietf && !s->closing) {
+		/* an IETF shell's OBJECT datagram (ietf_session.c: it comes
+		 * back through dgram_in on the translator's lite session) */
+		ietf_datagram(s->ietf, p, len);
+		return;
+	}
 	if (s->closing || s->ietf || s->v < MOQ_LITE_05) {
-		n->st.dgrams_in_bad++;
+		s->n->st.dgrams_in_bad++;
 		return;
 	}
 	hl = moq_dgram_hdr_decode(p, len, &sub, &seq, &ts);
-	us = hl < 0 ? NULL : usub_find(s, sub);
+	if (hl < 0) {
+		s->n->st.dgrams_in_bad++;
+		return;
+	}
+	dgram_in(s, sub, seq, ts, p + hl, len - (size_t)hl);
+}
+
+int dgram_in(struct moq_session *s, uint64_t sub, uint64_t seq, uint64_t ts, const uint8_t *p,
+             size_t len)
+{
+	struct moq_node *n = s->n;
+	const struct moq_node_callbacks *cb = n->cfg.cb;
+	struct usub *us = usub_find(s, sub);
+
 	/* best effort, as @moq/net: an undecodable datagram or one for no
 	 * live subscription is dropped, the session goes on */
 	if (us == NULL || us->closed || seq > MOQ_VARINT_MAX >> 1 ||
 	    (us->up && us->up->ended && seq >= us->up->end_seq)) {
 		n->st.dgrams_in_bad++;
-		return;
+		return MOQ_ERR_NOTFOUND;
 	}
-	p += hl;
-	len -= (size_t)hl;
 	if (us->up) {
 		struct moq_cache_group *g;
 		int rc = moq_cache_group_open(us->up->ct, seq, n->now, &g);
@@ -76,7 +91,7 @@ void sess_datagram(struct moq_session *s, const uint8_t *p, size_t len)
 			if (rc == MOQ_ERR_ORDER)
 				n->st.groups_in_late++;
 			n->st.dgrams_in_bad++;
-			return;
+			return rc;
 		}
 		us->got_group = 1;
 		us->up->dgram = 1;
@@ -102,6 +117,7 @@ void sess_datagram(struct moq_session *s, const uint8_t *p, size_t len)
 	}
 	n->st.dgrams_in++;
 	n->st.groups_in++;
+	return 0;
 }
 
 void moq_binding_datagram(struct moq_session *s, const uint8_t *data, size_t len)
@@ -129,15 +145,20 @@ bool dgram_out(struct moq_session *s, struct dsub *d, struct moq_cache_group *g)
 	uint32_t frames = 0;
 	int k = 0, hl, rc;
 
-	if ((s->bops ? !s->bops->dgram_send : !s->conn) || s->v < MOQ_LITE_05 || !dgram_track(n, d) ||
-	    moq_cache_group_status(g, NULL, &frames) != MOQ_ERR_CLOSED || frames != 1)
+	if ((s->bops ? !s->bops->dgram_send : !s->conn) || (s->v < MOQ_LITE_05 && !s->ietf_owner) ||
+	    !dgram_track(n, d) || moq_cache_group_status(g, NULL, &frames) != MOQ_ERR_CLOSED ||
+	    frames != 1)
 		return false;
 	memset(&cur, 0, sizeof(cur));
 	if (moq_cache_read_frame(g, &cur, &f) != 1 || !moq_cache_frame_complete(&f) ||
 	    f.timestamp < 0)
 		return false;
-	hl = moq_dgram_hdr_encode(h, sizeof(h), d->id, moq_cache_group_seq(g),
-	                          (uint64_t)f.timestamp);
+	/* the lite session behind an IETF client: an OBJECT_DATAGRAM header
+	 * (ietf_session.c) instead of lite-05's */
+	hl = s->ietf_owner
+	             ? ietf_dgram_hdr(s->ietf_owner, h, sizeof(h), d->id, moq_cache_group_seq(g))
+	             : moq_dgram_hdr_encode(h, sizeof(h), d->id, moq_cache_group_seq(g),
+	                                    (uint64_t)f.timestamp);
 	if (hl < 0)
 		return false;
 	if (f.len && f.data) {
@@ -154,7 +175,8 @@ bool dgram_out(struct moq_session *s, struct dsub *d, struct moq_cache_group *g)
 	}
 	/* the payload stays the cache's: the reference goes with it */
 	rc = s->bops ? s->bops->dgram_send(s->tp, h, (size_t)hl, iov, (size_t)k, group_release, g)
-	             : moq_quic_dgram_send(s->conn, h, (size_t)hl, iov, (size_t)k, group_release, g);
+	             : moq_quic_dgram_send(s->conn, h, (size_t)hl, iov, (size_t)k, group_release,
+	                                   g);
 	if (rc == MOQ_ERR_TOO_LARGE)
 		n->st.dgrams_too_large++;
 	if (rc < 0)

@@ -71,9 +71,8 @@ struct oq {
 	uint8_t data[];
 };
 
-#define OQ_MIN_CAP   240 /* a copy entry's room: several object headers */
-#define OQ_POOL_MAX  256 /* spare reference entries kept per session */
-
+#define OQ_MIN_CAP  240 /* a copy entry's room: several object headers */
+#define OQ_POOL_MAX 256 /* spare reference entries kept per session */
 
 struct mark {
 	uint64_t r; /* outer offset */
@@ -2183,7 +2182,85 @@ static void ie_peer(void *b, char *remote, char *local, size_t acap, char *sni, 
 		moq_session_peer(ie->shell, remote, local, acap, sni, scap);
 }
 
+/* ---- OBJECT datagrams (draft-14 10.3; the flag form from 15) ---- */
+
+void ietf_datagram(struct ietf_sess *ie, const uint8_t *p, size_t len)
+{
+	struct moq_node *n = ie->n;
+	struct moq_ietf_datagram g;
+	struct xs *sub;
+
+	/* best effort, as lite-05's: a datagram that does not decode, or is
+	 * for no track the client answered SUBSCRIBE_OK for, is counted and
+	 * dropped; the session and everyone else go on */
+	if (ie->dead || ie->closing || !ie->inner ||
+	    moq_ietf_datagram_decode(p, len, ie->d, &g) < 0 ||
+	    !(sub = find_kind(ie, I_SUB_OUT, g.track_alias, 1)) || !sub->ok_sent ||
+	    sub->i_in_done) {
+		n->st.dgrams_in_bad++;
+		return;
+	}
+	if (g.is_status) {
+		/* no payload: a single-object group has nothing to end, and an
+		 * object that does not exist is no frame (as on streams) */
+		if (g.status != IETF_OBJ_NORMAL && g.status != IETF_OBJ_DOES_NOT_EXIST &&
+		    g.status != IETF_OBJ_END_OF_GROUP && g.status != IETF_OBJ_END_OF_TRACK)
+			n->st.dgrams_in_bad++;
+		return;
+	}
+	if (g.object != 0) {
+		/* the cache's datagram group is one frame, finished at once:
+		 * a later object of the group has nowhere to go */
+		n->st.dgrams_in_bad++;
+		return;
+	}
+	if (g.has_ext)
+		n->st.ietf_ext_dropped++; /* nowhere to carry them (as on streams) */
+	ie->depth++;
+	/* the frame's timestamp is 0, as a lite-04 frame's (sg_in) */
+	dgram_in(ie->inner, sub->lite_id, g.group, 0, g.payload, g.payload_len);
+	ie->depth--;
+	pump(ie);
+}
+
+int ietf_dgram_hdr(struct ietf_sess *ie, uint8_t *buf, size_t cap, uint64_t lite_id, uint64_t group)
+{
+	struct moq_ietf_datagram g = {0};
+	struct xs *sub;
+
+	if (ie->dead || ie->closing || !(sub = find_lite(ie, I_SUB_IN, lite_id)) || !sub->ok_sent)
+		return MOQ_ERR_STATE;
+	g.track_alias = sub->alias;
+	g.group = group;
+	g.has_object_id = false; /* object 0 */
+	g.has_priority = true;
+	g.priority = 128;      /* as the subgroup headers */
+	g.end_of_group = true; /* the group's only object */
+	return moq_ietf_datagram_encode(buf, cap, ie->d, &g);
+}
+
+/* The payload referenced, as the transport's own dgram_send; the shell's
+ * transport must have negotiated datagrams (raw QUIC: the client's
+ * max_datagram_frame_size, which also bounds the size; WebTransport: its
+ * HTTP datagrams; qmux: none, the group goes on a stream). */
+static int ie_dgram_send(void *b, const uint8_t *hdr, size_t hdrlen, const struct iovec *iov,
+                         size_t iovcnt, void (*release)(void *arg), void *arg)
+{
+	struct ietf_sess *ie = b;
+	struct moq_session *sh = ie->shell;
+
+	if (ie->dead || ie->closing || !sh || !sh->tp)
+		return MOQ_ERR_STATE;
+	if (sh->bops)
+		return sh->bops->dgram_send ? sh->bops->dgram_send(sh->tp, hdr, hdrlen, iov, iovcnt,
+		                                                   release, arg)
+		                            : MOQ_ERR_STATE;
+	return sh->conn ? moq_quic_dgram_send(sh->conn, hdr, hdrlen, iov, iovcnt, release, arg)
+	                : MOQ_ERR_STATE;
+}
+
 static const struct moq_binding_ops ie_ops = {
+        .dgram_send = ie_dgram_send,
         .stream_open = ie_open,
         .stream_write = ie_write,
         .stream_reset = ie_reset,

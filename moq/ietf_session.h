@@ -41,6 +41,18 @@ void ietf_writable(struct ietf_sess *ie);
 /* The lite session of @ie is being freed (by its node, or by ietf_closed). */
 void ietf_inner_gone(struct ietf_sess *ie);
 
+/* An OBJECT datagram the client sent (session.c, dgram.c: sess_datagram of
+ * the shell): object 0 of a group becomes that group as one frame in the
+ * cache, through dgram_in on the lite session; anything else is counted
+ * (dgrams_in_bad) and dropped. */
+void ietf_datagram(struct ietf_sess *ie, const uint8_t *p, size_t len);
+
+/* dgram.c's dgram_out on the lite session behind @ie: the OBJECT_DATAGRAM
+ * header (object 0, end of group) of group @group of the client's
+ * subscription whose lite id is @lite_id. Bytes, or < 0 (not a datagram). */
+int ietf_dgram_hdr(struct ietf_sess *ie, uint8_t *buf, size_t cap, uint64_t lite_id,
+                   uint64_t group);
+
 /* The shell's transport closed (frees @ie and its lite session). */
 void ietf_closed(struct ietf_sess *ie, uint64_t code, int local);
 

@@ -886,6 +886,12 @@ static inline void up_touch(struct upstream *up)
  * instead of a stream: returns true when it went, the group reference
  * taken) */
 void sess_datagram(struct moq_session *s, const uint8_t *p, size_t len);
+/* dgram_in: a single-frame group @seq (@ts, @p, @len) of @s's subscription
+ * @sub received as a datagram: into the cache or the callbacks, as lite-05's
+ * (also an IETF OBJECT datagram, on the translator's lite session). 0, or
+ * < 0 when dropped (counted in dgrams_in_bad). */
+int dgram_in(struct moq_session *s, uint64_t sub, uint64_t seq, uint64_t ts, const uint8_t *p,
+             size_t len);
 bool dgram_out(struct moq_session *s, struct dsub *d, struct moq_cache_group *g);
 
 #endif /* MOQ_MOQ_MOQ_INT_H */
