@@ -506,6 +506,23 @@ static int parse_hostport(const char *s, struct moq_quic_addr *a)
 	return 0;
 }
 
+/* @a = @ip (4 or 16 bytes by @family, 4 or 6), @port (host order). */
+static void addr_set(struct moq_quic_addr *a, int family, const uint8_t *ip, uint16_t port)
+{
+	memset(a, 0, sizeof(*a));
+	if (family == 6) {
+		a->u.in6.sin6_family = AF_INET6;
+		memcpy(&a->u.in6.sin6_addr, ip, 16);
+		a->u.in6.sin6_port = htons(port);
+		a->len = sizeof(a->u.in6);
+	} else {
+		a->u.in4.sin_family = AF_INET;
+		memcpy(&a->u.in4.sin_addr, ip, 4);
+		a->u.in4.sin_port = htons(port);
+		a->len = sizeof(a->u.in4);
+	}
+}
+
 /* The raw address of @a (4 or 16 bytes) and its family (4 or 6). */
 static const uint8_t *addr_ip(const struct moq_quic_addr *a, int *family)
 {
@@ -1098,27 +1115,10 @@ static int dpdk_rx_burst(struct dio *d, struct moq_lg_client *cl, struct io_stat
 		struct moq_net_udp u;
 		struct rte_mbuf *reply = NULL;
 		enum moq_net_verdict v = moq_net_rx_mbuf(net, ms[i], now, &u, d->pool, &reply);
-		if (v == MOQ_NET_UDP && u.family == 6) {
+		if (v == MOQ_NET_UDP && (u.family == 4 || u.family == 6)) {
 			struct moq_quic_addr local, remote;
-			memset(&local, 0, sizeof(local));
-			memset(&remote, 0, sizeof(remote));
-			local.u.in6.sin6_family = remote.u.in6.sin6_family = AF_INET6;
-			memcpy(&local.u.in6.sin6_addr, u.dst, 16);
-			memcpy(&remote.u.in6.sin6_addr, u.src, 16);
-			local.u.in6.sin6_port = htons(u.dport);
-			remote.u.in6.sin6_port = htons(u.sport);
-			local.len = remote.len = sizeof(struct sockaddr_in6);
-			moq_lg_client_recv(cl, u.payload, u.len, &local, &remote, now);
-		} else if (v == MOQ_NET_UDP && u.family == 4) {
-			struct moq_quic_addr local, remote;
-			memset(&local, 0, sizeof(local));
-			memset(&remote, 0, sizeof(remote));
-			local.u.in4.sin_family = remote.u.in4.sin_family = AF_INET;
-			memcpy(&local.u.in4.sin_addr, u.dst, 4);
-			memcpy(&remote.u.in4.sin_addr, u.src, 4);
-			local.u.in4.sin_port = htons(u.dport);
-			remote.u.in4.sin_port = htons(u.sport);
-			local.len = remote.len = sizeof(struct sockaddr_in);
+			addr_set(&local, u.family, u.dst, u.dport);
+			addr_set(&remote, u.family, u.src, u.sport);
 			moq_lg_client_recv(cl, u.payload, u.len, &local, &remote, now);
 		} else if (v == MOQ_NET_REPLY && reply) {
 			replies[nr++] = reply;
