@@ -11,7 +11,10 @@
  * cache until QUIC has written it; else, or when it does not fit, the
  * group goes on a stream as always. Nothing is retransmitted: a lost
  * datagram is a lost group (a stream subscriber of the relay gets it DROPped
- * as never received; a datagram subscriber sees the gap).
+ * as never received; a datagram subscriber sees the gap). On lite-06 a
+ * datagram's whole body (header and payload) is at most 1,200 bytes
+ * (draft-lcurley-moq-lite-06 6.4): a larger one is neither sent (the group
+ * goes on a stream, counted too large) nor taken (dropped, counted bad).
  */
 #include "moq.h"
 
@@ -19,6 +22,11 @@
 
 #include "ietf_session.h"
 #include "moq_int.h"
+
+/* draft-lcurley-moq-lite-06 6.4: "The total datagram body MUST NOT exceed
+ * 1200 bytes ... a publisher MUST NOT send a larger one and a receiver MUST
+ * silently drop it." */
+#define LITE06_DGRAM_MAX 1200
 
 int moq_node_track_datagrams(struct moq_node *n, struct moq_cache_track *t, int on)
 {
@@ -62,7 +70,7 @@ void sess_datagram(struct moq_session *s, const uint8_t *p, size_t len)
 		return;
 	}
 	hl = moq_dgram_hdr_decode(p, len, &sub, &seq, &ts);
-	if (hl < 0) {
+	if (hl < 0 || (s->v == MOQ_LITE_06 && len > LITE06_DGRAM_MAX)) {
 		s->n->st.dgrams_in_bad++;
 		return;
 	}
@@ -161,6 +169,10 @@ bool dgram_out(struct moq_session *s, struct dsub *d, struct moq_cache_group *g)
 	                                    (uint64_t)f.timestamp);
 	if (hl < 0)
 		return false;
+	if (!s->ietf_owner && s->v == MOQ_LITE_06 && (size_t)hl + f.len > LITE06_DGRAM_MAX) {
+		n->st.dgrams_too_large++; /* not eligible: on a stream */
+		return false;
+	}
 	if (f.len && f.data) {
 		iov[0].iov_base = (void *)(uintptr_t)f.data;
 		iov[0].iov_len = f.len;

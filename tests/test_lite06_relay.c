@@ -77,7 +77,7 @@ struct relay {
 	char addr[32];
 };
 
-static void relay_up(struct relay *r)
+static void relay_up(struct relay *r, int dgrams)
 {
 	struct moq_cache_cfg cc;
 	struct moq_node_cfg nc = {.relay = 1, .cb = &relay_cbs};
@@ -89,6 +89,7 @@ static void relay_up(struct relay *r)
 	        .alpn_count = na,
 	        .cb = moq_node_quic_callbacks(),
 	        .retry = MOQ_QUIC_RETRY_NEVER,
+	        .max_datagram_frame_size = dgrams ? 65535 : 0, /* as dpdk_app/relay.c */
 	};
 	socklen_t sl;
 
@@ -123,9 +124,11 @@ static void relay_down(struct relay *r)
 }
 
 /* A moqdp-load child: @lite version, @publish or not, @subs subscribers
- * from @local, output to @out (a mkstemp template, filled in). */
-static pid_t load(const struct relay *r, const char *lite, int publish, const char *subs,
-                  const char *local, const char *dur, char *out)
+ * from @local, @tracks (NULL: video and audio), @extra (one more argument
+ * or NULL), output to @out (a mkstemp template, filled in). */
+static pid_t load_x(const struct relay *r, const char *lite, int publish, const char *subs,
+                    const char *local, const char *dur, const char *tracks, const char *extra,
+                    char *out)
 {
 	int ofd = mkstemp(out);
 	const char *argv[24];
@@ -150,12 +153,20 @@ static pid_t load(const struct relay *r, const char *lite, int publish, const ch
 	argv[k++] = "--duration";
 	argv[k++] = dur;
 	argv[k++] = "--tracks";
-	argv[k++] = "video:500k:gop=15,audio";
+	argv[k++] = tracks ? tracks : "video:500k:gop=15,audio";
 	argv[k++] = "--quiet";
+	if (extra)
+		argv[k++] = extra;
 	argv[k] = NULL;
 	pid = proc_spawn(MOQDP_LOAD_PATH, argv, NULL, out, NULL);
 	ck_assert_int_gt(pid, 0);
 	return pid;
+}
+
+static pid_t load(const struct relay *r, const char *lite, int publish, const char *subs,
+                  const char *local, const char *dur, char *out)
+{
+	return load_x(r, lite, publish, subs, local, dur, NULL, NULL, out);
 }
 
 /* The subscribers of run @out all got media, verified, with no error. */
@@ -184,7 +195,7 @@ START_TEST(mixed_versions_one_broadcast)
 	pid_t p5, p4, p6;
 	int st;
 
-	relay_up(&r);
+	relay_up(&r, 0);
 	struct node_serve sv = {r.fd, r.ep, r.node, r.cache, &r.local};
 	/* the older versions' subscribers first: they wait for the announce */
 	p5 = load(&r, "05", 0, "4", "127.0.0.3", "4", o5);
@@ -211,6 +222,98 @@ START_TEST(mixed_versions_one_broadcast)
 }
 END_TEST
 
+/* The final line of run @out, @subs subscribers all ready and error-free,
+ * into @last; the file is removed. */
+static void final_ok(const char *out, int subs, const char *what, char *last, size_t cap)
+{
+	final_line(out, last, cap);
+	printf("# %s: %s", what, last);
+	ck_assert_msg((int)jget(last, "subs_ready") == subs, "%s: %s", what, last);
+	ck_assert_msg((int)jget(last, "errors") == 0, "%s: %s", what, last);
+	ck_assert_msg((int)jget(last, "subs_failed") == 0, "%s: %s", what, last);
+	unlink(out);
+}
+
+/* lite-06 datagrams (draft-lcurley-moq-lite-06 6.4): a single-frame group
+ * travels as a datagram on lite-06 as on lite-05, but "the total datagram
+ * body MUST NOT exceed 1200 bytes ... a publisher MUST NOT send a larger one
+ * and a receiver MUST silently drop it. A group whose frame does not fit is
+ * simply not eligible for datagram delivery." Three runs, --datagrams on
+ * every session: (1) lite-06 audio of 160-byte frames goes as datagrams
+ * both ways; (2) a lite-06 publisher of 1,300-byte audio frames (520 kb/s,
+ * 20 ms: within QUIC's datagram room, beyond the draft's 1,200) sends none
+ * and its groups reach the relay's lite-06 subscribers on streams; (3) a
+ * lite-05 publisher sends those 1,300-byte groups as datagrams (lite-05 has
+ * no such bound), lite-05 subscribers get them as datagrams, lite-06
+ * subscribers of the same broadcast on streams (the relay counts them too
+ * large), every frame verified. */
+START_TEST(datagrams_lite06_1200)
+{
+	struct relay r;
+	char o1[] = "/tmp/moqdp-l06-d1-XXXXXX", o2[] = "/tmp/moqdp-l06-d2-XXXXXX",
+	     o5[] = "/tmp/moqdp-l06-d5-XXXXXX", o6[] = "/tmp/moqdp-l06-d6-XXXXXX";
+	char last[4096];
+	struct moq_node_stats ns;
+	pid_t p, p6;
+	int st;
+
+	/* (1) small frames: datagrams on lite-06 */
+	relay_up(&r, 1);
+	struct node_serve sv = {r.fd, r.ep, r.node, r.cache, &r.local};
+	p = load_x(&r, "06", 1, "3", "127.0.0.2", "3", "audio", "--datagrams", o1);
+	st = node_serve_until_exit(&sv, p, 30000000000ull, NULL, NULL);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "run 1: status %d", st);
+	final_ok(o1, 3, "lite-06 160 B", last, sizeof(last));
+	moq_node_stats(r.node, &ns);
+	ck_assert_msg(jget(last, "pub_dgrams_out") > 80, "%s", last);
+	ck_assert_uint_ge(ns.dgrams_in, 80);
+	ck_assert_uint_eq(ns.dgrams_in_bad, 0);
+	ck_assert_uint_eq(ns.dgrams_too_large, 0);
+	ck_assert_msg(jget(last, "sub_dgrams_in") > 3 * 60, "%s", last);
+	relay_down(&r);
+
+	/* (2) 1,300-byte frames from a lite-06 publisher: streams only */
+	relay_up(&r, 1);
+	sv = (struct node_serve){r.fd, r.ep, r.node, r.cache, &r.local};
+	p = load_x(&r, "06", 1, "3", "127.0.0.2", "3", "audio:520k", "--datagrams", o2);
+	st = node_serve_until_exit(&sv, p, 30000000000ull, NULL, NULL);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "run 2: status %d", st);
+	final_ok(o2, 3, "lite-06 1300 B", last, sizeof(last));
+	moq_node_stats(r.node, &ns);
+	ck_assert_msg(jget(last, "pub_dgrams_out") == 0, "%s", last);
+	ck_assert_msg(jget(last, "pub_dgrams_too_large") > 80, "%s", last);
+	ck_assert_uint_eq(ns.dgrams_in, 0);
+	ck_assert_msg(jget(last, "sub_dgrams_in") == 0, "%s", last);
+	/* ~2 s of 50 groups a second for each of the 3, on streams */
+	ck_assert_msg(jget(last, "frames_ok") > 3 * 80, "%s", last);
+	relay_down(&r);
+
+	/* (3) a lite-05 publisher's 1,300-byte datagrams, lite-05 and lite-06
+	 * subscribers */
+	relay_up(&r, 1);
+	sv = (struct node_serve){r.fd, r.ep, r.node, r.cache, &r.local};
+	p6 = load_x(&r, "06", 0, "3", "127.0.0.3", "4", "audio:520k", "--datagrams", o6);
+	p = load_x(&r, "05", 1, "3", "127.0.0.2", "3", "audio:520k", "--datagrams", o5);
+	st = node_serve_until_exit(&sv, p, 30000000000ull, NULL, NULL);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "run 3 lite-05: status %d", st);
+	st = node_serve_until_exit(&sv, p6, 30000000000ull, NULL, NULL);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "run 3 lite-06: status %d", st);
+	moq_node_stats(r.node, &ns);
+	printf("# relay: dgrams in %llu out %llu too large %llu bad %llu\n",
+	       (unsigned long long)ns.dgrams_in, (unsigned long long)ns.dgrams_out,
+	       (unsigned long long)ns.dgrams_too_large, (unsigned long long)ns.dgrams_in_bad);
+	final_ok(o5, 3, "lite-05 1300 B", last, sizeof(last));
+	ck_assert_msg(jget(last, "pub_dgrams_out") > 80, "%s", last);
+	ck_assert_msg(jget(last, "sub_dgrams_in") > 3 * 60, "%s", last);
+	final_ok(o6, 3, "lite-06 subscribers of it", last, sizeof(last));
+	ck_assert_msg(jget(last, "sub_dgrams_in") == 0, "%s", last);
+	ck_assert_msg(jget(last, "frames_ok") > 3 * 80, "%s", last);
+	ck_assert_uint_ge(ns.dgrams_in, 80);
+	ck_assert_uint_ge(ns.dgrams_too_large, 3 * 60);
+	relay_down(&r);
+}
+END_TEST
+
 Suite *lite06_relay_suite(void);
 
 Suite *lite06_relay_suite(void)
@@ -220,6 +323,7 @@ Suite *lite06_relay_suite(void)
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, mixed_versions_one_broadcast);
+	tcase_add_test(tc, datagrams_lite06_1200);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -585,6 +585,66 @@ START_TEST(test_binding_lite06_mid_group)
 }
 END_TEST
 
+/* lite-06 6.4 on the receiving side: a publisher's datagram whose whole
+ * body exceeds 1,200 bytes "a receiver MUST silently drop": the relay takes
+ * a 1,200-byte body into its cache (a group the subscriber then gets on a
+ * stream) and drops a 1,201-byte one, counted bad, the session going on;
+ * lite-05 has no such bound (the same 1,201 bytes are taken). */
+static void dgram_body(uint8_t *buf, size_t len, uint64_t seq)
+{
+	int hl = moq_dgram_hdr_encode(buf, len, 0, seq, 0);
+
+	ck_assert_int_gt(hl, 0);
+	for (size_t k = (size_t)hl; k < len; k++)
+		buf[k] = (uint8_t)k;
+}
+
+static void run_dgram_cap(enum moq_version v, uint64_t want_in, uint64_t want_bad)
+{
+	struct moq_cache_track *vt;
+	struct moq_sub_params p = {0, false, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE};
+	struct moq_node_stats ns;
+	uint8_t buf[1201];
+
+	setup();
+	pair(&B.pub_c, &B.pub_s);
+	pair(&B.sub_c, &B.sub_s);
+	B.pub_s->s = moq_binding_accept(B.relay, &ops, B.pub_s, v, "/demo", 5);
+	B.pub_c->s = moq_binding_connect(B.pubn, &ops, B.pub_c, v, NULL, MOQ_ROLE_PUBLISHER);
+	B.sub_s->s = moq_binding_accept(B.relay, &ops, B.sub_s, v, "/", 1);
+	B.sub_c->s = moq_binding_connect(B.subn, &ops, B.sub_c, v, NULL, MOQ_ROLE_SUBSCRIBER);
+	ck_assert(B.pub_c->s && B.sub_c->s);
+	moq_session_set_user(B.sub_c->s, &B.sub);
+	ck_assert_int_eq(moq_cache_track_create(B.pcache, "room", 4, "video", 5, NULL, &vt), 0);
+	ck_assert_int_eq(moq_node_publish(B.pubn, "room", 4, 1000), 0);
+	pump(20);
+	ck_assert_int_ge(moq_session_subscribe(B.sub_c->s, "demo/room", 9, "video", 5, &p), 0);
+	pump(20);
+	/* the relay's subscription upstream is its first (id 0) on the
+	 * publisher's session: datagrams as the publisher would send them */
+	dgram_body(buf, 1200, 0);
+	moq_binding_datagram(B.pub_s->s, buf, 1200);
+	pump(20);
+	dgram_body(buf, 1201, 1);
+	moq_binding_datagram(B.pub_s->s, buf, 1201);
+	pump(20);
+	moq_node_stats(B.relay, &ns);
+	ck_assert_uint_eq(ns.dgrams_in, want_in);
+	ck_assert_uint_eq(ns.dgrams_in_bad, want_bad);
+	ck_assert_uint_eq(B.sub.groups_done, want_in);
+	ck_assert_int_eq(B.pub_s->closed, 0);
+	ck_assert_int_eq(B.sub_c->closed, 0);
+	moq_cache_track_unref(vt);
+	teardown_ends();
+}
+
+START_TEST(test_binding_lite06_datagram_1200)
+{
+	run_dgram_cap(MOQ_LITE_06, 1, 1);
+	run_dgram_cap(MOQ_LITE_05, 2, 0);
+}
+END_TEST
+
 /* The URL path roots the session: the broadcast is "demo/room", so a
  * subscriber asking for "room" gets not-found, not the broadcast. */
 START_TEST(test_binding_root)
@@ -940,6 +1000,7 @@ Suite *moq_binding_suite(void)
 	tcase_add_test(tc, test_binding_lite04);
 	tcase_add_test(tc, test_binding_lite06);
 	tcase_add_test(tc, test_binding_lite06_mid_group);
+	tcase_add_test(tc, test_binding_lite06_datagram_1200);
 	tcase_add_test(tc, test_binding_lite06_violations);
 	tcase_add_test(tc, test_binding_lite06_max_age);
 	tcase_add_test(tc, test_binding_lite06_route_costs);
