@@ -1254,6 +1254,9 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 			nc.max_broadcast_name = r->cfg.max_broadcast_name;
 			nc.max_track_name = r->cfg.max_track_name;
 			nc.max_msg = r->cfg.max_message;
+			/* --route-cost: 1 is what an absent parameter means */
+			nc.has_cost = r->cfg.route_cost != 1;
+			nc.cost = r->cfg.route_cost;
 			nc.cache_reader = i; /* the node registers and reports quiescence */
 			nc.hub = r->hub;     /* NULL with one worker */
 			nc.auth = r->auth;   /* NULL: no --auth-* */
@@ -1410,8 +1413,9 @@ static void cluster_io_setup(struct moq_relay *r)
 	};
 
 	if (moq_cluster_port(lo, n, r->cfg.udp_port))
-		lo = (uint16_t)(lo > 49152 + 2 * MOQ_CLUSTER_MAX_LINKS ? lo - MOQ_CLUSTER_MAX_LINKS
-		                                                        : lo + MOQ_CLUSTER_MAX_LINKS);
+		lo = (uint16_t)(lo > 49152 + 2 * MOQ_CLUSTER_MAX_LINKS
+		                        ? lo - MOQ_CLUSTER_MAX_LINKS
+		                        : lo + MOQ_CLUSTER_MAX_LINKS);
 	io.port_lo = lo;
 	for (unsigned int i = 0; i < r->nb_ports; i++) {
 		r->ports[i].ifc.client_port_lo = lo;

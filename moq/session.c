@@ -133,7 +133,7 @@ void sess_free(struct moq_session *s, uint64_t code, int local)
 	int counted = !s->ietf_owner;
 
 	access_url_end(s, code); /* --auth-url: the end event */
-	if (s->ietf_owner) { /* the lite session of an IETF shell */
+	if (s->ietf_owner) {     /* the lite session of an IETF shell */
 		ietf_inner_gone(s->ietf_owner);
 		s->ietf_owner = NULL;
 	}
@@ -221,6 +221,10 @@ static void send_setup(struct moq_session *s)
 	if (!s->server && s->role != MOQ_ROLE_BOTH) {
 		m.u.setup.has_role = true;
 		m.u.setup.role = s->role;
+	}
+	if (s->v == MOQ_LITE_06 && n->cfg.has_cost) { /* 7.3.4: both ends may send it */
+		m.u.setup.has_cost = true;
+		m.u.setup.cost = n->cfg.cost;
 	}
 	/* moq-lite 05: type 0x1, SETUP, then FIN. */
 	st_send(s, st, MOQ_STREAM_SETUP, &m, 1);

@@ -161,6 +161,10 @@ static const struct key keys[] = {
         {"cluster-name", K_PATH, OFF(cluster_name), 0, 0,
          "name peers' certificates must carry (default: each URL's host; give it when the "
          "URLs are IP addresses)"},
+        /* lite-06 7.3.4: a Route Cost is a varint; a u32 is room enough */
+        {"route-cost", K_U32, OFF(route_cost), 0, UINT32_MAX,
+         "lite-06 SETUP Cost this relay declares on every lite-06 session (what "
+         "subscribing from it costs, Route Cost units; 0 = free; default 1, not sent)"},
         /* 600 s: far beyond a viewer's reconnect */
         {"upstream-hold", K_DUR, OFF(upstream_hold_us), 0, 600 * US,
          "upstream subscription kept after its last subscriber left (default 2s with "
@@ -301,6 +305,7 @@ void moq_pmd_config_defaults(struct moq_pmd_config *cfg)
 	cfg->max_broadcasts = 16384;          /* MOQ_DEFAULT_MAX_BROADCASTS */
 	cfg->max_session_broadcasts = 1024;   /* MOQ_DEFAULT_MAX_SESSION_BROADCASTS */
 	cfg->max_announce_requests = 16;      /* moq_node_create's default */
+	cfg->route_cost = 1;                  /* lite-06 7.3.4's default */
 	cfg->max_session_subscriptions = 256; /* moq_node_create's default */
 	cfg->max_session_fetches = 16;        /* MOQ_DEFAULT_MAX_FETCHES */
 	cfg->link_max_subscriptions = 65536;  /* MOQ_DEFAULT_LINK_MAX_SUBSCRIPTIONS */

@@ -989,6 +989,81 @@ START_TEST(test_binding_lite06_route_costs)
 }
 END_TEST
 
+/* lite-06 7.3.4: the Cost the relay declares (moq_node_cfg.cost, the
+ * relay's --route-cost) goes in its SETUP on every lite-06 session, 0
+ * included ("meaningful and distinct from absent"); without it the
+ * parameter is absent (the peer prices the relay at 1). The relay's SETUP is
+ * the only message on its first uni stream (3: a server's). */
+static void relay_setup_cost(int has, uint64_t cost, bool want_has, uint64_t want)
+{
+	struct end *c, *s;
+	struct moq_node_cfg nc = {0};
+	static uint8_t cap[256];
+	size_t caplen = 0;
+	struct moq6_msg m;
+
+	setup();
+	moq_node_destroy(B.relay);
+	nc.cache = B.rcache;
+	nc.relay = 1;
+	nc.origin = 77;
+	nc.has_cost = has;
+	nc.cost = cost;
+	B.relay = moq_node_create(&nc);
+	ck_assert(B.relay);
+	s = raw_peer(&c);
+	raw_setup(s, MOQ_ROLE_SUBSCRIBER, 1);
+	for (int i = 0; i < 5; i++) {
+		B.now += MS;
+		moq_node_poll(B.relay, B.now);
+		for (struct pend *p = s->head; p; p = p->next)
+			if (p->kind == P_DATA && p->sid == 3 && p->len) {
+				ck_assert_uint_le(caplen + p->len, sizeof(cap));
+				memcpy(cap + caplen, p->data, p->len);
+				caplen += p->len;
+			}
+		deliver(s);
+		deliver(c);
+	}
+	ck_assert_uint_gt(caplen, 1);
+	ck_assert_uint_eq(cap[0], MOQ_STREAM_SETUP);
+	ck_assert_int_gt(moq6_msg_decode(MOQ6_SETUP, cap + 1, caplen - 1, 4096, &m), 0);
+	ck_assert_int_eq(m.u.setup.has_cost, want_has);
+	ck_assert_uint_eq(m.u.setup.cost, want);
+	ck_assert(m.u.setup.has_hop && m.u.setup.hop == 77);
+	ck_assert(!s->closed);
+	moq_session_close(s->s, 0);
+	for (int i = 0; i < 3; i++) {
+		B.now += MS;
+		moq_node_poll(B.relay, B.now);
+		deliver(s);
+		deliver(c);
+	}
+	moq_node_destroy(B.subn);
+	moq_node_destroy(B.pubn);
+	moq_node_destroy(B.relay);
+	moq_cache_destroy(B.pcache);
+	moq_cache_destroy(B.rcache);
+	struct end *ends[] = {c, s};
+	for (int i = 0; i < 2; i++) {
+		while (ends[i]->head) {
+			struct pend *p = ends[i]->head;
+			ends[i]->head = p->next;
+			free(p->data);
+			free(p);
+		}
+		free(ends[i]);
+	}
+}
+
+START_TEST(test_binding_lite06_setup_cost)
+{
+	relay_setup_cost(1, 5, true, 5);
+	relay_setup_cost(1, 0, true, 0);
+	relay_setup_cost(0, 0, false, MOQ6_COST_DEFAULT);
+}
+END_TEST
+
 Suite *moq_binding_suite(void);
 Suite *moq_binding_suite(void)
 {
@@ -1001,6 +1076,7 @@ Suite *moq_binding_suite(void)
 	tcase_add_test(tc, test_binding_lite06);
 	tcase_add_test(tc, test_binding_lite06_mid_group);
 	tcase_add_test(tc, test_binding_lite06_datagram_1200);
+	tcase_add_test(tc, test_binding_lite06_setup_cost);
 	tcase_add_test(tc, test_binding_lite06_violations);
 	tcase_add_test(tc, test_binding_lite06_max_age);
 	tcase_add_test(tc, test_binding_lite06_route_costs);

@@ -294,6 +294,7 @@ static const struct {
         {"--cluster-ca", "insecure", "--cluster-ca: only with --cluster-connect"},
         {"--cluster-name", "relay.test", "--cluster-name: only with --cluster-connect"},
         {"--upstream-hold", "1h", "--upstream-hold: 1h is out of range"},
+        {"--route-cost", "-1", "--route-cost: '-1' is not an integer in [0, 4294967295]"},
         {"--admit-busy", "100", "--admit-busy: '100' is not an integer in [0, 99]"},
         {"--admit-refuse", "goaway=", "--admit-refuse: 'goaway=' is not bounds or goaway=URL"},
         {"--fastpath", "yes", "--fastpath: 'yes' is not on or off"},
@@ -551,7 +552,8 @@ START_TEST(tcp_on_dpdk)
 	ck_assert_uint_eq(c.tcp, 1);
 	/* issue 26: the exception port carries IPv6 too (tests/test_dpdk_exc.py) */
 	ck_assert_int_eq(
-	        parse(&c, no_env, err, "--tcp", "1", "--listen", "10.0.0.2/24,fd00::2/64", NULL), 0);
+	        parse(&c, no_env, err, "--tcp", "1", "--listen", "10.0.0.2/24,fd00::2/64", NULL),
+	        0);
 	ck_assert_uint_eq(c.nb_listen, 2);
 }
 END_TEST
@@ -714,6 +716,11 @@ START_TEST(admission_options)
 
 	ck_assert_int_eq(parse(&c, no_env, err, NULL), 0);
 	ck_assert_uint_eq(c.admit_busy, 0); /* off */
+	ck_assert_uint_eq(c.route_cost, 1); /* lite-06 7.3.4's default: not sent */
+	ck_assert_int_eq(parse(&c, no_env, err, "--route-cost", "0", NULL), 0);
+	ck_assert_uint_eq(c.route_cost, 0);
+	ck_assert_int_eq(parse(&c, no_env, err, "--route-cost", "4294967295", NULL), 0);
+	ck_assert_uint_eq(c.route_cost, UINT32_MAX);
 	ck_assert_str_eq(c.admit_goaway, "");
 	ck_assert_int_eq(parse(&c, no_env, err, "--admit-busy", "85", "--admit-refuse",
 	                       "goaway=https://relay2.example:4443/", NULL),
