@@ -636,6 +636,9 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	metric(&o, "fastpath_datagrams_lost_total", "counter",
 	       "Datagrams the fast path sent in packets declared lost (never retransmitted).",
 	       s->fastpath_dgrams_lost);
+	metric(&o, "fastpath_ranges_coarsened_total", "counter",
+	       "Fast-path stream ranges that found the interval pool dry: resent again, not lost.",
+	       s->fastpath_ivl_coarsened);
 	return o.over ? MOQ_ERR_TOO_LARGE : (int)o.off;
 }
 

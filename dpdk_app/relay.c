@@ -2059,6 +2059,7 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->dgrams_in_bad += sn.ns.dgrams_in_bad;
 		s->quic_dgrams_dropped += sn.qs.dgrams_dropped;
 		s->fastpath_dgrams_lost += sn.qs.fastpath_dgrams_lost;
+		s->fastpath_ivl_coarsened += sn.qs.fastpath_ivl_coarsened;
 		s->quic_pkts_in += sn.qs.pkts_in;
 		s->quic_pkts_out += sn.qs.pkts_out;
 		s->rx_udp += sn.rx_udp;

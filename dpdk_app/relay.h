@@ -177,6 +177,7 @@ struct moq_relay_stats {
 	 * dropped, datagrams QUIC dropped unsent, those the fast path lost */
 	uint64_t dgrams_in, dgrams_out, dgrams_too_large, dgrams_in_bad;
 	uint64_t quic_dgrams_dropped, fastpath_dgrams_lost;
+	uint64_t fastpath_ivl_coarsened; /* quic.h */
 };
 
 /*

@@ -752,7 +752,7 @@ static void on_pto(struct fp_conn *c, uint64_t now)
 		if (r->flags & PF_RANGE) {
 			struct fp_stream *s = &e->streams[r->sidx];
 			if (s->id >= 0 && r->kind == RK_DATA && !(s->flags & SF_RESET_SENT))
-				fp_ivl_add(e, &s->lost_ivl, r->off, r->off + r->len);
+				fp_ivl_add(e, s, &s->lost_ivl, r->off, r->off + r->len);
 			if (s->id >= 0 && fp_stream_has_send(c, s))
 				fp_stream_sendq(c, s);
 			for (m = r->more; m != FP_NONE32; m = e->sranges[m].next) {
@@ -760,7 +760,8 @@ static void on_pto(struct fp_conn *c, uint64_t now)
 				struct fp_stream *s2 = &e->streams[sr->sidx];
 				if (s2->id >= 0 && sr->kind == RK_DATA &&
 				    !(s2->flags & SF_RESET_SENT))
-					fp_ivl_add(e, &s2->lost_ivl, sr->off, sr->off + sr->len);
+					fp_ivl_add(e, s2, &s2->lost_ivl, sr->off,
+					           sr->off + sr->len);
 				if (s2->id >= 0 && fp_stream_has_send(c, s2))
 					fp_stream_sendq(c, s2);
 			}

@@ -78,6 +78,11 @@ struct fp_engine *fp_engine_new(const struct fp_engine_config *cfg, int *err)
 	/* intervals (acknowledged out of order, lost) exist only under loss or
 	 * reordering: one per queued chunk (was two: 1.5 KB a connection) */
 	e->nivls = e->cfg.max_chunks;
+	/* fp_ivl_alloc keeps one node for every stream record (a stream
+	 * holding none can always record its first range), so at least that
+	 * many and a few to spare */
+	if (e->nivls < e->cfg.max_streams + e->cfg.max_streams / 4 + 4)
+		e->nivls = e->cfg.max_streams + e->cfg.max_streams / 4 + 4;
 	e->ivls = calloc(e->nivls, sizeof(*e->ivls));
 	/* further ranges of packets carrying more than one stream (a packet
 	 * that would need one more waits: send.c) */
@@ -111,6 +116,7 @@ struct fp_engine *fp_engine_new(const struct fp_engine_config *cfg, int *err)
 	for (i = 0; i < e->nivls; i++)
 		e->ivls[i].next = i + 1 < e->nivls ? i + 1 : FP_NONE32;
 	e->free_ivl = 0;
+	e->nfree_ivl = e->nivls;
 	for (i = 0; i < e->nsranges; i++)
 		e->sranges[i].next = i + 1 < e->nsranges ? i + 1 : FP_NONE32;
 	e->free_srange = 0;
@@ -296,16 +302,25 @@ void fp_len_ref(struct fp_engine *e, uint8_t len, int delta)
 
 /* ---- interval nodes --------------------------------------------------- */
 
-uint32_t fp_ivl_alloc(struct fp_engine *e)
+/*
+ * A node for a stream's interval lists. @holder: the stream holds one
+ * already (in either list). max_streams nodes are held back for streams
+ * that hold none: a holder gets one only beyond them, else NONE (the caller
+ * coarsens into a node it holds: fp_ivl_add), while a stream holding none
+ * always gets one. Invariant: free nodes >= streams holding none, since
+ * only holders draw on the rest; so no range is ever forgotten.
+ */
+uint32_t fp_ivl_alloc(struct fp_engine *e, int holder)
 {
 	uint32_t i = e->free_ivl;
 
-	if (i == FP_NONE32) {
+	if (i == FP_NONE32 || (holder && e->nfree_ivl <= e->cfg.max_streams)) {
 		e->st.pool_exhausted++;
 		return FP_NONE32;
 	}
 	e->free_ivl = e->ivls[i].next;
 	e->ivls[i].next = FP_NONE32;
+	e->nfree_ivl--;
 	return i;
 }
 
@@ -313,8 +328,7 @@ void fp_ivl_free_list(struct fp_engine *e, uint32_t head)
 {
 	while (head != FP_NONE32) {
 		uint32_t n = e->ivls[head].next;
-		e->ivls[head].next = e->free_ivl;
-		e->free_ivl = head;
+		fp_ivl_put(e, head);
 		head = n;
 	}
 }

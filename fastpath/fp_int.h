@@ -480,6 +480,7 @@ struct fp_engine {
 	uint32_t free_chunk;
 	struct fp_ivl *ivls;
 	uint32_t free_ivl, nivls;
+	uint32_t nfree_ivl; /* nodes on free_ivl (fp_ivl_alloc's reserve) */
 	struct fp_srange *sranges;
 	uint32_t free_srange, nsranges;
 	uint8_t *rbufs;
@@ -521,8 +522,16 @@ uint32_t fp_tab_find(const struct fp_engine *e, const struct fp_hent *t, const u
                      uint8_t len);
 void fp_conn_free(struct fp_conn *c);
 void fp_len_ref(struct fp_engine *e, uint8_t len, int delta);
-uint32_t fp_ivl_alloc(struct fp_engine *e);
+uint32_t fp_ivl_alloc(struct fp_engine *e, int holder);
 void fp_ivl_free_list(struct fp_engine *e, uint32_t head);
+
+/* Interval node @i back on the free list. */
+static inline void fp_ivl_put(struct fp_engine *e, uint32_t i)
+{
+	e->ivls[i].next = e->free_ivl;
+	e->free_ivl = i;
+	e->nfree_ivl++;
+}
 
 /* RFC 9002, 7.2: initial window 10 datagrams (and at least 14720 bytes). */
 #define INIT_CWND_PKTS 10
@@ -556,7 +565,7 @@ struct fp_stream *fp_stream_find(struct fp_conn *c, int64_t sid);
 void fp_stream_sendq(struct fp_conn *c, struct fp_stream *s);
 void fp_stream_maybe_free(struct fp_conn *c, struct fp_stream *s);
 int fp_stream_has_send(const struct fp_conn *c, const struct fp_stream *s);
-void fp_ivl_add(struct fp_engine *e, uint32_t *head, uint64_t lo, uint64_t hi);
+void fp_ivl_add(struct fp_engine *e, struct fp_stream *s, uint32_t *head, uint64_t lo, uint64_t hi);
 void fp_on_lost_range(struct fp_conn *c, uint32_t sidx, uint64_t off, uint32_t len, int kind,
                       int fin);
 

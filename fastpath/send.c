@@ -202,8 +202,7 @@ static int stream_frames(struct pktb *b, struct fp_stream *s)
 		int fin;
 		if (lo >= v->hi) {
 			uint32_t nx = v->next;
-			v->next = e->free_ivl;
-			e->free_ivl = s->lost_ivl;
+			fp_ivl_put(e, s->lost_ivl);
 			s->lost_ivl = nx;
 			continue;
 		}

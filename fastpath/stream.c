@@ -181,8 +181,56 @@ void fp_stream_sendq(struct fp_conn *c, struct fp_stream *s)
 	fp_ready_add(c);
 }
 
-/* Add [lo, hi) to the ascending interval list at *@head (merging). */
-void fp_ivl_add(struct fp_engine *e, uint32_t *head, uint64_t lo, uint64_t hi)
+/*
+ * No node for [lo, hi) of @s (fp_ivl_alloc keeps the rest for streams that
+ * hold none; @s holds one): the range goes into @s's lost list, coarsened.
+ * Both kinds fit there safely: every byte in [snd_acked, snd_off) is still
+ * the caller's, so a lost set that covers more resends bytes in flight or
+ * already acknowledged (the peer ignores them; they are acknowledged again,
+ * which moves the prefix on), where a forgotten lost range would never be
+ * resent and a forgotten acknowledgement would hold the prefix back for
+ * good. The nearest lost node widens to cover the range; with none, the
+ * first acknowledged node becomes the lost list, widened to cover both.
+ */
+static void ivl_coarsen(struct fp_engine *e, struct fp_stream *s, uint64_t lo, uint64_t hi)
+{
+	uint32_t *pp = &s->lost_ivl, last = FP_NONE32;
+	struct fp_ivl *v;
+
+	e->st.ivl_coarsened++;
+	if (*pp == FP_NONE32) {
+		uint32_t n = s->acked_ivl; /* a holder: this list is not empty */
+
+		v = &e->ivls[n];
+		s->acked_ivl = v->next;
+		v->next = FP_NONE32;
+		if (lo < v->lo)
+			v->lo = lo;
+		if (hi > v->hi)
+			v->hi = hi;
+		s->lost_ivl = n;
+		return;
+	}
+	while (*pp != FP_NONE32 && e->ivls[*pp].hi < lo) {
+		last = *pp;
+		pp = &e->ivls[*pp].next;
+	}
+	if (*pp != FP_NONE32) {
+		v = &e->ivls[*pp]; /* above the range: reach down to it */
+		if (lo < v->lo)
+			v->lo = lo;
+		if (hi > v->hi)
+			v->hi = hi;
+	} else {
+		v = &e->ivls[last]; /* every node below it: reach up */
+		if (hi > v->hi)
+			v->hi = hi;
+	}
+}
+
+/* Add [lo, hi) to @s's ascending interval list at *@head (merging; when no
+ * node is left for it, coarsened into the lost list: ivl_coarsen). */
+void fp_ivl_add(struct fp_engine *e, struct fp_stream *s, uint32_t *head, uint64_t lo, uint64_t hi)
 {
 	uint32_t *pp = head, n;
 
@@ -202,15 +250,16 @@ void fp_ivl_add(struct fp_engine *e, uint32_t *head, uint64_t lo, uint64_t hi)
 			uint32_t wn = w->next;
 			if (w->hi > v->hi)
 				v->hi = w->hi;
-			w->next = e->free_ivl;
-			e->free_ivl = v->next;
+			fp_ivl_put(e, v->next);
 			v->next = wn;
 		}
 		return;
 	}
-	n = fp_ivl_alloc(e);
-	if (n == FP_NONE32)
-		return; /* counted; the range will be resent / re-acked later */
+	n = fp_ivl_alloc(e, s->acked_ivl != FP_NONE32 || s->lost_ivl != FP_NONE32);
+	if (n == FP_NONE32) {
+		ivl_coarsen(e, s, lo, hi);
+		return;
+	}
 	e->ivls[n].lo = lo;
 	e->ivls[n].hi = hi;
 	e->ivls[n].next = *pp;
@@ -233,12 +282,11 @@ static void stream_acked_range(struct fp_conn *c, struct fp_stream *s, uint64_t 
 			uint32_t n = v->next;
 			if (v->hi > s->snd_acked)
 				s->snd_acked = v->hi;
-			v->next = e->free_ivl;
-			e->free_ivl = s->acked_ivl;
+			fp_ivl_put(e, s->acked_ivl);
 			s->acked_ivl = n;
 		}
 	} else {
-		fp_ivl_add(e, &s->acked_ivl, off, end);
+		fp_ivl_add(e, s, &s->acked_ivl, off, end);
 	}
 	if (e->ackb_on) {
 		/* inside one ACK frame: one release and one stream_acked per
@@ -296,7 +344,7 @@ void fp_on_lost_range(struct fp_conn *c, uint32_t sidx, uint64_t off, uint32_t l
 		if (lo < s->snd_acked)
 			lo = s->snd_acked;
 		if (lo < hi)
-			fp_ivl_add(e, &s->lost_ivl, lo, hi);
+			fp_ivl_add(e, s, &s->lost_ivl, lo, hi);
 		/* the FIN goes again (a frame of its own if need be) */
 		if (fin && !(s->flags & SF_FIN_ACKED))
 			s->flags &= ~(uint32_t)SF_FIN_SENT;

@@ -745,6 +745,7 @@ void hand_stats(const struct moq_quic_endpoint *ep, struct moq_quic_stats *out)
 	out->dgrams_in_dropped += st.dgrams_in_dropped;
 	out->fastpath_dgrams_acked = st.dgrams_acked;
 	out->fastpath_dgrams_lost = st.dgrams_lost;
+	out->fastpath_ivl_coarsened = st.ivl_coarsened;
 }
 
 int hand_pending(const struct moq_quic_endpoint *ep)

@@ -318,15 +318,19 @@ struct moq_quic_stats {
 	uint64_t timer_inline;   /* pacing-only expiries handled after a write
 	                          * (timer.c, conn_update_timer_sent) */
 	/* RFC 9221 datagrams (dgram.c) */
-	uint64_t dgrams_in;      /* DATAGRAM frames received */
+	uint64_t dgrams_in;         /* DATAGRAM frames received */
 	uint64_t dgrams_in_dropped; /* ... with no datagram callback to take them */
-	uint64_t dgrams_out;     /* written into packets */
-	uint64_t dgrams_dropped; /* queued and never sent: the queue overflowed
+	uint64_t dgrams_out;        /* written into packets */
+	uint64_t dgrams_dropped;    /* queued and never sent: the queue overflowed
 	                          * (oldest first) or the connection closed */
 	/* the fast path's datagrams (fastpath/dgram.c; its dgrams_out and
 	 * dgrams_dropped are in the two above): in packets acknowledged, and
 	 * in packets declared lost (never retransmitted) */
 	uint64_t fastpath_dgrams_acked, fastpath_dgrams_lost;
+	/* the fast path's stream ranges (acknowledged out of order, lost)
+	 * that found its interval pool dry and were coarsened into a lost
+	 * range the stream held (resent again; fastpath/stream.c) */
+	uint64_t fastpath_ivl_coarsened;
 };
 
 /* Why a handoff did not happen (moq_quic_stats.handoff_refused index). */
