@@ -277,6 +277,9 @@ static void bounds_metrics(struct mbuf_w *o, const struct moq_relay_stats *s)
 	       s->bcast_replaced);
 	metric(o, "broadcast_failovers_total", "counter",
 	       "Broadcasts a backup or standby route took over.", s->bcast_failovers);
+	metric(o, "broadcast_drain_failovers_total", "counter",
+	       "Broadcasts moved to a standby when their route's session sent GOAWAY.",
+	       s->bcast_drained);
 	metric(o, "upstream_reattached_total", "counter",
 	       "Upstream subscriptions whose broadcast's route was lost that a new route of it "
 	       "took over within their subscribers' group deadline.",

@@ -2015,6 +2015,7 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->ctl_rx_bytes += sn.ns.ctl_rx_bytes;
 		s->bcast_replaced += sn.ns.bcast_replaced;
 		s->bcast_failovers += sn.ns.bcast_failovers;
+		s->bcast_drained += sn.ns.bcast_drained;
 		s->ups_reattached += sn.ns.ups_reattached;
 		s->ann_duplicates += sn.ns.ann_duplicates;
 		s->ann_restarts += sn.ns.ann_restarts;

@@ -123,6 +123,7 @@ struct moq_relay_stats {
 	uint64_t msgs_refused_size;       /* --max-message */
 	uint64_t ctl_rx_bytes;            /* control-stream receive buffers now */
 	uint64_t bcast_replaced, bcast_failovers, ann_duplicates, ann_restarts;
+	uint64_t bcast_drained; /* failovers off a session that sent GOAWAY */
 	uint64_t ups_reattached;
 	/* relay-to-relay (cluster.h): announces dropped because their hop
 	 * chain holds our hop id (a reflected announce), summed over workers */

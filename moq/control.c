@@ -113,6 +113,8 @@ static uint64_t on_msg(struct moq_session *s, struct mstream *st, struct moq_msg
 		return 0;
 	case MOQ_MSG_GOAWAY:
 		s->goaway_in = 1;
+		if (n->cfg.relay)
+			bcast_session_drain(n, s);
 		if (n->cfg.cb && n->cfg.cb->goaway)
 			n->cfg.cb->goaway(s, n->cfg.user, m->u.goaway.uri.p, m->u.goaway.uri.len);
 		return 0;

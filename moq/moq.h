@@ -243,6 +243,7 @@ struct moq_node_stats {
 	/* Broadcast ownership (AUTH-CLUSTER.md) */
 	uint64_t bcast_replaced;  /* a newer publisher replaced a live one (it waits as backup) */
 	uint64_t bcast_failovers; /* a backup or standby route took over */
+	uint64_t bcast_drained;   /* ... from a live route whose session sent GOAWAY */
 	uint64_t ups_reattached;  /* upstreams waiting after a lost route a new one took */
 	uint64_t ann_duplicates;  /* duplicate ANNOUNCEs in one session (lite-03/04: closed 12) */
 	uint64_t ann_restarts;    /* ... lite-05: a restart */

@@ -64,6 +64,8 @@ struct upstream;
  * heard over 03/04/05, which carry none. */
 struct rcost {
 	bool set;
+	bool drain; /* heard on a session that sent GOAWAY: priced at the
+	             * ceiling, ranked below every other route (7.18) */
 	uint64_t warm, cold;
 };
 
@@ -525,6 +527,7 @@ uint64_t bcast_offer(struct moq_node *n, struct moq_session *s, const char *p, s
 void bcast_withdraw(struct moq_node *n, struct bcast *bc, struct moq_session *s, bool abrupt);
 bool bcast_has_route(const struct bcast *bc, const struct moq_session *s);
 void bcast_session_gone(struct moq_node *n, struct moq_session *s);
+void bcast_session_drain(struct moq_node *n, struct moq_session *s);
 
 /* announce.c: announce streams */
 #define ANN_RESTART 2 /* ann_notify: @bc is a new broadcast under the same path */

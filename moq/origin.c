@@ -637,6 +637,10 @@ static int route_rank(const char *p, size_t len, const uint64_t *a, uint32_t na,
                       const struct rcost *ca, const uint64_t *b, uint32_t nb,
                       const struct rcost *cb)
 {
+	/* lite-06 7.18: a route that arrived on a session that sent GOAWAY is
+	 * the most expensive there is, whatever the other route's version */
+	if (ca && cb && ca->drain != cb->drain)
+		return ca->drain ? -1 : 1;
 	if (ca && cb && ca->set && cb->set) {
 		if (ca->warm != cb->warm)
 			return ca->warm < cb->warm ? 1 : -1;
@@ -647,6 +651,7 @@ static int route_rank(const char *p, size_t len, const uint64_t *a, uint32_t na,
 }
 
 static const struct rcost rcost_none;
+static const struct rcost rcost_drain = {true, true, MOQ6_COST_CEILING, MOQ6_COST_CEILING};
 
 static struct bsrc **bsrc_find(struct bcast *bc, const struct moq_session *s)
 {
@@ -744,6 +749,8 @@ uint64_t bcast_offer(struct moq_node *n, struct moq_session *s, const char *p, s
 	struct bcast *bc = bcast_find(n, p, len);
 	struct bsrc **bp;
 
+	if (s->goaway_in && n->cfg.relay)
+		rc = &rcost_drain; /* still served, at the ceiling (7.18) */
 	if (bc && bc->local)
 		return 0; /* our own broadcast wins */
 	if (bc && bcast_has_route(bc, s)) {
@@ -897,6 +904,59 @@ void bcast_withdraw(struct moq_node *n, struct bcast *bc, struct moq_session *s,
 		return;
 	}
 	bcast_end(n, bc);
+}
+
+/*
+ * Session @s sent GOAWAY (lite-06 7.18: "A relay that receives a GOAWAY
+ * SHOULD treat the announcements that arrived on that session as the most
+ * expensive routes available, so a subscription it can serve from another
+ * session moves at the next Group boundary rather than when the draining
+ * session finally closes. The routes stay usable"). Every route of @s is
+ * priced at the ceiling and ranks below any other (route_rank); a live one
+ * with a standby of the same original publisher on another session moves
+ * there at once (the upstream subscriptions splice over at its next group,
+ * nothing announced but the new price), keeping @s as a standby; one without
+ * stays on @s until it ends, announced at the ceiling (lite-06 requests hear
+ * an ANNOUNCE_UPDATE) so the drain propagates downstream. Another original
+ * publisher is not spliced in (routes of different first hops promise
+ * nothing about each other's content, 5.1.1.1): it takes over when @s ends,
+ * as before.
+ */
+void bcast_session_drain(struct moq_node *n, struct moq_session *s)
+{
+	struct bcast *bc, *next;
+
+	for (struct bsrc *b = s->backup_routes; b; b = b->snext)
+		b->cost = rcost_drain;
+	for (bc = s->live_routes; bc; bc = next) {
+		struct bsrc **bp = bc->backups ? bsrc_best(bc) : NULL;
+		struct bsrc *b = bp ? *bp : NULL;
+
+		next = bc->pnext;
+		bc->cost = rcost_drain;
+		if (b && !b->cost.drain && same_publisher(bc->hops, bc->nhops, b->hops, b->nhops)) {
+			/* off the list before @s goes on its head (@bp may be
+			 * &bc->backups) */
+			*bp = b->next;
+			PLINK_UNLINK(b, snext, spprev);
+			b->pub->nbcasts--;
+			if (!bsrc_push(bc, s, bc->hops, bc->nhops, &rcost_drain)) {
+				/* no memory for the standby: stay, at the ceiling */
+				b->next = bc->backups;
+				bc->backups = b;
+				b->pub->nbcasts++;
+				PLINK_AT(&b->pub->backup_routes, b, snext, spprev);
+				ann_reroute(n, bc, bc->pub, bc->hops, bc->nhops, false);
+				continue;
+			}
+			n->st.bcast_failovers++;
+			n->st.bcast_drained++;
+			bcast_route(n, bc, b->pub, b->hops, b->nhops, &b->cost, false);
+			free(b);
+			continue;
+		}
+		ann_reroute(n, bc, bc->pub, bc->hops, bc->nhops, false);
+	}
 }
 
 /* Session @s is going away: its routes fail over, linger or are dropped.

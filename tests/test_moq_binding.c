@@ -989,6 +989,119 @@ START_TEST(test_binding_lite06_route_costs)
 }
 END_TEST
 
+/* lite-06 7.18: "A relay that receives a GOAWAY SHOULD treat the
+ * announcements that arrived on that session as the most expensive routes
+ * available, so a subscription it can serve from another session moves at
+ * the next Group boundary ... The routes stay usable." The relay dials two
+ * raw lite-06 servers that both carry "room" from the same origin (hop 50):
+ * S1 at warm 1, S2 at warm 5 (+ the link's Cost 1: 2 and 6), so S1's route
+ * is live and S2's a standby. S1 sends GOAWAY: the route moves to S2 at once
+ * (a failover counted drained, S1 kept as a standby) and a lite-06
+ * subscriber hears ANNOUNCE_UPDATE at 6. S2 sends GOAWAY too: no route left
+ * that is not draining, so it stays on S2 and is advertised at the ceiling
+ * (the drain propagates downstream). Nobody is closed. */
+static struct end *raw_server(struct end **srv, uint8_t cost)
+{
+	struct end *c;
+	/* the server's SETUP { Cost } on its first uni stream (3) */
+	const uint8_t setup6[] = {MOQ_STREAM_SETUP, 0x04, 0x01, 0x04, 0x01, cost};
+
+	pair(&c, srv);
+	c->s = moq_binding_connect(B.relay, &ops, c, MOQ_LITE_06, NULL, MOQ_ROLE_BOTH);
+	ck_assert(c->s);
+	moq_binding_stream_data(c->s, 3, setup6, sizeof(setup6), 1);
+	return c;
+}
+
+START_TEST(test_binding_lite06_goaway_reprices)
+{
+	struct end *c1, *s1, *c2, *s2, *sc, *sub;
+	static uint8_t cap[4096];
+	size_t caplen = 0, off = 0;
+	struct moq6_msg m;
+	struct moq6_announce a;
+	struct moq_node_stats st;
+	static const uint8_t req[] = {MOQ_STREAM_ANNOUNCE, 0x01, 0x00};
+	/* ANNOUNCE_OK { hop, active 0 } and ANNOUNCE_START { "room", hops
+	 * [50], warm, cold } on the relay's announce request (its bidi 0) */
+	const uint8_t ok1[] = {0x02, 41, 0x00}, ok2[] = {0x02, 42, 0x00};
+	const uint8_t st1[] = {0x00, 0x09, 0x04, 'r', 'o', 'o', 'm', 0x01, 50, 1, 1};
+	const uint8_t st2[] = {0x00, 0x09, 0x04, 'r', 'o', 'o', 'm', 0x01, 50, 5, 5};
+	/* GOAWAY { "" } on the server's first bidi stream (1) */
+	static const uint8_t goaway[] = {0x05, 0x01, 0x00};
+	int k;
+
+	setup();
+	c1 = raw_server(&s1, 1);
+	c2 = raw_server(&s2, 1);
+	sub = raw_peer(&sc);
+	struct end *ends[] = {c1, s1, c2, s2, sub, sc};
+	raw_setup(sub, MOQ_ROLE_SUBSCRIBER, 1);
+	pump_ends(ends, 6, 5, cap, &caplen, sizeof(cap), sub);
+	ck_assert_int_eq(moq_session_announce_request(c1->s, "", 0), 0);
+	ck_assert_int_eq(moq_session_announce_request(c2->s, "", 0), 0);
+	pump_ends(ends, 6, 2, cap, &caplen, sizeof(cap), sub);
+	moq_binding_stream_data(c1->s, 0, ok1, sizeof(ok1), 0);
+	pump_ends(ends, 6, 3, cap, &caplen, sizeof(cap), sub);
+	moq_binding_stream_data(c1->s, 0, st1, sizeof(st1), 0);
+	pump_ends(ends, 6, 3, cap, &caplen, sizeof(cap), sub);
+	moq_binding_stream_data(c2->s, 0, ok2, sizeof(ok2), 0);
+	moq_binding_stream_data(c2->s, 0, st2, sizeof(st2), 0);
+	pump_ends(ends, 6, 3, cap, &caplen, sizeof(cap), sub);
+	ck_assert_msg(!c1->closed && !c2->closed && !sub->closed, "closed %d/%llu %d/%llu %d/%llu",
+	              c1->closed, (unsigned long long)c1->close_code, c2->closed,
+	              (unsigned long long)c2->close_code, sub->closed,
+	              (unsigned long long)sub->close_code);
+	moq_binding_stream_data(sub->s, 0, req, sizeof(req), 0);
+	pump_ends(ends, 6, 5, cap, &caplen, sizeof(cap), sub);
+	k = moq6_msg_decode(MOQ6_ANNOUNCE_OK, cap, caplen, 4096, &m);
+	ck_assert_int_gt(k, 0);
+	off = (size_t)k;
+	ck_assert_int_eq(last_announce(cap, caplen, &off, &a), 1);
+	ck_assert_uint_eq(a.kind, MOQ6_ANN_START);
+	ck_assert_uint_eq(a.warm_cost, 2); /* S1's, live */
+	/* S1 drains: the route moves to its standby on S2 */
+	moq_binding_stream_data(c1->s, 1, goaway, sizeof(goaway), 0);
+	pump_ends(ends, 6, 5, cap, &caplen, sizeof(cap), sub);
+	moq_node_stats(B.relay, &st);
+	ck_assert_uint_eq(st.bcast_drained, 1);
+	ck_assert_uint_eq(st.bcast_failovers, 1);
+	ck_assert_int_ge(last_announce(cap, caplen, &off, &a), 1);
+	ck_assert_uint_eq(a.kind, MOQ6_ANN_UPDATE);
+	ck_assert_uint_eq(a.warm_cost, 6);
+	ck_assert_uint_eq(a.cold_cost, 6);
+	/* S2 drains as well: nothing better, served at the ceiling */
+	moq_binding_stream_data(c2->s, 1, goaway, sizeof(goaway), 0);
+	pump_ends(ends, 6, 5, cap, &caplen, sizeof(cap), sub);
+	moq_node_stats(B.relay, &st);
+	ck_assert_uint_eq(st.bcast_drained, 1);
+	ck_assert_int_ge(last_announce(cap, caplen, &off, &a), 1);
+	ck_assert_uint_eq(a.kind, MOQ6_ANN_UPDATE);
+	ck_assert_uint_eq(a.warm_cost, MOQ6_COST_CEILING);
+	ck_assert_uint_eq(a.cold_cost, MOQ6_COST_CEILING);
+	ck_assert(moq_node_broadcast_live(B.relay, "room", 4));
+	ck_assert(!c1->closed && !c2->closed && !sub->closed);
+	for (int i = 0; i < 6; i += 2)
+		if (ends[i]->s)
+			moq_session_close(ends[i]->s, 0);
+	pump_ends(ends, 6, 3, cap, &caplen, sizeof(cap), sub);
+	moq_node_destroy(B.subn);
+	moq_node_destroy(B.pubn);
+	moq_node_destroy(B.relay);
+	moq_cache_destroy(B.pcache);
+	moq_cache_destroy(B.rcache);
+	for (int i = 0; i < 6; i++) {
+		while (ends[i]->head) {
+			struct pend *p = ends[i]->head;
+			ends[i]->head = p->next;
+			free(p->data);
+			free(p);
+		}
+		free(ends[i]);
+	}
+}
+END_TEST
+
 /* lite-06 7.3.4: the Cost the relay declares (moq_node_cfg.cost, the
  * relay's --route-cost) goes in its SETUP on every lite-06 session, 0
  * included ("meaningful and distinct from absent"); without it the
@@ -1077,6 +1190,7 @@ Suite *moq_binding_suite(void)
 	tcase_add_test(tc, test_binding_lite06_mid_group);
 	tcase_add_test(tc, test_binding_lite06_datagram_1200);
 	tcase_add_test(tc, test_binding_lite06_setup_cost);
+	tcase_add_test(tc, test_binding_lite06_goaway_reprices);
 	tcase_add_test(tc, test_binding_lite06_violations);
 	tcase_add_test(tc, test_binding_lite06_max_age);
 	tcase_add_test(tc, test_binding_lite06_route_costs);
