@@ -898,6 +898,25 @@ static int last_announce(const uint8_t *cap, size_t len, size_t *off, struct moq
 	return n;
 }
 
+/* The nodes, caches and the @n ends of a raw-peer test, freed. */
+static void raw_teardown(struct end **ends, int n)
+{
+	moq_node_destroy(B.subn);
+	moq_node_destroy(B.pubn);
+	moq_node_destroy(B.relay);
+	moq_cache_destroy(B.pcache);
+	moq_cache_destroy(B.rcache);
+	for (int i = 0; i < n; i++) {
+		while (ends[i]->head) {
+			struct pend *p = ends[i]->head;
+			ends[i]->head = p->next;
+			free(p->data);
+			free(p);
+		}
+		free(ends[i]);
+	}
+}
+
 START_TEST(test_binding_lite06_route_costs)
 {
 	struct end *p1c, *p2c, *sc, *p1, *p2, *sub;
@@ -972,20 +991,7 @@ START_TEST(test_binding_lite06_route_costs)
 	for (int i = 0; i < 3; i++)
 		moq_session_close(ends[i]->s, 0);
 	pump_ends(ends, 6, 3, cap, &caplen, sizeof(cap), sub);
-	moq_node_destroy(B.subn);
-	moq_node_destroy(B.pubn);
-	moq_node_destroy(B.relay);
-	moq_cache_destroy(B.pcache);
-	moq_cache_destroy(B.rcache);
-	for (int i = 0; i < 6; i++) {
-		while (ends[i]->head) {
-			struct pend *p = ends[i]->head;
-			ends[i]->head = p->next;
-			free(p->data);
-			free(p);
-		}
-		free(ends[i]);
-	}
+	raw_teardown(ends, 6);
 }
 END_TEST
 
@@ -1085,20 +1091,7 @@ START_TEST(test_binding_lite06_goaway_reprices)
 		if (ends[i]->s)
 			moq_session_close(ends[i]->s, 0);
 	pump_ends(ends, 6, 3, cap, &caplen, sizeof(cap), sub);
-	moq_node_destroy(B.subn);
-	moq_node_destroy(B.pubn);
-	moq_node_destroy(B.relay);
-	moq_cache_destroy(B.pcache);
-	moq_cache_destroy(B.rcache);
-	for (int i = 0; i < 6; i++) {
-		while (ends[i]->head) {
-			struct pend *p = ends[i]->head;
-			ends[i]->head = p->next;
-			free(p->data);
-			free(p);
-		}
-		free(ends[i]);
-	}
+	raw_teardown(ends, 6);
 }
 END_TEST
 
@@ -1152,21 +1145,8 @@ static void relay_setup_cost(int has, uint64_t cost, bool want_has, uint64_t wan
 		deliver(s);
 		deliver(c);
 	}
-	moq_node_destroy(B.subn);
-	moq_node_destroy(B.pubn);
-	moq_node_destroy(B.relay);
-	moq_cache_destroy(B.pcache);
-	moq_cache_destroy(B.rcache);
 	struct end *ends[] = {c, s};
-	for (int i = 0; i < 2; i++) {
-		while (ends[i]->head) {
-			struct pend *p = ends[i]->head;
-			ends[i]->head = p->next;
-			free(p->data);
-			free(p);
-		}
-		free(ends[i]);
-	}
+	raw_teardown(ends, 2);
 }
 
 START_TEST(test_binding_lite06_setup_cost)
