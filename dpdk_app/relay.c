@@ -1413,9 +1413,8 @@ static void cluster_io_setup(struct moq_relay *r)
 	};
 
 	if (moq_cluster_port(lo, n, r->cfg.udp_port))
-		lo = (uint16_t)(lo > 49152 + 2 * MOQ_CLUSTER_MAX_LINKS
-		                        ? lo - MOQ_CLUSTER_MAX_LINKS
-		                        : lo + MOQ_CLUSTER_MAX_LINKS);
+		lo = (uint16_t)(lo > 49152 + 2 * MOQ_CLUSTER_MAX_LINKS ? lo - MOQ_CLUSTER_MAX_LINKS
+		                                                        : lo + MOQ_CLUSTER_MAX_LINKS);
 	io.port_lo = lo;
 	for (unsigned int i = 0; i < r->nb_ports; i++) {
 		r->ports[i].ifc.client_port_lo = lo;

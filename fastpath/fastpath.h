@@ -348,10 +348,10 @@ struct fp_stats {
 	uint64_t reorder_drops;           /* stream data beyond the reorder bound */
 	uint64_t timers_run, timers_idle; /* expiries, and those with nothing to do */
 	uint64_t pool_exhausted;          /* a stream / chunk / conn record was refused */
+	uint64_t persistent_congestion;   /* RFC 9002, 7.6 (window back to 2 packets) */
 	/* an acknowledged or lost range found the interval pool empty and was
 	 * folded into a range the stream holds (resent again, never lost) */
 	uint64_t ivl_coarsened;
-	uint64_t persistent_congestion; /* RFC 9002, 7.6 (window back to 2 packets) */
 	/* RFC 9221 datagrams (dgram.c) */
 	uint64_t dgrams_in;         /* DATAGRAM frames received */
 	uint64_t dgrams_in_dropped; /* ... with no datagram callback to take them */

@@ -123,19 +123,13 @@ struct moq_node_callbacks {
 };
 
 struct moq_node_cfg {
-	struct moq_cache *cache; /* borrowed; ingest and fanout storage. Required
+	struct moq_cache *cache;          /* borrowed; ingest and fanout storage. Required
 				  * for a relay and for publishing; a client that
 				  * only subscribes may leave it NULL */
-	unsigned cache_reader;   /* the node's QSBR reader id in the cache */
-	int relay;               /* 1: relay routing; 0: client */
-	uint64_t origin;         /* our hop id (PROTOCOL.md, hop list); 0 = random
+	unsigned cache_reader;            /* the node's QSBR reader id in the cache */
+	int relay;                        /* 1: relay routing; 0: client */
+	uint64_t origin;                  /* our hop id (PROTOCOL.md, hop list); 0 = random
 				  * (getrandom), never derived from an address */
-	/* lite-06 SETUP Cost (draft-lcurley-moq-lite-06 7.3.4) we declare on
-	 * every lite-06 session: what subscribing from this node costs, in
-	 * the deployment's Route Cost units (0: free). has_cost 0: the
-	 * parameter is not sent, which the peer prices as 1 */
-	int has_cost;
-	uint64_t cost;
 	uint32_t max_sessions;            /* 0 = 4096 */
 	uint32_t max_subscriptions;       /* per session, 0 = 256 (exceeding: reset 11) */
 	uint32_t max_subscribers;         /* active downstream subscriptions of the node
@@ -197,6 +191,12 @@ struct moq_node_cfg {
 	 * borrowed) a lite-04+ session is also sent GOAWAY naming it, once. */
 	const char *admit_goaway;
 	size_t admit_goaway_len;
+	/* lite-06 SETUP Cost (draft-lcurley-moq-lite-06 7.3.4) we declare on
+	 * every lite-06 session: what subscribing from this node costs, in
+	 * the deployment's Route Cost units (0: free). has_cost 0: the
+	 * parameter is not sent, which the peer prices as 1 */
+	int has_cost;
+	uint64_t cost;
 };
 
 /* Counters of a node (monotonic unless noted). */

@@ -872,6 +872,22 @@ static struct bsrc **bsrc_best(struct bcast *bc)
  * broadcast); with none, the broadcast ends, or after an abrupt loss it
  * lingers for cfg.linger_ns. May free @bc.
  */
+/* Backup *@bp of @bc becomes its live route (a failover): off the backup
+ * list, the subscriptions spliced over (a new broadcast when it is another
+ * original publisher). */
+static void bsrc_take_over(struct moq_node *n, struct bcast *bc, struct bsrc **bp)
+{
+	struct bsrc *b = *bp;
+
+	*bp = b->next;
+	PLINK_UNLINK(b, snext, spprev);
+	b->pub->nbcasts--;
+	n->st.bcast_failovers++;
+	bcast_route(n, bc, b->pub, b->hops, b->nhops, &b->cost,
+	            !same_publisher(bc->hops, bc->nhops, b->hops, b->nhops));
+	free(b);
+}
+
 void bcast_withdraw(struct moq_node *n, struct bcast *bc, struct moq_session *s, bool abrupt)
 {
 	struct bsrc *b;
@@ -887,15 +903,7 @@ void bcast_withdraw(struct moq_node *n, struct bcast *bc, struct moq_session *s,
 		return;
 	}
 	if (bc->backups) {
-		bp = bsrc_best(bc);
-		b = *bp;
-		*bp = b->next;
-		PLINK_UNLINK(b, snext, spprev);
-		b->pub->nbcasts--;
-		n->st.bcast_failovers++;
-		bcast_route(n, bc, b->pub, b->hops, b->nhops, &b->cost,
-		            !same_publisher(bc->hops, bc->nhops, b->hops, b->nhops));
-		free(b);
+		bsrc_take_over(n, bc, bsrc_best(bc));
 		return;
 	}
 	if (abrupt) {
@@ -929,33 +937,18 @@ void bcast_session_drain(struct moq_node *n, struct moq_session *s)
 	for (struct bsrc *b = s->backup_routes; b; b = b->snext)
 		b->cost = rcost_drain;
 	for (bc = s->live_routes; bc; bc = next) {
-		struct bsrc **bp = bc->backups ? bsrc_best(bc) : NULL;
-		struct bsrc *b = bp ? *bp : NULL;
+		struct bsrc *b = bc->backups ? *bsrc_best(bc) : NULL;
 
 		next = bc->pnext;
 		bc->cost = rcost_drain;
-		if (b && !b->cost.drain && same_publisher(bc->hops, bc->nhops, b->hops, b->nhops)) {
-			/* off the list before @s goes on its head (@bp may be
-			 * &bc->backups) */
-			*bp = b->next;
-			PLINK_UNLINK(b, snext, spprev);
-			b->pub->nbcasts--;
-			if (!bsrc_push(bc, s, bc->hops, bc->nhops, &rcost_drain)) {
-				/* no memory for the standby: stay, at the ceiling */
-				b->next = bc->backups;
-				bc->backups = b;
-				b->pub->nbcasts++;
-				PLINK_AT(&b->pub->backup_routes, b, snext, spprev);
-				ann_reroute(n, bc, bc->pub, bc->hops, bc->nhops, false);
-				continue;
-			}
-			n->st.bcast_failovers++;
+		/* @s stays as a standby (on the list's head: @b is found again) */
+		if (b && !b->cost.drain && same_publisher(bc->hops, bc->nhops, b->hops, b->nhops) &&
+		    bsrc_push(bc, s, bc->hops, bc->nhops, &rcost_drain)) {
 			n->st.bcast_drained++;
-			bcast_route(n, bc, b->pub, b->hops, b->nhops, &b->cost, false);
-			free(b);
+			bsrc_take_over(n, bc, bsrc_find(bc, b->pub));
 			continue;
 		}
-		ann_reroute(n, bc, bc->pub, bc->hops, bc->nhops, false);
+		ann_reroute(n, bc, bc->pub, bc->hops, bc->nhops, false); /* at the ceiling */
 	}
 }
 

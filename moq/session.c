@@ -133,7 +133,7 @@ void sess_free(struct moq_session *s, uint64_t code, int local)
 	int counted = !s->ietf_owner;
 
 	access_url_end(s, code); /* --auth-url: the end event */
-	if (s->ietf_owner) {     /* the lite session of an IETF shell */
+	if (s->ietf_owner) { /* the lite session of an IETF shell */
 		ietf_inner_gone(s->ietf_owner);
 		s->ietf_owner = NULL;
 	}

@@ -132,9 +132,9 @@ struct moq_pmd_config {
 					       * "insecure" = no verification */
 	char cluster_name[MOQ_CFG_PATH_MAX];  /* the name peers' certificates must carry
 					       * (with a CA file); "" = each URL's host */
-	uint32_t route_cost;       /* lite-06 SETUP Cost declared (default 1: not sent) */
-	uint64_t upstream_hold_us; /* upstream kept after its last subscriber */
-	int upstream_hold_set;     /* given (else 2 s with cluster_connect, 0 without) */
+	uint64_t upstream_hold_us;            /* upstream kept after its last subscriber */
+	int upstream_hold_set;                /* given (else 2 s with cluster_connect, 0 without) */
+	uint32_t route_cost;                  /* lite-06 SETUP Cost declared (1: not sent) */
 	/* admission (issue 13; moq.h, moq_node_admit): a worker busier than
 	 * admit_busy percent of its last window admits no new subscriber (0 =
 	 * off); refused with SUBSCRIBE reset 11, and GOAWAY naming

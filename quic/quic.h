@@ -318,10 +318,10 @@ struct moq_quic_stats {
 	uint64_t timer_inline;   /* pacing-only expiries handled after a write
 	                          * (timer.c, conn_update_timer_sent) */
 	/* RFC 9221 datagrams (dgram.c) */
-	uint64_t dgrams_in;         /* DATAGRAM frames received */
+	uint64_t dgrams_in;      /* DATAGRAM frames received */
 	uint64_t dgrams_in_dropped; /* ... with no datagram callback to take them */
-	uint64_t dgrams_out;        /* written into packets */
-	uint64_t dgrams_dropped;    /* queued and never sent: the queue overflowed
+	uint64_t dgrams_out;     /* written into packets */
+	uint64_t dgrams_dropped; /* queued and never sent: the queue overflowed
 	                          * (oldest first) or the connection closed */
 	/* the fast path's datagrams (fastpath/dgram.c; its dgrams_out and
 	 * dgrams_dropped are in the two above): in packets acknowledged, and
