@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ietf_session.h"
 #include "moq_int.h"
 
 #define EXPIRE_NS    100000000ull  /* cache expiry and reclaim from poll every 100 ms */
@@ -1186,6 +1187,8 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 			if (!s->closing && n->cfg.cb && n->cfg.cb->session_ready)
 				n->cfg.cb->session_ready(s, n->cfg.user);
 		}
+		if (__builtin_expect(s->ietf != NULL, 0))
+			ietf_poll(s->ietf); /* an IETF shell's deferred work */
 		if (s->ready && !s->closing && s->tp) {
 			s->depth++;
 			written += fanout_session(s);

@@ -18,6 +18,9 @@
  *   SUBSCRIBE (relay, to a publishing client) <- SUBSCRIBE the relay opens
  *   subgroup stream (client publishing)       GROUP stream, frames = objects
  *   SUBSCRIBE_NAMESPACE prefix                ANNOUNCE_REQUEST; announces -> NAMESPACE
+ *   PUBLISH ns track alias                    ANNOUNCE of ns; the relay's SUBSCRIBE to the
+ *                                             track is bound to the alias (no SUBSCRIBE out)
+ *   PUBLISH_DONE / request FIN                the publisher's FIN of that subscribe stream
  *
  * Control messages ride the control stream in 14-16 and a bidi stream per
  * request from 17 (16: SUBSCRIBE_NAMESPACE already has its own). Bytes the
@@ -100,6 +103,8 @@ struct xs {
 	uint8_t i_out_done, i_in_done, closed_due; /* inner: each direction ended */
 	uint8_t got_req, fin_due; /* I_SUB_OUT: SUBSCRIBE read; a FIN into the inner due */
 	uint8_t reset_due;        /* I_SUB_OUT: refuse it (11 bounds) at the next pump */
+	uint8_t pub_bound;        /* I_SUB_OUT: served by the client's PUBLISH (no SUBSCRIBE out) */
+	uint8_t ok_due;           /* I_SUB_OUT: SUBSCRIBE_OK into the inner at the next pump */
 	uint8_t *rx;
 	size_t rx_len, rx_cap;
 	/* outer send side */
@@ -737,13 +742,31 @@ static void announce_to_inner(struct ietf_sess *ie, const char *path, size_t pl,
 			announce_one(ie, a, path, pl, active);
 }
 
+/* A record that announces a path: a PUBLISH_NAMESPACE's (is_req 2) or a
+ * PUBLISH's (3: its namespace, implicitly, as moq-relay does). */
+static int ann_holder(const struct xs *x)
+{
+	return x->inner && (x->is_req == 2 || x->is_req == 3) && !x->gone;
+}
+
+/* Another record than @except holds @path (scanning up to @until, or all):
+ * the inner hears of a path once, however many announce it. */
+static int path_held(struct ietf_sess *ie, const char *path, size_t pl, const struct xs *except,
+                     const struct xs *until)
+{
+	for (struct xs *x = ie->streams; x && x != until; x = x->next)
+		if (x != except && ann_holder(x) && x->plen == pl && !memcmp(x->prefix, path, pl))
+			return 1;
+	return 0;
+}
+
 /* The relay's announce request @a came after some of the client's
  * PUBLISH_NAMESPACEs (the inner session asks only once it is admitted:
  * --auth-url answers later): it learns the namespaces announced so far. */
 static void announce_replay(struct ietf_sess *ie, struct xs *a)
 {
 	for (struct xs *r = ie->streams; r; r = r->next)
-		if (r->inner && r->is_req == 2 && !r->gone)
+		if (ann_holder(r) && !path_held(ie, r->prefix, r->plen, r, r))
 			announce_one(ie, a, r->prefix, r->plen, 1);
 }
 
@@ -775,7 +798,8 @@ static void on_publish_namespace(struct ietf_sess *ie, struct xs *ox, const stru
 		rec->peer = ox;
 		ox->peer = rec;
 	}
-	announce_to_inner(ie, path, (size_t)pl, 1);
+	if (!path_held(ie, path, (size_t)pl, rec, NULL))
+		announce_to_inner(ie, path, (size_t)pl, 1);
 	ok.kind = ie->d == MOQ_IETF_14 ? IETF_PUBLISH_NAMESPACE_OK : IETF_REQUEST_OK;
 	ok.request_id = m->request_id;
 	send_msg_on(ie, ox ? ox : xs_find(ie, 0, ie->control_sid), &ok, 0);
@@ -785,8 +809,9 @@ static void unannounce(struct ietf_sess *ie, struct xs *rec)
 {
 	if (!rec || rec->gone)
 		return;
-	announce_to_inner(ie, rec->prefix, rec->plen, 0);
 	rec->gone = 1;
+	if (!path_held(ie, rec->prefix, rec->plen, rec, NULL))
+		announce_to_inner(ie, rec->prefix, rec->plen, 0);
 }
 
 static struct xs *announce_by_ns(struct ietf_sess *ie, const struct moq_ietf_msg *m)
@@ -831,23 +856,141 @@ static void on_subscribe_namespace(struct ietf_sess *ie, struct xs *ox,
 	in_send(ie, i, MOQ_STREAM_ANNOUNCE, &am, 0);
 }
 
+/* ---- PUBLISH: a track the client pushes ---- */
+
+/* A client's PUBLISH is a record (inner side, no stream; is_req 3) of
+ * "path\0track" and its alias: it announces the namespace (implicitly, as
+ * moq-relay does; path_held keeps the inner hearing of a path once), and
+ * the relay's subscription to that track is bound to it (relay_subscribe:
+ * no SUBSCRIBE goes out, the client's subgroup streams of the alias feed
+ * it). Groups that arrive while nobody reads the track are refused like
+ * any stream of an alias without a subscription (STOP_SENDING). */
+static struct xs *publish_find(struct ietf_sess *ie, const char *path, size_t pl, const char *track,
+                               size_t tl)
+{
+	for (struct xs *x = ie->streams; x; x = x->next)
+		if (x->inner && x->is_req == 3 && !x->gone && x->plen == pl && x->lite_tlen == tl &&
+		    !memcmp(x->prefix, path, pl) && !memcmp(x->prefix + pl + 1, track, tl))
+			return x;
+	return NULL;
+}
+
+/* The PUBLISH a PUBLISH_DONE (or a request stream's end) is about. */
+static struct xs *publish_of(struct ietf_sess *ie, struct xs *ox, uint64_t req_id)
+{
+	if (ox)
+		return ox->peer && ox->peer->is_req == 3 && !ox->peer->gone ? ox->peer : NULL;
+	for (struct xs *x = ie->streams; x; x = x->next)
+		if (x->inner && x->is_req == 3 && !x->gone && x->req_id == req_id)
+			return x;
+	return NULL;
+}
+
+/* 0: the PUBLISH holds its request; -1: answered with an error. */
+static int on_publish(struct ietf_sess *ie, struct xs *ox, const struct moq_ietf_msg *m)
+{
+	char path[MOQ_IETF_MAX_NAME + MOQ_IETF_MAX_NS * 2];
+	int pl = moq_ietf_ns_to_path(path, sizeof(path), m->ns, m->ns_n);
+	struct xs *on = ox ? ox : xs_find(ie, 0, ie->control_sid);
+	struct moq_ietf_msg ok = {0};
+	struct xs *p;
+
+	if (pl <= 0) {
+		send_req_error(ie, on, m->request_id, IETF_REQ_DOES_NOT_EXIST, "bad namespace",
+		               IETF_PUBLISH_ERROR);
+		return -1;
+	}
+	/* the alias names one track of the session (draft-14 9.1) */
+	for (p = ie->streams; p; p = p->next)
+		if (p->inner && !p->gone && p->alias == m->track_alias &&
+		    (p->is_req == 3 || (p->kind == I_SUB_OUT && p->ok_sent && !p->pub_bound))) {
+			fail_session(ie, IETF_CLOSE_DUPLICATE_TRACK_ALIAS);
+			return -1;
+		}
+	if (publish_find(ie, path, (size_t)pl, m->name.p, m->name.len)) {
+		send_req_error(ie, on, m->request_id, IETF_REQ_DUPLICATE, "already published",
+		               IETF_PUBLISH_ERROR);
+		return -1;
+	}
+	p = xs_new(ie, 1, -1, I_OTHER);
+	if (!p || !(p->prefix = malloc((size_t)pl + m->name.len + 1))) {
+		send_req_error(ie, on, m->request_id, IETF_REQ_INTERNAL, "memory",
+		               IETF_PUBLISH_ERROR);
+		if (p)
+			p->gone = 1;
+		return -1;
+	}
+	memcpy(p->prefix, path, (size_t)pl);
+	p->prefix[pl] = '\0';
+	memcpy(p->prefix + pl + 1, m->name.p, m->name.len);
+	p->plen = (size_t)pl;
+	p->lite_tlen = m->name.len;
+	p->req_id = m->request_id;
+	p->alias = m->track_alias;
+	p->is_req = 3;
+	if (ox) {
+		p->peer = ox;
+		ox->peer = p;
+	}
+	if (!path_held(ie, path, (size_t)pl, p, NULL))
+		announce_to_inner(ie, path, (size_t)pl, 1);
+	/* accepted, forwarding from the live edge (20: REQUEST_OK) */
+	ok.request_id = m->request_id;
+	if (ie->d >= MOQ_IETF_20) {
+		ok.kind = IETF_REQUEST_OK;
+	} else {
+		ok.kind = IETF_PUBLISH_OK;
+		ok.forward = 1;
+		ok.priority = 128;
+		ok.group_order = 2;
+		ok.filter.kind = IETF_F_NEXT_OBJECT;
+		if (ie->d >= MOQ_IETF_15)
+			moq_ietf_param_add(&ok.params, IETF_PARAM_FORWARD, 1, (struct moq_str){0});
+	}
+	send_msg_on(ie, on, &ok, 0);
+	return 0;
+}
+
+/* The client's track ends (PUBLISH_DONE, or its request stream ended):
+ * the relay's subscription to it ends (lite: the publisher's FIN) and the
+ * namespace goes unless something else announces it. */
+static void pub_end(struct ietf_sess *ie, struct xs *p)
+{
+	if (!p || p->gone || p->is_req != 3)
+		return;
+	for (struct xs *i = ie->streams; i; i = i->next)
+		if (i->inner && i->kind == I_SUB_OUT && i->pub_bound && !i->gone &&
+		    i->req_id == p->req_id && !i->i_in_done) {
+			i->i_in_done = 1;
+			in_data(ie, i->sid, NULL, 0, 1);
+		}
+	unannounce(ie, p);
+}
+
 /* ---- replies to the relay's requests (client -> relay) ---- */
+
+/* The relay's subscription @i is served: SUBSCRIBE_OK into the inner. */
+static void inner_sub_ok(struct ietf_sess *ie, struct xs *i)
+{
+	struct moq_msg r = {.type = MOQ_MSG_SUBSCRIBE_REPLY};
+
+	i->ok_sent = 1;
+	r.u.subscribe_reply.kind = MOQ_SUB_OK;
+	r.u.subscribe_reply.priority = 128;
+	r.u.subscribe_reply.ordered = false;
+	r.u.subscribe_reply.max_latency_ms = 0;
+	r.u.subscribe_reply.start = MOQ_GROUP_NONE;
+	r.u.subscribe_reply.end = MOQ_GROUP_NONE;
+	in_send(ie, i, -1, &r, 0);
+}
 
 static void on_sub_reply(struct ietf_sess *ie, struct xs *i, const struct moq_ietf_msg *m)
 {
 	if (!i || i->kind != I_SUB_OUT)
 		return;
 	if (m->kind == IETF_SUBSCRIBE_OK) {
-		struct moq_msg r = {.type = MOQ_MSG_SUBSCRIBE_REPLY};
 		i->alias = m->track_alias;
-		i->ok_sent = 1;
-		r.u.subscribe_reply.kind = MOQ_SUB_OK;
-		r.u.subscribe_reply.priority = 128;
-		r.u.subscribe_reply.ordered = false;
-		r.u.subscribe_reply.max_latency_ms = 0;
-		r.u.subscribe_reply.start = MOQ_GROUP_NONE;
-		r.u.subscribe_reply.end = MOQ_GROUP_NONE;
-		in_send(ie, i, -1, &r, 0);
+		inner_sub_ok(ie, i);
 	} else if (m->kind == IETF_PUBLISH_DONE) {
 		if (!i->i_in_done) {
 			i->i_in_done = 1;
@@ -1112,9 +1255,8 @@ static void on_msg(struct ietf_sess *ie, struct xs *ox, const struct moq_ietf_ms
 	case IETF_PUBLISH:
 		if (check_req_id(ie, m->request_id) < 0)
 			return;
-		send_req_error(ie, ox, m->request_id, IETF_REQ_NOT_SUPPORTED, "not supported",
-		               m->kind == IETF_PUBLISH ? IETF_PUBLISH_ERROR : IETF_SUBSCRIBE_ERROR);
-		ie->open_reqs--; /* answered at once */
+		if (on_publish(ie, ox, m) < 0 && ie->open_reqs)
+			ie->open_reqs--; /* answered at once */
 		break;
 	case IETF_UNSUBSCRIBE:
 		client_unsubscribe(ie, find_kind(ie, I_SUB_IN, m->request_id, 0));
@@ -1142,6 +1284,11 @@ static void on_msg(struct ietf_sess *ie, struct xs *ox, const struct moq_ietf_ms
 	case IETF_SUBSCRIBE_ERROR:
 	case IETF_REQUEST_ERROR:
 	case IETF_PUBLISH_DONE:
+		if (m->kind == IETF_PUBLISH_DONE &&
+		    (i = publish_of(ie, ox && ox->kind == X_REQ_IN ? ox : NULL, m->request_id))) {
+			pub_end(ie, i);
+			break;
+		}
 		if (ox && ox->kind == X_REQ_OUT)
 			i = ox->peer;
 		else
@@ -1488,6 +1635,8 @@ void ietf_stream_data(struct ietf_sess *ie, int64_t sid, const uint8_t *data, si
 				client_unsubscribe(ie, i);
 			else if (i && i->is_req == 2)
 				unannounce(ie, i);
+			else if (i && i->is_req == 3)
+				pub_end(ie, i);
 			else if (i && i->kind == I_ANN_IN && !i->i_in_done) {
 				i->i_in_done = 1;
 				in_data(ie, i->sid, NULL, 0, 1);
@@ -1566,6 +1715,8 @@ void ietf_stream_reset(struct ietf_sess *ie, int64_t sid, uint64_t code)
 			client_unsubscribe(ie, i);
 		} else if (i->is_req == 2) {
 			unannounce(ie, i);
+		} else if (i->is_req == 3) {
+			pub_end(ie, i);
 		} else if (i->kind == I_ANN_IN && !i->i_in_done) {
 			i->i_in_done = 1;
 			in_data(ie, i->sid, NULL, 0, 1);
@@ -1607,6 +1758,12 @@ void ietf_stream_closed(struct ietf_sess *ie, int64_t sid)
 		x->peer->closed_due = 1;
 	x->gone = 1;
 	pump(ie);
+}
+
+void ietf_poll(struct ietf_sess *ie)
+{
+	if (!ie->dead)
+		pump(ie);
 }
 
 void ietf_writable(struct ietf_sess *ie)
@@ -1674,6 +1831,10 @@ static void pump(struct ietf_sess *ie)
 		nx = x->next;
 		if (!x->inner || x->sid < 0 || x->gone || !ie->inner)
 			continue;
+		if (x->ok_due && !x->i_in_done) {
+			x->ok_due = 0;
+			inner_sub_ok(ie, x);
+		}
 		if (x->reset_due && !x->i_in_done) {
 			x->reset_due = 0;
 			x->i_in_done = 1;
@@ -1781,6 +1942,21 @@ static void relay_subscribe(struct ietf_sess *ie, struct xs *i, const struct moq
 	struct xs *on;
 
 	i->lite_id = s->id;
+	{
+		/* a track the client PUBLISHed: served by it, nothing to ask */
+		struct xs *p = publish_find(ie, s->broadcast.p, s->broadcast.len, s->track.p,
+		                            s->track.len);
+		if (p) {
+			i->req_id = p->req_id;
+			i->alias = p->alias;
+			i->pub_bound = 1;
+			/* not from inside the inner's write: at the shell's poll */
+			i->ok_due = 1;
+			if (ie->shell)
+				sess_mark(ie->shell);
+			return;
+		}
+	}
 	if (ie->d <= MOQ_IETF_16 && ie->next_our_req >= ie->peer_max) {
 		/* the client's MAX_REQUEST_ID leaves no room: REQUESTS_BLOCKED to
 		 * it, and the relay's subscription is refused (11 bounds) */
@@ -1789,6 +1965,8 @@ static void relay_subscribe(struct ietf_sess *ie, struct xs *i, const struct moq
 		b.request_id = ie->peer_max;
 		send_msg_on(ie, xs_find(ie, 0, ie->control_sid), &b, 0);
 		i->reset_due = 1;
+		if (ie->shell)
+			sess_mark(ie->shell);
 		return;
 	}
 	m.kind = IETF_SUBSCRIBE;
@@ -2044,7 +2222,9 @@ static long ie_write(void *b, int64_t sid, const struct iovec *iov, size_t n, in
 			}
 			break;
 		case I_SUB_OUT:
-			if (ie->d <= MOQ_IETF_16) {
+			if (x->pub_bound) {
+				/* the client's PUBLISH goes on; nothing to tell it */
+			} else if (ie->d <= MOQ_IETF_16) {
 				struct moq_ietf_msg u = {0};
 				u.kind = IETF_UNSUBSCRIBE;
 				u.request_id = x->req_id;
@@ -2112,7 +2292,9 @@ static int ie_reset(void *b, int64_t sid, uint64_t code)
 		               "refused", IETF_SUBSCRIBE_NAMESPACE_ERROR);
 		break;
 	case I_SUB_OUT:
-		if (ie->d <= MOQ_IETF_16) {
+		if (x->pub_bound) {
+			/* the client's PUBLISH goes on */
+		} else if (ie->d <= MOQ_IETF_16) {
 			struct moq_ietf_msg u = {0};
 			u.kind = IETF_UNSUBSCRIBE;
 			u.request_id = x->req_id;

@@ -38,6 +38,9 @@ void ietf_stream_reset(struct ietf_sess *ie, int64_t sid, uint64_t code);
 void ietf_stream_stop_sending(struct ietf_sess *ie, int64_t sid, uint64_t code);
 void ietf_stream_closed(struct ietf_sess *ie, int64_t sid);
 void ietf_writable(struct ietf_sess *ie);
+/* The shell was marked (sess_mark): work deferred out of the inner
+ * session's own calls (a SUBSCRIBE_OK for a PUBLISHed track, a refusal). */
+void ietf_poll(struct ietf_sess *ie);
 /* The lite session of @ie is being freed (by its node, or by ietf_closed). */
 void ietf_inner_gone(struct ietf_sess *ie);
 

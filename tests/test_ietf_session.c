@@ -50,6 +50,8 @@ struct client {
 	uint32_t dg_seen;        /* a bit a group */
 	int fetch_ok, fetch_objs, fetch_done, fetch_first_group;
 	int status_ok, status_err;
+	int pub_ok, done; /* PUBLISH_OK / REQUEST_OK to our PUBLISH; PUBLISH_DONE received */
+	uint64_t done_code;
 	uint64_t status_group, status_object;
 	uint64_t fetch_req;
 	struct cstream st[NSTREAMS];
@@ -81,6 +83,12 @@ static int pub_ext;
  * group of DG_BIG bytes (group 2) does not fit the subscriber's */
 static int dgram_mode;
 static uint64_t dgram_max;
+/* PUBLISH: the publisher pushes its track (PUBLISH, alias PUB_ALIAS)
+ * instead of PUBLISH_NAMESPACE; it sends groups once the relay has an
+ * upstream subscription (the subscriber's); T.extra PUBLISHes twice with
+ * one alias */
+static int publish_mode;
+#define PUB_ALIAS 55
 #define DG_BIG    400
 #define DG_LEN(g) ((g) == 2 ? DG_BIG : 10 + (g))
 
@@ -217,6 +225,22 @@ static int cb_established(struct moq_quic_conn *c, void *user, const char *alpn)
 		m.kind = IETF_SUBSCRIBE_NAMESPACE;
 		m.request_id = 2;
 		send_msg(cl, req_stream(cl), &m, 0);
+	} else if (publish_mode && (cl->pub || cl == &T.extra)) {
+		m.kind = IETF_PUBLISH;
+		m.request_id = 0;
+		ns_of(&m);
+		m.name = (struct moq_str){"video", 5};
+		m.track_alias = PUB_ALIAS;
+		m.group_order = 2;
+		m.forward = 1;
+		cl->req_sid = req_stream(cl);
+		send_msg(cl, cl->req_sid, &m, 0);
+		if (cl == &T.extra) {
+			/* another track under the same alias: the session's error */
+			m.request_id = 2;
+			m.name = (struct moq_str){"audio", 5};
+			send_msg(cl, req_stream(cl), &m, 0);
+		}
 	} else if (cl->pub) {
 		m.kind = IETF_PUBLISH_NAMESPACE;
 		m.request_id = 0;
@@ -369,7 +393,21 @@ static void on_control(struct client *cl, struct cstream *s)
 		case IETF_PUBLISH_NAMESPACE_OK: /* 14 */
 			cl->announced = 1;
 			break;
+		case IETF_PUBLISH_OK: /* 14-19 */
+			cl->pub_ok++;
+			cl->announced = 1;
+			if (m.request_id != 0 && cl->d <= 16)
+				cl->errors++;
+			if (cl->d == 14 && !m.forward)
+				cl->errors++;
+			break;
+		case IETF_PUBLISH_DONE:
+			cl->done++;
+			cl->done_code = m.code;
+			break;
 		case IETF_REQUEST_OK:
+			if (publish_mode && cl->pub)
+				cl->pub_ok++;
 			cl->announced = 1;
 			if (moq_ietf_param_get(&m.params, IETF_PARAM_LARGEST_OBJECT)) {
 				const struct moq_ietf_param *lp =
@@ -387,6 +425,11 @@ static void on_control(struct client *cl, struct cstream *s)
 			cl->status_err++;
 			break;
 		case IETF_SUBSCRIBE:
+			if (publish_mode) {
+				/* a PUBLISHed track needs no SUBSCRIBE */
+				cl->errors++;
+				break;
+			}
 			/* the relay subscribes to our namespace */
 			cl->relay_sub = s->sid;
 			cl->relay_req = m.request_id;
@@ -715,6 +758,16 @@ static int t_until(int (*pred)(void), uint64_t max)
 	while (now() < end) {
 		if (pred())
 			return 1;
+		if (publish_mode && T.pub.pub_ok && !T.pub.sending) {
+			/* once the relay reads the track (the subscriber's SUBSCRIBE_OK
+			 * waits for the first group) */
+			struct moq_node_stats st;
+			moq_node_stats(T.relay, &st);
+			if (st.upstream_subs >= 1) {
+				T.pub.alias = PUB_ALIAS;
+				T.pub.sending = 1;
+			}
+		}
 		if (T.pub.sending && T.pub.groups_sent < GROUPS && now() >= T.pub.next_send) {
 			send_group(&T.pub);
 			T.pub.next_send = now() + 50 * MS;
@@ -1096,6 +1149,65 @@ START_TEST(datagrams)
 }
 END_TEST
 
+static int s_done(void)
+{
+	struct moq_node_stats st;
+
+	moq_node_stats(T.relay, &st);
+	return (T.sub.done && st.broadcasts == 0) || T.sub.errors;
+}
+
+/* PUBLISH (publisher-initiated), draft @d: the relay answers PUBLISH_OK
+ * (20: REQUEST_OK), the namespace is in the origin without a
+ * PUBLISH_NAMESPACE, a subscriber's SUBSCRIBE is served from the pushed
+ * track without the relay sending a SUBSCRIBE, every object verified;
+ * PUBLISH_DONE (17+: on the PUBLISH's request stream, then its FIN) ends
+ * the subscriber's subscription (PUBLISH_DONE) and withdraws the
+ * namespace. A second client PUBLISHing two tracks under one alias is
+ * closed with DUPLICATE_TRACK_ALIAS; the others go on. */
+static void run_publish(int d)
+{
+	struct moq_ietf_msg m = {0};
+
+	publish_mode = 1;
+	t_init(d);
+	t_connect(&T.pub, d, 1, 20001);
+	ck_assert_msg(t_until(p_announced, 3000 * MS), "d%d: PUBLISH not in the origin (closed %d, 0x%x)",
+	              d, T.pub.closed, (unsigned)T.pub.close_code);
+	ck_assert_int_eq(T.pub.pub_ok, 1);
+	t_connect(&T.sub, d, 0, 20002);
+	ck_assert_msg(t_until(s_groups, 5000 * MS),
+	              "d%d: subscriber got %d groups (%d objects, %d errors; publisher %d errors; sub_ok %d, sent %d)", d,
+	              T.sub.groups_ok, T.sub.objs_ok, T.sub.errors, T.pub.errors, T.sub.sub_ok, T.pub.groups_sent);
+	ck_assert_int_eq(T.sub.errors, 0);
+	ck_assert_int_eq(T.pub.errors, 0);
+	ck_assert_int_eq(T.sub.objs_ok, GROUPS * OBJS);
+	ck_assert_int_eq(T.pub.relay_sub, 0);
+	t_connect(&T.extra, d, 1, 20005);
+	ck_assert_msg(t_until(x_closed, 3000 * MS), "d%d: a duplicate alias accepted", d);
+	ck_assert_uint_eq(T.extra.close_code, IETF_CLOSE_DUPLICATE_TRACK_ALIAS);
+	ck_assert(!T.pub.closed && !T.sub.closed);
+	m.kind = IETF_PUBLISH_DONE;
+	m.request_id = 0;
+	m.code = IETF_DONE_TRACK_ENDED;
+	m.reason = (struct moq_str){"bye", 3};
+	send_msg(&T.pub, T.pub.req_sid, &m, d >= 17);
+	ck_assert_msg(t_until(s_done, 3000 * MS), "d%d: PUBLISH_DONE: subscriber done %d", d,
+	              T.sub.done);
+	ck_assert_int_eq(T.sub.errors, 0);
+	ck_assert(!T.pub.closed && !T.sub.closed);
+	t_fini();
+	publish_mode = 0;
+}
+
+START_TEST(publish)
+{
+	const char *e = getenv("PUB_FIRST");
+	for (int d = e ? atoi(e) : MOQ_IETF_FIRST; d <= MOQ_IETF_LAST; d++)
+		run_publish(d);
+}
+END_TEST
+
 Suite *ietf_session_suite(void);
 
 Suite *ietf_session_suite(void)
@@ -1113,6 +1225,7 @@ Suite *ietf_session_suite(void)
 	tcase_add_test(tc, ext_subgroup_d16);
 	tcase_add_test(tc, ext_subgroup_d20);
 	tcase_add_test(tc, datagrams);
+	tcase_add_test(tc, publish);
 	suite_add_tcase(s, tc);
 	return s;
 }
