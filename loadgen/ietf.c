@@ -216,12 +216,18 @@ static void on_msg(struct lc *l, int64_t sid, const struct moq_ietf_msg *m)
 		}
 		break;
 	case IETF_PUBLISH_NAMESPACE_OK:
+	case IETF_PUBLISH_OK:
 	case IETF_REQUEST_OK:
-		if (l->idx < 0)
+		if (l->idx < 0) {
 			l->announced = 1;
+			if (lg->cfg.use_publish)
+				l->relay_sub = 1; /* PUBLISH accepted: forwarding */
+		}
 		break;
 	case IETF_SUBSCRIBE:
-		if (l->idx < 0) {
+		if (l->idx < 0 && lg->cfg.use_publish) {
+			lg->c.errors++; /* a PUBLISHed track needs no SUBSCRIBE */
+		} else if (l->idx < 0) {
 			/* the relay subscribes to our track */
 			struct moq_ietf_msg ok = {0};
 			ok.kind = IETF_SUBSCRIBE_OK;
@@ -423,6 +429,13 @@ static int cb_established(struct moq_quic_conn *c, void *user, const char *alpn)
 		a.kind = IETF_PUBLISH_NAMESPACE;
 		a.request_id = 0;
 		set_ns(lg, &a);
+		if (lg->cfg.use_publish) {
+			a.kind = IETF_PUBLISH;
+			a.name = (struct moq_str){lg->cfg.track, strlen(lg->cfg.track)};
+			a.track_alias = l->alias = 1;
+			a.group_order = 1;
+			a.forward = 1;
+		}
 		sid = req_stream(l);
 		if (sid < 0 || send_msg(l, sid, &a, 0) < 0)
 			return MOQ_ERR_STATE;

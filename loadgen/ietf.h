@@ -8,7 +8,8 @@
  *
  *  - publisher: CLIENT_SETUP / SETUP, PUBLISH_NAMESPACE of the broadcast's
  *    tuple ("live/room" -> ("live", "room")), answers the relay's
- *    SUBSCRIBE for the track with SUBSCRIBE_OK; the caller then hands it
+ *    SUBSCRIBE for the track with SUBSCRIBE_OK (cfg.use_publish: PUBLISH of
+ *    the track instead, ready at PUBLISH_OK / REQUEST_OK); the caller then hands it
  *    objects (moq_lg_ietf_pub_object): group g's objects go on one
  *    subgroup stream (subgroup 0, ids 0, 1, ...), FIN after the last.
  *  - subscribers: SETUP, SUBSCRIBE the track (NextObject / draft-20
@@ -39,6 +40,8 @@ struct moq_lg_ietf_cfg {
 	int verify;           /* subscribers verify payloads (media.h frames) */
 	uint16_t track_id;    /* the media track id (verify) */
 	struct moq_lg_hist *hist; /* latency histogram (verify), borrowed; may be NULL */
+	int use_publish; /* the publisher PUBLISHes its track (alias 1) instead of
+	                  * PUBLISH_NAMESPACE and waiting for the relay's SUBSCRIBE */
 };
 
 struct moq_lg_ietf_counts {
@@ -69,9 +72,10 @@ int moq_lg_ietf_connect(struct moq_lg_ietf *lg, struct moq_quic_endpoint *ep, in
                         const struct moq_quic_addr *local, const struct moq_quic_addr *remote,
                         uint64_t now);
 
-/* 1 once the relay accepted the publisher's namespace. */
+/* 1 once the relay accepted the publisher's namespace (or its PUBLISH). */
 int moq_lg_ietf_pub_announced(const struct moq_lg_ietf *lg);
-/* 1 once the publisher's namespace is accepted and the relay subscribed. */
+/* 1 once the publisher's namespace is accepted and the relay subscribed
+ * (cfg.use_publish: once its PUBLISH is accepted). */
 int moq_lg_ietf_pub_ready(const struct moq_lg_ietf *lg);
 
 /* moq_lg_ietf_pub_object: object @index of group @group (@index 0 opens

@@ -30,8 +30,7 @@ struct run {
 	struct moq_quic_endpoint *ep;
 	struct moq_lg_ietf *lg;
 	struct moq_net_ksock socks[MAX_SOCKS];
-	unsigned nsocks;
-	uint32_t base;
+	unsigned nsocks, last; /* last: the socket sock_of found last */
 	int epfd;
 	struct moq_net_kbuf *kb;
 	uint64_t rx_pkts, tx_pkts, rx_bytes, tx_bytes, tx_drops;
@@ -43,6 +42,29 @@ struct run {
 	uint64_t pub_frames, pub_bytes, pub_groups;
 };
 
+static int addr_eq(const struct moq_quic_addr *a, const struct moq_quic_addr *b)
+{
+	if (a->u.sa.sa_family != b->u.sa.sa_family)
+		return 0;
+	if (a->u.sa.sa_family == AF_INET6)
+		return a->u.in6.sin6_port == b->u.in6.sin6_port &&
+		       !memcmp(&a->u.in6.sin6_addr, &b->u.in6.sin6_addr, 16);
+	return a->u.in4.sin_port == b->u.in4.sin_port &&
+	       a->u.in4.sin_addr.s_addr == b->u.in4.sin_addr.s_addr;
+}
+
+/* The socket bound to local address @l (address and port: an IPv6 /128
+ * is one address on every socket); nsocks when none. */
+static unsigned sock_of(struct run *r, const struct moq_quic_addr *l)
+{
+	if (r->last < r->nsocks && addr_eq(&r->cfg->locals[r->last], l))
+		return r->last;
+	for (unsigned i = 0; i < r->nsocks; i++)
+		if (addr_eq(&r->cfg->locals[i], l))
+			return r->last = i;
+	return r->nsocks;
+}
+
 static void rx_all(struct run *r, unsigned i)
 {
 	struct moq_net_kdgram d[MOQ_NET_KIO_BURST];
@@ -53,8 +75,9 @@ static void rx_all(struct run *r, unsigned i)
 		for (int j = 0; j < n; j++) {
 			struct moq_quic_addr remote;
 			memset(&remote, 0, sizeof(remote));
-			memcpy(&remote.u, d[j].addr, sizeof(struct sockaddr_in));
-			remote.len = sizeof(struct sockaddr_in);
+			remote.len = d[j].addrlen <= sizeof(remote.u) ? d[j].addrlen
+			                                              : (socklen_t)sizeof(remote.u);
+			memcpy(&remote.u, d[j].addr, remote.len);
 			moq_quic_endpoint_recv(r->ep, d[j].data, d[j].len, &r->cfg->locals[i], &remote,
 			                       now);
 			r->rx_bytes += d[j].len;
@@ -80,12 +103,11 @@ static void tx_all(struct run *r)
 		if (n <= 0)
 			break;
 		while (j < n) {
-			uint32_t ip = ntohl(pkts[j].local.u.in4.sin_addr.s_addr);
-			unsigned s = ip - r->base;
+			unsigned s = sock_of(r, &pkts[j].local);
 			struct moq_net_kdgram d[MOQ_NET_KIO_BURST];
 			int m = 0, sent;
 			while (j + m < n && m < MOQ_NET_KIO_BURST &&
-			       ntohl(pkts[j + m].local.u.in4.sin_addr.s_addr) == ip) {
+			       (m == 0 || addr_eq(&pkts[j + m].local, &pkts[j].local))) {
 				d[m].data = pkts[j + m].data;
 				d[m].len = pkts[j + m].len;
 				d[m].addr = &pkts[j + m].remote.u.sa;
@@ -199,6 +221,7 @@ int moq_lg_ietf_run(const struct moq_lg_ietf_run_cfg *cfg, volatile sig_atomic_t
 	ic.verify = 1;
 	ic.track_id = cfg->track.id;
 	ic.hist = &r.hist;
+	ic.use_publish = cfg->use_publish;
 	r.lg = moq_lg_ietf_new(&ic);
 	alpn[0] = moq_ietf_alpn((enum moq_ietf_draft)cfg->draft);
 	qc.role = MOQ_QUIC_CLIENT;
@@ -218,7 +241,6 @@ int moq_lg_ietf_run(const struct moq_lg_ietf_run_cfg *cfg, volatile sig_atomic_t
 		fprintf(stderr, "moqdp-load: --protocol: set-up failed: %s\n", moq_err_str(err));
 		goto out;
 	}
-	r.base = ntohl(cfg->locals[0].u.in4.sin_addr.s_addr);
 	for (unsigned i = 0; i < cfg->nlocals; i++) {
 		struct epoll_event ev = {.events = EPOLLIN, .data.u32 = i};
 		socklen_t sl = cfg->locals[i].len;

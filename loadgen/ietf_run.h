@@ -16,6 +16,7 @@
 struct moq_lg_ietf_run_cfg {
 	int draft; /* 14..20 */
 	int publish;
+	int use_publish; /* the publisher PUBLISHes its track (ietf.h) */
 	uint32_t subscribers;
 	double ramp_per_s; /* 0: all at once */
 	uint32_t conns_per_addr;

@@ -69,6 +69,8 @@
  *   --protocol lite|ietf-NN  moq-lite (default) or IETF moq-transport draft NN
  *                          (14..20; loadgen/ietf.c, ietf_run.c): with --kernel and
  *                          one track; subscribers verify every object
+ *   --ietf-publish         with --protocol ietf-NN --publish: the publisher PUBLISHes
+ *                          its track (publisher-initiated) instead of PUBLISH_NAMESPACE
  *   --lite 03|04|05|06     raw QUIC sessions offer only that moq-lite version (default:
  *                          lite-05, 04, 03)
  *   --verbose
@@ -167,6 +169,7 @@ struct opts {
 	int transport; /* --transport quic|wt (wt_client.h) */
 	int ws;        /* --transport ws (ws.h) */
 	int ietf;      /* --protocol ietf-NN: the draft (0: moq-lite) */
+	int ietf_publish; /* --ietf-publish */
 	int lite;      /* --lite NN (3..6): offer that moq-lite version only */
 };
 
@@ -191,6 +194,7 @@ static void usage(void)
 	        "      --warmup S --json FILE|- --quiet --port N --busy-poll --thp --verbose\n"
 	        "      --light [--verify-every N] [--verify-min N] --datagrams\n"
 	        "      --protocol lite|ietf-14..ietf-20 (IETF moq-transport, with --kernel)\n"
+	        "      --ietf-publish (IETF: PUBLISH the track, not PUBLISH_NAMESPACE)\n"
 	        "      --lite 03|04|05|06 (raw QUIC: offer that moq-lite version only)\n");
 }
 
@@ -256,6 +260,8 @@ static int parse_args(struct opts *o, int argc, char **argv)
 				        "moqdp-load: --transport: '%s' is not quic, wt or ws\n", v);
 				return -1;
 			}
+		} else if (!strcmp(a, "--ietf-publish")) {
+			o->ietf_publish = 1;
 		} else if (!strcmp(a, "--protocol")) {
 			NEEDV();
 			if (!strcmp(v, "lite")) {
@@ -1286,6 +1292,10 @@ int main(int argc, char **argv)
 		                "wt / ws or --light)\n");
 		return 2;
 	}
+	if (o.ietf_publish && (!o.ietf || !o.publish)) {
+		fprintf(stderr, "moqdp-load: --ietf-publish: needs --protocol ietf-NN and --publish\n");
+		return 2;
+	}
 	if (o.lite && o.ietf) {
 		fprintf(stderr, "moqdp-load: --lite: not with --protocol ietf-NN\n");
 		return 2;
@@ -1404,10 +1414,6 @@ int main(int argc, char **argv)
 			        o.ietf);
 			return 2;
 		}
-		if (lip.u.sa.sa_family != AF_INET) { /* (ietf_run.c numbers IPv4 locals) */
-			fprintf(stderr, "moqdp-load: --protocol ietf-%d: IPv4 only\n", o.ietf);
-			return 2;
-		}
 		if (cfg.ntracks != 1) {
 			fprintf(stderr, "moqdp-load: --protocol ietf-%d: one track (--tracks)\n",
 			        o.ietf);
@@ -1415,6 +1421,7 @@ int main(int argc, char **argv)
 		}
 		ir.draft = o.ietf;
 		ir.publish = o.publish;
+		ir.use_publish = o.ietf_publish;
 		ir.subscribers = o.subscribers;
 		ir.ramp_per_s = o.ramp;
 		ir.conns_per_addr = cfg.conns_per_addr;

@@ -900,9 +900,10 @@ START_TEST(media_through_tap)
 }
 END_TEST
 
-/* Issue 24 on the DPDK backend: an IETF moq-transport (draft 16 and 20)
- * publisher and 10 subscribers (moqdp-load --protocol, kernel sockets in
- * the namespace) through the relay on net_tap: every object verified. */
+/* Issue 24 on the DPDK backend: an IETF moq-transport (draft 16 and 20;
+ * 17 with PUBLISH, --ietf-publish) publisher and 10 subscribers
+ * (moqdp-load --protocol, kernel sockets in the namespace) through the
+ * relay on net_tap: every object verified. */
 START_TEST(ietf_through_tap)
 {
 	char ifname[32], vdev[64], prefix[64], mgmt[32], listen[32], relay[40], local[32];
@@ -915,12 +916,13 @@ START_TEST(ietf_through_tap)
 	const char *largs[] = {"--kernel",   "--relay",   relay,         "--local",  local,
 	                       "--publish",  "--subscribers", "10",     "--tracks", "video:1M",
 	                       "--protocol", proto,       "--duration",  "5",        "--quiet",
-	                       NULL};
+	                       _i == 2 ? "--ietf-publish" : NULL, NULL};
 	unsigned long long ok = 0, nsubs = 0, objs = 0, groups = 0, errors = 1;
 	const char *p;
 	int rc;
 
-	snprintf(proto, sizeof(proto), "ietf-%d", _i ? 20 : 16);
+	/* 16, 20, and 17 with the publisher PUBLISHing its track */
+	snprintf(proto, sizeof(proto), "ietf-%d", _i == 0 ? 16 : _i == 1 ? 20 : 17);
 	snprintf(ifname, sizeof(ifname), "moqi%d", (int)getpid() % 100000);
 	snprintf(vdev, sizeof(vdev), "--vdev=net_tap0,iface=%s", ifname);
 	snprintf(prefix, sizeof(prefix), "--file-prefix=moqdp-relay-i-%d", (int)getpid());
@@ -3314,7 +3316,7 @@ Suite *dpdk_relay_suite(void)
 	tcase_add_checked_fixture(tc, NULL, teardown);
 	tcase_add_unchecked_fixture(tc, NULL, netns_sweep);
 	tcase_set_timeout(tc, 90);
-	tcase_add_loop_test(tc, ietf_through_tap, 0, 2);
+	tcase_add_loop_test(tc, ietf_through_tap, 0, 3);
 	suite_add_tcase(s, tc);
 	/* issue 12's defects (CK_RUN_CASE=issue12 runs them alone) */
 	tc = tcase_create("issue12");
