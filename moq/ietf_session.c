@@ -74,6 +74,16 @@ struct oq {
 	uint8_t data[];
 };
 
+/* OBJECT datagrams that came before the SUBSCRIBE_OK naming their alias
+ * (ngtcp2 hands a packet's datagrams over before its stream data), kept
+ * while one of the relay's SUBSCRIBEs awaits its reply. */
+#define IE_EARLY_DG 8
+
+struct early_dg {
+	uint8_t *p;
+	size_t len;
+};
+
 #define OQ_MIN_CAP  240 /* a copy entry's room: several object headers */
 #define OQ_POOL_MAX 256 /* spare reference entries kept per session */
 
@@ -156,6 +166,8 @@ struct ietf_sess {
 	struct oq *qpool; /* spare reference entries */
 	uint32_t nqpool;
 	struct xs *hit; /* the record xs_find found last */
+	struct early_dg early[IE_EARLY_DG];
+	uint32_t nearly;
 	/* what an inner write becomes on a subgroup stream, gathered and
 	 * written to the transport at once (b_flush) */
 	struct xs *bo;
@@ -969,6 +981,8 @@ static void pub_end(struct ietf_sess *ie, struct xs *p)
 
 /* ---- replies to the relay's requests (client -> relay) ---- */
 
+static void early_replay(struct ietf_sess *ie, uint64_t alias);
+
 /* The relay's subscription @i is served: SUBSCRIBE_OK into the inner. */
 static void inner_sub_ok(struct ietf_sess *ie, struct xs *i)
 {
@@ -991,6 +1005,8 @@ static void on_sub_reply(struct ietf_sess *ie, struct xs *i, const struct moq_ie
 	if (m->kind == IETF_SUBSCRIBE_OK) {
 		i->alias = m->track_alias;
 		inner_sub_ok(ie, i);
+		if (ie->nearly)
+			early_replay(ie, i->alias);
 	} else if (m->kind == IETF_PUBLISH_DONE) {
 		if (!i->i_in_done) {
 			i->i_in_done = 1;
@@ -1005,6 +1021,8 @@ static void on_sub_reply(struct ietf_sess *ie, struct xs *i, const struct moq_ie
 				                                 ? MOQ_CODE_UNAUTHORIZED
 				                                 : MOQ_CODE_NOT_FOUND);
 		}
+		if (ie->nearly)
+			early_replay(ie, UINT64_MAX); /* none is its: gone if nothing awaits */
 	}
 }
 
@@ -1786,6 +1804,8 @@ static void ie_free(struct ietf_sess *ie)
 		ie->qpool = q->next;
 		free(q);
 	}
+	for (uint32_t i = 0; i < ie->nearly; i++)
+		free(ie->early[i].p);
 	free(ie->acks);
 	free(ie->url);
 	free(ie);
@@ -2366,7 +2386,69 @@ static void ie_peer(void *b, char *remote, char *local, size_t acap, char *sni, 
 
 /* ---- OBJECT datagrams (draft-14 10.3; the flag form from 15) ---- */
 
-void ietf_datagram(struct ietf_sess *ie, const uint8_t *p, size_t len)
+/* One of the relay's SUBSCRIBEs awaits the client's reply. */
+static int sub_awaited(struct ietf_sess *ie)
+{
+	for (struct xs *x = ie->streams; x; x = x->next)
+		if (x->inner && x->kind == I_SUB_OUT && !x->gone && x->got_req && !x->ok_sent &&
+		    !x->i_in_done)
+			return 1;
+	return 0;
+}
+
+static void early_drop(struct ietf_sess *ie, uint32_t i)
+{
+	free(ie->early[i].p);
+	memmove(&ie->early[i], &ie->early[i + 1], (ie->nearly - i - 1) * sizeof(ie->early[0]));
+	ie->nearly--;
+}
+
+static void early_keep(struct ietf_sess *ie, const uint8_t *p, size_t len)
+{
+	uint8_t *c;
+
+	if (ie->nearly == IE_EARLY_DG) { /* the oldest goes */
+		early_drop(ie, 0);
+		ie->n->st.dgrams_in_bad++;
+	}
+	if (!(c = malloc(len ? len : 1))) {
+		ie->n->st.dgrams_in_bad++;
+		return;
+	}
+	memcpy(c, p, len);
+	ie->early[ie->nearly].p = c;
+	ie->early[ie->nearly].len = len;
+	ie->nearly++;
+}
+
+static void dgram_take(struct ietf_sess *ie, const uint8_t *p, size_t len, int may_keep);
+
+/* The client answered SUBSCRIBE_OK with @alias: the datagrams of it that
+ * came first go in now; once nothing is awaited, the rest are dropped. */
+static void early_replay(struct ietf_sess *ie, uint64_t alias)
+{
+	for (uint32_t i = 0; i < ie->nearly;) {
+		struct moq_ietf_datagram g;
+		if (moq_ietf_datagram_decode(ie->early[i].p, ie->early[i].len, ie->d, &g) == 0 &&
+		    g.track_alias == alias) {
+			struct early_dg e = ie->early[i];
+			memmove(&ie->early[i], &ie->early[i + 1],
+			        (ie->nearly - i - 1) * sizeof(ie->early[0]));
+			ie->nearly--;
+			dgram_take(ie, e.p, e.len, 0);
+			free(e.p);
+		} else {
+			i++;
+		}
+	}
+	if (!sub_awaited(ie))
+		while (ie->nearly) {
+			early_drop(ie, 0);
+			ie->n->st.dgrams_in_bad++;
+		}
+}
+
+static void dgram_take(struct ietf_sess *ie, const uint8_t *p, size_t len, int may_keep)
 {
 	struct moq_node *n = ie->n;
 	struct moq_ietf_datagram g;
@@ -2374,12 +2456,19 @@ void ietf_datagram(struct ietf_sess *ie, const uint8_t *p, size_t len)
 
 	/* best effort, as lite-05's: a datagram that does not decode, or is
 	 * for no track the client answered SUBSCRIBE_OK for, is counted and
-	 * dropped; the session and everyone else go on */
+	 * dropped; the session and everyone else go on (one that may be for
+	 * a SUBSCRIBE_OK still on its way waits for it: early_keep) */
 	if (ie->dead || ie->closing || !ie->inner ||
-	    moq_ietf_datagram_decode(p, len, ie->d, &g) < 0 ||
-	    !(sub = find_kind(ie, I_SUB_OUT, g.track_alias, 1)) || !sub->ok_sent ||
-	    sub->i_in_done) {
+	    moq_ietf_datagram_decode(p, len, ie->d, &g) < 0) {
 		n->st.dgrams_in_bad++;
+		return;
+	}
+	if (!(sub = find_kind(ie, I_SUB_OUT, g.track_alias, 1)) || !sub->ok_sent ||
+	    sub->i_in_done) {
+		if (may_keep && sub_awaited(ie))
+			early_keep(ie, p, len);
+		else
+			n->st.dgrams_in_bad++;
 		return;
 	}
 	if (g.is_status) {
@@ -2403,6 +2492,11 @@ void ietf_datagram(struct ietf_sess *ie, const uint8_t *p, size_t len)
 	dgram_in(ie->inner, sub->lite_id, g.group, 0, g.payload, g.payload_len);
 	ie->depth--;
 	pump(ie);
+}
+
+void ietf_datagram(struct ietf_sess *ie, const uint8_t *p, size_t len)
+{
+	dgram_take(ie, p, len, 1);
 }
 
 int ietf_dgram_hdr(struct ietf_sess *ie, uint8_t *buf, size_t cap, uint64_t lite_id, uint64_t group)

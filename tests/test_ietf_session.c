@@ -83,6 +83,9 @@ static int pub_ext;
  * group of DG_BIG bytes (group 2) does not fit the subscriber's */
 static int dgram_mode;
 static uint64_t dgram_max;
+/* the first datagrams go with the SUBSCRIBE_OK (in its packet, ahead of
+ * the stream data), not 20 ms after it */
+static int dgram_early;
 /* PUBLISH: the publisher pushes its track (PUBLISH, alias PUB_ALIAS)
  * instead of PUBLISH_NAMESPACE; it sends groups once the relay has an
  * upstream subscription (the subscriber's); T.extra PUBLISHes twice with
@@ -445,6 +448,11 @@ static void on_control(struct client *cl, struct cstream *s)
 				 * first after the SUBSCRIBE_OK, not beside it */
 				if (dgram_mode)
 					cl->next_send = now() + 20 * MS;
+				if (dgram_mode && dgram_early) {
+					/* queued now: in the SUBSCRIBE_OK's packet */
+					send_dgram_group(cl);
+					cl->next_send = now() + 50 * MS;
+				}
 			}
 			break;
 		case IETF_SUBSCRIBE_OK:
@@ -1149,6 +1157,20 @@ START_TEST(datagrams)
 }
 END_TEST
 
+/* The same with group 0's datagram (and the three bad ones) in the
+ * SUBSCRIBE_OK's packet: ngtcp2 hands the datagrams over first, before the
+ * reply that names their alias; the relay keeps them until it, so group 0
+ * is not lost (dgrams_in GROUPS) and the bad ones are still counted. */
+START_TEST(datagrams_before_subscribe_ok)
+{
+	dgram_early = 1;
+	run_dgram(14);
+	run_dgram(16);
+	run_dgram(20);
+	dgram_early = 0;
+}
+END_TEST
+
 static int s_done(void)
 {
 	struct moq_node_stats st;
@@ -1225,6 +1247,7 @@ Suite *ietf_session_suite(void)
 	tcase_add_test(tc, ext_subgroup_d16);
 	tcase_add_test(tc, ext_subgroup_d20);
 	tcase_add_test(tc, datagrams);
+	tcase_add_test(tc, datagrams_before_subscribe_ok);
 	tcase_add_test(tc, publish);
 	suite_add_tcase(s, tc);
 	return s;
