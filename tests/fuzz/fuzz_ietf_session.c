@@ -5,7 +5,8 @@
  * binding (no QUIC). The input is a program: open a session of a draft,
  * give it a valid SETUP, write raw bytes on a stream (the client's bidi or
  * uni streams, or the relay's), a valid PUBLISH_NAMESPACE / SUBSCRIBE /
- * SUBSCRIBE_NAMESPACE / FETCH / subgroup stream, end or reset a stream, acknowledge
+ * SUBSCRIBE_NAMESPACE / FETCH / PUBLISH / subgroup stream / OBJECT
+ * datagram (or raw datagram bytes), end or reset a stream, acknowledge
  * what the relay wrote, close a session, poll. After every input all
  * sessions close: the node must hold no session and no broadcast.
  */
@@ -30,6 +31,7 @@ struct fsess {
 	uint64_t written[64]; /* bytes the relay wrote per small stream id */
 	int closing;
 	uint64_t code;
+	uint64_t dgrams_out;
 };
 
 static struct {
@@ -87,7 +89,24 @@ static void b_close(void *b, uint64_t code)
 	f->code = code;
 }
 
+/* The relay's OBJECT datagrams: counted, the payload released at once. */
+static int b_dgram(void *b, const uint8_t *hdr, size_t hdrlen, const struct iovec *iov,
+                   size_t iovcnt, void (*release)(void *arg), void *arg)
+{
+	struct fsess *f = b;
+
+	(void)hdr;
+	(void)iov;
+	(void)iovcnt;
+	check(hdrlen > 0);
+	f->dgrams_out++;
+	if (release)
+		release(arg);
+	return 0;
+}
+
 static const struct moq_binding_ops ops = {
+        .dgram_send = b_dgram,
         .stream_open = b_open,
         .stream_write = b_write,
         .stream_reset = b_reset,
@@ -189,10 +208,13 @@ static size_t op(const uint8_t *p, size_t n)
 		m.name = (struct moq_str){"t", 1};
 		m.forward = 1;
 		m.filter.kind = IETF_F_NEXT_OBJECT;
-		m.kind = (p[1] >> 1) % 4 == 0   ? IETF_PUBLISH_NAMESPACE
-		         : (p[1] >> 1) % 4 == 1 ? IETF_SUBSCRIBE
-		         : (p[1] >> 1) % 4 == 2 ? IETF_SUBSCRIBE_NAMESPACE
-		                                : IETF_FETCH;
+		m.kind = (p[1] >> 1) % 5 == 0   ? IETF_PUBLISH_NAMESPACE
+		         : (p[1] >> 1) % 5 == 1 ? IETF_SUBSCRIBE
+		         : (p[1] >> 1) % 5 == 2 ? IETF_SUBSCRIBE_NAMESPACE
+		         : (p[1] >> 1) % 5 == 3 ? IETF_FETCH
+		                                : IETF_PUBLISH;
+		/* PUBLISH: alias 0..3, as the subgroup streams and datagrams */
+		m.track_alias = (p[1] >> 5) & 3;
 		/* FETCH: standalone or joining (14-19), a range in the filter (20) */
 		m.fetch_type = 1 + (p[1] >> 3) % 3;
 		m.joining_id = (p[1] >> 4) & 6;
@@ -206,12 +228,35 @@ static size_t op(const uint8_t *p, size_t n)
 		send_msg(f, req_sid(f, p[1] >> 3), &m);
 		return 2;
 	case 6: { /* a subgroup stream: header and objects of alias 1 (the relay's
-	           * first SUBSCRIBE's request id) */
+	           * first SUBSCRIBE's request id); with bit 3 an OBJECT
+	           * datagram (valid, alias 0..3, object 0 or 1; or raw bytes) */
 		struct moq_ietf_subgroup_hdr h = {0};
 		uint8_t buf[256];
 		int k;
 		if (!f->s || n < 2)
 			return n;
+		if (p[0] & 8) {
+			struct moq_ietf_datagram dg = {0};
+			if (p[1] & 0x80) { /* raw */
+				size_t len = p[1] & 31;
+				if (2 + len > n)
+					len = n - 2;
+				moq_binding_datagram(f->s, p + 2, len);
+				return 2 + len;
+			}
+			dg.track_alias = p[1] & 3;
+			dg.group = (p[1] >> 2) & 7;
+			dg.has_object_id = (p[1] & 0x20) != 0;
+			dg.object = (p[1] >> 6) & 1;
+			dg.has_priority = true;
+			dg.end_of_group = (p[1] & 1) != 0;
+			dg.payload = (const uint8_t *)"xy";
+			dg.payload_len = 2;
+			k = moq_ietf_datagram_encode(buf, sizeof(buf), f->d, &dg);
+			if (k > 0)
+				moq_binding_datagram(f->s, buf, (size_t)k);
+			return 2;
+		}
 		h.has_priority = true;
 		h.track_alias = p[1] & 3;
 		h.group = p[1] >> 2;
