@@ -128,6 +128,7 @@ struct xs {
 	uint8_t ok_sent, done_sent, is_req;
 	uint64_t in_l;    /* inner bytes consumed (inner-opened streams) */
 	size_t lite_tlen; /* I_SUB_IN: the track name after prefix's NUL */
+	struct moq_subscribe_update su; /* I_SUB_IN: what the inner was last told */
 	/* I_GROUP_OUT: the lite group stream read */
 	struct moq_group_rx grx;
 	uint8_t grx_init;
@@ -681,6 +682,12 @@ static void on_client_subscribe(struct ietf_sess *ie, struct xs *ox, const struc
 		               IETF_SUBSCRIBE_ERROR);
 		return;
 	}
+	if (!m->forward) {
+		/* lite has no paused subscription: refused, not ignored */
+		send_req_error(ie, ox, m->request_id, IETF_REQ_NOT_SUPPORTED, "forward 0",
+		               IETF_SUBSCRIBE_ERROR);
+		return;
+	}
 	i = in_open(ie, 1, I_SUB_IN);
 	if (!i) {
 		send_req_error(ie, ox, m->request_id, IETF_REQ_INTERNAL, "memory",
@@ -711,11 +718,23 @@ static void on_client_subscribe(struct ietf_sess *ie, struct xs *ox, const struc
 	sm.u.subscribe.max_latency_ms = 0;
 	sm.u.subscribe.start = MOQ_GROUP_NONE;
 	sm.u.subscribe.end = MOQ_GROUP_NONE;
+	{
+		/* DELIVERY_TIMEOUT (ms): lite's max latency, groups older go */
+		const struct moq_ietf_param *dt =
+		        moq_ietf_param_get(&m->params, IETF_PARAM_DELIVERY_TIMEOUT);
+		if (dt)
+			sm.u.subscribe.max_latency_ms = dt->v;
+	}
 	if (m->filter.kind == IETF_F_ABSOLUTE) {
 		sm.u.subscribe.start = m->filter.start.group;
 		if (m->filter.has_end)
 			sm.u.subscribe.end = m->filter.end_group;
 	}
+	i->su.priority = sm.u.subscribe.priority;
+	i->su.ordered = sm.u.subscribe.ordered;
+	i->su.max_latency_ms = sm.u.subscribe.max_latency_ms;
+	i->su.start = sm.u.subscribe.start;
+	i->su.end = sm.u.subscribe.end;
 	in_send(ie, i, MOQ_STREAM_SUBSCRIBE, &sm, 0);
 }
 
@@ -725,6 +744,107 @@ static void client_unsubscribe(struct ietf_sess *ie, struct xs *i)
 		return;
 	i->i_in_done = 1;
 	in_data(ie, i->sid, NULL, 0, 1); /* lite: subscriber FIN = unsubscribe */
+}
+
+/* An update refused: REQUEST_ERROR (14: SUBSCRIBE_ERROR) without ending
+ * the request stream (17+: it is the subscription's). */
+static void upd_refuse(struct ietf_sess *ie, struct xs *on, uint64_t req_id, uint64_t code,
+                       const char *why)
+{
+	struct moq_ietf_msg e = {0};
+
+	e.kind = ie->d == MOQ_IETF_14 ? IETF_SUBSCRIBE_ERROR : IETF_REQUEST_ERROR;
+	e.request_id = req_id;
+	e.code = code;
+	e.reason = (struct moq_str){why, strlen(why)};
+	send_msg_on(ie, on, &e, 0);
+}
+
+/* SUBSCRIBE_UPDATE (14-16) / REQUEST_UPDATE (17+) of a client's
+ * subscription: priority, end and start (a later start only), delivery
+ * timeout become a lite SUBSCRIBE_UPDATE (which restates every field);
+ * forward 0 is refused (lite cannot pause). Its Request ID is a new one
+ * (moq-transport's reading) or the subscription's (@moq/net routes it so):
+ * the next id is taken when it is that, and nothing is refused for it. */
+static void on_sub_update(struct ietf_sess *ie, struct xs *ox, const struct moq_ietf_msg *m)
+{
+	struct xs *on = ox ? ox : xs_find(ie, 0, ie->control_sid);
+	struct xs *i = NULL;
+	struct moq_msg u = {.type = MOQ_MSG_SUBSCRIBE_UPDATE};
+	struct moq_subscribe_update *su = &u.u.subscribe_update;
+	const struct moq_ietf_param *p;
+	uint64_t start = MOQ_GROUP_NONE, end = MOQ_GROUP_NONE;
+	int fwd = 1;
+
+	if (m->request_id == ie->next_peer_req) {
+		if (check_req_id(ie, m->request_id) < 0)
+			return;
+		ie->open_reqs--; /* answered at once */
+	}
+	if (ox && ox->peer && ox->peer->kind == I_SUB_IN)
+		i = ox->peer;
+	else if (!ox)
+		i = find_kind(ie, I_SUB_IN, m->sub_request_id, 0);
+	if (!i && !ox)
+		i = find_kind(ie, I_SUB_IN, m->request_id, 0);
+	if (!i || i->i_in_done || i->gone) {
+		upd_refuse(ie, on, m->request_id, IETF_REQ_DOES_NOT_EXIST, "no such subscription");
+		return;
+	}
+	*su = i->su;
+	if (ie->d == MOQ_IETF_14) {
+		su->priority = m->priority;
+		fwd = m->forward;
+		if (m->start.group)
+			start = m->start.group;
+		if (m->end_group) /* the end group plus 1; 0 open */
+			end = m->end_group - 1;
+	} else {
+		struct moq_ietf_filter f;
+		if ((p = moq_ietf_param_get(&m->params, IETF_PARAM_SUBSCRIBER_PRIORITY))) {
+			if (p->v > 255) {
+				fail_session(ie, IETF_CLOSE_PROTOCOL_VIOLATION);
+				return;
+			}
+			su->priority = (uint8_t)p->v;
+		}
+		if ((p = moq_ietf_param_get(&m->params, IETF_PARAM_FORWARD)))
+			fwd = p->v != 0;
+		if ((p = moq_ietf_param_get(&m->params, IETF_PARAM_SUBSCRIPTION_FILTER))) {
+			if (moq_ietf_filter_decode((const uint8_t *)p->b.p, p->b.len, ie->d, &f) < 0) {
+				fail_session(ie, IETF_CLOSE_PROTOCOL_VIOLATION);
+				return;
+			}
+			if (f.kind == IETF_F_ABSOLUTE) {
+				start = f.start.group;
+				if (f.has_end)
+					end = f.end_group;
+			}
+		}
+	}
+	if ((p = moq_ietf_param_get(&m->params, IETF_PARAM_DELIVERY_TIMEOUT)))
+		su->max_latency_ms = p->v;
+	if (!fwd) {
+		upd_refuse(ie, on, m->request_id, IETF_REQ_NOT_SUPPORTED, "forward 0");
+		return;
+	}
+	/* a subscription only narrows: a later start, an end */
+	if (start != MOQ_GROUP_NONE && (su->start == MOQ_GROUP_NONE || start > su->start))
+		su->start = start;
+	if (end != MOQ_GROUP_NONE)
+		su->end = end;
+	if (su->end != MOQ_GROUP_NONE && su->start != MOQ_GROUP_NONE && su->end < su->start) {
+		upd_refuse(ie, on, m->request_id, IETF_REQ_INVALID_RANGE, "end before start");
+		return;
+	}
+	i->su = *su;
+	in_send(ie, i, -1, &u, 0);
+	if (ie->d >= MOQ_IETF_15) {
+		struct moq_ietf_msg ok = {0};
+		ok.kind = IETF_REQUEST_OK;
+		ok.request_id = m->request_id;
+		send_msg_on(ie, on, &ok, 0);
+	}
 }
 
 /* The relay's announce request @a (I_ANN_OUT) learns @path, if its
@@ -1326,6 +1446,8 @@ static void on_msg(struct ietf_sess *ie, struct xs *ox, const struct moq_ietf_ms
 	case IETF_PUBLISH_NAMESPACE_ERROR:
 	case IETF_PUBLISH_NAMESPACE_CANCEL:
 	case IETF_SUBSCRIBE_UPDATE:
+		on_sub_update(ie, ox, m);
+		break;
 	case IETF_GOAWAY:
 		break;
 	default:

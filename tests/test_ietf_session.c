@@ -51,6 +51,7 @@ struct client {
 	int fetch_ok, fetch_objs, fetch_done, fetch_first_group;
 	int status_ok, status_err;
 	int pub_ok, done; /* PUBLISH_OK / REQUEST_OK to our PUBLISH; PUBLISH_DONE received */
+	int req_ok, sub_err; /* REQUEST_OKs; SUBSCRIBE_ERRORs */
 	uint64_t done_code;
 	uint64_t status_group, status_object;
 	uint64_t fetch_req;
@@ -408,7 +409,11 @@ static void on_control(struct client *cl, struct cstream *s)
 			cl->done++;
 			cl->done_code = m.code;
 			break;
+		case IETF_SUBSCRIBE_ERROR:
+			cl->sub_err++;
+			break;
 		case IETF_REQUEST_OK:
+			cl->req_ok++;
 			if (publish_mode && cl->pub)
 				cl->pub_ok++;
 			cl->announced = 1;
@@ -633,7 +638,8 @@ static int cb_stream_data(struct moq_quic_conn *c, void *user, int64_t sid, uint
 	(void)off;
 	ck_assert_ptr_nonnull(s);
 	ck_assert_uint_le(s->len + len, sizeof(s->buf));
-	memcpy(s->buf + s->len, data, len);
+	if (len) /* (a bare FIN has no data) */
+		memcpy(s->buf + s->len, data, len);
 	s->len += len;
 	s->fin |= fin;
 	if (sid & 2) { /* uni from the relay */
@@ -1171,6 +1177,101 @@ START_TEST(datagrams_before_subscribe_ok)
 }
 END_TEST
 
+static int s_one_group(void)
+{
+	return T.sub.groups_ok >= 1 || T.sub.errors;
+}
+
+static int s_refused(void)
+{
+	return T.sub.status_err + T.sub.sub_err >= 1;
+}
+
+static int s_updated(void)
+{
+	return T.sub.req_ok >= 1;
+}
+
+static int s_ended(void)
+{
+	return (T.sub.done && T.pub.groups_sent >= GROUPS) || T.sub.errors;
+}
+
+/* An update of the subscriber's subscription, request id @id: forward
+ * @fwd, the end group @end (14: SUBSCRIBE_UPDATE's fields; 15+:
+ * parameters; 17+: REQUEST_UPDATE on the SUBSCRIBE's request stream). */
+static void send_update(struct client *cl, uint64_t id, int fwd, uint64_t end)
+{
+	struct moq_ietf_msg m = {0};
+	uint8_t fb[64];
+
+	m.kind = IETF_SUBSCRIBE_UPDATE;
+	m.request_id = id;
+	m.sub_request_id = 0;
+	if (cl->d == 14) {
+		m.priority = 5;
+		m.forward = (uint8_t)fwd;
+		m.end_group = end + 1;
+	} else {
+		struct moq_ietf_filter f = {0};
+		int k;
+		f.kind = IETF_F_ABSOLUTE;
+		f.has_end = true;
+		f.end_group = end;
+		k = moq_ietf_filter_encode(fb, sizeof(fb), cl->d, &f);
+		ck_assert_int_gt(k, 0);
+		moq_ietf_param_add(&m.params, IETF_PARAM_SUBSCRIBER_PRIORITY, 5, (struct moq_str){0});
+		moq_ietf_param_add(&m.params, IETF_PARAM_FORWARD, (uint64_t)fwd, (struct moq_str){0});
+		moq_ietf_param_add(&m.params, IETF_PARAM_SUBSCRIPTION_FILTER, 0,
+		                   (struct moq_str){(const char *)fb, (size_t)k});
+	}
+	send_msg(cl, cl->req_sid, &m, 0);
+}
+
+/* SUBSCRIBE_UPDATE / REQUEST_UPDATE, draft @d: forward 0 is refused
+ * (REQUEST_ERROR; 14: SUBSCRIBE_ERROR) and the subscription goes on; an
+ * end group of 1 is honoured: the subscriber gets groups 0 and 1 only,
+ * then PUBLISH_DONE; 15+ answer REQUEST_OK; each update took its request
+ * id, so the next request (TRACK_STATUS, id 6) does not close the session. */
+static void run_update(int d)
+{
+	struct moq_ietf_msg m = {0};
+
+	t_init(d);
+	t_connect(&T.pub, d, 1, 20001);
+	ck_assert_msg(t_until(p_announced, 3000 * MS), "d%d: PUBLISH_NAMESPACE", d);
+	t_connect(&T.sub, d, 0, 20002);
+	ck_assert_msg(t_until(s_one_group, 5000 * MS), "d%d: no group", d);
+	send_update(&T.sub, 2, 0, 1);
+	ck_assert_msg(t_until(s_refused, 3000 * MS), "d%d: forward 0 not refused", d);
+	ck_assert_int_eq(T.sub.done, 0);
+	send_update(&T.sub, 4, 1, 1);
+	if (d >= 15)
+		ck_assert_msg(t_until(s_updated, 3000 * MS), "d%d: no REQUEST_OK", d);
+	ck_assert_msg(t_until(s_ended, 5000 * MS), "d%d: not ended: %d groups, done %d", d,
+	              T.sub.groups_ok, T.sub.done);
+	ck_assert_int_eq(T.sub.errors, 0);
+	ck_assert_int_eq(T.sub.groups_ok, 2);
+	m.kind = IETF_TRACK_STATUS_REQUEST;
+	m.request_id = 6;
+	ns_of(&m);
+	m.name = (struct moq_str){"video", 5};
+	send_msg(&T.sub, req_stream(&T.sub), &m, 0);
+	t_until(x_closed, 300 * MS); /* (time passes) */
+	ck_assert_msg(!T.sub.closed, "d%d: closed 0x%x", d, (unsigned)T.sub.close_code);
+	ck_assert(!T.pub.closed);
+	t_fini();
+}
+
+START_TEST(subscribe_update)
+{
+	run_update(14);
+	run_update(16);
+	run_update(17);
+	run_update(20);
+}
+END_TEST
+
 static int s_done(void)
 {
 	struct moq_node_stats st;
@@ -1249,6 +1350,7 @@ Suite *ietf_session_suite(void)
 	tcase_add_test(tc, datagrams);
 	tcase_add_test(tc, datagrams_before_subscribe_ok);
 	tcase_add_test(tc, publish);
+	tcase_add_test(tc, subscribe_update);
 	suite_add_tcase(s, tc);
 	return s;
 }
