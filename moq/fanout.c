@@ -728,6 +728,16 @@ bool gout_too_old(const struct moq_session *s, const struct gout *go)
  * upstream subscription stopped, its cached groups are what was left) while
  * it is no older than the track's max latency, or the subscriber's smaller
  * one. Older, or gone: no START yet, it starts at the next group. */
+/* An idle track whose upstream subscription was opened again (a viewer
+ * came back after the last one left): its cached groups are what the last
+ * subscription left, and the new one starts past them, so a subscriber
+ * started there (at the newest, or the oldest within its Max Age) would be
+ * DROPped every group between. It starts at the new one's first group. */
+static inline bool up_restarting(const struct dsub *d)
+{
+	return d->up && d->up->us && !d->up->us->got_group && moq_cache_track_idle(d->track);
+}
+
 static __attribute__((noinline)) bool start_at_latest(const struct moq_session *s,
                                                       const struct dsub *d, uint64_t latest)
 {
@@ -946,6 +956,9 @@ static void dsub_advance(struct moq_session *s, struct dsub *d)
 			uint64_t first = latest;
 			if (d->p.start != MOQ_GROUP_NONE && d->p.start > latest)
 				return; /* a future start: wait for it */
+			if ((d->by_age || d->p.start == MOQ_GROUP_NONE) &&
+			    __builtin_expect(up_restarting(d), 0))
+				goto out; /* the new upstream's first group */
 			if (d->by_age)
 				first = age_start(s, d, latest);
 			else if (d->p.start != MOQ_GROUP_NONE)
