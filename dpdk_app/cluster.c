@@ -350,7 +350,9 @@ int moq_cluster_attach(struct moq_cluster *c, struct moq_node *node,
 			qc.alpn = h3_alpns;
 			qc.alpn_count = 1;
 		} else {
-			qc.alpn = moq_node_alpns(&nalpn);
+			/* lite-06 first (routes with costs, draft 7.3), then 05,
+			 * 04, 03: a peer without lite-06 keeps today's link */
+			qc.alpn = moq_node_alpns_all(&nalpn);
 			qc.alpn_count = nalpn;
 		}
 		qc.cb = moq_node_quic_callbacks();

@@ -17,6 +17,8 @@
  *    refused (6);
  *  - failover: an edge with two routes (through two mid-tier relays) loses
  *    the live one and its viewers go on over the other;
+ *  - costs (lite-06 links): of two such routes the cheaper wins (the mid
+ *    relays' --route-cost), in both orientations; the standby takes over;
  *  - option errors (a bad scheme, a missing --cluster-ca, a dpdk edge with
  *    no address of its peer's family)
  *    and moq_route_hash against an independent FNV-1a;
@@ -577,6 +579,63 @@ START_TEST(failover_to_standby_route)
 }
 END_TEST
 
+/* Issue 25, routes with costs over lite-06 links: an edge E reads one
+ * broadcast of O through two mid-tier relays M1 and M2 that declare
+ * --route-cost 2 and 9 (_i 0) or 9 and 2 (_i 1) in their lite-06 SETUP.
+ * E reads over the cheaper one in both orientations (over lite-05 links
+ * the choice is moq_route_hash's, the same in both); killed, the standby
+ * takes over and E's viewers go on. */
+START_TEST(cheaper_route_wins)
+{
+	unsigned int b = base_port(6 + (unsigned int)_i);
+	struct relay o, m1, m2, e;
+	char oarg[64], marg[160];
+	const char *none[] = {NULL};
+	const char *mid_cheap[] = {"--cluster-connect", oarg, "--cluster-ca", "insecure",
+	                           "--route-cost", "2", NULL};
+	const char *mid_dear[] = {"--cluster-connect", oarg, "--cluster-ca", "insecure",
+	                          "--route-cost", "9", NULL};
+	const char *edge[] = {"--cluster-connect", marg, "--cluster-ca", "insecure", NULL};
+	const char *pub[] = {"--publish", "--duration", "60", NULL};
+	const char *sub[] = {"--subscribers", "10", "--duration", "14", NULL};
+	unsigned long long d = 0, m = 1, er = 1;
+	struct relay *cheap, *dear;
+	struct proc *pp, *sv;
+
+	relay_start(&o, "co", b, none);
+	snprintf(oarg, sizeof(oarg), "%s", o.url);
+	relay_start(&m1, "cm1", b + 2, _i ? mid_dear : mid_cheap);
+	relay_start(&m2, "cm2", b + 4, _i ? mid_cheap : mid_dear);
+	cheap = _i ? &m2 : &m1;
+	dear = _i ? &m1 : &m2;
+	snprintf(marg, sizeof(marg), "%s,%s", m1.url, m2.url);
+	relay_start(&e, "ce", b + 6, edge);
+	ck_assert_int_eq(wait_link(&e, "state", &m1, 2, 15000), 2);
+	ck_assert_int_eq(wait_link(&e, "state", &m2, 2, 15000), 2);
+	pp = load_start(&o, "127.0.3.1", "cpub", pub);
+	ck_assert_int_eq(wait_metric(&e, "moqdp_broadcasts", 1, 15000), 1);
+	sleep(1);
+	sv = load_start(&e, "127.0.1.1", "csub", sub);
+	ck_assert_int_eq(wait_metric(&e, "moqdp_subscribers", 10 * TRACKS, 20000), 10 * TRACKS);
+	ck_assert_int_eq(wait_link(&e, "upstream_subscriptions", cheap, TRACKS, 5000), TRACKS);
+	ck_assert_int_eq(link_metric(&e, "upstream_subscriptions", dear), 0);
+	sleep(2);
+	kill(cheap->p->pid, SIGKILL);
+	wait_proc(cheap->p, 5000);
+	ck_assert_int_eq(wait_link(&e, "upstream_subscriptions", dear, TRACKS, 12000), TRACKS);
+	ck_assert_int_ge(relay_metric(&e, "moqdp_broadcast_failovers_total"), 1);
+	load_result(sv, 60000, 0, &d, &m, &er);
+	fprintf(stderr,
+	        "cheaper_route_wins (%s cheap): E read over the cost-2 route, then the cost-9 "
+	        "standby; 10 viewers verified %llu frames, %llu groups missing across the "
+	        "failover, %llu errors\n",
+	        cheap->tag, d, m, er);
+	ck_assert_uint_gt(d, 500);
+	ck_assert_uint_eq(er, 0);
+	stop_proc(pp, SIGKILL);
+}
+END_TEST
+
 /* ------------------------------------------------------------- tokens */
 
 START_TEST(tokens_on_links)
@@ -902,5 +961,10 @@ Suite *cluster_suite(void)
 		tcase_add_test(tc, cases[i].t);
 		suite_add_tcase(s, tc);
 	}
+	tc = tcase_create("costs");
+	tcase_set_timeout(tc, 240);
+	tcase_add_checked_fixture(tc, NULL, teardown);
+	tcase_add_loop_test(tc, cheaper_route_wins, 0, 2);
+	suite_add_tcase(s, tc);
 	return s;
 }
