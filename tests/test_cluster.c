@@ -517,6 +517,40 @@ END_TEST
 
 /* ----------------------------------------------------------- failover */
 
+/* Origin @o, mid-tier relays @m1 and @m2 dialling it (@mid1, @mid2: their
+ * options, which name @oarg), edge @e dialling both (@edge names @marg);
+ * a publisher at O (@pub) and 10 subscribers at E (@sub), both links up and
+ * the subscribers' subscriptions at E. Relay tags: @t + o, m1, m2, e. */
+static void diamond(char t, unsigned int b, struct relay *o, struct relay *m1, struct relay *m2,
+                    struct relay *e, char *oarg, size_t olen, char *marg, size_t mlen,
+                    const char *const *mid1, const char *const *mid2, const char *const *edge,
+                    const char *const *pub, const char *const *sub, struct proc **pp,
+                    struct proc **sv)
+{
+	const char *none[] = {NULL};
+	char tag[8];
+
+	snprintf(tag, sizeof(tag), "%co", t);
+	relay_start(o, tag, b, none);
+	snprintf(oarg, olen, "%s", o->url);
+	snprintf(tag, sizeof(tag), "%cm1", t);
+	relay_start(m1, tag, b + 2, mid1);
+	snprintf(tag, sizeof(tag), "%cm2", t);
+	relay_start(m2, tag, b + 4, mid2);
+	snprintf(marg, mlen, "%s,%s", m1->url, m2->url);
+	snprintf(tag, sizeof(tag), "%ce", t);
+	relay_start(e, tag, b + 6, edge);
+	ck_assert_int_eq(wait_link(e, "state", m1, 2, 15000), 2);
+	ck_assert_int_eq(wait_link(e, "state", m2, 2, 15000), 2);
+	snprintf(tag, sizeof(tag), "%cpub", t);
+	*pp = load_start(o, "127.0.3.1", tag, pub);
+	ck_assert_int_eq(wait_metric(e, "moqdp_broadcasts", 1, 15000), 1);
+	sleep(1);
+	snprintf(tag, sizeof(tag), "%csub", t);
+	*sv = load_start(e, "127.0.1.1", tag, sub);
+	ck_assert_int_eq(wait_metric(e, "moqdp_subscribers", 10 * TRACKS, 20000), 10 * TRACKS);
+}
+
 /* O, mid-tier relays M1 and M2 linked to O, an edge E linked to both: E
  * has two routes to O's broadcast (3 hops each; the hash picks one). The
  * mid-tier relay E reads through is killed: E's viewers go on over the
@@ -528,7 +562,6 @@ START_TEST(failover_to_standby_route)
 	unsigned int b = base_port(5);
 	struct relay o, m1, m2, e;
 	char oarg[64], marg[160];
-	const char *none[] = {NULL};
 	const char *mid[] = {"--cluster-connect", oarg, "--cluster-ca", "insecure", NULL};
 	const char *edge[] = {"--cluster-connect", marg, "--cluster-ca", "insecure", NULL};
 	const char *pub[] = {"--publish", "--duration", "60", NULL};
@@ -538,19 +571,8 @@ START_TEST(failover_to_standby_route)
 	struct proc *pp, *sv;
 	uint64_t t_kill;
 
-	relay_start(&o, "fo", b, none);
-	snprintf(oarg, sizeof(oarg), "%s", o.url);
-	relay_start(&m1, "fm1", b + 2, mid);
-	relay_start(&m2, "fm2", b + 4, mid);
-	snprintf(marg, sizeof(marg), "%s,%s", m1.url, m2.url);
-	relay_start(&e, "fe", b + 6, edge);
-	ck_assert_int_eq(wait_link(&e, "state", &m1, 2, 15000), 2);
-	ck_assert_int_eq(wait_link(&e, "state", &m2, 2, 15000), 2);
-	pp = load_start(&o, "127.0.3.1", "fpub", pub);
-	ck_assert_int_eq(wait_metric(&e, "moqdp_broadcasts", 1, 15000), 1);
-	sleep(1);
-	sv = load_start(&e, "127.0.1.1", "fsub", sub);
-	ck_assert_int_eq(wait_metric(&e, "moqdp_subscribers", 10 * TRACKS, 20000), 10 * TRACKS);
+	diamond('f', b, &o, &m1, &m2, &e, oarg, sizeof(oarg), marg, sizeof(marg), mid, mid, edge,
+	        pub, sub, &pp, &sv);
 	ck_assert_int_eq(wait_metric(&e, "moqdp_upstream_subscriptions", TRACKS, 5000), TRACKS);
 	live = link_metric(&e, "upstream_subscriptions", &m1) == TRACKS ? &m1 : &m2;
 	other = live == &m1 ? &m2 : &m1;
@@ -590,7 +612,6 @@ START_TEST(cheaper_route_wins)
 	unsigned int b = base_port(6 + (unsigned int)_i);
 	struct relay o, m1, m2, e;
 	char oarg[64], marg[160];
-	const char *none[] = {NULL};
 	const char *mid_cheap[] = {"--cluster-connect", oarg, "--cluster-ca", "insecure",
 	                           "--route-cost", "2", NULL};
 	const char *mid_dear[] = {"--cluster-connect", oarg, "--cluster-ca", "insecure",
@@ -602,21 +623,10 @@ START_TEST(cheaper_route_wins)
 	struct relay *cheap, *dear;
 	struct proc *pp, *sv;
 
-	relay_start(&o, "co", b, none);
-	snprintf(oarg, sizeof(oarg), "%s", o.url);
-	relay_start(&m1, "cm1", b + 2, _i ? mid_dear : mid_cheap);
-	relay_start(&m2, "cm2", b + 4, _i ? mid_cheap : mid_dear);
+	diamond('c', b, &o, &m1, &m2, &e, oarg, sizeof(oarg), marg, sizeof(marg),
+	        _i ? mid_dear : mid_cheap, _i ? mid_cheap : mid_dear, edge, pub, sub, &pp, &sv);
 	cheap = _i ? &m2 : &m1;
 	dear = _i ? &m1 : &m2;
-	snprintf(marg, sizeof(marg), "%s,%s", m1.url, m2.url);
-	relay_start(&e, "ce", b + 6, edge);
-	ck_assert_int_eq(wait_link(&e, "state", &m1, 2, 15000), 2);
-	ck_assert_int_eq(wait_link(&e, "state", &m2, 2, 15000), 2);
-	pp = load_start(&o, "127.0.3.1", "cpub", pub);
-	ck_assert_int_eq(wait_metric(&e, "moqdp_broadcasts", 1, 15000), 1);
-	sleep(1);
-	sv = load_start(&e, "127.0.1.1", "csub", sub);
-	ck_assert_int_eq(wait_metric(&e, "moqdp_subscribers", 10 * TRACKS, 20000), 10 * TRACKS);
 	ck_assert_int_eq(wait_link(&e, "upstream_subscriptions", cheap, TRACKS, 5000), TRACKS);
 	ck_assert_int_eq(link_metric(&e, "upstream_subscriptions", dear), 0);
 	sleep(2);
