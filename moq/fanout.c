@@ -722,12 +722,6 @@ bool gout_too_old(const struct moq_session *s, const struct gout *go)
 	       group_too_old(s, go->d, go->g, latest);
 }
 
-/* Where a live subscriber (no start asked) starts: the newest group while it
- * is the live edge, that is while the track's writer is live (a catalog's
- * one group stays current however old), or else (an idle track: the relay's
- * upstream subscription stopped, its cached groups are what was left) while
- * it is no older than the track's max latency, or the subscriber's smaller
- * one. Older, or gone: no START yet, it starts at the next group. */
 /* An idle track whose upstream subscription was opened again (a viewer
  * came back after the last one left): its cached groups are what the last
  * subscription left, and the new one starts past them, so a subscriber
@@ -738,6 +732,12 @@ static inline bool up_restarting(const struct dsub *d)
 	return d->up && d->up->us && !d->up->us->got_group && moq_cache_track_idle(d->track);
 }
 
+/* Where a live subscriber (no start asked) starts: the newest group while it
+ * is the live edge, that is while the track's writer is live (a catalog's
+ * one group stays current however old), or else (an idle track: the relay's
+ * upstream subscription stopped, its cached groups are what was left) while
+ * it is no older than the track's max latency, or the subscriber's smaller
+ * one. Older, or gone: no START yet, it starts at the next group. */
 static __attribute__((noinline)) bool start_at_latest(const struct moq_session *s,
                                                       const struct dsub *d, uint64_t latest)
 {

@@ -781,11 +781,9 @@ static void on_sub_update(struct ietf_sess *ie, struct xs *ox, const struct moq_
 			return;
 		ie->open_reqs--; /* answered at once */
 	}
-	if (ox && ox->peer && ox->peer->kind == I_SUB_IN)
-		i = ox->peer;
-	else if (!ox)
-		i = find_kind(ie, I_SUB_IN, m->sub_request_id, 0);
-	if (!i && !ox)
+	if (ox) /* 17+: the subscription's own request stream */
+		i = ox->peer && ox->peer->kind == I_SUB_IN ? ox->peer : NULL;
+	else if (!(i = find_kind(ie, I_SUB_IN, m->sub_request_id, 0)))
 		i = find_kind(ie, I_SUB_IN, m->request_id, 0);
 	if (!i || i->i_in_done || i->gone) {
 		upd_refuse(ie, on, m->request_id, IETF_REQ_DOES_NOT_EXIST, "no such subscription");
@@ -1393,7 +1391,7 @@ static void on_msg(struct ietf_sess *ie, struct xs *ox, const struct moq_ietf_ms
 	case IETF_PUBLISH:
 		if (check_req_id(ie, m->request_id) < 0)
 			return;
-		if (on_publish(ie, ox, m) < 0 && ie->open_reqs)
+		if (on_publish(ie, ox, m) < 0)
 			ie->open_reqs--; /* answered at once */
 		break;
 	case IETF_UNSUBSCRIBE:
@@ -2518,11 +2516,19 @@ static int sub_awaited(struct ietf_sess *ie)
 	return 0;
 }
 
-static void early_drop(struct ietf_sess *ie, uint32_t i)
+/* Entry @i out of the kept datagrams (its copy is the caller's). */
+static struct early_dg early_take(struct ietf_sess *ie, uint32_t i)
 {
-	free(ie->early[i].p);
+	struct early_dg e = ie->early[i];
+
 	memmove(&ie->early[i], &ie->early[i + 1], (ie->nearly - i - 1) * sizeof(ie->early[0]));
 	ie->nearly--;
+	return e;
+}
+
+static void early_drop(struct ietf_sess *ie, uint32_t i)
+{
+	free(early_take(ie, i).p);
 }
 
 static void early_keep(struct ietf_sess *ie, const uint8_t *p, size_t len)
@@ -2553,10 +2559,7 @@ static void early_replay(struct ietf_sess *ie, uint64_t alias)
 		struct moq_ietf_datagram g;
 		if (moq_ietf_datagram_decode(ie->early[i].p, ie->early[i].len, ie->d, &g) == 0 &&
 		    g.track_alias == alias) {
-			struct early_dg e = ie->early[i];
-			memmove(&ie->early[i], &ie->early[i + 1],
-			        (ie->nearly - i - 1) * sizeof(ie->early[0]));
-			ie->nearly--;
+			struct early_dg e = early_take(ie, i);
 			dgram_take(ie, e.p, e.len, 0);
 			free(e.p);
 		} else {
