@@ -89,9 +89,12 @@ struct retire {
 #define ST_RSHIFT 4u
 #define ST_RMASK  (7u << ST_RSHIFT)
 
-enum reason { R_NONE, R_EVICTED, R_OLD, R_LAGGED, R_CLOSED };
+/* R_REPLACED: an aborted newest group that moq_cache_group_reopen
+ * replaced; its readers see what they saw before, a dropped group */
+enum reason { R_NONE, R_EVICTED, R_OLD, R_LAGGED, R_CLOSED, R_REPLACED };
 
-static const int reason_err[] = {0, MOQ_ERR_EVICTED, MOQ_ERR_OLD, MOQ_ERR_LAGGED, MOQ_ERR_CLOSED};
+static const int reason_err[] = {
+        0, MOQ_ERR_EVICTED, MOQ_ERR_OLD, MOQ_ERR_LAGGED, MOQ_ERR_CLOSED, MOQ_ERR_DROPPED};
 
 struct moq_cache_group {
 	struct moq_cache *cache;
@@ -186,7 +189,7 @@ struct moq_cache {
 	uint64_t (*clock)(void *ctx); /* frame arrival stamps (never NULL) */
 	void *clock_ctx;
 	/* counters (under the lock) */
-	uint64_t ngroups, ntracks, removed[5], pending;
+	uint64_t ngroups, ntracks, removed[6], pending;
 };
 
 /* --- helpers ------------------------------------------------------------- */
@@ -1056,27 +1059,67 @@ static int late_open_locked(struct moq_cache_track *t, struct moq_cache_group *g
 	return 0;
 }
 
-int moq_cache_group_open(struct moq_cache_track *t, uint64_t seq, uint64_t now,
-                         struct moq_cache_group **out)
+/* A new, unlinked group @seq of @t: the window's and the writer's refs. */
+static struct moq_cache_group *group_new(struct moq_cache_track *t, uint64_t seq, uint64_t now)
 {
-	struct moq_cache *c = t->cache;
-	struct moq_cache_group *g;
-	uint64_t newest;
-	struct slot *s;
+	struct moq_cache_group *g = c_alloc(t->cache, sizeof(*g));
 
-	if (out == NULL || seq >= UINT64_MAX >> 3)
-		return MOQ_ERR_INVAL;
-	g = c_alloc(c, sizeof(*g));
 	if (g == NULL)
-		return MOQ_ERR_NOMEM;
+		return NULL;
 	memset(g, 0, offsetof(struct moq_cache_group, f0));
-	g->cache = c;
+	g->cache = t->cache;
 	g->track = t;
 	g->seq = seq;
 	g->created = now;
 	g->refs = 2; /* the window's and the writer's */
 	g->open_piece = NONE;
 	g->w_piece = NONE;
+	return g;
+}
+
+/* Under the lock: link @g, the track's newest group, at the tail of the
+ * cache's open order and of its track's sequence order, publish it in its
+ * slot and bill it. */
+static void newest_link_locked(struct moq_cache_track *t, struct moq_cache_group *g, uint64_t now)
+{
+	struct moq_cache *c = t->cache;
+
+	moq_cache_track_ref(t);
+	STORE_REL(&t->idle, 0); /* a writer is here */
+	if (now < t->max_created)
+		t->disorder_seq = g->seq;
+	else
+		t->max_created = now;
+	g->gprev = c->gtail;
+	if (c->gtail != NULL)
+		c->gtail->gnext = g;
+	else
+		c->ghead = g;
+	c->gtail = g;
+	g->tprev = t->gtail;
+	if (t->gtail != NULL)
+		t->gtail->tnext = g;
+	else
+		t->ghead = g;
+	t->gtail = g;
+	STORE_REL(&t->ring[g->seq & t->mask].g, g);
+	c->ngroups++;
+	bill(g, MOQ_CACHE_GROUP_OVERHEAD);
+	track_bump(t);
+}
+
+int moq_cache_group_open(struct moq_cache_track *t, uint64_t seq, uint64_t now,
+                         struct moq_cache_group **out)
+{
+	struct moq_cache *c = t->cache;
+	struct moq_cache_group *g;
+	uint64_t newest;
+
+	if (out == NULL || seq >= UINT64_MAX >> 3)
+		return MOQ_ERR_INVAL;
+	g = group_new(t, seq, now);
+	if (g == NULL)
+		return MOQ_ERR_NOMEM;
 
 	lock(c);
 	reclaim_locked(c, false);
@@ -1098,38 +1141,52 @@ int moq_cache_group_open(struct moq_cache_track *t, uint64_t seq, uint64_t now,
 		*out = g;
 		return 0;
 	}
-	moq_cache_track_ref(t);
-	STORE_REL(&t->idle, 0); /* a writer is here */
 	/* the new group becomes the newest: every older one may expire */
 	expire_track_locked(t, now, true);
-	if (now < t->max_created)
-		t->disorder_seq = seq;
-	else
-		t->max_created = now;
 	/* the window keeps sequences (seq - window, seq]; the track's list is
 	 * in sequence order, so the lagged ones lead it */
 	while (t->ghead != NULL && t->ghead->seq + t->mask + 1 <= seq)
 		group_remove(t->ghead, R_LAGGED);
 	/* link: global open order, track sequence order */
-	g->gprev = c->gtail;
-	if (c->gtail != NULL)
-		c->gtail->gnext = g;
-	else
-		c->ghead = g;
-	c->gtail = g;
-	g->tprev = t->gtail;
-	if (t->gtail != NULL)
-		t->gtail->tnext = g;
-	else
-		t->ghead = g;
-	t->gtail = g;
-	s = &t->ring[seq & t->mask];
-	STORE_REL(&s->g, g);
+	newest_link_locked(t, g, now);
 	STORE_REL(&t->newest, seq + 1);
-	c->ngroups++;
 	STORE_RLX(&c->stuck, 0); /* the previous newest may be evicted now */
-	bill(g, MOQ_CACHE_GROUP_OVERHEAD);
-	track_bump(t);
+	evict_locked(c);
+	reclaim_locked(c, false);
+	unlock(c);
+	*out = g;
+	return 0;
+}
+
+int moq_cache_group_reopen(struct moq_cache_track *t, uint64_t seq, uint64_t now,
+                           struct moq_cache_group **out)
+{
+	struct moq_cache *c = t->cache;
+	struct moq_cache_group *g, *old;
+	uint32_t st;
+
+	if (out == NULL || seq >= UINT64_MAX >> 3)
+		return MOQ_ERR_INVAL;
+	g = group_new(t, seq, now);
+	if (g == NULL)
+		return MOQ_ERR_NOMEM;
+	lock(c);
+	reclaim_locked(c, false);
+	if (LOAD_RLX(&t->dropped)) {
+		unlock(c);
+		c_free(c, g);
+		return MOQ_ERR_CLOSED;
+	}
+	old = LOAD_RLX(&t->ring[seq & t->mask].g);
+	st = old != NULL ? LOAD_RLX(&old->state) : 0;
+	if (LOAD_RLX(&t->newest) != seq + 1 || old == NULL || old->seq != seq || st != ST_ABORT) {
+		unlock(c);
+		c_free(c, g);
+		return MOQ_ERR_ORDER;
+	}
+	/* readers between the two stores see the tomb: dropped, as before */
+	group_remove(old, R_REPLACED);
+	newest_link_locked(t, g, now);
 	evict_locked(c);
 	reclaim_locked(c, false);
 	unlock(c);

@@ -350,6 +350,21 @@ int moq_cache_group_open(struct moq_cache_track *t, uint64_t seq, uint64_t now,
                          struct moq_cache_group **out);
 
 /*
+ * moq_cache_group_reopen: replace @t's newest group @seq, which its writer
+ * aborted (moq_cache_group_abort: a publisher's stream that closed
+ * mid-group), with a new empty one open at time @now, for a writer that
+ * has the whole group again (the publisher's restarted subscription starts
+ * there). Readers holding the old group go on seeing it dropped
+ * (MOQ_ERR_DROPPED); moq_cache_track_group returns the new one. Writer
+ * only; the caller owns one reference, as with moq_cache_group_open.
+ * Returns 0 with *@out set, MOQ_ERR_ORDER (@seq is not the newest, or the
+ * newest is not aborted: open, finished or removed), MOQ_ERR_CLOSED (track
+ * dropped), MOQ_ERR_INVAL, MOQ_ERR_NOMEM.
+ */
+int moq_cache_group_reopen(struct moq_cache_track *t, uint64_t seq, uint64_t now,
+                           struct moq_cache_group **out);
+
+/*
  * moq_cache_write_frame: append one whole frame. Copied exact-fit when @len
  * <= MOQ_CACHE_COPY_WHOLE, into the group's blocks otherwise. Returns 0 or
  * (nothing changed) MOQ_ERR_TOO_LARGE (group would pass MOQ_CACHE_GROUP_CAP),

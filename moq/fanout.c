@@ -727,9 +727,30 @@ bool gout_too_old(const struct moq_session *s, const struct gout *go)
  * subscription left, and the new one starts past them, so a subscriber
  * started there (at the newest, or the oldest within its Max Age) would be
  * DROPped every group between. It starts at the new one's first group. */
-static inline bool up_restarting(const struct dsub *d)
+static bool newest_aborted(struct moq_cache_track *t, uint64_t latest)
 {
-	return d->up && d->up->us && !d->up->us->got_group && moq_cache_track_idle(d->track);
+	struct moq_cache_group *g;
+	int rc;
+
+	if (moq_cache_track_group(t, latest, &g) < 0)
+		return false;
+	rc = moq_cache_group_status(g, NULL, NULL);
+	moq_cache_group_unref(g);
+	return rc == MOQ_ERR_DROPPED;
+}
+
+static inline bool up_restarting(const struct dsub *d, uint64_t latest)
+{
+	const struct upstream *up = d->up;
+
+	/* until it says where it starts; then only if that is past the
+	 * cached groups (a gap after the newest), or the newest is the one
+	 * the old subscription left aborted, which the new one's copy
+	 * replaces (ingest.c, is_newest); an ended one starts none */
+	return up && up->us && !up->us->got_group && !up->ended && !up->end_wait &&
+	       moq_cache_track_idle(d->track) &&
+	       (!up->us->got_start || moq_cache_track_gap_final(d->track, latest + 1) ||
+	        newest_aborted(d->track, latest));
 }
 
 /* Where a live subscriber (no start asked) starts: the newest group while it
@@ -957,7 +978,7 @@ static void dsub_advance(struct moq_session *s, struct dsub *d)
 			if (d->p.start != MOQ_GROUP_NONE && d->p.start > latest)
 				return; /* a future start: wait for it */
 			if ((d->by_age || d->p.start == MOQ_GROUP_NONE) &&
-			    __builtin_expect(up_restarting(d), 0))
+			    __builtin_expect(up_restarting(d, latest), 0))
 				goto out; /* the new upstream's first group */
 			if (d->by_age)
 				first = age_start(s, d, latest);

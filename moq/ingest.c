@@ -114,7 +114,10 @@ void up_reply(struct usub *us, const struct moq_subscribe_reply *r)
  * moved to another route of the same broadcast (a standby taking over,
  * bcast_withdraw) starts with the group in progress, which the cache has
  * from the old route. That group is refused (the old route's copy stands);
- * the next one continues the track. */
+ * the next one continues the track. When the old copy was aborted (the old
+ * upstream closed mid-group: a track that went idle, a route that went
+ * away), the new upstream's whole copy replaces it
+ * (moq_cache_group_reopen), so subscribers started there get it. */
 static bool is_newest(struct moq_cache_track *t, uint64_t seq)
 {
 	uint64_t latest;
@@ -192,11 +195,14 @@ void gin_data(struct moq_session *s, struct mstream *st, const uint8_t *p, size_
 				int lrc = moq_cache_track_latest(gi->us->up->ct, &latest);
 				int orc = moq_cache_group_open(gi->us->up->ct, gi->seq, n->now,
 				                               &gi->g);
-				if (orc == MOQ_ERR_ORDER && !gi->us->got_group &&
-				    !is_newest(gi->us->up->ct, gi->seq) &&
-				    up_restart(gi->us->up) == 0)
-					orc = moq_cache_group_open(gi->us->up->ct, gi->seq, n->now,
-					                           &gi->g);
+				if (orc == MOQ_ERR_ORDER && !gi->us->got_group) {
+					if (is_newest(gi->us->up->ct, gi->seq))
+						orc = moq_cache_group_reopen(
+						        gi->us->up->ct, gi->seq, n->now, &gi->g);
+					else if (up_restart(gi->us->up) == 0)
+						orc = moq_cache_group_open(gi->us->up->ct, gi->seq,
+						                           n->now, &gi->g);
+				}
 				if (orc == 0 && !gi->us->got_group && !gi->us->got_start && gi->seq)
 					/* no START: the subscription starts here */
 					moq_cache_track_gap(gi->us->up->ct, 0, gi->seq - 1);

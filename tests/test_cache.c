@@ -758,6 +758,71 @@ START_TEST(abort_gives_dropped)
 }
 END_TEST
 
+/* moq_cache_group_reopen: only the track's newest group, and only when it
+ * was aborted, is replaced; a reader holding the old one still sees it
+ * dropped, a lookup gets the new one, and the memory of both is billed
+ * once each and freed with the track. */
+START_TEST(reopen_aborted_newest)
+{
+	struct moq_cache_track *t;
+	struct moq_cache_group *g, *old, *nw, *x = NULL;
+	struct moq_cache_cursor cur = {0};
+	struct moq_cache_frame f;
+	uint64_t latest = 0, used;
+
+	mk(0);
+	t = mktrack("b", "v", 0, 0);
+	g = mkgroup(t, 0, 0);
+	ck_assert_int_eq(moq_cache_write_frame(g, 0, "abc", 3), 0);
+	ck_assert_int_eq(moq_cache_group_finish(g), 0);
+	/* finished: refused */
+	ck_assert_int_eq(moq_cache_group_reopen(t, 0, 1, &x), MOQ_ERR_ORDER);
+	moq_cache_group_unref(g);
+	old = mkgroup(t, 1, 2);
+	/* open (a writer is on it), or not the newest: refused */
+	ck_assert_int_eq(moq_cache_group_reopen(t, 1, 3, &x), MOQ_ERR_ORDER);
+	ck_assert_int_eq(moq_cache_group_reopen(t, 0, 3, &x), MOQ_ERR_ORDER);
+	ck_assert_int_eq(moq_cache_group_reopen(t, 2, 3, &x), MOQ_ERR_ORDER);
+	ck_assert_ptr_null(x);
+	ck_assert_int_eq(moq_cache_write_frame(old, 0, "defg", 4), 0);
+	ck_assert_int_eq(moq_cache_group_abort(old), 0);
+	ck_assert_int_eq(moq_cache_group_reopen(t, 1, 4, NULL), MOQ_ERR_INVAL);
+	used = moq_cache_used(cache);
+	ck_assert_int_eq(moq_cache_group_reopen(t, 1, 4, &nw), 0);
+	ck_assert_uint_eq(moq_cache_group_seq(nw), 1);
+	/* the old group's bill (its frame, the same descriptor) went with it */
+	ck_assert_uint_lt(moq_cache_used(cache), used);
+	/* its holder: dropped as before */
+	ck_assert_int_eq(moq_cache_read_frame(old, &cur, &f), MOQ_ERR_DROPPED);
+	ck_assert_int_eq(moq_cache_group_status(old, NULL, NULL), MOQ_ERR_DROPPED);
+	moq_cache_group_unref(old);
+	/* a reader looking it up: the new one, open, the newest still 1 */
+	ck_assert_int_eq(moq_cache_track_latest(t, &latest), 0);
+	ck_assert_uint_eq(latest, 1);
+	ck_assert_int_eq(moq_cache_track_group(t, 1, &x), 0);
+	ck_assert_ptr_eq(x, nw);
+	ck_assert_int_eq(moq_cache_group_status(x, NULL, NULL), 0);
+	moq_cache_group_unref(x);
+	ck_assert_int_eq(moq_cache_write_frame(nw, 5, "hijkl", 5), 0);
+	ck_assert_int_eq(moq_cache_group_finish(nw), 0);
+	memset(&cur, 0, sizeof(cur));
+	ck_assert_int_eq(moq_cache_read_frame(nw, &cur, &f), 1);
+	ck_assert_uint_eq(f.len, 5);
+	ck_assert_int_eq(memcmp(f.data, "hijkl", 5), 0);
+	/* finished now: not replaced again; the next group opens as usual */
+	ck_assert_int_eq(moq_cache_group_reopen(t, 1, 5, &x), MOQ_ERR_ORDER);
+	moq_cache_group_unref(nw);
+	opengroup(t, 2, 6);
+	ck_assert_int_eq(moq_cache_track_group(t, 1, &x), 0);
+	moq_cache_group_unref(x);
+	/* a dropped track: closed */
+	ck_assert_int_eq(moq_cache_track_drop(t), 0);
+	ck_assert_int_eq(moq_cache_group_reopen(t, 2, 7, &x), MOQ_ERR_CLOSED);
+	moq_cache_track_unref(t);
+	teardown_all();
+}
+END_TEST
+
 /* Snapshot of everything bad input must leave alone. */
 struct snap {
 	uint64_t used, version;
@@ -1699,6 +1764,7 @@ Suite *cache_suite(void)
 	tcase_add_test(tc, window_lagged);
 	tcase_add_test(tc, lookup_and_drop);
 	tcase_add_test(tc, abort_gives_dropped);
+	tcase_add_test(tc, reopen_aborted_newest);
 	tcase_add_test(tc, bad_input_changes_nothing);
 	tcase_add_test(tc, nomem_changes_nothing);
 	tcase_add_test(tc, qsbr_defers_index_reclaim);

@@ -4318,6 +4318,58 @@ START_TEST(test_restart_gap_no_wait)
 }
 END_TEST
 
+/* The relay's upstream closed mid-group (its last subscriber left), which
+ * left the cached newest group L aborted; a subscriber comes back while
+ * the publisher is still in L, so the new upstream subscription starts at
+ * L and brings all of it. That copy replaces the aborted one
+ * (moq_cache_group_reopen) and the subscriber starts at L and gets it
+ * whole: the relay refused it as the cached newest before, and the
+ * subscriber waited for L + 1 (cluster three_relays: an edge subscribed
+ * just then, told a start before L, passed L's DROP to all its viewers). */
+START_TEST(test_restart_aborted_newest)
+{
+	struct sub *a, *c;
+	struct moq_cache_track *t;
+	struct moq_cache_group *g;
+	uint64_t cached;
+
+	h_init(NULL, 0);
+	h_publisher();
+	a = &H.subs[H.nsubs++];
+	c = &H.subs[H.nsubs++];
+	h_connect(a, MOQ_ROLE_SUBSCRIBER, NULL);
+	h_connect(c, MOQ_ROLE_SUBSCRIBER, NULL);
+	ck_assert(h_until(all_ready, 2 * SEC, 0));
+	h_subscribe(a, 1);
+	h_run(1200 * MS, 1000);
+	ck_assert(h_until(pub_mid_group, SEC, 1000));
+	ck_assert_int_eq(moq_session_unsubscribe(a->s, (uint64_t)a->id), 0);
+	h_run(20 * MS, 1000);
+	cached = H.seq; /* the relay's newest group, cut short */
+	t = moq_cache_track_lookup(H.rcache, "live/room", 9, "video", 5);
+	ck_assert_ptr_nonnull(t);
+	ck_assert_int_eq(moq_cache_track_group(t, cached, &g), 0);
+	ck_assert_int_eq(moq_cache_group_status(g, NULL, NULL), MOQ_ERR_DROPPED);
+	moq_cache_group_unref(g);
+	moq_cache_track_unref(t);
+	h_subscribe(c, 1);
+	ck_assert(h_until(sub1_started, 2 * SEC, 1000));
+	fprintf(stderr,
+	        "# restart at the aborted newest: cached %llu, START %llu, first group %llu, "
+	        "%llu reset(s), %llu DROP(s)\n",
+	        (unsigned long long)cached, (unsigned long long)c->start_group,
+	        (unsigned long long)c->first_seq, (unsigned long long)c->groups_reset,
+	        (unsigned long long)c->drops);
+	ck_assert(c->got_start);
+	ck_assert_uint_eq(c->start_group, cached);
+	ck_assert_uint_eq(c->first_seq, cached);
+	ck_assert_uint_eq(c->groups_reset, 0);
+	ck_assert_uint_eq(c->drops, 0);
+	ck_assert_uint_eq(c->errors, 0);
+	h_fini();
+}
+END_TEST
+
 /* _i: 0 lite-05 END {2}, both groups after it; 1 lite-05 END {3}, group 2
  * never sent (a DROP, counted, then END {3}); 2, 3: lite-04 and lite-03,
  * whose end is the FIN alone, both groups after it. */
@@ -4519,6 +4571,7 @@ Suite *moq_session_suite(void)
 	tcase_add_test(tl, test_late_group_taken);
 	tcase_add_test(tl, test_upstream_drop_no_wait);
 	tcase_add_test(tl, test_restart_gap_no_wait);
+	tcase_add_test(tl, test_restart_aborted_newest);
 	tcase_add_test(tl, test_ended_track_no_resubscribe);
 	tcase_add_test(tl, test_subscriber_max_latency);
 	tcase_add_loop_test(tl, test_update_start, 0, 2);
