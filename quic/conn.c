@@ -85,7 +85,7 @@ static int handshake_completed_cb(ngtcp2_conn *q, void *user_data)
 		if (rp && rp->stateless_reset_token_present)
 			conn_add_token(c, rp->stateless_reset_token);
 	}
-	if (c->alpn[0] == '\0') {
+	if (c->alpn == NULL) {
 		/* RFC 9001, 8.1: QUIC requires ALPN. */
 		ngtcp2_conn_set_tls_alert(c->q, 120);
 		return NGTCP2_ERR_CALLBACK_FAILURE;
@@ -472,7 +472,7 @@ struct moq_quic_endpoint *moq_quic_conn_endpoint(const struct moq_quic_conn *c)
 
 const char *moq_quic_conn_alpn(const struct moq_quic_conn *c)
 {
-	return c->alpn[0] ? c->alpn : NULL;
+	return c->alpn;
 }
 
 int moq_quic_conn_is_server(const struct moq_quic_conn *c)
@@ -528,8 +528,15 @@ void moq_quic_conn_get_info(const struct moq_quic_conn *c, struct moq_quic_conn_
 		hand_info(c, out);
 		return;
 	}
-	if (c->q == NULL)
+	if (c->q == NULL) {
+		/* closed (a handed-off one's engine record goes before its
+		 * conn_closed: cb_conn_closed reads this for --auth-url's end),
+		 * or not made yet: the counters kept here */
+		out->bytes_sent = c->bytes_sent;
+		out->bytes_recv = c->bytes_recv;
+		out->key_updates = c->key_updates;
 		return;
+	}
 	ngtcp2_conn_get_conn_stat(c->q, &cs);
 	out->smoothed_rtt_ns = cs.smoothed_rtt;
 	out->min_rtt_ns = cs.min_rtt;

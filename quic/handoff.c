@@ -195,6 +195,11 @@ static void cb_conn_closed(struct fp_conn *fc, void *user, const struct fp_close
 	 * goes out from hand_send) while @c is freed at the next _timers or
 	 * _recv: it must not point back at @c any more */
 	fp_conn_set_user(fc, NULL);
+	{
+		struct fp_conn_info fi;
+		fp_conn_get_info(fc, &fi);
+		c->key_updates += fi.key_updates; /* get_info's count after this */
+	}
 	c->fp = NULL;
 	ep->st.fastpath_conns--;
 	conn_notify(c, &qi);
