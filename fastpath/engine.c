@@ -21,7 +21,6 @@
  * and only data out of order takes one; without one a frame beyond the
  * delivered prefix is not acknowledged and comes again). */
 #define RBUF_PER_CONN_DIV 8u
-#define TOMB              UINT32_MAX
 
 static uint32_t pow2_at_least(uint32_t v)
 {
@@ -62,7 +61,8 @@ struct fp_engine *fp_engine_new(const struct fp_engine_config *cfg, int *err)
 		e->cfg.stream_window = DEF_STREAM_WIN;
 	if (!e->cfg.conn_window)
 		e->cfg.conn_window = DEF_CONN_WIN;
-	if ((e->cfg.sent_ring & (e->cfg.sent_ring - 1)) || e->cfg.sent_ring < 16 ||
+	if (e->cfg.max_conns > (1u << 27) - 2 || /* fp_hent.conn */
+	    (e->cfg.sent_ring & (e->cfg.sent_ring - 1)) || e->cfg.sent_ring < 16 ||
 	    e->cfg.sent_ring > 32768 || (e->cfg.reorder_bytes % 64) ||
 	    e->cfg.reorder_bytes > 65536) {
 		rv = MOQ_ERR_CONFIG;
@@ -201,22 +201,15 @@ static uint32_t hash_key(const uint8_t *k, uint8_t len)
 int fp_tab_add(struct fp_engine *e, struct fp_hent *t, const uint8_t *key, uint8_t len,
                uint32_t conn)
 {
-	uint32_t i = hash_key(key, len) & e->tab_mask, n, tomb = FP_NONE32;
+	uint32_t i = hash_key(key, len) & e->tab_mask, n;
 
 	for (n = 0; n <= e->tab_mask; n++, i = (i + 1) & e->tab_mask) {
 		if (t[i].conn == 0)
 			break;
-		if (t[i].conn == TOMB) {
-			if (tomb == FP_NONE32)
-				tomb = i;
-			continue;
-		}
 		if (t[i].len == len && memcmp(t[i].key, key, len) == 0)
 			return MOQ_ERR_EXISTS;
 	}
-	if (tomb != FP_NONE32)
-		i = tomb;
-	else if (n > e->tab_mask)
+	if (n > e->tab_mask)
 		return MOQ_ERR_LIMIT;
 	t[i].conn = conn + 1;
 	t[i].len = len;
@@ -246,7 +239,7 @@ static uint32_t tab_slot(const struct fp_engine *e, const struct fp_hent *t, con
 	for (n = 0; n <= e->tab_mask; n++, i = (i + 1) & e->tab_mask) {
 		if (t[i].conn == 0)
 			return FP_NONE32;
-		if (t[i].conn != TOMB && t[i].len == len && key_eq(t[i].key, key, len))
+		if (t[i].len == len && key_eq(t[i].key, key, len))
 			return i;
 	}
 	return FP_NONE32;
@@ -285,7 +278,7 @@ uint32_t fp_tab_find(const struct fp_engine *e, const struct fp_hent *t, const u
 {
 	uint32_t i = tab_slot(e, t, key, len);
 
-	return i == FP_NONE32 ? FP_NONE32 : t[i].conn - 1;
+	return i == FP_NONE32 ? FP_NONE32 : (uint32_t)t[i].conn - 1;
 }
 
 void fp_len_ref(struct fp_engine *e, uint8_t len, int delta)

@@ -371,13 +371,10 @@ struct fp_cold {
 	struct fp_keys keys;
 	struct fp_cid dcid;
 	struct fp_cid peer_cids[FP_MAX_PEER_CIDS];
-	uint8_t npeer_cids;
 	uint64_t peer_retire_prior_to;
 	uint64_t retire_pending[FP_MAX_PEER_CIDS]; /* seqs to RETIRE */
-	uint8_t nretire;
 	struct fp_cid scids[FP_MAX_SCIDS];
 	uint8_t scid_pending[FP_MAX_SCIDS]; /* NEW_CONNECTION_ID to send */
-	uint8_t nscids;
 	uint64_t next_scid_seq;
 	uint64_t local_cid_limit;
 	struct fp_peer_params peer;
@@ -394,13 +391,11 @@ struct fp_cold {
 	uint8_t challenge_out;                       /* a challenge awaits its response */
 	uint64_t path_recv, path_sent;               /* bytes on an unvalidated path */
 	struct fp_range rx_ranges[FP_IMPORT_RANGES]; /* newest first */
-	uint8_t nrx;
 	uint64_t close_code, close_ftype;
 	uint8_t close_app;
 	uint8_t close_reasonlen;
 	uint8_t close_reason[64];
 	uint64_t close_sent_at;
-	uint32_t close_budget;                       /* CONNECTION_CLOSE repeats left */
 	uint64_t dblocked_at, sb_bidi_at, sb_uni_at; /* limits we said we hit */
 	uint64_t epoch_ns;                           /* t_us of sent records counts from here */
 	uint64_t pkts_sent, pkts_recv, pkts_lost, bytes_sent, bytes_recv, key_updates;
@@ -417,6 +412,10 @@ struct fp_cold {
 	uint8_t busy;                       /* inside an engine call for this conn */
 	uint8_t free_pending;               /* freed when the call returns */
 	uint8_t ctl_blocked_sent;           /* */
+	/* counts of the arrays above, with the other bytes (no padding after
+	 * each: 40 B a connection, issue 23 target 5) */
+	uint8_t npeer_cids, nretire, nscids, nrx;
+	uint32_t close_budget;              /* CONNECTION_CLOSE repeats left */
 	uint64_t local_dgram_max;           /* our max_datagram_frame_size */
 	struct fp_dgq *dq;                  /* queued datagrams (dgram.c), or NULL */
 };
@@ -488,8 +487,11 @@ struct fp_engine {
 	size_t rbuf_bytes;
 	/* our CIDs and the peers' tokens: open addressing, conn index + 1 */
 	struct fp_hent {
-		uint32_t conn; /* 0 = empty, UINT32_MAX = tombstone */
-		uint8_t len;
+		/* conn index + 1 (0 = empty; fp_tab_del shifts, so no
+		 * tombstones) and the key's length, packed: 24 bytes an
+		 * entry, not 28 (issue 23 target 5: 105 B a connection) */
+		uint32_t conn : 27;
+		uint32_t len : 5;
 		uint8_t key[FP_CID_MAX];
 	} * cid_tab, *tok_tab;
 	uint32_t tab_mask;

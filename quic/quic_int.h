@@ -119,7 +119,7 @@ struct moq_quic_conn {
 	uint32_t addr_slot_valid;
 	struct moq_quic_addr counted_addr; /* counted in ep->atab (addr_slot_valid) */
 	struct moq_quic_addr local, remote;
-	char alpn[MOQ_QUIC_ALPN_MAX + 1];
+	const char *alpn; /* negotiated: one of ep->alpn[] (8 B, not 256), or NULL */
 
 	/* CIDs registered in the endpoint table for this connection. */
 	struct cid_key cids[QUIC_CONN_MAX_CIDS];

@@ -709,13 +709,17 @@ void quic_tls_conn_alpn(struct moq_quic_conn *c)
 	const unsigned char *p = NULL;
 	unsigned int len = 0;
 
+	c->alpn = NULL;
 	wolfSSL_get0_alpn_selected(c->ssl, &p, &len);
-	if (p == NULL || len == 0 || len >= sizeof(c->alpn)) {
-		c->alpn[0] = '\0';
+	if (p == NULL || len == 0)
 		return;
-	}
-	memcpy(c->alpn, p, len);
-	c->alpn[len] = '\0';
+	/* the server selects from ep->alpn (alpn_select), and a client offers
+	 * that list: the endpoint's copy outlives the connection */
+	for (size_t i = 0; i < c->ep->alpn_count; i++)
+		if (c->ep->alpn_len[i] == len && memcmp(c->ep->alpn[i], p, len) == 0) {
+			c->alpn = c->ep->alpn[i];
+			return;
+		}
 }
 
 int quic_rng_init(struct moq_quic_endpoint *ep)
