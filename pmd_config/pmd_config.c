@@ -193,9 +193,9 @@ static const struct key keys[] = {
         /* issue 23: quic/handoff.c, fastpath/ */
         {"fastpath", K_ONOFF, OFF(fastpath), 0, 0,
          "on: subscriber connections leave ngtcp2 for the 1-RTT fast path once set up and "
-         "quiet; off: everything stays on ngtcp2 (default off)"},
+         "quiet; off: everything stays on ngtcp2 (default on)"},
         {"fastpath-conns", K_U32, OFF(fastpath_conns), 1, 10000000,
-         "connections per worker the fast path holds (its pools, ~18 KiB a connection, are "
+         "connections per worker the fast path holds (its pools, ~15 KiB a connection, are "
          "allocated at start); beyond, connections stay on ngtcp2 (default 4096)"},
 };
 
@@ -295,6 +295,7 @@ void moq_pmd_config_defaults(struct moq_pmd_config *cfg)
 	cfg->max_streams = 1000;
 	cfg->max_tracks = 10000;
 	cfg->idle_timeout_us = 30 * US;
+	cfg->fastpath = 1;
 	cfg->fastpath_conns = 4096;
 	cfg->backend = MOQ_CFG_BACKEND_DPDK;
 	cfg->redirect_ring = 1024;

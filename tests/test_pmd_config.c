@@ -743,14 +743,14 @@ START_TEST(admission_options)
 }
 END_TEST
 
-/* issue 23: --fastpath on|off, off by default */
+/* issue 23: --fastpath on|off, on by default */
 START_TEST(fastpath_option)
 {
 	struct moq_pmd_config c;
 	char err[MOQ_CFG_ERR_MAX];
 
 	ck_assert_int_eq(parse(&c, no_env, err, NULL), 0);
-	ck_assert_uint_eq(c.fastpath, 0);
+	ck_assert_uint_eq(c.fastpath, 1);
 	ck_assert_uint_eq(c.fastpath_conns, 4096);
 	ck_assert_int_eq(parse(&c, no_env, err, "--fastpath", "on", NULL), 0);
 	ck_assert_uint_eq(c.fastpath, 1);
