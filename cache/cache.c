@@ -1108,26 +1108,38 @@ static void newest_link_locked(struct moq_cache_track *t, struct moq_cache_group
 	track_bump(t);
 }
 
+/* The start of moq_cache_group_open and _reopen: @seq checked, the new
+ * group in *@g, the cache locked (0), or an error with nothing held. */
+static int group_new_locked(struct moq_cache_track *t, uint64_t seq, uint64_t now,
+                            struct moq_cache_group **out, struct moq_cache_group **g)
+{
+	struct moq_cache *c = t->cache;
+
+	if (out == NULL || seq >= UINT64_MAX >> 3)
+		return MOQ_ERR_INVAL;
+	*g = group_new(t, seq, now);
+	if (*g == NULL)
+		return MOQ_ERR_NOMEM;
+	lock(c);
+	reclaim_locked(c, false);
+	if (LOAD_RLX(&t->dropped)) {
+		unlock(c);
+		c_free(c, *g);
+		return MOQ_ERR_CLOSED;
+	}
+	return 0;
+}
+
 int moq_cache_group_open(struct moq_cache_track *t, uint64_t seq, uint64_t now,
                          struct moq_cache_group **out)
 {
 	struct moq_cache *c = t->cache;
 	struct moq_cache_group *g;
 	uint64_t newest;
+	int rv = group_new_locked(t, seq, now, out, &g);
 
-	if (out == NULL || seq >= UINT64_MAX >> 3)
-		return MOQ_ERR_INVAL;
-	g = group_new(t, seq, now);
-	if (g == NULL)
-		return MOQ_ERR_NOMEM;
-
-	lock(c);
-	reclaim_locked(c, false);
-	if (LOAD_RLX(&t->dropped)) {
-		unlock(c);
-		c_free(c, g);
-		return MOQ_ERR_CLOSED;
-	}
+	if (rv < 0)
+		return rv;
 	newest = LOAD_RLX(&t->newest);
 	if (newest != 0 && seq < newest) {
 		if (late_open_locked(t, g, newest, now) < 0) {
@@ -1164,19 +1176,10 @@ int moq_cache_group_reopen(struct moq_cache_track *t, uint64_t seq, uint64_t now
 	struct moq_cache *c = t->cache;
 	struct moq_cache_group *g, *old;
 	uint32_t st;
+	int rv = group_new_locked(t, seq, now, out, &g);
 
-	if (out == NULL || seq >= UINT64_MAX >> 3)
-		return MOQ_ERR_INVAL;
-	g = group_new(t, seq, now);
-	if (g == NULL)
-		return MOQ_ERR_NOMEM;
-	lock(c);
-	reclaim_locked(c, false);
-	if (LOAD_RLX(&t->dropped)) {
-		unlock(c);
-		c_free(c, g);
-		return MOQ_ERR_CLOSED;
-	}
+	if (rv < 0)
+		return rv;
 	old = LOAD_RLX(&t->ring[seq & t->mask].g);
 	st = old != NULL ? LOAD_RLX(&old->state) : 0;
 	if (LOAD_RLX(&t->newest) != seq + 1 || old == NULL || old->seq != seq || st != ST_ABORT) {
