@@ -178,6 +178,116 @@ async function publish(conn, cfg, until) {
 	return bc;
 }
 
+// The datagram phase (issue 25): over a lossy path (udp_loss.mjs), the
+// browser subscribes to moqdp-load's datagram publisher (video as streams,
+// every frame verified; audio, single-frame groups that arrive as QUIC
+// datagrams, each verified and the gaps counted as lost) and publishes an
+// audio track of its own as datagrams (lite-05 6.4) for moqdp-load's
+// subscribers to verify.
+const dg = {
+	connected: false,
+	protocol: "",
+	dgOk: 0,
+	dgBad: [],
+	dgFirst: -1,
+	dgLast: -1,
+	dgSeen: 0,
+	dgDup: 0,
+	audioGroups: 0,
+	published: 0,
+	error: "",
+};
+window.moqdpDgState = dg;
+
+function verifyAudio(p, seq, trackId) {
+	if (p.length < HDR) return `audio ${seq}: ${p.length} bytes`;
+	const dv = new DataView(p.buffer, p.byteOffset, p.byteLength);
+	if (dv.getUint32(0, true) !== MAGIC) return `audio ${seq}: magic`;
+	if (dv.getUint16(8, true) !== trackId) return `audio ${seq}: track ${dv.getUint16(8, true)}`;
+	if (dv.getUint32(12, true) !== 0) return `audio ${seq}: frame index ${dv.getUint32(12, true)}`;
+	if (Number(dv.getBigUint64(16, true)) !== seq) return `audio ${seq}: header says group ${dv.getBigUint64(16, true)}`;
+	if (dv.getUint32(32, true) !== p.length) return `audio ${seq}: length`;
+	if (crc32c(p, 8) !== dv.getUint32(4, true)) return `audio ${seq}: CRC`;
+	return "";
+}
+
+async function recvAudio(bc, cfg, until) {
+	const sub = bc.subscribe(cfg.audioTrack, {});
+	const seen = new Set();
+	const note = (seq, p) => {
+		const why = verifyAudio(p, seq, cfg.audioTrackId);
+		if (why) {
+			if (dg.dgBad.length < 20) dg.dgBad.push(why);
+			return;
+		}
+		if (seen.has(seq)) {
+			dg.dgDup++;
+			return;
+		}
+		seen.add(seq);
+		dg.dgOk++;
+		if (dg.dgFirst < 0 || seq < dg.dgFirst) dg.dgFirst = seq;
+		if (seq > dg.dgLast) dg.dgLast = seq;
+	};
+	const timeout = () => new Promise((r) => setTimeout(() => r(null), Math.max(1, until - performance.now())));
+	// a single-frame group may also come as a stream (the relay's choice
+	// per group): read that channel too, so "lost" is what came neither way
+	const groups = (async () => {
+		while (performance.now() < until) {
+			const g = await Promise.race([sub.recvGroup(), timeout()]);
+			if (!g) break;
+			dg.audioGroups++;
+			const f = await Promise.race([g.readFrame().catch(() => null), timeout()]);
+			if (f) note(g.sequence, f.payload);
+		}
+	})();
+	while (performance.now() < until) {
+		const d = await Promise.race([sub.recvDatagram(), timeout()]);
+		if (!d) break;
+		dg.dgSeen++;
+		note(d.sequence, d.payload);
+	}
+	await Promise.race([groups, new Promise((r) => setTimeout(r, 1000))]);
+	sub.close();
+}
+
+window.moqdpDgram = async (cfg) => {
+	// the video counters of this phase alone
+	Object.assign(st, { framesOk: 0, bytesOk: 0, groups: 0, groupsDone: 0, groupsReset: 0, resetWhy: "", bad: [] });
+	try {
+		const conn = await Moq.Connection.connect(new URL(cfg.url), {
+			websocket: { enabled: false },
+			webtransport: { serverCertificateHashes: [{ algorithm: "sha-256", value: cfg.hash }] },
+		});
+		dg.connected = true;
+		dg.protocol = conn.version;
+		const until = performance.now() + cfg.durationMs;
+		// publish: 50 datagrams a second on "audio", sequence = group field
+		const pbc = new Moq.Broadcast.Producer();
+		const track = pbc.createTrack(cfg.pubTrack);
+		conn.publish(Moq.Path.from(cfg.pubBroadcast), pbc);
+		const pub = (async () => {
+			const t0 = performance.now();
+			const end = until + cfg.pubExtraMs;
+			for (let seq = 0; performance.now() < end; seq++) {
+				const wait = t0 + seq * 20 - performance.now();
+				if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+				const nowNs = BigInt(cfg.monoBaseNs) + BigInt(Math.round((performance.now() - cfg.perfBase) * 1e6));
+				track.writeDatagram({ sequence: seq, timestamp: Moq.Time.Timestamp.now(), payload: makeFrame(cfg.pubTrackId, seq, 0, seq, cfg.audioSize, nowNs) });
+				dg.published++;
+			}
+		})();
+		// subscribe: video by streams through readGroup (st counts it), audio
+		const bc = conn.consume(Moq.Path.from(cfg.subBroadcast));
+		await Promise.all([subscribe(conn, cfg, until), recvAudio(bc, cfg, until)]);
+		await pub;
+		conn.close();
+	} catch (e) {
+		dg.error = String(e && e.stack ? e.stack : e);
+	}
+	return { dg, st };
+};
+
 // A session held open (the relay's SIGQUIT drain): resolves when it closes.
 window.moqdpHold = async (cfg) => {
 	const conn = await Moq.Connection.connect(new URL(cfg.url), {
