@@ -1615,6 +1615,16 @@ uint64_t moq_cache_group_created(const struct moq_cache_group *g)
 	return g->created;
 }
 
+int moq_cache_group_ts(const struct moq_cache_group *g, int newest, int64_t *ts)
+{
+	uint32_t started = LOAD_ACQ(&g->nstarted);
+
+	if (started == 0)
+		return MOQ_ERR_NOTFOUND;
+	*ts = rec_at(g, newest ? started - 1 : 0)->timestamp;
+	return 0;
+}
+
 int moq_cache_group_status(const struct moq_cache_group *g, uint64_t *bytes, uint32_t *frames)
 {
 	uint32_t st = LOAD_ACQ(&g->state);

@@ -440,6 +440,11 @@ uint64_t moq_cache_group_seq(const struct moq_cache_group *g);
  * caller's clock of moq_cache_group_open). */
 uint64_t moq_cache_group_created(const struct moq_cache_group *g);
 
+/* moq_cache_group_ts: the timestamp of the group's first frame (@newest 0)
+ * or of its newest published one, complete or arriving (@newest 1), in *@ts.
+ * Returns 0, or MOQ_ERR_NOTFOUND (no frame yet). Lock-free, any thread. */
+int moq_cache_group_ts(const struct moq_cache_group *g, int newest, int64_t *ts);
+
 /*
  * moq_cache_group_status: 0 while the group is open and live, else the code a
  * reader at its end gets: MOQ_ERR_CLOSED (finished), MOQ_ERR_DROPPED

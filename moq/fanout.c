@@ -691,24 +691,66 @@ static void drops_add(struct moq_session *s, struct dsub *d, struct drops *r, ui
 	r->end = to;
 }
 
+/*
+ * lite-06 Max Age is measured on group timestamps (PROTOCOL.md): a group's
+ * age runs from its successor's first timestamp to the track's newest one.
+ * newest_ts: that newest timestamp (the newest group's newest frame, or the
+ * one before's while the newest has none yet), in the track's timescale.
+ * False when the track's timestamps cannot say: timescale not known, no
+ * frame, or all 0 (lite-03/04 and IETF publishers carry none).
+ */
+static bool newest_ts(const struct dsub *d, uint64_t latest, int64_t *to)
+{
+	if (!d->ts_hz)
+		return false;
+	for (uint64_t q = latest, k = 0; k < 2 && q <= latest; q--, k++) {
+		struct moq_cache_group *g;
+		int rc;
+		if (moq_cache_track_group(d->track, q, &g) < 0)
+			continue;
+		rc = moq_cache_group_ts(g, 1, to);
+		moq_cache_group_unref(g);
+		if (rc == 0)
+			return *to != 0;
+	}
+	return false;
+}
+
+/* The age of the group before @succ at @now: on timestamps when @have_to
+ * (*newest_ts) and @succ has a frame at or before it, else (timestamps
+ * that cannot say, or run backwards) from when @succ began at the relay. */
+static uint64_t pred_age(const struct dsub *d, const struct moq_cache_group *succ, bool have_to,
+                         int64_t to, uint64_t now)
+{
+	uint64_t began = moq_cache_group_created(succ);
+	int64_t from;
+
+	if (have_to && moq_cache_group_ts(succ, 0, &from) == 0 && to >= from)
+		return (uint64_t)((unsigned __int128)(uint64_t)(to - from) * 1000000000u / d->ts_hz);
+	return now > began ? now - began : 0;
+}
+
 /* @g (of @d's track) is older than @d's own max latency (dsub_params) and
  * not the newest: by the subscriber's measure it expired. */
 static bool group_too_old(const struct moq_session *s, const struct dsub *d,
                           const struct moq_cache_group *g, uint64_t latest)
 {
 	uint64_t created = moq_cache_group_created(g), now = s->n->now;
-	uint64_t seq = moq_cache_group_seq(g);
+	uint64_t seq = moq_cache_group_seq(g), age;
 
 	if (seq >= latest)
 		return false;
 	if (d->by_age) {
-		/* lite-06 Max Age: a group's age runs from when its successor
-		 * began (none yet: it is not old) */
+		/* lite-06 Max Age: a group's age runs from its successor's
+		 * first timestamp (no successor yet: it is not old) */
 		struct moq_cache_group *succ;
+		int64_t to = 0;
+		bool have_to = newest_ts(d, latest, &to);
 		if (moq_cache_track_group(d->track, seq + 1, &succ) < 0)
 			return false;
-		created = moq_cache_group_created(succ);
+		age = pred_age(d, succ, have_to, to, now);
 		moq_cache_group_unref(succ);
+		return age > d->lat_ns;
 	}
 	return now > created && now - created > d->lat_ns;
 }
@@ -778,25 +820,30 @@ static __attribute__((noinline)) bool start_at_latest(const struct moq_session *
 /*
  * lite-06: the first group of @d, whose p.start is Group Start (an absolute
  * floor) and p.max_latency_ms its Max Age: the oldest group at or above the
- * floor still within the age, a group's age running from when its successor
- * began (the newest group's is 0); Max Age 0 = the newest group. The cache
- * knows when each group began (moq_cache_group_created, the node's clock).
+ * floor still within the age, a group's age running from its successor's
+ * first timestamp (pred_age; the newest group's is 0); Max Age 0 = the
+ * newest group.
  */
-static __attribute__((noinline)) uint64_t age_start(const struct moq_session *s,
-                                                    const struct dsub *d, uint64_t latest)
+static __attribute__((noinline)) uint64_t age_start(const struct moq_session *s, struct dsub *d,
+                                                    uint64_t latest)
 {
 	uint64_t first = latest, floor = d->p.start == MOQ_GROUP_NONE ? 0 : d->p.start;
 	uint64_t age_ns = d->p.max_latency_ms * 1000000ull, now = s->n->now;
+	int64_t to = 0;
+	bool have_to;
 
+	if (!d->ts_hz)
+		dsub_timescale(s->n, NULL, d); /* its TRACK_INFO may have come */
+	have_to = newest_ts(d, latest, &to);
 	while (age_ns && first > floor) {
 		struct moq_cache_group *succ, *g;
-		uint64_t began;
-		/* group first - 1's age runs from when group first began */
+		uint64_t age;
+		/* group first - 1's age runs from group first's start */
 		if (moq_cache_track_group(d->track, first, &succ) < 0)
 			break;
-		began = moq_cache_group_created(succ);
+		age = pred_age(d, succ, have_to, to, now);
 		moq_cache_group_unref(succ);
-		if (now > began && now - began > age_ns)
+		if (age > age_ns)
 			break;
 		if (moq_cache_track_group(d->track, first - 1, &g) < 0)
 			break; /* not in the cache (any more) */

@@ -156,6 +156,8 @@ struct dsub {
 	 * 0 = none) of group p.end */
 	uint64_t frame_start, frame_end;
 	uint8_t by_age; /* lite-06: p.start is a floor, the first group by Max Age */
+	uint32_t ts_hz; /* lite-06: the track's timescale once known (Max Age on
+	                 * group timestamps), 0 = not known: arrival times */
 };
 
 /* A subscription we made on the peer. */
@@ -576,6 +578,8 @@ void on_subscribe_update(struct moq_session *s, struct mstream *st,
 void tinfo_free(struct tinfo *ti);
 struct tinfo *tinfo_new(const char *p, size_t pl, const char *t, size_t tl);
 struct tinfo *tinfo_get(struct moq_node *n, const char *p, size_t pl, const char *t, size_t tl);
+struct tinfo *tinfo_find(struct moq_node *n, const char *p, size_t pl, const char *t, size_t tl);
+void dsub_timescale(struct moq_node *n, struct bcast *bc, struct dsub *d);
 void tinfo_drop_path(struct moq_node *n, const char *p, size_t pl);
 void tinfo_learned(struct moq_node *n, struct tinfo *ti, const struct moq_track_info *info);
 void tinfo_ask(struct moq_node *n, struct bcast *bc, struct tinfo *ti);

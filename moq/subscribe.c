@@ -205,6 +205,8 @@ void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_su
 	d->path = full;
 	d->plen = flen;
 	dsub_params(d);
+	if (d->by_age)
+		dsub_timescale(n, bc, d);
 	st->d = d;
 	if (!d->up && !s->watched) {
 		/* a local broadcast's track: moq_node_poll watches it */

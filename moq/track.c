@@ -42,14 +42,21 @@ struct tinfo *tinfo_new(const char *p, size_t pl, const char *t, size_t tl)
 
 /* The relay's TRACK_INFO cache entry for @p / @t: bounded (MAX_TINFO; then
  * NULL and the caller answers defaults), freed when the broadcast ends. */
-struct tinfo *tinfo_get(struct moq_node *n, const char *p, size_t pl, const char *t, size_t tl)
+struct tinfo *tinfo_find(struct moq_node *n, const char *p, size_t pl, const char *t, size_t tl)
 {
-	struct tinfo *ti;
-
-	for (ti = n->tinfos; ti; ti = ti->next)
+	for (struct tinfo *ti = n->tinfos; ti; ti = ti->next)
 		if (ti->plen == pl && ti->tlen == tl && memcmp(ti->path, p, pl) == 0 &&
 		    memcmp(ti->track, t, tl) == 0)
 			return ti;
+	return NULL;
+}
+
+struct tinfo *tinfo_get(struct moq_node *n, const char *p, size_t pl, const char *t, size_t tl)
+{
+	struct tinfo *ti = tinfo_find(n, p, pl, t, tl);
+
+	if (ti)
+		return ti;
 	if (n->ntinfos >= MAX_TINFO)
 		return NULL;
 	ti = tinfo_new(p, pl, t, tl);
@@ -207,4 +214,28 @@ void on_track_info(struct moq_session *s, struct mstream *st, const struct moq_t
 		return;
 	}
 	tinfo_learned(n, ti, info);
+}
+
+/* lite-06 Max Age is measured on group timestamps (PROTOCOL.md), which
+ * need the track's timescale: a local broadcast's own; a relayed one's
+ * from its TRACK_INFO, asked now when not known (the publisher or the
+ * owning worker answers; fanout.c's age_start looks again). Until then,
+ * and for a timescale past 32 bits, d->ts_hz stays 0: arrival times. */
+void dsub_timescale(struct moq_node *n, struct bcast *bc, struct dsub *d)
+{
+	struct tinfo *ti;
+	uint64_t hz = 0;
+
+	if (bc && bc->local) {
+		hz = bc->timescale ? bc->timescale : 1000;
+	} else if (d->up) {
+		ti = tinfo_find(n, d->path, d->plen, d->up->track, d->up->tlen);
+		if (!ti && bc)
+			ti = tinfo_get(n, d->path, d->plen, d->up->track, d->up->tlen);
+		if (ti && !ti->have && bc)
+			tinfo_ask(n, bc, ti); /* may answer at once (the defaults) */
+		if (ti && ti->have)
+			hz = ti->ti.timescale;
+	}
+	d->ts_hz = hz <= UINT32_MAX ? (uint32_t)hz : 0;
 }

@@ -823,6 +823,42 @@ START_TEST(reopen_aborted_newest)
 }
 END_TEST
 
+/* moq_cache_group_ts: the first and the newest published frame's
+ * timestamps (lite-06 Max Age reads them); none before the first frame; a
+ * chunked frame counts from its begin; a rejected batch changes nothing. */
+START_TEST(group_first_and_newest_ts)
+{
+	struct moq_cache_track *t;
+	struct moq_cache_group *g;
+	struct moq_cache_frame_in bad[2] = {{70, "x", 1}, {80, NULL, MOQ_CACHE_GROUP_CAP + 1}};
+	int64_t ts = -1;
+
+	mk(0);
+	t = mktrack("b", "v", 0, 0);
+	g = mkgroup(t, 0, 0);
+	ck_assert_int_eq(moq_cache_group_ts(g, 0, &ts), MOQ_ERR_NOTFOUND);
+	ck_assert_int_eq(moq_cache_group_ts(g, 1, &ts), MOQ_ERR_NOTFOUND);
+	ck_assert_int_eq(ts, -1);
+	ck_assert_int_eq(moq_cache_write_frame(g, 40, "abc", 3), 0);
+	ck_assert_int_eq(moq_cache_group_ts(g, 0, &ts), 0);
+	ck_assert_int_eq(ts, 40);
+	ck_assert_int_eq(moq_cache_group_ts(g, 1, &ts), 0);
+	ck_assert_int_eq(ts, 40);
+	ck_assert_int_eq(moq_cache_frame_begin(g, 60, 4), 4);
+	ck_assert_int_eq(moq_cache_group_ts(g, 1, &ts), 0);
+	ck_assert_int_eq(ts, 60);
+	ck_assert_int_eq(moq_cache_frame_append(g, "defg", 4), 0);
+	ck_assert_int_lt(moq_cache_write_frames(g, bad, 2), 0);
+	ck_assert_int_eq(moq_cache_group_ts(g, 1, &ts), 0);
+	ck_assert_int_eq(ts, 60);
+	ck_assert_int_eq(moq_cache_group_ts(g, 0, &ts), 0);
+	ck_assert_int_eq(ts, 40);
+	moq_cache_group_unref(g);
+	moq_cache_track_unref(t);
+	teardown_all();
+}
+END_TEST
+
 /* Snapshot of everything bad input must leave alone. */
 struct snap {
 	uint64_t used, version;
@@ -1765,6 +1801,7 @@ Suite *cache_suite(void)
 	tcase_add_test(tc, lookup_and_drop);
 	tcase_add_test(tc, abort_gives_dropped);
 	tcase_add_test(tc, reopen_aborted_newest);
+	tcase_add_test(tc, group_first_and_newest_ts);
 	tcase_add_test(tc, bad_input_changes_nothing);
 	tcase_add_test(tc, nomem_changes_nothing);
 	tcase_add_test(tc, qsbr_defers_index_reclaim);

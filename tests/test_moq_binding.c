@@ -716,8 +716,10 @@ START_TEST(test_binding_bad_input_closes_one)
 END_TEST
 
 /* lite-06 Max Age: a subscriber joining with Group Start 0 (the default
- * floor) starts at the oldest group still within its Max Age, a group's
- * age running from when its successor began at the relay: groups begin
+ * floor) starts at the oldest group still within its Max Age. The frames'
+ * timestamps are all 0 here (they cannot say), so a group's age runs from
+ * when its successor began at the relay (test_binding_lite06_max_age_timestamps
+ * has the timestamps' case): groups begin
  * 100 ms apart; joining 50 ms after group 5 began, Max Age 275 ms reaches
  * back to group 2 (its age 250 ms, group 1's 350 ms), Max Age 0 gives the
  * newest group alone. A live lite-06 subscription keeps the track at the
@@ -777,6 +779,62 @@ START_TEST(test_binding_lite06_max_age)
 	ck_assert_int_eq(moq_cache_group_finish(g[5]), 0);
 	pump(30);
 	ck_assert_msg(B.age_groups == (1ull << 5), "groups completed for Max Age 0: %#llx",
+	              (unsigned long long)B.age_groups);
+	for (int k = 0; k < 6; k++)
+		moq_cache_group_unref(g[k]);
+	moq_cache_track_unref(vt);
+	teardown_ends();
+}
+END_TEST
+
+/* lite-06 Max Age is measured on group timestamps (PROTOCOL.md: a group's
+ * age runs from its successor's first timestamp), not on arrival: six
+ * groups arrive at the relay in one burst, their timestamps 100 ms apart
+ * (timescale 1,000,000, learned from the publisher's TRACK_INFO). Newest
+ * timestamp 500 ms: group 2's age 200 ms, group 1's 300 ms, so Max Age
+ * 275 ms starts at group 2 (by arrival every group is 0 ms old and it
+ * would start at 0). */
+START_TEST(test_binding_lite06_max_age_timestamps)
+{
+	struct moq_cache_track *vt;
+	struct moq_cache_group *g[6];
+	struct moq_sub_params live = {0, false, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE, 0, 0};
+	struct moq_sub_params aged = {0, false, 275, MOQ_GROUP_NONE, MOQ_GROUP_NONE, 0, 0};
+	int64_t id;
+
+	setup();
+	B.age_id = -1;
+	pair(&B.pub_c, &B.pub_s);
+	pair(&B.sub_c, &B.sub_s);
+	B.pub_s->s = moq_binding_accept(B.relay, &ops, B.pub_s, MOQ_LITE_06, "/demo", 5);
+	B.pub_c->s =
+	        moq_binding_connect(B.pubn, &ops, B.pub_c, MOQ_LITE_06, NULL, MOQ_ROLE_PUBLISHER);
+	B.sub_s->s = moq_binding_accept(B.relay, &ops, B.sub_s, MOQ_LITE_06, "/", 1);
+	B.sub_c->s =
+	        moq_binding_connect(B.subn, &ops, B.sub_c, MOQ_LITE_06, NULL, MOQ_ROLE_SUBSCRIBER);
+	moq_session_set_user(B.sub_c->s, &B.sub);
+	ck_assert_int_eq(moq_cache_track_create(B.pcache, "room", 4, "video", 5, NULL, &vt), 0);
+	ck_assert_int_eq(moq_node_publish(B.pubn, "room", 4, 1000000), 0);
+	pump(20);
+	ck_assert_int_ge(moq_session_subscribe(B.sub_c->s, "demo/room", 9, "video", 5, &live), 0);
+	pump(20);
+	for (uint64_t seq = 0; seq < 6; seq++) {
+		uint8_t buf[200];
+		ck_assert_int_eq(moq_cache_group_open(vt, seq, B.now, &g[seq]), 0);
+		memset(buf, (int)seq, sizeof(buf));
+		ck_assert_int_eq(moq_cache_write_frame(g[seq], (int64_t)seq * 100000, buf,
+		                                       sizeof(buf)),
+		                 0);
+		if (seq < 5) /* the newest stays open: the track is live */
+			ck_assert_int_eq(moq_cache_group_finish(g[seq]), 0);
+	}
+	pump(10);
+	id = moq_session_subscribe(B.sub_c->s, "demo/room", 9, "video", 5, &aged);
+	ck_assert_int_ge(id, 0);
+	B.age_id = id;
+	pump(30);
+	ck_assert_msg(B.age_groups == ((1ull << 2) | (1ull << 3) | (1ull << 4)),
+	              "groups completed for Max Age 275 ms on timestamps: %#llx",
 	              (unsigned long long)B.age_groups);
 	for (int k = 0; k < 6; k++)
 		moq_cache_group_unref(g[k]);
@@ -1173,6 +1231,7 @@ Suite *moq_binding_suite(void)
 	tcase_add_test(tc, test_binding_lite06_goaway_reprices);
 	tcase_add_test(tc, test_binding_lite06_violations);
 	tcase_add_test(tc, test_binding_lite06_max_age);
+	tcase_add_test(tc, test_binding_lite06_max_age_timestamps);
 	tcase_add_test(tc, test_binding_lite06_route_costs);
 	tcase_add_test(tc, test_binding_root);
 	tcase_add_test(tc, test_binding_bad_input_closes_one);
