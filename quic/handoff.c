@@ -566,13 +566,11 @@ static void release_ngtcp2(struct moq_quic_conn *c, const ngtcp2_conn_export *ex
 		if (s != NULL) {
 			c->smap[i] = NULL;
 			s->in_pend = 0; /* npend == 0: in no list */
-			if (!strm_ents_inline(s))
-				free(s->ents);
-			free(s);
+			strm_heap_free(s, MOQ_HEAP_QUIC_STREAM);
 			ep->nslive--;
 		}
 	}
-	free(c->smap);
+	moq_heap_free(MOQ_HEAP_QUIC_SMAP, c->smap);
 	c->smap = NULL;
 	c->smap_cap = c->smap_n = 0;
 	/* the peer retired these (RFC 9000, 19.16): no more routing */
@@ -586,7 +584,7 @@ static void release_ngtcp2(struct moq_quic_conn *c, const ngtcp2_conn_export *ex
 	quic_tls_conn_free(c);
 	free(c->fpkeys);
 	c->fpkeys = NULL;
-	free(c->close_buf);
+	moq_heap_free(MOQ_HEAP_QUIC_CONN, c->close_buf);
 	c->close_buf = NULL;
 }
 
