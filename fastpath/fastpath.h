@@ -339,6 +339,7 @@ struct fp_stats {
 	uint64_t pkts_in, pkts_out, bytes_in, bytes_out;
 	uint64_t pkts_dropped;      /* undecryptable / malformed / unknown CID */
 	uint64_t acks_in, acks_out; /* ACK frames taken / written */
+	uint64_t streams_opened;    /* by either side, after the import */
 	uint64_t pkts_lost, pkts_retransmitted_bytes, ptos;
 	uint64_t key_updates;      /* key phases started by either side */
 	uint64_t stateless_resets; /* received and matched */

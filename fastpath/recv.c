@@ -188,6 +188,7 @@ static struct fp_stream *peer_stream(struct fp_conn *c, int64_t sid, int sending
 				return NULL;
 			}
 			*next = id + 4;
+			c->e->st.streams_opened++;
 			if (c->e->cb && c->e->cb->stream_open)
 				c->e->cb->stream_open(c, c->user, id);
 			if (c->state != ST_OPEN) {

@@ -423,6 +423,7 @@ int fp_stream_open(struct fp_conn *c, int bidi, int64_t *sid)
 		return MOQ_ERR_LIMIT;
 	*sid = *next;
 	*next += 4;
+	c->e->st.streams_opened++;
 	return 0;
 }
 
