@@ -715,22 +715,13 @@ START_TEST(test_binding_bad_input_closes_one)
 }
 END_TEST
 
-/* lite-06 Max Age: a subscriber joining with Group Start 0 (the default
- * floor) starts at the oldest group still within its Max Age. The frames'
- * timestamps are all 0 here (they cannot say), so a group's age runs from
- * when its successor began at the relay (test_binding_lite06_max_age_timestamps
- * has the timestamps' case): groups begin
- * 100 ms apart; joining 50 ms after group 5 began, Max Age 275 ms reaches
- * back to group 2 (its age 250 ms, group 1's 350 ms), Max Age 0 gives the
- * newest group alone. A live lite-06 subscription keeps the track at the
- * relay meanwhile. */
-START_TEST(test_binding_lite06_max_age)
+/* The Max Age cases' start: a lite-06 publisher of demo/room "video"
+ * (its TRACK_INFO timescale @timescale) and a lite-06 subscriber with a
+ * live subscription that keeps the track at the relay. */
+static struct moq_cache_track *max_age_setup(uint64_t timescale)
 {
-	struct moq_cache_track *vt;
-	struct moq_cache_group *g[7];
 	struct moq_sub_params live = {0, false, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE, 0, 0};
-	struct moq_sub_params aged = {0, false, 275, MOQ_GROUP_NONE, MOQ_GROUP_NONE, 0, 0};
-	int64_t id;
+	struct moq_cache_track *vt;
 
 	setup();
 	B.age_id = -1;
@@ -744,10 +735,30 @@ START_TEST(test_binding_lite06_max_age)
 	        moq_binding_connect(B.subn, &ops, B.sub_c, MOQ_LITE_06, NULL, MOQ_ROLE_SUBSCRIBER);
 	moq_session_set_user(B.sub_c->s, &B.sub);
 	ck_assert_int_eq(moq_cache_track_create(B.pcache, "room", 4, "video", 5, NULL, &vt), 0);
-	ck_assert_int_eq(moq_node_publish(B.pubn, "room", 4, 1000), 0);
+	ck_assert_int_eq(moq_node_publish(B.pubn, "room", 4, timescale), 0);
 	pump(20);
 	ck_assert_int_ge(moq_session_subscribe(B.sub_c->s, "demo/room", 9, "video", 5, &live), 0);
 	pump(20);
+	return vt;
+}
+
+/* lite-06 Max Age: a subscriber joining with Group Start 0 (the default
+ * floor) starts at the oldest group still within its Max Age. The frames'
+ * timestamps are all 0 here (they cannot say), so a group's age runs from
+ * when its successor began at the relay (test_binding_lite06_max_age_timestamps
+ * has the timestamps' case): groups begin
+ * 100 ms apart; joining 50 ms after group 5 began, Max Age 275 ms reaches
+ * back to group 2 (its age 250 ms, group 1's 350 ms), Max Age 0 gives the
+ * newest group alone. A live lite-06 subscription keeps the track at the
+ * relay meanwhile. */
+START_TEST(test_binding_lite06_max_age)
+{
+	struct moq_cache_track *vt;
+	struct moq_cache_group *g[7];
+	struct moq_sub_params aged = {0, false, 275, MOQ_GROUP_NONE, MOQ_GROUP_NONE, 0, 0};
+	int64_t id;
+
+	vt = max_age_setup(1000);
 	for (uint64_t seq = 0; seq < 6; seq++) {
 		uint8_t buf[200];
 		if (seq)
@@ -798,26 +809,10 @@ START_TEST(test_binding_lite06_max_age_timestamps)
 {
 	struct moq_cache_track *vt;
 	struct moq_cache_group *g[6];
-	struct moq_sub_params live = {0, false, 5000, MOQ_GROUP_NONE, MOQ_GROUP_NONE, 0, 0};
 	struct moq_sub_params aged = {0, false, 275, MOQ_GROUP_NONE, MOQ_GROUP_NONE, 0, 0};
 	int64_t id;
 
-	setup();
-	B.age_id = -1;
-	pair(&B.pub_c, &B.pub_s);
-	pair(&B.sub_c, &B.sub_s);
-	B.pub_s->s = moq_binding_accept(B.relay, &ops, B.pub_s, MOQ_LITE_06, "/demo", 5);
-	B.pub_c->s =
-	        moq_binding_connect(B.pubn, &ops, B.pub_c, MOQ_LITE_06, NULL, MOQ_ROLE_PUBLISHER);
-	B.sub_s->s = moq_binding_accept(B.relay, &ops, B.sub_s, MOQ_LITE_06, "/", 1);
-	B.sub_c->s =
-	        moq_binding_connect(B.subn, &ops, B.sub_c, MOQ_LITE_06, NULL, MOQ_ROLE_SUBSCRIBER);
-	moq_session_set_user(B.sub_c->s, &B.sub);
-	ck_assert_int_eq(moq_cache_track_create(B.pcache, "room", 4, "video", 5, NULL, &vt), 0);
-	ck_assert_int_eq(moq_node_publish(B.pubn, "room", 4, 1000000), 0);
-	pump(20);
-	ck_assert_int_ge(moq_session_subscribe(B.sub_c->s, "demo/room", 9, "video", 5, &live), 0);
-	pump(20);
+	vt = max_age_setup(1000000);
 	for (uint64_t seq = 0; seq < 6; seq++) {
 		uint8_t buf[200];
 		ck_assert_int_eq(moq_cache_group_open(vt, seq, B.now, &g[seq]), 0);
