@@ -826,12 +826,101 @@ int moq_ietf_loc_decode(const uint8_t *p, size_t n, enum moq_ietf_draft d, struc
 	return r.err || !rdone(&r) ? MOQ_ERR_DECODE : 0;
 }
 
+/* ---- draft-20 FILL_PARAMETERS ---- */
+
+/* The form of a FILL scope's id: 0 varint, 1 uint8, 3 bytes; -1 not allowed. */
+static int fill_kind(uint64_t id)
+{
+	switch (id) {
+	case IETF_FILL_TIMEOUT:
+		return 0;
+	case IETF_FILL_SUBSCRIBER_PRIORITY:
+	case IETF_FILL_GROUP_ORDER:
+		return 1;
+	case IETF_FILL_LOCATION_FILTER:
+	case IETF_FILL_SUBGROUP_FILTER:
+	case IETF_FILL_OBJECTID_FILTER: /* length-prefixed though even */
+	case IETF_FILL_PRIORITY_FILTER:
+	case IETF_FILL_PROPERTY_FILTER:
+		return 3;
+	default:
+		return -1;
+	}
+}
+
+int moq_ietf_fill_decode(const uint8_t *p, size_t n, enum moq_ietf_draft d, struct moq_ietf_fill *f)
+{
+	struct rd r = {p, n, 0, d, 0};
+	uint64_t count = rv(&r), prev = 0;
+
+	memset(f, 0, sizeof(*f));
+	if (r.err || count > MOQ_IETF_MAX_PARAMS)
+		return MOQ_ERR_DECODE;
+	for (uint64_t i = 0; i < count; i++) {
+		uint64_t id = rv(&r);
+		int k;
+
+		if (i > 0) { /* delta coded, ascending, no repeats */
+			if (id == 0 || id > UINT64_MAX - prev)
+				return MOQ_ERR_DECODE;
+			id += prev;
+		}
+		prev = id;
+		k = fill_kind(id);
+		if (r.err || k < 0)
+			return MOQ_ERR_DECODE;
+		if (k == 0) {
+			(void)rv(&r);
+		} else if (k == 1) {
+			(void)r8(&r);
+		} else {
+			struct moq_str v = rstr(&r, MOQ_IETF_MSG_MAX);
+			if (r.err)
+				return MOQ_ERR_DECODE;
+			if (id == IETF_FILL_LOCATION_FILTER) {
+				if (moq_ietf_filter_decode((const uint8_t *)v.p, v.len, d,
+				                           &f->filter) < 0)
+					return MOQ_ERR_DECODE;
+				f->has_filter = true;
+			} else {
+				f->range_filters = true;
+			}
+		}
+	}
+	return r.err || !rdone(&r) ? MOQ_ERR_DECODE : 0;
+}
+
+int moq_ietf_fill_encode(uint8_t *buf, size_t cap, enum moq_ietf_draft d,
+                         const struct moq_ietf_fill *f)
+{
+	struct wr w = {buf, cap, 0, d, 0};
+	uint8_t fb[64];
+	int fk = 0;
+
+	if (d < MOQ_IETF_20)
+		return MOQ_ERR_INVAL;
+	if (f->has_filter && (fk = moq_ietf_filter_encode(fb, sizeof(fb), d, &f->filter)) < 0)
+		return fk;
+	wv(&w, (uint64_t)f->has_filter + f->range_filters);
+	if (f->has_filter) {
+		wv(&w, IETF_FILL_LOCATION_FILTER); /* the first id is not a delta */
+		wstr(&w, (struct moq_str){(const char *)fb, (size_t)fk});
+	}
+	if (f->range_filters) {
+		wv(&w, f->has_filter ? IETF_FILL_SUBGROUP_FILTER - IETF_FILL_LOCATION_FILTER
+		                     : IETF_FILL_SUBGROUP_FILTER);
+		wv(&w, 0);
+	}
+	return w.err ? w.err : (int)w.o;
+}
+
 /* ---- fields that moved into parameters (15+) ---- */
 
 /* Scratch for values the encoder builds (filter, location): per call. */
 struct scratch {
 	uint8_t filter[64];
 	uint8_t loc[32];
+	uint8_t fill[96];
 };
 
 static int add_loc(struct moq_ietf_params *ps, struct scratch *sc, enum moq_ietf_draft d,
@@ -882,6 +971,19 @@ static void take_filter(struct rd *r, struct moq_ietf_params *ps, struct moq_iet
 	if (moq_ietf_filter_decode((const uint8_t *)p->b.p, p->b.len, r->d, f) < 0)
 		fail(r);
 	param_del(ps, IETF_PARAM_SUBSCRIPTION_FILTER);
+}
+
+/* draft 20: FILL_PARAMETERS out of a SUBSCRIBE's parameters */
+static void take_fill(struct rd *r, struct moq_ietf_params *ps, struct moq_ietf_msg *m)
+{
+	const struct moq_ietf_param *p = moq_ietf_param_get(ps, IETF_PARAM_FILL);
+
+	if (!p || r->d < MOQ_IETF_20)
+		return; /* before 20 an unknown parameter, left as it is */
+	if (moq_ietf_fill_decode((const uint8_t *)p->b.p, p->b.len, r->d, &m->fill) < 0)
+		fail(r);
+	m->has_fill = true;
+	param_del(ps, IETF_PARAM_FILL);
 }
 
 static void take_loc(struct rd *r, struct moq_ietf_params *ps, struct moq_ietf_msg *m)
@@ -977,6 +1079,15 @@ static void enc_body(struct wr *w, const struct moq_ietf_msg *m)
 		    add_filter(&ps, &sc, d, &m->filter) < 0) {
 			w->err = MOQ_ERR_INVAL;
 			return;
+		}
+		if (m->has_fill) {
+			int k = moq_ietf_fill_encode(sc.fill, sizeof(sc.fill), d, &m->fill);
+			if (k < 0 || moq_ietf_param_add(&ps, IETF_PARAM_FILL, 0,
+			                                (struct moq_str){(const char *)sc.fill,
+			                                                 (size_t)k}) < 0) {
+				w->err = MOQ_ERR_INVAL;
+				return;
+			}
 		}
 		wparams(w, &ps);
 		break;
@@ -1308,6 +1419,7 @@ static void dec_body(struct rd *r, struct moq_ietf_msg *m)
 			take8(r, &m->params, IETF_PARAM_GROUP_ORDER, &m->group_order, 0);
 			take8(r, &m->params, IETF_PARAM_FORWARD, &m->forward, 1);
 			take_filter(r, &m->params, &m->filter);
+			take_fill(r, &m->params, m);
 		}
 		/* draft-14 9.7: group order 0 (publisher's), 1, 2; forward 0/1 */
 		if (m->group_order > 2 || m->forward > 1)

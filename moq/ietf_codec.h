@@ -231,6 +231,29 @@ struct moq_ietf_filter {
 	uint64_t end_object;
 };
 
+/*
+ * draft-20 FILL_PARAMETERS (a SUBSCRIBE parameter): a backfill of what the
+ * track already has, up to its Largest Object, on a FETCH stream with the
+ * SUBSCRIBE's request id. Its value is a nested parameter scope of its own
+ * (count, delta-coded ascending ids, a fixed form per id).
+ */
+enum moq_ietf_fill_param {
+	IETF_FILL_TIMEOUT = 0x0a,             /* varint */
+	IETF_FILL_SUBSCRIBER_PRIORITY = 0x20, /* uint8 */
+	IETF_FILL_LOCATION_FILTER = 0x21,     /* bytes */
+	IETF_FILL_GROUP_ORDER = 0x22,         /* uint8 */
+	IETF_FILL_SUBGROUP_FILTER = 0x25,     /* bytes: 0x25-0x28 are range filters */
+	IETF_FILL_OBJECTID_FILTER = 0x26,
+	IETF_FILL_PRIORITY_FILTER = 0x27,
+	IETF_FILL_PROPERTY_FILTER = 0x28,
+};
+
+struct moq_ietf_fill {
+	bool has_filter;    /* a LOCATION_FILTER; else the subscription's applies */
+	bool range_filters; /* a range filter (0x25-0x28): which objects pass */
+	struct moq_ietf_filter filter;
+};
+
 /* FETCH types (draft-14 9.16, until 19; 20 has no type field). */
 enum moq_ietf_fetch_type {
 	IETF_FETCH_STANDALONE = 0x1,
@@ -258,6 +281,8 @@ struct moq_ietf_msg {
 	uint8_t end_of_track;
 	struct moq_ietf_loc largest;   /* content_exists; FETCH_OK end location */
 	struct moq_ietf_filter filter; /* SUBSCRIBE (14 inline) */
+	bool has_fill;                 /* SUBSCRIBE (20): FILL_PARAMETERS */
+	struct moq_ietf_fill fill;
 	uint64_t expires;
 	uint64_t code;         /* error / status code */
 	uint64_t retry;        /* REQUEST_ERROR retry interval (16+) */
@@ -363,6 +388,19 @@ int moq_ietf_filter_decode(const uint8_t *p, size_t n, enum moq_ietf_draft d,
                            struct moq_ietf_filter *f);
 int moq_ietf_filter_encode(uint8_t *buf, size_t cap, enum moq_ietf_draft d,
                            const struct moq_ietf_filter *f);
+
+/*
+ * moq_ietf_fill_decode / _encode: FILL_PARAMETERS' value (draft 20).
+ * _decode returns 0, or MOQ_ERR_DECODE (an id the scope does not allow, a
+ * repeated id, a truncated value, trailing bytes, a bad LOCATION_FILTER);
+ * _encode writes the filter (when @f->has_filter) and, for
+ * @f->range_filters, an empty SUBGROUP_FILTER; returns the bytes written or
+ * MOQ_ERR_INVAL / MOQ_ERR_TOO_LARGE.
+ */
+int moq_ietf_fill_decode(const uint8_t *p, size_t n, enum moq_ietf_draft d,
+                         struct moq_ietf_fill *f);
+int moq_ietf_fill_encode(uint8_t *buf, size_t cap, enum moq_ietf_draft d,
+                         const struct moq_ietf_fill *f);
 
 /* moq_ietf_loc_decode: LARGEST_OBJECT's value (two varints). 0 or MOQ_ERR_DECODE. */
 int moq_ietf_loc_decode(const uint8_t *p, size_t n, enum moq_ietf_draft d, struct moq_ietf_loc *l);

@@ -38,6 +38,8 @@
  * MAX_REQUEST_ID); a multiple of 2 (client ids are even). */
 #define IE_REQ_WINDOW 512
 #define IE_MSG_MAX    (MOQ_IETF_MSG_MAX + 16)
+/* groups one FETCH (or fill) serves at most */
+#define IE_FETCH_GROUPS 1024
 
 enum xkind {
 	X_NEW = 0,   /* outer, peer-opened, type not read */
@@ -139,6 +141,18 @@ struct xs {
 	/* I_ANN_OUT / I_ANN_IN: the requested prefix */
 	char *prefix;
 	size_t plen;
+	/* I_SUB_IN, draft 20: FILL_PARAMETERS and the SUBSCRIBE's filter, served
+	 * at the SUBSCRIBE_OK; then the objects the fill carried (@trim_lo to
+	 * @trim_hi, inclusive), which the subscription does not send again */
+	uint8_t fill_req, trim;
+	struct moq_ietf_fill fill;
+	struct moq_ietf_filter sfilter;
+	struct moq_ietf_loc trim_lo, trim_hi;
+	/* I_GROUP_OUT: frames @drop_lo..@drop_hi of the group went in a fill
+	 * (@drop); the frame read now (@fidx - 1) is one (@cur_drop); the next
+	 * object id the client expects (delta coding) */
+	uint8_t drop, cur_drop;
+	uint64_t drop_lo, drop_hi, fidx, next_id;
 };
 
 struct ie_ack {
@@ -730,6 +744,11 @@ static void on_client_subscribe(struct ietf_sess *ie, struct xs *ox, const struc
 		if (m->filter.has_end)
 			sm.u.subscribe.end = m->filter.end_group;
 	}
+	if (ie->d >= MOQ_IETF_20 && m->has_fill) {
+		i->fill_req = 1;
+		i->fill = m->fill;
+		i->sfilter = m->filter;
+	}
 	i->su.priority = sm.u.subscribe.priority;
 	i->su.ordered = sm.u.subscribe.ordered;
 	i->su.max_latency_ms = sm.u.subscribe.max_latency_ms;
@@ -1146,9 +1165,30 @@ static void on_sub_reply(struct ietf_sess *ie, struct xs *i, const struct moq_ie
 
 /* ---- FETCH, served from the relay's cache ---- */
 
-/* Write group @seq of @ct (complete frames so far) as FETCH objects on @o. */
+/* The relay's cache track of broadcast @path (a namespace as a path, under
+ * the session's root) and @track, or NULL. */
+static struct moq_cache_track *cached_track(struct ietf_sess *ie, const char *path, size_t pl,
+                                            const char *track, size_t tlen)
+{
+	struct upstream *up;
+	char *full = NULL;
+	size_t flen = 0;
+
+	if (!ie->inner ||
+	    path_norm_join(ie->inner->root, ie->inner->rootlen, path, pl, &full, &flen) < 0 ||
+	    !full)
+		return NULL;
+	up = up_find(ie->n, full, flen, track, tlen);
+	free(full);
+	return up ? up->ct : NULL;
+}
+
+/* Write objects @lo..@hi (inclusive) of group @seq of @ct (its complete
+ * frames so far) as FETCH objects on @o; *@first_obj gets the first one
+ * written, *@last_obj the last. Returns how many. */
 static int fetch_group(struct ietf_sess *ie, struct xs *o, struct moq_cache_track *ct, uint64_t seq,
-                       struct moq_ietf_fetch_obj *prev, int *have_prev, uint64_t *last_obj)
+                       uint64_t lo, uint64_t hi, struct moq_ietf_fetch_obj *prev, int *have_prev,
+                       uint64_t *first_obj, uint64_t *last_obj)
 {
 	struct moq_cache_group *g;
 	struct moq_cache_cursor cur = {0};
@@ -1169,6 +1209,8 @@ static int fetch_group(struct ietf_sess *ie, struct xs *o, struct moq_cache_trac
 
 			if (!moq_cache_frame_complete(&f[i]) || f[i].start)
 				continue; /* a frame still arriving: not fetched */
+			if (f[i].index < lo || f[i].index > hi)
+				continue;
 			ob.group = seq;
 			ob.object = f[i].index;
 			ob.priority = 128;
@@ -1188,6 +1230,8 @@ static int fetch_group(struct ietf_sess *ie, struct xs *o, struct moq_cache_trac
 			}
 			*prev = ob;
 			*have_prev = 1;
+			if (!n)
+				*first_obj = ob.object;
 			*last_obj = ob.object;
 			n++;
 		}
@@ -1202,12 +1246,10 @@ static void on_fetch(struct ietf_sess *ie, struct xs *ox, const struct moq_ietf_
 	const char *track;
 	size_t tlen;
 	int pl;
-	char *full = NULL;
-	size_t flen = 0;
-	struct upstream *up;
-	uint64_t latest = 0, start, end, last_group = 0, last_obj = 0;
+	struct moq_cache_track *ct;
+	uint64_t latest = 0, start, end, first_obj = 0, last_obj = 0;
 	struct moq_ietf_fetch_obj prev;
-	int have_prev = 0, got = 0;
+	int have_prev = 0;
 	struct xs *o;
 	struct moq_ietf_msg ok = {0};
 	enum moq_ietf_kind ek = IETF_FETCH_ERROR;
@@ -1232,16 +1274,12 @@ static void on_fetch(struct ietf_sess *ie, struct xs *ox, const struct moq_ietf_
 		track = m->name.p;
 		tlen = m->name.len;
 	}
-	if (pl < 0 || !ie->inner ||
-	    path_norm_join(ie->inner->root, ie->inner->rootlen, path, (size_t)pl, &full, &flen) <
-	            0 ||
-	    !full) {
+	if (pl < 0) {
 		send_req_error(ie, on, m->request_id, IETF_REQ_DOES_NOT_EXIST, "bad namespace", ek);
 		return;
 	}
-	up = up_find(ie->n, full, flen, track, tlen);
-	free(full);
-	if (!up || !up->ct || moq_cache_track_latest(up->ct, &latest) < 0) {
+	ct = cached_track(ie, path, (size_t)pl, track, tlen);
+	if (!ct || moq_cache_track_latest(ct, &latest) < 0) {
 		send_req_error(ie, on, m->request_id, IETF_REQ_DOES_NOT_EXIST, "not in the cache",
 		               ek);
 		return;
@@ -1285,17 +1323,123 @@ static void on_fetch(struct ietf_sess *ie, struct xs *ox, const struct moq_ietf_
 	hn = moq_ietf_varint_put(hb, sizeof(hb), ie->d, IETF_STREAM_FETCH);
 	hn += moq_ietf_varint_put(hb + hn, sizeof(hb) - (size_t)hn, ie->d, m->request_id);
 	ox_write(ie, o, hb, (size_t)hn, 0);
-	for (uint64_t g = start; g <= end && g - start < 1024; g++) {
-		if (fetch_group(ie, o, up->ct, g, &prev, &have_prev, &last_obj) > 0) {
-			last_group = g;
-			got = 1;
-		}
-	}
-	(void)got;
-	(void)last_group;
+	for (uint64_t g = start; g <= end && g - start < IE_FETCH_GROUPS; g++)
+		fetch_group(ie, o, ct, g, 0, UINT64_MAX, &prev, &have_prev, &first_obj, &last_obj);
 	ox_write(ie, o, NULL, 0, 1); /* freed once acknowledged (pump) */
 	if (ox)
 		ox_write(ie, ox, NULL, 0, 1); /* 17+: the request is over */
+}
+
+/* The Largest Object of @ct in *@l: the newest group's last complete frame
+ * (the group before it while the newest has none). 0, or -1: no content. */
+static int cached_largest(struct moq_cache_track *ct, struct moq_ietf_loc *l)
+{
+	uint64_t latest;
+
+	if (!ct || moq_cache_track_latest(ct, &latest) < 0)
+		return -1;
+	for (uint64_t back = 0; back < 2 && back <= latest; back++) {
+		struct moq_cache_group *g;
+		struct moq_cache_cursor cur = {0};
+		uint64_t n = 0;
+
+		if (moq_cache_track_group(ct, latest - back, &g) < 0)
+			continue;
+		for (;;) {
+			struct moq_cache_frame f[16];
+			int k = moq_cache_read_frames(g, &cur, f, 16);
+
+			if (k <= 0)
+				break;
+			for (int i = 0; i < k; i++)
+				if (moq_cache_frame_complete(&f[i]))
+					n = (uint64_t)f[i].index + 1;
+		}
+		moq_cache_group_unref(g);
+		if (n) {
+			l->group = latest - back;
+			l->object = n - 1;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/*
+ * draft 20: the fill @i's SUBSCRIBE asked for (FILL_PARAMETERS), on a FETCH
+ * stream with the SUBSCRIBE's request id. Its LOCATION_FILTER (else the
+ * subscription's) is resolved with the FETCH rules against Largest Object
+ * @l (@have: the track has content) and never goes past it. An empty range
+ * opens no stream; a fill with a range filter (which objects pass: not
+ * kept, so not served unfiltered) opens one and resets it after the header,
+ * the draft's fill-failure signal. Either way the subscription goes on.
+ * What the fill carried, the subscription then leaves out (trim), so the
+ * two together deliver each object once.
+ */
+static void serve_fill(struct ietf_sess *ie, struct xs *i, struct moq_cache_track *ct, int have,
+                       const struct moq_ietf_loc *l)
+{
+	const struct moq_ietf_filter *f = i->fill.has_filter ? &i->fill.filter : &i->sfilter;
+	struct moq_ietf_loc st = {0, 0}, en = {0, 0};
+	struct moq_ietf_fetch_obj prev;
+	int have_prev = 0, unsup = i->fill.range_filters;
+	struct xs *o;
+	uint8_t hb[32];
+	int hn;
+
+	i->fill_req = 0;
+	if (!have)
+		return;
+	if (!unsup) {
+		switch (f->kind) {
+		case IETF_F_UNFILTERED:
+			break;
+		case IETF_F_NEXT_OBJECT:
+			return; /* one past Largest Object: always empty */
+		case IETF_F_RELATIVE:
+			st.group = l->group + 1 > f->groups ? l->group + 1 - f->groups : 0;
+			break;
+		case IETF_F_ABSOLUTE:
+			st = f->start;
+			break;
+		}
+		en = *l;
+		if (f->kind == IETF_F_ABSOLUTE && f->has_end &&
+		    (f->end_group < l->group || (f->end_group == l->group && f->has_end_object &&
+		                                 f->end_object < l->object))) {
+			en.group = f->end_group;
+			en.object = f->has_end_object ? f->end_object : UINT64_MAX;
+		}
+		if (st.group > en.group || (st.group == en.group && en.object < st.object))
+			return;
+	}
+	o = ox_open(ie, 0, X_SG_OUT);
+	if (!o)
+		return;
+	hn = moq_ietf_varint_put(hb, sizeof(hb), ie->d, IETF_STREAM_FETCH);
+	hn += moq_ietf_varint_put(hb + hn, sizeof(hb) - (size_t)hn, ie->d, i->req_id);
+	ox_write(ie, o, hb, (size_t)hn, 0);
+	if (unsup) {
+		ie->n->st.ietf_fills_refused++;
+		ox_reset(ie, o, IETF_REQ_NOT_SUPPORTED);
+		return;
+	}
+	for (uint64_t g = st.group; g <= en.group && g - st.group < IE_FETCH_GROUPS; g++) {
+		uint64_t a = 0, b = 0;
+
+		if (fetch_group(ie, o, ct, g, g == st.group ? st.object : 0,
+		                g == en.group ? en.object : UINT64_MAX, &prev, &have_prev, &a,
+		                &b) <= 0)
+			continue;
+		if (!i->trim) {
+			i->trim = 1;
+			i->trim_lo = (struct moq_ietf_loc){g, a};
+		}
+		i->trim_hi = (struct moq_ietf_loc){g, b};
+		ie->n->st.ietf_fill_objects += b - a + 1;
+	}
+	ie->n->st.ietf_fills++;
+	ox_write(ie, o, NULL, 0, 1); /* freed once acknowledged (pump) */
 }
 
 /* TRACK_STATUS_REQUEST: the largest location the relay's cache has of the
@@ -1306,25 +1450,17 @@ static void on_track_status(struct ietf_sess *ie, struct xs *ox, const struct mo
 	char path[MOQ_IETF_MAX_NAME + MOQ_IETF_MAX_NS * 2];
 	int pl = moq_ietf_ns_to_path(path, sizeof(path), m->ns, m->ns_n);
 	struct xs *on = ox ? ox : xs_find(ie, 0, ie->control_sid);
-	struct upstream *up = NULL;
+	struct moq_cache_track *ct =
+	        pl >= 0 ? cached_track(ie, path, (size_t)pl, m->name.p, m->name.len) : NULL;
 	struct moq_ietf_msg r = {0};
 	struct moq_cache_group *g;
 	uint64_t latest = 0;
 	uint32_t frames = 0;
 	uint8_t loc[32];
-	char *full = NULL;
-	size_t flen = 0;
 	int found = 0, k;
 
-	if (pl >= 0 && ie->inner &&
-	    path_norm_join(ie->inner->root, ie->inner->rootlen, path, (size_t)pl, &full, &flen) ==
-	            0 &&
-	    full) {
-		up = up_find(ie->n, full, flen, m->name.p, m->name.len);
-		free(full);
-	}
-	if (up && up->ct && moq_cache_track_latest(up->ct, &latest) == 0 &&
-	    moq_cache_track_group(up->ct, latest, &g) == 0) {
+	if (ct && moq_cache_track_latest(ct, &latest) == 0 &&
+	    moq_cache_track_group(ct, latest, &g) == 0) {
 		moq_cache_group_status(g, NULL, &frames);
 		moq_cache_group_unref(g);
 		found = 1;
@@ -2177,9 +2313,22 @@ static void inner_bytes(struct ietf_sess *ie, struct xs *x, const uint8_t *p, si
 					ox_reset(ie, o, 0);
 					return;
 				}
+				x->fidx = 0;
+				x->next_id = 0;
+				if (sub->trim && ev.group.sequence >= sub->trim_lo.group &&
+				    ev.group.sequence <= sub->trim_hi.group) {
+					x->drop = 1;
+					x->drop_lo = ev.group.sequence == sub->trim_lo.group
+					                     ? sub->trim_lo.object
+					                     : 0;
+					x->drop_hi = ev.group.sequence == sub->trim_hi.group
+					                     ? sub->trim_hi.object
+					                     : UINT64_MAX;
+				}
 				h.has_priority = true;
 				h.priority = 128;
-				h.first_object = true;
+				/* (18+) whether the stream holds the group's first object */
+				h.first_object = !(x->drop && x->drop_lo == 0);
 				h.track_alias = sub->alias;
 				h.group = ev.group.sequence;
 				hn = moq_ietf_subgroup_hdr_encode(hb, sizeof(hb), ie->d, &h);
@@ -2187,11 +2336,17 @@ static void inner_bytes(struct ietf_sess *ie, struct xs *x, const uint8_t *p, si
 					b_add(ie, o, hb, (size_t)hn, 1);
 			} else if (ev.type == MOQ_GEV_FRAME) {
 				struct moq_ietf_object ob = {0};
+				uint64_t idx = x->fidx++;
+				x->cur_drop = x->drop && idx >= x->drop_lo && idx <= x->drop_hi;
+				if (x->cur_drop)
+					continue; /* the fill carried it */
+				ob.id_delta = idx - x->next_id;
+				x->next_id = idx + 1;
 				ob.payload_len = (size_t)ev.frame_size;
 				hn = moq_ietf_object_encode_head(hb, sizeof(hb), ie->d, false, &ob);
 				if (hn > 0)
 					b_add(ie, o, hb, (size_t)hn, 1);
-			} else if (ev.type == MOQ_GEV_DATA && ev.data_len) {
+			} else if (ev.type == MOQ_GEV_DATA && ev.data_len && !x->cur_drop) {
 				/* the payload as the inner wrote it (cache memory),
 				 * not copied */
 				b_add(ie, o, ev.data, ev.data_len, 0);
@@ -2249,12 +2404,22 @@ static void inner_bytes(struct ietf_sess *ie, struct xs *x, const uint8_t *p, si
 				return;
 			if (k > 0 && m.u.subscribe_reply.kind == MOQ_SUB_OK && !x->ok_sent) {
 				struct moq_ietf_msg ok = {0};
+				struct moq_cache_track *ct =
+				        x->prefix ? cached_track(ie, x->prefix, x->plen,
+				                                 x->prefix + x->plen + 1,
+				                                 x->lite_tlen)
+				                  : NULL;
 				x->ok_sent = 1;
 				ok.kind = IETF_SUBSCRIBE_OK;
 				ok.request_id = x->req_id;
 				ok.track_alias = x->alias;
 				ok.group_order = 2;
+				/* LARGEST_OBJECT once the track has content (what a
+				 * fill is sized against) */
+				ok.content_exists = cached_largest(ct, &ok.largest) == 0;
 				send_msg_on(ie, req_stream(ie, x), &ok, 0);
+				if (x->fill_req)
+					serve_fill(ie, x, ct, ok.content_exists, &ok.largest);
 			}
 			break;
 		case I_ANN_IN:

@@ -274,6 +274,11 @@ struct moq_node_stats {
 	 * than 0: a group is one stream in the cache) */
 	uint64_t ietf_ext_dropped;
 	uint64_t ietf_subgroups_refused;
+	/* draft-20 fills (FILL_PARAMETERS): served, objects they carried, and
+	 * refused (a range filter: its stream reset after the header) */
+	uint64_t ietf_fills;
+	uint64_t ietf_fill_objects;
+	uint64_t ietf_fills_refused;
 	/* lite-05 datagrams (6.4; dgram.c) */
 	uint64_t dgrams_in;        /* single-frame groups received as datagrams */
 	uint64_t dgrams_in_bad;    /* ... dropped: undecodable, unknown or ended

@@ -818,6 +818,99 @@ START_TEST(filters)
 }
 END_TEST
 
+/* draft-20 FILL_PARAMETERS. The bytes are what @moq/net 0.3.4's
+ * ietf/filter.js encodeFill / decodeFill produce and accept (run in node:
+ * relative 2; absolute {5,1}..{7,3}; no filter; relative 300 (a two-byte
+ * leading-ones varint); a filter plus SUBGROUP_FILTER; FILL_TIMEOUT and
+ * SUBSCRIBER_PRIORITY beside an unfiltered LOCATION_FILTER). */
+START_TEST(fills)
+{
+	const struct {
+		const char *hex;
+		bool filter, range, enc;
+		enum moq_ietf_filter_kind kind;
+		uint64_t a;
+	} cases[] = {
+	        {"01210102", true, false, true, IETF_F_RELATIVE, 2},
+	        {"01210405010203", true, false, true, IETF_F_ABSOLUTE, 5},
+	        {"00", false, false, true, 0, 0},
+	        {"012102812c", true, false, true, IETF_F_RELATIVE, 300},
+	        {"022101020400", true, true, true, IETF_F_RELATIVE, 2},
+	        {"030a0516070100", true, false, false, IETF_F_UNFILTERED, 0},
+	};
+	/* refused by both: an id the scope does not allow (0x23), trailing
+	 * bytes, a truncated value, an id given twice (delta 0) */
+	const char *bad[] = {"012300", "0000", "01210501", "0221010200"};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint8_t in[32], out[32];
+		size_t n = unhex(cases[i].hex, in, sizeof(in));
+		struct moq_ietf_fill f;
+
+		ck_assert_int_eq(moq_ietf_fill_decode(in, n, MOQ_IETF_20, &f), 0);
+		ck_assert_int_eq(f.has_filter, cases[i].filter);
+		ck_assert_int_eq(f.range_filters, cases[i].range);
+		if (f.has_filter) {
+			ck_assert_int_eq(f.filter.kind, cases[i].kind);
+			if (f.filter.kind == IETF_F_RELATIVE)
+				ck_assert_uint_eq(f.filter.groups, cases[i].a);
+			if (f.filter.kind == IETF_F_ABSOLUTE) {
+				ck_assert_uint_eq(f.filter.start.group, 5);
+				ck_assert_uint_eq(f.filter.start.object, 1);
+				ck_assert_uint_eq(f.filter.end_group, 7);
+				ck_assert_uint_eq(f.filter.end_object, 3);
+			}
+		}
+		if (cases[i].enc) {
+			int k = moq_ietf_fill_encode(out, sizeof(out), MOQ_IETF_20, &f);
+			ck_assert_int_eq(k, (int)n);
+			ck_assert_int_eq(memcmp(in, out, n), 0);
+		}
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		uint8_t in[32];
+		size_t n = unhex(bad[i], in, sizeof(in));
+		struct moq_ietf_fill f;
+		ck_assert_msg(moq_ietf_fill_decode(in, n, MOQ_IETF_20, &f) == MOQ_ERR_DECODE, "%s",
+		              bad[i]);
+	}
+	/* a draft-20 SUBSCRIBE carries it; before 20 it cannot be written */
+	{
+		struct moq_ietf_msg m = {0}, o;
+		uint8_t b[256];
+		int k;
+
+		m.kind = IETF_SUBSCRIBE;
+		m.request_id = 4;
+		m.ns_n = 1;
+		m.ns[0] = (struct moq_str){"live", 4};
+		m.name = (struct moq_str){"video", 5};
+		m.forward = 1;
+		m.filter.kind = IETF_F_NEXT_OBJECT;
+		m.has_fill = true;
+		m.fill.has_filter = true;
+		m.fill.filter.kind = IETF_F_RELATIVE;
+		m.fill.filter.groups = 1;
+		k = moq_ietf_msg_encode(b, sizeof(b), MOQ_IETF_20, &m);
+		ck_assert_int_gt(k, 0);
+		ck_assert_int_eq(moq_ietf_msg_decode(b, (size_t)k, MOQ_IETF_20, &o), k);
+		ck_assert(o.has_fill);
+		ck_assert(o.fill.has_filter);
+		ck_assert_int_eq(o.fill.filter.kind, IETF_F_RELATIVE);
+		ck_assert_uint_eq(o.fill.filter.groups, 1);
+		ck_assert_int_eq(o.filter.kind, IETF_F_NEXT_OBJECT);
+		ck_assert_ptr_null(moq_ietf_param_get(&o.params, IETF_PARAM_FILL));
+		m.fill.filter.groups = 0;
+		m.has_fill = false;
+		k = moq_ietf_msg_encode(b, sizeof(b), MOQ_IETF_20, &m);
+		ck_assert_int_eq(moq_ietf_msg_decode(b, (size_t)k, MOQ_IETF_20, &o), k);
+		ck_assert(!o.has_fill);
+		m.has_fill = true;
+		ck_assert_int_eq(moq_ietf_msg_encode(b, sizeof(b), MOQ_IETF_19, &m), MOQ_ERR_INVAL);
+	}
+}
+END_TEST
+
 START_TEST(datagrams)
 {
 	for (int d = 14; d <= 20; d++) {
@@ -1085,6 +1178,7 @@ Suite *ietf_codec_suite(void)
 	tcase_add_test(tc, roundtrip_all);
 	tcase_add_test(tc, fetch_forms);
 	tcase_add_test(tc, filters);
+	tcase_add_test(tc, fills);
 	tcase_add_test(tc, datagrams);
 	tcase_add_test(tc, fetch_objects);
 	tcase_add_test(tc, namespace_paths);

@@ -32,6 +32,7 @@ struct cstream {
 	struct moq_ietf_subgroup_hdr h;
 	int objs;
 	uint64_t group;
+	uint64_t next_obj; /* the object id delta coding's base */
 };
 
 struct client {
@@ -55,6 +56,14 @@ struct client {
 	uint64_t done_code;
 	uint64_t status_group, status_object;
 	uint64_t fetch_req;
+	/* fill_mode: ready to SUBSCRIBE (SETUP done), subscribed at the
+	 * publisher's half-sent group join_group; the fill's first and last
+	 * objects; SUBSCRIBE_OK's LARGEST_OBJECT; how often each object came */
+	int ready, subscribed, ok_largest;
+	uint64_t join_group, fill_lo[2], fill_hi[2], largest[2];
+	uint8_t seen[GROUPS * OBJS];
+	int64_t half_sid; /* pub_split: the group stream half written */
+	uint64_t half_at;
 	struct cstream st[NSTREAMS];
 };
 
@@ -92,6 +101,12 @@ static int dgram_early;
  * upstream subscription (the subscriber's); T.extra PUBLISHes twice with
  * one alias */
 static int publish_mode;
+/* FILL (draft 20): the publisher sends each group in two writes 25 ms
+ * apart (objects 0-1, then 2 and FIN); T.extra subscribes at Next Object
+ * while group >= 1 is half sent, with FILL_PARAMETERS asking for the group
+ * before and the current one (LOCATION_FILTER relative 2); fill_range adds
+ * a range filter the relay cannot apply (the fill is refused) */
+static int fill_mode, fill_range, pub_split;
 #define PUB_ALIAS 55
 #define DG_BIG    400
 #define DG_LEN(g) ((g) == 2 ? DG_BIG : 10 + (g))
@@ -266,8 +281,24 @@ static void subscribe_now(struct client *cl)
 	m.group_order = 2;
 	m.forward = 1;
 	m.filter.kind = IETF_F_NEXT_OBJECT;
+	if (fill_mode && cl == &T.extra) {
+		m.has_fill = true;
+		m.fill.has_filter = true;
+		m.fill.filter.kind = IETF_F_RELATIVE;
+		m.fill.filter.groups = 2;
+		m.fill.range_filters = fill_range != 0;
+		cl->fetch_req = m.request_id;
+		cl->subscribed = 1;
+	}
 	cl->req_sid = cl->d <= 16 ? cl->req_sid : req_stream(cl);
 	send_msg(cl, cl->req_sid, &m, 0);
+}
+
+/* an object arrived (on the subscription or the fill): once each */
+static void seen_obj(struct client *cl, uint64_t g, uint64_t o)
+{
+	if (g >= GROUPS || o >= OBJS || cl->seen[g * OBJS + o]++)
+		cl->errors++;
 }
 
 /* The publisher sends its groups once the relay subscribed. */
@@ -357,9 +388,21 @@ static void send_group(struct client *cl)
 			memcpy(b + n, "sub1", 4);
 			wr(cl, sid, b, (size_t)n + 4, 1);
 		}
+		if (pub_split && cl->half_sid >= 0) {
+			/* the rest of the half-sent group */
+			struct moq_ietf_object ob = {0};
+			ob.payload_len = (size_t)(10 + g * OBJS + OBJS - 1);
+			n = moq_ietf_object_encode_head(b, sizeof(b), cl->d, false, &ob);
+			memset(b + n, 'A' + g * OBJS + OBJS - 1, ob.payload_len);
+			n += (int)ob.payload_len;
+			wr(cl, cl->half_sid, b, (size_t)n, 1);
+			cl->half_sid = -1;
+			cl->groups_sent++;
+			return;
+		}
 		ck_assert_int_eq(moq_quic_stream_open(cl->c, 0, &sid), 0);
 		n = moq_ietf_subgroup_hdr_encode(b, sizeof(b), cl->d, &h);
-		for (int o = 0; o < OBJS; o++) {
+		for (int o = 0; o < (pub_split ? OBJS - 1 : OBJS); o++) {
 			struct moq_ietf_object ob = {0};
 			ob.payload_len = (size_t)(10 + g * OBJS + o);
 			if (pub_ext)
@@ -368,6 +411,12 @@ static void send_group(struct client *cl)
 			                                 pub_ext != 0, &ob);
 			memset(b + n, 'A' + g * OBJS + o, ob.payload_len);
 			n += (int)ob.payload_len;
+		}
+		if (pub_split) {
+			wr(cl, sid, b, (size_t)n, 0);
+			cl->half_sid = sid;
+			cl->half_at = now();
+			return;
 		}
 		wr(cl, sid, b, (size_t)n, 1);
 		cl->groups_sent++;
@@ -391,7 +440,9 @@ static void on_control(struct client *cl, struct cstream *s)
 		switch (m.kind) {
 		case IETF_SERVER_SETUP:
 		case IETF_SETUP:
-			if (!cl->pub && cl != &T.bad)
+			if (fill_mode && cl == &T.extra)
+				cl->ready = 1; /* subscribes mid-group (t_until) */
+			else if (!cl->pub && cl != &T.bad)
 				subscribe_now(cl);
 			break;
 		case IETF_PUBLISH_NAMESPACE_OK: /* 14 */
@@ -463,6 +514,9 @@ static void on_control(struct client *cl, struct cstream *s)
 		case IETF_SUBSCRIBE_OK:
 			cl->sub_ok = 1;
 			cl->alias = m.track_alias;
+			cl->ok_largest = m.content_exists;
+			cl->largest[0] = m.largest.group;
+			cl->largest[1] = m.largest.object;
 			break;
 		case IETF_FETCH_OK:
 			cl->fetch_ok++;
@@ -552,6 +606,7 @@ static void on_subgroup(struct client *cl, struct cstream *s)
 			}
 			s->hdr = 1;
 			s->group = s->h.group;
+			s->next_obj = 0;
 			cs_eat(s, (size_t)k);
 			continue;
 		}
@@ -559,7 +614,8 @@ static void on_subgroup(struct client *cl, struct cstream *s)
 			struct moq_ietf_object ob;
 			int k = moq_ietf_object_decode_head(s->buf, s->len, cl->d, s->h.extensions,
 			                                    &ob);
-			int want = (int)(s->group * OBJS) + s->objs;
+			uint64_t id;
+			int want;
 
 			if (k == MOQ_ERR_SHORT || (k > 0 && s->len < (size_t)k + ob.payload_len))
 				break;
@@ -568,7 +624,14 @@ static void on_subgroup(struct client *cl, struct cstream *s)
 				s->len = 0;
 				return;
 			}
-			if (ob.id_delta != 0 || ob.payload_len != (size_t)(10 + want))
+			/* only a stream the fill began lawfully skips ids */
+			if (ob.id_delta != 0 && !fill_mode)
+				cl->errors++;
+			id = s->next_obj + ob.id_delta;
+			s->next_obj = id + 1;
+			want = (int)(s->group * OBJS + id);
+			seen_obj(cl, s->group, id);
+			if (ob.payload_len != (size_t)(10 + want))
 				cl->errors++;
 			for (size_t i = 0; i < ob.payload_len; i++)
 				if (s->buf[k + i] != 'A' + want)
@@ -578,7 +641,7 @@ static void on_subgroup(struct client *cl, struct cstream *s)
 			cl->objs_ok++;
 		}
 	}
-	if (s->fin && s->len == 0 && s->objs == OBJS) {
+	if (s->fin && s->len == 0 && s->next_obj == OBJS) {
 		cl->groups_ok++;
 		s->objs = 0;
 		s->hdr = 2; /* done */
@@ -611,8 +674,15 @@ static void on_fetch_stream(struct client *cl, struct cstream *s)
 			break;
 		}
 		o += (size_t)k;
-		if (first)
+		if (first) {
 			cl->fetch_first_group = (int)ob.group;
+			cl->fill_lo[0] = ob.group;
+			cl->fill_lo[1] = ob.object;
+		}
+		cl->fill_hi[0] = ob.group;
+		cl->fill_hi[1] = ob.object;
+		if (fill_mode)
+			seen_obj(cl, ob.group, ob.object);
 		want = (int)(ob.group * OBJS + ob.object);
 		if (ob.payload_len != (size_t)(10 + want))
 			cl->errors++;
@@ -694,6 +764,7 @@ static void t_init(int d)
 		T.flood.st[i].sid = -1;
 		T.extra.st[i].sid = -1;
 	}
+	T.pub.half_sid = -1;
 	moq_cache_counting_init(&T.cnt);
 	cc.alloc = moq_cache_counting_alloc(&T.cnt);
 	T.cache = moq_cache_create(&cc);
@@ -784,7 +855,12 @@ static int t_until(int (*pred)(void), uint64_t max)
 		}
 		if (T.pub.sending && T.pub.groups_sent < GROUPS && now() >= T.pub.next_send) {
 			send_group(&T.pub);
-			T.pub.next_send = now() + 50 * MS;
+			T.pub.next_send = now() + (pub_split ? 25 : 50) * MS;
+		}
+		if (fill_mode && T.extra.ready && !T.extra.subscribed && T.pub.half_sid >= 0 &&
+		    T.pub.groups_sent >= 1 && now() - T.pub.half_at >= 10 * MS) {
+			T.extra.join_group = (uint64_t)T.pub.groups_sent;
+			subscribe_now(&T.extra);
 		}
 		moq_node_poll(T.relay, now());
 		{
@@ -1100,6 +1176,97 @@ static void run_ext(int d)
 	pub_ext = 0;
 }
 
+static int x_all(void)
+{
+	int n = 0;
+
+	for (int i = 0; i < GROUPS * OBJS; i++)
+		n += T.extra.seen[i] != 0;
+	return (T.extra.fetch_done && n == (int)(GROUPS - T.extra.join_group + 1) * OBJS) ||
+	       T.extra.errors;
+}
+
+static int x_rest(void)
+{
+	/* the fill refused: the subscription still gets the groups after */
+	return T.extra.seen[GROUPS * OBJS - 1] || T.extra.errors;
+}
+
+/*
+ * draft-20 FILL: a subscriber joins at Next Object while group G (>= 1) is
+ * half published (objects 0-1 of 3) and asks FILL_PARAMETERS for the two
+ * groups up to the live edge. The fill (a FETCH stream with the
+ * SUBSCRIBE's request id) carries G-1 whole and G's objects 0-1, ending at
+ * SUBSCRIBE_OK's LARGEST_OBJECT; the subscription carries G from object 2
+ * (an id delta of 2) and every group after: each object exactly once, byte
+ * for byte. A fill with a range filter is refused (its stream reset after
+ * the header, counted) and the subscription goes on.
+ */
+static void run_fill(int range)
+{
+	struct moq_node_stats st;
+	const int d = 20;
+
+	fill_mode = 1;
+	fill_range = range;
+	pub_split = 1;
+	t_init(d);
+	t_connect(&T.pub, d, 1, 20001);
+	ck_assert_msg(t_until(p_announced, 3000 * MS), "PUBLISH_NAMESPACE");
+	/* the relay reads the track once someone subscribes */
+	t_connect(&T.sub, d, 0, 20002);
+	t_connect(&T.extra, d, 0, 20003);
+	if (range) {
+		ck_assert_msg(t_until(x_rest, 5000 * MS), "refused fill: the subscription stopped");
+		ck_assert_int_eq(T.extra.errors, 0);
+		ck_assert_int_eq(T.extra.fetch_objs, 0);
+		moq_node_stats(T.relay, &st);
+		ck_assert_uint_eq(st.ietf_fills_refused, 1);
+		ck_assert_uint_eq(st.ietf_fills, 0);
+	} else {
+		uint64_t g = T.extra.join_group;
+		ck_assert_msg(t_until(x_all, 5000 * MS),
+		              "fill: joined at %d, fill done %d (%d objects), %d errors",
+		              (int)T.extra.join_group, T.extra.fetch_done, T.extra.fetch_objs,
+		              T.extra.errors);
+		g = T.extra.join_group;
+		ck_assert_int_eq(T.extra.errors, 0);
+		ck_assert_uint_ge(g, 1);
+		/* the fill: {G-1, 0} .. {G, 1} = LARGEST_OBJECT */
+		ck_assert_int_eq(T.extra.fetch_objs, OBJS + OBJS - 1);
+		ck_assert_uint_eq(T.extra.fill_lo[0], g - 1);
+		ck_assert_uint_eq(T.extra.fill_lo[1], 0);
+		ck_assert_uint_eq(T.extra.fill_hi[0], g);
+		ck_assert_uint_eq(T.extra.fill_hi[1], OBJS - 2);
+		ck_assert(T.extra.ok_largest);
+		ck_assert_uint_eq(T.extra.largest[0], g);
+		ck_assert_uint_eq(T.extra.largest[1], OBJS - 2);
+		/* nothing before the fill, everything after it once */
+		for (uint64_t i = 0; i < (g - 1) * OBJS; i++)
+			ck_assert_int_eq(T.extra.seen[i], 0);
+		for (uint64_t i = (g - 1) * OBJS; i < GROUPS * OBJS; i++)
+			ck_assert_int_eq(T.extra.seen[i], 1);
+		moq_node_stats(T.relay, &st);
+		ck_assert_uint_eq(st.ietf_fills, 1);
+		ck_assert_uint_eq(st.ietf_fill_objects, 2 * OBJS - 1);
+	}
+	ck_assert(!T.pub.closed && !T.sub.closed && !T.extra.closed);
+	t_fini();
+	fill_mode = fill_range = pub_split = 0;
+}
+
+START_TEST(fill_d20)
+{
+	run_fill(0);
+}
+END_TEST
+
+START_TEST(fill_range_refused_d20)
+{
+	run_fill(1);
+}
+END_TEST
+
 START_TEST(ext_subgroup_d16)
 {
 	run_ext(16);
@@ -1351,6 +1518,8 @@ Suite *ietf_session_suite(void)
 	tcase_add_test(tc, datagrams_before_subscribe_ok);
 	tcase_add_test(tc, publish);
 	tcase_add_test(tc, subscribe_update);
+	tcase_add_test(tc, fill_d20);
+	tcase_add_test(tc, fill_range_refused_d20);
 	suite_add_tcase(s, tc);
 	return s;
 }
