@@ -1898,7 +1898,8 @@ int moq_ietf_datagram_encode(uint8_t *buf, size_t cap, enum moq_ietf_draft d,
 		t |= DG_DEFAULT_PRIO;
 	if (g->is_status)
 		t |= DG_STATUS;
-	if (!dg_valid(t, d) || (g->has_ext && g->ext.len == 0))
+	if (!dg_valid(t, d) || (g->has_ext && g->ext.len == 0) ||
+	    (d >= MOQ_IETF_17 && g->has_ext && g->is_status && g->status != IETF_OBJ_NORMAL))
 		return MOQ_ERR_INVAL;
 	wv(&w, t);
 	wv(&w, g->track_alias);
@@ -1946,6 +1947,9 @@ int moq_ietf_datagram_decode(const uint8_t *buf, size_t len, enum moq_ietf_draft
 	if (g->is_status) {
 		g->status = rv(&r);
 		if (!r.err && !rdone(&r))
+			fail(&r);
+		/* 17+: only a Normal object has properties */
+		if (d >= MOQ_IETF_17 && g->has_ext && g->status != IETF_OBJ_NORMAL)
 			fail(&r);
 	} else if (!r.err) {
 		g->payload = buf + r.o;

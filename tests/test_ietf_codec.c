@@ -967,6 +967,98 @@ START_TEST(datagrams)
 }
 END_TEST
 
+/*
+ * OBJECT_DATAGRAM as drafts 17-20 draw it (moq-wg/moq-transport, tags
+ * draft-ietf-moq-transport-17 and -19 and the draft-20 text, "Object
+ * Datagram"): Type Flags, Track Alias, Group ID, [Object ID], [Publisher
+ * Priority (8)], [Properties], [Object Status], [Payload]; leading-ones
+ * varints (group 300 is 0x81 0x2c). Rules the figures state: PROPERTIES with
+ * a zero length, STATUS with END_OF_GROUP, bit 4, any bit the draft does not
+ * define, and (from 17) PROPERTIES on a status that is not Normal are
+ * PROTOCOL_VIOLATIONs (decode errors here).
+ */
+START_TEST(datagram_figures)
+{
+	const struct {
+		const char *hex;
+		uint64_t alias, group, object, status;
+		int prio; /* -1: the DEFAULT_PRIORITY bit */
+		bool eog, ext, st;
+		const char *payload;
+	} ok[] = {
+	        /* 0x00: object id, priority, payload */
+	        {"0003812c0507686921", 3, 300, 5, 0, 7, false, false, false, "hi!"},
+	        /* 0x0c: object 0 and the default priority */
+	        {"0c03812c6869", 3, 300, 0, 0, -1, false, false, false, "hi"},
+	        /* 0x03: properties (type 2 = 5), end of group */
+	        {"030109040802020568", 1, 9, 4, 0, 8, true, true, false, "h"},
+	        /* 0x20: a status (END_OF_TRACK 4) */
+	        {"200102060404", 1, 2, 6, 4, 4, false, false, true, NULL},
+	        /* 0x2d: status Normal with properties, object 0, default priority */
+	        {"2d010202020500", 1, 2, 0, 0, -1, false, true, true, NULL},
+	};
+	const char *bad[] = {
+	        "0103010200"
+	        "0068",       /* PROPERTIES, length 0 */
+	        "2201020600", /* STATUS and END_OF_GROUP */
+	        "1001020600"
+	        "68", /* bit 4 */
+	        "4001020600"
+	        "68", /* 0x40: a bit no draft defines */
+	        "2101020600020205"
+	        "03", /* PROPERTIES on END_OF_GROUP status (17+) */
+	};
+
+	for (int d = MOQ_IETF_17; d <= MOQ_IETF_20; d++) {
+		for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+			uint8_t in[64], out[64];
+			size_t n = unhex(ok[i].hex, in, sizeof(in));
+			struct moq_ietf_datagram g;
+			int k;
+
+			ck_assert_msg(moq_ietf_datagram_decode(in, n, d, &g) == 0, "d%d %s", d,
+			              ok[i].hex);
+			ck_assert_uint_eq(g.track_alias, ok[i].alias);
+			ck_assert_uint_eq(g.group, ok[i].group);
+			ck_assert_uint_eq(g.object, ok[i].object);
+			ck_assert_int_eq(g.has_priority, ok[i].prio >= 0);
+			if (ok[i].prio >= 0)
+				ck_assert_uint_eq(g.priority, (unsigned)ok[i].prio);
+			ck_assert_int_eq(g.end_of_group, ok[i].eog);
+			ck_assert_int_eq(g.has_ext, ok[i].ext);
+			ck_assert_int_eq(g.is_status, ok[i].st);
+			if (g.is_status) {
+				ck_assert_uint_eq(g.status, ok[i].status);
+			} else {
+				ck_assert_uint_eq(g.payload_len, strlen(ok[i].payload));
+				ck_assert_int_eq(memcmp(g.payload, ok[i].payload, g.payload_len),
+				                 0);
+			}
+			k = moq_ietf_datagram_encode(out, sizeof(out), d, &g);
+			ck_assert_int_eq(k, (int)n);
+			ck_assert_int_eq(memcmp(in, out, n), 0);
+		}
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			uint8_t in[64];
+			size_t n = unhex(bad[i], in, sizeof(in));
+			struct moq_ietf_datagram g;
+			ck_assert_msg(moq_ietf_datagram_decode(in, n, d, &g) == MOQ_ERR_DECODE,
+			              "d%d %s", d, bad[i]);
+		}
+	}
+	/* 16 had no rule against properties on a status */
+	{
+		uint8_t in[64];
+		size_t n = unhex(bad[4], in, sizeof(in));
+		struct moq_ietf_datagram g;
+		ck_assert_int_eq(moq_ietf_datagram_decode(in, n, MOQ_IETF_16, &g), 0);
+		ck_assert_uint_eq(g.status, IETF_OBJ_END_OF_GROUP);
+		ck_assert_int_eq(moq_ietf_datagram_encode(in, sizeof(in), MOQ_IETF_17, &g),
+		                 MOQ_ERR_INVAL);
+	}
+}
+END_TEST
+
 START_TEST(fetch_objects)
 {
 	for (int d = 14; d <= 20; d++) {
@@ -1180,6 +1272,7 @@ Suite *ietf_codec_suite(void)
 	tcase_add_test(tc, filters);
 	tcase_add_test(tc, fills);
 	tcase_add_test(tc, datagrams);
+	tcase_add_test(tc, datagram_figures);
 	tcase_add_test(tc, fetch_objects);
 	tcase_add_test(tc, namespace_paths);
 	tcase_add_test(tc, alpns);

@@ -302,9 +302,9 @@ static void seen_obj(struct client *cl, uint64_t g, uint64_t o)
 }
 
 /* The publisher sends its groups once the relay subscribed. */
-/* Group g as one OBJECT datagram; with g == 0 first three the relay must
- * drop (a type no draft has, an alias it never gave, object 1 of a group)
- * without closing anyone. */
+/* Group g as one OBJECT datagram; with g == 0 first two the relay must
+ * drop without closing anyone (an alias it never gave, object 1 of a
+ * group). */
 static void send_dgram_group(struct client *cl)
 {
 	static uint8_t pay[GROUPS][DG_BIG]; /* referenced until written */
@@ -315,13 +315,9 @@ static void send_dgram_group(struct client *cl)
 	int n;
 
 	if (g == 0) {
-		static const uint8_t bad_type[] = {0x3f, 77, 0, 1, 'x'};
 		static uint8_t unk[64], later[64];
 		struct moq_ietf_datagram u = {0};
 		int un;
-		ck_assert_int_eq(
-		        moq_quic_dgram_send(cl->c, bad_type, sizeof(bad_type), NULL, 0, NULL, NULL),
-		        0);
 		u.track_alias = 99;
 		u.group = 0;
 		u.has_priority = true;
@@ -440,7 +436,14 @@ static void on_control(struct client *cl, struct cstream *s)
 		switch (m.kind) {
 		case IETF_SERVER_SETUP:
 		case IETF_SETUP:
-			if (fill_mode && cl == &T.extra)
+			if (dgram_mode && cl == &T.extra) {
+				/* a type no draft has (bit 4): PROTOCOL_VIOLATION */
+				static const uint8_t bad_type[] = {0x3f, 77, 0, 1, 'x'};
+				ck_assert_int_eq(moq_quic_dgram_send(cl->c, bad_type,
+				                                     sizeof(bad_type), NULL, 0,
+				                                     NULL, NULL),
+				                 0);
+			} else if (fill_mode && cl == &T.extra)
 				cl->ready = 1; /* subscribes mid-group (t_until) */
 			else if (!cl->pub && cl != &T.bad)
 				subscribe_now(cl);
@@ -1314,9 +1317,16 @@ static void run_dgram(int d)
 	ck_assert_uint_eq(T.sub.dg_seen, (1u << GROUPS) - 1);
 	moq_node_stats(T.relay, &st);
 	ck_assert_uint_eq(st.dgrams_in, GROUPS);
-	ck_assert_uint_eq(st.dgrams_in_bad, 3);
+	ck_assert_uint_eq(st.dgrams_in_bad, 2);
 	ck_assert_uint_eq(st.dgrams_out, GROUPS - 1);
 	ck_assert_uint_ge(st.dgrams_too_large, 1);
+	ck_assert(!T.pub.closed && !T.sub.closed);
+	/* a malformed datagram closes its sender's session, and only that */
+	t_connect(&T.extra, d, 0, 20003);
+	ck_assert_msg(t_until(x_closed, 3000 * MS), "d%d: a malformed datagram was let pass", d);
+	ck_assert_uint_eq(T.extra.close_code, IETF_CLOSE_PROTOCOL_VIOLATION);
+	moq_node_stats(T.relay, &st);
+	ck_assert_uint_eq(st.dgrams_in_bad, 3);
 	ck_assert(!T.pub.closed && !T.sub.closed);
 	t_fini();
 	dgram_mode = 0;
@@ -1330,7 +1340,7 @@ START_TEST(datagrams)
 }
 END_TEST
 
-/* The same with group 0's datagram (and the three bad ones) in the
+/* The same with group 0's datagram (and the two bad ones) in the
  * SUBSCRIBE_OK's packet: ngtcp2 hands the datagrams over first, before the
  * reply that names their alias; the relay keeps them until it, so group 0
  * is not lost (dgrams_in GROUPS) and the bad ones are still counted. */
