@@ -96,6 +96,27 @@ enum reason { R_NONE, R_EVICTED, R_OLD, R_LAGGED, R_CLOSED, R_REPLACED };
 static const int reason_err[] = {
         0, MOQ_ERR_EVICTED, MOQ_ERR_OLD, MOQ_ERR_LAGGED, MOQ_ERR_CLOSED, MOQ_ERR_DROPPED};
 
+/*
+ * Extension headers (IETF moq-transport) of a group's frames, kept beside
+ * the payload, so moq-lite readers never see them: entry i is frame i's.
+ * The array only grows: a bigger one replaces it (release store, before the
+ * frame is published) and the old one stays, chained, until the group is
+ * freed, so a reader holding either has valid entries for every frame it
+ * saw published. The blobs belong to the newest array.
+ */
+struct ext_ent {
+	const uint8_t *p;
+	uint32_t len;
+	uint32_t pad;
+};
+
+struct ext_arr {
+	struct ext_arr *older;
+	uint32_t cap;
+	uint32_t pad;
+	struct ext_ent e[];
+};
+
 struct moq_cache_group {
 	struct moq_cache *cache;
 	struct moq_cache_track *track; /* referenced */
@@ -107,18 +128,20 @@ struct moq_cache_group {
 	uint32_t nstarted;  /* atomic: published frames (complete or arriving) */
 	uint32_t ncomplete; /* atomic: published complete frames */
 	uint32_t npieces;   /* atomic: published pieces */
+	uint32_t blk_cap;   /* writer private (here: no padding) */
 	uint64_t billed;    /* atomic */
 	/* writer private */
 	uint32_t w_bytes, w_nstarted, w_ncomplete, w_npieces;
 	uint32_t open_missing; /* missing bytes of frame w_ncomplete when open */
 	uint32_t open_piece;   /* piece of the open frame's first byte, or NONE */
 	uint32_t w_piece;      /* piece that continues at blk + blk_used, or NONE */
-	bool open;
+	uint32_t blk_used;
 	uint8_t *blk;
-	uint32_t blk_used, blk_cap;
+	bool open;
 	/* under the cache lock */
 	struct moq_cache_group *gprev, *gnext, *tprev, *tnext;
 	struct retire rt;
+	struct ext_arr *ext; /* atomic: NULL until a frame has extension headers */
 	/* chunk directories, allocated with the second chunk (entry 0 unused) */
 	struct moq_cache_frame **fdir;
 	struct piece **pdir;
@@ -146,6 +169,7 @@ struct moq_cache_track {
 	uint32_t dropped; /* atomic */
 	uint32_t idle;    /* atomic: the writer stopped (moq_cache_track_set_idle) */
 	uint32_t dying;   /* atomic: moq_cache_expire is dropping it (lookups skip it) */
+	uint32_t has_ext; /* atomic: a frame had extension headers (frame_begin_ext) */
 	uint32_t mask;    /* window - 1 */
 	uint64_t max_latency;
 	uint64_t newest;                       /* atomic: newest seq + 1; 0 = none */
@@ -351,6 +375,13 @@ static void group_free(struct moq_cache_group *g)
 		c_free(c, g->pdir[k]);
 	c_free(c, g->fdir);
 	c_free(c, g->pdir);
+	if (g->ext != NULL)
+		for (i = 0; i < g->ext->cap; i++)
+			c_free(c, (void *)(uintptr_t)g->ext->e[i].p);
+	for (struct ext_arr *a = g->ext, *o; a != NULL; a = o) {
+		o = a->older;
+		c_free(c, a);
+	}
 	left = __atomic_exchange_n(&g->billed, 0, __ATOMIC_RELAXED);
 	__atomic_fetch_sub(&c->used, left, __ATOMIC_RELAXED);
 	c_free(c, g);
@@ -1550,6 +1581,80 @@ int64_t moq_cache_frame_begin(struct moq_cache_group *g, int64_t timestamp, size
 	bill(g, MOQ_CACHE_FRAME_OVERHEAD);
 	maybe_evict(g->cache);
 	return (int64_t)size;
+}
+
+int64_t moq_cache_frame_begin_ext(struct moq_cache_group *g, int64_t timestamp, size_t size,
+                                  const void *ext, size_t ext_len)
+{
+	struct moq_cache *c = g->cache;
+	uint32_t idx = g->w_nstarted;
+	struct ext_arr *a = g->ext;
+	uint8_t *blob;
+	int64_t r;
+	int rc;
+
+	if (ext_len == 0)
+		return moq_cache_frame_begin(g, timestamp, size);
+	if (ext_len > MOQ_CACHE_EXT_MAX || ext == NULL)
+		return ext == NULL ? MOQ_ERR_INVAL : MOQ_ERR_TOO_LARGE;
+	if ((rc = wcheck(g)) < 0)
+		return rc;
+	if (g->open)
+		return MOQ_ERR_STATE;
+	if (idx >= MOQ_CACHE_GROUP_MAX_FRAMES)
+		return MOQ_ERR_LIMIT;
+	if (a == NULL || idx >= a->cap) {
+		uint32_t cap = a != NULL ? a->cap * 2 : 16;
+		struct ext_arr *na;
+
+		while (cap <= idx)
+			cap *= 2;
+		na = c_alloc(c, sizeof(*na) + (size_t)cap * sizeof(na->e[0]));
+		if (na == NULL)
+			return MOQ_ERR_NOMEM;
+		memset(na, 0, sizeof(*na) + (size_t)cap * sizeof(na->e[0]));
+		if (a != NULL)
+			memcpy(na->e, a->e, (size_t)a->cap * sizeof(a->e[0]));
+		na->cap = cap;
+		na->older = a;
+		STORE_REL(&g->ext, na);
+		bill(g, sizeof(*na) + (uint64_t)cap * sizeof(na->e[0]));
+		a = na;
+	}
+	blob = c_alloc(c, ext_len);
+	if (blob == NULL)
+		return MOQ_ERR_NOMEM;
+	memcpy(blob, ext, ext_len);
+	a->e[idx].p = blob; /* published with the frame (release) */
+	a->e[idx].len = (uint32_t)ext_len;
+	r = moq_cache_frame_begin(g, timestamp, size);
+	if (r < 0) {
+		a->e[idx].p = NULL;
+		a->e[idx].len = 0;
+		c_free(c, blob);
+		return r;
+	}
+	bill(g, ext_len);
+	if (!LOAD_RLX(&g->track->has_ext))
+		STORE_REL(&g->track->has_ext, 1u);
+	return r;
+}
+
+int moq_cache_frame_ext(const struct moq_cache_group *g, uint32_t index, const uint8_t **p,
+                        size_t *len)
+{
+	const struct ext_arr *a = LOAD_ACQ(&g->ext);
+
+	if (a == NULL || index >= a->cap || a->e[index].p == NULL)
+		return MOQ_ERR_NOTFOUND;
+	*p = a->e[index].p;
+	*len = a->e[index].len;
+	return 0;
+}
+
+bool moq_cache_track_has_ext(const struct moq_cache_track *t)
+{
+	return LOAD_ACQ(&t->has_ext) != 0;
 }
 
 int64_t moq_cache_frame_append(struct moq_cache_group *g, const void *data, size_t len)

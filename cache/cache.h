@@ -94,7 +94,7 @@
  * grown by doubling) and a group (its descriptor with the first chunks
  * inline) really hold. */
 #define MOQ_CACHE_FRAME_OVERHEAD 64u
-#define MOQ_CACHE_GROUP_OVERHEAD 320u
+#define MOQ_CACHE_GROUP_OVERHEAD 328u
 /* PROTOCOL.md, Track: default max latency 5 s, in nanoseconds. */
 #define MOQ_CACHE_DEFAULT_MAX_LATENCY 5000000000ull
 /* Default window of recent groups per track (a power of two): 5 s of 20 ms
@@ -400,6 +400,27 @@ int moq_cache_write_frames(struct moq_cache_group *g, const struct moq_cache_fra
  * MOQ_ERR_LIMIT, MOQ_ERR_NOMEM; nothing changed on error.
  */
 int64_t moq_cache_frame_begin(struct moq_cache_group *g, int64_t timestamp, size_t size);
+
+/*
+ * moq_cache_frame_begin_ext: moq_cache_frame_begin of a frame that carries
+ * extension headers (IETF moq-transport: @ext_len bytes, copied, at most
+ * MOQ_CACHE_EXT_MAX; 0 is frame_begin). They are kept beside the payload
+ * (moq-lite readers never see them) and published with the frame. Returns
+ * as frame_begin, or MOQ_ERR_TOO_LARGE (@ext_len), MOQ_ERR_NOMEM; nothing
+ * changed on error.
+ */
+#define MOQ_CACHE_EXT_MAX 4096u
+int64_t moq_cache_frame_begin_ext(struct moq_cache_group *g, int64_t timestamp, size_t size,
+                                  const void *ext, size_t ext_len);
+
+/* moq_cache_frame_ext: the extension headers of published frame @index of
+ * @g in *@p / *@len (valid while the group is referenced): 0, or
+ * MOQ_ERR_NOTFOUND (it has none). Lock-free, any thread. */
+int moq_cache_frame_ext(const struct moq_cache_group *g, uint32_t index, const uint8_t **p,
+                        size_t *len);
+
+/* moq_cache_track_has_ext: whether a frame of @t ever had extension headers. */
+bool moq_cache_track_has_ext(const struct moq_cache_track *t);
 
 /*
  * moq_cache_frame_append: append @len bytes of the open frame. A frame whose

@@ -628,6 +628,22 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	       "Single-frame groups received as QUIC datagrams (lite-05 6.4).", s->dgrams_in);
 	metric(&o, "datagrams_in_dropped_total", "counter",
 	       "Datagrams dropped: undecodable, no live subscription, or late.", s->dgrams_in_bad);
+	metric(&o, "ietf_extensions_kept_total", "counter",
+	       "IETF objects whose extension headers the cache keeps for IETF readers.",
+	       s->ietf_ext_kept);
+	metric(&o, "ietf_extensions_dropped_total", "counter",
+	       "IETF objects whose extension headers were dropped (datagrams, over 4 KiB).",
+	       s->ietf_ext_dropped);
+	metric(&o, "ietf_subgroups_refused_total", "counter",
+	       "IETF subgroup streams refused: a subgroup other than 0.",
+	       s->ietf_subgroups_refused);
+	metric(&o, "ietf_fills_total", "counter", "Draft-20 fills (FILL_PARAMETERS) served.",
+	       s->ietf_fills);
+	metric(&o, "ietf_fill_objects_total", "counter", "Objects draft-20 fills carried.",
+	       s->ietf_fill_objects);
+	metric(&o, "ietf_fills_refused_total", "counter",
+	       "Draft-20 fills refused (a range filter): their stream reset after the header.",
+	       s->ietf_fills_refused);
 	metric(&o, "datagrams_out_total", "counter",
 	       "Single-frame groups sent to subscribers as QUIC datagrams.", s->dgrams_out);
 	metric(&o, "datagrams_too_large_total", "counter",
@@ -992,6 +1008,11 @@ static int stats_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "groups_reset_cancel", s.resets_cancel);
 	rte_tel_data_add_dict_u64(d, "groups_skipped", s.groups_skipped);
 	rte_tel_data_add_dict_u64(d, "groups_in_late", s.groups_in_late);
+	rte_tel_data_add_dict_u64(d, "ietf_ext_kept", s.ietf_ext_kept);
+	rte_tel_data_add_dict_u64(d, "ietf_ext_dropped", s.ietf_ext_dropped);
+	rte_tel_data_add_dict_u64(d, "ietf_subgroups_refused", s.ietf_subgroups_refused);
+	rte_tel_data_add_dict_u64(d, "ietf_fills", s.ietf_fills);
+	rte_tel_data_add_dict_u64(d, "ietf_fills_refused", s.ietf_fills_refused);
 	rte_tel_data_add_dict_u64(d, "groups_late_taken", s.groups_late_taken);
 	rte_tel_data_add_dict_u64(d, "groups_late_max_us", s.late_max_ns / 1000);
 	rte_tel_data_add_dict_u64(d, "groups_late_sum_us", s.late_sum_ns / 1000);

@@ -2057,6 +2057,12 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->dgrams_out += sn.ns.dgrams_out;
 		s->dgrams_too_large += sn.ns.dgrams_too_large;
 		s->dgrams_in_bad += sn.ns.dgrams_in_bad;
+		s->ietf_ext_kept += sn.ns.ietf_ext_kept;
+		s->ietf_ext_dropped += sn.ns.ietf_ext_dropped;
+		s->ietf_subgroups_refused += sn.ns.ietf_subgroups_refused;
+		s->ietf_fills += sn.ns.ietf_fills;
+		s->ietf_fill_objects += sn.ns.ietf_fill_objects;
+		s->ietf_fills_refused += sn.ns.ietf_fills_refused;
 		s->quic_dgrams_dropped += sn.qs.dgrams_dropped;
 		s->fastpath_dgrams_lost += sn.qs.fastpath_dgrams_lost;
 		s->fastpath_ivl_coarsened += sn.qs.fastpath_ivl_coarsened;

@@ -179,6 +179,11 @@ struct moq_relay_stats {
 	uint64_t dgrams_in, dgrams_out, dgrams_too_large, dgrams_in_bad;
 	uint64_t quic_dgrams_dropped, fastpath_dgrams_lost;
 	uint64_t fastpath_ivl_coarsened; /* quic.h */
+	/* IETF sessions (moq.h struct moq_node_stats): objects whose extension
+	 * headers were kept / dropped, subgroup streams refused, draft-20 fills
+	 * served, the objects they carried, fills refused */
+	uint64_t ietf_ext_kept, ietf_ext_dropped, ietf_subgroups_refused;
+	uint64_t ietf_fills, ietf_fill_objects, ietf_fills_refused;
 };
 
 /*

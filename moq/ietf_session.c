@@ -153,6 +153,15 @@ struct xs {
 	 * object id the client expects (delta coding) */
 	uint8_t drop, cur_drop;
 	uint64_t drop_lo, drop_hi, fidx, next_id;
+	/* I_GROUP_OUT of a track with extension headers: its cache group (a
+	 * reference), whose frames' headers its objects carry */
+	struct moq_cache_group *cg;
+	/* I_SUB_IN: the cache track (a reference) once known */
+	struct moq_cache_track *ct;
+	/* I_GROUP_IN: the next frame's extension headers, until the inner's
+	 * ingest takes them (ie_frame_ext) */
+	uint8_t *pext;
+	size_t pext_len;
 };
 
 struct ie_ack {
@@ -261,6 +270,11 @@ static void xs_free(struct ietf_sess *ie, struct xs *x)
 		ie->bo = NULL;
 		ie->bn = 0;
 	}
+	if (x->cg)
+		moq_cache_group_unref(x->cg);
+	if (x->ct)
+		moq_cache_track_unref(x->ct);
+	free(x->pext);
 	free(x->mk);
 	free(x->rx);
 	free(x->prefix);
@@ -1204,7 +1218,7 @@ static int fetch_group(struct ietf_sess *ie, struct xs *o, struct moq_cache_trac
 			break;
 		for (int i = 0; i < k; i++) {
 			struct moq_ietf_fetch_obj ob = {0};
-			uint8_t hb[64];
+			static uint8_t hb[MOQ_CACHE_EXT_MAX + 64];
 			int hn;
 
 			if (!moq_cache_frame_complete(&f[i]) || f[i].start)
@@ -1215,6 +1229,14 @@ static int fetch_group(struct ietf_sess *ie, struct xs *o, struct moq_cache_trac
 			ob.object = f[i].index;
 			ob.priority = 128;
 			ob.payload_len = f[i].size;
+			{
+				const uint8_t *xp;
+				size_t xn;
+				if (moq_cache_frame_ext(g, f[i].index, &xp, &xn) == 0) {
+					ob.has_ext = true;
+					ob.ext = (struct moq_str){(const char *)xp, xn};
+				}
+			}
 			hn = moq_ietf_fetch_obj_encode_head(hb, sizeof(hb), ie->d,
 			                                    *have_prev ? prev : NULL, &ob);
 			if (hn < 0)
@@ -1795,9 +1817,25 @@ static void sg_in(struct ietf_sess *ie, struct xs *x)
 				fail_session(ie, IETF_CLOSE_PROTOCOL_VIOLATION);
 				return;
 			}
+			if (o.has_ext && o.ext.len && x->peer) {
+				/* kept beside the frame: the inner's ingest takes them
+				 * when it reads the frame header below (ie_frame_ext) */
+				struct xs *gi = x->peer;
+				if (o.ext.len > MOQ_CACHE_EXT_MAX) {
+					ie->n->st.ietf_ext_dropped++;
+				} else {
+					if (!gi->pext)
+						gi->pext = malloc(MOQ_CACHE_EXT_MAX);
+					if (gi->pext) {
+						memcpy(gi->pext, o.ext.p, o.ext.len);
+						gi->pext_len = o.ext.len;
+						ie->n->st.ietf_ext_kept++;
+					} else {
+						ie->n->st.ietf_ext_dropped++;
+					}
+				}
+			}
 			rx_consume(x, (size_t)k);
-			if (o.has_ext && o.ext.len)
-				ie->n->st.ietf_ext_dropped++; /* nowhere to carry them */
 			if (o.payload_len == 0 && o.status != IETF_OBJ_NORMAL) {
 				/* end of group / track: the group is complete */
 				if (o.status == IETF_OBJ_END_OF_GROUP ||
@@ -2315,6 +2353,18 @@ static void inner_bytes(struct ietf_sess *ie, struct xs *x, const uint8_t *p, si
 				}
 				x->fidx = 0;
 				x->next_id = 0;
+				x->cur_drop = 0;
+				/* a track whose publisher sent extension headers: the
+				 * objects carry them, from the cache group */
+				if (!sub->ct && sub->prefix &&
+				    (sub->ct = cached_track(ie, sub->prefix, sub->plen,
+				                            sub->prefix + sub->plen + 1,
+				                            sub->lite_tlen)))
+					moq_cache_track_ref(sub->ct);
+				if (sub->ct && !x->cg && moq_cache_track_has_ext(sub->ct) &&
+				    moq_cache_track_group(sub->ct, ev.group.sequence, &x->cg) < 0)
+					x->cg = NULL;
+				h.extensions = x->cg != NULL;
 				if (sub->trim && ev.group.sequence >= sub->trim_lo.group &&
 				    ev.group.sequence <= sub->trim_hi.group) {
 					x->drop = 1;
@@ -2335,6 +2385,7 @@ static void inner_bytes(struct ietf_sess *ie, struct xs *x, const uint8_t *p, si
 				if (hn > 0)
 					b_add(ie, o, hb, (size_t)hn, 1);
 			} else if (ev.type == MOQ_GEV_FRAME) {
+				static uint8_t eb[MOQ_CACHE_EXT_MAX + 48];
 				struct moq_ietf_object ob = {0};
 				uint64_t idx = x->fidx++;
 				x->cur_drop = x->drop && idx >= x->drop_lo && idx <= x->drop_hi;
@@ -2343,9 +2394,19 @@ static void inner_bytes(struct ietf_sess *ie, struct xs *x, const uint8_t *p, si
 				ob.id_delta = idx - x->next_id;
 				x->next_id = idx + 1;
 				ob.payload_len = (size_t)ev.frame_size;
-				hn = moq_ietf_object_encode_head(hb, sizeof(hb), ie->d, false, &ob);
+				if (x->cg) {
+					const uint8_t *xp;
+					size_t xn;
+					if (moq_cache_frame_ext(x->cg, (uint32_t)idx, &xp, &xn) ==
+					    0) {
+						ob.has_ext = true;
+						ob.ext = (struct moq_str){(const char *)xp, xn};
+					}
+				}
+				hn = moq_ietf_object_encode_head(eb, sizeof(eb), ie->d,
+				                                 x->cg != NULL, &ob);
 				if (hn > 0)
-					b_add(ie, o, hb, (size_t)hn, 1);
+					b_add(ie, o, eb, (size_t)hn, 1);
 			} else if (ev.type == MOQ_GEV_DATA && ev.data_len && !x->cur_drop) {
 				/* the payload as the inner wrote it (cache memory),
 				 * not copied */
@@ -2833,7 +2894,21 @@ static int ie_dgram_send(void *b, const uint8_t *hdr, size_t hdrlen, const struc
 	                : MOQ_ERR_STATE;
 }
 
+static void ie_frame_ext(void *b, int64_t sid, const uint8_t **p, size_t *n)
+{
+	struct ietf_sess *ie = b;
+	struct xs *x = xs_find(ie, 1, sid);
+
+	*n = 0;
+	if (x && x->kind == I_GROUP_IN && x->pext_len) {
+		*p = x->pext;
+		*n = x->pext_len;
+		x->pext_len = 0; /* this frame's only */
+	}
+}
+
 static const struct moq_binding_ops ie_ops = {
+        .frame_ext = ie_frame_ext,
         .dgram_send = ie_dgram_send,
         .stream_open = ie_open,
         .stream_write = ie_write,

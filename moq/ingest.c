@@ -226,8 +226,14 @@ void gin_data(struct moq_session *s, struct mstream *st, const uint8_t *p, size_
 		case MOQ_GEV_FRAME:
 			n->st.frames_in++;
 			if (gi->g) {
-				int64_t r =
-				        moq_cache_frame_begin(gi->g, ev.timestamp, ev.frame_size);
+				const uint8_t *xp = NULL;
+				size_t xn = 0;
+				int64_t r;
+				/* an IETF publisher's extension headers, beside it */
+				if (s->bops && s->bops->frame_ext)
+					s->bops->frame_ext(s->tp, st->sid, &xp, &xn);
+				r = moq_cache_frame_begin_ext(gi->g, ev.timestamp, ev.frame_size,
+				                              xp, xn);
 				if (r < 0) {
 					gin_refuse(s, st, err_code((int)r));
 					return;

@@ -274,6 +274,9 @@ struct moq_node_stats {
 	 * than 0: a group is one stream in the cache) */
 	uint64_t ietf_ext_dropped;
 	uint64_t ietf_subgroups_refused;
+	/* objects whose extension headers the cache keeps for IETF readers
+	 * (subgroup streams: moq_cache_frame_begin_ext) */
+	uint64_t ietf_ext_kept;
 	/* draft-20 fills (FILL_PARAMETERS): served, objects they carried, and
 	 * refused (a range filter: its stream reset after the header) */
 	uint64_t ietf_fills;
@@ -458,6 +461,11 @@ struct moq_binding_ops {
 	 * IETF translator's inner moq-lite session: the IETF client's); NULL:
 	 * `transport` above and the session's moq-lite version */
 	const char *(*get_proto)(void *b, const char **alpn);
+	/* The extension headers (IETF moq-transport) of the frame whose header
+	 * the session just read on group stream @sid, kept in the cache beside
+	 * it (moq_cache_frame_begin_ext): *@p / *@n, valid during the call, or
+	 * *@n 0 for none. NULL: frames carry none (every moq-lite binding). */
+	void (*frame_ext)(void *b, int64_t sid, const uint8_t **p, size_t *n);
 };
 
 /* moq_binding_datagram: a datagram's payload for session @s (the binding's

@@ -110,6 +110,74 @@ static void teardown_all(void)
 	ck_assert_int_eq(blocks(), 0);
 }
 
+/* Extension headers beside the payload: frame i's own, none for frames
+ * without, the array grown past its first 16 entries keeps earlier ones,
+ * billed, a failed begin leaves nothing, all freed with the group. */
+START_TEST(frame_extensions)
+{
+	struct moq_cache_track *t;
+	struct moq_cache_group *g;
+	struct moq_cache_cursor cur = {0};
+	uint8_t big[MOQ_CACHE_EXT_MAX + 1] = {0};
+	const uint8_t *xp;
+	size_t xn;
+	uint64_t used;
+	int n = 0;
+
+	mk(0);
+	t = mktrack("live/x", "video", 0, 0);
+	g = mkgroup(t, 0, 0);
+	ck_assert(!moq_cache_track_has_ext(t));
+	for (int i = 0; i < 40; i++) {
+		uint8_t e[3] = {0x02, (uint8_t)i, 0};
+		if (i % 3 == 1) {
+			ck_assert_int_eq(moq_cache_frame_begin(g, i, 1), 1);
+		} else {
+			ck_assert_int_eq(moq_cache_frame_begin_ext(g, i, 1, e, 2 + (i % 2)), 1);
+		}
+		ck_assert_int_eq(moq_cache_frame_append(g, "p", 1), 0);
+	}
+	ck_assert(moq_cache_track_has_ext(t));
+	for (uint32_t i = 0; i < 40; i++) {
+		int rc = moq_cache_frame_ext(g, i, &xp, &xn);
+		if (i % 3 == 1) {
+			ck_assert_int_eq(rc, MOQ_ERR_NOTFOUND);
+			continue;
+		}
+		ck_assert_int_eq(rc, 0);
+		ck_assert_uint_eq(xn, 2 + (i % 2));
+		ck_assert_int_eq(xp[0], 0x02);
+		ck_assert_int_eq(xp[1], (int)i);
+	}
+	ck_assert_int_eq(moq_cache_frame_ext(g, 40, &xp, &xn), MOQ_ERR_NOTFOUND);
+	/* payload readers see the payload only */
+	for (;;) {
+		struct moq_cache_frame f[8];
+		int k = moq_cache_read_frames(g, &cur, f, 8);
+		if (k <= 0)
+			break;
+		for (int i = 0; i < k; i++) {
+			ck_assert_uint_eq(f[i].size, 1);
+			ck_assert_int_eq(f[i].data[0], 'p');
+			n++;
+		}
+	}
+	ck_assert_int_eq(n, 40);
+	used = moq_cache_used(cache);
+	ck_assert_uint_gt(used,
+	                  MOQ_CACHE_GROUP_OVERHEAD + 40 * (MOQ_CACHE_FRAME_OVERHEAD + 1) + 27 * 2);
+	/* too large, and a begin that fails: nothing changes */
+	ck_assert_int_eq(moq_cache_frame_begin_ext(g, 0, 1, big, sizeof(big)), MOQ_ERR_TOO_LARGE);
+	ck_assert_int_eq(moq_cache_group_finish(g), 0);
+	ck_assert_int_eq(moq_cache_frame_begin_ext(g, 0, 1, "\x02\x01", 2), MOQ_ERR_CLOSED);
+	ck_assert_uint_eq(moq_cache_used(cache), used);
+	ck_assert_int_eq(moq_cache_frame_ext(g, 40, &xp, &xn), MOQ_ERR_NOTFOUND);
+	moq_cache_group_unref(g);
+	moq_cache_track_unref(t);
+	teardown_all();
+}
+END_TEST
+
 START_TEST(small_frames_exact_fit)
 {
 	struct moq_cache_track *t;
@@ -1784,6 +1852,7 @@ Suite *cache_suite(void)
 	TCase *tc = tcase_create("core");
 
 	tcase_add_test(tc, small_frames_exact_fit);
+	tcase_add_test(tc, frame_extensions);
 	tcase_add_test(tc, late_skipped_group);
 	tcase_add_test(tc, track_gaps);
 	tcase_add_test(tc, large_frame_in_group_blocks);

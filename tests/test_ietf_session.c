@@ -636,6 +636,10 @@ static void on_subgroup(struct client *cl, struct cstream *s)
 			seen_obj(cl, s->group, id);
 			if (ob.payload_len != (size_t)(10 + want))
 				cl->errors++;
+			/* pub_ext: the publisher's extension headers, carried */
+			if (pub_ext && (!s->h.extensions || !ob.has_ext || ob.ext.len != 2 ||
+			                memcmp(ob.ext.p, "\x02\x05", 2) != 0))
+				cl->errors++;
 			for (size_t i = 0; i < ob.payload_len; i++)
 				if (s->buf[k + i] != 'A' + want)
 					cl->errors++;
@@ -686,6 +690,9 @@ static void on_fetch_stream(struct client *cl, struct cstream *s)
 		cl->fill_hi[1] = ob.object;
 		if (fill_mode)
 			seen_obj(cl, ob.group, ob.object);
+		if (pub_ext &&
+		    (!ob.has_ext || ob.ext.len != 2 || memcmp(ob.ext.p, "\x02\x05", 2) != 0))
+			cl->errors++;
 		want = (int)(ob.group * OBJS + ob.object);
 		if (ob.payload_len != (size_t)(10 + want))
 			cl->errors++;
@@ -1154,11 +1161,11 @@ START_TEST(auth_token_d20)
 }
 END_TEST
 
-/* Extension headers from an IETF publisher have nowhere to go (the lite
- * side and the cache carry none): the objects arrive whole without them
- * and each is counted (ietf_ext_dropped); a subgroup other than 0 is
- * refused (STOP_SENDING) and counted (ietf_subgroups_refused) while
- * subgroup 0 of the same group is delivered. */
+/* Extension headers from an IETF publisher are kept in the cache beside
+ * each frame (ietf_ext_kept) and reach IETF subscribers on every object,
+ * live and fetched, byte for byte; a subgroup other than 0 is refused
+ * (STOP_SENDING) and counted (ietf_subgroups_refused) while subgroup 0 of
+ * the same group is delivered. */
 static void run_ext(int d)
 {
 	struct moq_node_stats st;
@@ -1173,8 +1180,31 @@ static void run_ext(int d)
 	ck_assert_int_eq(T.sub.objs_ok, GROUPS * OBJS);
 	ck_assert_int_eq(T.sub.errors, 0);
 	moq_node_stats(T.relay, &st);
-	ck_assert_uint_eq(st.ietf_ext_dropped, GROUPS * OBJS);
+	ck_assert_uint_eq(st.ietf_ext_kept, GROUPS * OBJS);
+	ck_assert_uint_eq(st.ietf_ext_dropped, 0);
 	ck_assert_uint_eq(st.ietf_subgroups_refused, 1);
+	/* a FETCH of group 1 from the cache carries them too */
+	{
+		struct moq_ietf_msg m = {0};
+		m.kind = IETF_FETCH;
+		m.request_id = 2;
+		ns_of(&m);
+		m.name = (struct moq_str){"video", 5};
+		m.priority = 1;
+		m.group_order = 1;
+		m.fetch_type = IETF_FETCH_STANDALONE;
+		m.start.group = 1;
+		m.end.group = 1;
+		m.filter.kind = IETF_F_ABSOLUTE;
+		m.filter.start.group = 1;
+		m.filter.has_end = true;
+		m.filter.end_group = 1;
+		T.sub.fetch_req = 2;
+		send_msg(&T.sub, req_stream(&T.sub), &m, 0);
+		ck_assert_msg(t_until(s_fetched, 3000 * MS), "d%d: FETCH", d);
+		ck_assert_int_eq(T.sub.fetch_objs, OBJS);
+		ck_assert_int_eq(T.sub.errors, 0);
+	}
 	t_fini();
 	pub_ext = 0;
 }
