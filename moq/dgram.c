@@ -80,6 +80,12 @@ void sess_datagram(struct moq_session *s, const uint8_t *p, size_t len)
 int dgram_in(struct moq_session *s, uint64_t sub, uint64_t seq, uint64_t ts, const uint8_t *p,
              size_t len)
 {
+	return dgram_in_ext(s, sub, seq, ts, p, len, NULL, 0);
+}
+
+int dgram_in_ext(struct moq_session *s, uint64_t sub, uint64_t seq, uint64_t ts, const uint8_t *p,
+                 size_t len, const uint8_t *ext, size_t ext_len)
+{
 	struct moq_node *n = s->n;
 	const struct moq_node_callbacks *cb = n->cfg.cb;
 	struct usub *us = usub_find(s, sub);
@@ -103,7 +109,9 @@ int dgram_in(struct moq_session *s, uint64_t sub, uint64_t seq, uint64_t ts, con
 		}
 		us->got_group = 1;
 		us->up->dgram = 1;
-		if (moq_cache_write_frame(g, (int64_t)ts, p, len) == 0) {
+		if (ext_len ? moq_cache_frame_begin_ext(g, (int64_t)ts, len, ext, ext_len) >= 0 &&
+		                      (len == 0 || moq_cache_frame_append(g, p, len) == 0)
+		            : moq_cache_write_frame(g, (int64_t)ts, p, len) == 0) {
 			moq_cache_group_finish(g);
 			n->st.frames_in++;
 			n->st.bytes_in += len;
@@ -149,7 +157,7 @@ bool dgram_out(struct moq_session *s, struct dsub *d, struct moq_cache_group *g)
 	struct moq_cache_cursor cur;
 	struct moq_cache_frame f;
 	struct iovec iov[MOQ_QUIC_DGRAM_IOV];
-	uint8_t h[MOQ_DGRAM_HDR_MAX];
+	uint8_t h[IETF_DGRAM_HDR_MAX > MOQ_DGRAM_HDR_MAX ? IETF_DGRAM_HDR_MAX : MOQ_DGRAM_HDR_MAX];
 	uint32_t frames = 0;
 	int k = 0, hl, rc;
 
@@ -163,10 +171,9 @@ bool dgram_out(struct moq_session *s, struct dsub *d, struct moq_cache_group *g)
 		return false;
 	/* the lite session behind an IETF client: an OBJECT_DATAGRAM header
 	 * (ietf_session.c) instead of lite-05's */
-	hl = s->ietf_owner
-	             ? ietf_dgram_hdr(s->ietf_owner, h, sizeof(h), d->id, moq_cache_group_seq(g))
-	             : moq_dgram_hdr_encode(h, sizeof(h), d->id, moq_cache_group_seq(g),
-	                                    (uint64_t)f.timestamp);
+	hl = s->ietf_owner ? ietf_dgram_hdr(s->ietf_owner, h, sizeof(h), d->id, g)
+	                   : moq_dgram_hdr_encode(h, sizeof(h), d->id, moq_cache_group_seq(g),
+	                                          (uint64_t)f.timestamp);
 	if (hl < 0)
 		return false;
 	if (!s->ietf_owner && s->v == MOQ_LITE_06 && (size_t)hl + f.len > LITE06_DGRAM_MAX) {

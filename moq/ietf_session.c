@@ -1817,6 +1817,8 @@ static void sg_in(struct ietf_sess *ie, struct xs *x)
 				fail_session(ie, IETF_CLOSE_PROTOCOL_VIOLATION);
 				return;
 			}
+			if (x->peer)
+				x->peer->pext_len = 0; /* this object's, or none */
 			if (o.has_ext && o.ext.len && x->peer) {
 				/* kept beside the frame: the inner's ingest takes them
 				 * when it reads the frame header below (ie_frame_ext) */
@@ -2844,11 +2846,16 @@ static void dgram_take(struct ietf_sess *ie, const uint8_t *p, size_t len, int m
 		n->st.dgrams_in_bad++;
 		return;
 	}
+	if (g.has_ext && g.ext.len > MOQ_CACHE_EXT_MAX) {
+		n->st.ietf_ext_dropped++;
+		g.has_ext = false;
+	}
 	if (g.has_ext)
-		n->st.ietf_ext_dropped++; /* nowhere to carry them (as on streams) */
+		n->st.ietf_ext_kept++; /* beside the frame, as on streams */
 	ie->depth++;
 	/* the frame's timestamp is 0, as a lite-04 frame's (sg_in) */
-	dgram_in(ie->inner, sub->lite_id, g.group, 0, g.payload, g.payload_len);
+	dgram_in_ext(ie->inner, sub->lite_id, g.group, 0, g.payload, g.payload_len,
+	             g.has_ext ? (const uint8_t *)g.ext.p : NULL, g.has_ext ? g.ext.len : 0);
 	ie->depth--;
 	pump(ie);
 }
@@ -2858,15 +2865,22 @@ void ietf_datagram(struct ietf_sess *ie, const uint8_t *p, size_t len)
 	dgram_take(ie, p, len, 1);
 }
 
-int ietf_dgram_hdr(struct ietf_sess *ie, uint8_t *buf, size_t cap, uint64_t lite_id, uint64_t group)
+int ietf_dgram_hdr(struct ietf_sess *ie, uint8_t *buf, size_t cap, uint64_t lite_id,
+                   const struct moq_cache_group *cg)
 {
 	struct moq_ietf_datagram g = {0};
+	const uint8_t *xp;
+	size_t xn;
 	struct xs *sub;
 
 	if (ie->dead || ie->closing || !(sub = find_lite(ie, I_SUB_IN, lite_id)) || !sub->ok_sent)
 		return MOQ_ERR_STATE;
 	g.track_alias = sub->alias;
-	g.group = group;
+	g.group = moq_cache_group_seq(cg);
+	if (moq_cache_frame_ext(cg, 0, &xp, &xn) == 0) {
+		g.has_ext = true; /* too large for @cap: the group goes on a stream */
+		g.ext = (struct moq_str){(const char *)xp, xn};
+	}
 	g.has_object_id = false; /* object 0 */
 	g.has_priority = true;
 	g.priority = 128;      /* as the subgroup headers */

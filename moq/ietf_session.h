@@ -51,10 +51,12 @@ void ietf_inner_gone(struct ietf_sess *ie);
 void ietf_datagram(struct ietf_sess *ie, const uint8_t *p, size_t len);
 
 /* dgram.c's dgram_out on the lite session behind @ie: the OBJECT_DATAGRAM
- * header (object 0, end of group) of group @group of the client's
- * subscription whose lite id is @lite_id. Bytes, or < 0 (not a datagram). */
+ * header (object 0, end of group, the frame's extension headers as its
+ * properties) of cache group @g of the client's subscription whose lite id
+ * is @lite_id. Bytes, or < 0 (not a datagram: it goes on a stream). */
+#define IETF_DGRAM_HDR_MAX 280 /* properties up to 256 bytes */
 int ietf_dgram_hdr(struct ietf_sess *ie, uint8_t *buf, size_t cap, uint64_t lite_id,
-                   uint64_t group);
+                   const struct moq_cache_group *g);
 
 /* The shell's transport closed (frees @ie and its lite session). */
 void ietf_closed(struct ietf_sess *ie, uint64_t code, int local);

@@ -899,6 +899,10 @@ void sess_datagram(struct moq_session *s, const uint8_t *p, size_t len);
  * < 0 when dropped (counted in dgrams_in_bad). */
 int dgram_in(struct moq_session *s, uint64_t sub, uint64_t seq, uint64_t ts, const uint8_t *p,
              size_t len);
+/* dgram_in of a frame with extension headers (@ext, @ext_len: an IETF
+ * OBJECT datagram's properties, kept beside it in the cache) */
+int dgram_in_ext(struct moq_session *s, uint64_t sub, uint64_t seq, uint64_t ts, const uint8_t *p,
+                 size_t len, const uint8_t *ext, size_t ext_len);
 bool dgram_out(struct moq_session *s, struct dsub *d, struct moq_cache_group *g);
 
 #endif /* MOQ_MOQ_MOQ_INT_H */

@@ -110,6 +110,8 @@ static int fill_mode, fill_range, pub_split;
 #define PUB_ALIAS 55
 #define DG_BIG    400
 #define DG_LEN(g) ((g) == 2 ? DG_BIG : 10 + (g))
+/* dgram_mode: groups >= 1 carry properties DG_EXT (kept by the relay) */
+#define DG_EXT "\x02\x05"
 
 static uint64_t now(void)
 {
@@ -342,6 +344,10 @@ static void send_dgram_group(struct client *cl)
 	dg.has_priority = true;
 	dg.priority = 7;
 	dg.end_of_group = g % 2 == 0;
+	if (g >= 1) {
+		dg.has_ext = true;
+		dg.ext = (struct moq_str){DG_EXT, 2};
+	}
 	n = moq_ietf_datagram_encode(h, sizeof(h), cl->d, &dg);
 	ck_assert_int_gt(n, 0);
 	iov.iov_base = pay[g];
@@ -532,8 +538,13 @@ static void on_control(struct client *cl, struct cstream *s)
 }
 
 /* dgram_mode: group g, one object of DG_LEN(g) bytes of 'a' + g */
-static int dg_check(struct client *cl, uint64_t g, uint64_t obj, const uint8_t *p, size_t n)
+static int dg_check(struct client *cl, uint64_t g, uint64_t obj, const uint8_t *p, size_t n,
+                    bool has_ext, struct moq_str ext)
 {
+	if (has_ext != (g >= 1) || (has_ext && (ext.len != 2 || memcmp(ext.p, DG_EXT, 2) != 0))) {
+		cl->errors++;
+		return 0;
+	}
 	if (g >= GROUPS || obj != 0 || n != (size_t)DG_LEN(g) || (cl->dg_seen & (1u << g))) {
 		cl->errors++;
 		return 0;
@@ -568,7 +579,8 @@ static void on_dgram_stream(struct client *cl, struct cstream *s)
 			cl->errors++;
 			return;
 		}
-		if (dg_check(cl, s->h.group, ob.id_delta, s->buf + k + k2, ob.payload_len))
+		if (dg_check(cl, s->h.group, ob.id_delta, s->buf + k + k2, ob.payload_len,
+		             ob.has_ext, ob.ext))
 			cl->dg_stream_ok++;
 	}
 }
@@ -586,7 +598,7 @@ static void cb_datagram(struct moq_quic_conn *c, void *user, const uint8_t *data
 		cl->errors++;
 		return;
 	}
-	if (dg_check(cl, g.group, g.object, g.payload, g.payload_len))
+	if (dg_check(cl, g.group, g.object, g.payload, g.payload_len, g.has_ext, g.ext))
 		cl->dg_ok++;
 }
 
@@ -1348,6 +1360,8 @@ static void run_dgram(int d)
 	moq_node_stats(T.relay, &st);
 	ck_assert_uint_eq(st.dgrams_in, GROUPS);
 	ck_assert_uint_eq(st.dgrams_in_bad, 2);
+	ck_assert_uint_eq(st.ietf_ext_kept, GROUPS - 1); /* out on datagrams and the stream */
+	ck_assert_uint_eq(st.ietf_ext_dropped, 0);
 	ck_assert_uint_eq(st.dgrams_out, GROUPS - 1);
 	ck_assert_uint_ge(st.dgrams_too_large, 1);
 	ck_assert(!T.pub.closed && !T.sub.closed);
