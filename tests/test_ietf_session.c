@@ -896,6 +896,29 @@ static int t_until(int (*pred)(void), uint64_t max)
 	return pred();
 }
 
+/* A standalone FETCH (20: the LOCATION_FILTER form) of groups @g0..@g1 of
+ * the track, request id @id. */
+static void send_fetch(struct client *cl, uint64_t id, uint64_t g0, uint64_t g1)
+{
+	struct moq_ietf_msg m = {0};
+
+	m.kind = IETF_FETCH;
+	m.request_id = id;
+	ns_of(&m);
+	m.name = (struct moq_str){"video", 5};
+	m.priority = 1;
+	m.group_order = 1;
+	m.fetch_type = IETF_FETCH_STANDALONE;
+	m.start.group = g0;
+	m.end.group = g1;
+	m.filter.kind = IETF_F_ABSOLUTE;
+	m.filter.start.group = g0;
+	m.filter.has_end = true;
+	m.filter.end_group = g1;
+	cl->fetch_req = id;
+	send_msg(cl, req_stream(cl), &m, 0);
+}
+
 static int p_announced(void)
 {
 	struct moq_node_stats st;
@@ -971,22 +994,7 @@ static void run_draft(int d)
 	/* FETCH groups 1 and 2 of what the relay cached (standalone; 20: the
 	 * LOCATION_FILTER form) */
 	{
-		struct moq_ietf_msg m = {0};
-		m.kind = IETF_FETCH;
-		m.request_id = 2;
-		ns_of(&m);
-		m.name = (struct moq_str){"video", 5};
-		m.priority = 1;
-		m.group_order = 1;
-		m.fetch_type = IETF_FETCH_STANDALONE;
-		m.start.group = 1;
-		m.end.group = 2;
-		m.filter.kind = IETF_F_ABSOLUTE;
-		m.filter.start.group = 1;
-		m.filter.has_end = true;
-		m.filter.end_group = 2;
-		T.sub.fetch_req = 2;
-		send_msg(&T.sub, req_stream(&T.sub), &m, 0);
+		send_fetch(&T.sub, 2, 1, 2);
 		ck_assert_msg(t_until(s_fetched, 3000 * MS), "d%d: FETCH: ok %d, streams %d", d,
 		              T.sub.fetch_ok, T.sub.fetch_done);
 		ck_assert_int_eq(T.sub.fetch_objs, 2 * OBJS);
@@ -1197,22 +1205,7 @@ static void run_ext(int d)
 	ck_assert_uint_eq(st.ietf_subgroups_refused, 1);
 	/* a FETCH of group 1 from the cache carries them too */
 	{
-		struct moq_ietf_msg m = {0};
-		m.kind = IETF_FETCH;
-		m.request_id = 2;
-		ns_of(&m);
-		m.name = (struct moq_str){"video", 5};
-		m.priority = 1;
-		m.group_order = 1;
-		m.fetch_type = IETF_FETCH_STANDALONE;
-		m.start.group = 1;
-		m.end.group = 1;
-		m.filter.kind = IETF_F_ABSOLUTE;
-		m.filter.start.group = 1;
-		m.filter.has_end = true;
-		m.filter.end_group = 1;
-		T.sub.fetch_req = 2;
-		send_msg(&T.sub, req_stream(&T.sub), &m, 0);
+		send_fetch(&T.sub, 2, 1, 1);
 		ck_assert_msg(t_until(s_fetched, 3000 * MS), "d%d: FETCH", d);
 		ck_assert_int_eq(T.sub.fetch_objs, OBJS);
 		ck_assert_int_eq(T.sub.errors, 0);
