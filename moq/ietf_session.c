@@ -2807,21 +2807,15 @@ static void dgram_take(struct ietf_sess *ie, const uint8_t *p, size_t len, int m
 	struct moq_ietf_datagram g;
 	struct xs *sub;
 
-	/* A datagram the draft calls malformed (a type or flag it lacks,
-	 * empty properties, properties on a status other than Normal) closes
-	 * the session with PROTOCOL_VIOLATION, as the draft says. One for no
-	 * track the client answered SUBSCRIBE_OK for, or that the cache cannot
-	 * hold, is counted and dropped, as lite-05's: the session goes on (one
-	 * that may be for a SUBSCRIBE_OK still on its way waits for it:
-	 * early_keep). */
-	if (ie->dead || ie->closing || !ie->inner) {
+	/* best effort, as lite-05's: a datagram that does not decode (the
+	 * drafts say PROTOCOL_VIOLATION: not done, closing from inside the
+	 * transport's datagram callback frees the session under it), or is for
+	 * no track the client answered SUBSCRIBE_OK for, is counted and
+	 * dropped; the session and everyone else go on (one that may be for a
+	 * SUBSCRIBE_OK still on its way waits for it: early_keep) */
+	if (ie->dead || ie->closing || !ie->inner ||
+	    moq_ietf_datagram_decode(p, len, ie->d, &g) < 0) {
 		n->st.dgrams_in_bad++;
-		return;
-	}
-	if (moq_ietf_datagram_decode(p, len, ie->d, &g) < 0) {
-		n->st.dgrams_in_bad++;
-		fail_session(ie, IETF_CLOSE_PROTOCOL_VIOLATION);
-		pump(ie);
 		return;
 	}
 	if (!(sub = find_kind(ie, I_SUB_OUT, g.track_alias, 1)) || !sub->ok_sent ||

@@ -443,7 +443,7 @@ static void on_control(struct client *cl, struct cstream *s)
 		case IETF_SERVER_SETUP:
 		case IETF_SETUP:
 			if (dgram_mode && cl == &T.extra) {
-				/* a type no draft has (bit 4): PROTOCOL_VIOLATION */
+				/* a type no draft has (bit 4): counted, dropped */
 				static const uint8_t bad_type[] = {0x3f, 77, 0, 1, 'x'};
 				ck_assert_int_eq(moq_quic_dgram_send(cl->c, bad_type,
 				                                     sizeof(bad_type), NULL, 0,
@@ -1330,6 +1330,14 @@ static int s_dgrams(void)
  * goes on a subgroup stream; every byte verified. Three bad datagrams (a
  * type no draft has, an unknown alias, object 1) are counted and dropped,
  * nobody is closed. */
+static int x_bad3(void)
+{
+	struct moq_node_stats st;
+
+	moq_node_stats(T.relay, &st);
+	return st.dgrams_in_bad >= 3;
+}
+
 static void run_dgram(int d)
 {
 	struct moq_node_stats st;
@@ -1358,13 +1366,10 @@ static void run_dgram(int d)
 	ck_assert_uint_eq(st.dgrams_out, GROUPS - 1);
 	ck_assert_uint_ge(st.dgrams_too_large, 1);
 	ck_assert(!T.pub.closed && !T.sub.closed);
-	/* a malformed datagram closes its sender's session, and only that */
+	/* a malformed datagram is counted and dropped; its sender goes on */
 	t_connect(&T.extra, d, 0, 20003);
-	ck_assert_msg(t_until(x_closed, 3000 * MS), "d%d: a malformed datagram was let pass", d);
-	ck_assert_uint_eq(T.extra.close_code, IETF_CLOSE_PROTOCOL_VIOLATION);
-	moq_node_stats(T.relay, &st);
-	ck_assert_uint_eq(st.dgrams_in_bad, 3);
-	ck_assert(!T.pub.closed && !T.sub.closed);
+	ck_assert_msg(t_until(x_bad3, 3000 * MS), "d%d: the malformed datagram was not counted", d);
+	ck_assert(!T.extra.closed && !T.pub.closed && !T.sub.closed);
 	t_fini();
 	dgram_mode = 0;
 }
