@@ -11,6 +11,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <malloc.h>
 #include <netinet/in.h>
@@ -767,6 +768,8 @@ int moq_relay_mgmt_open(struct relay_mgmt *m, struct moq_relay *r, const char *a
 
 void moq_relay_mgmt_close(struct relay_mgmt *m)
 {
+	while (m->npend > 0)
+		close(m->pend[--m->npend].fd);
 	if (m->http_fd >= 0)
 		close(m->http_fd);
 	m->http_fd = -1;
@@ -791,20 +794,18 @@ static void respond(int fd, const char *status, const char *type, const char *bo
 	}
 }
 
-static void serve(struct relay_mgmt *m, int fd)
+/* Answer the request @req (NUL-terminated) on @fd. */
+static void serve(struct relay_mgmt *m, int fd, const char *req)
 {
 	static char body[65536]; /* 64 workers: ~22 KB of per-worker series */
-	char req[1024];
-	struct timeval tv = {0, 200000}; /* a slow client costs the main lcore 200 ms at most */
-	ssize_t n;
+	struct timeval tv = {0, 200000}; /* a slow reader costs the main lcore 200 ms at most */
+	int fl = fcntl(fd, F_GETFL);
 	struct moq_relay_stats s;
 
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	/* the answer is written blocking, within the send timeout */
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	n = read(fd, req, sizeof(req) - 1);
-	if (n <= 0)
-		return;
-	req[n] = '\0';
 	m->http_requests++;
 	if (strncmp(req, "GET ", 4) != 0) {
 		respond(fd, "405 Method Not Allowed", "text/plain", "GET only\n", 9);
@@ -863,9 +864,50 @@ static void heap_give_back(struct relay_mgmt *m)
 	}
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Close pending connection @i (the last takes its place). */
+static void mgmt_drop(struct relay_mgmt *m, unsigned int i)
+{
+	close(m->pend[i].fd);
+	m->pend[i] = m->pend[--m->npend];
+}
+
+/* Read what pending connection @i has; once its request's header is all
+ * there (or fills the buffer: answered as it is), answer and close it. A
+ * peer that closed or failed is dropped. The request is read to the end of
+ * its header so that closing does not reset the connection under the
+ * answer (unread data makes the kernel send RST). */
+static void mgmt_read(struct relay_mgmt *m, unsigned int i)
+{
+	struct mgmt_conn *c = &m->pend[i];
+	ssize_t n = read(c->fd, c->req + c->len, sizeof(c->req) - 1u - c->len);
+
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return;
+	if (n <= 0) {
+		mgmt_drop(m, i);
+		return;
+	}
+	c->len = (uint16_t)(c->len + n);
+	c->req[c->len] = '\0';
+	if (strstr(c->req, "\r\n\r\n") == NULL && strstr(c->req, "\n\n") == NULL &&
+	    c->len < sizeof(c->req) - 1u)
+		return;
+	serve(m, c->fd, c->req);
+	mgmt_drop(m, i);
+}
+
 void moq_relay_mgmt_poll(struct relay_mgmt *m, int timeout_ms)
 {
-	struct pollfd p = {m->http_fd, POLLIN, 0};
+	struct pollfd p[1 + MGMT_PENDING];
+	uint64_t now;
 	int fd;
 
 	heap_give_back(m);
@@ -873,12 +915,29 @@ void moq_relay_mgmt_poll(struct relay_mgmt *m, int timeout_ms)
 		poll(NULL, 0, timeout_ms);
 		return;
 	}
-	if (poll(&p, 1, timeout_ms) <= 0)
-		return;
-	while ((fd = accept4(m->http_fd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
-		serve(m, fd);
-		close(fd);
+	p[0] = (struct pollfd){m->http_fd, POLLIN, 0};
+	for (unsigned int i = 0; i < m->npend; i++)
+		p[1 + i] = (struct pollfd){m->pend[i].fd, POLLIN, 0};
+	if (poll(p, 1 + m->npend, timeout_ms) > 0) {
+		for (unsigned int i = m->npend; i-- > 0;)
+			if (p[1 + i].revents)
+				mgmt_read(m, i);
+		while ((p[0].revents & POLLIN) &&
+		       (fd = accept4(m->http_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
+			if (m->npend == MGMT_PENDING) { /* the oldest goes */
+				m->http_timeouts++;
+				mgmt_drop(m, 0);
+			}
+			m->pend[m->npend] = (struct mgmt_conn){.fd = fd, .t0 = mono_ns()};
+			mgmt_read(m, m->npend++); /* the request may be there already */
+		}
 	}
+	now = mono_ns();
+	for (unsigned int i = m->npend; i-- > 0;)
+		if (now - m->pend[i].t0 >= MGMT_REQ_TIMEOUT) {
+			m->http_timeouts++;
+			mgmt_drop(m, i);
+		}
 }
 
 /* telemetry ------------------------------------------------------------- */

@@ -16,11 +16,28 @@
 #include "relay.h"
 
 /* The management side's own state, one per relay (struct moq_relay.mgmt). */
+/* A management connection whose request has not all arrived: the main
+ * lcore never waits for one (mgmt.c, moq_relay_mgmt_poll). */
+#define MGMT_PENDING     16
+#define MGMT_REQ_MAX     1024
+#define MGMT_REQ_TIMEOUT 2000000000ull /* ns: a request must arrive within */
+struct mgmt_conn {
+	int fd;
+	uint16_t len;
+	uint64_t t0; /* accepted, CLOCK_MONOTONIC ns */
+	char req[MGMT_REQ_MAX];
+};
+
 struct relay_mgmt {
 	struct moq_relay *relay;
 	int http_fd; /* -1: no listener */
 	unsigned int http_port;
 	uint64_t http_requests;
+	/* requests on their way (at most MGMT_PENDING: the oldest goes for a
+	 * new one), and those that did not arrive in time or were pushed out */
+	struct mgmt_conn pend[MGMT_PENDING];
+	unsigned int npend;
+	uint64_t http_timeouts;
 	/* relay-added latency: the merged histogram at the last
 	 * /moqdp/latency_reset (telemetry thread only) */
 	struct moq_lat_hist lat_base;

@@ -173,7 +173,7 @@ def main():
             f"another listener on the relay host (0.0.0.0:{OTHER_PORT}) answers in its "
             "namespace and not from the data network",
             f"in R: curl {local}; from C: curl {code} {body[:200]!r}")
-        # the management listener gives a request 200 ms to arrive (mgmt.c):
+        # the management listener gives a request 2 s to arrive (mgmt.c);
         # on a loaded machine, ask again
         for _ in range(10):
             code, body = curl("/health", port=9464)
