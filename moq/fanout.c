@@ -1268,8 +1268,13 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 			if (!s->closing && n->cfg.cb && n->cfg.cb->session_ready)
 				n->cfg.cb->session_ready(s, n->cfg.user);
 		}
-		if (__builtin_expect(s->ietf != NULL, 0))
-			ietf_poll(s->ietf); /* an IETF shell's deferred work */
+		if (__builtin_expect(s->ietf != NULL, 0)) {
+			/* an IETF shell's deferred work; a close it makes is
+			 * carried out by sess_flush below (ietf_session.c, pump) */
+			s->depth++;
+			ietf_poll(s->ietf);
+			s->depth--;
+		}
 		if (s->ready && !s->closing && s->tp) {
 			s->depth++;
 			written += fanout_session(s);

@@ -2210,10 +2210,19 @@ static void pump(struct ietf_sess *ie)
 			send_msg_on(ie, xs_find(ie, 0, ie->control_sid), &m, 0);
 		}
 	}
-	if (ie->closing && ie->shell && ie->shell->tp) {
+	if (ie->closing == 1 && ie->shell && ie->shell->tp) {
 		struct moq_session *sh = ie->shell;
 		ie->closing = 2;
-		tp_close(sh, ie->close_code); /* may free @ie (ietf_closed) */
+		if (sh->depth) {
+			/* inside one of the shell's callbacks (a datagram's, the
+			 * poll walk's): freeing it here would free it under its
+			 * caller; the caller's sess_flush closes it at depth 0 */
+			sh->closing = 1;
+			sh->close_code = ie->close_code;
+			sess_mark(sh);
+		} else {
+			tp_close(sh, ie->close_code); /* may free @ie (ietf_closed) */
+		}
 	}
 }
 
@@ -2807,15 +2816,22 @@ static void dgram_take(struct ietf_sess *ie, const uint8_t *p, size_t len, int m
 	struct moq_ietf_datagram g;
 	struct xs *sub;
 
-	/* best effort, as lite-05's: a datagram that does not decode (the
-	 * drafts say PROTOCOL_VIOLATION: not done, closing from inside the
-	 * transport's datagram callback frees the session under it), or is for
-	 * no track the client answered SUBSCRIBE_OK for, is counted and
-	 * dropped; the session and everyone else go on (one that may be for a
-	 * SUBSCRIBE_OK still on its way waits for it: early_keep) */
-	if (ie->dead || ie->closing || !ie->inner ||
-	    moq_ietf_datagram_decode(p, len, ie->d, &g) < 0) {
+	/* A datagram the draft calls malformed (a type or flag it lacks,
+	 * empty properties, properties on a status other than Normal) closes
+	 * the session with PROTOCOL_VIOLATION, as the draft says (pump defers
+	 * the close to the end of the transport's callback: the shell's depth).
+	 * One for no track the client answered SUBSCRIBE_OK for, or that the
+	 * cache cannot hold, is counted and dropped, as lite-05's: the session
+	 * goes on (one that may be for a SUBSCRIBE_OK still on its way waits
+	 * for it: early_keep). */
+	if (ie->dead || ie->closing || !ie->inner) {
 		n->st.dgrams_in_bad++;
+		return;
+	}
+	if (moq_ietf_datagram_decode(p, len, ie->d, &g) < 0) {
+		n->st.dgrams_in_bad++;
+		fail_session(ie, IETF_CLOSE_PROTOCOL_VIOLATION);
+		pump(ie);
 		return;
 	}
 	if (!(sub = find_kind(ie, I_SUB_OUT, g.track_alias, 1)) || !sub->ok_sent ||

@@ -443,7 +443,7 @@ static void on_control(struct client *cl, struct cstream *s)
 		case IETF_SERVER_SETUP:
 		case IETF_SETUP:
 			if (dgram_mode && cl == &T.extra) {
-				/* a type no draft has (bit 4): counted, dropped */
+				/* a type no draft has (bit 4): PROTOCOL_VIOLATION */
 				static const uint8_t bad_type[] = {0x3f, 77, 0, 1, 'x'};
 				ck_assert_int_eq(moq_quic_dgram_send(cl->c, bad_type,
 				                                     sizeof(bad_type), NULL, 0,
@@ -1327,9 +1327,10 @@ static int s_dgrams(void)
  * groups (the lite-05 datagram path: the track becomes a datagram track)
  * and sends every group to the IETF subscriber as an OBJECT datagram, except
  * group 2, larger than the subscriber's max_datagram_frame_size (300), which
- * goes on a subgroup stream; every byte verified. Three bad datagrams (a
- * type no draft has, an unknown alias, object 1) are counted and dropped,
- * nobody is closed. */
+ * goes on a subgroup stream; every byte verified. Two bad datagrams (an
+ * unknown alias, object 1) are counted and dropped, nobody is closed; a
+ * third client's malformed one (a type no draft has) is counted and closes
+ * that client's session with PROTOCOL_VIOLATION, and only that. */
 static int x_bad3(void)
 {
 	struct moq_node_stats st;
@@ -1366,10 +1367,12 @@ static void run_dgram(int d)
 	ck_assert_uint_eq(st.dgrams_out, GROUPS - 1);
 	ck_assert_uint_ge(st.dgrams_too_large, 1);
 	ck_assert(!T.pub.closed && !T.sub.closed);
-	/* a malformed datagram is counted and dropped; its sender goes on */
+	/* a malformed datagram closes its sender's session, and only that */
 	t_connect(&T.extra, d, 0, 20003);
-	ck_assert_msg(t_until(x_bad3, 3000 * MS), "d%d: the malformed datagram was not counted", d);
-	ck_assert(!T.extra.closed && !T.pub.closed && !T.sub.closed);
+	ck_assert_msg(t_until(x_closed, 3000 * MS), "d%d: a malformed datagram was let pass", d);
+	ck_assert_uint_eq(T.extra.close_code, IETF_CLOSE_PROTOCOL_VIOLATION);
+	ck_assert_msg(x_bad3(), "d%d: the malformed datagram was not counted", d);
+	ck_assert(!T.pub.closed && !T.sub.closed);
 	t_fini();
 	dgram_mode = 0;
 }
