@@ -222,8 +222,6 @@ char *proc_http_get(const struct proc_netns *ns, unsigned int port, const char *
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
 	char req[256];
 	int fd = proc_netns_socket(ns, AF_INET, SOCK_STREAM, 0);
-	size_t off = 0;
-	ssize_t n;
 
 	if (fd < 0)
 		return NULL;
@@ -237,11 +235,19 @@ char *proc_http_get(const struct proc_netns *ns, unsigned int port, const char *
 		close(fd);
 		return NULL;
 	}
-	while (off < sizeof(resp) - 1 && (n = read(fd, resp + off, sizeof(resp) - 1 - off)) > 0)
-		off += (size_t)n;
-	resp[off] = '\0';
-	close(fd);
+	proc_read_all(fd, resp, sizeof(resp));
 	return resp;
+}
+
+void proc_read_all(int fd, char *buf, size_t cap)
+{
+	size_t off = 0;
+	ssize_t n;
+
+	while (off < cap - 1 && (n = read(fd, buf + off, cap - 1 - off)) > 0)
+		off += (size_t)n;
+	buf[off] = '\0';
+	close(fd);
 }
 
 long long proc_metric(const char *body, const char *name)

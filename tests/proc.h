@@ -70,6 +70,10 @@ int proc_wait(pid_t pid, unsigned int ms);
  * nothing listens. */
 char *proc_http_get(const struct proc_netns *ns, unsigned int port, const char *path);
 
+/* proc_read_all: read @fd to its end (at most @cap - 1 bytes, then a NUL)
+ * into @buf, and close it. */
+void proc_read_all(int fd, char *buf, size_t cap);
+
 /* proc_metric: the value of metric @name (with its labels) in a /metrics
  * body, or -1. */
 long long proc_metric(const char *body, const char *name);

@@ -142,17 +142,12 @@ static int mgmt_partial(unsigned int port, const char *part)
 static char *mgmt_finish(int fd, const char *rest)
 {
 	static char resp[4096];
-	size_t off = 0;
-	ssize_t n;
 
 	if (write(fd, rest, strlen(rest)) != (ssize_t)strlen(rest)) {
 		close(fd);
 		return NULL;
 	}
-	while (off < sizeof(resp) - 1 && (n = read(fd, resp + off, sizeof(resp) - 1 - off)) > 0)
-		off += (size_t)n;
-	resp[off] = '\0';
-	close(fd);
+	proc_read_all(fd, resp, sizeof(resp));
 	return resp;
 }
 
