@@ -638,6 +638,9 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	metric(&o, "ietf_subgroups_refused_total", "counter",
 	       "IETF subgroup streams refused: a subgroup other than 0.",
 	       s->ietf_subgroups_refused);
+	metric(&o, "ietf_groups_paused_total", "counter",
+	       "Groups not sent to IETF subscriptions paused with forward 0.",
+	       s->ietf_groups_paused);
 	metric(&o, "ietf_fills_total", "counter", "Draft-20 fills (FILL_PARAMETERS) served.",
 	       s->ietf_fills);
 	metric(&o, "ietf_fill_objects_total", "counter", "Objects draft-20 fills carried.",
@@ -794,6 +797,25 @@ static void respond(int fd, const char *status, const char *type, const char *bo
 	}
 }
 
+/* The management port's own figures, after the relay's in /metrics. */
+static int mgmt_metrics(const struct relay_mgmt *m, char *buf, size_t len, int off)
+{
+	struct mbuf_w o = {buf, len, (size_t)off, 0};
+
+	if (off < 0)
+		return off;
+	metric(&o, "mgmt_http_requests_total", "counter",
+	       "Requests the management port answered (this one included).", m->http_requests);
+	metric(&o, "mgmt_http_timeouts_total", "counter",
+	       "Management connections closed unanswered: no whole request within 2 s, or "
+	       "pushed out by a 17th.",
+	       m->http_timeouts);
+	metric(&o, "mgmt_http_pending", "gauge",
+	       "Management connections whose request is on its way (this one not included).",
+	       m->npend ? m->npend - 1 : 0);
+	return o.over ? MOQ_ERR_TOO_LARGE : (int)o.off;
+}
+
 /* Answer the request @req (NUL-terminated) on @fd. */
 static void serve(struct relay_mgmt *m, int fd, const char *req)
 {
@@ -822,6 +844,7 @@ static void serve(struct relay_mgmt *m, int fd, const char *req)
 		moq_relay_stats(m->relay, &s);
 		len = moq_relay_metrics(&s, body, sizeof(body));
 		len = cluster_metrics(moq_relay_cluster(m->relay), body, sizeof(body), len);
+		len = mgmt_metrics(m, body, sizeof(body), len);
 		if (len < 0)
 			respond(fd, "500 Internal Server Error", "text/plain", "too large\n", 10);
 		else
@@ -1070,6 +1093,7 @@ static int stats_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "ietf_ext_kept", s.ietf_ext_kept);
 	rte_tel_data_add_dict_u64(d, "ietf_ext_dropped", s.ietf_ext_dropped);
 	rte_tel_data_add_dict_u64(d, "ietf_subgroups_refused", s.ietf_subgroups_refused);
+	rte_tel_data_add_dict_u64(d, "ietf_groups_paused", s.ietf_groups_paused);
 	rte_tel_data_add_dict_u64(d, "ietf_fills", s.ietf_fills);
 	rte_tel_data_add_dict_u64(d, "ietf_fills_refused", s.ietf_fills_refused);
 	rte_tel_data_add_dict_u64(d, "groups_late_taken", s.groups_late_taken);

@@ -2060,6 +2060,7 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->ietf_ext_kept += sn.ns.ietf_ext_kept;
 		s->ietf_ext_dropped += sn.ns.ietf_ext_dropped;
 		s->ietf_subgroups_refused += sn.ns.ietf_subgroups_refused;
+		s->ietf_groups_paused += sn.ns.ietf_groups_paused;
 		s->ietf_fills += sn.ns.ietf_fills;
 		s->ietf_fill_objects += sn.ns.ietf_fill_objects;
 		s->ietf_fills_refused += sn.ns.ietf_fills_refused;

@@ -180,9 +180,10 @@ struct moq_relay_stats {
 	uint64_t quic_dgrams_dropped, fastpath_dgrams_lost;
 	uint64_t fastpath_ivl_coarsened; /* quic.h */
 	/* IETF sessions (moq.h struct moq_node_stats): objects whose extension
-	 * headers were kept / dropped, subgroup streams refused, draft-20 fills
+	 * headers were kept / dropped, subgroup streams refused, groups not sent
+	 * to paused (forward 0) subscriptions, draft-20 fills
 	 * served, the objects they carried, fills refused */
-	uint64_t ietf_ext_kept, ietf_ext_dropped, ietf_subgroups_refused;
+	uint64_t ietf_ext_kept, ietf_ext_dropped, ietf_subgroups_refused, ietf_groups_paused;
 	uint64_t ietf_fills, ietf_fill_objects, ietf_fills_refused;
 };
 

@@ -117,6 +117,9 @@ struct xs {
 	uint8_t reset_due;        /* I_SUB_OUT: refuse it (11 bounds) at the next pump */
 	uint8_t pub_bound;        /* I_SUB_OUT: served by the client's PUBLISH (no SUBSCRIBE out) */
 	uint8_t ok_due;           /* I_SUB_OUT: SUBSCRIBE_OK into the inner at the next pump */
+	uint8_t paused;           /* I_SUB_IN: forward 0, its groups are not sent */
+	uint8_t sink, stop_due;   /* I_GROUP_OUT of a paused subscription: its bytes go
+	                           * nowhere; STOP_SENDING into the inner at the next pump */
 	uint8_t *rx;
 	size_t rx_len, rx_cap;
 	/* outer send side */
@@ -190,6 +193,9 @@ struct ietf_sess {
 	struct oq *qpool; /* spare reference entries */
 	uint32_t nqpool;
 	struct xs *hit; /* the record xs_find found last */
+	/* a subgroup stream opened for a group that a paused subscription's
+	 * (forward 0) turned out to be, nothing written: the next group's */
+	struct xs *spare_sg;
 	struct early_dg early[IE_EARLY_DG];
 	uint32_t nearly;
 	/* what an inner write becomes on a subgroup stream, gathered and
@@ -266,6 +272,8 @@ static void xs_free(struct ietf_sess *ie, struct xs *x)
 	}
 	if (ie->hit == x)
 		ie->hit = NULL;
+	if (ie->spare_sg == x)
+		ie->spare_sg = NULL;
 	if (ie->bo == x) {
 		ie->bo = NULL;
 		ie->bn = 0;
@@ -710,12 +718,6 @@ static void on_client_subscribe(struct ietf_sess *ie, struct xs *ox, const struc
 		               IETF_SUBSCRIBE_ERROR);
 		return;
 	}
-	if (!m->forward) {
-		/* lite has no paused subscription: refused, not ignored */
-		send_req_error(ie, ox, m->request_id, IETF_REQ_NOT_SUPPORTED, "forward 0",
-		               IETF_SUBSCRIBE_ERROR);
-		return;
-	}
 	i = in_open(ie, 1, I_SUB_IN);
 	if (!i) {
 		send_req_error(ie, ox, m->request_id, IETF_REQ_INTERNAL, "memory",
@@ -734,6 +736,9 @@ static void on_client_subscribe(struct ietf_sess *ie, struct xs *ox, const struc
 	}
 	i->lite_id = ie->next_lite_id++;
 	i->is_req = 1;
+	/* forward 0: subscribed (SUBSCRIBE_OK, the relay reads the track) but
+	 * no group goes out until an update sets forward 1 */
+	i->paused = !m->forward;
 	if (ox) {
 		i->peer = ox;
 		ox->peer = i;
@@ -796,7 +801,10 @@ static void upd_refuse(struct ietf_sess *ie, struct xs *on, uint64_t req_id, uin
 /* SUBSCRIBE_UPDATE (14-16) / REQUEST_UPDATE (17+) of a client's
  * subscription: priority, end and start (a later start only), delivery
  * timeout become a lite SUBSCRIBE_UPDATE (which restates every field);
- * forward 0 is refused (lite cannot pause). Its Request ID is a new one
+ * forward pauses and resumes it here (lite has no pause: the groups that
+ * begin while it is paused are cancelled for this session, a group under
+ * way when it pauses ends whole, forwarding resumes with the next group
+ * that begins). Its Request ID is a new one
  * (moq-transport's reading) or the subscription's (@moq/net routes it so):
  * the next id is taken when it is that, and nothing is refused for it. */
 static void on_sub_update(struct ietf_sess *ie, struct xs *ox, const struct moq_ietf_msg *m)
@@ -823,6 +831,7 @@ static void on_sub_update(struct ietf_sess *ie, struct xs *ox, const struct moq_
 		return;
 	}
 	*su = i->su;
+	fwd = !i->paused; /* 15+: kept unless a FORWARD parameter says */
 	if (ie->d == MOQ_IETF_14) {
 		su->priority = m->priority;
 		fwd = m->forward;
@@ -855,10 +864,6 @@ static void on_sub_update(struct ietf_sess *ie, struct xs *ox, const struct moq_
 	}
 	if ((p = moq_ietf_param_get(&m->params, IETF_PARAM_DELIVERY_TIMEOUT)))
 		su->max_latency_ms = p->v;
-	if (!fwd) {
-		upd_refuse(ie, on, m->request_id, IETF_REQ_NOT_SUPPORTED, "forward 0");
-		return;
-	}
 	/* a subscription only narrows: a later start, an end */
 	if (start != MOQ_GROUP_NONE && (su->start == MOQ_GROUP_NONE || start > su->start))
 		su->start = start;
@@ -869,6 +874,7 @@ static void on_sub_update(struct ietf_sess *ie, struct xs *ox, const struct moq_
 		return;
 	}
 	i->su = *su;
+	i->paused = !fwd;
 	in_send(ie, i, -1, &u, 0);
 	if (ie->d >= MOQ_IETF_15) {
 		struct moq_ietf_msg ok = {0};
@@ -2161,6 +2167,11 @@ static void pump(struct ietf_sess *ie)
 			x->i_in_done = 1;
 			in_data(ie, x->sid, NULL, 0, 1);
 		}
+		if (x->stop_due && !x->i_out_done) {
+			/* a paused subscription's group: the relay cancels it */
+			x->stop_due = 0;
+			moq_binding_stream_stop_sending(ie->inner, x->sid, MOQ_CODE_CANCEL);
+		}
 		switch (x->kind) {
 		case I_GROUP_OUT:
 			done = x->i_out_done &&
@@ -2240,8 +2251,9 @@ static int ie_open(void *b, int bidi, int64_t *sid)
 		struct xs *o;
 		/* a group stream: the client's stream opens with it (no credit:
 		 * the inner retries later) */
-		o = ox_open(ie, 0, X_SG_OUT);
-		if (!o)
+		if ((o = ie->spare_sg))
+			ie->spare_sg = NULL;
+		else if (!(o = ox_open(ie, 0, X_SG_OUT)))
 			return MOQ_ERR_AGAIN;
 		*sid = ie->next_ouni;
 		ie->next_ouni += 4;
@@ -2333,6 +2345,8 @@ static void inner_bytes(struct ietf_sess *ie, struct xs *x, const uint8_t *p, si
 		struct xs *o = x->peer;
 		size_t off = 0;
 
+		if (x->sink)
+			return; /* acknowledged at once (mark_push, no outer stream) */
 		if (!x->grx_init) {
 			if (!n)
 				return;
@@ -2360,6 +2374,24 @@ static void inner_bytes(struct ietf_sess *ie, struct xs *x, const uint8_t *p, si
 				struct moq_ietf_subgroup_hdr h = {0};
 				if (!sub) {
 					ox_reset(ie, o, 0);
+					return;
+				}
+				if (sub->paused) {
+					/* forward 0: the group is not the client's; its
+					 * stream, nothing written yet, serves the next
+					 * group, and the relay cancels this one */
+					if (o && !ie->spare_sg && !o->reset && o->q_end == 0)
+						ie->spare_sg = o;
+					else
+						ox_reset(ie, o, 0);
+					if (o)
+						o->peer = NULL;
+					x->peer = NULL;
+					x->sink = 1;
+					x->stop_due = 1;
+					ie->n->st.ietf_groups_paused++;
+					if (ie->shell)
+						sess_mark(ie->shell);
 					return;
 				}
 				x->fidx = 0;
@@ -2883,7 +2915,9 @@ int ietf_dgram_hdr(struct ietf_sess *ie, uint8_t *buf, size_t cap, uint64_t lite
 	size_t xn;
 	struct xs *sub;
 
-	if (ie->dead || ie->closing || !(sub = find_lite(ie, I_SUB_IN, lite_id)) || !sub->ok_sent)
+	/* paused (forward 0): as a stream, which the shell cancels */
+	if (ie->dead || ie->closing || !(sub = find_lite(ie, I_SUB_IN, lite_id)) || !sub->ok_sent ||
+	    sub->paused)
 		return MOQ_ERR_STATE;
 	g.track_alias = sub->alias;
 	g.group = moq_cache_group_seq(cg);

@@ -274,6 +274,9 @@ struct moq_node_stats {
 	 * than 0: a group is one stream in the cache) */
 	uint64_t ietf_ext_dropped;
 	uint64_t ietf_subgroups_refused;
+	/* groups not sent to an IETF subscription with forward 0 (the relay
+	 * cancels them for that session) */
+	uint64_t ietf_groups_paused;
 	/* objects whose extension headers the cache keeps for IETF readers
 	 * (subgroup streams: moq_cache_frame_begin_ext) */
 	uint64_t ietf_ext_kept;

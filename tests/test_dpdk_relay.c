@@ -405,6 +405,22 @@ START_TEST(tap_health_metrics_telemetry_signals)
 		                      strstr(r, "\r\n\r\nok\n") != NULL,
 		              "a request in two pieces 600 ms apart: %s", r);
 	}
+	/* a connection that sends nothing is closed after 2 s, counted (and
+	 * the requests answered so far: 2 x /health, the slow one, this) */
+	{
+		int mute = mgmt_partial(port, "");
+		char c;
+
+		ck_assert_int_ge(mute, 0);
+		usleep(2400 * 1000);
+		r = http_get(port, "/metrics");
+		ck_assert_ptr_nonnull(r);
+		ck_assert_int_eq(metric(r, "moqdp_mgmt_http_timeouts_total"), 1);
+		ck_assert_int_ge(metric(r, "moqdp_mgmt_http_requests_total"), 4);
+		ck_assert_int_eq(metric(r, "moqdp_mgmt_http_pending"), 0);
+		ck_assert_int_eq(read(mute, &c, 1), 0);
+		close(mute);
+	}
 	r = http_get(port, "/metrics");
 	ck_assert_ptr_nonnull(r);
 	ck_assert_ptr_nonnull(strstr(r, "Content-Type: text/plain; version=0.0.4"));
@@ -422,6 +438,7 @@ START_TEST(tap_health_metrics_telemetry_signals)
 		        "fetches",
 		        "fetches_refused_total",
 		        "ws_refused_origin_total",
+		        "ietf_groups_paused_total",
 		};
 		char want[128];
 

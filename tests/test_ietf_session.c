@@ -47,6 +47,7 @@ struct client {
 	int groups_sent, sending;
 	uint64_t next_send;
 	int groups_ok, objs_ok, errors;
+	int sg_streams;          /* subgroup streams whose header came */
 	int dg_ok, dg_stream_ok; /* groups verified as datagrams / (too large) on streams */
 	uint32_t dg_seen;        /* a bit a group */
 	int fetch_ok, fetch_objs, fetch_done, fetch_first_group;
@@ -107,6 +108,9 @@ static int publish_mode;
  * before and the current one (LOCATION_FILTER relative 2); fill_range adds
  * a range filter the relay cannot apply (the fill is refused) */
 static int fill_mode, fill_range, pub_split;
+/* T.sub's SUBSCRIBE asks forward sub_fwd; the publisher sends no group
+ * while it has sent pub_hold_at (-1: no hold) */
+static int sub_fwd = 1, pub_hold_at = -1;
 #define PUB_ALIAS 55
 #define DG_BIG    400
 #define DG_LEN(g) ((g) == 2 ? DG_BIG : 10 + (g))
@@ -281,7 +285,7 @@ static void subscribe_now(struct client *cl)
 	m.name = (struct moq_str){"video", 5};
 	m.priority = 1;
 	m.group_order = 2;
-	m.forward = 1;
+	m.forward = cl == &T.sub ? (uint8_t)sub_fwd : 1;
 	m.filter.kind = IETF_F_NEXT_OBJECT;
 	if (fill_mode && cl == &T.extra) {
 		m.has_fill = true;
@@ -620,6 +624,7 @@ static void on_subgroup(struct client *cl, struct cstream *s)
 				return;
 			}
 			s->hdr = 1;
+			cl->sg_streams++;
 			s->group = s->h.group;
 			s->next_obj = 0;
 			cs_eat(s, (size_t)k);
@@ -875,7 +880,8 @@ static int t_until(int (*pred)(void), uint64_t max)
 				T.pub.sending = 1;
 			}
 		}
-		if (T.pub.sending && T.pub.groups_sent < GROUPS && now() >= T.pub.next_send) {
+		if (T.pub.sending && T.pub.groups_sent < GROUPS &&
+		    T.pub.groups_sent != pub_hold_at && now() >= T.pub.next_send) {
 			send_group(&T.pub);
 			T.pub.next_send = now() + (pub_split ? 25 : 50) * MS;
 		}
@@ -1404,11 +1410,6 @@ static int s_one_group(void)
 	return T.sub.groups_ok >= 1 || T.sub.errors;
 }
 
-static int s_refused(void)
-{
-	return T.sub.status_err + T.sub.sub_err >= 1;
-}
-
 static int s_updated(void)
 {
 	return T.sub.req_ok >= 1;
@@ -1450,9 +1451,8 @@ static void send_update(struct client *cl, uint64_t id, int fwd, uint64_t end)
 	send_msg(cl, cl->req_sid, &m, 0);
 }
 
-/* SUBSCRIBE_UPDATE / REQUEST_UPDATE, draft @d: forward 0 is refused
- * (REQUEST_ERROR; 14: SUBSCRIBE_ERROR) and the subscription goes on; an
- * end group of 1 is honoured: the subscriber gets groups 0 and 1 only,
+/* SUBSCRIBE_UPDATE / REQUEST_UPDATE, draft @d: an end group of 1 is
+ * honoured: the subscriber gets groups 0 and 1 only,
  * then PUBLISH_DONE; 15+ answer REQUEST_OK; each update took its request
  * id, so the next request (TRACK_STATUS, id 6) does not close the session. */
 static void run_update(int d)
@@ -1464,8 +1464,7 @@ static void run_update(int d)
 	ck_assert_msg(t_until(p_announced, 3000 * MS), "d%d: PUBLISH_NAMESPACE", d);
 	t_connect(&T.sub, d, 0, 20002);
 	ck_assert_msg(t_until(s_one_group, 5000 * MS), "d%d: no group", d);
-	send_update(&T.sub, 2, 0, 1);
-	ck_assert_msg(t_until(s_refused, 3000 * MS), "d%d: forward 0 not refused", d);
+	send_update(&T.sub, 2, 1, 1);
 	ck_assert_int_eq(T.sub.done, 0);
 	send_update(&T.sub, 4, 1, 1);
 	if (d >= 15)
@@ -1484,6 +1483,118 @@ static void run_update(int d)
 	ck_assert(!T.pub.closed);
 	t_fini();
 }
+
+static int s_subscribed(void)
+{
+	return T.sub.sub_ok || T.sub.errors;
+}
+
+static uint64_t paused_groups(void)
+{
+	struct moq_node_stats st;
+
+	moq_node_stats(T.relay, &st);
+	return st.ietf_groups_paused;
+}
+
+static uint64_t want_paused;
+static int want_groups, want_req_ok;
+
+static int s_paused_n(void)
+{
+	return paused_groups() >= want_paused || T.sub.errors;
+}
+
+static int s_groups_n(void)
+{
+	return T.sub.groups_ok >= want_groups || T.sub.errors;
+}
+
+static int s_req_ok_n(void)
+{
+	return T.sub.req_ok >= want_req_ok || T.sub.status_err || T.sub.sub_err;
+}
+
+/* Publish group @g (held before it until now), then wait until the relay
+ * paused it (@paused) or the subscriber has it whole. */
+static void pause_step(int d, int g, int paused)
+{
+	pub_hold_at = g + 1;
+	if (paused) {
+		want_paused = paused_groups() + 1;
+		ck_assert_msg(t_until(s_paused_n, 3000 * MS), "d%d: group %d not paused", d, g);
+	} else {
+		want_groups = T.sub.groups_ok + 1;
+		ck_assert_msg(t_until(s_groups_n, 3000 * MS), "d%d: group %d not sent (%d errors)",
+		              d, g, T.sub.errors);
+	}
+	ck_assert_int_eq(T.pub.groups_sent, g + 1);
+}
+
+/* An update with forward @fwd (request id @id), answered (15+: REQUEST_OK)
+ * before the next group is published. */
+static void pause_update(int d, uint64_t id, int fwd)
+{
+	want_req_ok = T.sub.req_ok + 1;
+	send_update(&T.sub, id, fwd, 100);
+	if (d >= 15)
+		ck_assert_msg(t_until(s_req_ok_n, 3000 * MS), "d%d: forward %d not answered", d,
+		              fwd);
+	else
+		t_until(x_closed, 100 * MS); /* (14 has no reply: time passes) */
+	ck_assert_int_eq(T.sub.sub_err + T.sub.status_err, 0);
+}
+
+/* Forward 0, draft @d: a SUBSCRIBE with forward 0 is accepted (SUBSCRIBE_OK)
+ * and group 0 does not come (not a stream: cancelled, counted in
+ * ietf_groups_paused); an update with forward 1 resumes it: group 1 comes
+ * whole; forward 0 again: group 2 does not; forward 1: group 3 does. Every
+ * object verified, no error, no session closed. Before forward 0 was
+ * supported the SUBSCRIBE was refused (NOT_SUPPORTED). */
+static void run_pause(int d)
+{
+	sub_fwd = 0;
+	pub_hold_at = 0;
+	t_init(d);
+	t_connect(&T.pub, d, 1, 20001);
+	ck_assert_msg(t_until(p_announced, 3000 * MS), "d%d: PUBLISH_NAMESPACE", d);
+	t_connect(&T.sub, d, 0, 20002);
+	/* the relay subscribes upstream; its SUBSCRIBE_OK waits for group 0 */
+	pause_step(d, 0, 1);
+	ck_assert_msg(t_until(s_subscribed, 3000 * MS), "d%d: forward 0 not subscribed", d);
+	ck_assert_int_eq(T.sub.sg_streams, 0);
+	pause_update(d, 2, 1);
+	pause_step(d, 1, 0);
+	pause_update(d, 4, 0);
+	pause_step(d, 2, 1);
+	pause_update(d, 6, 1);
+	pause_step(d, 3, 0);
+	t_until(x_closed, 100 * MS); /* (nothing more comes) */
+	ck_assert_int_eq(T.sub.errors, 0);
+	ck_assert_int_eq(T.sub.groups_ok, 2);
+	ck_assert_int_eq(T.sub.sg_streams, 2);
+	ck_assert_int_eq(T.sub.objs_ok, 2 * OBJS);
+	for (int o = 0; o < OBJS; o++) {
+		ck_assert_int_eq(T.sub.seen[0 * OBJS + o], 0);
+		ck_assert_int_eq(T.sub.seen[1 * OBJS + o], 1);
+		ck_assert_int_eq(T.sub.seen[2 * OBJS + o], 0);
+		ck_assert_int_eq(T.sub.seen[3 * OBJS + o], 1);
+	}
+	ck_assert_uint_eq(paused_groups(), 2);
+	ck_assert(!T.sub.closed && !T.pub.closed);
+	t_fini();
+	sub_fwd = 1;
+	pub_hold_at = -1;
+}
+
+START_TEST(forward_pause)
+{
+	run_pause(14);
+	run_pause(16);
+	run_pause(17);
+	run_pause(20);
+}
+END_TEST
 
 START_TEST(subscribe_update)
 {
@@ -1573,6 +1684,7 @@ Suite *ietf_session_suite(void)
 	tcase_add_test(tc, datagrams_before_subscribe_ok);
 	tcase_add_test(tc, publish);
 	tcase_add_test(tc, subscribe_update);
+	tcase_add_test(tc, forward_pause);
 	tcase_add_test(tc, fill_d20);
 	tcase_add_test(tc, fill_range_refused_d20);
 	suite_add_tcase(s, tc);
