@@ -717,6 +717,8 @@ static int cluster_metrics(const struct moq_cluster *c, char *buf, size_t len, i
 	return o.over ? MOQ_ERR_TOO_LARGE : (int)o.off;
 }
 
+static int mgmt_metrics(const struct relay_mgmt *m, char *buf, size_t len, int off);
+
 int moq_relay_metrics_text(void *relay, char *buf, size_t len)
 {
 	struct moq_relay_stats s;
@@ -724,7 +726,8 @@ int moq_relay_metrics_text(void *relay, char *buf, size_t len)
 
 	moq_relay_stats(relay, &s);
 	n = moq_relay_metrics(&s, buf, len);
-	return cluster_metrics(moq_relay_cluster(relay), buf, len, n);
+	n = cluster_metrics(moq_relay_cluster(relay), buf, len, n);
+	return mgmt_metrics(moq_relay_mgmt_of(relay), buf, len, n);
 }
 
 /* HTTP ------------------------------------------------------------------ */
@@ -797,22 +800,24 @@ static void respond(int fd, const char *status, const char *type, const char *bo
 	}
 }
 
-/* The management port's own figures, after the relay's in /metrics. */
+/* The management port's own figures, after the relay's in /metrics and
+ * /status/metrics (another thread: the counters are written atomically on
+ * the main lcore, the pending count published at the end of each poll). */
 static int mgmt_metrics(const struct relay_mgmt *m, char *buf, size_t len, int off)
 {
 	struct mbuf_w o = {buf, len, (size_t)off, 0};
 
 	if (off < 0)
 		return off;
-	metric(&o, "mgmt_http_requests_total", "counter",
-	       "Requests the management port answered (this one included).", m->http_requests);
+	metric(&o, "mgmt_http_requests_total", "counter", "Requests the management port answered.",
+	       __atomic_load_n(&m->http_requests, __ATOMIC_RELAXED));
 	metric(&o, "mgmt_http_timeouts_total", "counter",
 	       "Management connections closed unanswered: no whole request within 2 s, or "
 	       "pushed out by a 17th.",
-	       m->http_timeouts);
+	       __atomic_load_n(&m->http_timeouts, __ATOMIC_RELAXED));
 	metric(&o, "mgmt_http_pending", "gauge",
-	       "Management connections whose request is on its way (this one not included).",
-	       m->npend ? m->npend - 1 : 0);
+	       "Management connections whose request was on its way at the last poll.",
+	       __atomic_load_n(&m->pending_now, __ATOMIC_RELAXED));
 	return o.over ? MOQ_ERR_TOO_LARGE : (int)o.off;
 }
 
@@ -828,7 +833,7 @@ static void serve(struct relay_mgmt *m, int fd, const char *req)
 	if (fl >= 0)
 		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	m->http_requests++;
+	__atomic_fetch_add(&m->http_requests, 1, __ATOMIC_RELAXED);
 	if (strncmp(req, "GET ", 4) != 0) {
 		respond(fd, "405 Method Not Allowed", "text/plain", "GET only\n", 9);
 	} else if (strncmp(req + 4, "/health ", 8) == 0 || strncmp(req + 4, "/health?", 8) == 0) {
@@ -948,7 +953,7 @@ void moq_relay_mgmt_poll(struct relay_mgmt *m, int timeout_ms)
 		while ((p[0].revents & POLLIN) &&
 		       (fd = accept4(m->http_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
 			if (m->npend == MGMT_PENDING) { /* the oldest goes */
-				m->http_timeouts++;
+				__atomic_fetch_add(&m->http_timeouts, 1, __ATOMIC_RELAXED);
 				mgmt_drop(m, 0);
 			}
 			m->pend[m->npend] = (struct mgmt_conn){.fd = fd, .t0 = mono_ns()};
@@ -958,9 +963,10 @@ void moq_relay_mgmt_poll(struct relay_mgmt *m, int timeout_ms)
 	now = mono_ns();
 	for (unsigned int i = m->npend; i-- > 0;)
 		if (now - m->pend[i].t0 >= MGMT_REQ_TIMEOUT) {
-			m->http_timeouts++;
+			__atomic_fetch_add(&m->http_timeouts, 1, __ATOMIC_RELAXED);
 			mgmt_drop(m, i);
 		}
+	__atomic_store_n(&m->pending_now, m->npend, __ATOMIC_RELAXED);
 }
 
 /* telemetry ------------------------------------------------------------- */

@@ -37,6 +37,7 @@ struct relay_mgmt {
 	 * new one), and those that did not arrive in time or were pushed out */
 	struct mgmt_conn pend[MGMT_PENDING];
 	unsigned int npend;
+	unsigned int pending_now; /* npend at the end of the last poll (for /metrics) */
 	uint64_t http_timeouts;
 	/* relay-added latency: the merged histogram at the last
 	 * /moqdp/latency_reset (telemetry thread only) */

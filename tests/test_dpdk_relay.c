@@ -406,7 +406,8 @@ START_TEST(tap_health_metrics_telemetry_signals)
 		              "a request in two pieces 600 ms apart: %s", r);
 	}
 	/* a connection that sends nothing is closed after 2 s, counted (and
-	 * the requests answered so far: 2 x /health, the slow one, this) */
+	 * the requests answered so far: 2 x /health, the slow one; with this
+	 * one 4) */
 	{
 		int mute = mgmt_partial(port, "");
 		char c;
@@ -417,7 +418,9 @@ START_TEST(tap_health_metrics_telemetry_signals)
 		ck_assert_ptr_nonnull(r);
 		ck_assert_int_eq(metric(r, "moqdp_mgmt_http_timeouts_total"), 1);
 		ck_assert_int_ge(metric(r, "moqdp_mgmt_http_requests_total"), 4);
-		ck_assert_int_eq(metric(r, "moqdp_mgmt_http_pending"), 0);
+		/* (0, or 1: this request, if it came after a poll accepted it) */
+		ck_assert_int_ge(metric(r, "moqdp_mgmt_http_pending"), 0);
+		ck_assert_int_le(metric(r, "moqdp_mgmt_http_pending"), 1);
 		ck_assert_int_eq(read(mute, &c, 1), 0);
 		close(mute);
 	}
