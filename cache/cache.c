@@ -107,7 +107,8 @@ static const int reason_err[] = {
 struct ext_ent {
 	const uint8_t *p;
 	uint32_t len;
-	uint32_t pad;
+	uint32_t has_loc; /* an IETF location other than (0, frame index) */
+	uint64_t subgroup, object;
 };
 
 struct ext_arr {
@@ -1583,20 +1584,21 @@ int64_t moq_cache_frame_begin(struct moq_cache_group *g, int64_t timestamp, size
 	return (int64_t)size;
 }
 
-int64_t moq_cache_frame_begin_ext(struct moq_cache_group *g, int64_t timestamp, size_t size,
-                                  const void *ext, size_t ext_len)
+int64_t moq_cache_frame_begin_meta(struct moq_cache_group *g, int64_t timestamp, size_t size,
+                                   const struct moq_cache_meta *m)
 {
 	struct moq_cache *c = g->cache;
 	uint32_t idx = g->w_nstarted;
 	struct ext_arr *a = g->ext;
-	uint8_t *blob;
+	uint8_t *blob = NULL;
+	size_t ext_len = m != NULL ? m->ext_len : 0;
 	int64_t r;
 	int rc;
 
-	if (ext_len == 0)
+	if (m == NULL || (ext_len == 0 && !m->has_loc))
 		return moq_cache_frame_begin(g, timestamp, size);
-	if (ext_len > MOQ_CACHE_EXT_MAX || ext == NULL)
-		return ext == NULL ? MOQ_ERR_INVAL : MOQ_ERR_TOO_LARGE;
+	if (ext_len > MOQ_CACHE_EXT_MAX || (ext_len && m->ext == NULL))
+		return ext_len > MOQ_CACHE_EXT_MAX ? MOQ_ERR_TOO_LARGE : MOQ_ERR_INVAL;
 	if ((rc = wcheck(g)) < 0)
 		return rc;
 	if (g->open)
@@ -1621,23 +1623,53 @@ int64_t moq_cache_frame_begin_ext(struct moq_cache_group *g, int64_t timestamp, 
 		bill(g, sizeof(*na) + (uint64_t)cap * sizeof(na->e[0]));
 		a = na;
 	}
-	blob = c_alloc(c, ext_len);
-	if (blob == NULL)
-		return MOQ_ERR_NOMEM;
-	memcpy(blob, ext, ext_len);
-	a->e[idx].p = blob; /* published with the frame (release) */
+	if (ext_len) {
+		blob = c_alloc(c, ext_len);
+		if (blob == NULL)
+			return MOQ_ERR_NOMEM;
+		memcpy(blob, m->ext, ext_len);
+	}
+	/* published with the frame (release) */
+	a->e[idx].p = blob;
 	a->e[idx].len = (uint32_t)ext_len;
+	a->e[idx].has_loc = m->has_loc;
+	a->e[idx].subgroup = m->subgroup;
+	a->e[idx].object = m->object;
 	r = moq_cache_frame_begin(g, timestamp, size);
 	if (r < 0) {
-		a->e[idx].p = NULL;
-		a->e[idx].len = 0;
-		c_free(c, blob);
+		memset(&a->e[idx], 0, sizeof(a->e[idx]));
+		if (blob != NULL)
+			c_free(c, blob);
 		return r;
 	}
 	bill(g, ext_len);
 	if (!LOAD_RLX(&g->track->has_ext))
 		STORE_REL(&g->track->has_ext, 1u);
 	return r;
+}
+
+int64_t moq_cache_frame_begin_ext(struct moq_cache_group *g, int64_t timestamp, size_t size,
+                                  const void *ext, size_t ext_len)
+{
+	struct moq_cache_meta m = {.ext = ext, .ext_len = ext_len};
+
+	if (ext_len && ext == NULL)
+		return MOQ_ERR_INVAL;
+	return moq_cache_frame_begin_meta(g, timestamp, size, &m);
+}
+
+int moq_cache_frame_meta(const struct moq_cache_group *g, uint32_t index, struct moq_cache_meta *m)
+{
+	const struct ext_arr *a = LOAD_ACQ(&g->ext);
+
+	if (a == NULL || index >= a->cap || (a->e[index].p == NULL && !a->e[index].has_loc))
+		return MOQ_ERR_NOTFOUND;
+	m->ext = a->e[index].p;
+	m->ext_len = a->e[index].len;
+	m->has_loc = a->e[index].has_loc != 0;
+	m->subgroup = a->e[index].subgroup;
+	m->object = a->e[index].object;
+	return 0;
 }
 
 int moq_cache_frame_ext(const struct moq_cache_group *g, uint32_t index, const uint8_t **p,

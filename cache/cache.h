@@ -413,13 +413,38 @@ int64_t moq_cache_frame_begin(struct moq_cache_group *g, int64_t timestamp, size
 int64_t moq_cache_frame_begin_ext(struct moq_cache_group *g, int64_t timestamp, size_t size,
                                   const void *ext, size_t ext_len);
 
+/*
+ * What an IETF moq-transport object carries beside its payload: extension
+ * headers (@ext, @ext_len bytes) and its location in the group when that is
+ * not (subgroup 0, object id = frame index) (@has_loc: @subgroup, @object).
+ * moq-lite readers see neither: the frames of a group in arrival order.
+ */
+struct moq_cache_meta {
+	const uint8_t *ext;
+	size_t ext_len;
+	bool has_loc;
+	uint64_t subgroup, object;
+};
+
+/* moq_cache_frame_begin_meta: moq_cache_frame_begin of a frame with @m
+ * (copied; NULL, or nothing in it, is frame_begin). Returns as
+ * frame_begin_ext. */
+int64_t moq_cache_frame_begin_meta(struct moq_cache_group *g, int64_t timestamp, size_t size,
+                                   const struct moq_cache_meta *m);
+
+/* moq_cache_frame_meta: what published frame @index of @g carries beside it
+ * (valid while the group is referenced): 0, or MOQ_ERR_NOTFOUND (nothing:
+ * no extension headers, location (0, @index)). Lock-free, any thread. */
+int moq_cache_frame_meta(const struct moq_cache_group *g, uint32_t index, struct moq_cache_meta *m);
+
 /* moq_cache_frame_ext: the extension headers of published frame @index of
  * @g in *@p / *@len (valid while the group is referenced): 0, or
  * MOQ_ERR_NOTFOUND (it has none). Lock-free, any thread. */
 int moq_cache_frame_ext(const struct moq_cache_group *g, uint32_t index, const uint8_t **p,
                         size_t *len);
 
-/* moq_cache_track_has_ext: whether a frame of @t ever had extension headers. */
+/* moq_cache_track_has_ext: whether a frame of @t ever had extension headers
+ * or a location of its own (moq_cache_meta). */
 bool moq_cache_track_has_ext(const struct moq_cache_track *t);
 
 /*

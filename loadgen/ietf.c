@@ -506,6 +506,8 @@ static void cb_conn_closed(struct moq_quic_conn *c, void *user, const struct moq
 	l->c = NULL;
 	l->lg->c.subs_closed += l->idx >= 0;
 	l->lg->c.close_code = i ? i->code : 0;
+	l->lg->c.close_local = i ? i->local : 0;
+	l->lg->c.close_what = i ? i->what : NULL;
 	chunks_free(l, 0, 1);
 	while (l->rs) {
 		struct rs *r = l->rs;

@@ -55,6 +55,8 @@ struct moq_lg_ietf_counts {
 	uint64_t errors;          /* decode errors, wrong alias / order / size */
 	uint64_t pub_objects, pub_bytes, pub_groups;
 	uint64_t close_code; /* the last close code seen */
+	int close_local;     /* ... whether this side closed */
+	const char *close_what; /* ... its description (a constant), or NULL */
 };
 
 /* moq_lg_ietf_new: NULL on bad @cfg (draft out of range, empty names) or

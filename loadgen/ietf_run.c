@@ -296,6 +296,12 @@ int moq_lg_ietf_run(const struct moq_lg_ietf_run_cfg *cfg, volatile sig_atomic_t
 				        rep.c.groups_reset, rep.c.groups_missing, errs,
 				        (double)moq_lg_hist_pct(&r.hist, 50) / 1e6,
 				        (double)moq_lg_hist_pct(&r.hist, 99) / 1e6);
+				if (cnt.subs_closed)
+					fprintf(stderr,
+					        "  last close  code 0x%" PRIx64 " by the %s (%s)\n",
+					        cnt.close_code,
+					        cnt.close_local ? "client" : "relay",
+					        cnt.close_what ? cnt.close_what : "-");
 				rc = errs || (cfg->subscribers && (!rep.c.frames_ok ||
 				                                   cnt.subs_ok < cfg->subscribers))
 				             ? 1

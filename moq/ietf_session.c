@@ -117,6 +117,7 @@ struct xs {
 	uint8_t reset_due;        /* I_SUB_OUT: refuse it (11 bounds) at the next pump */
 	uint8_t pub_bound;        /* I_SUB_OUT: served by the client's PUBLISH (no SUBSCRIBE out) */
 	uint8_t ok_due;           /* I_SUB_OUT: SUBSCRIBE_OK into the inner at the next pump */
+	uint8_t held;             /* X_REQ_IN: came before the SETUP, read once it is */
 	uint8_t paused;           /* I_SUB_IN: forward 0, its groups are not sent */
 	uint8_t sink, stop_due;   /* I_GROUP_OUT of a paused subscription: its bytes go
 	                           * nowhere; STOP_SENDING into the inner at the next pump */
@@ -162,7 +163,7 @@ struct xs {
 	/* I_SUB_IN: the cache track (a reference) once known */
 	struct moq_cache_track *ct;
 	/* I_GROUP_IN: the next frame's extension headers, until the inner's
-	 * ingest takes them (ie_frame_ext) */
+	 * ingest takes them (ie_frame_meta) */
 	uint8_t *pext;
 	size_t pext_len;
 };
@@ -1727,6 +1728,8 @@ static void send_our_setup(struct ietf_sess *ie, struct xs *on, const struct moq
 	send_msg_on(ie, on, &m, 0);
 }
 
+static void req_held(struct ietf_sess *ie);
+
 static void on_setup_bytes(struct ietf_sess *ie, struct xs *x)
 {
 	static struct moq_ietf_msg m;
@@ -1758,6 +1761,45 @@ static void on_setup_bytes(struct ietf_sess *ie, struct xs *x)
 	rx_consume(x, (size_t)k);
 	if (x->kind == X_CONTROL)
 		read_msgs(ie, x);
+	req_held(ie);
+}
+
+/* A request stream's bytes and FIN. */
+static void req_in(struct ietf_sess *ie, struct xs *x)
+{
+	/* (17+: after the request, only REQUEST_UPDATE) */
+	if (!x->typed || x->kind == X_REQ_OUT || x->rx_len)
+		read_msgs(ie, x);
+	if (x->rx_fin && !x->gone) {
+		struct xs *i = x->peer;
+		if (i && i->kind == I_SUB_IN)
+			client_unsubscribe(ie, i);
+		else if (i && i->is_req == 2)
+			unannounce(ie, i);
+		else if (i && i->is_req == 3)
+			pub_end(ie, i);
+		else if (i && i->kind == I_ANN_IN && !i->i_in_done) {
+			i->i_in_done = 1;
+			in_data(ie, i->sid, NULL, 0, 1);
+		}
+	}
+}
+
+/* The session started: the request streams that came before the SETUP,
+ * in the order they were opened (lowest stream id first). */
+static void req_held(struct ietf_sess *ie)
+{
+	for (;;) {
+		struct xs *first = NULL;
+		for (struct xs *x = ie->streams; x; x = x->next)
+			if (!x->inner && x->kind == X_REQ_IN && x->held && !x->gone &&
+			    (!first || x->sid < first->sid))
+				first = x;
+		if (!first || ie->closing)
+			return;
+		first->held = 0;
+		req_in(ie, first);
+	}
 }
 
 /* ---- subgroup streams from the client ---- */
@@ -1827,7 +1869,7 @@ static void sg_in(struct ietf_sess *ie, struct xs *x)
 				x->peer->pext_len = 0; /* this object's, or none */
 			if (o.has_ext && o.ext.len && x->peer) {
 				/* kept beside the frame: the inner's ingest takes them
-				 * when it reads the frame header below (ie_frame_ext) */
+				 * when it reads the frame header below (ie_frame_meta) */
 				struct xs *gi = x->peer;
 				if (o.ext.len > MOQ_CACHE_EXT_MAX) {
 					ie->n->st.ietf_ext_dropped++;
@@ -1896,11 +1938,10 @@ static void outer_new_stream(struct ietf_sess *ie, struct xs *x)
 		ie->control_sid = x->sid;
 		return;
 	}
-	if (!ie->started) {
-		fail_session(ie, IETF_CLOSE_PROTOCOL_VIOLATION);
-		return;
-	}
+	/* a request stream may come before the SETUP (QUIC does not order
+	 * streams: a lost packet reorders them); it waits for it (req_held) */
 	x->kind = X_REQ_IN;
+	x->held = !ie->started;
 }
 
 void ietf_stream_data(struct ietf_sess *ie, int64_t sid, const uint8_t *data, size_t len, int fin)
@@ -1943,25 +1984,9 @@ void ietf_stream_data(struct ietf_sess *ie, int64_t sid, const uint8_t *data, si
 		break;
 	case X_REQ_IN:
 	case X_REQ_OUT:
-		if (!x->typed || x->kind == X_REQ_OUT)
-			read_msgs(ie, x);
-		else if (x->rx_len) {
-			/* 17+: after the request, only REQUEST_UPDATE */
-			read_msgs(ie, x);
-		}
-		if (x->rx_fin && !x->gone) {
-			struct xs *i = x->peer;
-			if (i && i->kind == I_SUB_IN)
-				client_unsubscribe(ie, i);
-			else if (i && i->is_req == 2)
-				unannounce(ie, i);
-			else if (i && i->is_req == 3)
-				pub_end(ie, i);
-			else if (i && i->kind == I_ANN_IN && !i->i_in_done) {
-				i->i_in_done = 1;
-				in_data(ie, i->sid, NULL, 0, 1);
-			}
-		}
+		if (x->kind == X_REQ_IN && !ie->started)
+			break; /* kept until the SETUP (req_held) */
+		req_in(ie, x);
 		break;
 	case X_SG_IN:
 		sg_in(ie, x);
@@ -2514,6 +2539,12 @@ static void inner_bytes(struct ietf_sess *ie, struct xs *x, const uint8_t *p, si
 				                                 x->lite_tlen)
 				                  : NULL;
 				x->ok_sent = 1;
+				/* set-up done and serving a subscriber: the connection
+				 * may move to the fast path once quiet, as a moq-lite
+				 * subscriber's does (subscribe.c; WebTransport's at its
+				 * CONNECT) */
+				if (ie->shell && ie->shell->conn)
+					(void)moq_quic_conn_allow_handoff(ie->shell->conn);
 				ok.kind = IETF_SUBSCRIBE_OK;
 				ok.request_id = x->req_id;
 				ok.track_alias = x->alias;
@@ -2952,21 +2983,23 @@ static int ie_dgram_send(void *b, const uint8_t *hdr, size_t hdrlen, const struc
 	                : MOQ_ERR_STATE;
 }
 
-static void ie_frame_ext(void *b, int64_t sid, const uint8_t **p, size_t *n)
+static void ie_frame_meta(void *b, int64_t sid, struct moq_cache_meta *m)
 {
 	struct ietf_sess *ie = b;
 	struct xs *x = xs_find(ie, 1, sid);
 
-	*n = 0;
-	if (x && x->kind == I_GROUP_IN && x->pext_len) {
-		*p = x->pext;
-		*n = x->pext_len;
+	memset(m, 0, sizeof(*m));
+	if (!x || x->kind != I_GROUP_IN)
+		return;
+	if (x->pext_len) {
+		m->ext = x->pext;
+		m->ext_len = x->pext_len;
 		x->pext_len = 0; /* this frame's only */
 	}
 }
 
 static const struct moq_binding_ops ie_ops = {
-        .frame_ext = ie_frame_ext,
+        .frame_meta = ie_frame_meta,
         .dgram_send = ie_dgram_send,
         .stream_open = ie_open,
         .stream_write = ie_write,

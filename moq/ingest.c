@@ -226,14 +226,14 @@ void gin_data(struct moq_session *s, struct mstream *st, const uint8_t *p, size_
 		case MOQ_GEV_FRAME:
 			n->st.frames_in++;
 			if (gi->g) {
-				const uint8_t *xp = NULL;
-				size_t xn = 0;
+				struct moq_cache_meta fm = {0};
 				int64_t r;
-				/* an IETF publisher's extension headers, beside it */
-				if (s->bops && s->bops->frame_ext)
-					s->bops->frame_ext(s->tp, st->sid, &xp, &xn);
-				r = moq_cache_frame_begin_ext(gi->g, ev.timestamp, ev.frame_size,
-				                              xp, xn);
+				/* an IETF publisher's extension headers and object
+				 * location, beside it */
+				if (s->bops && s->bops->frame_meta)
+					s->bops->frame_meta(s->tp, st->sid, &fm);
+				r = moq_cache_frame_begin_meta(gi->g, ev.timestamp, ev.frame_size,
+				                               &fm);
 				if (r < 0) {
 					gin_refuse(s, st, err_code((int)r));
 					return;

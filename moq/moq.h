@@ -464,11 +464,13 @@ struct moq_binding_ops {
 	 * IETF translator's inner moq-lite session: the IETF client's); NULL:
 	 * `transport` above and the session's moq-lite version */
 	const char *(*get_proto)(void *b, const char **alpn);
-	/* The extension headers (IETF moq-transport) of the frame whose header
-	 * the session just read on group stream @sid, kept in the cache beside
-	 * it (moq_cache_frame_begin_ext): *@p / *@n, valid during the call, or
-	 * *@n 0 for none. NULL: frames carry none (every moq-lite binding). */
-	void (*frame_ext)(void *b, int64_t sid, const uint8_t **p, size_t *n);
+	/* What the frame whose header the session just read on group stream
+	 * @sid carries beside it (IETF moq-transport: extension headers, its
+	 * subgroup and object id), kept in the cache with it
+	 * (moq_cache_frame_begin_meta): *@m filled (its bytes valid during the
+	 * call), zeroed for nothing. NULL: frames carry nothing (every moq-lite
+	 * binding). */
+	void (*frame_meta)(void *b, int64_t sid, struct moq_cache_meta *m);
 };
 
 /* moq_binding_datagram: a datagram's payload for session @s (the binding's

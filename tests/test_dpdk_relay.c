@@ -972,7 +972,8 @@ END_TEST
 /* Issue 24 on the DPDK backend: an IETF moq-transport (draft 16 and 20;
  * 17 with PUBLISH, --ietf-publish) publisher and 10 subscribers
  * (moqdp-load --protocol, kernel sockets in the namespace) through the
- * relay on net_tap: every object verified. */
+ * relay on net_tap: every object verified, the subscribers on the fast
+ * path. */
 START_TEST(ietf_through_tap)
 {
 	char ifname[32], vdev[64], prefix[64], mgmt[32], listen[32], relay[40], local[32];
@@ -1031,6 +1032,9 @@ START_TEST(ietf_through_tap)
 	r = metrics_when(port, "moqdp_frames_out_total", (long long)objs);
 	ck_assert_int_ge(metric(r, "moqdp_frames_out_total"), (long long)objs);
 	ck_assert_int_gt(metric(r, "moqdp_frames_in_total"), 0);
+	/* the subscribers' connections were served by the fast path (its
+	 * default is on), as moq-lite subscribers' are */
+	ck_assert_int_ge(metric(r, "moqdp_fastpath_handoffs_total"), 10);
 	kill(child, SIGINT);
 	ck_assert_int_eq(wait_exit(15000), 0);
 }
