@@ -92,8 +92,23 @@ struct early_dg {
 struct mark {
 	uint64_t r; /* outer offset */
 	int64_t isid;
-	uint64_t l; /* inner bytes to acknowledge once r is */
+	uint64_t l;  /* inner bytes to acknowledge once r is */
+	uint8_t via; /* a group on several outer streams: through its gack */
 };
+
+/* A group sent on several subgroup streams: the inner's acknowledgement up
+ * to @l waits for @n marks (one per outer stream that held bytes then), in
+ * order (struct xs.ga). */
+struct gack {
+	uint64_t l;
+	uint32_t n;
+};
+
+/* subgroup streams one group is sent on besides its first */
+#define IE_SG_OUT_MAX 8
+/* bytes a client's subgroup stream may hold while another subgroup of its
+ * group has an object under way into the (one) lite group stream */
+#define IE_SG_RX_MAX (1u << 20)
 
 /* Header bytes of a subgroup stream (subgroup / object headers), where they
  * stay until the stream's record is freed (the transport references them). */
@@ -118,6 +133,28 @@ struct xs {
 	uint8_t pub_bound;        /* I_SUB_OUT: served by the client's PUBLISH (no SUBSCRIBE out) */
 	uint8_t ok_due;           /* I_SUB_OUT: SUBSCRIBE_OK into the inner at the next pump */
 	uint8_t held;             /* X_REQ_IN: came before the SETUP, read once it is */
+	/* X_SG_IN: waits for another subgroup's object to end (its group's
+	 * owner); its subgroup id (known: from the header or first object);
+	 * the next object id (delta coding) */
+	uint8_t waiting, sg_known;
+	uint64_t sgid, in_next;
+	/* I_GROUP_IN: the group it carries; subgroup streams feeding it; the one
+	 * whose object is under way; frames begun; the next frame's location
+	 * when it is not (0, frame index) (ie_frame_meta) */
+	uint64_t grp;
+	uint32_t nsg, nfr;
+	struct xs *owner;
+	uint8_t ploc;
+	uint64_t psg, pobj;
+	/* I_GROUP_OUT of a track with locations: the subgroup header waits for
+	 * the first object (hdr_due, template sh); the group's other subgroup
+	 * streams; the one the frame read now goes to; several: multi, the
+	 * inner's acknowledgements in order (ga) */
+	uint8_t hdr_due, nsgo, multi;
+	struct moq_ietf_subgroup_hdr sh;
+	struct xs *sgo[IE_SG_OUT_MAX], *cur_o;
+	struct gack *ga;
+	uint32_t nga, cga;
 	uint8_t paused;           /* I_SUB_IN: forward 0, its groups are not sent */
 	uint8_t sink, stop_due;   /* I_GROUP_OUT of a paused subscription: its bytes go
 	                           * nowhere; STOP_SENDING into the inner at the next pump */
@@ -261,6 +298,16 @@ static void xs_free(struct ietf_sess *ie, struct xs *x)
 	for (struct xs *o = ie->streams; o; o = o->next)
 		if (o->peer == x)
 			o->peer = NULL;
+	for (struct xs *o = ie->streams; o; o = o->next)
+		if (o->kind == I_GROUP_OUT) {
+			for (uint32_t k = 0; k < o->nsgo; k++)
+				if (o->sgo[k] == x)
+					o->sgo[k] = NULL;
+			if (o->cur_o == x)
+				o->cur_o = NULL;
+		} else if (o->kind == I_GROUP_IN && o->owner == x) {
+			o->owner = NULL;
+		}
 	while (x->qh) {
 		struct oq *q = x->qh;
 		x->qh = q->next;
@@ -284,6 +331,7 @@ static void xs_free(struct ietf_sess *ie, struct xs *x)
 	if (x->ct)
 		moq_cache_track_unref(x->ct);
 	free(x->pext);
+	free(x->ga);
 	free(x->mk);
 	free(x->rx);
 	free(x->prefix);
@@ -297,7 +345,7 @@ static int rx_append(struct xs *x, const uint8_t *p, size_t n)
 		uint8_t *r;
 		while (cap < x->rx_len + n)
 			cap *= 2;
-		if (cap > 2 * IE_MSG_MAX + 65536)
+		if (cap > (x->kind == X_SG_IN ? IE_SG_RX_MAX : 2 * IE_MSG_MAX + 65536))
 			return MOQ_ERR_TOO_LARGE;
 		r = realloc(x->rx, cap);
 		if (!r)
@@ -545,7 +593,103 @@ static void mark_push(struct ietf_sess *ie, struct xs *o, struct xs *i)
 		o->mk = m;
 		o->cmk = c;
 	}
-	o->mk[o->nmk++] = (struct mark){o->q_end, i->sid, i->in_l};
+	o->mk[o->nmk++] = (struct mark){o->q_end, i->sid, i->in_l, 0};
+}
+
+/* A group on several subgroup streams (@i->multi): the inner's
+ * acknowledgements up to the head entries whose marks all fired. */
+static void ga_pop(struct ietf_sess *ie, struct xs *i)
+{
+	uint32_t k = 0;
+
+	while (k < i->nga && i->ga[k].n == 0)
+		ack_later(ie, i->sid, i->ga[k++].l);
+	if (k) {
+		memmove(i->ga, i->ga + k, (i->nga - k) * sizeof(*i->ga));
+		i->nga -= k;
+	}
+}
+
+static struct gack *ga_push(struct xs *i, uint64_t l)
+{
+	if (i->nga == i->cga) {
+		uint32_t c = i->cga ? i->cga * 2 : 8;
+		struct gack *g = realloc(i->ga, c * sizeof(*g));
+		if (!g)
+			return NULL;
+		i->ga = g;
+		i->cga = c;
+	}
+	i->ga[i->nga] = (struct gack){l, 0};
+	return &i->ga[i->nga++];
+}
+
+static int mark_add(struct xs *o, const struct mark *m)
+{
+	if (o->nmk == o->cmk) {
+		uint32_t c = o->cmk ? o->cmk * 2 : 8;
+		struct mark *n = realloc(o->mk, c * sizeof(*n));
+		if (!n)
+			return -1;
+		o->mk = n;
+		o->cmk = c;
+	}
+	o->mk[o->nmk++] = *m;
+	return 0;
+}
+
+/* The outer streams group @i is sent on: its first (peer) and the others. */
+static struct xs *g_out(struct xs *i, uint32_t k)
+{
+	return k == 0 ? i->peer : i->sgo[k - 1];
+}
+
+/* What group @i wrote so far is acknowledged to the inner once the client
+ * acknowledged what each of its outer streams holds now. */
+static void group_mark(struct ietf_sess *ie, struct xs *i)
+{
+	struct gack *g;
+
+	if (!i->multi) {
+		mark_push(ie, i->peer, i);
+		return;
+	}
+	if (!(g = ga_push(i, i->in_l)))
+		return;
+	for (uint32_t k = 0; k <= i->nsgo; k++) {
+		struct xs *o = g_out(i, k);
+		if (o && !o->reset && o->acked < o->q_end &&
+		    mark_add(o, &(struct mark){o->q_end, i->sid, i->in_l, 1}) == 0)
+			g->n++;
+	}
+	ga_pop(ie, i);
+}
+
+/* A mark of a group on several streams fired. */
+static void ga_fired(struct ietf_sess *ie, int64_t isid, uint64_t l)
+{
+	struct xs *i = xs_find(ie, 1, isid);
+
+	if (!i || i->kind != I_GROUP_OUT)
+		return;
+	for (uint32_t k = 0; k < i->nga; k++)
+		if (i->ga[k].l == l && i->ga[k].n) {
+			i->ga[k].n--;
+			break;
+		}
+	ga_pop(ie, i);
+}
+
+/* Every outer stream of group @i is over: reset, gone, or finished and
+ * acknowledged. */
+static bool group_out_done(const struct xs *i)
+{
+	for (uint32_t k = 0; k <= i->nsgo; k++) {
+		const struct xs *o = k == 0 ? i->peer : i->sgo[k - 1];
+		if (o && !o->reset && !o->gone && !(o->fin_sent && o->acked >= o->q_end))
+			return false;
+	}
+	return true;
 }
 
 /* ---- control messages out ---- */
@@ -1230,20 +1374,29 @@ static int fetch_group(struct ietf_sess *ie, struct xs *o, struct moq_cache_trac
 
 			if (!moq_cache_frame_complete(&f[i]) || f[i].start)
 				continue; /* a frame still arriving: not fetched */
-			if (f[i].index < lo || f[i].index > hi)
-				continue;
 			ob.group = seq;
 			ob.object = f[i].index;
-			ob.priority = 128;
-			ob.payload_len = f[i].size;
 			{
-				const uint8_t *xp;
-				size_t xn;
-				if (moq_cache_frame_ext(g, f[i].index, &xp, &xn) == 0) {
-					ob.has_ext = true;
-					ob.ext = (struct moq_str){(const char *)xp, xn};
+				/* an IETF publisher's location and extension headers
+				 * (objects in the order they came: by object id
+				 * within each subgroup) */
+				struct moq_cache_meta fm;
+				if (moq_cache_frame_meta(g, f[i].index, &fm) == 0) {
+					if (fm.has_loc) {
+						ob.subgroup = fm.subgroup;
+						ob.object = fm.object;
+					}
+					if (fm.ext_len) {
+						ob.has_ext = true;
+						ob.ext = (struct moq_str){(const char *)fm.ext,
+						                          fm.ext_len};
+					}
 				}
 			}
+			if (ob.object < lo || ob.object > hi)
+				continue;
+			ob.priority = 128;
+			ob.payload_len = f[i].size;
 			hn = moq_ietf_fetch_obj_encode_head(hb, sizeof(hb), ie->d,
 			                                    *have_prev ? prev : NULL, &ob);
 			if (hn < 0)
@@ -1804,12 +1957,71 @@ static void req_held(struct ietf_sess *ie)
 
 /* ---- subgroup streams from the client ---- */
 
+/* The lite group stream that the client's subgroup streams of (@alias,
+ * @group) feed, while it is open: one per group, their objects serialised
+ * into it whole. */
+static struct xs *group_in_find(struct ietf_sess *ie, uint64_t alias, uint64_t group)
+{
+	for (struct xs *g = ie->streams; g; g = g->next)
+		if (g->inner && g->kind == I_GROUP_IN && !g->gone && !g->i_in_done &&
+		    g->alias == alias && g->grp == group)
+			return g;
+	return NULL;
+}
+
+/* STOP_SENDING to every subgroup stream that feeds @gi. */
+static void sg_stop_all(struct ietf_sess *ie, struct xs *gi)
+{
+	for (struct xs *s = ie->streams; s; s = s->next)
+		if (!s->inner && s->kind == X_SG_IN && s->peer == gi) {
+			if (ie->shell && ie->shell->tp)
+				tp_stop_sending(ie->shell, s->sid, 0);
+			s->kind = X_IGNORE;
+			s->peer = NULL;
+			s->rx_len = 0;
+		}
+	gi->nsg = 0;
+	gi->owner = NULL;
+}
+
+/* Subgroup stream @x no longer feeds its group: it ended (FIN, END_OF_GROUP)
+ * or was @lost (reset, refused). The group ends when no subgroup stream
+ * feeds it; it is lost with an object cut short, or with its only stream. */
+static void sg_end(struct ietf_sess *ie, struct xs *x, int lost)
+{
+	struct xs *gi = x->peer;
+
+	if (!gi || gi->kind != I_GROUP_IN)
+		return;
+	x->peer = NULL;
+	x->waiting = 0;
+	if (gi->peer == x)
+		gi->peer = NULL;
+	if (gi->nsg)
+		gi->nsg--;
+	if (gi->i_in_done)
+		return;
+	if (gi->owner == x || (lost && gi->nsg == 0)) {
+		gi->owner = NULL;
+		gi->i_in_done = 1;
+		if (ie->inner)
+			moq_binding_stream_reset(ie->inner, gi->sid, MOQ_CODE_CANCEL);
+		sg_stop_all(ie, gi);
+		return;
+	}
+	if (gi->nsg == 0) {
+		gi->i_in_done = 1;
+		in_data(ie, gi->sid, NULL, 0, 1);
+	}
+}
+
 static void sg_in(struct ietf_sess *ie, struct xs *x)
 {
-	while (x->rx_len && !ie->closing && !x->reset) {
+	while (x->rx_len && !ie->closing && !x->reset && x->kind == X_SG_IN) {
+		struct xs *gi = x->peer;
 		if (!x->hdr_done) {
 			int k = moq_ietf_subgroup_hdr_decode(x->rx, x->rx_len, ie->d, &x->h);
-			struct xs *sub, *gi;
+			struct xs *sub;
 			uint8_t hb[32];
 			int hn;
 
@@ -1822,55 +2034,76 @@ static void sg_in(struct ietf_sess *ie, struct xs *x)
 			rx_consume(x, (size_t)k);
 			x->hdr_done = 1;
 			sub = find_kind(ie, I_SUB_OUT, x->h.track_alias, 1);
-			/* lite has one stream per group: subgroup 0 only */
-			if (!sub || !sub->ok_sent || (x->h.sg_mode == 2 && x->h.subgroup != 0)) {
+			if (!sub || !sub->ok_sent) {
 				ie->objects_dropped++;
-				if (sub && sub->ok_sent)
-					ie->n->st.ietf_subgroups_refused++;
 				x->kind = X_IGNORE;
 				if (ie->shell && ie->shell->tp)
 					tp_stop_sending(ie->shell, x->sid, 0);
 				x->rx_len = 0;
 				return;
 			}
-			gi = in_open(ie, 0, I_GROUP_IN);
-			if (!gi)
-				return;
-			gi->peer = x;
+			x->sg_known = x->h.sg_mode != 1; /* 1: the first object's id */
+			x->sgid = x->h.sg_mode == 2 ? x->h.subgroup : 0;
+			x->in_next = 0;
+			gi = group_in_find(ie, x->h.track_alias, x->h.group);
+			if (!gi) {
+				gi = in_open(ie, 0, I_GROUP_IN);
+				if (!gi)
+					return;
+				gi->alias = x->h.track_alias;
+				gi->grp = x->h.group;
+				/* stream type 0x0 and GROUP */
+				hn = moq_group_hdr_encode(hb, sizeof(hb), sub->lite_id, x->h.group);
+				if (hn > 0)
+					in_data(ie, gi->sid, hb, (size_t)hn, 0);
+			}
+			if (!gi->peer)
+				gi->peer = x;
+			gi->nsg++;
 			x->peer = gi;
-			/* stream type 0x0 and GROUP */
-			hn = moq_group_hdr_encode(hb, sizeof(hb), sub->lite_id, x->h.group);
-			if (hn > 0)
-				in_data(ie, gi->sid, hb, (size_t)hn, 0);
 			continue;
 		}
 		if (x->obj_left) {
 			size_t n = x->rx_len < x->obj_left ? x->rx_len : x->obj_left;
-			if (x->peer)
-				in_data(ie, x->peer->sid, x->rx, n, 0);
+			if (gi)
+				in_data(ie, gi->sid, x->rx, n, 0);
 			x->obj_left -= n;
 			rx_consume(x, n);
+			if (!x->obj_left && gi && gi->owner == x)
+				gi->owner = NULL; /* the object is whole in the group */
 			continue;
+		}
+		if (gi && gi->owner && gi->owner != x) {
+			/* another subgroup's object is under way into the group:
+			 * this one's objects wait (sg_wake) */
+			x->waiting = 1;
+			return;
 		}
 		{
 			struct moq_ietf_object o;
 			int k = moq_ietf_object_decode_head(x->rx, x->rx_len, ie->d,
 			                                    x->h.extensions, &o);
 			uint8_t fh[16];
+			uint64_t id;
 			int fn;
 
 			if (k == MOQ_ERR_SHORT)
 				return;
-			if (k < 0) {
+			if (k < 0 || o.id_delta > UINT64_MAX / 4 - x->in_next) {
 				fail_session(ie, IETF_CLOSE_PROTOCOL_VIOLATION);
 				return;
 			}
-			if (x->peer)
-				x->peer->pext_len = 0; /* this object's, or none */
-			if (o.has_ext && o.ext.len && x->peer) {
+			id = x->in_next + o.id_delta;
+			x->in_next = id + 1;
+			if (!x->sg_known) {
+				x->sgid = id;
+				x->sg_known = 1;
+			}
+			if (gi)
+				gi->pext_len = 0; /* this object's, or none */
+			if (o.has_ext && o.ext.len && gi) {
 				/* kept beside the frame: the inner's ingest takes them
 				 * when it reads the frame header below (ie_frame_meta) */
-				struct xs *gi = x->peer;
 				if (o.ext.len > MOQ_CACHE_EXT_MAX) {
 					ie->n->st.ietf_ext_dropped++;
 				} else {
@@ -1887,24 +2120,56 @@ static void sg_in(struct ietf_sess *ie, struct xs *x)
 			}
 			rx_consume(x, (size_t)k);
 			if (o.payload_len == 0 && o.status != IETF_OBJ_NORMAL) {
-				/* end of group / track: the group is complete */
+				/* end of group / track: this subgroup is complete */
 				if (o.status == IETF_OBJ_END_OF_GROUP ||
 				    o.status == IETF_OBJ_END_OF_TRACK) {
-					if (x->peer && !x->peer->i_in_done) {
-						x->peer->i_in_done = 1;
-						in_data(ie, x->peer->sid, NULL, 0, 1);
-					}
+					sg_end(ie, x, 0);
 					x->kind = X_IGNORE;
 					x->rx_len = 0;
 					return;
 				}
 				continue; /* does not exist: no frame */
 			}
+			if (gi) {
+				/* the frame's location, kept when it is not what a
+				 * lone subgroup 0 would give (ie_frame_meta) */
+				gi->ploc = x->sgid != 0 || id != gi->nfr;
+				gi->psg = x->sgid;
+				gi->pobj = id;
+				gi->nfr++;
+			}
 			fn = moq_frame_hdr_encode(fh, sizeof(fh), MOQ_LITE_04, 0, o.payload_len);
-			if (fn > 0 && x->peer)
-				in_data(ie, x->peer->sid, fh, (size_t)fn, 0);
+			if (fn > 0 && gi)
+				in_data(ie, gi->sid, fh, (size_t)fn, 0);
 			x->obj_left = o.payload_len;
+			if (x->obj_left && gi)
+				gi->owner = x;
 		}
+	}
+}
+
+/* @x's bytes so far; its end once they are all in. */
+static void sg_run(struct ietf_sess *ie, struct xs *x)
+{
+	sg_in(ie, x);
+	if (x->kind == X_SG_IN && x->rx_fin && !x->waiting && x->peer)
+		sg_end(ie, x, 0);
+}
+
+/* @gi's object ended: the subgroup streams that wait go on, one object at
+ * a time (each waits again only for another's object under way). */
+static void sg_wake(struct ietf_sess *ie, struct xs *gi)
+{
+	while (gi->kind == I_GROUP_IN && !gi->owner && !gi->i_in_done && !ie->closing) {
+		struct xs *w = NULL;
+		for (struct xs *s = ie->streams; s; s = s->next)
+			if (!s->inner && s->kind == X_SG_IN && s->waiting && s->peer == gi &&
+			    (!w || s->sid < w->sid))
+				w = s;
+		if (!w)
+			return;
+		w->waiting = 0;
+		sg_run(ie, w);
 	}
 }
 
@@ -1959,6 +2224,20 @@ void ietf_stream_data(struct ietf_sess *ie, int64_t sid, const uint8_t *data, si
 	if (x->kind == X_IGNORE)
 		goto out;
 	if (rx_append(x, data, len) < 0) {
+		if (x->kind == X_SG_IN) {
+			/* held too long behind another subgroup's object: this
+			 * subgroup is refused, the session goes on */
+			struct xs *gi = x->peer;
+			ie->n->st.ietf_subgroups_refused++;
+			if (ie->shell && ie->shell->tp)
+				tp_stop_sending(ie->shell, x->sid, 0);
+			sg_end(ie, x, 1);
+			x->kind = X_IGNORE;
+			x->rx_len = 0;
+			if (gi)
+				sg_wake(ie, gi);
+			goto out;
+		}
 		fail_session(ie, IETF_CLOSE_PROTOCOL_VIOLATION);
 		goto out;
 	}
@@ -1988,13 +2267,15 @@ void ietf_stream_data(struct ietf_sess *ie, int64_t sid, const uint8_t *data, si
 			break; /* kept until the SETUP (req_held) */
 		req_in(ie, x);
 		break;
-	case X_SG_IN:
-		sg_in(ie, x);
-		if (x->rx_fin && x->kind == X_SG_IN && x->peer && !x->peer->i_in_done) {
-			x->peer->i_in_done = 1;
-			in_data(ie, x->peer->sid, NULL, 0, 1);
-		}
+	case X_SG_IN: {
+		struct xs *gi = x->peer;
+		sg_run(ie, x);
+		if (!gi)
+			gi = x->peer;
+		if (gi && gi->kind == I_GROUP_IN)
+			sg_wake(ie, gi);
 		break;
+	}
 	default:
 		break;
 	}
@@ -2025,14 +2306,18 @@ void ietf_stream_acked(struct ietf_sess *ie, int64_t sid, uint64_t acked)
 		oq_free(ie, q);
 	}
 	while (k < x->nmk && x->mk[k].r <= x->acked) {
-		ack_later(ie, x->mk[k].isid, x->mk[k].l);
+		if (x->mk[k].via)
+			ga_fired(ie, x->mk[k].isid, x->mk[k].l);
+		else
+			ack_later(ie, x->mk[k].isid, x->mk[k].l);
 		k++;
 	}
 	if (k) {
 		memmove(x->mk, x->mk + k, (x->nmk - k) * sizeof(*x->mk));
 		x->nmk -= k;
 	}
-	if (x->peer && x->peer->i_out_done && x->fin_sent && x->acked >= x->q_end)
+	if (x->peer && x->peer->kind == I_GROUP_OUT && x->peer->i_out_done &&
+	    group_out_done(x->peer))
 		x->peer->closed_due = 1;
 	ie->depth--;
 	pump(ie);
@@ -2052,10 +2337,11 @@ void ietf_stream_reset(struct ietf_sess *ie, int64_t sid, uint64_t code)
 	x->rx_fin = 1;
 	if (x->peer) {
 		struct xs *i = x->peer;
-		if (i->kind == I_GROUP_IN && !i->i_in_done) {
-			i->i_in_done = 1;
-			if (ie->inner)
-				moq_binding_stream_reset(ie->inner, i->sid, MOQ_CODE_CANCEL);
+		if (i->kind == I_GROUP_IN) {
+			/* that subgroup's objects end here; the group goes on
+			 * while another feeds it (sg_end) */
+			sg_end(ie, x, 1);
+			sg_wake(ie, i);
 		} else if (i->kind == I_SUB_IN) {
 			client_unsubscribe(ie, i);
 		} else if (i->is_req == 2) {
@@ -2099,9 +2385,10 @@ void ietf_stream_closed(struct ietf_sess *ie, int64_t sid)
 	x = xs_find(ie, 0, sid);
 	if (!x)
 		return;
-	if (x->peer && x->peer->kind == I_GROUP_OUT)
-		x->peer->closed_due = 1;
 	x->gone = 1;
+	/* (a group on several subgroup streams: once all of them are over) */
+	if (x->peer && x->peer->kind == I_GROUP_OUT && (!x->peer->multi || group_out_done(x->peer)))
+		x->peer->closed_due = 1;
 	pump(ie);
 }
 
@@ -2199,9 +2486,7 @@ static void pump(struct ietf_sess *ie)
 		}
 		switch (x->kind) {
 		case I_GROUP_OUT:
-			done = x->i_out_done &&
-			       (!x->peer || x->peer->reset || x->peer->gone ||
-			        (x->peer->fin_sent && x->peer->acked >= x->peer->q_end));
+			done = x->i_out_done && group_out_done(x);
 			break;
 		case I_GROUP_IN:
 			done = x->i_in_done;
@@ -2361,6 +2646,66 @@ static void relay_subscribe(struct ietf_sess *ie, struct xs *i, const struct moq
 	send_msg_on(ie, on, &m, 0);
 }
 
+/* The subgroup header of group @i's subgroup @sg on @o, whose first object
+ * is @id. */
+static void sg_hdr(struct ietf_sess *ie, struct xs *i, struct xs *o, uint64_t sg, uint64_t id)
+{
+	struct moq_ietf_subgroup_hdr h = i->sh;
+	uint8_t hb[48];
+	int hn;
+
+	h.sg_mode = sg ? 2 : 0;
+	h.subgroup = sg;
+	if (id != 0)
+		h.first_object = false;
+	if (o == i->peer)
+		i->hdr_due = 0;
+	o->sgid = sg;
+	o->next_id = 0;
+	hn = moq_ietf_subgroup_hdr_encode(hb, sizeof(hb), ie->d, &h);
+	if (hn > 0)
+		b_add(ie, o, hb, (size_t)hn, 1);
+}
+
+/* The outer stream that carries subgroup @sg of group @i (object @id is the
+ * next): its first stream, or one opened for it; NULL when none can be. */
+static struct xs *sg_out(struct ietf_sess *ie, struct xs *i, uint64_t sg, uint64_t id)
+{
+	struct xs *o = i->peer;
+
+	if (!o)
+		return NULL;
+	if (i->hdr_due) {
+		sg_hdr(ie, i, o, sg, id);
+		return o;
+	}
+	if (o->sgid == sg)
+		return o;
+	for (uint32_t k = 0; k < i->nsgo; k++)
+		if (i->sgo[k] && i->sgo[k]->sgid == sg)
+			return i->sgo[k];
+	if (i->nsgo == IE_SG_OUT_MAX || !(o = ox_open(ie, 0, X_SG_OUT)))
+		return NULL;
+	o->peer = i;
+	if (!i->multi) {
+		/* the inner's acknowledgements now wait for every stream of
+		 * the group: the marks already on the first go through ga too */
+		struct xs *p = i->peer;
+		for (uint32_t k = 0; k < p->nmk; k++) {
+			struct gack *g;
+			if (p->mk[k].isid != i->sid || p->mk[k].via ||
+			    !(g = ga_push(i, p->mk[k].l)))
+				continue;
+			g->n = 1;
+			p->mk[k].via = 1;
+		}
+		i->multi = 1;
+	}
+	i->sgo[i->nsgo++] = o;
+	sg_hdr(ie, i, o, sg, id);
+	return o;
+}
+
 /* Bytes the inner writes on a stream it opened or we opened. */
 static void inner_bytes(struct ietf_sess *ie, struct xs *x, const uint8_t *p, size_t n)
 {
@@ -2449,36 +2794,61 @@ static void inner_bytes(struct ietf_sess *ie, struct xs *x, const uint8_t *p, si
 				h.first_object = !(x->drop && x->drop_lo == 0);
 				h.track_alias = sub->alias;
 				h.group = ev.group.sequence;
+				x->cur_o = o;
+				if (o) {
+					o->sgid = 0;
+					o->next_id = 0;
+				}
+				if (x->cg) {
+					/* objects may have subgroups of their own: the
+					 * first one's opens this stream (sg_out) */
+					x->sh = h;
+					x->hdr_due = 1;
+					continue;
+				}
 				hn = moq_ietf_subgroup_hdr_encode(hb, sizeof(hb), ie->d, &h);
 				if (hn > 0)
 					b_add(ie, o, hb, (size_t)hn, 1);
 			} else if (ev.type == MOQ_GEV_FRAME) {
 				static uint8_t eb[MOQ_CACHE_EXT_MAX + 48];
 				struct moq_ietf_object ob = {0};
-				uint64_t idx = x->fidx++;
-				x->cur_drop = x->drop && idx >= x->drop_lo && idx <= x->drop_hi;
+				struct moq_cache_meta fm = {0};
+				uint64_t idx = x->fidx++, id = idx, sg = 0;
+				struct xs *so = o;
+				if (x->cg && moq_cache_frame_meta(x->cg, (uint32_t)idx, &fm) == 0 &&
+				    fm.has_loc) {
+					sg = fm.subgroup;
+					id = fm.object;
+				}
+				x->cur_drop = x->drop && id >= x->drop_lo && id <= x->drop_hi;
 				if (x->cur_drop)
 					continue; /* the fill carried it */
-				ob.id_delta = idx - x->next_id;
-				x->next_id = idx + 1;
+				if (x->cg)
+					so = sg_out(ie, x, sg, id);
+				if (!so || id < so->next_id) {
+					/* no stream for its subgroup (no stream credit,
+					 * IE_SG_OUT_MAX), or out of order in it */
+					x->cur_drop = 1;
+					if (x->cg)
+						ie->n->st.ietf_subgroups_refused++;
+					continue;
+				}
+				x->cur_o = so;
+				ob.id_delta = id - so->next_id;
+				so->next_id = id + 1;
 				ob.payload_len = (size_t)ev.frame_size;
-				if (x->cg) {
-					const uint8_t *xp;
-					size_t xn;
-					if (moq_cache_frame_ext(x->cg, (uint32_t)idx, &xp, &xn) ==
-					    0) {
-						ob.has_ext = true;
-						ob.ext = (struct moq_str){(const char *)xp, xn};
-					}
+				if (fm.ext_len) {
+					ob.has_ext = true;
+					ob.ext = (struct moq_str){(const char *)fm.ext, fm.ext_len};
 				}
 				hn = moq_ietf_object_encode_head(eb, sizeof(eb), ie->d,
 				                                 x->cg != NULL, &ob);
 				if (hn > 0)
-					b_add(ie, o, eb, (size_t)hn, 1);
+					b_add(ie, so, eb, (size_t)hn, 1);
 			} else if (ev.type == MOQ_GEV_DATA && ev.data_len && !x->cur_drop) {
 				/* the payload as the inner wrote it (cache memory),
 				 * not copied */
-				b_add(ie, o, ev.data, ev.data_len, 0);
+				b_add(ie, x->cur_o, ev.data, ev.data_len, 0);
 			}
 		}
 		return;
@@ -2640,14 +3010,17 @@ static long ie_write(void *b, int64_t sid, const struct iovec *iov, size_t n, in
 		inner_bytes(ie, x, iov[k].iov_base, iov[k].iov_len);
 		total += iov[k].iov_len;
 	}
+	if (fin && x->kind == I_GROUP_OUT && x->hdr_due && x->peer)
+		sg_hdr(ie, x, x->peer, 0, 0); /* no object: an empty subgroup 0 */
 	b_flush(ie); /* before a FIN, and before the mark below */
 	x->in_l += total;
 	if (fin && !x->i_out_done) {
 		x->i_out_done = 1;
 		switch (x->kind) {
 		case I_GROUP_OUT:
-			if (x->peer)
-				ox_write(ie, x->peer, NULL, 0, 1);
+			for (uint32_t k = 0; k <= x->nsgo; k++)
+				if (g_out(x, k))
+					ox_write(ie, g_out(x, k), NULL, 0, 1);
 			break;
 		case I_SUB_IN:
 			if (!x->done_sent) {
@@ -2680,7 +3053,7 @@ static long ie_write(void *b, int64_t sid, const struct iovec *iov, size_t n, in
 	}
 	/* what became client bytes is acknowledged once the client has them */
 	if (x->kind == I_GROUP_OUT)
-		mark_push(ie, x->peer, x);
+		group_mark(ie, x);
 	else
 		ack_later(ie, x->sid, x->in_l);
 	ie->depth--;
@@ -2700,11 +3073,12 @@ static int ie_reset(void *b, int64_t sid, uint64_t code)
 	case I_GROUP_OUT:
 		/* the inner frees what the outer stream references: reset it even
 		 * after its FIN unless the client has it all */
-		if (x->peer && x->peer->fin_sent && x->peer->acked < x->peer->q_end &&
-		    !x->peer->reset) {
-			x->peer->fin_sent = 0;
+		for (uint32_t k = 0; k <= x->nsgo; k++) {
+			struct xs *o = g_out(x, k);
+			if (o && o->fin_sent && o->acked < o->q_end && !o->reset)
+				o->fin_sent = 0;
+			ox_reset(ie, o, code);
 		}
-		ox_reset(ie, x->peer, code);
 		x->closed_due = 1;
 		break;
 	case I_SUB_IN:
@@ -2757,9 +3131,8 @@ static int ie_stop(void *b, int64_t sid, uint64_t code)
 
 	(void)code;
 	/* the relay cancels a group the client publishes */
-	if (x && x->kind == I_GROUP_IN && x->peer && ie->shell && ie->shell->tp) {
-		tp_stop_sending(ie->shell, x->peer->sid, 0);
-		x->peer->kind = X_IGNORE;
+	if (x && x->kind == I_GROUP_IN && !x->i_in_done) {
+		sg_stop_all(ie, x);
 		x->i_in_done = 1;
 	}
 	return 0;
@@ -2995,6 +3368,12 @@ static void ie_frame_meta(void *b, int64_t sid, struct moq_cache_meta *m)
 		m->ext = x->pext;
 		m->ext_len = x->pext_len;
 		x->pext_len = 0; /* this frame's only */
+	}
+	if (x->ploc) {
+		m->has_loc = true;
+		m->subgroup = x->psg;
+		m->object = x->pobj;
+		x->ploc = 0;
 	}
 }
 

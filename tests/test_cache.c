@@ -178,6 +178,89 @@ START_TEST(frame_extensions)
 }
 END_TEST
 
+/* An IETF object's location beside the frame (moq_cache_frame_begin_meta):
+ * kept for frames that have one, with or without extension headers;
+ * frame_ext sees only the headers; a frame with neither has nothing; the
+ * track is marked; payload readers see the frames in arrival order. */
+START_TEST(frame_locations)
+{
+	struct moq_cache_track *t;
+	struct moq_cache_group *g;
+	struct moq_cache_cursor cur = {0};
+	struct moq_cache_meta m;
+	const uint8_t *xp;
+	size_t xn;
+	int n = 0;
+
+	mk(0);
+	t = mktrack("live/x", "video", 0, 0);
+	g = mkgroup(t, 0, 0);
+	/* a frame with nothing beside it is frame_begin: the track is not marked */
+	ck_assert_int_eq(moq_cache_frame_begin_meta(g, 0, 1, &(struct moq_cache_meta){0}), 1);
+	ck_assert_int_eq(moq_cache_frame_append(g, "a", 1), 0);
+	ck_assert(!moq_cache_track_has_ext(t));
+	ck_assert_int_eq(moq_cache_frame_meta(g, 0, &m), MOQ_ERR_NOTFOUND);
+	/* frame 1: subgroup 1, object 7, no headers; frame 2: headers and
+	 * subgroup 0 object 9; 20 more past the array's first 16 */
+	ck_assert_int_eq(
+	        moq_cache_frame_begin_meta(
+	                g, 1, 1,
+	                &(struct moq_cache_meta){.has_loc = true, .subgroup = 1, .object = 7}),
+	        1);
+	ck_assert_int_eq(moq_cache_frame_append(g, "b", 1), 0);
+	ck_assert(moq_cache_track_has_ext(t));
+	ck_assert_int_eq(moq_cache_frame_begin_meta(
+	                         g, 2, 1,
+	                         &(struct moq_cache_meta){.ext = (const uint8_t *)"\x02\x05",
+	                                                  .ext_len = 2,
+	                                                  .has_loc = true,
+	                                                  .object = 9}),
+	                 1);
+	ck_assert_int_eq(moq_cache_frame_append(g, "c", 1), 0);
+	for (uint64_t i = 3; i < 23; i++) {
+		struct moq_cache_meta w = {.has_loc = true, .subgroup = i % 2, .object = 10 + i};
+		ck_assert_int_eq(moq_cache_frame_begin_meta(g, (int64_t)i, 1, &w), 1);
+		ck_assert_int_eq(moq_cache_frame_append(g, "d", 1), 0);
+	}
+	ck_assert_int_eq(moq_cache_frame_meta(g, 1, &m), 0);
+	ck_assert(m.has_loc);
+	ck_assert_uint_eq(m.subgroup, 1);
+	ck_assert_uint_eq(m.object, 7);
+	ck_assert_uint_eq(m.ext_len, 0);
+	ck_assert_int_eq(moq_cache_frame_ext(g, 1, &xp, &xn), MOQ_ERR_NOTFOUND);
+	ck_assert_int_eq(moq_cache_frame_meta(g, 2, &m), 0);
+	ck_assert(m.has_loc);
+	ck_assert_uint_eq(m.subgroup, 0);
+	ck_assert_uint_eq(m.object, 9);
+	ck_assert_uint_eq(m.ext_len, 2);
+	ck_assert_int_eq(memcmp(m.ext, "\x02\x05", 2), 0);
+	ck_assert_int_eq(moq_cache_frame_ext(g, 2, &xp, &xn), 0);
+	ck_assert_uint_eq(xn, 2);
+	for (uint32_t i = 3; i < 23; i++) {
+		ck_assert_int_eq(moq_cache_frame_meta(g, i, &m), 0);
+		ck_assert_uint_eq(m.subgroup, i % 2);
+		ck_assert_uint_eq(m.object, 10 + i);
+	}
+	ck_assert_int_eq(moq_cache_frame_meta(g, 23, &m), MOQ_ERR_NOTFOUND);
+	for (;;) {
+		struct moq_cache_frame f[8];
+		int k = moq_cache_read_frames(g, &cur, f, 8);
+		if (k <= 0)
+			break;
+		for (int i = 0; i < k; i++, n++)
+			ck_assert_int_eq(f[i].data[0], n == 0   ? 'a'
+			                               : n == 1 ? 'b'
+			                               : n == 2 ? 'c'
+			                                        : 'd');
+	}
+	ck_assert_int_eq(n, 23);
+	ck_assert_int_eq(moq_cache_group_finish(g), 0);
+	moq_cache_group_unref(g);
+	moq_cache_track_unref(t);
+	teardown_all();
+}
+END_TEST
+
 START_TEST(small_frames_exact_fit)
 {
 	struct moq_cache_track *t;
@@ -1853,6 +1936,7 @@ Suite *cache_suite(void)
 
 	tcase_add_test(tc, small_frames_exact_fit);
 	tcase_add_test(tc, frame_extensions);
+	tcase_add_test(tc, frame_locations);
 	tcase_add_test(tc, late_skipped_group);
 	tcase_add_test(tc, track_gaps);
 	tcase_add_test(tc, large_frame_in_group_blocks);

@@ -48,6 +48,9 @@ struct client {
 	uint64_t next_send;
 	int groups_ok, objs_ok, errors;
 	int sg_streams;          /* subgroup streams whose header came */
+	int sg1_ok;              /* pub_ext: subgroup 1 streams complete */
+	int sg_step;             /* pub_ext: the step of the group being sent */
+	int64_t sg0_sid;         /* ... its subgroup 0 stream */
 	int dg_ok, dg_stream_ok; /* groups verified as datagrams / (too large) on streams */
 	uint32_t dg_seen;        /* a bit a group */
 	int fetch_ok, fetch_objs, fetch_done, fetch_first_group;
@@ -91,7 +94,10 @@ static const char *setup_path = "/";
 static char setup_tok[2048];
 static int ns_alice;
 /* The publisher's objects carry an extension header (a timestamp-like
- * even-type pair) and group 0 gets a second subgroup (1) stream */
+ * even-type pair) and each group is two subgroups: 0 with objects 0 and 2,
+ * 1 with object 1, sent in three steps 5 ms apart: subgroup 0's header and
+ * half of object 0; subgroup 1 whole (its object waits for object 0's
+ * end at the relay); the rest of subgroup 0 */
 static int pub_ext;
 /* OBJECT datagrams: the publisher sends each group as one datagram (object
  * 0, DG_LEN(g) bytes of 'a' + g), the relay's endpoint and the clients'
@@ -376,6 +382,62 @@ static void send_dgram_group(struct client *cl)
 	cl->groups_sent++;
 }
 
+/* pub_ext: object @id of group @g with its extension header (delta
+ * @delta) into @b at @n: its head and the first @part bytes of its payload
+ * (-1: all), or (@part -2) only the rest after 5 bytes. */
+static int sg_obj(struct client *cl, uint8_t *b, int n, int g, int id, uint64_t delta, int part)
+{
+	struct moq_ietf_object ob = {0};
+	int want = g * OBJS + id, len = 10 + want, from = part == -2 ? 5 : 0;
+	int to = part >= 0 ? part : len;
+
+	if (part != -2) {
+		ob.id_delta = delta;
+		ob.payload_len = (size_t)len;
+		ob.has_ext = true;
+		ob.ext = (struct moq_str){"\x02\x05", 2};
+		n += moq_ietf_object_encode_head(b + n, 256 - (size_t)n, cl->d, true, &ob);
+	}
+	memset(b + n, 'A' + want, (size_t)(to - from));
+	return n + to - from;
+}
+
+static void send_sg_step(struct client *cl, const struct moq_ietf_subgroup_hdr *h0)
+{
+	struct moq_ietf_subgroup_hdr h = *h0;
+	int g = cl->groups_sent;
+	uint8_t b[256];
+	int64_t sid;
+	int n;
+
+	switch (cl->sg_step) {
+	case 0: /* subgroup 0: header, half of object 0 */
+		ck_assert_int_eq(moq_quic_stream_open(cl->c, 0, &cl->sg0_sid), 0);
+		n = moq_ietf_subgroup_hdr_encode(b, sizeof(b), cl->d, &h);
+		n = sg_obj(cl, b, n, g, 0, 0, 5);
+		wr(cl, cl->sg0_sid, b, (size_t)n, 0);
+		cl->sg_step = 1;
+		break;
+	case 1: /* subgroup 1 (explicit): object 1, FIN */
+		h.sg_mode = 2;
+		h.subgroup = 1;
+		h.first_object = false;
+		ck_assert_int_eq(moq_quic_stream_open(cl->c, 0, &sid), 0);
+		n = moq_ietf_subgroup_hdr_encode(b, sizeof(b), cl->d, &h);
+		n = sg_obj(cl, b, n, g, 1, 1, -1);
+		wr(cl, sid, b, (size_t)n, 1);
+		cl->sg_step = 2;
+		break;
+	default: /* the rest of object 0, object 2 (delta 1), FIN */
+		n = sg_obj(cl, b, 0, g, 0, 0, -2);
+		n = sg_obj(cl, b, n, g, 2, 1, -1);
+		wr(cl, cl->sg0_sid, b, (size_t)n, 1);
+		cl->sg_step = 0;
+		cl->groups_sent++;
+		break;
+	}
+}
+
 static void send_group(struct client *cl)
 {
 	if (dgram_mode) {
@@ -395,21 +457,6 @@ static void send_group(struct client *cl)
 		h.track_alias = cl->alias;
 		h.group = (uint64_t)g;
 		h.extensions = pub_ext != 0;
-		if (pub_ext && g == 0) {
-			/* subgroup 1 of group 0: one object the relay cannot keep */
-			struct moq_ietf_subgroup_hdr h1 = h;
-			struct moq_ietf_object ob = {0};
-			h1.sg_mode = 2;
-			h1.subgroup = 1;
-			h1.extensions = false;
-			ck_assert_int_eq(moq_quic_stream_open(cl->c, 0, &sid), 0);
-			n = moq_ietf_subgroup_hdr_encode(b, sizeof(b), cl->d, &h1);
-			ob.payload_len = 4;
-			n += moq_ietf_object_encode_head(b + n, sizeof(b) - (size_t)n, cl->d, false,
-			                                 &ob);
-			memcpy(b + n, "sub1", 4);
-			wr(cl, sid, b, (size_t)n + 4, 1);
-		}
 		if (pub_split && cl->half_sid >= 0) {
 			/* the rest of the half-sent group */
 			struct moq_ietf_object ob = {0};
@@ -420,6 +467,10 @@ static void send_group(struct client *cl)
 			wr(cl, cl->half_sid, b, (size_t)n, 1);
 			cl->half_sid = -1;
 			cl->groups_sent++;
+			return;
+		}
+		if (pub_ext) {
+			send_sg_step(cl, &h);
 			return;
 		}
 		ck_assert_int_eq(moq_quic_stream_open(cl->c, 0, &sid), 0);
@@ -660,11 +711,15 @@ static void on_subgroup(struct client *cl, struct cstream *s)
 				s->len = 0;
 				return;
 			}
-			/* only a stream the fill began lawfully skips ids */
-			if (ob.id_delta != 0 && !fill_mode)
+			/* only a stream the fill began, or a subgroup of some of
+			 * the objects (pub_ext), lawfully skips ids */
+			if (ob.id_delta != 0 && !fill_mode && !pub_ext)
 				cl->errors++;
 			id = s->next_obj + ob.id_delta;
 			s->next_obj = id + 1;
+			/* pub_ext: even objects on subgroup 0, odd ones on 1 */
+			if (pub_ext && (id & 1) != (s->h.sg_mode == 2 ? s->h.subgroup : 0))
+				cl->errors++;
 			want = (int)(s->group * OBJS + id);
 			seen_obj(cl, s->group, id);
 			if (ob.payload_len != (size_t)(10 + want))
@@ -681,7 +736,12 @@ static void on_subgroup(struct client *cl, struct cstream *s)
 			cl->objs_ok++;
 		}
 	}
-	if (s->fin && s->len == 0 && s->next_obj == OBJS) {
+	if (pub_ext && s->fin && s->len == 0 && s->h.sg_mode == 2 && s->h.subgroup == 1 &&
+	    s->next_obj == 2 && s->hdr == 1) {
+		cl->sg1_ok++;
+		s->hdr = 2;
+	}
+	if (s->fin && s->len == 0 && s->next_obj == OBJS && s->hdr == 1) {
 		cl->groups_ok++;
 		s->objs = 0;
 		s->hdr = 2; /* done */
@@ -724,7 +784,8 @@ static void on_fetch_stream(struct client *cl, struct cstream *s)
 		if (fill_mode)
 			seen_obj(cl, ob.group, ob.object);
 		if (pub_ext &&
-		    (!ob.has_ext || ob.ext.len != 2 || memcmp(ob.ext.p, "\x02\x05", 2) != 0))
+		    (!ob.has_ext || ob.ext.len != 2 || memcmp(ob.ext.p, "\x02\x05", 2) != 0 ||
+		     ob.subgroup != (ob.object & 1)))
 			cl->errors++;
 		want = (int)(ob.group * OBJS + ob.object);
 		if (ob.payload_len != (size_t)(10 + want))
@@ -899,7 +960,7 @@ static int t_until(int (*pred)(void), uint64_t max)
 		if (T.pub.sending && T.pub.groups_sent < GROUPS &&
 		    T.pub.groups_sent != pub_hold_at && now() >= T.pub.next_send) {
 			send_group(&T.pub);
-			T.pub.next_send = now() + (pub_split ? 25 : 50) * MS;
+			T.pub.next_send = now() + (pub_split ? 25 : T.pub.sg_step ? 5 : 50) * MS;
 		}
 		if (fill_mode && T.extra.ready && !T.extra.subscribed && T.pub.half_sid >= 0 &&
 		    T.pub.groups_sent >= 1 && now() - T.pub.half_at >= 10 * MS) {
@@ -1238,11 +1299,13 @@ START_TEST(auth_token_d20)
 }
 END_TEST
 
-/* Extension headers from an IETF publisher are kept in the cache beside
- * each frame (ietf_ext_kept) and reach IETF subscribers on every object,
- * live and fetched, byte for byte; a subgroup other than 0 is refused
- * (STOP_SENDING) and counted (ietf_subgroups_refused) while subgroup 0 of
- * the same group is delivered. */
+/* Extension headers and subgroups from an IETF publisher are kept in the
+ * cache beside each frame (ietf_ext_kept; the object's subgroup and id) and
+ * reach IETF subscribers on every object, live and fetched, byte for byte:
+ * each group's subgroups 0 (objects 0, 2) and 1 (object 1, sent while
+ * object 0 is half sent: serialised behind it into the one lite group) on
+ * two subgroup streams, each object once with its id, nothing refused. The
+ * lite group carries the three objects as frames (frames_in). */
 static void run_ext(int d)
 {
 	struct moq_node_stats st;
@@ -1257,9 +1320,13 @@ static void run_ext(int d)
 	ck_assert_int_eq(T.sub.objs_ok, GROUPS * OBJS);
 	ck_assert_int_eq(T.sub.errors, 0);
 	moq_node_stats(T.relay, &st);
+	ck_assert_int_eq(T.sub.sg1_ok, GROUPS);
+	for (int i = 0; i < GROUPS * OBJS; i++)
+		ck_assert_int_eq(T.sub.seen[i], 1);
 	ck_assert_uint_eq(st.ietf_ext_kept, GROUPS * OBJS);
 	ck_assert_uint_eq(st.ietf_ext_dropped, 0);
-	ck_assert_uint_eq(st.ietf_subgroups_refused, 1);
+	ck_assert_uint_eq(st.ietf_subgroups_refused, 0);
+	ck_assert_uint_eq(st.frames_in, GROUPS * OBJS);
 	/* a FETCH of group 1 from the cache carries them too */
 	{
 		send_fetch(&T.sub, 2, 1, 1);
