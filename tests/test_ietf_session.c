@@ -99,6 +99,9 @@ static int ns_alice;
  * half of object 0; subgroup 1 whole (its object waits for object 0's
  * end at the relay); the rest of subgroup 0 */
 static int pub_ext;
+/* pub_ext: group 1's subgroup 0 stream is reset with object 0 half sent
+ * (subgroup 1's object waiting behind it at the relay) */
+static int sg_reset;
 /* OBJECT datagrams: the publisher sends each group as one datagram (object
  * 0, DG_LEN(g) bytes of 'a' + g), the relay's endpoint and the clients'
  * negotiate them (the clients' max_datagram_frame_size: dgram_max), and a
@@ -429,6 +432,12 @@ static void send_sg_step(struct client *cl, const struct moq_ietf_subgroup_hdr *
 		cl->sg_step = 2;
 		break;
 	default: /* the rest of object 0, object 2 (delta 1), FIN */
+		if (sg_reset && g == 1) {
+			ck_assert_int_eq(moq_quic_stream_reset(cl->c, cl->sg0_sid, 0), 0);
+			cl->sg_step = 0;
+			cl->groups_sent++;
+			break;
+		}
 		n = sg_obj(cl, b, 0, g, 0, 0, -2);
 		n = sg_obj(cl, b, n, g, 2, 1, -1);
 		wr(cl, cl->sg0_sid, b, (size_t)n, 1);
@@ -1429,6 +1438,38 @@ START_TEST(fill_range_refused_d20)
 }
 END_TEST
 
+/* A subgroup stream reset with its object half sent: the relay's lite
+ * group is reset (a frame cannot be cut short), the subgroup waiting behind
+ * it is stopped, and only that group is lost; the groups after it arrive
+ * whole and no session closes. */
+static int s_three(void)
+{
+	return T.sub.groups_ok >= GROUPS - 1 || T.sub.errors;
+}
+
+START_TEST(subgroup_reset_mid_object)
+{
+	pub_ext = 1;
+	sg_reset = 1;
+	t_init(20);
+	t_connect(&T.pub, 20, 1, 20001);
+	ck_assert_msg(t_until(p_announced, 3000 * MS), "PUBLISH_NAMESPACE");
+	t_connect(&T.sub, 20, 0, 20002);
+	ck_assert_msg(t_until(s_three, 5000 * MS), "subscriber got %d groups (%d errors)",
+	              T.sub.groups_ok, T.sub.errors);
+	t_until(s_groups, 200 * MS); /* (nothing more comes) */
+	ck_assert_int_eq(T.sub.errors, 0);
+	ck_assert_int_eq(T.sub.groups_ok, GROUPS - 1);
+	ck_assert_int_eq(T.sub.sg1_ok, GROUPS - 1);
+	for (int g = 0; g < GROUPS; g++)
+		for (int o = 0; o < OBJS; o++)
+			ck_assert_int_eq(T.sub.seen[g * OBJS + o], g == 1 ? 0 : 1);
+	ck_assert(!T.pub.closed && !T.sub.closed);
+	t_fini();
+	pub_ext = sg_reset = 0;
+}
+END_TEST
+
 START_TEST(ext_subgroup_d16)
 {
 	run_ext(16);
@@ -1799,6 +1840,7 @@ Suite *ietf_session_suite(void)
 	tcase_add_test(tc, auth_token_d20);
 	tcase_add_test(tc, ext_subgroup_d16);
 	tcase_add_test(tc, ext_subgroup_d20);
+	tcase_add_test(tc, subgroup_reset_mid_object);
 	tcase_add_test(tc, datagrams);
 	tcase_add_test(tc, datagrams_before_subscribe_ok);
 	tcase_add_test(tc, publish);
