@@ -3356,6 +3356,18 @@ static int ie_dgram_send(void *b, const uint8_t *hdr, size_t hdrlen, const struc
 	                : MOQ_ERR_STATE;
 }
 
+/* The inner accepted the client's SUBSCRIBE (subscribe.c): the IETF client
+ * on raw QUIC may move to the fast path once quiet, when the relay accepts
+ * it as it does a moq-lite subscriber's, not only at the SUBSCRIBE_OK (which
+ * waits for the track: its first objects would go through ngtcp2). */
+static void ie_allow_handoff(void *b)
+{
+	struct ietf_sess *ie = b;
+
+	if (ie->shell && ie->shell->conn)
+		(void)moq_quic_conn_allow_handoff(ie->shell->conn);
+}
+
 static void ie_frame_meta(void *b, int64_t sid, struct moq_cache_meta *m)
 {
 	struct ietf_sess *ie = b;
@@ -3379,6 +3391,7 @@ static void ie_frame_meta(void *b, int64_t sid, struct moq_cache_meta *m)
 
 static const struct moq_binding_ops ie_ops = {
         .frame_meta = ie_frame_meta,
+        .allow_handoff = ie_allow_handoff,
         .dgram_send = ie_dgram_send,
         .stream_open = ie_open,
         .stream_write = ie_write,

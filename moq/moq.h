@@ -471,6 +471,13 @@ struct moq_binding_ops {
 	 * call), zeroed for nothing. NULL: frames carry nothing (every moq-lite
 	 * binding). */
 	void (*frame_meta)(void *b, int64_t sid, struct moq_cache_meta *m);
+	/* The session accepted a subscriber's SUBSCRIBE (its set-up is done and
+	 * it mostly receives): a binding that carries it over a QUIC
+	 * connection of its own may let that connection move to the fast path
+	 * (moq_quic_conn_allow_handoff), as subscribe.c does for raw QUIC
+	 * sessions. NULL: nothing to do (the binding decides elsewhere:
+	 * WebTransport at its CONNECT). */
+	void (*allow_handoff)(void *b);
 };
 
 /* moq_binding_datagram: a datagram's payload for session @s (the binding's

@@ -219,6 +219,8 @@ void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_su
 	 * to its fast path once quiet (quic.h; same calls either way) */
 	if (s->conn != NULL)
 		(void)moq_quic_conn_allow_handoff(s->conn);
+	else if (s->bops && s->bops->allow_handoff)
+		s->bops->allow_handoff(s->tp);
 	d->next = s->dsubs;
 	s->dsubs = d;
 	s->ndsubs++;
