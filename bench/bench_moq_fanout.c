@@ -44,8 +44,11 @@
  * and encryption: all the relay does), and
  * prints the instructions per payload byte the relay queued (bytes_out),
  * split by the source folder of each function (exclusive costs; inlined
- * code counts where its source is). The ramp (handshakes, subscriptions) is
- * run uninstrumented when valgrind/callgrind.h is available.
+ * code counts where its source is). The ramp (handshakes, subscriptions
+ * and, with --fastpath, every subscriber's handoff: a connection's one-off
+ * costs) is run uninstrumented when valgrind/callgrind.h is available; with
+ * --fastpath the run fails when a subscriber is not on the fast path before
+ * the first group.
  *
  * Without --callgrind it also prints the heap a group stream costs (issue
  * 23, item 4; moq_heapacct.h kinds): at the sample with the most group
@@ -364,9 +367,14 @@ static int ramp_end(void)
 		if (B.fastpath && qs.fastpath_conns >= (uint64_t)B.nsubs)
 			break;
 	}
-	if (B.fastpath && qs.fastpath_conns < (uint64_t)B.nsubs)
+	if (B.fastpath && qs.fastpath_conns < (uint64_t)B.nsubs) {
+		/* a subscriber set up and subscribed, with nothing in flight,
+		 * is handed off (quic/handoff.c): one that is not would send
+		 * the first groups through ngtcp2 */
 		fprintf(stderr, "ramp: %" PRIu64 " of %d subscribers on the fast path\n",
 		        qs.fastpath_conns, B.nsubs);
+		return -4;
+	}
 	return 0;
 }
 

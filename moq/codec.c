@@ -683,14 +683,6 @@ int moq_frame_hdr_encode(uint8_t *buf, size_t cap, enum moq_version v, int64_t t
 
 /* ---- incremental group stream parser ---- */
 
-enum {
-	GRX_HEADER = 0, /* collecting the GROUP message in scratch */
-	GRX_TS,         /* collecting the timestamp varint (lite-05) */
-	GRX_SIZE,       /* collecting the size varint */
-	GRX_PAYLOAD,    /* handing out payload */
-	GRX_DEAD,
-};
-
 void moq_group_rx_init(struct moq_group_rx *rx, enum moq_version v, bool with_header)
 {
 	memset(rx, 0, sizeof(*rx));

@@ -416,6 +416,69 @@ void moq_group_rx_init(struct moq_group_rx *rx, enum moq_version v, bool with_he
 int moq_group_rx_next(struct moq_group_rx *rx, const uint8_t *buf, size_t len,
                       struct moq_group_ev *ev);
 
+/* moq_group_rx states (struct moq_group_rx's state) */
+enum {
+	GRX_HEADER = 0, /* collecting the GROUP message in scratch */
+	GRX_TS,         /* collecting the timestamp varint (lite-05) */
+	GRX_SIZE,       /* collecting the size varint */
+	GRX_PAYLOAD,    /* handing out payload */
+	GRX_DEAD,
+};
+
+/*
+ * moq_group_rx_piece: the common case of moq_group_rx_next, inline, for a
+ * writer that hands over whole pieces (moq/fanout.c: a frame's header, then
+ * its payload in pieces): @buf is exactly one frame's size varint (moq-lite
+ * 03/04; returns 1, *@size set, the parser at its payload) or bytes all
+ * inside the current frame's payload (returns 2). 0: anything else, nothing
+ * consumed (moq_group_rx_next takes it).
+ */
+static inline int moq_group_rx_piece(struct moq_group_rx *rx, const uint8_t *buf, size_t len,
+                                     uint64_t *size)
+{
+	uint64_t v;
+
+	if (len == 0 || rx->scratch_len || rx->version >= MOQ_LITE_05)
+		return 0;
+	if (rx->state == GRX_PAYLOAD) {
+		if (len > rx->frame_left)
+			return 0;
+		rx->frame_left -= len;
+		if (rx->frame_left == 0)
+			rx->state = GRX_SIZE;
+		return 2;
+	}
+	if (rx->state != GRX_SIZE)
+		return 0;
+	switch (len) { /* RFC 9000, 16: the two top bits give the length */
+	case 1:
+		if (buf[0] >> 6)
+			return 0;
+		v = buf[0];
+		break;
+	case 2:
+		if ((buf[0] >> 6) != 1)
+			return 0;
+		v = (uint64_t)(buf[0] & 0x3f) << 8 | buf[1];
+		break;
+	case 4:
+		if ((buf[0] >> 6) != 2)
+			return 0;
+		v = (uint64_t)(buf[0] & 0x3f) << 24 | (uint64_t)buf[1] << 16 |
+		    (uint64_t)buf[2] << 8 | buf[3];
+		break;
+	default:
+		return 0;
+	}
+	if (v > MOQ_FRAME_MAX)
+		return 0;
+	rx->frames++;
+	rx->frame_left = v;
+	rx->state = v ? GRX_PAYLOAD : GRX_SIZE;
+	*size = v;
+	return 1;
+}
+
 /*
  * moq_group_rx_fin: the stream finished. Returns 0 when it ended at a frame
  * boundary after its header, MOQ_ERR_DECODE otherwise.

@@ -88,6 +88,7 @@ struct early_dg {
 
 #define OQ_MIN_CAP  240 /* a copy entry's room: several object headers */
 #define OQ_POOL_MAX 256 /* spare reference entries kept per session */
+#define XS_POOL_MAX 32  /* spare stream records (a group's two each) */
 
 struct mark {
 	uint64_t r; /* outer offset */
@@ -217,9 +218,17 @@ struct ietf_sess {
 	char *url;
 	size_t url_len;
 	uint8_t started, dead, closing;
+	/* pump walks the stream records only when something may be due: set
+	 * by every input but the hot two (an acknowledgement, the inner's
+	 * group bytes), which set it when they change more than bytes */
+	uint8_t scan;
 	uint64_t close_code;
 	int depth;
 	struct xs *streams;
+	/* spare records, each with its mark array and one ARENA_MIN arena
+	 * kept (xs_new / xs_free: no malloc per group) */
+	struct xs *xpool;
+	uint32_t nxpool;
 	int64_t control_sid;
 	int64_t next_ibidi, next_iuni; /* our streams on the inner (client-side ids) */
 	int64_t next_obidi, next_ouni; /* inner-opened ids */
@@ -230,7 +239,7 @@ struct ietf_sess {
 	uint64_t objects_dropped;
 	struct oq *qpool; /* spare reference entries */
 	uint32_t nqpool;
-	struct xs *hit; /* the record xs_find found last */
+	struct xs *hit[2]; /* the records xs_find found last, outer and inner */
 	/* a subgroup stream opened for a group that a paused subscription's
 	 * (forward 0) turned out to be, nothing written: the next group's */
 	struct xs *spare_sg;
@@ -241,6 +250,7 @@ struct ietf_sess {
 	struct xs *bo;
 	struct iovec bv[BATCH_MAX];
 	uint32_t bn;
+	size_t btotal; /* the bytes of bv[0 .. bn) */
 };
 
 static const struct moq_binding_ops ie_ops;
@@ -249,25 +259,36 @@ static const struct moq_binding_ops ie_ops;
 
 static struct xs *xs_find(struct ietf_sess *ie, int inner, int64_t sid)
 {
-	struct xs *h = ie->hit;
+	struct xs *h = ie->hit[inner != 0];
 
 	if (h && h->inner == inner && h->sid == sid && !h->gone)
 		return h;
 	for (struct xs *x = ie->streams; x; x = x->next)
 		if (x->inner == inner && x->sid == sid && !x->gone)
-			return ie->hit = x;
+			return ie->hit[inner != 0] = x;
 	return NULL;
 }
 
 static struct xs *xs_new(struct ietf_sess *ie, int inner, int64_t sid, uint8_t kind)
 {
-	struct xs *x = calloc(1, sizeof(*x));
+	struct xs *x = ie->xpool;
 
-	if (!x)
+	if (x) {
+		struct mark *mk = x->mk;
+		struct arena *ar = x->ar;
+		uint32_t cmk = x->cmk;
+		ie->xpool = x->next;
+		ie->nxpool--;
+		memset(x, 0, sizeof(*x));
+		x->mk = mk;
+		x->cmk = cmk;
+		x->ar = ar;
+	} else if (!(x = calloc(1, sizeof(*x)))) {
 		return NULL;
+	}
 	x->inner = (uint8_t)inner;
 	x->sid = sid;
-	x->kind = kind;
+	x->kind = kind; /* (nothing of a new record is due: no scan) */
 	x->next = ie->streams;
 	ie->streams = x;
 	return x;
@@ -313,18 +334,25 @@ static void xs_free(struct ietf_sess *ie, struct xs *x)
 		x->qh = q->next;
 		oq_free(ie, q);
 	}
-	while (x->ar) {
+	while (x->ar && (x->ar->next || x->ar->cap != ARENA_MIN || ie->nxpool >= XS_POOL_MAX)) {
 		struct arena *a = x->ar;
 		x->ar = a->next;
 		free(a);
 	}
-	if (ie->hit == x)
-		ie->hit = NULL;
+	if (x->ar) {
+		x->ar->len = 0; /* kept with the record */
+		x->ar->next = NULL;
+	}
+	if (ie->hit[0] == x)
+		ie->hit[0] = NULL;
+	if (ie->hit[1] == x)
+		ie->hit[1] = NULL;
 	if (ie->spare_sg == x)
 		ie->spare_sg = NULL;
 	if (ie->bo == x) {
 		ie->bo = NULL;
 		ie->bn = 0;
+		ie->btotal = 0;
 	}
 	if (x->cg)
 		moq_cache_group_unref(x->cg);
@@ -332,9 +360,16 @@ static void xs_free(struct ietf_sess *ie, struct xs *x)
 		moq_cache_track_unref(x->ct);
 	free(x->pext);
 	free(x->ga);
-	free(x->mk);
 	free(x->rx);
 	free(x->prefix);
+	if (ie->nxpool < XS_POOL_MAX) {
+		x->next = ie->xpool;
+		ie->xpool = x;
+		ie->nxpool++;
+		return;
+	}
+	free(x->ar);
+	free(x->mk);
 	free(x);
 }
 
@@ -467,14 +502,13 @@ static void ox_reset(struct ietf_sess *ie, struct xs *x, uint64_t code);
 static void b_flush(struct ietf_sess *ie)
 {
 	struct xs *o = ie->bo;
-	size_t total = 0, w = 0;
+	size_t total = ie->btotal, w = 0;
 	uint32_t n = ie->bn;
 
 	ie->bn = 0;
+	ie->btotal = 0;
 	if (!o || !n)
 		return;
-	for (uint32_t k = 0; k < n; k++)
-		total += ie->bv[k].iov_len;
 	if (o->reset || o->fin_q)
 		return;
 	if (o->sent == o->q_end && ie->shell && ie->shell->tp) {
@@ -545,6 +579,7 @@ static void b_add(struct ietf_sess *ie, struct xs *o, const uint8_t *p, size_t n
 		a->len += (uint32_t)n;
 		p = d;
 	}
+	ie->btotal += n;
 	last = ie->bn ? &ie->bv[ie->bn - 1] : NULL;
 	if (last && (const uint8_t *)last->iov_base + last->iov_len == p) {
 		last->iov_len += n; /* contiguous: one iovec */
@@ -560,6 +595,7 @@ static void ox_reset(struct ietf_sess *ie, struct xs *x, uint64_t code)
 	if (!x || x->reset || x->fin_sent)
 		return;
 	x->reset = 1;
+	ie->scan = 1;
 	if (ie->shell && ie->shell->tp)
 		tp_reset(ie->shell, x->sid, code);
 }
@@ -2216,6 +2252,7 @@ void ietf_stream_data(struct ietf_sess *ie, int64_t sid, const uint8_t *data, si
 	if (ie->dead || ie->closing)
 		return;
 	ie->depth++;
+	ie->scan = 1;
 	x = xs_find(ie, 0, sid);
 	if (!x && !(x = xs_new(ie, 0, sid, X_NEW))) {
 		fail_session(ie, IETF_CLOSE_INTERNAL);
@@ -2305,6 +2342,8 @@ void ietf_stream_acked(struct ietf_sess *ie, int64_t sid, uint64_t acked)
 			x->qs = q->next;
 		oq_free(ie, q);
 	}
+	if (x->kind != X_SG_OUT || (x->fin_sent && x->acked >= x->q_end))
+		ie->scan = 1; /* done (garbage), or not a group's stream */
 	while (k < x->nmk && x->mk[k].r <= x->acked) {
 		if (x->mk[k].via)
 			ga_fired(ie, x->mk[k].isid, x->mk[k].l);
@@ -2312,13 +2351,17 @@ void ietf_stream_acked(struct ietf_sess *ie, int64_t sid, uint64_t acked)
 			ack_later(ie, x->mk[k].isid, x->mk[k].l);
 		k++;
 	}
-	if (k) {
+	if (k == x->nmk) {
+		x->nmk = 0; /* the usual case: every mark fired */
+	} else if (k) {
 		memmove(x->mk, x->mk + k, (x->nmk - k) * sizeof(*x->mk));
 		x->nmk -= k;
 	}
 	if (x->peer && x->peer->kind == I_GROUP_OUT && x->peer->i_out_done &&
-	    group_out_done(x->peer))
+	    group_out_done(x->peer)) {
 		x->peer->closed_due = 1;
+		ie->scan = 1;
+	}
 	ie->depth--;
 	pump(ie);
 }
@@ -2330,6 +2373,7 @@ void ietf_stream_reset(struct ietf_sess *ie, int64_t sid, uint64_t code)
 	(void)code;
 	if (ie->dead)
 		return;
+	ie->scan = 1;
 	x = xs_find(ie, 0, sid);
 	if (!x)
 		return;
@@ -2364,6 +2408,7 @@ void ietf_stream_stop_sending(struct ietf_sess *ie, int64_t sid, uint64_t code)
 
 	if (ie->dead)
 		return;
+	ie->scan = 1;
 	x = xs_find(ie, 0, sid);
 	if (!x)
 		return;
@@ -2382,6 +2427,7 @@ void ietf_stream_closed(struct ietf_sess *ie, int64_t sid)
 
 	if (ie->dead)
 		return;
+	ie->scan = 1;
 	x = xs_find(ie, 0, sid);
 	if (!x)
 		return;
@@ -2402,6 +2448,7 @@ void ietf_writable(struct ietf_sess *ie)
 {
 	if (ie->dead)
 		return;
+	ie->scan = 1;
 	for (struct xs *x = ie->streams; x; x = x->next)
 		if (!x->inner && x->sent < x->q_end)
 			ox_flush(ie, x);
@@ -2413,6 +2460,13 @@ static void ie_free(struct ietf_sess *ie)
 {
 	while (ie->streams)
 		xs_free(ie, ie->streams);
+	while (ie->xpool) {
+		struct xs *x = ie->xpool;
+		ie->xpool = x->next;
+		free(x->ar);
+		free(x->mk);
+		free(x);
+	}
 	while (ie->qpool) {
 		struct oq *q = ie->qpool;
 		ie->qpool = q->next;
@@ -2448,6 +2502,8 @@ void ietf_closed(struct ietf_sess *ie, uint64_t code, int local)
  * that are done, carry out a deferred close. */
 static void pump(struct ietf_sess *ie)
 {
+	uint8_t walked;
+
 	if (ie->depth)
 		return;
 	if (ie->dead) {
@@ -2459,7 +2515,9 @@ static void pump(struct ietf_sess *ie)
 		struct ie_ack a = ie->acks[--ie->nacks];
 		moq_binding_stream_acked(ie->inner, a.isid, a.l);
 	}
-	for (struct xs *x = ie->streams, *nx; x; x = nx) {
+	walked = ie->scan;
+	ie->scan = 0; /* what the walk's callbacks change sets it again */
+	for (struct xs *x = walked ? ie->streams : NULL, *nx; x; x = nx) {
 		bool done;
 
 		nx = x->next;
@@ -2508,7 +2566,7 @@ static void pump(struct ietf_sess *ie)
 		return;
 	}
 	/* garbage: records whose both sides are over */
-	for (struct xs *x = ie->streams, *nx; x; x = nx) {
+	for (struct xs *x = walked || ie->scan ? ie->streams : NULL, *nx; x; x = nx) {
 		nx = x->next;
 		/* an outer stream the transport closed references nothing of ours
 		 * any more; one we finished is done once all is acknowledged */
@@ -2759,6 +2817,7 @@ static void inner_bytes(struct ietf_sess *ie, struct xs *x, const uint8_t *p, si
 					x->peer = NULL;
 					x->sink = 1;
 					x->stop_due = 1;
+					ie->scan = 1;
 					ie->n->st.ietf_groups_paused++;
 					if (ie->shell)
 						sess_mark(ie->shell);
@@ -2997,6 +3056,88 @@ static void inner_bytes(struct ietf_sess *ie, struct xs *x, const uint8_t *p, si
 	}
 }
 
+/* One more iovec of @o's in the batch (ie->bo == @o, room checked). */
+static inline void b_put(struct ietf_sess *ie, const uint8_t *p, size_t n)
+{
+	struct iovec *last = ie->bn ? &ie->bv[ie->bn - 1] : NULL;
+
+	ie->btotal += n;
+	if (last && (const uint8_t *)last->iov_base + last->iov_len == p) {
+		last->iov_len += n;
+		return;
+	}
+	ie->bv[ie->bn].iov_base = (void *)(uintptr_t)p;
+	ie->bv[ie->bn].iov_len = n;
+	ie->bn++;
+}
+
+/* The common case of a group's bytes (one subgroup, no extension headers,
+ * nothing left out): fanout writes a frame's header and its payload as pieces
+ * of their own, so each header becomes the object's header, written into @o's
+ * arena, and each payload piece is referenced as it is, without inner_bytes'
+ * general parser and b_add. Returns how many of @iov it took (0: not this
+ * case); inner_bytes takes the rest. */
+static size_t group_pieces(struct ietf_sess *ie, struct xs *x, const struct iovec *iov, size_t n,
+                           size_t *bytes)
+{
+	struct xs *o = x->peer;
+	bool lo = moq_ietf_leading_ones(ie->d);
+	size_t k;
+
+	if (!x->grx_init || x->sink || x->cg || x->drop || x->cur_drop || x->multi || !o ||
+	    x->cur_o != o || o->reset || o->fin_q)
+		return 0;
+	if (ie->bo != o) {
+		b_flush(ie);
+		ie->bo = o;
+	}
+	for (k = 0; k < n && ie->bn < BATCH_MAX; k++) {
+		const uint8_t *p = iov[k].iov_base;
+		size_t len = iov[k].iov_len;
+		struct arena *a = o->ar;
+		uint64_t size, id = x->fidx;
+		uint8_t *d;
+		int r = moq_group_rx_piece(&x->grx, p, len, &size), l;
+
+		if (r == 2) {
+			b_put(ie, p, len);
+			*bytes += len;
+			continue;
+		}
+		if (r != 1)
+			break;
+		if (id < o->next_id || id - o->next_id >= 64 || !a || a->cap - a->len < 24 ||
+		    size >= (1u << 30)) {
+			/* (undo the parser's step: the general path reads it) */
+			x->grx.state = GRX_SIZE;
+			x->grx.frames--;
+			x->grx.frame_left = 0;
+			break;
+		}
+		/* draft-14 10.4.2: Object Id Delta, Payload Length, Object Status
+		 * for an empty payload; as moq_ietf_object_encode_head writes them
+		 * (a delta below 64 is one byte in either varint) */
+		d = a->data + a->len;
+		d[0] = (uint8_t)(id - o->next_id);
+		if (size < 16384 && size >= 64) {
+			d[1] = (uint8_t)((lo ? 0x80 : 0x40) | (size >> 8));
+			d[2] = (uint8_t)size;
+			l = 3;
+		} else {
+			/* below 2^30: 4 bytes at most in either varint, room checked */
+			l = 1 + moq_ietf_varint_put(d + 1, 23, ie->d, size);
+		}
+		if (size == 0)
+			d[l++] = 0; /* status 0: a normal object */
+		a->len += (uint32_t)l;
+		x->fidx++;
+		o->next_id = id + 1;
+		b_put(ie, d, (size_t)l);
+		*bytes += len;
+	}
+	return k;
+}
+
 static long ie_write(void *b, int64_t sid, const struct iovec *iov, size_t n, int fin)
 {
 	struct ietf_sess *ie = b;
@@ -3006,9 +3147,14 @@ static long ie_write(void *b, int64_t sid, const struct iovec *iov, size_t n, in
 	if (!x)
 		return MOQ_ERR_NOTFOUND;
 	ie->depth++;
-	for (size_t k = 0; k < n; k++) {
-		inner_bytes(ie, x, iov[k].iov_base, iov[k].iov_len);
-		total += iov[k].iov_len;
+	for (size_t k = 0; k < n;) {
+		if (x->kind == I_GROUP_OUT)
+			k += group_pieces(ie, x, iov + k, n - k, &total);
+		if (k < n) {
+			inner_bytes(ie, x, iov[k].iov_base, iov[k].iov_len);
+			total += iov[k].iov_len;
+			k++;
+		}
 	}
 	if (fin && x->kind == I_GROUP_OUT && x->hdr_due && x->peer)
 		sg_hdr(ie, x, x->peer, 0, 0); /* no object: an empty subgroup 0 */
@@ -3051,6 +3197,8 @@ static long ie_write(void *b, int64_t sid, const struct iovec *iov, size_t n, in
 			break;
 		}
 	}
+	if (fin || x->kind != I_GROUP_OUT || x->multi)
+		ie->scan = 1;
 	/* what became client bytes is acknowledged once the client has them */
 	if (x->kind == I_GROUP_OUT)
 		group_mark(ie, x);
@@ -3065,6 +3213,7 @@ static int ie_reset(void *b, int64_t sid, uint64_t code)
 	struct ietf_sess *ie = b;
 	struct xs *x = xs_find(ie, 1, sid);
 
+	ie->scan = 1;
 	if (!x)
 		return 0;
 	ie->depth++;
@@ -3129,6 +3278,7 @@ static int ie_stop(void *b, int64_t sid, uint64_t code)
 	struct ietf_sess *ie = b;
 	struct xs *x = xs_find(ie, 1, sid);
 
+	ie->scan = 1;
 	(void)code;
 	/* the relay cancels a group the client publishes */
 	if (x && x->kind == I_GROUP_IN && !x->i_in_done) {
@@ -3142,6 +3292,7 @@ static void ie_close(void *b, uint64_t code)
 {
 	struct ietf_sess *ie = b;
 
+	ie->scan = 1;
 	/* lite codes: 0 clean; anything else an internal / protocol error */
 	fail_session(ie, code == 0                       ? IETF_CLOSE_NO_ERROR
 	                 : code == MOQ_CODE_UNAUTHORIZED ? IETF_CLOSE_UNAUTHORIZED
@@ -3308,6 +3459,7 @@ static void dgram_take(struct ietf_sess *ie, const uint8_t *p, size_t len, int m
 
 void ietf_datagram(struct ietf_sess *ie, const uint8_t *p, size_t len)
 {
+	ie->scan = 1;
 	dgram_take(ie, p, len, 1);
 }
 
@@ -3417,6 +3569,7 @@ static struct ietf_sess *ie_new(struct moq_session *s, int d, const char *url, s
 		return NULL;
 	}
 	ie->url_len = ie->url ? url_len : 0;
+	ie->scan = 1;
 	s->ietf = ie;
 	ie->shell = s;
 	ie->n = s->n;
