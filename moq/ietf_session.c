@@ -307,6 +307,8 @@ static void oq_free(struct ietf_sess *ie, struct oq *q)
 
 static void xs_free(struct ietf_sess *ie, struct xs *x)
 {
+	bool keep = ie->nxpool < XS_POOL_MAX;
+
 	if (x->inner && x->is_req && ie->open_reqs)
 		ie->open_reqs--;
 	for (struct xs **pp = &ie->streams; *pp; pp = &(*pp)->next)
@@ -334,7 +336,8 @@ static void xs_free(struct ietf_sess *ie, struct xs *x)
 		x->qh = q->next;
 		oq_free(ie, q);
 	}
-	while (x->ar && (x->ar->next || x->ar->cap != ARENA_MIN || ie->nxpool >= XS_POOL_MAX)) {
+	/* pooled, the record keeps its oldest arena when it is ARENA_MIN */
+	while (x->ar && (!keep || x->ar->next || x->ar->cap != ARENA_MIN)) {
 		struct arena *a = x->ar;
 		x->ar = a->next;
 		free(a);
@@ -362,13 +365,12 @@ static void xs_free(struct ietf_sess *ie, struct xs *x)
 	free(x->ga);
 	free(x->rx);
 	free(x->prefix);
-	if (ie->nxpool < XS_POOL_MAX) {
+	if (keep) {
 		x->next = ie->xpool;
 		ie->xpool = x;
 		ie->nxpool++;
 		return;
 	}
-	free(x->ar);
 	free(x->mk);
 	free(x);
 }
@@ -2968,12 +2970,6 @@ static void inner_bytes(struct ietf_sess *ie, struct xs *x, const uint8_t *p, si
 				                                 x->lite_tlen)
 				                  : NULL;
 				x->ok_sent = 1;
-				/* set-up done and serving a subscriber: the connection
-				 * may move to the fast path once quiet, as a moq-lite
-				 * subscriber's does (subscribe.c; WebTransport's at its
-				 * CONNECT) */
-				if (ie->shell && ie->shell->conn)
-					(void)moq_quic_conn_allow_handoff(ie->shell->conn);
 				ok.kind = IETF_SUBSCRIBE_OK;
 				ok.request_id = x->req_id;
 				ok.track_alias = x->alias;
@@ -3097,23 +3093,20 @@ static size_t group_pieces(struct ietf_sess *ie, struct xs *x, const struct iove
 		struct arena *a = o->ar;
 		uint64_t size, id = x->fidx;
 		uint8_t *d;
-		int r = moq_group_rx_piece(&x->grx, p, len, &size), l;
+		int l;
 
-		if (r == 2) {
+		if (x->grx.state == GRX_PAYLOAD) {
+			if (moq_group_rx_piece(&x->grx, p, len, &size) != 2)
+				break;
 			b_put(ie, p, len);
 			*bytes += len;
 			continue;
 		}
-		if (r != 1)
-			break;
+		/* a header needs a delta below 64 and room in the arena (else
+		 * the general path writes it) */
 		if (id < o->next_id || id - o->next_id >= 64 || !a || a->cap - a->len < 24 ||
-		    size >= (1u << 30)) {
-			/* (undo the parser's step: the general path reads it) */
-			x->grx.state = GRX_SIZE;
-			x->grx.frames--;
-			x->grx.frame_left = 0;
+		    moq_group_rx_piece(&x->grx, p, len, &size) != 1)
 			break;
-		}
 		/* draft-14 10.4.2: Object Id Delta, Payload Length, Object Status
 		 * for an empty payload; as moq_ietf_object_encode_head writes them
 		 * (a delta below 64 is one byte in either varint) */
@@ -3124,7 +3117,8 @@ static size_t group_pieces(struct ietf_sess *ie, struct xs *x, const struct iove
 			d[2] = (uint8_t)size;
 			l = 3;
 		} else {
-			/* below 2^30: 4 bytes at most in either varint, room checked */
+			/* a size varint of at most 4 bytes (moq_group_rx_piece):
+			 * below 2^30, 4 bytes at most in either varint */
 			l = 1 + moq_ietf_varint_put(d + 1, 23, ie->d, size);
 		}
 		if (size == 0)
@@ -3509,9 +3503,10 @@ static int ie_dgram_send(void *b, const uint8_t *hdr, size_t hdrlen, const struc
 }
 
 /* The inner accepted the client's SUBSCRIBE (subscribe.c): the IETF client
- * on raw QUIC may move to the fast path once quiet, when the relay accepts
- * it as it does a moq-lite subscriber's, not only at the SUBSCRIBE_OK (which
- * waits for the track: its first objects would go through ngtcp2). */
+ * on raw QUIC may move to the fast path once quiet, as a moq-lite
+ * subscriber's connection does (WebTransport's at its CONNECT). Not at the
+ * SUBSCRIBE_OK, which waits for the track: the first objects would go through
+ * ngtcp2. */
 static void ie_allow_handoff(void *b)
 {
 	struct ietf_sess *ie = b;
