@@ -63,40 +63,65 @@ static size_t aes_slack(void)
 	return (size_t)v;
 }
 
+/* gcm.c's AES-128-GCM where the CPU has VAES + VPCLMULQDQ (own = 1: only
+ * the head up to aes is allocated), else a wolfCrypt Aes. */
 struct fp_aes {
-	Aes aes;
+	struct fp_gcm g;
+	int own;
+	Aes aes __attribute__((aligned(64)));
 };
+
+static int force_wolfcrypt;
+
+int fp_crypto_force_wolfcrypt(int on)
+{
+	int was = force_wolfcrypt;
+	force_wolfcrypt = on;
+	return was;
+}
 
 int fp_crypto_init(void)
 {
 	return 0;
 }
 
-struct fp_aes *fp_aes_new(void)
+static struct fp_aes *aes_new(int own)
 {
-	size_t sz = (sizeof(Aes) + aes_slack() + 63) & ~(size_t)63;
+	size_t sz = own ? offsetof(struct fp_aes, aes)
+	                : (sizeof(struct fp_aes) + aes_slack() + 63) & ~(size_t)63;
 	struct fp_aes *a = aligned_alloc(64, sz);
 
 	if (a == NULL)
 		return NULL;
 	memset(a, 0, sz);
-	if (wc_AesInit(&a->aes, NULL, INVALID_DEVID) != 0) {
+	a->own = own;
+	if (!own && wc_AesInit(&a->aes, NULL, INVALID_DEVID) != 0) {
 		free(a);
 		return NULL;
 	}
 	return a;
 }
 
+struct fp_aes *fp_aes_new(void)
+{
+	return aes_new(!force_wolfcrypt && fp_gcm_usable());
+}
+
 void fp_aes_free(struct fp_aes *a)
 {
 	if (a) {
-		wc_AesFree(&a->aes);
+		if (!a->own)
+			wc_AesFree(&a->aes);
 		free(a);
 	}
 }
 
 int fp_aes_gcm_key(struct fp_aes *a, const uint8_t *key)
 {
+	if (a->own) {
+		fp_gcm_key(&a->g, key);
+		return 0;
+	}
 	return wc_AesGcmSetKey(&a->aes, key, FP_KEY_LEN) == 0 ? 0 : MOQ_ERR_CRYPTO;
 }
 
@@ -115,7 +140,7 @@ HP_TARGET static __m128i hp_expand(__m128i k, __m128i assist)
 	return _mm_xor_si128(k, assist);
 }
 
-HP_TARGET static void hp_schedule(uint8_t rk[11 * 16], const uint8_t *key)
+HP_TARGET void fp_aes128_schedule(uint8_t rk[11 * 16], const uint8_t *key)
 {
 	__m128i k[11];
 	int i;
@@ -161,10 +186,10 @@ int fp_hp_key(struct fp_hpkey *h, const uint8_t *key, int soft)
 {
 	fp_hp_free(h);
 	if (!soft && have_aesni()) {
-		hp_schedule(h->rk, key);
+		fp_aes128_schedule(h->rk, key);
 		return 0;
 	}
-	h->soft = fp_aes_new();
+	h->soft = aes_new(0); /* wolfCrypt's AES-ECB */
 	if (h->soft == NULL)
 		return MOQ_ERR_NOMEM;
 	if (wc_AesSetKey(&h->soft->aes, key, FP_HP_LEN, NULL, AES_ENCRYPTION) != 0) {
@@ -215,6 +240,10 @@ int fp_seal(struct fp_aes *a, const uint8_t iv[FP_IV_LEN], uint64_t pn, const ui
 	uint8_t n[FP_IV_LEN];
 
 	nonce_of(n, iv, pn);
+	if (a->own) {
+		fp_gcm_seal(&a->g, n, aad, aadlen, p, len, p, p + len);
+		return 0;
+	}
 	return wc_AesGcmEncrypt(&a->aes, p, p, (word32)len, n, FP_IV_LEN, p + len, FP_TAG_LEN, aad,
 	                        (word32)aadlen) == 0
 	               ? 0
@@ -229,6 +258,9 @@ int fp_open(struct fp_aes *a, const uint8_t iv[FP_IV_LEN], uint64_t pn, const ui
 	if (len < FP_TAG_LEN)
 		return MOQ_ERR_CRYPTO;
 	nonce_of(n, iv, pn);
+	if (a->own)
+		return fp_gcm_open(&a->g, n, aad, aadlen, in, len - FP_TAG_LEN, out,
+		                   in + len - FP_TAG_LEN);
 	return wc_AesGcmDecrypt(&a->aes, out, in, (word32)(len - FP_TAG_LEN), n, FP_IV_LEN,
 	                        in + len - FP_TAG_LEN, FP_TAG_LEN, aad, (word32)aadlen) == 0
 	               ? 0

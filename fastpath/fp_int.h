@@ -158,7 +158,31 @@ int fp_ack_parse(const uint8_t **p, const uint8_t *end, int ecn, struct fp_ack *
 
 /* ---- crypto (crypto.c) ---------------------------------------------------- */
 
-struct fp_aes; /* a wolfCrypt Aes, opaque outside crypto.c */
+struct fp_aes; /* fp_gcm or a wolfCrypt Aes, opaque outside crypto.c */
+
+/* AES-128-GCM of our own (gcm.c): the round keys and H^16..H^1 (reflected),
+ * 432 bytes instead of wolfCrypt's ~1.1 KB Aes. */
+struct fp_gcm {
+	uint8_t rk[11 * 16] __attribute__((aligned(64)));
+	uint8_t hpow[16 * 16] __attribute__((aligned(64)));
+};
+
+/* fp_gcm_usable: the CPU has AES-NI, PCLMUL, AVX-512 F/BW/VL, VAES and
+ * VPCLMULQDQ (else crypto.c uses wolfCrypt). */
+int fp_gcm_usable(void);
+void fp_gcm_key(struct fp_gcm *g, const uint8_t key[16]);
+/* Seal @len bytes of @in into @out (may be @in), the tag into @tag. */
+void fp_gcm_seal(const struct fp_gcm *g, const uint8_t nonce[12], const uint8_t *aad, size_t aadlen,
+                 const uint8_t *in, size_t len, uint8_t *out, uint8_t tag[16]);
+/* Open @len bytes of ciphertext @in into @out if @tag is right: 0, or
+ * MOQ_ERR_CRYPTO (then nothing is written). */
+int fp_gcm_open(const struct fp_gcm *g, const uint8_t nonce[12], const uint8_t *aad, size_t aadlen,
+                const uint8_t *in, size_t len, uint8_t *out, const uint8_t tag[16]);
+/* FIPS 197 key expansion with AES-NI: the 11 round keys of a 16-byte key. */
+void fp_aes128_schedule(uint8_t rk[11 * 16], const uint8_t *key);
+/* Tests: 1 makes every fp_aes made from now on use wolfCrypt even where
+ * fp_gcm_usable(); returns the previous setting. */
+int fp_crypto_force_wolfcrypt(int on);
 
 /* One rx key generation. */
 struct fp_rxkey {

@@ -12,6 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <wolfssl/options.h>
+#include <wolfssl/wolfcrypt/aes.h>
+
 #include "fastpath.h"
 #include "fp_int.h"
 #include "wheel.h"
@@ -242,6 +245,153 @@ static void wfire_cb(struct fp_tnode *n, void *arg)
 	(void)arg;
 	w->f->order[w->f->n++] = w->id;
 }
+
+/* ---- AES-128-GCM of our own (gcm.c) against wolfCrypt ------------------- */
+
+/* deterministic bytes (xorshift64*) */
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static void fill_rand(uint8_t *b, size_t n)
+{
+	size_t i;
+	for (i = 0; i < n; i++) {
+		g_rng ^= g_rng >> 12;
+		g_rng ^= g_rng << 25;
+		g_rng ^= g_rng >> 27;
+		b[i] = (uint8_t)((g_rng * 0x2545f4914f6cdd1dull) >> 56);
+	}
+}
+
+START_TEST(gcm_nist_vectors)
+{
+	/* McGrew and Viega, "The Galois/Counter Mode of Operation", test
+	 * cases 1, 2 and 4 (the last with 60 bytes of plaintext and 20 of AAD) */
+	static const char *k4 = "feffe9928665731c6d6a8f9467308308";
+	static const char *p4 = "d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a72"
+	                        "1c3c0c95956809532fcf0e2449a6b525b16aedf5aa0de657ba637b39";
+	static const char *a4 = "feedfacedeadbeeffeedfacedeadbeefabaddad2";
+	static const char *c4 = "42831ec2217774244b7221b784d0d49ce3aa212f2c02a4e035c17e2329aca12e"
+	                        "21d514b25466931c7d8f6a5aac84aa051ba30b396a0aac973d58e091";
+	struct fp_gcm g;
+	uint8_t key[16] = {0}, iv[12] = {0}, pt[60] = {0}, ct[60], aad[20], want[60], tag[16],
+	        wtag[16], back[60];
+
+	if (!fp_gcm_usable())
+		return; /* wolfCrypt is used on this CPU: gcm_vs_wolfcrypt says so */
+	fp_gcm_key(&g, key);
+	fp_gcm_seal(&g, iv, NULL, 0, pt, 0, ct, tag);
+	unhex("58e2fccefa7e3061367f1d57a4e7455a", wtag, 16);
+	ck_assert_mem_eq(tag, wtag, 16);
+	fp_gcm_seal(&g, iv, NULL, 0, pt, 16, ct, tag);
+	unhex("0388dace60b6a392f328c2b971b2fe78", want, 16);
+	unhex("ab6e47d42cec13bdf53a67b21257bddf", wtag, 16);
+	ck_assert_mem_eq(ct, want, 16);
+	ck_assert_mem_eq(tag, wtag, 16);
+	unhex(k4, key, 16);
+	unhex("cafebabefacedbaddecaf888", iv, 12);
+	unhex(p4, pt, 60);
+	unhex(a4, aad, 20);
+	unhex(c4, want, 60);
+	unhex("5bc94fbc3221a5db94fae95ae7121a47", wtag, 16);
+	fp_gcm_key(&g, key);
+	fp_gcm_seal(&g, iv, aad, 20, pt, 60, ct, tag);
+	ck_assert_mem_eq(ct, want, 60);
+	ck_assert_mem_eq(tag, wtag, 16);
+	ck_assert_int_eq(fp_gcm_open(&g, iv, aad, 20, ct, 60, back, tag), 0);
+	ck_assert_mem_eq(back, pt, 60);
+}
+END_TEST
+
+START_TEST(gcm_vs_wolfcrypt)
+{
+	/* every plaintext length 0..1600 (all tails, runs of 1..16 blocks and
+	 * more), AAD lengths 0..40, against wolfCrypt's AES-GCM; open takes
+	 * what seal gave, and refuses any flipped bit of AAD, ciphertext or tag */
+	static uint8_t pt[1600], ct[1600 + 16], wct[1600 + 16], back[1600];
+	uint8_t key[16], iv[12], aad[40], tag[16];
+	struct fp_gcm g;
+	Aes w;
+	size_t len;
+
+	if (!fp_gcm_usable()) {
+		fprintf(stderr, "gcm_vs_wolfcrypt: this CPU has no VAES/VPCLMULQDQ/AVX-512: "
+		                "the fast path uses wolfCrypt, gcm.c is not checked\n");
+		return;
+	}
+	ck_assert_int_eq(wc_AesInit(&w, NULL, INVALID_DEVID), 0);
+	for (len = 0; len <= sizeof(pt); len++) {
+		size_t alen = (len * 7) % 41;
+		fill_rand(key, 16);
+		fill_rand(iv, 12);
+		fill_rand(aad, alen);
+		fill_rand(pt, len);
+		fp_gcm_key(&g, key);
+		ck_assert_int_eq(wc_AesGcmSetKey(&w, key, 16), 0);
+		fp_gcm_seal(&g, iv, aad, alen, pt, len, ct, ct + len);
+		ck_assert_int_eq(wc_AesGcmEncrypt(&w, wct, pt, (word32)len, iv, 12, wct + len, 16,
+		                                  aad, (word32)alen),
+		                 0);
+		ck_assert_mem_eq(ct, wct, len + 16);
+		memset(back, 0, len);
+		ck_assert_int_eq(fp_gcm_open(&g, iv, aad, alen, ct, len, back, ct + len), 0);
+		ck_assert_mem_eq(back, pt, len);
+		/* in place, as the engine seals */
+		memcpy(back, pt, len);
+		fp_gcm_seal(&g, iv, aad, alen, back, len, back, tag);
+		ck_assert_mem_eq(back, wct, len);
+		ck_assert_mem_eq(tag, wct + len, 16);
+		/* one flipped bit anywhere is refused */
+		if (len > 0) {
+			ct[len / 2] ^= 0x10;
+			ck_assert_int_eq(fp_gcm_open(&g, iv, aad, alen, ct, len, back, ct + len),
+			                 MOQ_ERR_CRYPTO);
+			ct[len / 2] ^= 0x10;
+		}
+		ct[len + len % 16] ^= 0x01;
+		ck_assert_int_eq(fp_gcm_open(&g, iv, aad, alen, ct, len, back, ct + len),
+		                 MOQ_ERR_CRYPTO);
+		ct[len + len % 16] ^= 0x01;
+		if (alen > 0) {
+			aad[alen - 1] ^= 0x80;
+			ck_assert_int_eq(fp_gcm_open(&g, iv, aad, alen, ct, len, back, ct + len),
+			                 MOQ_ERR_CRYPTO);
+		}
+	}
+	wc_AesFree(&w);
+}
+END_TEST
+
+START_TEST(gcm_fp_aes_both)
+{
+	/* fp_seal / fp_open through an fp_aes made either way agree byte for
+	 * byte (the engine's two AEADs are interchangeable on the wire) */
+	uint8_t key[16], iv[12], hdr[25], a[1300], b[1300], out[1300];
+	struct fp_aes *own, *wc;
+	int was;
+
+	fill_rand(key, 16);
+	fill_rand(iv, 12);
+	fill_rand(hdr, sizeof(hdr));
+	fill_rand(a, 1200);
+	memcpy(b, a, 1200);
+	was = fp_crypto_force_wolfcrypt(0);
+	own = fp_aes_new();
+	fp_crypto_force_wolfcrypt(1);
+	wc = fp_aes_new();
+	fp_crypto_force_wolfcrypt(was);
+	ck_assert_ptr_nonnull(own);
+	ck_assert_ptr_nonnull(wc);
+	ck_assert_int_eq(fp_aes_gcm_key(own, key), 0);
+	ck_assert_int_eq(fp_aes_gcm_key(wc, key), 0);
+	ck_assert_int_eq(fp_seal(own, iv, 77, hdr, sizeof(hdr), a, 1200), 0);
+	ck_assert_int_eq(fp_seal(wc, iv, 77, hdr, sizeof(hdr), b, 1200), 0);
+	ck_assert_mem_eq(a, b, 1216);
+	ck_assert_int_eq(fp_open(wc, iv, 77, hdr, sizeof(hdr), a, 1216, out), 0);
+	ck_assert_int_eq(fp_open(own, iv, 77, hdr, sizeof(hdr), b, 1216, out), 0);
+	ck_assert_int_eq(fp_open(own, iv, 78, hdr, sizeof(hdr), b, 1216, out), MOQ_ERR_CRYPTO);
+	fp_aes_free(own);
+	fp_aes_free(wc);
+}
+END_TEST
 
 START_TEST(wheel_basic)
 {
@@ -736,6 +886,22 @@ START_TEST(pair_bulk_clean)
 	ck_assert_int_ge(p.s[0].streams_closed, 1);
 	ck_assert_int_ge(p.s[1].streams_closed, 1);
 	pair_free(&p);
+}
+END_TEST
+
+START_TEST(pair_bulk_loss_wolfcrypt)
+{
+	/* the engine on wolfCrypt's AES-GCM (a CPU without VAES), with loss */
+	struct pair p;
+	int was = fp_crypto_force_wolfcrypt(1);
+
+	pair_init(&p, 1 << 20, 4 << 20, NULL);
+	p.drop_pct = 5;
+	p.reorder_pct = 10;
+	bulk(&p, 256 << 10, 1 << 20);
+	ck_assert_uint_gt(p.dropped, 0);
+	pair_free(&p);
+	fp_crypto_force_wolfcrypt(was);
 }
 END_TEST
 
@@ -2296,6 +2462,9 @@ Suite *fastpath_suite(void)
 	tcase_add_test(t, rfc9001_key_derivation);
 	tcase_add_test(t, rfc9001_hp_and_seal);
 	tcase_add_test(t, wheel_basic);
+	tcase_add_test(t, gcm_nist_vectors);
+	tcase_add_test(t, gcm_vs_wolfcrypt);
+	tcase_add_test(t, gcm_fp_aes_both);
 	suite_add_tcase(s, t);
 	t = tcase_create("pair");
 	tcase_set_timeout(t, 120);
@@ -2305,6 +2474,7 @@ Suite *fastpath_suite(void)
 	tcase_add_test(t, mem_per_conn);
 	tcase_add_test(t, pair_bulk_clean);
 	tcase_add_test(t, pair_bulk_loss_reorder);
+	tcase_add_test(t, pair_bulk_loss_wolfcrypt);
 	tcase_add_test(t, pair_ivl_pool_dry);
 	tcase_add_test(t, pair_key_update);
 	tcase_add_test(t, pair_flow_control_small);
