@@ -18,6 +18,7 @@
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 
+#include "fastpath.h"
 #include "pmd_config.h"
 #include "relay.h"
 
@@ -117,11 +118,13 @@ int main(int argc, char **argv)
 		moq_relay_fingerprint_hex(r, hex, sizeof(hex));
 		fprintf(stderr,
 		        "moqdp-relay: %s backend, %u port(s), %u worker(s), udp port %u, mgmt %s\n"
+		        "moqdp-relay: fast path %s, AES-128-GCM of %s\n"
 		        "moqdp-relay: certificate sha-256 %s\n"
 		        "moqdp-relay: certificate.sha256 %s (WebTransport: ALPN h3 on udp port "
 		        "%u)\n",
 		        cfg.backend == MOQ_CFG_BACKEND_DPDK ? "dpdk" : "kernel", s.ports, s.workers,
-		        cfg.udp_port, cfg.mgmt[0] ? cfg.mgmt : "off", fp, hex, cfg.udp_port);
+		        cfg.udp_port, cfg.mgmt[0] ? cfg.mgmt : "off", cfg.fastpath ? "on" : "off",
+		        fp_aead_name(), fp, hex, cfg.udp_port);
 		for (unsigned int i = 0; i < s.ports; i++) {
 			struct rte_ether_addr mac;
 			int pid = moq_relay_port_id(r, i);

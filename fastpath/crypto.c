@@ -80,6 +80,17 @@ int fp_crypto_force_wolfcrypt(int on)
 	return was;
 }
 
+const char *fp_aead_select(int vaes)
+{
+	fp_crypto_force_wolfcrypt(!vaes);
+	return fp_aead_name();
+}
+
+const char *fp_aead_name(void)
+{
+	return !force_wolfcrypt && fp_gcm_usable() ? "vaes" : "wolfcrypt";
+}
+
 int fp_crypto_init(void)
 {
 	return 0;

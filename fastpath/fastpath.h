@@ -371,6 +371,16 @@ struct fp_stats {
  */
 struct fp_engine *fp_engine_new(const struct fp_engine_config *cfg, int *err);
 
+/*
+ * fp_aead_select: the AES-128-GCM of connections imported from now on, in
+ * every engine of the process: @vaes 1 = gcm.c's (VAES + VPCLMULQDQ on
+ * AVX-512) where the CPU has it, else wolfCrypt (the default); 0 = wolfCrypt
+ * always (--fastpath-vaes off). Returns fp_aead_name(): "vaes" or
+ * "wolfcrypt", what they will use.
+ */
+const char *fp_aead_select(int vaes);
+const char *fp_aead_name(void);
+
 /* fp_engine_free: drop every connection (conn_closed, FP_CLOSE_ENGINE, no
  * packet) and free the engine. NULL is ignored. */
 void fp_engine_free(struct fp_engine *e);

@@ -143,49 +143,61 @@ GCM_TARGET void fp_gcm_key(struct fp_gcm *g, const uint8_t key[16])
 	}
 }
 
-/* Y <- (Y + X_0) H^m + X_1 H^(m-1) + ... + X_(m-1) H for the @m (1..16)
- * whole blocks at @p, reduced once. */
-GCM_TARGET static __m128i ghash_run(const struct fp_gcm *g, __m128i y, const uint8_t *p, unsigned m)
+/*
+ * GHASH(H, A, C) (SP 800-38D, 6.4 and 7.1 step 5): the blocks of A and C,
+ * each zero-padded, then the length block, taken as one sequence cut into
+ * runs of at most 16 blocks (the first run the shorter one). In a run of m,
+ * block j is multiplied by H^(m - j), the running Y added to its first
+ * block; the products are summed unreduced and reduced once per run. Loads
+ * are masked: a source's last block comes zero-padded, nothing past its end
+ * is read.
+ */
+GCM_TARGET static __m128i ghash_ac(const struct fp_gcm *g, const uint8_t *aad, size_t alen,
+                                   const uint8_t *c, size_t clen)
 {
+	uint64_t lb[2] = {__builtin_bswap64((uint64_t)alen * 8),
+	                  __builtin_bswap64((uint64_t)clen * 8)};
+	const uint8_t *src[3] = {aad, c, (const uint8_t *)lb};
+	size_t len[3] = {alen, clen, 16};
+	size_t total = (alen + 15) / 16 + (clen + 15) / 16 + 1;
+	unsigned left = total % 16 ? (unsigned)(total % 16) : 16, first = 1, s;
 	__m512i lo = _mm512_setzero_si512(), hi = lo, mid = lo;
-	const uint8_t *pw = g->hpow + 16 * (16 - m);
-	unsigned b;
+	__m128i y = _mm_setzero_si128();
 
-	for (b = 0; b < m; b += 4) {
-		unsigned r = m - b < 4 ? m - b : 4;
-		__mmask8 k = (__mmask8)((1u << (2 * r)) - 1);
-		__m512i x = bswap512(_mm512_maskz_loadu_epi64(k, p + 16 * b));
-		__m512i h = _mm512_maskz_loadu_epi64(k, pw + 16 * b);
-		if (b == 0)
-			x = _mm512_xor_si512(x, _mm512_zextsi128_si512(y));
-		lo = _mm512_xor_si512(lo, _mm512_clmulepi64_epi128(x, h, 0x00));
-		hi = _mm512_xor_si512(hi, _mm512_clmulepi64_epi128(x, h, 0x11));
-		mid = _mm512_ternarylogic_epi64(mid, _mm512_clmulepi64_epi128(x, h, 0x01),
-		                                _mm512_clmulepi64_epi128(x, h, 0x10), 0x96);
-	}
-	{
-		__m128i l = hxor512(lo), hh = hxor512(hi), md = hxor512(mid);
-		l = _mm_xor_si128(l, _mm_slli_si128(md, 8));
-		hh = _mm_xor_si128(hh, _mm_srli_si128(md, 8));
-		return gf_reduce(l, hh);
-	}
-}
-
-/* GHASH over @len bytes at @p, the last block zero-padded. */
-GCM_TARGET static __m128i ghash(const struct fp_gcm *g, __m128i y, const uint8_t *p, size_t len)
-{
-	size_t nb = len / 16;
-
-	while (nb > 0) {
-		unsigned m = nb > 16 ? 16 : (unsigned)nb;
-		y = ghash_run(g, y, p, m);
-		p += 16 * m;
-		nb -= m;
-	}
-	if (len % 16) {
-		uint8_t t[16] __attribute__((aligned(16))) = {0};
-		memcpy(t, p, len % 16);
-		y = ghash_run(g, y, t, 1);
+	for (s = 0; s < 3; s++) {
+		const uint8_t *p = src[s];
+		size_t rest = len[s];
+		while (rest > 0) {
+			size_t nb = (rest + 15) / 16, bytes;
+			unsigned k = nb < 4 ? (unsigned)nb : 4;
+			__m512i x, h;
+			if (k > left)
+				k = left;
+			bytes = rest < 16u * k ? rest : 16u * k;
+			x = bswap512(_mm512_maskz_loadu_epi8(
+			        bytes == 64 ? ~(__mmask64)0 : ((__mmask64)1 << bytes) - 1, p));
+			h = _mm512_maskz_loadu_epi64((__mmask8)((1u << (2 * k)) - 1),
+			                             g->hpow + 16 * (16 - left));
+			if (first)
+				x = _mm512_xor_si512(x, _mm512_zextsi128_si512(y));
+			first = 0;
+			lo = _mm512_xor_si512(lo, _mm512_clmulepi64_epi128(x, h, 0x00));
+			hi = _mm512_xor_si512(hi, _mm512_clmulepi64_epi128(x, h, 0x11));
+			mid = _mm512_ternarylogic_epi64(mid, _mm512_clmulepi64_epi128(x, h, 0x01),
+			                                _mm512_clmulepi64_epi128(x, h, 0x10), 0x96);
+			p += bytes;
+			rest -= bytes;
+			left -= k;
+			if (left == 0) {
+				__m128i l = hxor512(lo), hh = hxor512(hi), md = hxor512(mid);
+				l = _mm_xor_si128(l, _mm_slli_si128(md, 8));
+				hh = _mm_xor_si128(hh, _mm_srli_si128(md, 8));
+				y = gf_reduce(l, hh);
+				lo = hi = mid = _mm512_setzero_si512();
+				left = 16;
+				first = 1;
+			}
+		}
 	}
 	return y;
 }
@@ -268,14 +280,7 @@ GCM_TARGET static __m128i j0_of(const uint8_t nonce[12])
 GCM_TARGET static __m128i tag_of(const struct fp_gcm *g, __m128i j0, const uint8_t *aad,
                                  size_t aadlen, const uint8_t *ct, size_t len)
 {
-	__m128i y = _mm_setzero_si128();
-
-	y = ghash(g, y, aad, aadlen);
-	y = ghash(g, y, ct, len);
-	/* the length block, reflected: len(C) in bits low, len(A) high */
-	y = _mm_xor_si128(y, _mm_set_epi64x((long long)(aadlen * 8), (long long)(len * 8)));
-	y = gf_mul(y, _mm_load_si128((const __m128i *)(g->hpow + 16 * 15)));
-	return _mm_xor_si128(bswap128(y), aes_block(g->rk, j0));
+	return _mm_xor_si128(bswap128(ghash_ac(g, aad, aadlen, ct, len)), aes_block(g->rk, j0));
 }
 
 GCM_TARGET void fp_gcm_seal(const struct fp_gcm *g, const uint8_t nonce[12], const uint8_t *aad,
