@@ -1436,7 +1436,7 @@ struct moq_relay *moq_relay_create(const struct moq_pmd_config *cfg, char *err, 
 		return NULL;
 	}
 	r->cfg = *cfg;
-	fp_aead_select((int)cfg->fastpath_vaes); /* --fastpath-vaes: every engine's AEAD */
+	fp_aead_select((int)cfg->fastpath_gcm); /* --fastpath-gcm: every engine's AEAD */
 	r->io_ops = cfg->backend == MOQ_CFG_BACKEND_KERNEL ? &moq_relay_kernel_ops : &dpdk_ops;
 	r->mgmt.http_fd = -1;
 	r->exc_port = -1;

@@ -373,12 +373,12 @@ struct fp_engine *fp_engine_new(const struct fp_engine_config *cfg, int *err);
 
 /*
  * fp_aead_select: the AES-128-GCM of connections imported from now on, in
- * every engine of the process: @vaes 1 = gcm.c's (VAES + VPCLMULQDQ on
- * AVX-512) where the CPU has it, else wolfCrypt (the default); 0 = wolfCrypt
- * always (--fastpath-vaes off). Returns fp_aead_name(): "vaes" or
- * "wolfcrypt", what they will use.
+ * every engine of the process: @own 1 = gcm.c's (the default: VAES +
+ * VPCLMULQDQ on AVX-512 where the CPU has them, else wolfCrypt); 0 =
+ * wolfCrypt always (--fastpath-gcm off). Returns fp_aead_name(): "vaes",
+ * "wolfcrypt" (or "aesni" in tests: gcm.c's 128-bit code), what they use.
  */
-const char *fp_aead_select(int vaes);
+const char *fp_aead_select(int own);
 const char *fp_aead_name(void);
 
 /* fp_engine_free: drop every connection (conn_closed, FP_CLOSE_ENGINE, no

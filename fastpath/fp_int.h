@@ -161,28 +161,41 @@ int fp_ack_parse(const uint8_t **p, const uint8_t *end, int ecn, struct fp_ack *
 struct fp_aes; /* fp_gcm or a wolfCrypt Aes, opaque outside crypto.c */
 
 /* AES-128-GCM of our own (gcm.c): the round keys and H^16..H^1 (reflected),
- * 432 bytes instead of wolfCrypt's ~1.1 KB Aes. */
+ * 448 bytes instead of wolfCrypt's ~1.1 KB Aes. */
 struct fp_gcm {
 	uint8_t rk[11 * 16] __attribute__((aligned(64)));
 	uint8_t hpow[16 * 16] __attribute__((aligned(64)));
+	uint32_t wide; /* 1: the 512-bit code (VAES), 0: the 128-bit one */
 };
 
-/* fp_gcm_usable: the CPU has AES-NI, PCLMUL, AVX-512 F/BW/VL, VAES and
- * VPCLMULQDQ (else crypto.c uses wolfCrypt). */
+/* fp_gcm_usable: 2 = the CPU has AES-NI, PCLMULQDQ, AVX-512 F/BW/VL, VAES
+ * and VPCLMULQDQ (the 512-bit code), 1 = AES-NI, PCLMULQDQ and AVX (the
+ * 128-bit code, VEX-encoded; valgrind shows every CPU so), 0 = neither (crypto.c uses
+ * wolfCrypt). */
 int fp_gcm_usable(void);
-void fp_gcm_key(struct fp_gcm *g, const uint8_t key[16]);
+/* @wide 1: the 512-bit code where fp_gcm_usable() is 2; 0: the 128-bit. */
+void fp_gcm_key(struct fp_gcm *g, const uint8_t key[16], int wide);
 /* Seal @len bytes of @in into @out (may be @in), the tag into @tag. */
 void fp_gcm_seal(const struct fp_gcm *g, const uint8_t nonce[12], const uint8_t *aad, size_t aadlen,
                  const uint8_t *in, size_t len, uint8_t *out, uint8_t tag[16]);
+/* The same from @n pieces (fastpath.h's fp_iov) of @len bytes in all (one may lie in @out ahead
+ * of the rest: each byte is read before its place in @out is written). */
+void fp_gcm_sealv(const struct fp_gcm *g, const uint8_t nonce[12], const uint8_t *aad,
+                  size_t aadlen, const struct fp_iov *v, unsigned n, uint8_t *out, size_t len,
+                  uint8_t tag[16]);
 /* Open @len bytes of ciphertext @in into @out if @tag is right: 0, or
  * MOQ_ERR_CRYPTO (then nothing is written). */
 int fp_gcm_open(const struct fp_gcm *g, const uint8_t nonce[12], const uint8_t *aad, size_t aadlen,
                 const uint8_t *in, size_t len, uint8_t *out, const uint8_t tag[16]);
 /* FIPS 197 key expansion with AES-NI: the 11 round keys of a 16-byte key. */
 void fp_aes128_schedule(uint8_t rk[11 * 16], const uint8_t *key);
-/* Tests: 1 makes every fp_aes made from now on use wolfCrypt even where
- * fp_gcm_usable(); returns the previous setting. */
-int fp_crypto_force_wolfcrypt(int on);
+/* The AEAD of every fp_aes made (or keyed) from now on: FP_AEAD_AUTO (the
+ * default) gcm.c's 512-bit code where fp_gcm_usable() is 2, else wolfCrypt;
+ * FP_AEAD_WOLFCRYPT wolfCrypt always; FP_AEAD_128 (tests, benches: the
+ * 512-bit path's engine code under valgrind, which has no AVX-512) gcm.c's
+ * 128-bit code. Returns the previous mode. */
+enum { FP_AEAD_AUTO = 0, FP_AEAD_WOLFCRYPT = 1, FP_AEAD_128 = 2 };
+int fp_crypto_force(int mode);
 
 /* One rx key generation. */
 struct fp_rxkey {
@@ -228,6 +241,13 @@ int fp_hp_mask(const struct fp_hpkey *h, const uint8_t *sample, uint8_t mask[16]
 /* AES-128-GCM seal in place: @len bytes at @p, tag after them. */
 int fp_seal(struct fp_aes *a, const uint8_t iv[FP_IV_LEN], uint64_t pn, const uint8_t *aad,
             size_t aadlen, uint8_t *p, size_t len);
+/* 1: fp_sealv works on @a (gcm.c's AES-GCM), 0: wolfCrypt's, seal in place. */
+int fp_aes_gathers(const struct fp_aes *a);
+/* AES-128-GCM seal of @n pieces (@len bytes in all) into @out, the tag
+ * after them, without copying the pieces first; MOQ_ERR_INVAL where
+ * fp_aes_gathers() is 0. */
+int fp_sealv(struct fp_aes *a, const uint8_t iv[FP_IV_LEN], uint64_t pn, const uint8_t *aad,
+             size_t aadlen, const struct fp_iov *v, unsigned n, uint8_t *out, size_t len);
 /* AES-128-GCM open: @len bytes of ciphertext+tag at @in into @out. */
 int fp_open(struct fp_aes *a, const uint8_t iv[FP_IV_LEN], uint64_t pn, const uint8_t *aad,
             size_t aadlen, const uint8_t *in, size_t len, uint8_t *out);

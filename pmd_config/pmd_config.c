@@ -197,10 +197,10 @@ static const struct key keys[] = {
         {"fastpath-conns", K_U32, OFF(fastpath_conns), 1, 10000000,
          "connections per worker the fast path holds (its pools, ~15 KiB a connection, are "
          "allocated at start); beyond, connections stay on ngtcp2 (default 4096)"},
-        {"fastpath-vaes", K_ONOFF, OFF(fastpath_vaes), 0, 0,
-         "on: the fast path seals and opens with its own AES-128-GCM on VAES + VPCLMULQDQ "
-         "(AVX-512) where the CPU has them, else wolfCrypt; off: wolfCrypt always (default "
-         "on)"},
+        {"fastpath-gcm", K_ONOFF, OFF(fastpath_gcm), 0, 0,
+         "on: the fast path seals and opens with its own AES-128-GCM (fastpath/gcm.c, VAES + "
+         "VPCLMULQDQ on AVX-512) where the CPU has them, else with wolfCrypt; off: wolfCrypt "
+         "always (default on)"},
 };
 
 #define NB_KEYS (sizeof(keys) / sizeof(keys[0]))
@@ -301,7 +301,7 @@ void moq_pmd_config_defaults(struct moq_pmd_config *cfg)
 	cfg->idle_timeout_us = 30 * US;
 	cfg->fastpath = 1;
 	cfg->fastpath_conns = 4096;
-	cfg->fastpath_vaes = 1;
+	cfg->fastpath_gcm = 1;
 	cfg->backend = MOQ_CFG_BACKEND_DPDK;
 	cfg->redirect_ring = 1024;
 	snprintf(cfg->profile, sizeof(cfg->profile), "auto");

@@ -153,8 +153,8 @@ struct moq_pmd_config {
 	 * path once set up and quiet (quic.h, config.fastpath); 1 = on */
 	uint32_t fastpath;
 	uint32_t fastpath_conns; /* the engine's connection pool per worker */
-	/* 1: fastpath/gcm.c's AES-GCM where the CPU has VAES (fp_aead_select) */
-	uint32_t fastpath_vaes;
+	/* 1: fastpath/gcm.c's AES-GCM where the CPU allows (fp_aead_select) */
+	uint32_t fastpath_gcm;
 };
 
 /*

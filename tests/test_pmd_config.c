@@ -299,7 +299,7 @@ static const struct {
         {"--admit-refuse", "goaway=", "--admit-refuse: 'goaway=' is not bounds or goaway=URL"},
         {"--fastpath", "yes", "--fastpath: 'yes' is not on or off"},
         {"--fastpath-conns", "0", "--fastpath-conns: '0' is not an integer in [1, 10000000]"},
-        {"--fastpath-vaes", "yes", "--fastpath-vaes:"},
+        {"--fastpath-gcm", "yes", "--fastpath-gcm:"},
         /* issue 15: --tcp is 0 or 1 (the dpdk backend's exception port:
          * tcp_on_dpdk below) */
         {"--tcp", "2", "--tcp: '2' is not an integer in [0, 1]"},
