@@ -361,6 +361,9 @@ struct fp_stats {
 	uint64_t dgrams_lost;       /* ... in packets declared lost (never resent) */
 	uint64_t dgrams_dropped;    /* queued and never sent: the queue overflowed
 	                             * (oldest first), too large, or closed */
+	/* packets whose stream data was sealed from the caller's chunks into
+	 * the packet without a copy first (gcm.c, fp_sealv) */
+	uint64_t pkts_gathered;
 };
 
 /*

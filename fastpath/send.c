@@ -100,6 +100,47 @@ static void stream_copy(struct fp_engine *e, struct fp_stream *s, uint64_t off, 
 	}
 }
 
+/* Pieces a packet's stream data may come in without a copy (fp_sealv). */
+#define GATHER_MAX 8
+
+/*
+ * stream_copy without the copy: stream bytes [off, off + n) of @s as
+ * pieces of the caller's chunks into @v (at most @max). Returns how many,
+ * or 0 when more than @max would be needed (then stream_copy does it).
+ */
+static unsigned stream_pieces(struct fp_engine *e, struct fp_stream *s, uint64_t off, size_t n,
+                              struct fp_iov *v, unsigned max)
+{
+	uint32_t i = s->chunks, cur = s->cur;
+	unsigned nv = 0;
+
+	if (cur != FP_NONE32 && e->chunks[cur].off <= off)
+		i = cur;
+	while (n > 0 && i != FP_NONE32) {
+		struct fp_chunk *k = &e->chunks[i];
+		if (off >= k->off + k->len) {
+			i = k->next;
+			continue;
+		}
+		{
+			size_t at = (size_t)(off - k->off), m = k->len - at;
+			if (m > n)
+				m = n;
+			if (nv == max)
+				return 0;
+			v[nv].base = k->base + at;
+			v[nv++].len = m;
+			off += m;
+			n -= m;
+			cur = i;
+			if (at + m == k->len)
+				i = k->next;
+		}
+	}
+	s->cur = cur;
+	return nv;
+}
+
 struct pktb {
 	struct fp_conn *c;
 	uint8_t *p, *end;
@@ -632,7 +673,9 @@ static void build_fast(struct fp_conn *c, struct fp_stream *s, struct fp_pkt *pk
 	size_t cap = pkt->cap < c->max_pkt ? pkt->cap : c->max_pkt;
 	size_t pn_off = 1 + (size_t)c->dcid_len, hlen = pn_off + pnlen, plen, len;
 	struct fp_sent *r = &c->ring[pn & c->ring_mask];
-	int fin;
+	struct fp_iov v[GATHER_MAX];
+	unsigned nv;
+	int fin, sealed;
 
 	/* RFC 9000, 17.3.1 (as build()) */
 	d[0] = (uint8_t)(HDR_FIXED | (c->kp ? HDR_KEY_PHASE : 0) | (pnlen - 1));
@@ -659,9 +702,16 @@ static void build_fast(struct fp_conn *c, struct fp_stream *s, struct fp_pkt *pk
 	f = fp_varint_put(f, s->snd_off);
 	*f++ = (uint8_t)(0x40 | (n >> 8));
 	*f++ = (uint8_t)n;
-	stream_copy(e, s, s->snd_off, f, n, 1);
 	plen = (size_t)(f + n - (d + hlen));
 	len = hlen + plen + FP_TAG_LEN;
+	/* the frame's header where it is, the data where the caller's chunks
+	 * hold it: sealed from there into the packet, not copied first (gcm.c);
+	 * with wolfCrypt, or data in too many pieces, copied and sealed in place */
+	nv = fp_aes_gathers(k->tx_aead)
+	             ? stream_pieces(e, s, s->snd_off, (size_t)n, v + 1, GATHER_MAX - 1)
+	             : 0;
+	if (nv == 0)
+		stream_copy(e, s, s->snd_off, f, n, 1);
 	/* the sent record, its one range inline */
 	r->pn_lo = (uint32_t)pn;
 	r->t_us = (uint32_t)((now - x->epoch_ns) / 1000);
@@ -697,20 +747,27 @@ static void build_fast(struct fp_conn *c, struct fp_stream *s, struct fp_pkt *pk
 		c->ctl |= CF_DBLOCKED;
 	}
 	/* RFC 9001, 5.3 and 5.4.1 */
-	if (fp_seal(k->tx_aead, k->tx_iv, pn, d, hlen, d + hlen, plen) < 0 ||
-	    fp_hp_mask(&k->tx_hp, d + pn_off + 4, mask) < 0) {
+	if (nv > 0) {
+		v[0].base = d + hlen;
+		v[0].len = (size_t)(f - (d + hlen));
+		sealed = fp_sealv(k->tx_aead, k->tx_iv, pn, d, hlen, v, nv + 1, d + hlen, plen);
+		e->st.pkts_gathered++;
+	} else {
+		sealed = fp_seal(k->tx_aead, k->tx_iv, pn, d, hlen, d + hlen, plen);
+	}
+	if (sealed < 0 || fp_hp_mask(&k->tx_hp, d + pn_off + 4, mask) < 0) {
 		fp_close_local(c, 0, FP_E_INTERNAL, 0, "seal failed", now);
 		pkt->len = 0;
 		return;
 	}
 	d[0] ^= mask[0] & 0x1f;
 	{
-		uint32_t v, m;
-		memcpy(&v, d + pn_off, 4);
+		uint32_t w, m;
+		memcpy(&w, d + pn_off, 4);
 		memcpy(&m, mask + 1, 4);
 		m &= pnlen == 4 ? 0xffffffffu : ((1u << (8 * pnlen)) - 1);
-		v ^= m;
-		memcpy(d + pn_off, &v, 4);
+		w ^= m;
+		memcpy(d + pn_off, &w, 4);
 	}
 	c->tx_pn++;
 	c->inflight += len;
