@@ -267,18 +267,6 @@ int fp_seal(struct fp_aes *a, const uint8_t iv[FP_IV_LEN], uint64_t pn, const ui
 	               : MOQ_ERR_CRYPTO;
 }
 
-void fp_aes_prefetch(const struct fp_aes *a)
-{
-	const char *p = (const char *)a;
-	size_t i;
-
-	/* without reading a->own (itself a miss): gcm.c's lines and own's;
-	 * for wolfCrypt's kind harmless lines of the same allocation */
-	if (a != NULL)
-		for (i = 0; i <= sizeof(a->g); i += 64)
-			__builtin_prefetch(p + i);
-}
-
 int fp_aes_gathers(const struct fp_aes *a)
 {
 	return a->own;

@@ -241,8 +241,6 @@ int fp_hp_mask(const struct fp_hpkey *h, const uint8_t *sample, uint8_t mask[16]
 /* AES-128-GCM seal in place: @len bytes at @p, tag after them. */
 int fp_seal(struct fp_aes *a, const uint8_t iv[FP_IV_LEN], uint64_t pn, const uint8_t *aad,
             size_t aadlen, uint8_t *p, size_t len);
-/* Prefetch @a's round keys and powers of H (gcm.c's; nothing for wolfCrypt). */
-void fp_aes_prefetch(const struct fp_aes *a);
 /* 1: fp_sealv works on @a (gcm.c's AES-GCM), 0: wolfCrypt's, seal in place. */
 int fp_aes_gathers(const struct fp_aes *a);
 /* AES-128-GCM seal of @n pieces (@len bytes in all) into @out, the tag

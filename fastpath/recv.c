@@ -855,8 +855,6 @@ int fp_conn_recv(struct fp_conn *c, const uint8_t *data, size_t len, const struc
 		e->st.pkts_dropped++;
 		return 0;
 	}
-	/* the current generation's key schedule on its way meanwhile */
-	fp_aes_prefetch(k->rx[k->rxc].aead);
 	x->busy++;
 	x->now = now;
 	/* RFC 9001, 5.4.1: remove header protection */

@@ -804,9 +804,6 @@ int fp_conn_send(struct fp_conn *c, struct fp_pkt *pkts, size_t n, uint64_t now)
 		return MOQ_ERR_INVAL;
 	if (c->state == ST_DEAD)
 		return 0;
-	/* the key schedule (cold, one of thousands): its lines on their way
-	 * while the packet's header and frames are written */
-	fp_aes_prefetch(c->x->keys.tx_aead);
 	c->x->busy++;
 	c->x->now = now;
 	while (done < n) {
