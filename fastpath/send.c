@@ -107,6 +107,9 @@ static void stream_copy(struct fp_engine *e, struct fp_stream *s, uint64_t off, 
  * stream_copy without the copy: stream bytes [off, off + n) of @s as
  * pieces of the caller's chunks into @v (at most @max). Returns how many,
  * or 0 when more than @max would be needed (then stream_copy does it).
+ * The chunk walk is stream_copy's on purpose: stream_copy written over
+ * this one cost 57 instructions a packet more (bench_fastpath --callgrind:
+ * 942 -> 999; the no-copy path 790 -> 821).
  */
 static unsigned stream_pieces(struct fp_engine *e, struct fp_stream *s, uint64_t off, size_t n,
                               struct fp_iov *v, unsigned max)
