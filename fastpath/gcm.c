@@ -19,6 +19,7 @@
  * powers of H is reduced once.
  */
 #include "fp_int.h"
+#include "aesni.h"
 
 #include <cpuid.h>
 #include <immintrin.h>
@@ -126,17 +127,6 @@ GCM_TARGET static inline __m128i hxor512(__m512i z)
 	return _mm_xor_si128(_mm256_castsi256_si128(y), _mm256_extracti128_si256(y, 1));
 }
 
-/* One AES-128 block with the 11 round keys at @rk. */
-XMM_TARGET static inline __m128i aes_block(const uint8_t *rk, __m128i m)
-{
-	int i;
-
-	m = _mm_xor_si128(m, _mm_load_si128((const __m128i *)rk));
-	for (i = 1; i < 10; i++)
-		m = _mm_aesenc_si128(m, _mm_load_si128((const __m128i *)(rk + 16 * i)));
-	return _mm_aesenclast_si128(m, _mm_load_si128((const __m128i *)(rk + 160)));
-}
-
 XMM_TARGET void fp_gcm_key(struct fp_gcm *g, const uint8_t key[16], int wide)
 {
 	__m128i h, p;
@@ -144,7 +134,7 @@ XMM_TARGET void fp_gcm_key(struct fp_gcm *g, const uint8_t key[16], int wide)
 
 	g->wide = wide && fp_gcm_usable() == 2;
 	fp_aes128_schedule(g->rk, key);
-	h = bswap128(aes_block(g->rk, _mm_setzero_si128()));
+	h = bswap128(fp_aes128_enc(g->rk, _mm_setzero_si128()));
 	/* hpow[i] = H^(16 - i): block j of a run of m multiplies hpow[16 - m + j] */
 	p = h;
 	_mm_store_si128((__m128i *)(g->hpow + 16 * 15), p);
@@ -377,7 +367,7 @@ XMM_TARGET static void ctr_x(const struct fp_gcm *g, __m128i j0r, struct rd *r, 
 		uint8_t blk[16] __attribute__((aligned(16)));
 		__m128i m;
 		ctr = _mm_add_epi32(ctr, one);
-		m = aes_block(g->rk, bswap128(ctr));
+		m = fp_aes128_enc(g->rk, bswap128(ctr));
 		in = rd_get(r, tmp, u);
 		if (u == 16) {
 			_mm_storeu_si128((__m128i *)out,
@@ -477,7 +467,7 @@ XMM_TARGET static __m128i tag_of(const struct fp_gcm *g, __m128i j0, const uint8
                                  size_t aadlen, const uint8_t *ct, size_t len)
 {
 	__m128i y = g->wide ? ghash_z(g, aad, aadlen, ct, len) : ghash_x(g, aad, aadlen, ct, len);
-	return _mm_xor_si128(bswap128(y), aes_block(g->rk, j0));
+	return _mm_xor_si128(bswap128(y), fp_aes128_enc(g->rk, j0));
 }
 
 XMM_TARGET void fp_gcm_sealv(const struct fp_gcm *g, const uint8_t nonce[12], const uint8_t *aad,
