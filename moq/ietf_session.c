@@ -122,10 +122,18 @@ struct arena {
 #define ARENA_MIN 256
 #define BATCH_MAX 64 /* iovecs gathered before a write to the transport */
 
+/*
+ * A stream record, inner or outer. The fields of one kind alone are in the
+ * union at the end (a record's kind changes only from one without any of
+ * them: X_NEW and I_OTHER once their type is read, X_SG_IN to X_IGNORE):
+ * every record carried them all, 864 bytes, and a subscriber's session
+ * holds about seven (control, requests, groups) at a time.
+ */
 struct xs {
 	struct xs *next;
 	int64_t sid;
 	struct arena *ar; /* X_SG_OUT: header bytes (newest first) */
+	struct xs *peer;  /* inner <-> outer (request and group streams) */
 	uint8_t inner, kind;
 	uint8_t rx_fin, fin_q, fin_sent, reset, typed, gone;
 	uint8_t i_out_done, i_in_done, closed_due; /* inner: each direction ended */
@@ -135,30 +143,31 @@ struct xs {
 	uint8_t ok_due;           /* I_SUB_OUT: SUBSCRIBE_OK into the inner at the next pump */
 	uint8_t held;             /* X_REQ_IN: came before the SETUP, read once it is */
 	/* X_SG_IN: waits for another subgroup's object to end (its group's
-	 * owner); its subgroup id (known: from the header or first object);
-	 * the next object id (delta coding) */
+	 * owner); its subgroup id is known (from the header or first object) */
 	uint8_t waiting, sg_known;
-	uint64_t sgid, in_next;
-	/* I_GROUP_IN: the group it carries; subgroup streams feeding it; the one
-	 * whose object is under way; frames begun; the next frame's location
-	 * when it is not (0, frame index) (ie_frame_meta) */
-	uint64_t grp;
-	uint32_t nsg, nfr;
-	struct xs *owner;
-	uint8_t ploc;
-	uint64_t psg, pobj;
+	uint8_t ploc; /* I_GROUP_IN: the next frame's location is not (0, index) */
 	/* I_GROUP_OUT of a track with locations: the subgroup header waits for
 	 * the first object (hdr_due, template sh); the group's other subgroup
-	 * streams; the one the frame read now goes to; several: multi, the
-	 * inner's acknowledgements in order (ga) */
+	 * streams (nsgo); several: multi, the inner's acknowledgements in
+	 * order (ga) */
 	uint8_t hdr_due, nsgo, multi;
-	struct moq_ietf_subgroup_hdr sh;
-	struct xs *sgo[IE_SG_OUT_MAX], *cur_o;
-	struct gack *ga;
-	uint32_t nga, cga;
 	uint8_t paused;           /* I_SUB_IN: forward 0, its groups are not sent */
 	uint8_t sink, stop_due;   /* I_GROUP_OUT of a paused subscription: its bytes go
 	                           * nowhere; STOP_SENDING into the inner at the next pump */
+	uint8_t ok_sent, done_sent, is_req;
+	uint8_t grx_init;                  /* I_GROUP_OUT: grx is set up */
+	uint8_t hdr_done, obj_hdr_pending; /* X_SG_IN */
+	uint8_t fill_req, trim;            /* I_SUB_IN: see the union */
+	/* I_GROUP_OUT: frames drop_lo..drop_hi of the group went in a fill
+	 * (drop); the frame read now is one (cur_drop) */
+	uint8_t drop, cur_drop;
+	/* X_SG_IN and X_SG_OUT: the subgroup id; X_SG_OUT and I_GROUP_OUT:
+	 * the next object id the client expects (delta coding) */
+	uint64_t sgid, next_id;
+	struct xs *owner; /* I_GROUP_IN: the subgroup stream whose object is under way */
+	struct xs *cur_o; /* I_GROUP_OUT: the outer stream the frame read now goes to */
+	struct gack *ga;
+	uint32_t nga, cga;
 	uint8_t *rx;
 	size_t rx_len, rx_cap;
 	/* outer send side */
@@ -166,35 +175,12 @@ struct xs {
 	uint64_t q_end, sent, acked;
 	struct mark *mk;
 	uint32_t nmk, cmk;
-	/* links */
-	struct xs *peer; /* inner <-> outer (request and group streams) */
 	uint64_t req_id, alias, lite_id;
-	uint8_t ok_sent, done_sent, is_req;
 	uint64_t in_l;    /* inner bytes consumed (inner-opened streams) */
 	size_t lite_tlen; /* I_SUB_IN: the track name after prefix's NUL */
-	struct moq_subscribe_update su; /* I_SUB_IN: what the inner was last told */
-	/* I_GROUP_OUT: the lite group stream read */
-	struct moq_group_rx grx;
-	uint8_t grx_init;
-	/* X_SG_IN */
-	uint8_t hdr_done, obj_hdr_pending;
-	struct moq_ietf_subgroup_hdr h;
-	uint64_t obj_left;
 	/* I_ANN_OUT / I_ANN_IN: the requested prefix */
 	char *prefix;
 	size_t plen;
-	/* I_SUB_IN, draft 20: FILL_PARAMETERS and the SUBSCRIBE's filter, served
-	 * at the SUBSCRIBE_OK; then the objects the fill carried (@trim_lo to
-	 * @trim_hi, inclusive), which the subscription does not send again */
-	uint8_t fill_req, trim;
-	struct moq_ietf_fill fill;
-	struct moq_ietf_filter sfilter;
-	struct moq_ietf_loc trim_lo, trim_hi;
-	/* I_GROUP_OUT: frames @drop_lo..@drop_hi of the group went in a fill
-	 * (@drop); the frame read now (@fidx - 1) is one (@cur_drop); the next
-	 * object id the client expects (delta coding) */
-	uint8_t drop, cur_drop;
-	uint64_t drop_lo, drop_hi, fidx, next_id;
 	/* I_GROUP_OUT of a track with extension headers: its cache group (a
 	 * reference), whose frames' headers its objects carry */
 	struct moq_cache_group *cg;
@@ -204,6 +190,36 @@ struct xs {
 	 * ingest takes them (ie_frame_meta) */
 	uint8_t *pext;
 	size_t pext_len;
+	union {
+		struct { /* I_SUB_IN */
+			/* what the inner was last told */
+			struct moq_subscribe_update su;
+			/* draft 20: FILL_PARAMETERS and the SUBSCRIBE's filter,
+			 * served at the SUBSCRIBE_OK (fill_req); then the objects
+			 * the fill carried (trim_lo to trim_hi, inclusive: trim),
+			 * which the subscription does not send again */
+			struct moq_ietf_fill fill;
+			struct moq_ietf_filter sfilter;
+			struct moq_ietf_loc trim_lo, trim_hi;
+		};
+		struct {                         /* I_GROUP_OUT */
+			struct moq_group_rx grx; /* the lite group stream read */
+			struct moq_ietf_subgroup_hdr sh;
+			struct xs *sgo[IE_SG_OUT_MAX];
+			/* frames dropped (drop); the frame read now is fidx - 1 */
+			uint64_t drop_lo, drop_hi, fidx;
+		};
+		struct { /* X_SG_IN */
+			struct moq_ietf_subgroup_hdr h;
+			uint64_t obj_left, in_next;
+		};
+		struct { /* I_GROUP_IN: the group it carries; subgroup
+		          * streams feeding it (nsg); frames begun (nfr); the
+		          * next frame's location when ploc (ie_frame_meta) */
+			uint64_t grp, psg, pobj;
+			uint32_t nsg, nfr;
+		};
+	};
 };
 
 struct ie_ack {
@@ -246,9 +262,12 @@ struct ietf_sess {
 	struct early_dg early[IE_EARLY_DG];
 	uint32_t nearly;
 	/* what an inner write becomes on a subgroup stream, gathered and
-	 * written to the transport at once (b_flush) */
+	 * written to the transport at once (b_flush). Every batch is begun
+	 * and flushed within one ie_write, so its BATCH_MAX iovecs are on
+	 * ie_write's stack (the outermost's, when it nests), not 1 KB in
+	 * every session */
 	struct xs *bo;
-	struct iovec bv[BATCH_MAX];
+	struct iovec *bv;
 	uint32_t bn;
 	size_t btotal; /* the bytes of bv[0 .. bn) */
 };
@@ -398,8 +417,18 @@ static int rx_append(struct xs *x, const uint8_t *p, size_t n)
 
 static void rx_consume(struct xs *x, size_t n)
 {
-	memmove(x->rx, x->rx + n, x->rx_len - n);
+	if (x->rx_len > n)
+		memmove(x->rx, x->rx + n, x->rx_len - n);
 	x->rx_len -= n;
+	/* emptied: the buffer goes, but a client's subgroup stream's (its
+	 * objects come through it). A subscriber's session kept four of
+	 * 256 bytes (control and request streams) that one message each
+	 * filled once */
+	if (x->rx_len == 0 && x->kind != X_SG_IN) {
+		free(x->rx);
+		x->rx = NULL;
+		x->rx_cap = 0;
+	}
 }
 
 /* ---- inner acknowledgements (delivered outside the inner's calls) ---- */
@@ -2344,6 +2373,13 @@ void ietf_stream_acked(struct ietf_sess *ie, int64_t sid, uint64_t acked)
 			x->qs = q->next;
 		oq_free(ie, q);
 	}
+	if (x->qh && x->qh == x->qt && x->qh->off + x->qh->len <= x->acked && x->kind != X_SG_OUT) {
+		/* a control or request stream's tail, all acknowledged: it goes
+		 * too (its next message, seconds away if ever, takes a new one;
+		 * 288 bytes a stream) */
+		oq_free(ie, x->qh);
+		x->qh = x->qt = x->qs = NULL;
+	}
 	if (x->kind != X_SG_OUT || (x->fin_sent && x->acked >= x->q_end))
 		ie->scan = 1; /* done (garbage), or not a group's stream */
 	while (k < x->nmk && x->mk[k].r <= x->acked) {
@@ -2456,6 +2492,36 @@ void ietf_writable(struct ietf_sess *ie)
 			ox_flush(ie, x);
 	if (ie->inner)
 		moq_binding_writable(ie->inner);
+}
+
+static size_t xs_heap(const struct xs *x)
+{
+	size_t b = sizeof(*x) + x->rx_cap + (size_t)x->cmk * sizeof(struct mark) +
+	           (size_t)x->cga * sizeof(struct gack) + (x->pext ? MOQ_CACHE_EXT_MAX : 0);
+
+	for (const struct arena *a = x->ar; a; a = a->next)
+		b += sizeof(*a) + a->cap;
+	for (const struct oq *q = x->qh; q; q = q->next)
+		b += sizeof(*q) + (q->ref ? 0 : q->cap);
+	if (x->prefix)
+		b += x->plen + 1;
+	return b;
+}
+
+size_t ietf_heap_bytes(const struct ietf_sess *ie)
+{
+	size_t b = sizeof(*ie) + (size_t)ie->cacks * sizeof(struct ie_ack) +
+	           (size_t)ie->nqpool * sizeof(struct oq);
+
+	if (ie->url)
+		b += ie->url_len + 1;
+	for (const struct xs *x = ie->streams; x; x = x->next)
+		b += xs_heap(x);
+	for (const struct xs *x = ie->xpool; x; x = x->next)
+		b += xs_heap(x);
+	for (uint32_t i = 0; i < ie->nearly; i++)
+		b += ie->early[i].len;
+	return b;
 }
 
 static void ie_free(struct ietf_sess *ie)
@@ -3137,10 +3203,14 @@ static long ie_write(void *b, int64_t sid, const struct iovec *iov, size_t n, in
 	struct ietf_sess *ie = b;
 	struct xs *x = xs_find(ie, 1, sid);
 	size_t total = 0;
+	struct iovec bv[BATCH_MAX];
+	bool outer = ie->bv == NULL;
 
 	if (!x)
 		return MOQ_ERR_NOTFOUND;
 	ie->depth++;
+	if (outer)
+		ie->bv = bv;
 	for (size_t k = 0; k < n;) {
 		if (x->kind == I_GROUP_OUT)
 			k += group_pieces(ie, x, iov + k, n - k, &total);
@@ -3153,6 +3223,8 @@ static long ie_write(void *b, int64_t sid, const struct iovec *iov, size_t n, in
 	if (fin && x->kind == I_GROUP_OUT && x->hdr_due && x->peer)
 		sg_hdr(ie, x, x->peer, 0, 0); /* no object: an empty subgroup 0 */
 	b_flush(ie); /* before a FIN, and before the mark below */
+	if (outer)
+		ie->bv = NULL;
 	x->in_l += total;
 	if (fin && !x->i_out_done) {
 		x->i_out_done = 1;

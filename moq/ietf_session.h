@@ -58,6 +58,12 @@ void ietf_datagram(struct ietf_sess *ie, const uint8_t *p, size_t len);
 int ietf_dgram_hdr(struct ietf_sess *ie, uint8_t *buf, size_t cap, uint64_t lite_id,
                    const struct moq_cache_group *g);
 
+/* The heap the translator of @ie holds (bytes asked of malloc, without its
+ * headers): its state, its stream records (live and pooled) with what
+ * each holds, queued acknowledgements and datagrams; not its lite session,
+ * which is counted as any lite session's. */
+size_t ietf_heap_bytes(const struct ietf_sess *ie);
+
 /* The shell's transport closed (frees @ie and its lite session). */
 void ietf_closed(struct ietf_sess *ie, uint64_t code, int local);
 

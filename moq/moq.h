@@ -362,6 +362,12 @@ int moq_node_poll(struct moq_node *n, uint64_t now);
 
 /* moq_node_stats: copy the counters into @out. */
 void moq_node_stats(const struct moq_node *n, struct moq_node_stats *out);
+/* The heap the IETF translators of @n's sessions hold (ietf_session.c,
+ * ietf_heap_bytes: what an IETF session costs besides its lite session),
+ * in all; *@n_out: how many, *@max_out: the largest one's (either may be
+ * NULL). A walk over the sessions: for diagnostics and tests, not per
+ * poll. */
+size_t moq_node_ietf_heap(const struct moq_node *n, size_t *n_out, size_t *max_out);
 
 /* moq_node_origin: the node's hop id. */
 uint64_t moq_node_origin(const struct moq_node *n);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ietf_session.h"
 #include "moq_int.h"
 
 /* ------------------------------------------------------------------ node */
@@ -123,6 +124,27 @@ void moq_node_stats(const struct moq_node *n, struct moq_node_stats *out)
 {
 	*out = n->st;
 	out->hub_dropped = hub_dropped(n);
+}
+
+size_t moq_node_ietf_heap(const struct moq_node *n, size_t *n_out, size_t *max_out)
+{
+	size_t all = 0, k = 0, max = 0;
+
+	for (const struct moq_session *s = n->sessions; s; s = s->next) {
+		size_t b;
+		if (!s->ietf)
+			continue;
+		b = ietf_heap_bytes(s->ietf);
+		all += b;
+		k++;
+		if (b > max)
+			max = b;
+	}
+	if (n_out)
+		*n_out = k;
+	if (max_out)
+		*max_out = max;
+	return all;
 }
 
 void moq_node_admit(struct moq_node *n, int64_t credit)
