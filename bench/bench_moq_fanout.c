@@ -791,6 +791,8 @@ int main(int argc, char **argv)
 	       " old, %" PRIu64 " evicted, %" PRIu64 " lagged\n",
 	       B.nsubs, groups, st.frames_out, st.bytes_out, bad, st.resets_old, st.resets_evicted,
 	       st.resets_lagged);
+	printf("fanout: %" PRIu64 " session visits, %" PRIu64 " wrote nothing\n", st.fanout_visits,
+	       st.fanout_visits_idle);
 	heap_report();
 	if (bytes_file) {
 		FILE *f = fopen(bytes_file, "w");

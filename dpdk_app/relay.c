@@ -2032,6 +2032,8 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->frames_in += sn.ns.frames_in;
 		s->media_bytes_in += sn.ns.bytes_in;
 		s->groups_out += sn.ns.groups_out;
+		s->fanout_visits += sn.ns.fanout_visits;
+		s->fanout_visits_idle += sn.ns.fanout_visits_idle;
 		s->frames_out += sn.ns.frames_out;
 		s->media_bytes_out += sn.ns.bytes_out;
 		s->group_resets += sn.ns.resets_old + sn.ns.resets_evicted + sn.ns.resets_lagged +

@@ -85,6 +85,8 @@ struct moq_relay_stats {
 	uint64_t auth_reloads, auth_reload_errors;        /* SIGHUP: key sets swapped / kept */
 	uint64_t groups_in, frames_in, media_bytes_in;    /* ingested into the cache */
 	uint64_t groups_out, frames_out, media_bytes_out; /* fanout, queued to QUIC */
+	uint64_t fanout_visits,
+	        fanout_visits_idle; /* sessions fanout visited / that wrote nothing */
 	uint64_t group_resets; /* old + evicted + lagged + dropped + cancelled */
 	uint64_t cache_used, cache_budget;
 	uint64_t cache_tracks, cache_groups;                 /* live now */

@@ -302,6 +302,9 @@ struct moq_node_stats {
 	uint64_t late_hist[MOQ_LATE_BUCKETS];
 	uint64_t late_max_ns, late_sum_ns;
 	uint64_t groups_hole_timeouts;
+	/* Fanout's visits to marked sessions (sess_mark), and those that
+	 * wrote nothing (the cost of a mark without work). */
+	uint64_t fanout_visits, fanout_visits_idle;
 };
 
 /*

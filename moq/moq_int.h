@@ -387,6 +387,7 @@ struct moq_session {
 	uint8_t queued;            /* in the node's pending (or work) list: sess_mark */
 	uint8_t watched;           /* in the node's watch list: has local subscriptions */
 	uint8_t retry;             /* a group stream could not be opened: try again */
+	uint8_t room_wait;         /* a group waits for a stream slot (gout_room): st_free marks */
 	struct moq_session *pnext; /* node's pending list */
 	struct moq_session *wnext; /* node's watch list */
 	uint64_t close_code;

@@ -66,9 +66,26 @@ struct moq_session *sess_new(struct moq_node *n, struct moq_quic_conn *c, int se
 	return s;
 }
 
+/* A group stream of subscription @d is gone: can that end @d (dsub_advance
+ * finishes a subscription once its last group stream is, when its track or
+ * its range ended)? */
+static bool gone_may_end(const struct dsub *d)
+{
+	return d == NULL ||
+	       (d->n_gouts == 0 &&
+	        (d->ending || d->done || d->p.end != MOQ_GROUP_NONE || (d->up && d->up->ended)));
+}
+
 static void st_free(struct moq_session *s, struct mstream *st)
 {
-	sess_mark(s); /* a stream slot or a subscription changed */
+	/* A stream slot or a subscription changed: fanout has work when the
+	 * session waited for a slot (room_wait) or for budget (blocked), when
+	 * it was not a group stream, or when it may end its subscription. A
+	 * live group stream's end alone is not work: marking every one made
+	 * 45% of all fanout visits, which wrote nothing (bench_moq_fanout
+	 * --audio: a stream per audio frame) */
+	if (!st->go || s->room_wait || s->blocked)
+		sess_mark(s);
 	if (st->go) {
 		struct gout *go = st->go;
 		if (!go->fin && !go->reset)
@@ -77,6 +94,8 @@ static void st_free(struct moq_session *s, struct mstream *st)
 			s->unacked -= go->written - go->acked;
 		if (go->d && go->d->n_gouts)
 			go->d->n_gouts--;
+		if (gone_may_end(go->d))
+			sess_mark(s);
 		if (go->on_fin)
 			gfin_del(go);
 		else
