@@ -51,6 +51,15 @@ static struct heap_slot *slot(void)
 	return mine;
 }
 
+static inline void slot_add(struct heap_slot *s, enum moq_heap_kind k, int64_t bytes, int64_t objs)
+{
+	/* one writer per slot: a load and a store, atomic for the readers */
+	__atomic_store_n(&s->bytes[k], __atomic_load_n(&s->bytes[k], __ATOMIC_RELAXED) + bytes,
+	                 __ATOMIC_RELAXED);
+	__atomic_store_n(&s->objs[k], __atomic_load_n(&s->objs[k], __ATOMIC_RELAXED) + objs,
+	                 __ATOMIC_RELAXED);
+}
+
 void moq_heap_add(enum moq_heap_kind k, int64_t bytes, int64_t objs)
 {
 	struct heap_slot *s = slot();
@@ -62,11 +71,7 @@ void moq_heap_add(enum moq_heap_kind k, int64_t bytes, int64_t objs)
 		__atomic_fetch_add(&s->objs[k], objs, __ATOMIC_RELAXED);
 		return;
 	}
-	/* one writer per slot: a load and a store, atomic for the readers */
-	__atomic_store_n(&s->bytes[k], __atomic_load_n(&s->bytes[k], __ATOMIC_RELAXED) + bytes,
-	                 __ATOMIC_RELAXED);
-	__atomic_store_n(&s->objs[k], __atomic_load_n(&s->objs[k], __ATOMIC_RELAXED) + objs,
-	                 __ATOMIC_RELAXED);
+	slot_add(s, k, bytes, objs);
 }
 
 void moq_heap_count(enum moq_heap_kind k, void *p)
@@ -81,12 +86,25 @@ void moq_heap_uncount(enum moq_heap_kind k, void *p)
 		moq_heap_add(k, -(int64_t)malloc_usable_size(p), -1);
 }
 
+void moq_heap_move_bytes(enum moq_heap_kind from, enum moq_heap_kind to, int64_t b)
+{
+	struct heap_slot *s;
+
+	if ((unsigned)from >= MOQ_HEAP_KINDS || (unsigned)to >= MOQ_HEAP_KINDS)
+		return;
+	s = slot();
+	if (shared) {
+		moq_heap_add(from, -b, -1);
+		moq_heap_add(to, b, 1);
+		return;
+	}
+	slot_add(s, from, -b, -1);
+	slot_add(s, to, b, 1);
+}
+
 void moq_heap_move(enum moq_heap_kind from, enum moq_heap_kind to, void *p)
 {
-	int64_t b = (int64_t)malloc_usable_size(p);
-
-	moq_heap_add(from, -b, -1);
-	moq_heap_add(to, b, 1);
+	moq_heap_move_bytes(from, to, (int64_t)malloc_usable_size(p));
 }
 
 void *moq_heap_malloc(enum moq_heap_kind k, size_t size)

@@ -123,8 +123,7 @@ static void strm_heap_move(const struct quic_strm *s, enum moq_heap_kind from,
 	int64_t b = (int64_t)malloc_usable_size((void *)s) +
 	            (strm_ents_inline(s) ? 0 : (int64_t)malloc_usable_size(s->ents));
 
-	moq_heap_add(from, -b, -1);
-	moq_heap_add(to, b, 1);
+	moq_heap_move_bytes(from, to, b);
 }
 
 void strm_heap_free(struct quic_strm *s, enum moq_heap_kind k)
