@@ -1038,9 +1038,12 @@ static void dsub_advance(struct moq_session *s, struct dsub *d)
 				goto out; /* stale: wait for the next group */
 			dsub_start(s, d, first);
 		}
-		while (d->next_seq <= latest && (end == MOQ_GROUP_NONE || d->next_seq <= end) &&
-		       gout_room(s)) {
+		while (d->next_seq <= latest && (end == MOQ_GROUP_NONE || d->next_seq <= end)) {
 			struct moq_cache_group *g;
+			if (!gout_room(s)) {
+				s->room_wait = 1; /* a stream slot frees it: st_free marks */
+				break;
+			}
 			rc = moq_cache_track_group(d->track, d->next_seq, &g);
 			if (rc == 0 ? d->lat_ns != 0 : rc != MOQ_ERR_AGAIN)
 				rc = dsub_skip(s, d, latest, end, rc, &g);
@@ -1057,10 +1060,6 @@ static void dsub_advance(struct moq_session *s, struct dsub *d)
 			}
 			d->next_seq++;
 		}
-		/* groups wait for a stream slot: st_free marks the session */
-		if (d->next_seq <= latest && (end == MOQ_GROUP_NONE || d->next_seq <= end) &&
-		    !gout_room(s))
-			s->room_wait = 1;
 	}
 out:
 	d->last_version = ver;
