@@ -19,20 +19,6 @@ unsigned fp_pn_len(uint64_t pn, uint64_t acked)
 	return 4;
 }
 
-uint64_t fp_pn_decode(uint64_t largest, uint64_t trunc, unsigned len)
-{
-	/* RFC 9000, A.3 */
-	uint64_t expected = largest == FP_PN_NONE ? 0 : largest + 1;
-	uint64_t win = 1ull << (len * 8), hwin = win / 2, mask = win - 1;
-	uint64_t cand = (expected & ~mask) | trunc;
-
-	if (cand + hwin <= expected && cand < (1ull << 62) - win)
-		return cand + win;
-	if (cand > expected + hwin && cand >= win)
-		return cand - win;
-	return cand;
-}
-
 size_t fp_ack_write(uint8_t *p, size_t cap, const struct fp_range *r, uint32_t n,
                     uint64_t delay_enc)
 {

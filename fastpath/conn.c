@@ -176,6 +176,7 @@ struct fp_conn *fp_conn_import(struct fp_engine *e, const struct fp_import *imp,
 		c->cwnd = MIN_CWND_PKTS * (uint64_t)c->max_pkt;
 	c->ssthresh = imp->ssthresh ? imp->ssthresh : UINT64_MAX;
 	c->recovery_start = now;
+	c->rec_us = 0; /* us_of(c, now): the epoch is now */
 	/* flow control */
 	x->local_max_data = imp->local_max_data;
 	x->recv_data = imp->recv_data;
@@ -465,6 +466,7 @@ static void cc_on_loss(struct fp_conn *c, uint64_t sent_ns, uint64_t now)
 	if (sent_ns <= c->recovery_start)
 		return;
 	c->recovery_start = now;
+	c->rec_us = us_of(c, now);
 	c->ssthresh = c->cwnd / 2;
 	if (c->ssthresh < MIN_CWND_PKTS * (uint64_t)c->max_pkt)
 		c->ssthresh = MIN_CWND_PKTS * (uint64_t)c->max_pkt;
@@ -579,6 +581,7 @@ static void detect_lost(struct fp_conn *c, uint64_t now)
 		c->cwnd = MIN_CWND_PKTS * (uint64_t)c->max_pkt;
 		c->ca_acc = 0;
 		c->recovery_start = now;
+		c->rec_us = us_of(c, now);
 		c->e->st.persistent_congestion++;
 	}
 	c->loss_time = lt;
@@ -602,10 +605,9 @@ int fp_on_ack(struct fp_conn *c, const struct fp_ack *a, uint64_t now)
 	/* RFC 9002, 7.3.3: packets sent at or before the recovery start do
 	 * not grow the window: those whose age (the records' microseconds) is
 	 * at least the time since it; no packet's send time is computed */
-	rec_age = c->recovery_start >= now ? 0
-	          : (now - c->recovery_start) / 1000 > UINT32_MAX
-	                  ? UINT32_MAX
-	                  : (uint32_t)((now - c->recovery_start) / 1000);
+	rec_age = c->recovery_start >= now                            ? 0
+	          : now - c->recovery_start >= (1ull << 32) * 1000ull ? UINT32_MAX
+	                                                              : now_us - c->rec_us;
 	/* RFC 9002, 5.1: an RTT sample when the largest acknowledged is newly
 	 * acknowledged and ack-eliciting (its record is read before the walk
 	 * frees it) */
@@ -685,7 +687,12 @@ int fp_on_ack(struct fp_conn *c, const struct fp_ack *a, uint64_t now)
 	c->pto_count = 0;
 	c->cc_blocked = 0;
 	advance_ring_lo(c);
-	detect_lost(c, now);
+	/* (detect_lost's first test here: the common ACK leaves nothing in
+	 * flight below its largest) */
+	if (c->ring_lo < c->largest_acked)
+		detect_lost(c, now);
+	else
+		c->loss_time = 0;
 	if (c->send_head != FP_NONE32 || c->dg_n)
 		fp_ready_add(c);
 	return 0;

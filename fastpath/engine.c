@@ -273,6 +273,33 @@ void fp_tab_del(struct fp_engine *e, struct fp_hent *t, const uint8_t *key, uint
 	t[i].conn = 0;
 }
 
+/* fp_tab_find of a 16-byte key (our CIDs), hashed and compared inline:
+ * the routing of every packet (bench_fastpath: ~120 instructions per ACK
+ * through hash_key, tab_slot and key_eq's calls, ~35 inline) */
+static inline uint32_t tab_find16(const struct fp_engine *e, const struct fp_hent *t,
+                                  const uint8_t *key)
+{
+	uint64_t a, b, v;
+	uint32_t i, n;
+
+	memcpy(&a, key, 8);
+	memcpy(&b, key + 8, 8);
+	/* hash_key(key, 16) */
+	v = ((b ^ (a * 0xc2b2ae3d27d4eb4full)) ^ 16) * 0x9e3779b97f4a7c15ull;
+	i = (uint32_t)(v >> 32) & e->tab_mask;
+	for (n = 0; n <= e->tab_mask; n++, i = (i + 1) & e->tab_mask) {
+		const struct fp_hent *h = &t[i];
+		uint64_t x, y;
+		if (h->conn == 0)
+			return FP_NONE32;
+		memcpy(&x, h->key, 8);
+		memcpy(&y, h->key + 8, 8);
+		if (h->len == 16 && ((x ^ a) | (y ^ b)) == 0)
+			return (uint32_t)h->conn - 1;
+	}
+	return FP_NONE32;
+}
+
 uint32_t fp_tab_find(const struct fp_engine *e, const struct fp_hent *t, const uint8_t *key,
                      uint8_t len)
 {
@@ -429,10 +456,13 @@ int fp_engine_recv(struct fp_engine *e, const uint8_t *data, size_t len,
 	if (len < 1 + 1 || (data[0] & HDR_LONG))
 		return MOQ_ERR_NOTFOUND; /* long headers are the endpoint's */
 	/* the DCID length is that of our CIDs: try the lengths in use (one in
-	 * practice: quic/ chooses MOQ_QUIC_CID_LEN) */
-	for (l = 0; l < e->nlens && ci == FP_NONE32; l++)
-		if (len >= 1u + e->lens[l])
-			ci = fp_tab_find(e, e->cid_tab, data + 1, e->lens[l]);
+	 * practice: quic/ chooses MOQ_QUIC_CID_LEN, 16 bytes: looked up inline) */
+	if (e->nlens == 1 && e->lens[0] == 16 && len >= 17)
+		ci = tab_find16(e, e->cid_tab, data + 1);
+	else
+		for (l = 0; l < e->nlens && ci == FP_NONE32; l++)
+			if (len >= 1u + e->lens[l])
+				ci = fp_tab_find(e, e->cid_tab, data + 1, e->lens[l]);
 	if (ci != FP_NONE32)
 		return fp_conn_recv(&e->conns[ci], data, len, local, remote, now) == MOQ_ERR_INVAL
 		               ? MOQ_ERR_INVAL

@@ -137,8 +137,20 @@ static inline int fp_varint_get(const uint8_t **pp, const uint8_t *end, uint64_t
 
 /* RFC 9000, 17.1 and A.2: bytes for @pn given the peer acknowledged @acked. */
 unsigned fp_pn_len(uint64_t pn, uint64_t acked);
-/* RFC 9000, A.3: the full packet number from @trunc of @len bytes. */
-uint64_t fp_pn_decode(uint64_t largest, uint64_t trunc, unsigned len);
+/* RFC 9000, A.3: the full packet number from @trunc of @len bytes (inline:
+ * every packet received). */
+static inline uint64_t fp_pn_decode(uint64_t largest, uint64_t trunc, unsigned len)
+{
+	uint64_t expected = largest == FP_PN_NONE ? 0 : largest + 1;
+	uint64_t win = 1ull << (len * 8), hwin = win / 2, mask = win - 1;
+	uint64_t cand = (expected & ~mask) | trunc;
+
+	if (cand + hwin <= expected && cand < (1ull << 62) - win)
+		return cand + win;
+	if (cand > expected + hwin && cand >= win)
+		return cand - win;
+	return cand;
+}
 
 /* An ACK frame's ranges, newest first (both in codec.c and on receive). */
 struct fp_ack {
@@ -506,6 +518,7 @@ struct fp_conn {
 	uint8_t is_server;
 	uint8_t probes; /* PTO probe packets to send past cwnd */
 	uint8_t dg_n;   /* datagrams queued (dgram.c), capped at 255 */
+	uint32_t rec_us; /* recovery_start in the records' microseconds */
 };
 
 /* The engine (one per lcore). */

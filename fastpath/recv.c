@@ -865,9 +865,16 @@ int fp_conn_recv(struct fp_conn *c, const uint8_t *data, size_t len, const struc
 	hdr = e->scratch;
 	hdr[0] = b0;
 	memcpy(hdr + 1, data + 1, FP_CID_MAX); /* (len > pn_off + 20 was checked) */
-	for (i = 0; i < pnlen; i++) {
-		hdr[pn_off + i] = data[pn_off + i] ^ mask[1 + i];
-		trunc = (trunc << 8) | hdr[pn_off + i];
+	{
+		/* the 1-4 packet number bytes as one big-endian word: the
+		 * packet is at least pn_off + 4 + the sample long (checked) */
+		uint32_t w, m;
+		memcpy(&w, data + pn_off, 4);
+		memcpy(&m, mask + 1, 4);
+		w = __builtin_bswap32(w ^ m) >> (32 - 8 * pnlen);
+		trunc = w;
+		w = __builtin_bswap32(w << (32 - 8 * pnlen));
+		memcpy(hdr + pn_off, &w, 4); /* (the bytes past hlen are not read) */
 	}
 	hlen = pn_off + pnlen;
 	pn = fp_pn_decode(c->rx_largest, trunc, pnlen);
@@ -884,7 +891,8 @@ int fp_conn_recv(struct fp_conn *c, const uint8_t *data, size_t len, const struc
 	} else {
 		which = 1;
 	}
-	rk = &k->rx[(k->rxc + which) % 3];
+	i = (size_t)k->rxc + (size_t)which;
+	rk = &k->rx[i >= 3 ? i - 3 : i];
 	pl = hdr + ((hlen + 15) & ~(size_t)15);
 	if (rk->aead == NULL && fp_keys_rx_ready(rk) < 0)
 		goto drop; /* (the next generation's first packet: no memory) */

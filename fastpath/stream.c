@@ -322,7 +322,9 @@ void fp_ack_flush(struct fp_conn *c)
 		if (e->cb && e->cb->stream_acked)
 			e->cb->stream_acked(c, c->user, s->id, s->snd_acked, s->snd_acked - before);
 	}
-	if (c->state == ST_OPEN && s->id >= 0)
+	/* (fp_stream_maybe_free's first test here: most ACKs leave data of
+	 * the stream in flight) */
+	if (c->state == ST_OPEN && s->id >= 0 && s->refs == 0 && (s->flags & SF_RECV_DONE))
 		fp_stream_maybe_free(c, s);
 }
 
