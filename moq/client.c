@@ -139,7 +139,7 @@ int moq_session_unsubscribe(struct moq_session *s, uint64_t id)
 	usub_close(us);
 	/* Cancel its groups in flight (STOP_SENDING). */
 	for (uint32_t i = 0; i < s->streams.cap; i++) {
-		struct mstream *st = s->streams.vals[i];
+		struct mstream *st = s->streams.ents[i].val;
 		if (st && st->kind == SK_GROUP_IN && st->gi->us == us && !st->gi->refused) {
 			gin_end(s, st->gi, MOQ_CODE_CANCEL);
 			if (!st->rx_fin)

@@ -499,7 +499,7 @@ void ctl_admitted(struct moq_session *s)
 	/* Requests that arrived before SETUP can be handled now. */
 	if (s->server) {
 		for (uint32_t i = 0; i < s->streams.cap && !s->closing; i++) {
-			struct mstream *st = s->streams.vals[i];
+			struct mstream *st = s->streams.ents[i].val;
 			if (st && st->kind != SK_SETUP_IN && (st->rx_len || st->rx_fin))
 				st_process(s, st);
 		}

@@ -8,6 +8,7 @@
  */
 #include "moq.h"
 
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,14 +36,21 @@
 static struct gout *gout_alloc(struct moq_session *s)
 {
 	struct gout *go = s->go_pool;
+	uint32_t u;
 
-	if (!go)
-		return moq_heap_calloc(MOQ_HEAP_GOUT, 1, sizeof(*go));
+	if (!go) {
+		go = moq_heap_calloc(MOQ_HEAP_GOUT, 1, sizeof(*go));
+		if (go)
+			go->heap_usable = (uint32_t)malloc_usable_size(go);
+		return go;
+	}
 	s->go_pool = go->next;
 	if (--s->go_pool_len < s->go_pool_low)
 		s->go_pool_low = s->go_pool_len;
-	moq_heap_move(MOQ_HEAP_MOQ_SPARE, MOQ_HEAP_GOUT, go);
+	u = go->heap_usable;
+	moq_heap_move_bytes(MOQ_HEAP_MOQ_SPARE, MOQ_HEAP_GOUT, u);
 	memset(go, 0, sizeof(*go));
+	go->heap_usable = u;
 	return go;
 }
 
@@ -54,7 +62,7 @@ void gout_release(struct moq_session *s, struct gout *go)
 	}
 	go->next = s->go_pool;
 	s->go_pool = go;
-	moq_heap_move(MOQ_HEAP_GOUT, MOQ_HEAP_MOQ_SPARE, go);
+	moq_heap_move_bytes(MOQ_HEAP_GOUT, MOQ_HEAP_MOQ_SPARE, go->heap_usable);
 	s->go_pool_len++;
 }
 

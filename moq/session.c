@@ -168,7 +168,7 @@ void sess_free(struct moq_session *s, uint64_t code, int local)
 	 * broadcasts, or keeps them for the linger. */
 	bcast_session_gone(n, s);
 	for (uint32_t i = 0; i < s->streams.cap; i++) {
-		struct mstream *st = s->streams.vals[i];
+		struct mstream *st = s->streams.ents[i].val;
 		if (st) {
 			st_free(s, st);
 			i = (uint32_t)-1; /* the map shifted: rescan */
@@ -201,8 +201,7 @@ void sess_free(struct moq_session *s, uint64_t code, int local)
 		s->go_pool = go->next;
 		moq_heap_free(MOQ_HEAP_MOQ_SPARE, go);
 	}
-	moq_heap_free(MOQ_HEAP_MOQ_SMAP, s->streams.keys);
-	moq_heap_free(MOQ_HEAP_MOQ_SMAP, s->streams.vals);
+	moq_heap_free(MOQ_HEAP_MOQ_SMAP, s->streams.ents);
 	free(s->root);
 	free(s->path);
 	free(s->url);

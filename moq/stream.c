@@ -7,6 +7,7 @@
 #include "moq.h"
 
 #include <stdlib.h>
+#include <malloc.h>
 #include <string.h>
 
 #include "moq_int.h"
@@ -23,10 +24,11 @@ struct mstream *smap_get(const struct smap *m, int64_t k)
 	if (!m->cap)
 		return NULL;
 	for (uint32_t i = smap_slot(m, k);; i = (i + 1) & (m->cap - 1)) {
-		if (!m->vals[i])
+		const struct smap_ent *e = &m->ents[i];
+		if (!e->val)
 			return NULL;
-		if (m->keys[i] == k)
-			return m->vals[i];
+		if (e->key == k)
+			return e->val;
 	}
 }
 
@@ -39,18 +41,13 @@ static int smap_grow(struct smap *m)
 
 	nm.cap = cap;
 	nm.used = 0;
-	nm.keys = moq_heap_calloc(MOQ_HEAP_MOQ_SMAP, cap, sizeof(*nm.keys));
-	nm.vals = moq_heap_calloc(MOQ_HEAP_MOQ_SMAP, cap, sizeof(*nm.vals));
-	if (!nm.keys || !nm.vals) {
-		moq_heap_free(MOQ_HEAP_MOQ_SMAP, nm.keys);
-		moq_heap_free(MOQ_HEAP_MOQ_SMAP, nm.vals);
+	nm.ents = moq_heap_calloc(MOQ_HEAP_MOQ_SMAP, cap, sizeof(*nm.ents));
+	if (!nm.ents)
 		return MOQ_ERR_NOMEM;
-	}
 	for (uint32_t i = 0; i < m->cap; i++)
-		if (m->vals[i])
-			smap_put(&nm, m->keys[i], m->vals[i]);
-	moq_heap_free(MOQ_HEAP_MOQ_SMAP, m->keys);
-	moq_heap_free(MOQ_HEAP_MOQ_SMAP, m->vals);
+		if (m->ents[i].val)
+			smap_put(&nm, m->ents[i].key, m->ents[i].val);
+	moq_heap_free(MOQ_HEAP_MOQ_SMAP, m->ents);
 	*m = nm;
 	return 0;
 }
@@ -61,10 +58,10 @@ static int smap_put(struct smap *m, int64_t k, struct mstream *v)
 
 	if ((m->used + 1) * 2 > m->cap && smap_grow(m) < 0)
 		return MOQ_ERR_NOMEM;
-	for (i = smap_slot(m, k); m->vals[i]; i = (i + 1) & (m->cap - 1))
+	for (i = smap_slot(m, k); m->ents[i].val; i = (i + 1) & (m->cap - 1))
 		;
-	m->keys[i] = k;
-	m->vals[i] = v;
+	m->ents[i].key = k;
+	m->ents[i].val = v;
 	m->used++;
 	return 0;
 }
@@ -76,21 +73,20 @@ void smap_del(struct smap *m, int64_t k)
 	if (!m->cap)
 		return;
 	for (i = smap_slot(m, k);; i = (i + 1) & (m->cap - 1)) {
-		if (!m->vals[i])
+		if (!m->ents[i].val)
 			return;
-		if (m->keys[i] == k)
+		if (m->ents[i].key == k)
 			break;
 	}
-	m->vals[i] = NULL;
+	m->ents[i].val = NULL;
 	m->used--;
 	/* Backward-shift deletion keeps probe chains intact. */
-	for (j = (i + 1) & (m->cap - 1); m->vals[j]; j = (j + 1) & (m->cap - 1)) {
-		uint32_t h = smap_slot(m, m->keys[j]);
+	for (j = (i + 1) & (m->cap - 1); m->ents[j].val; j = (j + 1) & (m->cap - 1)) {
+		uint32_t h = smap_slot(m, m->ents[j].key);
 		bool move = (j > i) ? (h <= i || h > j) : (h <= i && h > j);
 		if (move) {
-			m->keys[i] = m->keys[j];
-			m->vals[i] = m->vals[j];
-			m->vals[j] = NULL;
+			m->ents[i] = m->ents[j];
+			m->ents[j].val = NULL;
 			i = j;
 		}
 	}
@@ -174,13 +170,21 @@ static struct mstream *st_alloc(struct moq_session *s)
 {
 	struct mstream *st = s->st_pool;
 
-	if (!st)
-		return moq_heap_calloc(MOQ_HEAP_MOQ_STREAM, 1, sizeof(*st));
+	uint32_t u;
+
+	if (!st) {
+		st = moq_heap_calloc(MOQ_HEAP_MOQ_STREAM, 1, sizeof(*st));
+		if (st)
+			st->heap_usable = (uint32_t)malloc_usable_size(st);
+		return st;
+	}
 	s->st_pool = st->pool_next;
 	if (--s->st_pool_len < s->st_pool_low)
 		s->st_pool_low = s->st_pool_len;
-	moq_heap_move(MOQ_HEAP_MOQ_SPARE, MOQ_HEAP_MOQ_STREAM, st);
+	u = st->heap_usable;
+	moq_heap_move_bytes(MOQ_HEAP_MOQ_SPARE, MOQ_HEAP_MOQ_STREAM, u);
 	memset(st, 0, sizeof(*st));
+	st->heap_usable = u;
 	return st;
 }
 
@@ -192,7 +196,7 @@ void st_release(struct moq_session *s, struct mstream *st)
 	}
 	st->pool_next = s->st_pool;
 	s->st_pool = st;
-	moq_heap_move(MOQ_HEAP_MOQ_STREAM, MOQ_HEAP_MOQ_SPARE, st);
+	moq_heap_move_bytes(MOQ_HEAP_MOQ_STREAM, MOQ_HEAP_MOQ_SPARE, st->heap_usable);
 	s->st_pool_len++;
 }
 

@@ -82,7 +82,7 @@ void tinfo_drop_path(struct moq_node *n, const char *p, size_t pl)
 		}
 		for (struct moq_session *s = n->sessions; s; s = s->next)
 			for (uint32_t i = 0; i < s->streams.cap; i++) {
-				struct mstream *st = s->streams.vals[i];
+				struct mstream *st = s->streams.ents[i].val;
 				if (!st || st->ti != ti)
 					continue;
 				if (st->kind == SK_TRACK_IN)
@@ -114,7 +114,7 @@ void tinfo_learned(struct moq_node *n, struct tinfo *ti, const struct moq_track_
 	ti->ti = *info;
 	for (struct moq_session *o = n->sessions; o; o = o->next)
 		for (uint32_t i = 0; i < o->streams.cap; i++) {
-			struct mstream *w = o->streams.vals[i];
+			struct mstream *w = o->streams.ents[i].val;
 			if (w && w->kind == SK_TRACK_IN && w->ti == ti)
 				track_reply(o, w, info);
 		}
