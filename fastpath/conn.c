@@ -157,6 +157,8 @@ struct fp_conn *fp_conn_import(struct fp_engine *e, const struct fp_import *imp,
 		rv = MOQ_ERR_CONFIG;
 		goto fail_cids;
 	}
+	x->peer_max_ack_delay_ns = x->peer.max_ack_delay_ns;
+	x->peer_ack_delay_exp = (uint8_t)x->peer.ack_delay_exponent;
 	/* RTT and congestion */
 	c->srtt = imp->smoothed_rtt_ns ? imp->smoothed_rtt_ns : K_INITIAL_RTT_NS;
 	c->rttvar = imp->smoothed_rtt_ns ? imp->rttvar_ns : K_INITIAL_RTT_NS / 2;
@@ -421,8 +423,8 @@ static void rtt_sample(struct fp_conn *c, uint64_t latest, uint64_t ack_delay)
 	c->latest_rtt = latest;
 	if (c->min_rtt == UINT64_MAX || latest < c->min_rtt)
 		c->min_rtt = latest;
-	if (ack_delay > c->x->peer.max_ack_delay_ns)
-		ack_delay = c->x->peer.max_ack_delay_ns;
+	if (ack_delay > c->x->peer_max_ack_delay_ns)
+		ack_delay = c->x->peer_max_ack_delay_ns;
 	if (c->srtt == K_INITIAL_RTT_NS && c->rttvar == K_INITIAL_RTT_NS / 2) {
 		c->srtt = latest;
 		c->rttvar = latest / 2;
@@ -681,7 +683,7 @@ int fp_on_ack(struct fp_conn *c, const struct fp_ack *a, uint64_t now)
 	if (c->largest_acked == FP_PN_NONE || a->largest > c->largest_acked)
 		c->largest_acked = a->largest;
 	if (newly_elicit) {
-		uint64_t delay = (a->delay << c->x->peer.ack_delay_exponent) * 1000;
+		uint64_t delay = (a->delay << c->x->peer_ack_delay_exp) * 1000;
 		rtt_sample(c, now - largest_sent, delay);
 	}
 	c->pto_count = 0;
