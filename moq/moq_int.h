@@ -347,39 +347,23 @@ struct smap {
 };
 
 struct moq_session {
+	/*
+	 * What a fanout visit, an acknowledgement and a stream's open and
+	 * close read, first and together (~3.3 cache lines; spread over the
+	 * record's 7.5 they were ~6. callgrind with a 1 MiB last-level cache,
+	 * bench_moq_fanout --subs 1000: DESIGN.md, "Misses per packet").
+	 */
 	struct moq_session *next;
 	struct moq_node *n;
 	struct moq_quic_conn *conn; /* raw QUIC; NULL on a binding */
 	void *tp;                   /* the transport while it is up: conn, or the binding's */
 	const struct moq_binding_ops *bops; /* NULL: raw QUIC */
-	char *url;                          /* binding: the request target (root, token) */
-	uint8_t ready_due;                  /* binding client: session_ready at the next poll */
-	uint8_t tp_closing;                 /* binding: close called, moq_binding_closed due */
-	enum moq_version v;
-	uint8_t server, ready, setup_in, goaway_in, closing, freed;
-	uint8_t admitted, admit_refused, admit_goaway; /* moq_node_admit: a SUBSCRIBE
-							* was accepted / refused for
-							* capacity; GOAWAY sent */
-	char *root; /* server: the client's SETUP Path, normalised (roots the session) */
-	size_t rootlen;
-	uint8_t asked_announces;
-	uint8_t role; /* client: enum moq_role of this session */
-	uint64_t peer_origin, peer_role;
-	/* lite-06 SETUP Cost (1 when absent) */
-	uint64_t peer_cost;
-	char *path; /* client SETUP Path */
+	/* an IETF moq-transport session's shell: its input goes to
+	 * ietf_session.c, which runs a lite session of its own */
+	struct ietf_sess *ietf;
 	struct smap streams;
 	struct dsub *dsubs;
-	uint32_t ndsubs;
-	uint32_t nlat; /* dsubs with their own max latency (dsub_params) */
-	struct usub *usubs;
-	uint32_t nusubs, nann_in;
-	uint32_t nbcasts;           /* broadcast routes it holds (live or backup):
-			   * cfg.max_session_broadcasts */
-	struct bcast *live_routes;  /* the broadcasts it is the live route of */
-	struct bsrc *backup_routes; /* its backup routes */
-	uint32_t nfetch;            /* FETCH replies in flight: cfg.max_fetches */
-	struct gout *gouts;         /* streams still being written (may hold done ones) */
+	struct gout *gouts; /* streams still being written (may hold done ones) */
 	/* FIN sent or reset, waiting for acknowledgements and for QUIC to close
 	 * the stream (seconds with a slow subscriber, and audio opens a stream
 	 * per frame): kept off @gouts so fanout visits only streams it writes.
@@ -392,34 +376,57 @@ struct moq_session {
 	 * is hundreds per session, and walking them every 100 ms over 5,000
 	 * sessions was ~1/3 of a relay worker. */
 	struct gout *gfin;
-	uint32_t fin_unreg; /* on gfin but not in the node's registry (no memory) */
-	uint8_t walk_all;   /* the next fanout visit walks every live stream */
-	uint32_t ngouts;    /* both lists: each holds a QUIC stream */
-	uint64_t next_sub_id;
-	uint64_t unacked;          /* fanout bytes queued and not acknowledged */
-	uint64_t budget;           /* this poll's limit for unacked */
-	uint8_t blocked;           /* fanout stopped at the budget; an ack wakes it */
-	uint8_t budget_fresh;      /* budget includes this visit's cwnd */
-	uint8_t queued;            /* in the node's pending (or work) list: sess_mark */
-	uint8_t watched;           /* in the node's watch list: has local subscriptions */
-	uint8_t retry;             /* a group stream could not be opened: try again */
-	uint8_t room_wait;         /* a group waits for a stream slot (gout_room): st_free marks */
 	struct moq_session *pnext; /* node's pending list */
 	struct moq_session *wnext; /* node's watch list */
-	uint64_t close_code;
+	uint64_t unacked;          /* fanout bytes queued and not acknowledged */
+	uint64_t budget;           /* this poll's limit for unacked */
 	struct txchunk *pool;
-	uint32_t pool_len;
 	struct mstream *st_pool;
 	struct gout *go_pool;
+	enum moq_version v;
+	int depth;          /* callback nesting; closes are deferred to depth 0 */
+	uint32_t nlat;      /* dsubs with their own max latency (dsub_params) */
+	uint32_t fin_unreg; /* on gfin but not in the node's registry (no memory) */
+	uint32_t ngouts;    /* both lists: each holds a QUIC stream */
+	uint32_t pool_len;
 	uint32_t st_pool_len, go_pool_len;
 	/* the fewest spares each pool held since the last trim (pool_trim):
 	 * spares no use took for a whole period go back to libc */
 	uint32_t pool_low, st_pool_low, go_pool_low;
+	uint8_t ready_due;  /* binding client: session_ready at the next poll */
+	uint8_t tp_closing; /* binding: close called, moq_binding_closed due */
+	uint8_t server, ready, setup_in, goaway_in, closing, freed;
+	uint8_t walk_all;     /* the next fanout visit walks every live stream */
+	uint8_t blocked;      /* fanout stopped at the budget; an ack wakes it */
+	uint8_t budget_fresh; /* budget includes this visit's cwnd */
+	uint8_t queued;       /* in the node's pending (or work) list: sess_mark */
+	uint8_t watched;      /* in the node's watch list: has local subscriptions */
+	uint8_t retry;        /* a group stream could not be opened: try again */
+	uint8_t room_wait;    /* a group waits for a stream slot (gout_room): st_free marks */
+	/* the rest: set-up, announces, routes, auth */
+	uint8_t admitted, admit_refused, admit_goaway; /* moq_node_admit: a SUBSCRIBE
+							* was accepted / refused for
+							* capacity; GOAWAY sent */
+	uint8_t asked_announces;
+	uint8_t role; /* client: enum moq_role of this session */
+	char *url;    /* binding: the request target (root, token) */
+	char *root;   /* server: the client's SETUP Path, normalised (roots the session) */
+	size_t rootlen;
+	uint64_t peer_origin, peer_role;
+	/* lite-06 SETUP Cost (1 when absent) */
+	uint64_t peer_cost;
+	char *path; /* client SETUP Path */
+	uint32_t ndsubs;
+	struct usub *usubs;
+	uint32_t nusubs, nann_in;
+	uint32_t nbcasts;           /* broadcast routes it holds (live or backup):
+			   * cfg.max_session_broadcasts */
+	struct bcast *live_routes;  /* the broadcasts it is the live route of */
+	struct bsrc *backup_routes; /* its backup routes */
+	uint32_t nfetch;            /* FETCH replies in flight: cfg.max_fetches */
+	uint64_t next_sub_id;
+	uint64_t close_code;
 	void *user;
-	int depth; /* callback nesting; closes are deferred to depth 0 */
-	/* an IETF moq-transport session's shell: its input goes to
-	 * ietf_session.c, which runs a lite session of its own */
-	struct ietf_sess *ietf;
 	struct ietf_sess *ietf_owner; /* the lite session behind an IETF shell: its owner */
 	/* cfg.auth (access.c): what the token grants, once authorised */
 	struct moq_auth_grant *grant;
