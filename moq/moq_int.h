@@ -131,26 +131,28 @@ struct bcast {
 
 /* A subscription the peer made on us (we publish to it). */
 struct dsub {
-	struct dsub *next;   /* in the session */
-	struct dsub *unext;  /* in the upstream */
-	struct dsub **uprev; /* the link pointing at it there: O(1) leave (a track's
-	                      * thousands of subscribers leaving one by one walked
-	                      * the list each: quadratic) */
-	struct moq_session *s;
-	struct mstream *st;
-	uint64_t id;
-	struct moq_sub_params p;
+	/* what a fanout visit reads, in the first cache line (it read three:
+	 * DESIGN.md, "Misses per packet") */
+	struct dsub *next;             /* in the session */
 	struct moq_cache_track *track; /* reader reference */
 	struct upstream *up;           /* NULL: local broadcast */
-	char *path;                    /* the broadcast, normalised */
-	size_t plen;
+	struct moq_session *s;
+	uint64_t last_version;
 	uint64_t next_seq;
-	uint64_t start_seq;
 	uint64_t lat_ns; /* its max_latency when below the track's (dsub_params), else 0 */
 	uint32_t n_gouts;
 	uint8_t started, ending, done;
 	uint8_t counted; /* holds one unit of cfg.max_subscribers */
-	uint64_t last_version;
+	struct moq_sub_params p;
+	struct dsub *unext;  /* in the upstream */
+	struct dsub **uprev; /* the link pointing at it there: O(1) leave (a track's
+	                      * thousands of subscribers leaving one by one walked
+	                      * the list each: quadratic) */
+	struct mstream *st;
+	uint64_t id;
+	char *path; /* the broadcast, normalised */
+	size_t plen;
+	uint64_t start_seq;
 	int64_t end_code; /* ending: -1 END, else reset code */
 	/* lite-06: the first frame of group p.start, the end frame (index + 1,
 	 * 0 = none) of group p.end */
