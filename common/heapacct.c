@@ -6,6 +6,7 @@
 
 #include <malloc.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Threads with a slot of their own; later ones share the last slot with
  * atomic adds (tests that start many threads). */
@@ -120,6 +121,21 @@ void *moq_heap_calloc(enum moq_heap_kind k, size_t n, size_t size)
 	void *p = calloc(n, size);
 
 	moq_heap_count(k, p);
+	return p;
+}
+
+void *moq_heap_calloc_lines(enum moq_heap_kind k, size_t size)
+{
+	size_t b = (size + 63) & ~(size_t)63;
+	void *p;
+
+	if (b < size)
+		return NULL;
+	p = aligned_alloc(64, b ? b : 64);
+	if (p != NULL) {
+		memset(p, 0, b ? b : 64);
+		moq_heap_count(k, p);
+	}
 	return p;
 }
 

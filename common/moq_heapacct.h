@@ -56,6 +56,11 @@ void moq_heap_move_bytes(enum moq_heap_kind from, enum moq_heap_kind to, int64_t
 /* malloc/calloc/free/realloc that count: the same contracts as libc's. */
 void *moq_heap_malloc(enum moq_heap_kind k, size_t size);
 void *moq_heap_calloc(enum moq_heap_kind k, size_t n, size_t size);
+/* calloc(1, @size) on a cache-line boundary (64 bytes): for the records the
+ * fanout reads by their first lines (a session, a subscription, a stream).
+ * malloc's are 16 bytes into a line, so a record's first 64 bytes spanned
+ * two. moq_heap_free frees it. */
+void *moq_heap_calloc_lines(enum moq_heap_kind k, size_t size);
 void *moq_heap_realloc(enum moq_heap_kind k, void *p, size_t size);
 void moq_heap_free(enum moq_heap_kind k, void *p);
 

@@ -39,7 +39,7 @@ static struct gout *gout_alloc(struct moq_session *s)
 	uint32_t u;
 
 	if (!go) {
-		go = moq_heap_calloc(MOQ_HEAP_GOUT, 1, sizeof(*go));
+		go = moq_heap_calloc_lines(MOQ_HEAP_GOUT, sizeof(*go));
 		if (go)
 			go->heap_usable = (uint32_t)malloc_usable_size(go);
 		return go;

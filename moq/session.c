@@ -51,7 +51,7 @@ struct moq_session *sess_new(struct moq_node *n, struct moq_quic_conn *c, int se
 
 	if (n->st.sessions >= n->cfg.max_sessions)
 		return NULL;
-	s = moq_heap_calloc(MOQ_HEAP_SESSION, 1, sizeof(*s));
+	s = moq_heap_calloc_lines(MOQ_HEAP_SESSION, sizeof(*s));
 	if (!s)
 		return NULL;
 	s->n = n;

@@ -173,7 +173,7 @@ static struct mstream *st_alloc(struct moq_session *s)
 	uint32_t u;
 
 	if (!st) {
-		st = moq_heap_calloc(MOQ_HEAP_MOQ_STREAM, 1, sizeof(*st));
+		st = moq_heap_calloc_lines(MOQ_HEAP_MOQ_STREAM, sizeof(*st));
 		if (st)
 			st->heap_usable = (uint32_t)malloc_usable_size(st);
 		return st;

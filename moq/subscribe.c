@@ -163,7 +163,7 @@ void on_subscribe(struct moq_session *s, struct mstream *st, const struct moq_su
 	if (!bc || bc->pub == s)
 		goto fail_refuse;
 	code = MOQ_CODE_BOUNDS;
-	d = moq_heap_calloc(MOQ_HEAP_SUB, 1, sizeof(*d));
+	d = moq_heap_calloc_lines(MOQ_HEAP_SUB, sizeof(*d));
 	if (!d)
 		goto fail_refuse;
 	d->s = s;
