@@ -427,7 +427,7 @@ enum fp_state {
 struct fp_cold {
 	/*
 	 * What a packet either way reads or writes, first and together: the
-	 * first three cache lines of the record. Spread over it they were ~10
+	 * first four cache lines of the record. Spread over it they were ~10
 	 * lines a packet, of a record of 37 (callgrind with a 1 MiB last-level
 	 * cache, bench_moq_fanout --subs 1000: the ACK a subscriber sends cost
 	 * the relay 43 misses; DESIGN.md).
@@ -454,11 +454,11 @@ struct fp_cold {
 	uint8_t npeer_cids, nretire, nscids, nrx;
 	uint8_t peer_ack_delay_exp;         /* peer.ack_delay_exponent */
 	uint64_t recv_data, local_max_data; /* connection receive flow control */
-	struct fp_addr remote;
+	struct fp_addr remote, local;
+	struct fp_cid dcid;
 	struct fp_range rx_ranges[FP_IMPORT_RANGES]; /* newest first */
 	/* the rest: read at key updates and on control events */
 	struct fp_keys keys;
-	struct fp_cid dcid;
 	struct fp_cid peer_cids[FP_MAX_PEER_CIDS];
 	uint64_t peer_retire_prior_to;
 	uint64_t retire_pending[FP_MAX_PEER_CIDS]; /* seqs to RETIRE */
@@ -473,7 +473,6 @@ struct fp_cold {
 	uint64_t peer_max_sb, peer_max_su;
 	int64_t next_local_bidi, next_local_uni, next_remote_bidi, next_remote_uni;
 	uint64_t remote_closed_bidi, remote_closed_uni; /* peer streams freed */
-	struct fp_addr local;
 	struct fp_addr probe_remote; /* unvalidated new address */
 	uint8_t challenge[8], response[8];
 	uint8_t challenge_out; /* a challenge awaits its response */
