@@ -11,7 +11,7 @@
  * subscribes to the track; the run lasts G groups, then every subscriber's
  * payload byte count is checked against what was published.
  *
- *   bench_moq_fanout [--subs N] [--groups G] [--callgrind]
+ *   bench_moq_fanout [--subs N] [--groups G] [--callgrind [--cache-sim]]
  *                    [--scope poll|relay] [--cg-out FILE]
  *                    [--audio] [--scale K] [--rate MBPS] [--fastpath]
  *
@@ -49,6 +49,15 @@
  * costs) is run uninstrumented when valgrind/callgrind.h is available; with
  * --fastpath the run fails when a subscriber is not on the fast path before
  * the first group.
+ *
+ * --cache-sim (with --callgrind): callgrind also simulates the caches, with
+ * the last level sized as a core's L2 (1 MiB, 16-way; 32 KiB L1s), and the
+ * table adds the data misses there (reads + writes) per KB of payload by
+ * part: at thousands of subscribers the relay's state does not stay in a
+ * core's cache between visits, and what each connection's packets, ACKs
+ * and streams touch costs a miss per cache line (DESIGN.md, "Misses per
+ * packet"). Deterministic like the instruction counts (valgrind simulates
+ * no prefetch: what prefetching hides natively still counts).
  *
  * Without --callgrind it also prints the heap a group stream costs (issue
  * 23, item 4; moq_heapacct.h kinds): at the sample with the most group
@@ -535,17 +544,23 @@ static int setup(void)
 	return ramp_end();
 }
 
-/* Exclusive Ir of a callgrind output file by source folder. */
-static int cg_split(const char *path, double *moq, double *quic, double *cache, double *other)
+/* Exclusive Ir of a callgrind output file by source folder (@ir[NPART]:
+ * moq, quic, cache, fastpath, other), and with the cache simulated the
+ * last-level data misses (@miss[NPART], DLmr + DLmw). */
+#define NPART 5
+static const char *const part_name[NPART] = {"moq", "quic", "cache", "fastpath", "other"};
+
+static int cg_split(const char *path, double ir[NPART], double miss[NPART])
 {
 	static char kinds[65536]; /* file id -> '0' + part */
 	char line[4096];
-	int cur = 3, skip = 0;
+	int cur = 4, skip = 0;
 	FILE *f = fopen(path, "r");
 
 	if (!f)
 		return -1;
-	*moq = *quic = *cache = *other = 0;
+	for (int k = 0; k < NPART; k++)
+		ir[k] = miss[k] = 0;
 	while (fgets(line, sizeof(line), f)) {
 		int callee = !strncmp(line, "cfi=", 4) || !strncmp(line, "cfl=", 4);
 		if (callee || !strncmp(line, "fl=", 3) || !strncmp(line, "fi=", 3) ||
@@ -567,14 +582,15 @@ static int cg_split(const char *path, double *moq, double *quic, double *cache, 
 				       : strstr(name, "/quic/") || strstr(name, "ngtcp2") ||
 				                       strstr(name, "wolfssl")
 				               ? 1
-				       : strstr(name, "/cache/") ? 2
-				                                 : 3;
+				       : strstr(name, "/cache/")    ? 2
+				       : strstr(name, "/fastpath/") ? 3
+				                                    : 4;
 				if (id >= 0 && id < 65536)
 					kinds[id] = (char)('0' + kind);
 				if (!callee)
 					cur = kind;
 			} else if (!callee) {
-				cur = id >= 0 && id < 65536 && kinds[id] ? kinds[id] - '0' : 3;
+				cur = id >= 0 && id < 65536 && kinds[id] ? kinds[id] - '0' : 4;
 			}
 			continue;
 		}
@@ -592,27 +608,34 @@ static int cg_split(const char *path, double *moq, double *quic, double *cache, 
 				skip = 0;
 				continue;
 			}
-			v = strtod(sp + 1, NULL);
-			if (cur == 0)
-				*moq += v;
-			else if (cur == 1)
-				*quic += v;
-			else if (cur == 2)
-				*cache += v;
-			else
-				*other += v;
+			{
+				/* position, then Ir [Dr Dw I1mr D1mr D1mw ILmr
+				 * DLmr DLmw] with the cache simulated (trailing
+				 * zeros left out) */
+				char *q = sp + 1, *e;
+				double ev[9] = {0};
+				for (int k = 0; k < 9; k++, q = e) {
+					ev[k] = strtod(q, &e);
+					if (e == q)
+						break;
+				}
+				v = ev[0];
+				ir[cur] += v;
+				miss[cur] += ev[7] + ev[8];
+			}
 		}
 	}
 	fclose(f);
 	return 0;
 }
 
-static int run_callgrind(const char *self, int nsubs, uint64_t groups, int whole, const char *keep)
+static int run_callgrind(const char *self, int nsubs, uint64_t groups, int whole, const char *keep,
+                         int csim)
 {
 	char out[256], bf[64], ns[24], gs[24], rs[24], ks[24], ps[16];
 	pid_t pid;
 	int status;
-	double m, q, c, o, t;
+	double ir[NPART], miss[NPART], t = 0, mt = 0;
 	FILE *f;
 	uint64_t bytes = 0;
 
@@ -636,13 +659,19 @@ static int run_callgrind(const char *self, int nsubs, uint64_t groups, int whole
 		const char *t2 = whole ? "--toggle-collect=moq_quic_link_b_recv" : "--quiet";
 		const char *t3 = whole ? "--toggle-collect=moq_quic_link_b_timers" : "--quiet";
 		snprintf(cgout, sizeof(cgout), "--callgrind-out-file=%s", out);
+		const char *c1 = csim ? "--cache-sim=yes" : "--quiet";
+		const char *c2 = csim ? "--LL=1048576,16,64" : "--quiet";
+		const char *c3 = csim ? "--D1=32768,8,64" : "--quiet";
+		const char *c4 = csim ? "--I1=32768,8,64" : "--quiet";
 		execlp("valgrind", "valgrind", "--tool=callgrind", "--quiet", cgout,
-		       "--dump-instr=no", "--compress-strings=yes", "--compress-pos=no",
+		       "--dump-instr=no", "--compress-strings=yes", "--compress-pos=no", c1, c2, c3,
+		       c4,
 #ifdef HAVE_CALLGRIND_H
 		       "--instr-atstart=no",
 #endif
 		       "--toggle-collect=bench_relay_poll", t1, t2, t3, self, "--subs", ns,
-		       "--groups", gs, "--bytes-file", bf, "--rate", rs, "--scale", ks, "--protocol", ps,
+		       "--groups", gs, "--bytes-file", bf, "--rate", rs, "--scale", ks,
+		       "--protocol", ps,
 		       B.fastpath ? "--fastpath" : (B.audio ? "--audio" : (char *)NULL),
 		       B.fastpath && B.audio ? "--audio" : (char *)NULL, (char *)NULL);
 		_exit(127);
@@ -661,11 +690,14 @@ static int run_callgrind(const char *self, int nsubs, uint64_t groups, int whole
 	}
 	fclose(f);
 	unlink(bf);
-	if (cg_split(out, &m, &q, &c, &o) < 0)
+	if (cg_split(out, ir, miss) < 0)
 		return 1;
 	if (!keep)
 		unlink(out);
-	t = m + q + c + o;
+	for (int k = 0; k < NPART; k++) {
+		t += ir[k];
+		mt += miss[k];
+	}
 	printf("%s: ", ps);
 	printf("relay %s, %d subscribers, %" PRIu64
 	       " groups%s%s, frame sizes x%u: %.1f M instructions, %" PRIu64
@@ -673,18 +705,30 @@ static int run_callgrind(const char *self, int nsubs, uint64_t groups, int whole
 	       whole ? "(poll + endpoint recv/timers/send)" : "moq_node_poll", nsubs, groups,
 	       B.audio ? ", audio" : "", B.rate_bps ? ", rate-capped" : "", B.scale, t / 1e6,
 	       bytes);
-	printf("%-8s %14s %10s %8s\n", "part", "instructions", "instr/B", "share");
-	printf("%-8s %14.0f %10.3f %7.1f%%\n", "moq", m, m / (double)bytes, 100 * m / t);
-	printf("%-8s %14.0f %10.3f %7.1f%%\n", "quic", q, q / (double)bytes, 100 * q / t);
-	printf("%-8s %14.0f %10.3f %7.1f%%\n", "cache", c, c / (double)bytes, 100 * c / t);
-	printf("%-8s %14.0f %10.3f %7.1f%%\n", "other", o, o / (double)bytes, 100 * o / t);
-	printf("%-8s %14.0f %10.3f\n", "total", t, t / (double)bytes);
+	if (!csim) {
+		printf("%-8s %14s %10s %8s\n", "part", "instructions", "instr/B", "share");
+		for (int k = 0; k < NPART; k++)
+			printf("%-8s %14.0f %10.3f %7.1f%%\n", part_name[k], ir[k],
+			       ir[k] / (double)bytes, 100 * ir[k] / t);
+		printf("%-8s %14.0f %10.3f\n", "total", t, t / (double)bytes);
+	} else {
+		printf("%-8s %14s %10s %12s %10s %8s\n", "part", "instructions", "instr/B",
+		       "L2 misses", "per KB", "share");
+		for (int k = 0; k < NPART; k++)
+			printf("%-8s %14.0f %10.3f %12.0f %10.2f %7.1f%%\n", part_name[k], ir[k],
+			       ir[k] / (double)bytes, miss[k], miss[k] * 1000 / (double)bytes,
+			       mt > 0 ? 100 * miss[k] / mt : 0);
+		printf("%-8s %14.0f %10.3f %12.0f %10.2f\n", "total", t, t / (double)bytes, mt,
+		       mt * 1000 / (double)bytes);
+		printf("(L2 misses: last-level data misses, reads + writes, of a simulated 1 MiB "
+		       "16-way L2, per KB of payload queued)\n");
+	}
 	return 0;
 }
 
 int main(int argc, char **argv)
 {
-	int cg = 0, whole = 0, rc = -1;
+	int cg = 0, whole = 0, csim = 0, rc = -1;
 	const char *bytes_file = NULL, *keep = NULL;
 	uint64_t groups = 4;
 	struct moq_node_stats st;
@@ -702,6 +746,8 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--scope") && i + 1 < argc &&
 		         (!strcmp(argv[i + 1], "poll") || !strcmp(argv[i + 1], "relay")))
 			whole = !strcmp(argv[++i], "relay");
+		else if (!strcmp(argv[i], "--cache-sim"))
+			csim = 1;
 		else if (!strcmp(argv[i], "--cg-out") && i + 1 < argc)
 			keep = argv[++i];
 		else if (!strcmp(argv[i], "--bytes-file") && i + 1 < argc)
@@ -728,7 +774,7 @@ int main(int argc, char **argv)
 			}
 		} else {
 			fprintf(stderr,
-			        "usage: %s [--subs N] [--groups G] [--callgrind] "
+			        "usage: %s [--subs N] [--groups G] [--callgrind [--cache-sim]] "
 			        "[--scope poll|relay] [--cg-out FILE] [--audio] [--scale K] "
 			        "[--rate MBPS] [--fastpath] [--protocol lite|ietf-NN]\n",
 			        argv[0]);
@@ -744,7 +790,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (cg)
-		return run_callgrind(argv[0], B.nsubs, groups, whole, keep);
+		return run_callgrind(argv[0], B.nsubs, groups, whole, keep, csim);
 	B.subs = calloc((size_t)B.nsubs, sizeof(*B.subs));
 	if (!B.subs || (rc = setup()) < 0) {
 		int ready = 0;
