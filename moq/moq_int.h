@@ -269,10 +269,10 @@ struct gout {
 	struct gout *fnext, **fpprev;
 	struct mstream *st;
 	struct dsub *d; /* NULL for a fetch reply */
+	/* the second line: what a write and an acknowledgement read */
 	struct moq_cache_group *g;
 	struct moq_cache_cursor cur;
 	uint64_t seq;
-	int64_t prev_ts;
 	uint8_t priority;
 	uint8_t ordered; /* its subscriber asked for groups in order */
 	uint8_t fin, reset, fetch;
@@ -280,6 +280,7 @@ struct gout {
 	uint8_t on_fin; /* on gfin: FIN sent, not all acknowledged, not reset */
 	uint32_t heap_usable; /* as mstream's */
 	uint64_t written, acked;
+	int64_t prev_ts;
 	uint64_t frame_end; /* lite-06: FIN before this frame (0 = the group's end) */
 	/* The stream's own bytes (GROUP header, frame headers) are built here
 	 * while they fit, so an audio group's stream needs no send chunk (a
@@ -299,25 +300,14 @@ struct gin {
 };
 
 struct mstream {
+	/* what an acknowledgement and the stream's close read, in the first
+	 * cache line (DESIGN.md, "Misses per packet") */
 	int64_t sid;
 	uint8_t kind;
 	uint8_t local;
 	uint8_t fin_sent, reset_sent, rx_fin, got_first;
-	struct moq_varint_rx type_rx;
-	uint8_t *rx;
-	uint32_t rx_len, rx_cap;
-	struct txbuf tx;
-	uint64_t tx_off;           /* bytes written */
-	struct mstream *pool_next; /* in the session's spare list */
-	/* announce streams */
-	char *prefix;
-	size_t plen;
-	uint64_t exclude_hop;
-	uint64_t ann_origin; /* ANN_OUT: the peer's hop id (ANNOUNCE_OK) */
-	/* ANN_IN with a prefix: in the node's list of announce requests */
-	struct mstream *ann_next, *ann_prev;
-	struct moq_session *ann_s;
 	uint8_t fetch_counted; /* FETCH_IN: holds one unit of cfg.max_fetches */
+	struct moq_varint_rx type_rx;
 	/* its malloc_usable_size, read once when allocated: the pool's take
 	 * and put move it between heap kinds without reading the allocator's
 	 * headers (a cache miss each at thousands of sessions; callgrind with a
@@ -326,12 +316,25 @@ struct mstream {
 	 * larger by up to 32 bytes */
 	uint32_t heap_usable;
 	/* what the stream belongs to */
-	struct dsub *d;
-	struct usub *us;
 	struct gout *go;
-	struct gin *gi;
+	struct dsub *d;
 	struct tinfo *ti; /* TRACK_IN waiting / TRACK_OUT asking */
-	struct ann6 *a6;  /* lite-06 announce streams: implicit ids (lite06.c) */
+	/* announce streams */
+	char *prefix;
+	struct mstream *pool_next; /* in the session's spare list */
+	struct txbuf tx;
+	uint64_t tx_off; /* bytes written */
+	uint8_t *rx;
+	uint32_t rx_len, rx_cap;
+	struct usub *us;
+	struct gin *gi;
+	struct ann6 *a6; /* lite-06 announce streams: implicit ids (lite06.c) */
+	size_t plen;
+	uint64_t exclude_hop;
+	uint64_t ann_origin; /* ANN_OUT: the peer's hop id (ANNOUNCE_OK) */
+	/* ANN_IN with a prefix: in the node's list of announce requests */
+	struct mstream *ann_next, *ann_prev;
+	struct moq_session *ann_s;
 };
 
 /* A session's streams by id: key and value side by side, so a lookup of a
@@ -363,6 +366,16 @@ struct moq_session {
 	/* an IETF moq-transport session's shell: its input goes to
 	 * ietf_session.c, which runs a lite session of its own */
 	struct ietf_sess *ietf;
+	uint8_t ready_due;  /* binding client: session_ready at the next poll */
+	uint8_t tp_closing; /* binding: close called, moq_binding_closed due */
+	uint8_t server, ready, setup_in, goaway_in, closing, freed;
+	uint8_t walk_all;     /* the next fanout visit walks every live stream */
+	uint8_t blocked;      /* fanout stopped at the budget; an ack wakes it */
+	uint8_t budget_fresh; /* budget includes this visit's cwnd */
+	uint8_t queued;       /* in the node's pending (or work) list: sess_mark */
+	uint8_t watched;      /* in the node's watch list: has local subscriptions */
+	uint8_t retry;        /* a group stream could not be opened: try again */
+	uint8_t room_wait;    /* a group waits for a stream slot (gout_room): st_free marks */
 	struct smap streams;
 	struct dsub *dsubs;
 	struct gout *gouts; /* streams still being written (may hold done ones) */
@@ -395,16 +408,6 @@ struct moq_session {
 	/* the fewest spares each pool held since the last trim (pool_trim):
 	 * spares no use took for a whole period go back to libc */
 	uint32_t pool_low, st_pool_low, go_pool_low;
-	uint8_t ready_due;  /* binding client: session_ready at the next poll */
-	uint8_t tp_closing; /* binding: close called, moq_binding_closed due */
-	uint8_t server, ready, setup_in, goaway_in, closing, freed;
-	uint8_t walk_all;     /* the next fanout visit walks every live stream */
-	uint8_t blocked;      /* fanout stopped at the budget; an ack wakes it */
-	uint8_t budget_fresh; /* budget includes this visit's cwnd */
-	uint8_t queued;       /* in the node's pending (or work) list: sess_mark */
-	uint8_t watched;      /* in the node's watch list: has local subscriptions */
-	uint8_t retry;        /* a group stream could not be opened: try again */
-	uint8_t room_wait;    /* a group waits for a stream slot (gout_room): st_free marks */
 	/* the rest: set-up, announces, routes, auth */
 	uint8_t admitted, admit_refused, admit_goaway; /* moq_node_admit: a SUBSCRIBE
 							* was accepted / refused for
