@@ -126,14 +126,14 @@ void *moq_heap_calloc(enum moq_heap_kind k, size_t n, size_t size)
 
 void *moq_heap_calloc_lines(enum moq_heap_kind k, size_t size)
 {
-	size_t b = (size + 63) & ~(size_t)63;
+	size_t b = size ? (size + 63) & ~(size_t)63 : 64;
 	void *p;
 
 	if (b < size)
 		return NULL;
-	p = aligned_alloc(64, b ? b : 64);
+	p = aligned_alloc(64, b);
 	if (p != NULL) {
-		memset(p, 0, b ? b : 64);
+		memset(p, 0, b);
 		moq_heap_count(k, p);
 	}
 	return p;

@@ -423,7 +423,8 @@ enum fp_state {
 	ST_DEAD,
 };
 
-/* Cold per-connection state: read on control events, not per packet. */
+/* Per-connection state beside the hot record: its first lines per packet,
+ * the rest on control events. */
 struct fp_cold {
 	/*
 	 * What a packet either way reads or writes, first and together: the

@@ -6,8 +6,8 @@
  */
 #include "moq.h"
 
-#include <stdlib.h>
 #include <malloc.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "moq_int.h"
@@ -169,7 +169,6 @@ void pool_trim(struct moq_session *s)
 static struct mstream *st_alloc(struct moq_session *s)
 {
 	struct mstream *st = s->st_pool;
-
 	uint32_t u;
 
 	if (!st) {
