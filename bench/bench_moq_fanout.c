@@ -325,12 +325,20 @@ static void pub_tick(uint64_t t)
 	}
 }
 
+/* TSC cycles in the relay's moq_node_poll (the native timing; the link
+ * times the relay endpoint's own calls, link.h) */
+static uint64_t poll_cycles;
+
 static void step(void)
 {
+	uint64_t t0;
+
 	pub_tick(now());
 	moq_node_poll(B.client, now());
 	moq_node_poll(B.subnode, now());
+	t0 = __builtin_ia32_rdtsc();
 	bench_relay_poll(B.relay, now());
+	poll_cycles += __builtin_ia32_rdtsc() - t0;
 	moq_quic_link_run(B.lnk, NULL, NULL, 2 * MS);
 	heap_sample();
 }
@@ -732,6 +740,7 @@ int main(int argc, char **argv)
 	const char *bytes_file = NULL, *keep = NULL;
 	uint64_t groups = 4;
 	struct moq_node_stats st;
+	struct moq_quic_link_stats ls0;
 	uint64_t want = 0, bad = 0;
 
 	B.nsubs = 1000;
@@ -815,6 +824,8 @@ int main(int argc, char **argv)
 	B.next_frame = now();
 	B.next_audio = now();
 	heap_on = !bytes_file; /* not the callgrind run: the heap a stream costs */
+	moq_quic_link_get_stats(B.lnk, 1, &ls0);
+	poll_cycles = 0;
 	CALLGRIND_START_INSTRUMENTATION;
 	/* until every subscriber has every group (or 2 s past the last): an
 	 * idle tail would only add the poll's fixed costs */
@@ -840,6 +851,24 @@ int main(int argc, char **argv)
 	printf("fanout: %" PRIu64 " session visits, %" PRIu64 " wrote nothing\n", st.fanout_visits,
 	       st.fanout_visits_idle);
 	heap_report();
+	if (!bytes_file) {
+		/* natively: the relay's TSC cycles in the measured part, per KB
+		 * it sent (noisy on a shared machine: compare binaries
+		 * alternately, several runs each) */
+		struct moq_quic_link_stats ls;
+		double kb = (double)st.bytes_out / 1024.0;
+		uint64_t snd, rcv, tmr;
+
+		moq_quic_link_get_stats(B.lnk, 1, &ls);
+		snd = ls.b_send_cycles - ls0.b_send_cycles;
+		rcv = ls.b_recv_cycles - ls0.b_recv_cycles;
+		tmr = ls.b_timer_cycles - ls0.b_timer_cycles;
+		printf("time: relay TSC cycles per KB out: fanout %.0f, send %.0f, recv %.0f, timers "
+		       "%.0f, all %.0f; fanout %.0f per session visit\n",
+		       (double)poll_cycles / kb, (double)snd / kb, (double)rcv / kb, (double)tmr / kb,
+		       (double)(poll_cycles + snd + rcv + tmr) / kb,
+		       st.fanout_visits ? (double)poll_cycles / (double)st.fanout_visits : 0.0);
+	}
 	if (bytes_file) {
 		FILE *f = fopen(bytes_file, "w");
 		if (f) {

@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Largest datagram carried (Ethernet MTU payload). */
 #define LINK_MTU       1500
@@ -242,6 +243,18 @@ int moq_quic_link_inject(struct moq_quic_link *l, int dir, const uint8_t *data, 
 	return enqueue(l, dir, data, len, from, to, 0);
 }
 
+static inline uint64_t link_tsc(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	return __builtin_ia32_rdtsc();
+#else
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+#endif
+}
+
 /* Endpoint b's calls, out of line and named, so a profiler can collect one
  * side of the link (bench_moq_fanout --scope relay toggles callgrind on
  * them: the relay is endpoint b there). */
@@ -286,8 +299,14 @@ static int pump(struct moq_quic_link *l, int dir)
 			pk[i].cap = LINK_MTU;
 			pk[i].user = NULL;
 		}
-		n = dir ? moq_quic_link_b_send(l->ep[dir], pk, MOQ_QUIC_BURST, l->now)
-		        : moq_quic_endpoint_send(l->ep[dir], pk, MOQ_QUIC_BURST, l->now);
+		if (dir) {
+			uint64_t t0 = link_tsc();
+
+			n = moq_quic_link_b_send(l->ep[dir], pk, MOQ_QUIC_BURST, l->now);
+			l->st[1].b_send_cycles += link_tsc() - t0;
+		} else {
+			n = moq_quic_endpoint_send(l->ep[dir], pk, MOQ_QUIC_BURST, l->now);
+		}
 		if (n <= 0)
 			break;
 		for (i = 0; i < n; i++) {
@@ -326,19 +345,29 @@ static int step_limit(struct moq_quic_link *l, uint64_t limit)
 		l->st[p->dir].pkts_delivered++;
 		l->st[p->dir].bytes_delivered += p->len;
 		/* the receiver's local address is the sender's remote */
-		if (to)
+		if (to) {
+			uint64_t t0 = link_tsc();
+
 			(void)moq_quic_link_b_recv(l->ep[to], p->data, p->len, &p->to, &p->from,
 			                           l->now);
-		else
+			l->st[1].b_recv_cycles += link_tsc() - t0;
+		} else
 			(void)moq_quic_endpoint_recv(l->ep[to], p->data, p->len, &p->to, &p->from,
 			                             l->now);
 		pkt_put(l, p);
 		acts++;
 	}
 	for (i = 0; i < 2; i++) {
-		if (moq_quic_endpoint_next_expiry(l->ep[i]) <= l->now)
-			acts += i ? moq_quic_link_b_timers(l->ep[i], l->now)
-			          : moq_quic_endpoint_timers(l->ep[i], l->now);
+		if (moq_quic_endpoint_next_expiry(l->ep[i]) > l->now)
+			continue;
+		if (i) {
+			uint64_t t0 = link_tsc();
+
+			acts += moq_quic_link_b_timers(l->ep[i], l->now);
+			l->st[1].b_timer_cycles += link_tsc() - t0;
+		} else {
+			acts += moq_quic_endpoint_timers(l->ep[i], l->now);
+		}
 	}
 	for (i = 0; i < 2; i++)
 		acts += pump(l, i);

@@ -51,6 +51,10 @@ struct moq_quic_link_stats {
 	uint64_t pkts_reordered;
 	uint64_t pkts_delivered;
 	uint64_t bytes_delivered;
+	/* endpoint b's calls (moq_quic_link_b_*), in TSC cycles (x86; ns
+	 * elsewhere): what a benchmark times natively (bench_moq_fanout
+	 * --time). Counted in st[1] only. */
+	uint64_t b_send_cycles, b_recv_cycles, b_timer_cycles;
 };
 
 /*
