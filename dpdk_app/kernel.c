@@ -436,6 +436,16 @@ static int kernel_poll(struct relay_io *w, uint64_t now)
 
 	for (unsigned int s = 0; s < kb->nb_ks; s++) {
 		n = moq_net_krecv(kb->kb, kb->ks[s].fd, d);
+		if (n > 1) {
+			/* the burst's connections load together (quic.h,
+			 * moq_quic_endpoint_prefetch), as on the DPDK side */
+			const void *hint[MOQ_NET_KIO_BURST] = {0};
+
+			for (int st = 0; st < MOQ_QUIC_PREFETCH_STAGES; st++)
+				for (int i = 0; i < n; i++)
+					moq_quic_endpoint_prefetch(w->ep, d[i].data, d[i].len, st,
+					                           &hint[i]);
+		}
 		for (int i = 0; i < n; i++) {
 			struct moq_quic_addr remote;
 

@@ -325,29 +325,89 @@ static int cluster_take(struct moq_relay *r, struct relay_worker *w, const struc
 	return 1;
 }
 
-static void handle_frame(struct moq_relay *r, struct relay_worker *w, unsigned int pi,
-                         struct rte_mbuf *m, uint64_t now, int may_redirect)
+/* A frame's first half: the network layer (ARP, ICMP, ... answered here);
+ * MOQ_NET_UDP fills @u (pointing into @m). */
+static enum moq_net_verdict frame_parse(struct moq_relay *r, struct relay_worker *w,
+                                        unsigned int pi, struct rte_mbuf *m, uint64_t now,
+                                        struct moq_net_udp *u)
 {
-	struct moq_net_udp u;
 	struct rte_mbuf *reply = NULL;
 	enum moq_net_verdict v;
 
 	w->st.rx_pkts++;
 	w->st.rx_bytes += rte_pktmbuf_pkt_len(m);
-	v = moq_net_rx_mbuf(w->net[pi], m, now, &u, w->pool, &reply);
+	v = moq_net_rx_mbuf(w->net[pi], m, now, u, w->pool, &reply);
 	if (v == MOQ_NET_REPLY && reply != NULL)
 		tx_add(r, w, pi, reply);
+	return v;
+}
+
+/* Its second half: the datagram to its endpoint (or cluster link, or the
+ * kernel's TCP). */
+static void frame_take(struct moq_relay *r, struct relay_worker *w, struct rte_mbuf *m,
+                       enum moq_net_verdict v, const struct moq_net_udp *u, uint64_t now,
+                       int may_redirect)
+{
 	if (v == MOQ_NET_UDP) {
 		if (unlikely(r->cluster_ports != 0) &&
-		    moq_cluster_port(r->cluster_port_lo, r->cluster_ports, u.dport)) {
-			if (cluster_take(r, w, &u, m, now, may_redirect))
+		    moq_cluster_port(r->cluster_port_lo, r->cluster_ports, u->dport)) {
+			if (cluster_take(r, w, u, m, now, may_redirect))
 				return; /* now worker 0's */
-		} else if (deliver(r, w, &u, m, now, may_redirect))
+		} else if (deliver(r, w, u, m, now, may_redirect))
 			return; /* now the owner's */
 	} else if (unlikely(r->exc_port >= 0) && moq_relay_exc_take(r, w, m, (int)v)) {
 		return; /* --tcp: the kernel's (exc.c) */
 	}
 	rte_pktmbuf_free(m);
+}
+
+static void handle_frame(struct moq_relay *r, struct relay_worker *w, unsigned int pi,
+                         struct rte_mbuf *m, uint64_t now, int may_redirect)
+{
+	struct moq_net_udp u;
+	enum moq_net_verdict v = frame_parse(r, w, pi, m, now, &u);
+
+	frame_take(r, w, m, v, &u, now, may_redirect);
+}
+
+/* Frames [0, n) of a burst, parsed: the endpoint prefetches what their
+ * datagrams will read, stage by stage over them (quic.h,
+ * moq_quic_endpoint_prefetch: the connections' misses overlap instead of
+ * following one another), then each is taken. */
+static void rx_take(struct moq_relay *r, struct relay_worker *w, struct rte_mbuf **mb,
+                    const enum moq_net_verdict *v, const struct moq_net_udp *u, unsigned int n,
+                    uint64_t now)
+{
+	const void *hint[MOQ_PMD_BURST] = {0};
+
+	if (w->ep != NULL && n > 1)
+		for (int st = 0; st < MOQ_QUIC_PREFETCH_STAGES; st++)
+			for (unsigned int i = 0; i < n; i++)
+				if (v[i] == MOQ_NET_UDP)
+					moq_quic_endpoint_prefetch(w->ep, u[i].payload, u[i].len,
+					                           st, &hint[i]);
+	for (unsigned int i = 0; i < n; i++)
+		frame_take(r, w, mb[i], v[i], &u[i], now, 1);
+}
+
+/* An RX burst: parsed, then taken (rx_take). A multi-segment frame is
+ * linearised into the network context's one scratch buffer (net.h): it and
+ * the frames before it are taken before the next is parsed. */
+static void rx_burst(struct moq_relay *r, struct relay_worker *w, unsigned int pi,
+                     struct rte_mbuf **mb, unsigned int n, uint64_t now)
+{
+	struct moq_net_udp u[MOQ_PMD_BURST];
+	enum moq_net_verdict v[MOQ_PMD_BURST];
+	unsigned int from = 0;
+
+	for (unsigned int i = 0; i < n; i++) {
+		v[i - from] = frame_parse(r, w, pi, mb[i], now, &u[i - from]);
+		if (mb[i]->nb_segs > 1) {
+			rx_take(r, w, mb + from, v, u, i + 1 - from, now);
+			from = i + 1;
+		}
+	}
+	rx_take(r, w, mb + from, v, u, n - from, now);
 }
 
 static int dpdk_poll(struct moq_relay *r, struct relay_worker *w, uint64_t now)
@@ -360,8 +420,7 @@ static int dpdk_poll(struct moq_relay *r, struct relay_worker *w, uint64_t now)
 		unsigned int pi = w->rxq[q].pi;
 
 		n = rte_eth_rx_burst(r->ports[pi].port_id, w->rxq[q].queue, mb, MOQ_PMD_BURST);
-		for (unsigned int i = 0; i < n; i++)
-			handle_frame(r, w, pi, mb[i], now, 1);
+		rx_burst(r, w, pi, mb, n, now);
 		work += (int)n;
 	}
 	n = rte_ring_sc_dequeue_burst(w->ring, (void **)mb, MOQ_PMD_BURST, NULL);

@@ -411,6 +411,16 @@ int fp_engine_recv(struct fp_engine *e, const uint8_t *data, size_t len,
                    const struct fp_addr *local, const struct fp_addr *remote, uint64_t now);
 
 /*
+ * fp_conn_prefetch: start loading what receiving a datagram for @c reads, in
+ * two stages a caller runs over a burst of datagrams before it receives any
+ * (moq_quic_endpoint_prefetch): stage 0 the connection's record, its cold
+ * lines a packet reads and its receive keys; stage 1 (reads what stage 0
+ * loaded) the AEAD's key schedule and the sent-packet records the next ACK
+ * takes. Changes nothing.
+ */
+void fp_conn_prefetch(const struct fp_conn *c, int stage);
+
+/*
  * fp_conn_recv: process one UDP datagram for @c (decrypt, frames, stream
  * data to the callbacks, ACKs queued). @data is not referenced after the
  * call. Returns 0 (processed, or dropped and counted), MOQ_ERR_CLOSED when

@@ -256,6 +256,8 @@ int fp_seal(struct fp_aes *a, const uint8_t iv[FP_IV_LEN], uint64_t pn, const ui
             size_t aadlen, uint8_t *p, size_t len);
 /* 1: fp_sealv works on @a (gcm.c's AES-GCM), 0: wolfCrypt's, seal in place. */
 int fp_aes_gathers(const struct fp_aes *a);
+/* start loading @a's key schedule (fp_conn_prefetch); NULL is ignored */
+void fp_aes_prefetch(const struct fp_aes *a);
 /* AES-128-GCM seal of @n pieces (@len bytes in all) into @out, the tag
  * after them, without copying the pieces first; MOQ_ERR_INVAL where
  * fp_aes_gathers() is 0. */

@@ -817,6 +817,44 @@ static int same_addr(const struct fp_addr *a, const struct fp_addr *b)
 	return ((x ^ u) | (y ^ v)) == 0;
 }
 
+static inline void pf_range(const void *p, size_t from, size_t to)
+{
+	for (size_t o = from & ~(size_t)63; o < to; o += 64)
+		__builtin_prefetch((const char *)p + o);
+}
+
+void fp_conn_prefetch(const struct fp_conn *c, int stage)
+{
+	const struct fp_cold *x;
+
+	if (c == NULL)
+		return;
+	if (stage == 0) {
+		pf_range(c, 0, sizeof(*c));
+		x = &c->e->colds[conn_idx(c)];
+		/* the per-packet lines (fp_cold's first ones), the ACK ranges
+		 * we keep, the receive keys and header protection */
+		pf_range(x, 0, offsetof(struct fp_cold, rx_ranges) + sizeof(x->rx_ranges));
+		pf_range(x, offsetof(struct fp_cold, keys),
+		         offsetof(struct fp_cold, keys.rx) + sizeof(x->keys.rx));
+		pf_range(x, offsetof(struct fp_cold, keys.rx_hp),
+		         offsetof(struct fp_cold, keys.rx_hp) + sizeof(x->keys.rx_hp));
+		return;
+	}
+	x = c->x;
+	{
+		fp_aes_prefetch(x->keys.rx[x->keys.rxc].aead);
+	}
+	if (c->ring != NULL) {
+		/* the records after the largest acknowledged: what an ACK
+		 * takes next */
+		uint64_t pn = c->largest_acked == FP_PN_NONE ? c->ring_lo : c->largest_acked + 1;
+
+		__builtin_prefetch(&c->ring[pn & c->ring_mask]);
+		__builtin_prefetch(&c->ring[(pn + 2) & c->ring_mask]);
+	}
+}
+
 int fp_conn_recv(struct fp_conn *c, const uint8_t *data, size_t len, const struct fp_addr *local,
                  const struct fp_addr *remote, uint64_t now)
 {

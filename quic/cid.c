@@ -34,43 +34,43 @@ struct moq_quic_conn *ktab_find(const struct moq_quic_endpoint *ep, const struct
 	uint32_t i = ktab_slot(ep, t, id, len);
 
 	for (;;) {
-		const struct cid_key *k = &t->keys[i];
+		const struct ktab_ent *e = &t->ents[i];
 
-		if (k->len == 0)
+		if (e->k.len == 0)
 			return NULL;
-		if (k->len == len && memcmp(k->id, id, len) == 0)
-			return t->vals[i];
+		if (e->k.len == len && memcmp(e->k.id, id, len) == 0)
+			return e->c;
 		i = (i + 1) & (t->cap - 1);
 	}
 }
 
-/* Double @t's capacity: a rehash of its n keys into new arrays. */
+/* Start loading the slot @id hashes to (moq_quic_endpoint_prefetch). */
+void ktab_prefetch(const struct moq_quic_endpoint *ep, const struct ktab *t, const uint8_t *id,
+                   size_t len)
+{
+	__builtin_prefetch(&t->ents[ktab_slot(ep, t, id, len)]);
+}
+
+/* Double @t's capacity: a rehash of its n keys into a new array. */
 static int ktab_grow(const struct moq_quic_endpoint *ep, struct ktab *t)
 {
 	uint32_t ncap = t->cap * 2, mask = ncap - 1, i, j;
-	struct cid_key *nk = calloc(ncap, sizeof(*nk));
-	struct moq_quic_conn **nv = calloc(ncap, sizeof(*nv));
+	struct ktab_ent *ne = calloc(ncap, sizeof(*ne));
 
-	if (nk == NULL || nv == NULL) {
-		free(nk);
-		free(nv);
+	if (ne == NULL)
 		return MOQ_ERR_NOMEM;
-	}
 	for (i = 0; i < t->cap; i++) {
-		const struct cid_key *k = &t->keys[i];
+		const struct ktab_ent *e = &t->ents[i];
 
-		if (k->len == 0)
+		if (e->k.len == 0)
 			continue;
-		j = (uint32_t)hash_bytes(ep->hash_key, k->id, k->len) & mask;
-		while (nk[j].len != 0)
+		j = (uint32_t)hash_bytes(ep->hash_key, e->k.id, e->k.len) & mask;
+		while (ne[j].k.len != 0)
 			j = (j + 1) & mask;
-		nk[j] = *k;
-		nv[j] = t->vals[i];
+		ne[j] = *e;
 	}
-	free(t->keys);
-	free(t->vals);
-	t->keys = nk;
-	t->vals = nv;
+	free(t->ents);
+	t->ents = ne;
 	t->cap = ncap;
 	return 0;
 }
@@ -90,17 +90,17 @@ static int ktab_add(const struct moq_quic_endpoint *ep, struct ktab *t, const ui
 	}
 	i = ktab_slot(ep, t, id, len);
 	for (;;) {
-		struct cid_key *k = &t->keys[i];
+		const struct ktab_ent *e = &t->ents[i];
 
-		if (k->len == 0)
+		if (e->k.len == 0)
 			break;
-		if (k->len == len && memcmp(k->id, id, len) == 0)
+		if (e->k.len == len && memcmp(e->k.id, id, len) == 0)
 			return MOQ_ERR_EXISTS;
 		i = (i + 1) & (t->cap - 1);
 	}
-	t->keys[i].len = (uint8_t)len;
-	memcpy(t->keys[i].id, id, len);
-	t->vals[i] = c;
+	t->ents[i].k.len = (uint8_t)len;
+	memcpy(t->ents[i].k.id, id, len);
+	t->ents[i].c = c;
 	t->n++;
 	return 0;
 }
@@ -111,11 +111,11 @@ static void ktab_del(const struct moq_quic_endpoint *ep, struct ktab *t, const u
 	uint32_t mask = t->cap - 1, i = ktab_slot(ep, t, id, len), j;
 
 	for (;;) {
-		struct cid_key *k = &t->keys[i];
+		const struct ktab_ent *e = &t->ents[i];
 
-		if (k->len == 0)
+		if (e->k.len == 0)
 			return;
-		if (k->len == len && memcmp(k->id, id, len) == 0)
+		if (e->k.len == len && memcmp(e->k.id, id, len) == 0)
 			break;
 		i = (i + 1) & mask;
 	}
@@ -125,18 +125,17 @@ static void ktab_del(const struct moq_quic_endpoint *ep, struct ktab *t, const u
 		uint32_t h;
 
 		j = (j + 1) & mask;
-		if (t->keys[j].len == 0)
+		if (t->ents[j].k.len == 0)
 			break;
-		h = ktab_slot(ep, t, t->keys[j].id, t->keys[j].len);
+		h = ktab_slot(ep, t, t->ents[j].k.id, t->ents[j].k.len);
 		/* move j to i if h is not cyclically in (i, j] */
 		if ((j > i && (h <= i || h > j)) || (j < i && (h <= i && h > j))) {
-			t->keys[i] = t->keys[j];
-			t->vals[i] = t->vals[j];
+			t->ents[i] = t->ents[j];
 			i = j;
 		}
 	}
-	t->keys[i].len = 0;
-	t->vals[i] = NULL;
+	t->ents[i].k.len = 0;
+	t->ents[i].c = NULL;
 	t->n--;
 }
 
@@ -147,17 +146,14 @@ int ktab_init(struct ktab *t, uint64_t entries)
 		t->max_cap <<= 1;
 	t->cap = t->max_cap < KTAB_MIN_CAP ? t->max_cap : KTAB_MIN_CAP;
 	t->n = 0;
-	t->keys = calloc(t->cap, sizeof(*t->keys));
-	t->vals = calloc(t->cap, sizeof(*t->vals));
-	return t->keys && t->vals ? 0 : MOQ_ERR_NOMEM;
+	t->ents = calloc(t->cap, sizeof(*t->ents));
+	return t->ents ? 0 : MOQ_ERR_NOMEM;
 }
 
 void ktab_fini(struct ktab *t)
 {
-	free(t->keys);
-	free(t->vals);
-	t->keys = NULL;
-	t->vals = NULL;
+	free(t->ents);
+	t->ents = NULL;
 }
 
 struct moq_quic_conn *ctab_find(const struct moq_quic_endpoint *ep, const uint8_t *id, size_t len)

@@ -12,8 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
 
 #include <ngtcp2/ngtcp2_crypto_wolfssl.h>
+
+#include "fastpath.h"
 
 /* Defaults (quic.h documents them). */
 #define DEF_MAX_CONNS      1024
@@ -466,6 +469,37 @@ static void free_dead(struct moq_quic_endpoint *ep, struct moq_quic_conn *c)
 	if (c && c->state == CS_DEAD)
 		conn_free(c);
 	(void)ep;
+}
+
+void moq_quic_endpoint_prefetch(const struct moq_quic_endpoint *ep, const uint8_t *data, size_t len,
+                                int stage, const void **hint)
+{
+	const struct moq_quic_conn *c;
+
+	/* short headers only: a long header is a handshake (rare, not worth
+	 * it); the DCID of a short one is ours, MOQ_QUIC_CID_LEN long */
+	if (ep == NULL || data == NULL || hint == NULL || len < 1 + MOQ_QUIC_CID_LEN ||
+	    (data[0] & 0x80))
+		return;
+	switch (stage) {
+	case 0:
+		ktab_prefetch(ep, &ep->ctab, data + 1, MOQ_QUIC_CID_LEN);
+		break;
+	case 1:
+		c = ctab_find(ep, data + 1, MOQ_QUIC_CID_LEN);
+		*hint = c;
+		if (c != NULL)
+			__builtin_prefetch((const char *)c + offsetof(struct moq_quic_conn, state));
+		break;
+	case 2:
+		c = *hint;
+		*hint = c != NULL ? c->fp : NULL;
+		fp_conn_prefetch(*hint, 0);
+		break;
+	case 3:
+		fp_conn_prefetch(*hint, 1);
+		break;
+	}
 }
 
 int moq_quic_endpoint_recv(struct moq_quic_endpoint *ep, const uint8_t *data, size_t len,

@@ -401,6 +401,22 @@ int moq_quic_endpoint_recv(struct moq_quic_endpoint *ep, const uint8_t *data, si
                            uint64_t now);
 
 /*
+ * moq_quic_endpoint_prefetch: start loading what _recv of @data will read,
+ * in stages: a caller with a burst of datagrams runs stage 0 over all of
+ * them, then stage 1, ... up to MOQ_QUIC_PREFETCH_STAGES - 1, and then
+ * receives them; each stage reads only what the one before loaded, so the
+ * misses of different datagrams overlap instead of following one another
+ * (0: the CID table's slot, 1: the connection, 2: a handed-off
+ * connection's fast-path record and keys, 3: its AEAD key schedule and
+ * sent-packet records). @hint is the datagram's own word between the
+ * stages (NULL before stage 0; nothing may be received or sent before the
+ * last stage). Changes nothing; any datagram is safe to pass.
+ */
+#define MOQ_QUIC_PREFETCH_STAGES 4
+void moq_quic_endpoint_prefetch(const struct moq_quic_endpoint *ep, const uint8_t *data, size_t len,
+                                int stage, const void **hint);
+
+/*
  * moq_quic_endpoint_send: fill up to @n packet buffers (each pkts[i].data of
  * pkts[i].cap bytes, cap >= MOQ_QUIC_MIN_PKT_BUF) with packets to send: the
  * queued stateless replies first, then connections round robin, within what

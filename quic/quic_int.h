@@ -88,10 +88,16 @@ struct cid_key {
 	uint8_t id[NGTCP2_MAX_CIDLEN];
 };
 
-/* A hash table from byte strings (CIDs, reset tokens) to connections. */
+/* A hash table from byte strings (CIDs, reset tokens) to connections: a
+ * key and its connection in one 32-byte entry (a lookup per datagram reads
+ * one line; as two arrays it read two). */
+struct ktab_ent {
+	struct cid_key k;
+	struct moq_quic_conn *c;
+};
+
 struct ktab {
-	struct cid_key *keys;
-	struct moq_quic_conn **vals;
+	struct ktab_ent *ents;
 	uint32_t cap, n;
 	uint32_t max_cap; /* the bound cap doubles up to (cid.c) */
 };
@@ -108,6 +114,12 @@ struct moq_quic_conn {
 	const struct moq_quic_callbacks *cb;
 	int server;
 	enum conn_state state;
+	/* what a datagram for a handed-off connection reads here, in the line
+	 * of @state: the fast path (handoff.c), @fp once the engine serves
+	 * this connection (q and ssl are NULL then, the streams are the
+	 * engine's) */
+	struct fp_conn *fp;
+	uint64_t bytes_recv;
 	int notified;  /* conn_closed was called */
 	int half_open; /* counted in ep half_open */
 	int in_ng;     /* inside an ngtcp2 call (callbacks may run) */
@@ -165,14 +177,12 @@ struct moq_quic_conn {
 	/* all-connections list */
 	struct moq_quic_conn *anext, *aprev;
 
-	uint64_t bytes_sent, bytes_recv;
+	uint64_t bytes_sent;
 	uint64_t key_updates;
 
-	/* the fast path (handoff.c): @fp once the engine serves this
-	 * connection (q and ssl are NULL then, the streams are the engine's);
-	 * @fpkeys: the 1-RTT secrets captured at install (server, config
-	 * fastpath), freed at the handoff or with the connection */
-	struct fp_conn *fp;
+	/* @fp (below, beside @state): @fpkeys, the 1-RTT secrets captured at
+	 * install (server, config fastpath), freed at the handoff or with
+	 * the connection */
 	struct moq_quic_light_keys *fpkeys;
 	uint8_t fp_ok;    /* moq_quic_conn_allow_handoff was called */
 	uint8_t fp_final; /* refused for good: stays on ngtcp2 */
@@ -387,6 +397,8 @@ void strm_trim(struct moq_quic_endpoint *ep); /* the stream records' part (strea
 /* cid.c: byte strings (CIDs, reset tokens) -> connections. */
 int ktab_init(struct ktab *t, uint64_t entries);
 void ktab_fini(struct ktab *t);
+void ktab_prefetch(const struct moq_quic_endpoint *ep, const struct ktab *t, const uint8_t *id,
+                   size_t len);
 struct moq_quic_conn *ktab_find(const struct moq_quic_endpoint *ep, const struct ktab *t,
                                 const uint8_t *id, size_t len);
 struct moq_quic_conn *ctab_find(const struct moq_quic_endpoint *ep, const uint8_t *id, size_t len);
