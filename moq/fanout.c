@@ -1273,9 +1273,17 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 	n->work = n->pending;
 	n->pending = NULL;
 	while ((s = n->work)) {
-		n->work = s->pnext;
-		if (s->pnext != NULL) /* as in the watch walk above */
-			sess_prefetch(s->pnext);
+		struct moq_session *nx = s->pnext;
+
+		n->work = nx;
+		/* as in the watch walk above, two deep: the session after the
+		 * next one, and what the next one's visit reads (its lines
+		 * were asked for a step ago) */
+		if (nx != NULL) {
+			if (nx->pnext != NULL)
+				sess_prefetch(nx->pnext);
+			sess_prefetch_deps(nx);
+		}
 		s->queued = 0;
 		if (__builtin_expect(s->ready_due, 0)) {
 			/* a binding's client session (moq_binding_connect) */

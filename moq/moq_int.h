@@ -732,6 +732,23 @@ static inline void sess_prefetch(const struct moq_session *s)
 		__builtin_prefetch((const char *)s + off);
 }
 
+/* What a visit of @s reads next once @s's own lines are in (sess_prefetch
+ * ran a step earlier): its first subscription, its first group stream and
+ * the pooled records a new group stream takes. */
+static inline void sess_prefetch_deps(const struct moq_session *s)
+{
+	if (s->dsubs != NULL) {
+		__builtin_prefetch(s->dsubs);
+		__builtin_prefetch((const char *)s->dsubs + 64);
+	}
+	if (s->gouts != NULL)
+		__builtin_prefetch(s->gouts);
+	if (s->go_pool != NULL)
+		__builtin_prefetch(s->go_pool);
+	if (s->st_pool != NULL)
+		__builtin_prefetch(s->st_pool);
+}
+
 /* sess_mark: @s has fanout work (a track it reads moved, an ack freed budget,
  * a stream or request changed, a deferred close): moq_node_poll visits it at
  * its next call. Sessions with nothing new are not visited at all. */
@@ -913,8 +930,21 @@ static inline uint32_t sess_max_broadcasts(const struct moq_session *s)
 /* Something changed for every subscriber of @up (it ended, ...). */
 static inline void up_touch(struct upstream *up)
 {
-	for (struct dsub *d = up->dsubs; d; d = d->unext)
+	/* a chain of misses otherwise (a subscription, then its session):
+	 * the subscription two ahead and the session of the next one load
+	 * meanwhile */
+	for (struct dsub *d = up->dsubs; d; d = d->unext) {
+		const struct dsub *nx = d->unext;
+
+		if (nx != NULL) {
+			if (nx->unext != NULL) {
+				__builtin_prefetch(nx->unext);
+				__builtin_prefetch((const char *)nx->unext + 64);
+			}
+			__builtin_prefetch(nx->s);
+		}
 		sess_mark(d->s);
+	}
 }
 
 /* dgram.c: lite-05 datagrams (6.4) in (a publisher's, into the cache or the
