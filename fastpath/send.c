@@ -41,7 +41,7 @@ static uint64_t pace_interval(const struct fp_conn *c, uint64_t bytes)
 }
 
 /* May an ack-eliciting packet go now? */
-static int can_elicit(const struct fp_conn *c, uint64_t now)
+static inline __attribute__((always_inline)) int can_elicit(const struct fp_conn *c, uint64_t now)
 {
 	if (!ring_free(c))
 		return 0;
