@@ -388,10 +388,6 @@ int moq_relay_metrics(const struct moq_relay_stats *s, char *buf, size_t len)
 	       s->fanout_visits);
 	metric(&o, "fanout_visits_idle_total", "counter",
 	       "Fanout visits that wrote nothing (marks without work).", s->fanout_visits_idle);
-	metric(&o, "fanout_batch_stops_total", "counter",
-	       "Fanout passes that stopped at --fanout-batch sessions (the rest in the next "
-	       "iteration).",
-	       s->fanout_batch_stops);
 	metric(&o, "media_out_bytes_total", "counter", "Media payload bytes queued to subscribers.",
 	       s->media_bytes_out);
 	metric(&o, "group_resets_total", "counter",
@@ -1087,7 +1083,6 @@ static int stats_fill(struct relay_mgmt *m, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "frames_out", s.frames_out);
 	rte_tel_data_add_dict_u64(d, "fanout_visits", s.fanout_visits);
 	rte_tel_data_add_dict_u64(d, "fanout_visits_idle", s.fanout_visits_idle);
-	rte_tel_data_add_dict_u64(d, "fanout_batch_stops", s.fanout_batch_stops);
 	rte_tel_data_add_dict_u64(d, "mbufs_in_use", s.mbufs_in_use);
 	rte_tel_data_add_dict_u64(d, "mbufs_peak", s.mbufs_peak);
 	rte_tel_data_add_dict_u64(d, "mbufs_total", s.mbufs_total);

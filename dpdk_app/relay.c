@@ -1314,7 +1314,6 @@ static int setup_workers(struct moq_relay *r, const unsigned int *lcores, char *
 			nc.max_broadcast_name = r->cfg.max_broadcast_name;
 			nc.max_track_name = r->cfg.max_track_name;
 			nc.max_msg = r->cfg.max_message;
-			nc.visit_batch = r->cfg.fanout_batch;
 			/* --route-cost: 1 is what an absent parameter means */
 			nc.has_cost = r->cfg.route_cost != 1;
 			nc.cost = r->cfg.route_cost;
@@ -2094,7 +2093,6 @@ void moq_relay_stats(struct moq_relay *r, struct moq_relay_stats *s)
 		s->groups_out += sn.ns.groups_out;
 		s->fanout_visits += sn.ns.fanout_visits;
 		s->fanout_visits_idle += sn.ns.fanout_visits_idle;
-		s->fanout_batch_stops += sn.ns.fanout_batch_stops;
 		s->frames_out += sn.ns.frames_out;
 		s->media_bytes_out += sn.ns.bytes_out;
 		s->group_resets += sn.ns.resets_old + sn.ns.resets_evicted + sn.ns.resets_lagged +

@@ -87,7 +87,6 @@ struct moq_relay_stats {
 	uint64_t groups_out, frames_out, media_bytes_out; /* fanout, queued to QUIC */
 	uint64_t fanout_visits,
 	        fanout_visits_idle; /* sessions fanout visited / that wrote nothing */
-	uint64_t fanout_batch_stops; /* fanout passes stopped at --fanout-batch */
 	uint64_t group_resets; /* old + evicted + lagged + dropped + cancelled */
 	uint64_t cache_used, cache_budget;
 	uint64_t cache_tracks, cache_groups;                 /* live now */

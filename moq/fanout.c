@@ -1269,23 +1269,10 @@ int moq_node_poll(struct moq_node *n, uint64_t now)
 		fg_check(n); /* stale groups, once per group */
 	}
 	/* Visit the marked sessions only; marks made meanwhile (a session
-	 * that opened a group stream, ...) are for the next poll. With
-	 * cfg.visit_batch, at most that many: those left stay on the work
-	 * list, and the next poll visits them before what was marked since
-	 * (a relay's iteration sends and commits what a batch wrote before
-	 * the next batch: the first subscribers' packets do not wait for
-	 * the whole pass; DESIGN.md, fanout batches). */
-	if (n->work == NULL) {
-		n->work = n->pending;
-		n->pending = NULL;
-	}
-	for (uint32_t left = n->cfg.visit_batch ? n->cfg.visit_batch : UINT32_MAX;
-	     (s = n->work) != NULL; left--) {
-		if (left == 0) {
-			n->st.fanout_batch_stops++;
-			written++; /* work left: the caller must not sleep */
-			break;
-		}
+	 * that opened a group stream, ...) are for the next poll. */
+	n->work = n->pending;
+	n->pending = NULL;
+	while ((s = n->work)) {
 		struct moq_session *nx = s->pnext;
 
 		n->work = nx;

@@ -149,10 +149,6 @@ struct moq_node_cfg {
 	                         * it, so the ranking decides what is sent), 0 = 4 MiB */
 	uint64_t linger_ns;               /* 0 = MOQ_LINGER_NS */
 	uint32_t batch;                   /* frames per cache read, 0 = MOQ_CACHE_BATCH */
-	uint32_t visit_batch;             /* sessions one moq_node_poll visits at most (the
-	                             * rest wait for the next poll, before new marks),
-	                             * 0 = all: a relay sends and commits between
-	                             * batches (DESIGN.md, fanout batches) */
 	struct moq_cache_track_cfg track; /* relay: settings of the cache tracks it creates
 					   * for upstream subscriptions (max latency, window) */
 	const struct moq_node_callbacks *cb;
@@ -309,8 +305,6 @@ struct moq_node_stats {
 	/* Fanout's visits to marked sessions (sess_mark), and those that
 	 * wrote nothing (the cost of a mark without work). */
 	uint64_t fanout_visits, fanout_visits_idle;
-	/* polls that stopped at cfg.visit_batch with marked sessions left */
-	uint64_t fanout_batch_stops;
 };
 
 /*

@@ -201,10 +201,6 @@ static const struct key keys[] = {
          "on: the fast path seals and opens with its own AES-128-GCM (fastpath/gcm.c, VAES + "
          "VPCLMULQDQ on AVX-512) where the CPU has them, else with wolfCrypt; off: wolfCrypt "
          "always (default on)"},
-        /* moq.h visit_batch; DESIGN.md, fanout batches */
-        {"fanout-batch", K_U32, OFF(fanout_batch), 0, 10000000,
-         "subscriber sessions a worker's fanout visits before the loop sends what they "
-         "wrote and polls again (the rest next iteration); 0 = all at once (default 256)"},
 };
 
 #define NB_KEYS (sizeof(keys) / sizeof(keys[0]))
@@ -306,7 +302,6 @@ void moq_pmd_config_defaults(struct moq_pmd_config *cfg)
 	cfg->fastpath = 1;
 	cfg->fastpath_conns = 4096;
 	cfg->fastpath_gcm = 1;
-	cfg->fanout_batch = 256;
 	cfg->backend = MOQ_CFG_BACKEND_DPDK;
 	cfg->redirect_ring = 1024;
 	snprintf(cfg->profile, sizeof(cfg->profile), "auto");

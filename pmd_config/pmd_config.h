@@ -155,9 +155,6 @@ struct moq_pmd_config {
 	uint32_t fastpath_conns; /* the engine's connection pool per worker */
 	/* 1: fastpath/gcm.c's AES-GCM where the CPU allows (fp_aead_select) */
 	uint32_t fastpath_gcm;
-	/* sessions one fanout pass of a worker visits before the iteration
-	 * sends and commits what they wrote (moq.h, visit_batch); 0 = all */
-	uint32_t fanout_batch;
 };
 
 /*

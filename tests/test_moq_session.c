@@ -817,13 +817,7 @@ END_TEST
  * unsubscribe and SUBSCRIBE again work after the handoff. @fp 0 runs the
  * same case on ngtcp2 (the counts must match); @loss: 5% loss + 5%
  * reordering both ways. */
-/* fastpath_fanout's @batch: 3 sessions a relay poll visits (moq.h) */
-static void batch3_cfg(struct moq_node_cfg *nc)
-{
-	nc->visit_batch = 3;
-}
-
-static void fastpath_fanout(int fp, int loss, int small, int batch)
+static void fastpath_fanout(int fp, int loss, int small)
 {
 	const int N = 20;
 	const uint64_t G = 6;
@@ -846,9 +840,7 @@ static void fastpath_fanout(int fp, int loss, int small, int batch)
 		relay_link[0].loss_ppm = relay_link[1].loss_ppm = 50000;
 		relay_link[0].reorder_ppm = relay_link[1].reorder_ppm = 50000;
 	}
-	relay_cfg = batch ? batch3_cfg : NULL;
 	h_init(NULL, 0);
-	relay_cfg = NULL;
 	relay_fastpath = 0;
 	relay_idle_ns = relay_keep_alive_ns = 0;
 	client_window = 0;
@@ -946,14 +938,6 @@ static void fastpath_fanout(int fp, int loss, int small, int batch)
 	fprintf(stderr, "# fastpath_fanout%s (%s): fanout visits %llu, %llu wrote nothing\n",
 	        loss ? "_loss" : "", fp ? "fast path" : "ngtcp2",
 	        (unsigned long long)rs.fanout_visits, (unsigned long long)rs.fanout_visits_idle);
-	/* @batch: N subscribers marked by each frame, 3 visited a poll: the
-	 * pass went on over later polls (and every byte arrived, above) */
-	fprintf(stderr, "# fastpath_fanout%s: %llu polls stopped at the batch\n",
-	        loss ? "_loss" : "", (unsigned long long)rs.fanout_batch_stops);
-	if (batch)
-		ck_assert_uint_ge(rs.fanout_batch_stops, G * FRAMES_PER_GROUP);
-	else
-		ck_assert_uint_eq(rs.fanout_batch_stops, 0);
 	if (!loss && !small)
 		ck_assert_msg(rs.fanout_visits_idle * 20 <= rs.fanout_visits,
 		              "%llu of %llu fanout visits wrote nothing",
@@ -1062,11 +1046,10 @@ static void fastpath_fanout(int fp, int loss, int small, int batch)
 	}
 }
 
-/* _i: bit 0 the fast path on, bit 1 loss, bit 2 small receive windows,
- * bit 3 the relay's fanout in batches of 3 sessions a poll */
+/* _i: bit 0 the fast path on, bit 1 loss, bit 2 small receive windows */
 START_TEST(test_fastpath_fanout)
 {
-	fastpath_fanout(_i & 1, (_i >> 1) & 1, (_i >> 2) & 1, (_i >> 3) & 1);
+	fastpath_fanout(_i & 1, (_i >> 1) & 1, (_i >> 2) & 1);
 }
 END_TEST
 
@@ -4572,9 +4555,6 @@ Suite *moq_session_suite(void)
 		tcase_add_loop_test(tfp, test_fastpath_fanout, 0, 4);
 		/* small windows, without loss: on ngtcp2 and on the fast path */
 		tcase_add_loop_test(tfp, test_fastpath_fanout, 4, 6);
-		/* the relay's fanout in batches (moq.h visit_batch): on
-		 * ngtcp2 and on the fast path */
-		tcase_add_loop_test(tfp, test_fastpath_fanout, 8, 10);
 		tcase_add_test(tfp, test_fastpath_forget);
 		suite_add_tcase(s, tfp);
 	}

@@ -299,7 +299,6 @@ static const struct {
         {"--admit-refuse", "goaway=", "--admit-refuse: 'goaway=' is not bounds or goaway=URL"},
         {"--fastpath", "yes", "--fastpath: 'yes' is not on or off"},
         {"--fastpath-conns", "0", "--fastpath-conns: '0' is not an integer in [1, 10000000]"},
-        {"--fanout-batch", "-1", "--fanout-batch: '-1' is not an integer in [0, 10000000]"},
         {"--fastpath-gcm", "yes", "--fastpath-gcm:"},
         /* issue 15: --tcp is 0 or 1 (the dpdk backend's exception port:
          * tcp_on_dpdk below) */
@@ -760,13 +759,6 @@ START_TEST(fastpath_option)
 	ck_assert_uint_eq(c.fastpath, 0);
 	ck_assert_int_eq(parse(&c, no_env, err, "--fastpath", "1", NULL), MOQ_ERR_CONFIG);
 	ck_assert_str_eq(err, "--fastpath: '1' is not on or off");
-	/* the fanout's batch of sessions per iteration */
-	ck_assert_int_eq(parse(&c, no_env, err, NULL), 0);
-	ck_assert_uint_eq(c.fanout_batch, 256);
-	ck_assert_int_eq(parse(&c, no_env, err, "--fanout-batch", "0", NULL), 0);
-	ck_assert_uint_eq(c.fanout_batch, 0);
-	ck_assert_int_eq(parse(&c, no_env, err, "--fanout-batch", "32", NULL), 0);
-	ck_assert_uint_eq(c.fanout_batch, 32);
 }
 END_TEST
 
