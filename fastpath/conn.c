@@ -858,6 +858,11 @@ struct fp_engine *fp_conn_engine(const struct fp_conn *c)
 	return c->e;
 }
 
+uint64_t fp_conn_cwnd(const struct fp_conn *c)
+{
+	return c->cwnd;
+}
+
 void fp_conn_get_info(const struct fp_conn *c, struct fp_conn_info *o)
 {
 	const struct fp_cold *x = c->x;

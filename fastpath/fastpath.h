@@ -494,6 +494,8 @@ void *fp_conn_user(const struct fp_conn *c);
 void fp_conn_set_user(struct fp_conn *c, void *user);
 struct fp_engine *fp_conn_engine(const struct fp_conn *c);
 void fp_conn_get_info(const struct fp_conn *c, struct fp_conn_info *out);
+/* fp_conn_cwnd: the congestion window alone (fp_conn_get_info's cwnd). */
+uint64_t fp_conn_cwnd(const struct fp_conn *c);
 
 /*
  * fp_conn_close: close @c with application (@app != 0) or transport error

@@ -866,6 +866,20 @@ static inline void tp_close(struct moq_session *s, uint64_t code)
 
 /* cwnd and friends; a binding without get_info: a window as large as the
  * node's session queue, so the configured bound still applies. */
+static inline void tp_info(struct moq_session *s, struct moq_quic_conn_info *ci);
+
+/* The cwnd alone (fanout's budget, per visit): on QUIC without filling the
+ * whole record (moq_quic_conn_cwnd). */
+static inline uint64_t tp_cwnd(struct moq_session *s)
+{
+	struct moq_quic_conn_info ci;
+
+	if (!s->bops)
+		return moq_quic_conn_cwnd(s->conn);
+	tp_info(s, &ci);
+	return ci.cwnd;
+}
+
 static inline void tp_info(struct moq_session *s, struct moq_quic_conn_info *ci)
 {
 	if (!s->bops) {

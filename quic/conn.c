@@ -549,6 +549,18 @@ void moq_quic_conn_get_info(const struct moq_quic_conn *c, struct moq_quic_conn_
 	out->key_updates = c->key_updates;
 }
 
+uint64_t moq_quic_conn_cwnd(const struct moq_quic_conn *c)
+{
+	ngtcp2_conn_stat cs;
+
+	if (c->fp != NULL)
+		return hand_cwnd(c);
+	if (c->q == NULL)
+		return 0;
+	ngtcp2_conn_get_conn_stat(c->q, &cs);
+	return cs.cwnd;
+}
+
 int moq_quic_conn_close(struct moq_quic_conn *c, uint64_t app_err, const char *reason)
 {
 	struct moq_quic_close_info info;

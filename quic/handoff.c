@@ -781,6 +781,11 @@ int hand_close(struct moq_quic_conn *c, uint64_t app_err, const char *reason)
 	return rv == MOQ_ERR_STATE ? 0 : rv;
 }
 
+uint64_t hand_cwnd(const struct moq_quic_conn *c)
+{
+	return fp_conn_cwnd(c->fp);
+}
+
 void hand_info(const struct moq_quic_conn *c, struct moq_quic_conn_info *out)
 {
 	struct fp_conn_info fi;

@@ -676,6 +676,11 @@ const char *moq_quic_conn_server_name(const struct moq_quic_conn *c, char *out, 
 
 /* moq_quic_conn_get_info: per-connection figures into @out. */
 void moq_quic_conn_get_info(const struct moq_quic_conn *c, struct moq_quic_conn_info *out);
+/* moq_quic_conn_cwnd: its congestion window alone (get_info's cwnd), from
+ * the lines a packet reads anyway: what fanout's budget asks per session
+ * visit (get_info fills the whole record, the fast path's cold lines too);
+ * 0 for a connection closed or not made yet. */
+uint64_t moq_quic_conn_cwnd(const struct moq_quic_conn *c);
 
 /*
  * moq_quic_conn_close: close @c with application error @app_err and an

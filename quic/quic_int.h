@@ -480,6 +480,7 @@ void hand_stats(const struct moq_quic_endpoint *ep, struct moq_quic_stats *out);
 int hand_pending(const struct moq_quic_endpoint *ep);
 void hand_conn_free(struct moq_quic_conn *c);
 int hand_close(struct moq_quic_conn *c, uint64_t app_err, const char *reason);
+uint64_t hand_cwnd(const struct moq_quic_conn *c);
 void hand_info(const struct moq_quic_conn *c, struct moq_quic_conn_info *out);
 int hand_update_key(struct moq_quic_conn *c);
 int hand_stream_open(struct moq_quic_conn *c, int bidi, int64_t *sid);

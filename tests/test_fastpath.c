@@ -2159,6 +2159,9 @@ START_TEST(ix_bulk_loss_key_update)
 	ck_assert_uint_eq(ci.key_phase, 1);
 	moq_quic_conn_get_info(x->cc, &qi);
 	ck_assert_uint_ge(qi.key_updates, 1);
+	/* the cwnd alone is the record's (fp_conn_get_info) */
+	ck_assert_uint_gt(ci.cwnd, 0);
+	ck_assert_uint_eq(fp_conn_cwnd(x->es.c), ci.cwnd);
 	ck_assert_uint_gt(x->dropped, 0);
 	ix_free(x);
 }

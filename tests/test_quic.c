@@ -841,6 +841,10 @@ START_TEST(test_key_update)
 	moq_quic_link_run(lnk, NULL, NULL, 1000000000ull);
 	moq_quic_conn_get_info(cli.conns[0].c, &ci1);
 	moq_quic_conn_get_info(srv.conns[0].c, &si1);
+	/* the cwnd alone is get_info's (ngtcp2's connections) */
+	ck_assert_uint_gt(si1.cwnd, 0);
+	ck_assert_uint_eq(moq_quic_conn_cwnd(srv.conns[0].c), si1.cwnd);
+	ck_assert_uint_eq(moq_quic_conn_cwnd(cli.conns[0].c), ci1.cwnd);
 	ck_assert_uint_gt(ci1.key_updates, ci0.key_updates);
 	ck_assert_uint_gt(si1.key_updates, si0.key_updates);
 	ck_assert_uint_eq(cli.conns[0].rx_bytes, x.total);
