@@ -439,8 +439,10 @@ static int kernel_poll(struct relay_io *w, uint64_t now)
 		if (n > 1) {
 			/* the burst's connections load together (quic.h,
 			 * moq_quic_endpoint_prefetch), as on the DPDK side */
-			const void *hint[MOQ_NET_KIO_BURST] = {0};
+			const void *hint[MOQ_NET_KIO_BURST];
 
+			for (int i = 0; i < n; i++)
+				hint[i] = NULL;
 			for (int st = 0; st < MOQ_QUIC_PREFETCH_STAGES; st++)
 				for (int i = 0; i < n; i++)
 					moq_quic_endpoint_prefetch(w->ep, d[i].data, d[i].len, st,

@@ -378,14 +378,19 @@ static void rx_take(struct moq_relay *r, struct relay_worker *w, struct rte_mbuf
                     const enum moq_net_verdict *v, const struct moq_net_udp *u, unsigned int n,
                     uint64_t now)
 {
-	const void *hint[MOQ_PMD_BURST] = {0};
+	const void *hint[MOQ_PMD_BURST];
 
-	if (w->ep != NULL && n > 1)
+	if (w->ep != NULL && n > 1) {
+		/* (not an initialiser: the idle loop's empty bursts would
+		 * zero all 32 with a rep stos each) */
+		for (unsigned int i = 0; i < n; i++)
+			hint[i] = NULL;
 		for (int st = 0; st < MOQ_QUIC_PREFETCH_STAGES; st++)
 			for (unsigned int i = 0; i < n; i++)
 				if (v[i] == MOQ_NET_UDP)
 					moq_quic_endpoint_prefetch(w->ep, u[i].payload, u[i].len,
 					                           st, &hint[i]);
+	}
 	for (unsigned int i = 0; i < n; i++)
 		frame_take(r, w, mb[i], v[i], &u[i], now, 1);
 }

@@ -139,12 +139,15 @@ struct dsub {
 	struct moq_session *s;
 	uint64_t last_version;
 	uint64_t next_seq;
-	uint64_t lat_ns; /* its max_latency when below the track's (dsub_params), else 0 */
+	/* in the upstream: in this line beside @s, so a track's version
+	 * change marks each subscriber's session from one line of it
+	 * (up_touch), not two */
+	struct dsub *unext;
 	uint32_t n_gouts;
 	uint8_t started, ending, done;
 	uint8_t counted; /* holds one unit of cfg.max_subscribers */
 	struct moq_sub_params p;
-	struct dsub *unext;  /* in the upstream */
+	uint64_t lat_ns;     /* its max_latency when below the track's (dsub_params), else 0 */
 	struct dsub **uprev; /* the link pointing at it there: O(1) leave (a track's
 	                      * thousands of subscribers leaving one by one walked
 	                      * the list each: quadratic) */
@@ -358,7 +361,9 @@ struct moq_session {
 	 * record's 7.5 they were ~6. callgrind with a 1 MiB last-level cache,
 	 * bench_moq_fanout --subs 1000: DESIGN.md, "Misses per packet").
 	 */
-	struct moq_session *next;
+	/* node's pending list: in the line of @queued, so sess_mark writes
+	 * one line of a session (up_touch marks a track's thousands) */
+	struct moq_session *pnext;
 	struct moq_node *n;
 	struct moq_quic_conn *conn; /* raw QUIC; NULL on a binding */
 	void *tp;                   /* the transport while it is up: conn, or the binding's */
@@ -391,7 +396,7 @@ struct moq_session {
 	 * is hundreds per session, and walking them every 100 ms over 5,000
 	 * sessions was ~1/3 of a relay worker. */
 	struct gout *gfin;
-	struct moq_session *pnext; /* node's pending list */
+	struct moq_session *next;  /* node's list of all sessions */
 	struct moq_session *wnext; /* node's watch list */
 	uint64_t unacked;          /* fanout bytes queued and not acknowledged */
 	uint64_t budget;           /* this poll's limit for unacked */
@@ -944,17 +949,16 @@ static inline uint32_t sess_max_broadcasts(const struct moq_session *s)
 /* Something changed for every subscriber of @up (it ended, ...). */
 static inline void up_touch(struct upstream *up)
 {
-	/* a chain of misses otherwise (a subscription, then its session):
-	 * the subscription two ahead and the session of the next one load
-	 * meanwhile */
+	/* a chain of misses otherwise (a subscription, then its session;
+	 * one line of each: unext and s share a subscription's first, pnext
+	 * and queued a session's): the subscription two ahead and the
+	 * session of the next one load meanwhile */
 	for (struct dsub *d = up->dsubs; d; d = d->unext) {
 		const struct dsub *nx = d->unext;
 
 		if (nx != NULL) {
-			if (nx->unext != NULL) {
+			if (nx->unext != NULL)
 				__builtin_prefetch(nx->unext);
-				__builtin_prefetch((const char *)nx->unext + 64);
-			}
 			__builtin_prefetch(nx->s);
 		}
 		sess_mark(d->s);
