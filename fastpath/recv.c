@@ -842,9 +842,7 @@ void fp_conn_prefetch(const struct fp_conn *c, int stage)
 		return;
 	}
 	x = c->x;
-	{
-		fp_aes_prefetch(x->keys.rx[x->keys.rxc].aead);
-	}
+	fp_aes_prefetch(x->keys.rx[x->keys.rxc].aead);
 	if (c->ring != NULL) {
 		/* the records after the largest acknowledged: what an ACK
 		 * takes next */

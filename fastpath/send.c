@@ -188,12 +188,6 @@ static void add_range(struct pktb *b, uint32_t sidx, uint64_t off, uint16_t len,
 	b->nranges++;
 }
 
-/* The ring slot of the next packet number is free (fast path's check). */
-static int range_room_free(const struct fp_conn *c)
-{
-	return ring_free(c);
-}
-
 static int range_room(const struct pktb *b)
 {
 	return b->nranges == 0 ||
@@ -664,7 +658,7 @@ static struct fp_stream *fast_stream(const struct fp_conn *c, uint64_t now)
 	s = &c->e->streams[c->send_head];
 	if ((s->flags & (SF_P_MASK | SF_RESET_SENT)) || s->lost_ivl != FP_NONE32 ||
 	    s->snd_off >= s->snd_end || s->snd_off >= s->snd_max ||
-	    c->sent_data >= c->peer_max_data || !range_room_free(c))
+	    c->sent_data >= c->peer_max_data || !ring_free(c))
 		return NULL;
 	return s;
 }
