@@ -328,27 +328,30 @@ struct fp_rbuf {
 
 /* One stream: 96 bytes, in the engine's pool. */
 struct fp_stream {
+	/* what an ACK of its data reads and writes, together (fp_on_ack,
+	 * fp_ack_flush): one or two lines, not three */
 	int64_t id;
-	void *user;
-	uint64_t snd_off;             /* next byte never sent */
-	uint64_t snd_end;             /* bytes written by the caller */
 	uint64_t snd_acked;           /* acknowledged prefix */
-	uint64_t snd_max;             /* the peer's MAX_STREAM_DATA */
-	uint64_t rcv_off;             /* delivered prefix */
-	uint64_t rcv_max;             /* our MAX_STREAM_DATA */
-	uint64_t rcv_final;           /* final size, UINT64_MAX until known */
-	uint64_t rcv_hi;              /* highest offset received (flow control) */
-	uint64_t app_err;             /* of RESET_STREAM / STOP_SENDING we send */
+	uint64_t head_end;            /* end offset of the first chunk, when there is one */
 	uint32_t chunks, chunks_tail; /* queued caller memory, from snd_acked's */
-	uint32_t cur;                 /* the chunk holding snd_off (a cursor), FP_NONE32 */
 	uint32_t acked_ivl, lost_ivl; /* interval sets */
-	uint32_t next;                /* connection's stream list */
-	uint32_t send_next;           /* connection's send list */
-	uint32_t rbuf;                /* reassembly buffer, FP_NONE32 */
+	uint32_t refs;                /* sent ranges in flight naming this record */
 	uint32_t flags;
+	uint32_t cur;       /* the chunk holding snd_off (a cursor), FP_NONE32 */
+	uint32_t send_next; /* connection's send list */
+	uint64_t snd_off;   /* next byte never sent */
+	uint64_t snd_end;   /* bytes written by the caller */
+	uint64_t snd_max;   /* the peer's MAX_STREAM_DATA */
+	void *user;
+	uint64_t rcv_off;   /* delivered prefix */
+	uint64_t rcv_max;   /* our MAX_STREAM_DATA */
+	uint64_t rcv_final; /* final size, UINT64_MAX until known */
+	uint64_t rcv_hi;    /* highest offset received (flow control) */
+	uint64_t app_err;   /* of RESET_STREAM / STOP_SENDING we send */
+	uint32_t next;      /* connection's stream list */
+	uint32_t rbuf;      /* reassembly buffer, FP_NONE32 */
 	uint8_t urgency;
 	uint8_t inflight; /* sent records naming it (saturating use: held) */
-	uint32_t refs;    /* sent ranges in flight naming this record */
 };
 
 /* Range kinds of a sent record (what to do on ack / loss). */

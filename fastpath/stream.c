@@ -59,11 +59,17 @@ struct fp_stream *fp_stream_new(struct fp_conn *c, int64_t sid)
 
 static void chunks_release(struct fp_engine *e, struct fp_stream *s, uint64_t upto)
 {
+	/* the common ACK ends inside the first chunk: its record (a line
+	 * written a round trip ago, a miss) is not read */
+	if (upto != UINT64_MAX && s->chunks != FP_NONE32 && s->head_end > upto)
+		return;
 	while (s->chunks != FP_NONE32) {
 		struct fp_chunk *k = &e->chunks[s->chunks];
 		uint32_t n = k->next;
-		if (upto != UINT64_MAX && k->off + k->len > upto)
+		if (upto != UINT64_MAX && k->off + k->len > upto) {
+			s->head_end = k->off + k->len;
 			break;
+		}
 		if (s->cur == s->chunks)
 			s->cur = FP_NONE32;
 		k->next = e->free_chunk;
@@ -468,6 +474,8 @@ long fp_stream_write(struct fp_conn *c, int64_t sid, const struct fp_iov *iov, s
 			        s->chunks_tail != FP_NONE32 ? &e->chunks[s->chunks_tail] : NULL;
 			if (t && t->base + t->len == b && (uint64_t)t->len + l < UINT32_MAX / 2) {
 				t->len += l; /* contiguous with the last piece */
+				if (s->chunks_tail == s->chunks)
+					s->head_end += l;
 			} else {
 				uint32_t k = e->free_chunk;
 				e->free_chunk = e->chunks[k].next;
@@ -475,10 +483,12 @@ long fp_stream_write(struct fp_conn *c, int64_t sid, const struct fp_iov *iov, s
 				e->chunks[k].len = l;
 				e->chunks[k].off = s->snd_end;
 				e->chunks[k].next = FP_NONE32;
-				if (t)
+				if (t) {
 					t->next = k;
-				else
+				} else {
 					s->chunks = k;
+					s->head_end = s->snd_end + l;
+				}
 				s->chunks_tail = k;
 			}
 			s->snd_end += l;

@@ -1012,6 +1012,61 @@ START_TEST(pair_ivl_pool_dry)
 }
 END_TEST
 
+/* Queued chunks go back to the pool as the acknowledged prefix passes
+ * them, the first one tested from the stream record (fp_stream.head_end,
+ * kept as contiguous writes extend it). With a pool of two chunks, each
+ * round writes two contiguous pieces in one call (a write needs a free
+ * chunk per piece: both must be back in the pool), then a third piece
+ * contiguous with them (the same chunk, extended), and waits for all of it
+ * to be acknowledged over 10 % loss (resent from the chunk, the receiver
+ * checks every byte). A head_end past the chunk's end would keep it (the
+ * next round's write refused); one short of it costs only the read it
+ * saves (the chunk's own end is tested then). */
+static int g_acked_want;
+static int done_acked(struct pair *p)
+{
+	return p->s[0].acked[g_sid_slot] >= (uint64_t)g_acked_want;
+}
+
+START_TEST(pair_chunk_release)
+{
+	struct pair p;
+	struct fp_engine_config ec;
+	struct fp_stats st;
+	int64_t sid;
+	const size_t piece = 20000;
+	size_t off = 0;
+	int round;
+
+	memset(&ec, 0, sizeof(ec));
+	ec.max_chunks = 2;
+	pair_init(&p, 1 << 20, 4 << 20, &ec);
+	p.drop_pct = 10;
+	ck_assert_int_eq(fp_stream_open(p.s[0].c, 0, &sid), 0);
+	g_sid_slot = sid_slot(sid);
+	for (round = 0; round < 8; round++) {
+		struct fp_iov two[2] = {{pattern + off, piece}, {pattern + off + piece, piece}};
+		ck_assert_int_eq(fp_stream_write(p.s[0].c, sid, two, 2, 0), (long)(2 * piece));
+		ck_assert_int_eq(
+		        fp_stream_write(p.s[0].c, sid, iov1(off + 2 * piece, piece), 1, round == 7),
+		        (long)piece);
+		off += 3 * piece;
+		g_acked_want = (int)off;
+		pair_run(&p, done_acked, 60000000000ull);
+		ck_assert_uint_eq(p.s[0].acked[g_sid_slot], off);
+	}
+	g_want = (int)off;
+	pair_run(&p, done_rx, 60000000000ull);
+	fp_engine_stats(p.s[0].e, &st);
+	ck_assert_uint_eq(st.pool_exhausted, 0);
+	ck_assert_uint_gt(st.pkts_lost, 0);
+	ck_assert_int_eq(p.s[1].rx_bad, 0);
+	ck_assert_uint_eq(p.s[1].rx_off[g_sid_slot], off);
+	ck_assert(p.s[1].rx_fin[g_sid_slot]);
+	pair_free(&p);
+}
+END_TEST
+
 START_TEST(pair_key_update)
 {
 	struct pair p;
@@ -2522,6 +2577,7 @@ Suite *fastpath_suite(void)
 	tcase_add_test(t, pair_bulk_loss_reorder);
 	tcase_add_test(t, pair_bulk_loss_aeads);
 	tcase_add_test(t, pair_ivl_pool_dry);
+	tcase_add_test(t, pair_chunk_release);
 	tcase_add_test(t, pair_key_update);
 	tcase_add_test(t, pair_flow_control_small);
 	tcase_add_test(t, pair_close_by_peer);
