@@ -68,8 +68,10 @@ static int on_data(struct fp_conn *c, void *user, int64_t sid, uint64_t off, con
 	return 0;
 }
 
-static void on_acked(struct fp_conn *c, void *user, int64_t sid, uint64_t acked, uint64_t newly)
+static void on_acked(struct fp_conn *c, void *user, int64_t sid, uint64_t acked, uint64_t newly,
+                     void *app)
 {
+	(void)app;
 	(void)c, (void)user, (void)sid, (void)acked;
 	acked_total += newly;
 }

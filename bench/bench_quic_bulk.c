@@ -85,8 +85,10 @@ static int on_data(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t of
 	return 0;
 }
 
-static void on_acked(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t a, uint64_t newly)
+static void on_acked(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t a, uint64_t newly,
+                     void *app)
 {
+	(void)app;
 	(void)c;
 	(void)user;
 	(void)sid;

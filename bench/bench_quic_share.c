@@ -90,8 +90,10 @@ static int on_est(struct moq_quic_conn *c, void *user, const char *alpn)
 	return 0;
 }
 
-static void on_closed_stream(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t err)
+static void on_closed_stream(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t err,
+                             void *app)
 {
+	(void)app;
 	(void)c;
 	(void)sid;
 	(void)err;

@@ -283,12 +283,15 @@ struct fp_callbacks {
 	void (*stop_sending)(struct fp_conn *c, void *user, int64_t sid, uint64_t app_err);
 	/* The peer acknowledged the first @acked bytes of @sid (a cumulative
 	 * prefix; @newly more than at the previous call): the caller may release
-	 * the memory backing them. */
+	 * the memory backing them. @suser: the stream's user pointer
+	 * (fp_stream_set_user; the import's), NULL when none was set. */
 	void (*stream_acked)(struct fp_conn *c, void *user, int64_t sid, uint64_t acked,
-	                     uint64_t newly);
+	                     uint64_t newly, void *suser);
 	/* Stream @sid is finished both ways (or reset); nothing of the caller's
-	 * memory queued on it is referenced any more; the id is gone. */
-	void (*stream_closed)(struct fp_conn *c, void *user, int64_t sid, uint64_t app_err);
+	 * memory queued on it is referenced any more; the id is gone. @suser:
+	 * as for stream_acked. */
+	void (*stream_closed)(struct fp_conn *c, void *user, int64_t sid, uint64_t app_err,
+	                      void *suser);
 	/* More may be written: the peer raised MAX_STREAM_DATA on @sid or
 	 * MAX_DATA (@sid == -1), or allowed more streams (@sid == -2). */
 	void (*writable)(struct fp_conn *c, void *user, int64_t sid);

@@ -329,10 +329,11 @@ struct fp_rbuf {
 /* One stream: 96 bytes, in the engine's pool. */
 struct fp_stream {
 	/* what an ACK of its data reads and writes, together (fp_on_ack,
-	 * fp_ack_flush): one or two lines, not three */
+	 * fp_ack_flush): the first 64 bytes (one or two lines, not three) */
 	int64_t id;
 	uint64_t snd_acked;           /* acknowledged prefix */
 	uint64_t head_end;            /* end offset of the first chunk, when there is one */
+	void *user;                   /* passed to stream_acked / stream_closed */
 	uint32_t chunks, chunks_tail; /* queued caller memory, from snd_acked's */
 	uint32_t acked_ivl, lost_ivl; /* interval sets */
 	uint32_t refs;                /* sent ranges in flight naming this record */
@@ -342,7 +343,6 @@ struct fp_stream {
 	uint64_t snd_off;   /* next byte never sent */
 	uint64_t snd_end;   /* bytes written by the caller */
 	uint64_t snd_max;   /* the peer's MAX_STREAM_DATA */
-	void *user;
 	uint64_t rcv_off;   /* delivered prefix */
 	uint64_t rcv_max;   /* our MAX_STREAM_DATA */
 	uint64_t rcv_final; /* final size, UINT64_MAX until known */

@@ -132,6 +132,7 @@ void fp_stream_maybe_free(struct fp_conn *c, struct fp_stream *s)
 	struct fp_cold *x;
 	int64_t sid;
 	uint64_t err;
+	void *suser;
 
 	if (!(s->flags & SF_RECV_DONE) || !send_done(s) || s->refs > 0)
 		return;
@@ -139,6 +140,7 @@ void fp_stream_maybe_free(struct fp_conn *c, struct fp_stream *s)
 	x = c->x;
 	sid = s->id;
 	err = s->app_err;
+	suser = s->user;
 	if (!is_local_sid(c, sid)) {
 		/* RFC 9000, 4.6: the peer may open one more of this kind */
 		if (sid & 2) {
@@ -152,7 +154,7 @@ void fp_stream_maybe_free(struct fp_conn *c, struct fp_stream *s)
 	}
 	fp_stream_free(c, s);
 	if (cb && cb->stream_closed)
-		cb->stream_closed(c, c->user, sid, err);
+		cb->stream_closed(c, c->user, sid, err, suser);
 }
 
 int fp_stream_has_send(const struct fp_conn *c, const struct fp_stream *s)
@@ -308,7 +310,8 @@ static void stream_acked_range(struct fp_conn *c, struct fp_stream *s, uint64_t 
 	if (s->snd_acked > before) {
 		chunks_release(e, s, s->snd_acked);
 		if (e->cb && e->cb->stream_acked)
-			e->cb->stream_acked(c, c->user, s->id, s->snd_acked, s->snd_acked - before);
+			e->cb->stream_acked(c, c->user, s->id, s->snd_acked, s->snd_acked - before,
+			                    s->user);
 	}
 }
 
@@ -326,7 +329,8 @@ void fp_ack_flush(struct fp_conn *c)
 	if (s->snd_acked > before) {
 		chunks_release(e, s, s->snd_acked);
 		if (e->cb && e->cb->stream_acked)
-			e->cb->stream_acked(c, c->user, s->id, s->snd_acked, s->snd_acked - before);
+			e->cb->stream_acked(c, c->user, s->id, s->snd_acked, s->snd_acked - before,
+			                    s->user);
 	}
 	/* (fp_stream_maybe_free's first test here: most ACKs leave data of
 	 * the stream in flight) */

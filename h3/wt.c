@@ -1110,8 +1110,9 @@ static int cb_stream_data(struct moq_quic_conn *c, void *user, int64_t sid, uint
 }
 
 static void cb_stream_acked(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t acked,
-                            uint64_t newly)
+                            uint64_t newly, void *app)
 {
+	(void)app;
 	struct moq_wt *w = user;
 
 	if (!w || w->dead)
@@ -1145,8 +1146,10 @@ static void cb_stream_stop_sending(struct moq_quic_conn *c, void *user, int64_t 
 	leave(w);
 }
 
-static void cb_stream_closed(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t app_err)
+static void cb_stream_closed(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t app_err,
+                             void *app)
 {
+	(void)app;
 	struct moq_wt *w = user;
 
 	if (!w || w->dead)

@@ -486,8 +486,10 @@ static void cb_stream_reset(struct moq_quic_conn *c, void *user, int64_t sid, ui
 	}
 }
 
-static void cb_stream_closed(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t app_err)
+static void cb_stream_closed(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t app_err,
+                             void *app)
 {
+	(void)app;
 	struct lc *l = user;
 
 	(void)c;

@@ -214,6 +214,11 @@ inline struct mstream *st_new(struct moq_session *s, int64_t sid, uint8_t kind, 
 		st_release(s, st);
 		return NULL;
 	}
+	/* on QUIC, the stream's acknowledgements and its close come with the
+	 * record (no look-up by id: a miss per call at thousands of sessions);
+	 * it lives until that close or the connection's (st_free) */
+	if (!s->bops && s->conn)
+		moq_quic_stream_set_app(s->conn, sid, st);
 	return st;
 }
 

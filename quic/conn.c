@@ -138,7 +138,7 @@ static int acked_cb(ngtcp2_conn *q, int64_t sid, uint64_t offset, uint64_t datal
 		return 0;
 	strm_ack(s, offset + datalen);
 	if (datalen > 0 && app_live(c) && cb->stream_acked)
-		cb->stream_acked(c, c->user, sid, offset + datalen, datalen);
+		cb->stream_acked(c, c->user, sid, offset + datalen, datalen, s->app);
 	return 0;
 }
 
@@ -182,7 +182,7 @@ static int stream_close_cb(ngtcp2_conn *q, uint32_t flags, int64_t sid, uint64_t
 			cb->stream_stop_sending(c, c->user, sid, app_err);
 	}
 	if (app_live(c) && cb->stream_closed)
-		cb->stream_closed(c, c->user, sid, app_err);
+		cb->stream_closed(c, c->user, sid, app_err, s ? s->app : NULL);
 	if (s)
 		strm_free(c, s);
 	/* A stream slot of the peer's is free again: allow one more

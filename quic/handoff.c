@@ -117,7 +117,7 @@ static void cb_stop_sending(struct fp_conn *fc, void *user, int64_t sid, uint64_
 }
 
 static void cb_stream_acked(struct fp_conn *fc, void *user, int64_t sid, uint64_t acked,
-                            uint64_t newly)
+                            uint64_t newly, void *app)
 {
 	struct moq_quic_conn *c = conn_of_fp(fc, user);
 
@@ -125,10 +125,11 @@ static void cb_stream_acked(struct fp_conn *fc, void *user, int64_t sid, uint64_
 		return;
 
 	if (c->cb && c->cb->stream_acked)
-		c->cb->stream_acked(c, c->user, sid, acked, newly);
+		c->cb->stream_acked(c, c->user, sid, acked, newly, app);
 }
 
-static void cb_stream_closed(struct fp_conn *fc, void *user, int64_t sid, uint64_t app_err)
+static void cb_stream_closed(struct fp_conn *fc, void *user, int64_t sid, uint64_t app_err,
+                             void *app)
 {
 	struct moq_quic_conn *c = conn_of_fp(fc, user);
 
@@ -136,7 +137,7 @@ static void cb_stream_closed(struct fp_conn *fc, void *user, int64_t sid, uint64
 		return;
 
 	if (c->cb && c->cb->stream_closed)
-		c->cb->stream_closed(c, c->user, sid, app_err);
+		c->cb->stream_closed(c, c->user, sid, app_err, app);
 }
 
 static void cb_writable(struct fp_conn *fc, void *user, int64_t sid)
@@ -501,6 +502,7 @@ static int build_import(struct moq_quic_conn *c, struct hand_scratch *s)
 			return MOQ_QUIC_HANDOFF_STREAM_BUSY;
 		memset(o, 0, sizeof(*o));
 		o->id = x->stream_id;
+		o->user = qs != NULL ? qs->app : NULL;
 		o->send_offset = x->tx_offset;
 		o->send_max = x->tx_max_offset;
 		o->recv_offset = x->rx_offset;

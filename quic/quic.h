@@ -156,9 +156,10 @@ struct moq_quic_callbacks {
 	                   const uint8_t *data, size_t len, int fin);
 	/* The peer acknowledged the first @acked bytes of stream @sid in total
 	 * (@newly more than at the previous call): caller memory backing those
-	 * bytes may be released. */
+	 * bytes may be released. @app: the stream's pointer of
+	 * moq_quic_stream_set_app, NULL when none was set. */
 	void (*stream_acked)(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t acked,
-	                     uint64_t newly);
+	                     uint64_t newly, void *app);
 	/* The peer reset stream @sid (RESET_STREAM) with @app_err. */
 	void (*stream_reset)(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t app_err,
 	                     uint64_t final_size);
@@ -169,8 +170,9 @@ struct moq_quic_callbacks {
 	                            uint64_t app_err);
 	/* Stream @sid is gone in both directions; nothing of the caller's memory
 	 * queued on it is referenced any more. @app_err is the code when it was
-	 * reset, 0 otherwise. */
-	void (*stream_closed)(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t app_err);
+	 * reset, 0 otherwise. @app: as for stream_acked. */
+	void (*stream_closed)(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t app_err,
+	                      void *app);
 	/* More data may be written: the peer raised a flow control limit on
 	 * @sid, or (sid == -1) allowed more streams. */
 	void (*writable)(struct moq_quic_conn *c, void *user, int64_t sid);
@@ -760,6 +762,15 @@ int moq_quic_stream_reset(struct moq_quic_conn *c, int64_t sid, uint64_t app_err
  * MOQ_ERR_INVAL (urgency >= MOQ_QUIC_URGENCY_LEVELS), MOQ_ERR_NOTFOUND.
  */
 int moq_quic_stream_set_urgency(struct moq_quic_conn *c, int64_t sid, uint8_t urgency);
+
+/*
+ * moq_quic_stream_set_app: the application's pointer for stream @sid,
+ * handed to stream_acked and stream_closed (and carried across the
+ * handoff to the fast path), so the application finds its record without a
+ * look-up by id. It must stay valid until stream_closed or conn_closed.
+ * Returns 0 or MOQ_ERR_NOTFOUND.
+ */
+int moq_quic_stream_set_app(struct moq_quic_conn *c, int64_t sid, void *app);
 
 /*
  * moq_quic_stream_stop_sending: ask the peer to stop sending on @sid with

@@ -64,6 +64,7 @@ struct quic_strm {
 	uint8_t fin_queued, fin_sent, wr_closed, blocked, in_pend, local_reset;
 	uint8_t urgency; /* pending class, 0 = most urgent */
 	struct quic_strm *pnext, *pprev;
+	void *app; /* moq_quic_stream_set_app */
 	/* a short stream's entries (an audio frame's group: header, size,
 	 * payload) live here, not in an array of their own: one cache miss
 	 * less per write, send and acknowledgement (strm_vecs and strm_ack

@@ -405,6 +405,21 @@ int moq_quic_stream_stop_sending(struct moq_quic_conn *c, int64_t sid, uint64_t 
 	return 0;
 }
 
+int moq_quic_stream_set_app(struct moq_quic_conn *c, int64_t sid, void *app)
+{
+	struct quic_strm *s;
+
+	if (c == NULL)
+		return MOQ_ERR_INVAL;
+	if (c->fp != NULL)
+		return fp_stream_set_user(c->fp, sid, app) < 0 ? MOQ_ERR_NOTFOUND : 0;
+	s = smap_find(c, sid);
+	if (s == NULL)
+		return MOQ_ERR_NOTFOUND;
+	s->app = app;
+	return 0;
+}
+
 int moq_quic_stream_set_urgency(struct moq_quic_conn *c, int64_t sid, uint8_t urgency)
 {
 	struct quic_strm *s;

@@ -487,6 +487,10 @@ struct side {
 	int rx_fin[64];
 	int rx_bad;
 	uint64_t acked[64];
+	/* fp_stream_set_user: the pointer expected (per stream slot, NULL:
+	 * none), and the callbacks that brought another */
+	void *suser[64];
+	int suser_bad, suser_acked, suser_closed;
 	int closed;
 	struct fp_close_info ci;
 	int resets, stops, streams_closed, opened, paths, paths_ok, writable;
@@ -532,7 +536,8 @@ static int cb_data(struct fp_conn *c, void *user, int64_t sid, uint64_t off, con
 	return s->fail_cb ? -1 : 0;
 }
 
-static void cb_acked(struct fp_conn *c, void *user, int64_t sid, uint64_t acked, uint64_t newly)
+static void cb_acked(struct fp_conn *c, void *user, int64_t sid, uint64_t acked, uint64_t newly,
+                     void *app)
 {
 	struct side *s = user;
 	int k = sid_slot(sid);
@@ -540,6 +545,10 @@ static void cb_acked(struct fp_conn *c, void *user, int64_t sid, uint64_t acked,
 	if (acked != s->acked[k] + newly)
 		s->rx_bad++;
 	s->acked[k] = acked;
+	if (app != s->suser[k])
+		s->suser_bad++;
+	else if (app != NULL)
+		s->suser_acked++;
 }
 
 static void cb_closed(struct fp_conn *c, void *user, const struct fp_close_info *ci)
@@ -566,11 +575,15 @@ static void cb_stop(struct fp_conn *c, void *user, int64_t sid, uint64_t err)
 	s->stops++;
 }
 
-static void cb_sclosed(struct fp_conn *c, void *user, int64_t sid, uint64_t err)
+static void cb_sclosed(struct fp_conn *c, void *user, int64_t sid, uint64_t err, void *app)
 {
 	struct side *s = user;
-	(void)c, (void)sid, (void)err;
+	(void)c, (void)err;
 	s->streams_closed++;
+	if (app != s->suser[sid_slot(sid)])
+		s->suser_bad++;
+	else if (app != NULL)
+		s->suser_closed++;
 }
 
 static void cb_open(struct fp_conn *c, void *user, int64_t sid)
@@ -1044,6 +1057,9 @@ START_TEST(pair_chunk_release)
 	p.drop_pct = 10;
 	ck_assert_int_eq(fp_stream_open(p.s[0].c, 0, &sid), 0);
 	g_sid_slot = sid_slot(sid);
+	/* and the stream's user pointer comes with every acknowledgement */
+	p.s[0].suser[g_sid_slot] = &p;
+	ck_assert_int_eq(fp_stream_set_user(p.s[0].c, sid, &p), 0);
 	for (round = 0; round < 8; round++) {
 		struct fp_iov two[2] = {{pattern + off, piece}, {pattern + off + piece, piece}};
 		ck_assert_int_eq(fp_stream_write(p.s[0].c, sid, two, 2, 0), (long)(2 * piece));
@@ -1060,6 +1076,8 @@ START_TEST(pair_chunk_release)
 	fp_engine_stats(p.s[0].e, &st);
 	ck_assert_uint_eq(st.pool_exhausted, 0);
 	ck_assert_uint_gt(st.pkts_lost, 0);
+	ck_assert_int_eq(p.s[0].suser_bad, 0);
+	ck_assert_int_ge(p.s[0].suser_acked, 8);
 	ck_assert_int_eq(p.s[1].rx_bad, 0);
 	ck_assert_uint_eq(p.s[1].rx_off[g_sid_slot], off);
 	ck_assert(p.s[1].rx_fin[g_sid_slot]);
@@ -1827,8 +1845,10 @@ static int ccb_open(struct moq_quic_conn *c, void *user, int64_t sid)
 	return 0;
 }
 
-static void ccb_acked(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t a, uint64_t n)
+static void ccb_acked(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t a, uint64_t n,
+                      void *app)
 {
+	(void)app;
 	(void)c, (void)user, (void)sid, (void)a;
 	gx->cacked += n;
 }
@@ -1994,7 +2014,12 @@ static struct ix *ix_new(uint64_t cli_stream_win, uint64_t cli_conn_win,
 	}
 	/* the relay's export (one copy: quic/handoff.c); its streams stay in
 	 * the server endpoint's scratch until the import below */
+	/* the stream's application pointer travels with it */
+	ck_assert_int_eq(moq_quic_stream_set_app(x->sc, 0, &x->es), 0);
 	ck_assert_msg(hand_export(x->sc, &imp, &why) == 0, "export refused: %d", (int)why);
+	ck_assert_uint_ge(imp->nstreams, 1);
+	ck_assert_int_eq(imp->streams[0].id, 0);
+	ck_assert_ptr_eq(imp->streams[0].user, &x->es);
 	im = *imp;
 	im.user = &x->es;
 	x->now = moq_quic_link_now(x->lnk);
@@ -2010,6 +2035,8 @@ static struct ix *ix_new(uint64_t cli_stream_win, uint64_t cli_conn_win,
 	ck_assert_ptr_nonnull(x->e);
 	x->es.c = fp_conn_import(x->e, &im, x->now, &err);
 	ck_assert_msg(x->es.c != NULL, "import: %d", err);
+	ck_assert_ptr_eq(fp_stream_user(x->es.c, 0), &x->es);
+	x->es.suser[sid_slot(0)] = &x->es;
 	/* as hand_try does after its import */
 	x->sc->fp = x->es.c;
 	dgram_hand_over(x->sc);

@@ -42,6 +42,8 @@ struct tconn {
 	uint64_t stop_sending;
 	uint64_t stop_code;
 	uint64_t closed_code;
+	/* moq_quic_stream_set_app: the pointer each callback brought */
+	uint64_t app_acked_ok, app_closed_ok, app_bad, app_none;
 	int64_t first_fin_sid; /* stream of the first fin seen */
 	uint64_t rx_at_first_fin;
 	int fail_data;     /* stream_data returns an error (application failure) */
@@ -135,21 +137,43 @@ static int cb_stream_data(struct moq_quic_conn *c, void *user, int64_t sid, uint
 	return 0;
 }
 
-static void cb_acked(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t acked,
-                     uint64_t newly)
+/* test_stream_app: the pointer set for each stream (by sid / 4), NULL:
+ * none set */
+static void *app_want[64];
+
+static int app_check(struct tconn *t, int64_t sid, void *app)
 {
-	(void)sid;
-	(void)acked;
-	tc_of(c, user)->acked += newly;
+	void *want = sid >= 0 && sid / 4 < 64 ? app_want[sid / 4] : NULL;
+
+	if (app == NULL && want == NULL) {
+		t->app_none++;
+		return 0;
+	}
+	if (app != want) {
+		t->app_bad++;
+		return 0;
+	}
+	return 1;
 }
 
-static void cb_stream_closed(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t err)
+static void cb_acked(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t acked,
+                     uint64_t newly, void *app)
 {
 	struct tconn *t = tc_of(c, user);
 
-	(void)sid;
+	(void)acked;
+	t->acked += newly;
+	t->app_acked_ok += (uint64_t)app_check(t, sid, app);
+}
+
+static void cb_stream_closed(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t err,
+                             void *app)
+{
+	struct tconn *t = tc_of(c, user);
+
 	t->streams_closed++;
 	t->closed_code = err;
+	t->app_closed_ok += (uint64_t)app_check(t, sid, app);
 }
 
 static void cb_stream_reset(struct moq_quic_conn *c, void *user, int64_t sid, uint64_t err,
@@ -692,6 +716,53 @@ START_TEST(test_received_uni_streams_close)
 	ck_assert_uint_eq(cli.conns[0].rx_fins, UNI_TOTAL);
 	ck_assert_uint_eq(cli.conns[0].streams_closed, UNI_TOTAL);
 	ck_assert_uint_eq(cli.conns[0].rx_bytes, UNI_TOTAL * 100);
+	ck_assert_uint_eq(cli.conns[0].rx_bad_order, 0);
+	teardown_pair();
+}
+END_TEST
+
+/* moq_quic_stream_set_app: each stream's pointer comes with its
+ * acknowledgements and its close (the application finds its record without
+ * a look-up); a stream without one brings NULL, and a stream id that is not
+ * open is refused. 16 server streams, every other one with a pointer. */
+static int app_streams_closed(void *arg)
+{
+	(void)arg;
+	return srv.conns[0].streams_closed >= 16;
+}
+
+START_TEST(test_stream_app)
+{
+	static uint8_t bufs[16][3000]; /* stream writes are zero-copy */
+	struct tconn *t;
+
+	memset(app_want, 0, sizeof(app_want));
+	setup_pair(NULL, NULL, NULL);
+	connect_client();
+	ck_assert_int_eq(moq_quic_link_run(lnk, both_established, NULL, 5ull * 1000000000), 0);
+	t = &srv.conns[0];
+	ck_assert_int_eq(moq_quic_stream_set_app(t->c, 3, bufs[0]), MOQ_ERR_NOTFOUND);
+	for (int i = 0; i < 16; i++) {
+		int64_t sid;
+		struct iovec iov = {bufs[i], sizeof(bufs[0])};
+
+		ck_assert_int_eq(moq_quic_stream_open(t->c, 0, &sid), 0);
+		ck_assert_int_lt(sid / 4, 64);
+		for (size_t k = 0; k < sizeof(bufs[0]); k++)
+			bufs[i][k] = pat(sid, k);
+		if (i % 2 == 0) {
+			app_want[sid / 4] = bufs[i];
+			ck_assert_int_eq(moq_quic_stream_set_app(t->c, sid, bufs[i]), 0);
+		}
+		ck_assert_int_eq(moq_quic_stream_write(t->c, sid, &iov, 1, 1),
+		                 (long)sizeof(bufs[0]));
+	}
+	ck_assert_int_eq(moq_quic_link_run(lnk, app_streams_closed, NULL, 5ull * 1000000000), 0);
+	ck_assert_uint_eq(t->app_bad, 0);
+	/* 3,000 bytes a stream: at least one acknowledgement each */
+	ck_assert_uint_ge(t->app_acked_ok, 8);
+	ck_assert_uint_eq(t->app_closed_ok, 8);
+	ck_assert_uint_ge(t->app_none, 8 + 8);
 	ck_assert_uint_eq(cli.conns[0].rx_bad_order, 0);
 	teardown_pair();
 }
@@ -2704,6 +2775,7 @@ Suite *quic_suite(void)
 	        {"test_fixed_cost_counters", test_fixed_cost_counters},
 	        {"test_1000_streams", test_1000_streams},
 	        {"test_received_uni_streams_close", test_received_uni_streams_close},
+	        {"test_stream_app", test_stream_app},
 	        {"test_max_streams_batched", test_max_streams_batched},
 	        {"test_addr_ip4", test_addr_ip4},
 	        {"test_key_update", test_key_update},
