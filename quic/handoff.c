@@ -864,6 +864,11 @@ int hand_stream_stop_sending(struct moq_quic_conn *c, int64_t sid, uint64_t app_
 	return fp_stream_stop_sending(c->fp, sid, app_err);
 }
 
+int hand_stream_set_app(struct moq_quic_conn *c, int64_t sid, void *app)
+{
+	return fp_stream_set_user(c->fp, sid, app) < 0 ? MOQ_ERR_NOTFOUND : 0;
+}
+
 int hand_stream_set_urgency(struct moq_quic_conn *c, int64_t sid, uint8_t urgency)
 {
 	return fp_stream_set_urgency(c->fp, sid, urgency);

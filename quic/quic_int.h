@@ -491,6 +491,7 @@ long hand_stream_queued(const struct moq_quic_conn *c, int64_t sid);
 int hand_stream_reset(struct moq_quic_conn *c, int64_t sid, uint64_t app_err);
 int hand_stream_stop_sending(struct moq_quic_conn *c, int64_t sid, uint64_t app_err);
 int hand_stream_set_urgency(struct moq_quic_conn *c, int64_t sid, uint8_t urgency);
+int hand_stream_set_app(struct moq_quic_conn *c, int64_t sid, void *app);
 
 /* export.c: capture a server connection's 1-RTT secrets for the handoff. */
 int quic_capture_server(struct moq_quic_conn *c);

@@ -412,7 +412,7 @@ int moq_quic_stream_set_app(struct moq_quic_conn *c, int64_t sid, void *app)
 	if (c == NULL)
 		return MOQ_ERR_INVAL;
 	if (c->fp != NULL)
-		return fp_stream_set_user(c->fp, sid, app) < 0 ? MOQ_ERR_NOTFOUND : 0;
+		return hand_stream_set_app(c, sid, app);
 	s = smap_find(c, sid);
 	if (s == NULL)
 		return MOQ_ERR_NOTFOUND;
