@@ -415,11 +415,13 @@ int fp_engine_recv(struct fp_engine *e, const uint8_t *data, size_t len,
 
 /*
  * fp_conn_prefetch: start loading what receiving a datagram for @c reads, in
- * two stages a caller runs over a burst of datagrams before it receives any
- * (moq_quic_endpoint_prefetch): stage 0 the connection's record, its cold
- * lines a packet reads and its receive keys; stage 1 (reads what stage 0
- * loaded) the AEAD's key schedule and the sent-packet records the next ACK
- * takes. Changes nothing.
+ * four stages a caller runs over a burst of datagrams before it receives any
+ * (moq_quic_endpoint_prefetch), each reading only what the one before
+ * loaded: stage 0 the connection's record, its cold lines a packet reads and
+ * its receive keys; 1 the AEAD's key schedule and the sent-packet records
+ * the next ACK takes; 2 the stream record the first of them names; 3 that
+ * stream's first queued chunk and the caller's record for it
+ * (fp_stream_set_user: its first line). Changes nothing.
  */
 void fp_conn_prefetch(const struct fp_conn *c, int stage);
 

@@ -841,6 +841,31 @@ void fp_conn_prefetch(const struct fp_conn *c, int stage)
 		         offsetof(struct fp_cold, keys.rx_hp) + sizeof(x->keys.rx_hp));
 		return;
 	}
+	if (stage >= 2) {
+		/* the stream of the record after the largest acknowledged (the
+		 * one stage 1 loaded), then its chunk and the caller's record */
+		const struct fp_sent *r;
+		const struct fp_stream *s;
+		uint64_t pn;
+
+		if (c->ring == NULL)
+			return;
+		pn = c->largest_acked == FP_PN_NONE ? c->ring_lo : c->largest_acked + 1;
+		r = &c->ring[pn & c->ring_mask];
+		if (!(r->flags & PF_RANGE) || r->sidx >= c->e->cfg.max_streams)
+			return;
+		s = &c->e->streams[r->sidx];
+		if (stage == 2) {
+			__builtin_prefetch(s);
+			__builtin_prefetch((const char *)s + 63);
+			return;
+		}
+		if (s->chunks != FP_NONE32)
+			__builtin_prefetch(&c->e->chunks[s->chunks]);
+		if (s->user != NULL)
+			__builtin_prefetch(s->user);
+		return;
+	}
 	x = c->x;
 	fp_aes_prefetch(x->keys.rx[x->keys.rxc].aead);
 	if (c->ring != NULL) {

@@ -499,6 +499,12 @@ void moq_quic_endpoint_prefetch(const struct moq_quic_endpoint *ep, const uint8_
 	case 3:
 		fp_conn_prefetch(*hint, 1);
 		break;
+	case 4:
+		fp_conn_prefetch(*hint, 2);
+		break;
+	case 5:
+		fp_conn_prefetch(*hint, 3);
+		break;
 	}
 }
 

@@ -410,11 +410,13 @@ int moq_quic_endpoint_recv(struct moq_quic_endpoint *ep, const uint8_t *data, si
  * misses of different datagrams overlap instead of following one another
  * (0: the CID table's slot, 1: the connection, 2: a handed-off
  * connection's fast-path record and keys, 3: its AEAD key schedule and
- * sent-packet records). @hint is the datagram's own word between the
+ * sent-packet records, 4: the stream record the next acknowledged one
+ * names, 5: that stream's first chunk and the application's record of it,
+ * moq_quic_stream_set_app). @hint is the datagram's own word between the
  * stages (NULL before stage 0; nothing may be received or sent before the
  * last stage). Changes nothing; any datagram is safe to pass.
  */
-#define MOQ_QUIC_PREFETCH_STAGES 4
+#define MOQ_QUIC_PREFETCH_STAGES 6
 void moq_quic_endpoint_prefetch(const struct moq_quic_endpoint *ep, const uint8_t *data, size_t len,
                                 int stage, const void **hint);
 
